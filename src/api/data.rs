@@ -1,0 +1,111 @@
+//! Handlers of the data API under `/api/v1/data/{slug}`.
+//!
+//! Checks run in this fixed order (README documents it): route and method (404/405, done by
+//! the router) → Authorization header (401) → key known (401) → endpoint for this key (404) →
+//! endpoint active (403) → production key deployed (403) → record id (400) → Content-Type
+//! (415) → body size (413) → JSON (400) → required fields (400) → Idempotency-Key (400/409).
+
+use http::{Method, StatusCode};
+use warp::reply::Response;
+
+use super::reply::{self, bearer, limit_param, query_params, read_body, require_json};
+use super::{CallLog, MAX_DATA_BODY, Request};
+use crate::app::App;
+use crate::endpoints::{self, DataAccess};
+use crate::error::{Error, Result};
+use crate::records;
+use crate::storage::{Environment, partition};
+
+pub async fn handle(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    record_id: Option<&str>,
+    call_log: &mut CallLog,
+) -> Result<Response> {
+    let access = authorize(app, req, slug, call_log)?;
+    match (&req.method, record_id) {
+        (&Method::GET, None) => {
+            let params = query_params(&req.query);
+            let limit = limit_param(
+                &params,
+                records::LIST_LIMIT_DEFAULT,
+                records::LIST_LIMIT_MAX,
+            )?;
+            let page = records::list(
+                &app.store,
+                &access,
+                limit,
+                params.get("cursor").map(String::as_str),
+            )?;
+            Ok(reply::json(StatusCode::OK, &page))
+        }
+        (&Method::POST, None) => {
+            let body = json_body(req).await?;
+            let idempotency_key = match req.headers.get("idempotency-key") {
+                Some(v) => Some(v.to_str().map_err(|_| Error::InvalidIdempotencyKey)?),
+                None => None,
+            };
+            let accepted = records::create(
+                &app.ingest,
+                &access,
+                req.received_at,
+                &body,
+                idempotency_key,
+            )
+            .await?;
+            Ok(reply::json(StatusCode::ACCEPTED, &accepted))
+        }
+        (&Method::GET, Some(id)) => {
+            let id = records::parse_record_id(id)?;
+            let record = records::get(&app.store, &access, id)?;
+            Ok(reply::json(StatusCode::OK, &record))
+        }
+        (&Method::PUT, Some(id)) => {
+            let id = records::parse_record_id(id)?;
+            let body = json_body(req).await?;
+            let accepted =
+                records::replace(&app.ingest, &access, id, req.received_at, &body).await?;
+            Ok(reply::json(StatusCode::ACCEPTED, &accepted))
+        }
+        (&Method::DELETE, Some(id)) => {
+            let id = records::parse_record_id(id)?;
+            let accepted = records::delete(&app.ingest, &access, id).await?;
+            Ok(reply::json(StatusCode::ACCEPTED, &accepted))
+        }
+        // The router only lets the methods above through.
+        _ => Err(Error::MethodNotAllowed("GET, POST, PUT, DELETE")),
+    }
+}
+
+/// Authorises the call and fills in where it is logged. A refused call on an existing
+/// endpoint is logged too (without a key id), so the owner sees failed attempts.
+fn authorize(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Result<DataAccess> {
+    let key = bearer(&req.headers);
+    match endpoints::authorize_data_key(&app.store, key, slug) {
+        Ok(access) => {
+            call_log.partition = Some(access.partition);
+            call_log.environment = Some(access.environment);
+            call_log.key_id = Some(access.key_id.clone());
+            Ok(access)
+        }
+        Err(err) => {
+            let environment = match key {
+                Some(k) if k.starts_with(Environment::Production.key_prefix()) => {
+                    Environment::Production
+                }
+                _ => Environment::Sandbox,
+            };
+            if let Ok(Some(endpoint_id)) = endpoints::id_for_slug(&app.store, slug) {
+                call_log.partition = Some(partition(endpoint_id, environment));
+                call_log.environment = Some(environment);
+            }
+            Err(err)
+        }
+    }
+}
+
+async fn json_body(req: &mut Request) -> Result<bytes::Bytes> {
+    require_json(&req.headers)?;
+    read_body(&req.headers, &mut req.body, MAX_DATA_BODY).await
+}

@@ -1,0 +1,115 @@
+//! Response helpers and request parsing shared by the handlers.
+
+use std::collections::HashMap;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use http::{HeaderMap, StatusCode, header};
+use serde::Serialize;
+use warp::reply::Response;
+
+use super::BodyStream;
+use crate::error::{Error, Result};
+
+/// A JSON response.
+pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_else(|e| {
+        log::error!("cannot serialise a response: {e}");
+        br#"{"error":{"code":"internal_error","message":"An internal error occurred."}}"#.to_vec()
+    });
+    let mut response = Response::new(body.into());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The token of an `Authorization: Bearer <token>` header, if well-formed.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// Refuses anything but `application/json` (optionally with `charset=utf-8`).
+pub fn require_json(headers: &HeaderMap) -> Result<()> {
+    let value = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .ok_or(Error::UnsupportedMediaType)?;
+    let mut parts = value.split(';').map(str::trim);
+    let essence_ok = parts
+        .next()
+        .is_some_and(|m| m.eq_ignore_ascii_case("application/json"));
+    let params_ok = parts.all(|p| {
+        p.split_once('=').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("charset")
+                && v.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")
+        })
+    });
+    if essence_ok && params_ok {
+        Ok(())
+    } else {
+        Err(Error::UnsupportedMediaType)
+    }
+}
+
+/// Reads the body, refusing it as soon as it is known to exceed `limit`: from the declared
+/// Content-Length before reading anything, otherwise while streaming.
+pub async fn read_body(headers: &HeaderMap, body: &mut BodyStream, limit: usize) -> Result<Bytes> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(Error::PayloadTooLarge(limit));
+    }
+    let mut buf = BytesMut::with_capacity(declared.map_or(8192, |n| n as usize));
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| {
+            Error::InvalidRequest(format!("The request body could not be read: {e}."))
+        })?;
+        if buf.len() + chunk.len() > limit {
+            return Err(Error::PayloadTooLarge(limit));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
+
+/// Query parameters; the first occurrence of a name wins.
+pub fn query_params(query: &str) -> HashMap<String, String> {
+    let mut params = HashMap::new();
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        params
+            .entry(k.into_owned())
+            .or_insert_with(|| v.into_owned());
+    }
+    params
+}
+
+/// `limit` from the query: default when absent, an integer in `1..=max` otherwise.
+pub fn limit_param(params: &HashMap<String, String>, default: usize, max: usize) -> Result<usize> {
+    match params.get("limit") {
+        None => Ok(default),
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) if (1..=max).contains(&n) => Ok(n),
+            _ => Err(Error::InvalidParameter {
+                name: "limit",
+                reason: format!("it must be an integer from 1 to {max}"),
+            }),
+        },
+    }
+}
+
+/// Parses a JSON request body into `T`, explaining what is wrong in the error.
+pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
+    if body.is_empty() {
+        return Err(Error::InvalidRequest("The request body is empty.".into()));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| Error::InvalidRequest(format!("Invalid request body: {e}.")))
+}

@@ -1,0 +1,19 @@
+//! The shared state of a running server: the store and the services' handles.
+
+use std::sync::Arc;
+
+use crate::clock::SharedClock;
+use crate::config::Config;
+use crate::crypto::Sealer;
+use crate::ingest::Ingest;
+use crate::request_log::RequestLog;
+use crate::storage::Store;
+
+pub struct App {
+    pub config: Config,
+    pub store: Arc<Store>,
+    pub sealer: Sealer,
+    pub clock: SharedClock,
+    pub ingest: Ingest,
+    pub request_log: RequestLog,
+}

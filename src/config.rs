@@ -1,0 +1,182 @@
+//! Configuration: the TOML file, its defaults, and command-line overrides.
+//!
+//! Every option and its default is documented in `intake.toml.example`; keep the two in step.
+//! Unknown keys and bad values are refused at start with a message that names the key.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {message}")]
+    Invalid { path: String, message: String },
+}
+
+/// The effective configuration of one server.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Address the HTTP server binds.
+    pub listen: SocketAddr,
+    /// Folder holding the redb file, the key-encryption key and (later) the search index.
+    pub data_dir: PathBuf,
+    pub request_log: RequestLogConfig,
+    pub shutdown: ShutdownConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RequestLogConfig {
+    /// How long request-log entries are kept.
+    #[serde(deserialize_with = "de_duration")]
+    pub retention: Duration,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShutdownConfig {
+    /// How long a graceful shutdown waits for in-flight requests before closing them.
+    #[serde(deserialize_with = "de_duration")]
+    pub grace: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from("./intake-data"),
+            request_log: RequestLogConfig::default(),
+            shutdown: ShutdownConfig::default(),
+        }
+    }
+}
+
+impl Default for RequestLogConfig {
+    fn default() -> Self {
+        RequestLogConfig {
+            retention: Duration::from_secs(14 * 86_400),
+        }
+    }
+}
+
+impl Default for ShutdownConfig {
+    fn default() -> Self {
+        ShutdownConfig {
+            grace: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Config {
+    /// Reads `path` when given, otherwise starts from the embedded defaults.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let Some(path) = path else {
+            return Ok(Config::default());
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Config::parse(&text).map_err(|message| ConfigError::Invalid {
+            path: path.display().to_string(),
+            message,
+        })
+    }
+
+    /// Parses TOML text; the error text names the offending key and line.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.data_dir.join("intake.redb")
+    }
+}
+
+/// Parses durations written as `500ms`, `60s`, `5m`, `24h` or `7d`.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .ok_or_else(|| format!("duration {text:?} needs a unit (ms, s, m, h or d)"))?;
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("duration {text:?} must start with a whole number"))?;
+    let secs = |factor: u64| {
+        n.checked_mul(factor)
+            .map(Duration::from_secs)
+            .ok_or_else(|| format!("duration {text:?} is too large"))
+    };
+    match unit {
+        "ms" => Ok(Duration::from_millis(n)),
+        "s" => secs(1),
+        "m" => secs(60),
+        "h" => secs(3600),
+        "d" => secs(86_400),
+        _ => Err(format!(
+            "duration {text:?} has an unknown unit {unit:?} (use ms, s, m, h or d)"
+        )),
+    }
+}
+
+fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_gives_defaults() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.data_dir, PathBuf::from("./intake-data"));
+        assert_eq!(c.request_log.retention, Duration::from_secs(14 * 86_400));
+    }
+
+    #[test]
+    fn reads_every_key() {
+        let c = Config::parse(
+            "listen = \"0.0.0.0:9000\"\ndata_dir = \"/var/lib/intake\"\n\
+             [request_log]\nretention = \"2d\"\n[shutdown]\ngrace = \"500ms\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.listen.port(), 9000);
+        assert_eq!(c.request_log.retention, Duration::from_secs(172_800));
+        assert_eq!(c.shutdown.grace, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_key() {
+        let err = Config::parse("lisen = \"x\"").unwrap_err();
+        assert!(err.contains("lisen"), "{err}");
+        let err = Config::parse("[request_log]\nretention = \"10 parsecs\"").unwrap_err();
+        assert!(err.contains("retention"), "{err}");
+        let err = Config::parse("listen = \"nowhere\"").unwrap_err();
+        assert!(err.contains("listen"), "{err}");
+        let err = Config::parse("[request_log]\nkeep = 1").unwrap_err();
+        assert!(err.contains("keep"), "{err}");
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("24h"), Ok(Duration::from_secs(86_400)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("5").is_err());
+        assert!(parse_duration("h").is_err());
+        assert!(parse_duration("5w").is_err());
+        assert!(parse_duration("99999999999999999999d").is_err());
+    }
+}

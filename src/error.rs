@@ -1,0 +1,105 @@
+//! The service-layer error: every way a request can be refused or fail.
+//!
+//! Services return [`Error`]; the HTTP layer maps it to a status and a stable `code` in exactly
+//! one place (`api::error`). Messages are for humans and never contain a secret.
+
+use crate::storage::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    // 400
+    #[error("The request body is not valid JSON: {0}.")]
+    InvalidJson(String),
+    #[error("The payload is missing the required field `{0}`.")]
+    MissingRequiredField(String),
+    #[error("The payload must be a JSON object because this endpoint declares required fields.")]
+    PayloadNotObject,
+    #[error("`{0}` is not a valid record id; ids look like rec_ followed by 26 characters.")]
+    InvalidRecordId(String),
+    #[error("Invalid `{name}` parameter: {reason}.")]
+    InvalidParameter { name: &'static str, reason: String },
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("The Idempotency-Key header must be 1 to 255 printable ASCII characters.")]
+    InvalidIdempotencyKey,
+
+    // 401
+    #[error("Send the API key as `Authorization: Bearer <API_KEY>`.")]
+    MissingApiKey,
+    #[error("The API key is not valid.")]
+    InvalidApiKey,
+    #[error("Send an account token as `Authorization: Bearer <TOKEN>`.")]
+    MissingToken,
+    #[error("The account token is not valid.")]
+    InvalidToken,
+
+    // 403
+    #[error("This endpoint is inactive; its owner can reactivate it.")]
+    EndpointInactive,
+    #[error("Production keys work only after the endpoint has been deployed.")]
+    EndpointNotDeployed,
+
+    // 404
+    #[error("No endpoint with that slug exists for this key.")]
+    EndpointNotFound,
+    #[error("No record with that id exists.")]
+    RecordNotFound,
+    #[error("No route matches this path.")]
+    RouteNotFound,
+
+    // 405
+    #[error("This method is not allowed on this path; allowed: {0}.")]
+    MethodNotAllowed(&'static str),
+
+    // 409
+    #[error(
+        "This Idempotency-Key was already used with a different request body in the last 24 hours."
+    )]
+    IdempotencyConflict,
+    #[error("{0}")]
+    Conflict(String),
+
+    // 413
+    #[error("The request body exceeds the limit of {0} bytes.")]
+    PayloadTooLarge(usize),
+
+    // 415
+    #[error("The Content-Type must be application/json.")]
+    UnsupportedMediaType,
+
+    // 5xx
+    #[error("Storage is temporarily unavailable; retry with backoff.")]
+    Unavailable(String),
+    #[error("The server is shutting down; retry with backoff.")]
+    ShuttingDown,
+    #[error("An internal error occurred.")]
+    Internal(String),
+}
+
+impl From<StoreError> for Error {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Corrupt(what) => Error::Internal(what),
+            other => Error::Unavailable(other.to_string()),
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// redb errors reach services through `?` as storage failures.
+macro_rules! store_errors {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Error {
+            fn from(err: $t) -> Self {
+                StoreError::from(err).into()
+            }
+        }
+    )*};
+}
+store_errors!(
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);

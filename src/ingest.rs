@@ -1,0 +1,352 @@
+//! The write queue: every data write goes through one writer thread that commits in groups.
+//!
+//! A request hands its [`WriteOp`] to [`Ingest::submit`] and waits. The writer thread takes
+//! everything queued at that moment (up to [`MAX_BATCH`]), applies it in one redb transaction,
+//! commits with fsync, and only then answers every waiting request. So:
+//!
+//! - **A 202 is a promise.** The answer that lets the HTTP layer send 202 leaves only after the
+//!   commit holding the write has returned, and redb's commit is durable (fsynced) when it
+//!   returns. `kill -9` or power loss after that cannot lose the write.
+//! - **Group commit.** Under load many writes share one fsync; with one request in flight a
+//!   write costs one commit. No timer adds latency.
+//! - **Applied in the same commit.** The transaction that makes a write durable also applies it
+//!   to the record tables, so there is no state "acknowledged but not yet stored": a restart has
+//!   nothing to replay, and a read after the 202 sees the write. Work that follows a write
+//!   (search indexing, webhooks) is driven from what these commits store.
+//! - **All or nothing.** A storage failure aborts the whole transaction and every request of
+//!   the batch gets a 503: nothing is acknowledged, nothing is half-written. A refused operation
+//!   (unknown record, idempotency conflict) changes nothing and does not affect its neighbours.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redb::{ReadableTable, Table};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::clock::Timestamp;
+use crate::error::Error;
+use crate::ids::RecordId;
+use crate::storage::{
+    IDEMPOTENCY, IDEMPOTENCY_EXPIRY, IdempotencyRow, RECORD_IDS, RECORDS, Store, StoreError,
+    encode_record, from_json, time_key, to_json,
+};
+
+/// How many writes one transaction takes at most.
+pub const MAX_BATCH: usize = 2048;
+/// How many writes may wait for the writer before `submit` waits for room (backpressure).
+const QUEUE_CAPACITY: usize = 8192;
+/// How long an Idempotency-Key is remembered.
+pub const IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// One data write.
+#[derive(Debug)]
+pub enum WriteOp {
+    Create {
+        partition: u64,
+        id: RecordId,
+        created_at: Timestamp,
+        /// Normalised payload JSON.
+        payload: Vec<u8>,
+        idempotency: Option<IdempotencyClaim>,
+    },
+    Replace {
+        partition: u64,
+        id: RecordId,
+        updated_at: Timestamp,
+        payload: Vec<u8>,
+    },
+    Delete {
+        partition: u64,
+        id: RecordId,
+    },
+}
+
+/// An `Idempotency-Key` sent with a create.
+#[derive(Debug)]
+pub struct IdempotencyClaim {
+    pub key: String,
+    /// SHA-256 (hex) of the normalised payload.
+    pub payload_hash: String,
+}
+
+/// What a committed write did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOutcome {
+    Created {
+        id: RecordId,
+        created_at: Timestamp,
+    },
+    /// A retry with a known Idempotency-Key: the original answer, nothing new written.
+    Replayed {
+        id: RecordId,
+        created_at: Timestamp,
+    },
+    Replaced,
+    Deleted,
+}
+
+type Reply = oneshot::Sender<Result<WriteOutcome, Error>>;
+
+enum Message {
+    Write(WriteOp, Reply),
+    /// Everything queued before this is committed, then the writer stops.
+    Shutdown,
+}
+
+/// Handle to the writer thread; cheap to clone.
+#[derive(Clone)]
+pub struct Ingest {
+    tx: mpsc::Sender<Message>,
+}
+
+/// Joins the writer thread after [`Ingest::shutdown`].
+pub struct WriterThread(std::thread::JoinHandle<()>);
+
+impl WriterThread {
+    pub fn join(self) {
+        if self.0.join().is_err() {
+            log::error!("the ingest writer thread panicked");
+        }
+    }
+}
+
+impl Ingest {
+    /// Starts the writer thread.
+    pub fn start(store: Arc<Store>) -> std::io::Result<(Ingest, WriterThread)> {
+        let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+        let handle = std::thread::Builder::new()
+            .name("ingest-writer".into())
+            .spawn(move || writer_loop(&store, rx))?;
+        Ok((Ingest { tx }, WriterThread(handle)))
+    }
+
+    /// Queues a write and waits until it is durably committed (or refused).
+    pub async fn submit(&self, op: WriteOp) -> Result<WriteOutcome, Error> {
+        let (reply, answer) = oneshot::channel();
+        self.tx
+            .send(Message::Write(op, reply))
+            .await
+            .map_err(|_| Error::ShuttingDown)?;
+        answer.await.map_err(|_| Error::ShuttingDown)?
+    }
+
+    /// Asks the writer to commit what is queued and stop.
+    pub async fn shutdown(&self) {
+        // An error means the writer is already gone, which is what we want.
+        let _ = self.tx.send(Message::Shutdown).await;
+    }
+}
+
+fn writer_loop(store: &Store, mut rx: mpsc::Receiver<Message>) {
+    let mut stopping = false;
+    while !stopping {
+        let Some(first) = rx.blocking_recv() else {
+            break;
+        };
+        let mut batch = Vec::new();
+        let mut next = Some(first);
+        while let Some(message) = next.take() {
+            match message {
+                Message::Write(op, reply) => batch.push((op, reply)),
+                Message::Shutdown => {
+                    stopping = true;
+                    break;
+                }
+            }
+            if batch.len() < MAX_BATCH {
+                next = rx.try_recv().ok();
+            }
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let ops: Vec<&WriteOp> = batch.iter().map(|(op, _)| op).collect();
+        match apply_batch(store, &ops) {
+            Ok(outcomes) => {
+                for ((_, reply), outcome) in batch.into_iter().zip(outcomes) {
+                    // The requester may have gone away; the write stands regardless.
+                    let _ = reply.send(outcome);
+                }
+            }
+            Err(err) => {
+                log::error!(
+                    "write batch of {} failed, nothing committed: {err}",
+                    ops.len()
+                );
+                let message = err.to_string();
+                for (_, reply) in batch {
+                    let _ = reply.send(Err(Error::Unavailable(message.clone())));
+                }
+            }
+        }
+    }
+    log::debug!("ingest writer stopped");
+}
+
+/// The record tables one batch works on.
+struct Tables<'txn> {
+    records: Table<'txn, (u64, u64, u128), &'static [u8]>,
+    record_ids: Table<'txn, u128, (u64, u64)>,
+    idempotency: Table<'txn, (u64, &'static str), &'static [u8]>,
+    idempotency_expiry: Table<'txn, (u64, u64, &'static str), ()>,
+}
+
+/// Applies a batch in one durable transaction. The outer error aborts everything; the inner
+/// results are per operation.
+fn apply_batch(
+    store: &Store,
+    ops: &[&WriteOp],
+) -> Result<Vec<Result<WriteOutcome, Error>>, StoreError> {
+    let txn = store.write()?;
+    let outcomes = {
+        let mut tables = Tables {
+            records: txn.open_table(RECORDS)?,
+            record_ids: txn.open_table(RECORD_IDS)?,
+            idempotency: txn.open_table(IDEMPOTENCY)?,
+            idempotency_expiry: txn.open_table(IDEMPOTENCY_EXPIRY)?,
+        };
+        ops.iter()
+            .map(|op| apply(&mut tables, op))
+            .collect::<Result<Vec<_>, StoreError>>()?
+    };
+    txn.commit()?;
+    Ok(outcomes)
+}
+
+fn apply(t: &mut Tables<'_>, op: &WriteOp) -> Result<Result<WriteOutcome, Error>, StoreError> {
+    match op {
+        WriteOp::Create {
+            partition,
+            id,
+            created_at,
+            payload,
+            idempotency,
+        } => {
+            if let Some(claim) = idempotency {
+                if let Some(known) = claimed(t, *partition, claim, *created_at)? {
+                    return Ok(known);
+                }
+            }
+            let created = time_key(*created_at);
+            t.records.insert(
+                (*partition, created, id.0),
+                encode_record(*created_at, payload).as_slice(),
+            )?;
+            t.record_ids.insert(id.0, (*partition, created))?;
+            if let Some(claim) = idempotency {
+                let row = IdempotencyRow {
+                    payload_hash: claim.payload_hash.clone(),
+                    record_id: id.to_string(),
+                    created_at: *created_at,
+                };
+                t.idempotency
+                    .insert((*partition, claim.key.as_str()), to_json(&row)?.as_slice())?;
+                t.idempotency_expiry
+                    .insert((created, *partition, claim.key.as_str()), ())?;
+            }
+            Ok(Ok(WriteOutcome::Created {
+                id: *id,
+                created_at: *created_at,
+            }))
+        }
+        WriteOp::Replace {
+            partition,
+            id,
+            updated_at,
+            payload,
+        } => {
+            let Some(created) = locate(t, *partition, *id)? else {
+                return Ok(Err(Error::RecordNotFound));
+            };
+            t.records.insert(
+                (*partition, created, id.0),
+                encode_record(*updated_at, payload).as_slice(),
+            )?;
+            Ok(Ok(WriteOutcome::Replaced))
+        }
+        WriteOp::Delete { partition, id } => {
+            let Some(created) = locate(t, *partition, *id)? else {
+                return Ok(Err(Error::RecordNotFound));
+            };
+            t.records.remove((*partition, created, id.0))?;
+            t.record_ids.remove(id.0)?;
+            Ok(Ok(WriteOutcome::Deleted))
+        }
+    }
+}
+
+/// The created_at key of a record in `partition`, if it exists there.
+fn locate(t: &Tables<'_>, partition: u64, id: RecordId) -> Result<Option<u64>, StoreError> {
+    Ok(t.record_ids
+        .get(id.0)?
+        .map(|v| v.value())
+        .filter(|(p, _)| *p == partition)
+        .map(|(_, created)| created))
+}
+
+/// Checks an Idempotency-Key: `Some` answer when it is known and fresh (the original outcome,
+/// or a conflict); `None` when the create should go ahead. Drops an expired claim.
+fn claimed(
+    t: &mut Tables<'_>,
+    partition: u64,
+    claim: &IdempotencyClaim,
+    now: Timestamp,
+) -> Result<Option<Result<WriteOutcome, Error>>, StoreError> {
+    let row: IdempotencyRow = match t.idempotency.get((partition, claim.key.as_str()))? {
+        Some(v) => from_json(v.value())?,
+        None => return Ok(None),
+    };
+    if row.created_at.plus(IDEMPOTENCY_TTL) <= now {
+        t.idempotency_expiry
+            .remove((time_key(row.created_at), partition, claim.key.as_str()))?;
+        t.idempotency.remove((partition, claim.key.as_str()))?;
+        return Ok(None);
+    }
+    if row.payload_hash != claim.payload_hash {
+        return Ok(Some(Err(Error::IdempotencyConflict)));
+    }
+    let id = RecordId::parse(&row.record_id)
+        .ok_or_else(|| StoreError::Corrupt("record id in an idempotency row".into()))?;
+    Ok(Some(Ok(WriteOutcome::Replayed {
+        id,
+        created_at: row.created_at,
+    })))
+}
+
+/// Forgets Idempotency-Keys older than the TTL, at most `max` per call. Returns how many went.
+pub fn purge_expired_idempotency(
+    store: &Store,
+    now: Timestamp,
+    max: usize,
+) -> Result<usize, StoreError> {
+    let cutoff = time_key(now.minus(IDEMPOTENCY_TTL));
+    let txn = store.write()?;
+    let mut purged = 0;
+    {
+        let mut expiry = txn.open_table(IDEMPOTENCY_EXPIRY)?;
+        let mut keys = txn.open_table(IDEMPOTENCY)?;
+        let mut doomed = Vec::new();
+        for entry in expiry.range((0u64, 0u64, "")..(cutoff, 0u64, ""))? {
+            let (key, _) = entry?;
+            let (stored, partition, idem) = key.value();
+            doomed.push((stored, partition, idem.to_string()));
+            if doomed.len() >= max {
+                break;
+            }
+        }
+        for (stored, partition, idem) in &doomed {
+            expiry.remove((*stored, *partition, idem.as_str()))?;
+            // Only drop the claim if it is still the one this expiry entry describes.
+            let current: Option<IdempotencyRow> = keys
+                .get((*partition, idem.as_str()))?
+                .map(|v| from_json(v.value()))
+                .transpose()?;
+            if current.is_some_and(|row| time_key(row.created_at) == *stored) {
+                keys.remove((*partition, idem.as_str()))?;
+            }
+            purged += 1;
+        }
+    }
+    txn.commit()?;
+    Ok(purged)
+}

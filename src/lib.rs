@@ -1,0 +1,54 @@
+//! intake: a self-hosted data-intake API in one binary.
+//!
+//! # Codemap
+//!
+//! Data flow of a write: HTTP request → `api` (route, authorise, validate) → `records` (the
+//! data operation) → `ingest` (queue; one writer thread commits batches with fsync, applying
+//! each write to the record tables in the same commit) → 202. Reads go `api` → `records` →
+//! `storage` directly.
+//!
+//! - [`cli`]: the command line (`serve`, `init`, `endpoint`).
+//! - [`config`]: the TOML file, defaults, duration syntax.
+//! - [`server`]: opens the data dir, starts the workers, accepts connections (hyper-util over a
+//!   warp service), graceful shutdown in durability-safe order.
+//! - [`app`]: the shared state handed to every request.
+//! - [`api`]: HTTP: one warp filter, the route table, thin handlers, and the single mapping
+//!   from service errors to statuses and error codes (`api::error`).
+//! - [`records`]: create / read / list / replace / delete; payload normalisation and
+//!   required-field rules.
+//! - [`ingest`]: the write queue and group-commit writer: a 202 leaves only after its write is
+//!   durable.
+//! - [`endpoints`]: endpoints, their keys, and authorising a data call's key.
+//! - [`accounts`]: the owner account and account tokens.
+//! - [`request_log`]: the per-endpoint log of data calls, batched and purged by retention.
+//! - [`storage`]: the redb schema: every table and row type, in one place.
+//! - [`cursor`]: opaque, partition-checked pagination cursors.
+//! - [`crypto`]: hashes for key lookup, sealing of viewable keys, password hashing.
+//! - [`ids`]: record ids, slugs, keys, tokens, request ids.
+//! - [`clock`]: the injectable clock and the RFC 3339 format.
+//! - [`error`]: the service-layer error type.
+//!
+//! # Invariants
+//!
+//! - A write is acknowledged (202) only after the redb commit containing it has returned.
+//! - Sandbox and production data live in different partitions and never mix.
+//! - No plain API key, token or password is stored or logged; keys are found by SHA-256.
+//! - A refused request changes nothing: validation happens before the write is queued, and a
+//!   failed commit acknowledges nothing.
+
+pub mod accounts;
+pub mod api;
+pub mod app;
+pub mod cli;
+pub mod clock;
+pub mod config;
+pub mod crypto;
+pub mod cursor;
+pub mod endpoints;
+pub mod error;
+pub mod ids;
+pub mod ingest;
+pub mod records;
+pub mod request_log;
+pub mod server;
+pub mod storage;

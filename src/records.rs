@@ -1,0 +1,281 @@
+//! The data operations on records: create, read one, list, replace, delete.
+//!
+//! Writes are validated here, then handed to the ingest writer (`ingest`) and answered once
+//! durable. Reads go straight to the store.
+//!
+//! Payload rules: the body must be UTF-8 JSON. It is stored normalised, as compact JSON with
+//! the caller's key order kept and strings unescaped; that text is the record's *payload text*
+//! (what search matches against later). When the endpoint declares required fields, the payload
+//! must be a JSON object in which each of them is present and not `null`.
+
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+use crate::clock::Timestamp;
+use crate::crypto::sha256;
+use crate::cursor::{self, CursorKind, Position};
+use crate::endpoints::DataAccess;
+use crate::error::{Error, Result};
+use crate::ids::RecordId;
+use crate::ingest::{IdempotencyClaim, Ingest, WriteOp, WriteOutcome};
+use crate::storage::{RECORD_IDS, RECORDS, Store, decode_record, time_from_key};
+
+pub const LIST_LIMIT_DEFAULT: usize = 10;
+pub const LIST_LIMIT_MAX: usize = 30;
+const IDEMPOTENCY_KEY_MAX: usize = 255;
+
+/// A stored record as the API returns it.
+#[derive(Debug, Serialize)]
+pub struct RecordView {
+    pub id: String,
+    pub payload: Box<RawValue>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// The 202 body of a create.
+#[derive(Debug, Serialize)]
+pub struct Accepted {
+    pub id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    pub status: &'static str,
+}
+
+/// One page of a newest-first listing.
+#[derive(Debug, Serialize)]
+pub struct Page<T> {
+    pub data: Vec<T>,
+    pub pagination: Pagination,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Pagination {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// Parses and checks a payload, returning its normalised text.
+pub fn normalize_payload(body: &[u8], required_fields: &[String]) -> Result<Vec<u8>> {
+    let value: serde_json::Value =
+        serde_json::from_slice(body).map_err(|e| Error::InvalidJson(e.to_string()))?;
+    if !required_fields.is_empty() {
+        let object = value.as_object().ok_or(Error::PayloadNotObject)?;
+        for field in required_fields {
+            if object.get(field).is_none_or(serde_json::Value::is_null) {
+                return Err(Error::MissingRequiredField(field.clone()));
+            }
+        }
+    }
+    serde_json::to_vec(&value).map_err(|e| Error::Internal(e.to_string()))
+}
+
+/// Checks an `Idempotency-Key` header value.
+pub fn valid_idempotency_key(key: &str) -> Result<&str> {
+    let ok = !key.is_empty()
+        && key.len() <= IDEMPOTENCY_KEY_MAX
+        && key.bytes().all(|b| (0x20..0x7f).contains(&b));
+    if ok {
+        Ok(key)
+    } else {
+        Err(Error::InvalidIdempotencyKey)
+    }
+}
+
+pub fn parse_record_id(text: &str) -> Result<RecordId> {
+    RecordId::parse(text).ok_or_else(|| Error::InvalidRecordId(text.chars().take(64).collect()))
+}
+
+pub async fn create(
+    ingest: &Ingest,
+    access: &DataAccess,
+    received_at: Timestamp,
+    body: &[u8],
+    idempotency_key: Option<&str>,
+) -> Result<Accepted> {
+    let payload = normalize_payload(body, &access.endpoint.required_fields)?;
+    let idempotency = idempotency_key
+        .map(|key| {
+            valid_idempotency_key(key).map(|key| IdempotencyClaim {
+                key: key.to_string(),
+                payload_hash: hex(&sha256(&payload)),
+            })
+        })
+        .transpose()?;
+    let op = WriteOp::Create {
+        partition: access.partition,
+        id: RecordId::generate(received_at.as_millis()),
+        created_at: received_at,
+        payload,
+        idempotency,
+    };
+    match ingest.submit(op).await? {
+        WriteOutcome::Created { id, created_at } | WriteOutcome::Replayed { id, created_at } => {
+            Ok(Accepted {
+                id: id.to_string(),
+                created_at: Some(created_at.to_rfc3339()),
+                status: "accepted",
+            })
+        }
+        other => Err(Error::Internal(format!("create answered {other:?}"))),
+    }
+}
+
+pub async fn replace(
+    ingest: &Ingest,
+    access: &DataAccess,
+    id: RecordId,
+    received_at: Timestamp,
+    body: &[u8],
+) -> Result<Accepted> {
+    let payload = normalize_payload(body, &access.endpoint.required_fields)?;
+    let op = WriteOp::Replace {
+        partition: access.partition,
+        id,
+        updated_at: received_at,
+        payload,
+    };
+    ingest.submit(op).await?;
+    Ok(Accepted {
+        id: id.to_string(),
+        created_at: None,
+        status: "accepted",
+    })
+}
+
+pub async fn delete(ingest: &Ingest, access: &DataAccess, id: RecordId) -> Result<Accepted> {
+    let op = WriteOp::Delete {
+        partition: access.partition,
+        id,
+    };
+    ingest.submit(op).await?;
+    Ok(Accepted {
+        id: id.to_string(),
+        created_at: None,
+        status: "accepted",
+    })
+}
+
+pub fn get(store: &Store, access: &DataAccess, id: RecordId) -> Result<RecordView> {
+    let txn = store.read()?;
+    let (partition, created) = txn
+        .open_table(RECORD_IDS)?
+        .get(id.0)?
+        .map(|v| v.value())
+        .filter(|(p, _)| *p == access.partition)
+        .ok_or(Error::RecordNotFound)?;
+    let records = txn.open_table(RECORDS)?;
+    let value = records
+        .get((partition, created, id.0))?
+        .ok_or(Error::RecordNotFound)?;
+    view(id, created, value.value())
+}
+
+/// Newest first, `limit` records after `cursor`.
+pub fn list(
+    store: &Store,
+    access: &DataAccess,
+    limit: usize,
+    cursor: Option<&str>,
+) -> Result<Page<RecordView>> {
+    let p = access.partition;
+    let upper = match cursor {
+        Some(text) => {
+            let pos = cursor::decode(CursorKind::RecordList, p, text).ok_or_else(|| {
+                Error::InvalidParameter {
+                    name: "cursor",
+                    reason: "it is not a cursor returned by this listing".into(),
+                }
+            })?;
+            std::ops::Bound::Excluded((p, pos.time, pos.tiebreak))
+        }
+        None => std::ops::Bound::Included((p, u64::MAX, u128::MAX)),
+    };
+    let txn = store.read()?;
+    let records = txn.open_table(RECORDS)?;
+    let range = records.range::<(u64, u64, u128)>((std::ops::Bound::Included((p, 0, 0)), upper))?;
+    let mut data = Vec::with_capacity(limit);
+    let mut last = None;
+    let mut more = false;
+    for entry in range.rev() {
+        let (key, value) = entry?;
+        if data.len() == limit {
+            more = true;
+            break;
+        }
+        let (_, created, id) = key.value();
+        data.push(view(RecordId(id), created, value.value())?);
+        last = Some(Position {
+            time: created,
+            tiebreak: id,
+        });
+    }
+    let next_cursor = match (more, last) {
+        (true, Some(pos)) => Some(cursor::encode(CursorKind::RecordList, p, pos)),
+        _ => None,
+    };
+    Ok(Page {
+        data,
+        pagination: Pagination { next_cursor },
+    })
+}
+
+fn view(id: RecordId, created: u64, value: &[u8]) -> Result<RecordView> {
+    let (updated_at, payload) = decode_record(value)?;
+    let payload = std::str::from_utf8(payload)
+        .ok()
+        .and_then(|text| RawValue::from_string(text.to_string()).ok())
+        .ok_or_else(|| Error::Internal(format!("stored payload of {id} is not JSON")))?;
+    Ok(RecordView {
+        id: id.to_string(),
+        payload,
+        created_at: time_from_key(created).to_rfc3339(),
+        updated_at: updated_at.to_rfc3339(),
+    })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_are_normalised_compact_and_unescaped() {
+        let out = normalize_payload(br#"{ "b" : 1, "a" : "\u00e9t\u00e9" }"#, &[]).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), r#"{"b":1,"a":"été"}"#);
+        assert!(normalize_payload(b"[1,2]", &[]).is_ok());
+        assert!(matches!(
+            normalize_payload(b"{", &[]),
+            Err(Error::InvalidJson(_))
+        ));
+    }
+
+    #[test]
+    fn required_fields_must_be_present_and_not_null() {
+        let req = vec!["email".to_string(), "name".to_string()];
+        assert!(normalize_payload(br#"{"email":"a","name":"b","x":1}"#, &req).is_ok());
+        assert!(matches!(
+            normalize_payload(br#"{"email":"a"}"#, &req),
+            Err(Error::MissingRequiredField(f)) if f == "name"
+        ));
+        assert!(matches!(
+            normalize_payload(br#"{"email":"a","name":null}"#, &req),
+            Err(Error::MissingRequiredField(f)) if f == "name"
+        ));
+        assert!(matches!(
+            normalize_payload(b"[1]", &req),
+            Err(Error::PayloadNotObject)
+        ));
+    }
+
+    #[test]
+    fn idempotency_keys() {
+        assert!(valid_idempotency_key("order-123").is_ok());
+        assert!(valid_idempotency_key("").is_err());
+        assert!(valid_idempotency_key(&"x".repeat(256)).is_err());
+        assert!(valid_idempotency_key("tab\there").is_err());
+    }
+}

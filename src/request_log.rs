@@ -1,0 +1,275 @@
+//! The per-endpoint request log: every data call, kept for a bounded time.
+//!
+//! Handlers hand entries to [`RequestLog::record`], which never blocks and never fails the
+//! request: entries go through a bounded channel to one background thread that writes them in
+//! batches (one durable commit per batch, at most a few per second) and, once an hour, deletes
+//! entries older than the configured retention. If the channel is full (storage far behind),
+//! entries are dropped and counted in the log rather than slowing the API down.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::time::Duration;
+
+use redb::ReadableTable;
+use serde::Serialize;
+
+use crate::clock::{SharedClock, Timestamp};
+use crate::cursor::{self, CursorKind, Position};
+use crate::error::{Error, Result};
+use crate::records::{Page, Pagination};
+use crate::storage::{
+    ENDPOINTS, REQUEST_LOG, RequestLogRow, Store, StoreError, from_json, time_from_key, time_key,
+    to_json,
+};
+
+const CHANNEL_CAPACITY: usize = 16_384;
+const MAX_BATCH: usize = 4096;
+/// How long the writer gathers entries before committing a batch.
+const BATCH_WINDOW: Duration = Duration::from_millis(200);
+const PURGE_EVERY: Duration = Duration::from_secs(3600);
+const PURGE_CHUNK: usize = 10_000;
+
+pub const LIST_LIMIT_DEFAULT: usize = 50;
+pub const LIST_LIMIT_MAX: usize = 100;
+
+enum Message {
+    Entry(u64, RequestLogRow),
+    /// Write what is queued, then stop.
+    Shutdown,
+}
+
+/// Handle for recording entries; cheap to clone.
+#[derive(Clone)]
+pub struct RequestLog {
+    tx: SyncSender<Message>,
+    dropped: Arc<AtomicU64>,
+}
+
+pub struct LogThread(std::thread::JoinHandle<()>);
+
+impl LogThread {
+    pub fn join(self) {
+        if self.0.join().is_err() {
+            log::error!("the request-log thread panicked");
+        }
+    }
+}
+
+/// A request-log entry as the management API shows it.
+#[derive(Debug, Serialize)]
+pub struct EntryView {
+    pub time: String,
+    pub method: String,
+    pub route: String,
+    pub status: u16,
+    pub key_id: Option<String>,
+    pub latency_ms: f64,
+    pub environment: &'static str,
+    pub request_id: String,
+}
+
+impl RequestLog {
+    pub fn start(
+        store: Arc<Store>,
+        clock: SharedClock,
+        retention: Duration,
+    ) -> std::io::Result<(RequestLog, LogThread)> {
+        let (tx, rx) = sync_channel(CHANNEL_CAPACITY);
+        let handle = std::thread::Builder::new()
+            .name("request-log".into())
+            .spawn(move || writer_loop(&store, clock.as_ref(), retention, rx))?;
+        Ok((
+            RequestLog {
+                tx,
+                dropped: Arc::new(AtomicU64::new(0)),
+            },
+            LogThread(handle),
+        ))
+    }
+
+    /// Queues an entry for `partition`; never blocks.
+    pub fn record(&self, partition: u64, row: RequestLogRow) {
+        match self.tx.try_send(Message::Entry(partition, row)) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+                if n.is_power_of_two() {
+                    log::warn!("request log is behind; {n} entries dropped so far");
+                }
+            }
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+
+    /// Writes what is queued and stops the writer thread.
+    pub fn shutdown(&self) {
+        let _ = self.tx.send(Message::Shutdown);
+    }
+}
+
+fn writer_loop(
+    store: &Store,
+    clock: &dyn crate::clock::Clock,
+    retention: Duration,
+    rx: Receiver<Message>,
+) {
+    let mut sequence = u64::try_from(clock.now().as_micros()).unwrap_or(0);
+    let mut last_purge: Option<Timestamp> = None;
+    let mut stopping = false;
+    while !stopping {
+        let mut batch = Vec::new();
+        match rx.recv_timeout(PURGE_EVERY.min(Duration::from_secs(60))) {
+            Ok(Message::Entry(p, row)) => batch.push((p, row)),
+            Ok(Message::Shutdown) | Err(RecvTimeoutError::Disconnected) => stopping = true,
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+        if !batch.is_empty() {
+            let deadline = std::time::Instant::now() + BATCH_WINDOW;
+            while batch.len() < MAX_BATCH {
+                let wait = deadline.saturating_duration_since(std::time::Instant::now());
+                match rx.recv_timeout(wait) {
+                    Ok(Message::Entry(p, row)) => batch.push((p, row)),
+                    Ok(Message::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
+                        stopping = true;
+                        break;
+                    }
+                    Err(RecvTimeoutError::Timeout) => break,
+                }
+            }
+            if let Err(err) = write_batch(store, &mut sequence, &batch) {
+                log::error!("could not write {} request-log entries: {err}", batch.len());
+            }
+        }
+        let now = clock.now();
+        if last_purge.is_none_or(|t| t.plus(PURGE_EVERY) <= now) {
+            last_purge = Some(now);
+            match purge(store, now.minus(retention)) {
+                Ok(0) => {}
+                Ok(n) => log::info!("request log: purged {n} entries past retention"),
+                Err(err) => log::error!("request-log purge failed: {err}"),
+            }
+        }
+    }
+}
+
+fn write_batch(
+    store: &Store,
+    sequence: &mut u64,
+    batch: &[(u64, RequestLogRow)],
+) -> Result<(), StoreError> {
+    let txn = store.write()?;
+    {
+        let mut table = txn.open_table(REQUEST_LOG)?;
+        for (partition, row) in batch {
+            *sequence += 1;
+            table.insert(
+                (*partition, time_key(row.time), *sequence),
+                to_json(row)?.as_slice(),
+            )?;
+        }
+    }
+    txn.commit()?;
+    Ok(())
+}
+
+/// Deletes entries older than `cutoff` in every partition, in bounded transactions.
+pub fn purge(store: &Store, cutoff: Timestamp) -> Result<usize, StoreError> {
+    let endpoint_ids: Vec<u64> = {
+        let txn = store.read()?;
+        let table = txn.open_table(ENDPOINTS)?;
+        table
+            .iter()?
+            .map(|e| e.map(|(k, _)| k.value()))
+            .collect::<Result<_, _>>()?
+    };
+    let cut = time_key(cutoff);
+    let mut total = 0;
+    for partition in endpoint_ids.iter().flat_map(|id| [id << 1, (id << 1) | 1]) {
+        loop {
+            let txn = store.write()?;
+            let removed = {
+                let mut table = txn.open_table(REQUEST_LOG)?;
+                let keys: Vec<(u64, u64, u64)> = table
+                    .range((partition, 0, 0)..(partition, cut, 0))?
+                    .take(PURGE_CHUNK)
+                    .map(|e| e.map(|(k, _)| k.value()))
+                    .collect::<Result<_, _>>()?;
+                for key in &keys {
+                    table.remove(*key)?;
+                }
+                keys.len()
+            };
+            txn.commit()?;
+            total += removed;
+            if removed < PURGE_CHUNK {
+                break;
+            }
+        }
+    }
+    Ok(total)
+}
+
+/// Newest first.
+pub fn list(
+    store: &Store,
+    partition: u64,
+    limit: usize,
+    cursor: Option<&str>,
+) -> Result<Page<EntryView>> {
+    let upper = match cursor {
+        Some(text) => {
+            let pos = cursor::decode(CursorKind::RequestLog, partition, text).ok_or_else(|| {
+                Error::InvalidParameter {
+                    name: "cursor",
+                    reason: "it is not a cursor returned by this listing".into(),
+                }
+            })?;
+            let seq = u64::try_from(pos.tiebreak).map_err(|_| Error::InvalidParameter {
+                name: "cursor",
+                reason: "it is not a cursor returned by this listing".into(),
+            })?;
+            std::ops::Bound::Excluded((partition, pos.time, seq))
+        }
+        None => std::ops::Bound::Included((partition, u64::MAX, u64::MAX)),
+    };
+    let txn = store.read()?;
+    let table = txn.open_table(REQUEST_LOG)?;
+    let mut data = Vec::with_capacity(limit);
+    let mut last = None;
+    let mut more = false;
+    for entry in table
+        .range::<(u64, u64, u64)>((std::ops::Bound::Included((partition, 0, 0)), upper))?
+        .rev()
+    {
+        let (key, value) = entry?;
+        if data.len() == limit {
+            more = true;
+            break;
+        }
+        let (_, time, seq) = key.value();
+        let row: RequestLogRow = from_json(value.value())?;
+        data.push(EntryView {
+            time: time_from_key(time).to_rfc3339(),
+            method: row.method,
+            route: row.route,
+            status: row.status,
+            key_id: row.key_id,
+            latency_ms: row.latency_us as f64 / 1000.0,
+            environment: row.environment.as_str(),
+            request_id: row.request_id,
+        });
+        last = Some(Position {
+            time,
+            tiebreak: u128::from(seq),
+        });
+    }
+    let next_cursor = match (more, last) {
+        (true, Some(pos)) => Some(cursor::encode(CursorKind::RequestLog, partition, pos)),
+        _ => None,
+    };
+    Ok(Page {
+        data,
+        pagination: Pagination { next_cursor },
+    })
+}

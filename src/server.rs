@@ -1,0 +1,213 @@
+//! Starting and stopping the daemon: open the data dir, start the background workers, accept
+//! connections, and shut down gracefully.
+//!
+//! Shutdown order matters for the durability promise: stop accepting, let in-flight requests
+//! finish (each write in them is committed before its response), then stop the ingest writer
+//! after it has committed whatever is still queued, then flush the request log.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::accounts;
+use crate::api;
+use crate::app::App;
+use crate::clock::SharedClock;
+use crate::config::Config;
+use crate::crypto::{CryptoError, Sealer};
+use crate::ingest::{self, Ingest};
+use crate::request_log::RequestLog;
+use crate::storage::{Store, StoreError};
+
+/// How often expired Idempotency-Keys are swept.
+const IDEMPOTENCY_SWEEP: Duration = Duration::from_secs(600);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Crypto(#[from] CryptoError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Opens the store of a data dir, creating the folder (mode 0700) if needed.
+pub fn open_data_dir(config: &Config) -> Result<(Store, Sealer), ServerError> {
+    let dir = &config.data_dir;
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir).map_err(|source| ServerError::Io {
+        context: format!("cannot create data dir {}", dir.display()),
+        source,
+    })?;
+    let store = Store::open(&config.db_path())?;
+    let sealer = Sealer::load_or_create(dir)?;
+    Ok((store, sealer))
+}
+
+/// A server running in the background of the current tokio runtime.
+pub struct RunningServer {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    done: JoinHandle<()>,
+}
+
+impl RunningServer {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Graceful shutdown: returns once every acknowledged write is committed and the workers
+    /// have stopped.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Err(err) = self.done.await {
+            log::error!("server task failed: {err}");
+        }
+    }
+}
+
+/// Opens the data dir, starts the workers and binds the listener.
+pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, ServerError> {
+    let (store, sealer) = open_data_dir(&config)?;
+    let store = Arc::new(store);
+    if !accounts::has_owner(&store).map_err(|e| ServerError::Other(e.to_string()))? {
+        log::warn!(
+            "this data dir has no owner account yet; provision one with: \
+             intake init --data-dir {} --owner-email you@example.com",
+            config.data_dir.display()
+        );
+    }
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServerError::Io {
+            context: format!("cannot listen on {}", config.listen),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServerError::Io {
+        context: "cannot read the listening address".into(),
+        source,
+    })?;
+    let spawn_err = |source| ServerError::Io {
+        context: "cannot start a worker thread".into(),
+        source,
+    };
+    let (ingest, writer) = Ingest::start(store.clone()).map_err(spawn_err)?;
+    let (request_log, log_thread) =
+        RequestLog::start(store.clone(), clock.clone(), config.request_log.retention)
+            .map_err(spawn_err)?;
+    let grace = config.shutdown.grace;
+    let app = Arc::new(App {
+        config,
+        store,
+        sealer,
+        clock,
+        ingest,
+        request_log,
+    });
+    let (stop, stopped) = oneshot::channel();
+    let sweeper = tokio::spawn(sweep_idempotency(app.clone()));
+    let done = tokio::spawn({
+        let app = app.clone();
+        async move {
+            serve(listener, app.clone(), stopped, grace).await;
+            sweeper.abort();
+            app.ingest.shutdown().await;
+            let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+            app.request_log.shutdown();
+            let _ = tokio::task::spawn_blocking(move || log_thread.join()).await;
+            log::info!("shutdown complete");
+        }
+    });
+    log::info!("listening on http://{addr}");
+    Ok(RunningServer {
+        addr,
+        stop: Some(stop),
+        done,
+    })
+}
+
+/// Accepts connections until `stopped` fires, then drains them for at most `grace`.
+async fn serve(
+    listener: TcpListener,
+    app: Arc<App>,
+    mut stopped: oneshot::Receiver<()>,
+    grace: Duration,
+) {
+    let service = warp::service(api::filter(app));
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let graceful = GracefulShutdown::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(err) => {
+                        // Out of file descriptors and similar: back off instead of spinning.
+                        log::warn!("accept failed: {err}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let connection = builder
+                    .serve_connection_with_upgrades(
+                        TokioIo::new(stream),
+                        TowerToHyperService::new(service.clone()),
+                    )
+                    .into_owned();
+                let connection = graceful.watch(connection);
+                tokio::spawn(async move {
+                    if let Err(err) = connection.await {
+                        log::debug!("connection ended with an error: {err}");
+                    }
+                });
+            }
+            _ = &mut stopped => break,
+        }
+    }
+    drop(listener);
+    log::info!("shutting down: waiting for in-flight requests");
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(grace) => {
+            log::warn!("some connections were still open after {grace:?}; closing them");
+        }
+    }
+}
+
+async fn sweep_idempotency(app: Arc<App>) {
+    let mut interval = tokio::time::interval(IDEMPOTENCY_SWEEP);
+    loop {
+        interval.tick().await;
+        let app = app.clone();
+        let swept = tokio::task::spawn_blocking(move || {
+            ingest::purge_expired_idempotency(&app.store, app.clock.now(), 10_000)
+        })
+        .await;
+        match swept {
+            Ok(Ok(0)) => {}
+            Ok(Ok(n)) => log::debug!("forgot {n} expired idempotency keys"),
+            Ok(Err(err)) => log::error!("idempotency sweep failed: {err}"),
+            Err(err) => log::error!("idempotency sweep task failed: {err}"),
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! The embedded store: one redb file, every table, and the row types kept in it.
+//!
+//! This module is the schema. Services open the tables they need inside a transaction; the only
+//! writer of record rows is the ingest writer (`ingest`), which commits with fsync before any
+//! 202 leaves.
+//!
+//! Layout and invariants:
+//! - A *partition* is one endpoint in one environment: `endpoint_id << 1 | env`. Sandbox and
+//!   production data never share a partition, so no query can mix them.
+//! - `RECORDS` is keyed `(partition, created_at_us, record_id)`: list (newest first) and poll
+//!   (oldest first) are range scans. `RECORD_IDS` maps a record id back to that key for
+//!   single reads; every row in one has exactly one row in the other.
+//! - API keys and tokens are keyed by the SHA-256 of the secret; plain secrets are only kept
+//!   sealed (see `crypto`).
+
+use std::path::Path;
+
+use redb::{
+    Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
+};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Timestamp;
+
+pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
+pub const ACCOUNTS: TableDefinition<u64, &[u8]> = TableDefinition::new("accounts");
+pub const ACCOUNT_EMAILS: TableDefinition<&str, u64> = TableDefinition::new("account_emails");
+pub const TOKENS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("tokens");
+pub const ENDPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new("endpoints");
+pub const ENDPOINT_SLUGS: TableDefinition<&str, u64> = TableDefinition::new("endpoint_slugs");
+pub const API_KEYS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("api_keys");
+/// `(partition, created_at_us, record_id)` → `updated_at_us (8 bytes BE) ++ payload JSON`.
+pub const RECORDS: TableDefinition<(u64, u64, u128), &[u8]> = TableDefinition::new("records");
+/// `record_id` → `(partition, created_at_us)`.
+pub const RECORD_IDS: TableDefinition<u128, (u64, u64)> = TableDefinition::new("record_ids");
+/// `(partition, idempotency key)` → [`IdempotencyRow`] JSON.
+pub const IDEMPOTENCY: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("idempotency");
+/// `(stored_at_us, partition, idempotency key)` → `()`: the expiry order of `IDEMPOTENCY`.
+pub const IDEMPOTENCY_EXPIRY: TableDefinition<(u64, u64, &str), ()> =
+    TableDefinition::new("idempotency_expiry");
+/// `(partition, time_us, sequence)` → [`RequestLogRow`] JSON.
+pub const REQUEST_LOG: TableDefinition<(u64, u64, u64), &[u8]> =
+    TableDefinition::new("request_log");
+
+const SCHEMA_VERSION: &[u8] = b"1";
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("storage error: {0}")]
+    Db(#[from] redb::Error),
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+    #[error("the data dir was written by an incompatible version of intake (schema {0})")]
+    Schema(String),
+}
+
+macro_rules! redb_errors {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StoreError {
+            fn from(err: $t) -> Self {
+                StoreError::Db(err.into())
+            }
+        }
+    )*};
+}
+redb_errors!(
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+/// sandbox or production.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Environment {
+    Sandbox,
+    Production,
+}
+
+impl Environment {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Environment::Sandbox => "sandbox",
+            Environment::Production => "production",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Environment> {
+        match s {
+            "sandbox" => Some(Environment::Sandbox),
+            "production" => Some(Environment::Production),
+            _ => None,
+        }
+    }
+
+    /// The API key prefix of this environment.
+    pub fn key_prefix(self) -> &'static str {
+        match self {
+            Environment::Sandbox => "tm_test_",
+            Environment::Production => "tm_live_",
+        }
+    }
+}
+
+/// The partition of one endpoint's data in one environment.
+pub fn partition(endpoint_id: u64, env: Environment) -> u64 {
+    (endpoint_id << 1) | u64::from(env == Environment::Production)
+}
+
+/// Stored times are non-negative microseconds.
+pub fn time_key(t: Timestamp) -> u64 {
+    u64::try_from(t.as_micros()).unwrap_or(0)
+}
+
+pub fn time_from_key(k: u64) -> Timestamp {
+    Timestamp(i64::try_from(k).unwrap_or(i64::MAX))
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Owner,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AccountRow {
+    pub id: u64,
+    pub email: String,
+    pub password_hash: String,
+    pub role: Role,
+    pub created_at: Timestamp,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TokenRow {
+    pub account_id: u64,
+    pub name: String,
+    pub created_at: Timestamp,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EndpointRow {
+    pub id: u64,
+    pub slug: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub required_fields: Vec<String>,
+    pub active: bool,
+    pub deployed: bool,
+    pub deployed_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub owner_id: u64,
+    /// The default keys, sealed with the data dir's key-encryption key (see `crypto`).
+    pub sandbox_key_sealed: Vec<u8>,
+    pub production_key_sealed: Vec<u8>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ApiKeyRow {
+    pub key_id: String,
+    pub endpoint_id: u64,
+    pub environment: Environment,
+    pub created_at: Timestamp,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IdempotencyRow {
+    /// SHA-256 (hex) of the normalised payload of the original request.
+    pub payload_hash: String,
+    pub record_id: String,
+    pub created_at: Timestamp,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RequestLogRow {
+    pub time: Timestamp,
+    pub method: String,
+    pub route: String,
+    pub status: u16,
+    pub key_id: Option<String>,
+    pub latency_us: u64,
+    pub environment: Environment,
+    pub request_id: String,
+}
+
+/// Encodes a record value: `updated_at` then the payload bytes.
+pub fn encode_record(updated_at: Timestamp, payload: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(8 + payload.len());
+    v.extend_from_slice(&updated_at.as_micros().to_be_bytes());
+    v.extend_from_slice(payload);
+    v
+}
+
+/// Decodes a record value into `(updated_at, payload)`.
+pub fn decode_record(value: &[u8]) -> Result<(Timestamp, &[u8]), StoreError> {
+    let (head, payload) = value
+        .split_first_chunk::<8>()
+        .ok_or_else(|| StoreError::Corrupt("record value shorter than its header".into()))?;
+    Ok((Timestamp(i64::from_be_bytes(*head)), payload))
+}
+
+pub fn to_json<T: Serialize>(row: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(row).map_err(|e| StoreError::Corrupt(format!("cannot encode row: {e}")))
+}
+
+pub fn from_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| StoreError::Corrupt(format!("cannot decode row: {e}")))
+}
+
+/// The open database.
+pub struct Store {
+    db: Database,
+}
+
+impl Store {
+    /// Opens (or creates) the redb file and makes sure every table exists.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        let db = Database::create(path)?;
+        let txn = db.begin_write()?;
+        {
+            let mut meta = txn.open_table(META)?;
+            let version = meta.get("schema_version")?.map(|v| v.value().to_vec());
+            match version {
+                None => {
+                    meta.insert("schema_version", SCHEMA_VERSION)?;
+                }
+                Some(v) if v == SCHEMA_VERSION => {}
+                Some(v) => {
+                    return Err(StoreError::Schema(String::from_utf8_lossy(&v).into_owned()));
+                }
+            }
+            txn.open_table(ACCOUNTS)?;
+            txn.open_table(ACCOUNT_EMAILS)?;
+            txn.open_table(TOKENS)?;
+            txn.open_table(ENDPOINTS)?;
+            txn.open_table(ENDPOINT_SLUGS)?;
+            txn.open_table(API_KEYS)?;
+            txn.open_table(RECORDS)?;
+            txn.open_table(RECORD_IDS)?;
+            txn.open_table(IDEMPOTENCY)?;
+            txn.open_table(IDEMPOTENCY_EXPIRY)?;
+            txn.open_table(REQUEST_LOG)?;
+        }
+        txn.commit()?;
+        Ok(Store { db })
+    }
+
+    pub fn read(&self) -> Result<ReadTransaction, StoreError> {
+        Ok(self.db.begin_read()?)
+    }
+
+    /// A write transaction; commits are durable (fsync) unless the caller lowers durability.
+    pub fn write(&self) -> Result<WriteTransaction, StoreError> {
+        Ok(self.db.begin_write()?)
+    }
+}
+
+/// Takes the next value of a counter kept in `META` (starting at 1).
+pub fn next_id(txn: &WriteTransaction, counter: &str) -> Result<u64, StoreError> {
+    let mut meta = txn.open_table(META)?;
+    let current = match meta.get(counter)? {
+        Some(v) => {
+            let bytes: [u8; 8] = v
+                .value()
+                .try_into()
+                .map_err(|_| StoreError::Corrupt(format!("counter {counter}")))?;
+            u64::from_be_bytes(bytes)
+        }
+        None => 0,
+    };
+    let next = current + 1;
+    meta.insert(counter, next.to_be_bytes().as_slice())?;
+    Ok(next)
+}
