@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::clock::SharedClock;
 use crate::config::Config;
-use crate::crypto::Sealer;
+use crate::endpoints::Endpoints;
 use crate::ingest::Ingest;
 use crate::request_log::RequestLog;
 use crate::storage::Store;
@@ -12,7 +12,7 @@ use crate::storage::Store;
 pub struct App {
     pub config: Config,
     pub store: Arc<Store>,
-    pub sealer: Sealer,
+    pub endpoints: Endpoints,
     pub clock: SharedClock,
     pub ingest: Ingest,
     pub request_log: RequestLog,

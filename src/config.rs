@@ -28,8 +28,22 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Folder holding the redb file, the key-encryption key and (later) the search index.
     pub data_dir: PathBuf,
+    pub storage: StorageConfig,
     pub request_log: RequestLogConfig,
     pub shutdown: ShutdownConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// Size of redb's page cache in MiB: most of the server's memory use.
+    pub cache_mb: usize,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        StorageConfig { cache_mb: 64 }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -53,6 +67,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             data_dir: PathBuf::from("./intake-data"),
+            storage: StorageConfig::default(),
             request_log: RequestLogConfig::default(),
             shutdown: ShutdownConfig::default(),
         }
@@ -149,12 +164,13 @@ mod tests {
     fn reads_every_key() {
         let c = Config::parse(
             "listen = \"0.0.0.0:9000\"\ndata_dir = \"/var/lib/intake\"\n\
-             [request_log]\nretention = \"2d\"\n[shutdown]\ngrace = \"500ms\"\n",
+             [storage]\ncache_mb = 16\n[request_log]\nretention = \"2d\"\n[shutdown]\ngrace = \"500ms\"\n",
         )
         .unwrap();
         assert_eq!(c.listen.port(), 9000);
         assert_eq!(c.request_log.retention, Duration::from_secs(172_800));
         assert_eq!(c.shutdown.grace, Duration::from_millis(500));
+        assert_eq!(c.storage.cache_mb, 16);
     }
 
     #[test]

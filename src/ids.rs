@@ -10,16 +10,16 @@
 
 use std::fmt;
 
+use rand::RngCore;
+
 /// Lower-case Crockford base32: no i, l, o, u.
 const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
 
-/// Fills a buffer from the operating system's CSPRNG.
+/// Random bytes from the thread-local CSPRNG (ChaCha, seeded and periodically reseeded from
+/// the operating system), which spares a system call per id on the request path.
 pub fn random_bytes<const N: usize>() -> [u8; N] {
     let mut buf = [0u8; N];
-    // The OS random source failing is not something we can serve through: refuse loudly.
-    if let Err(err) = getrandom::fill(&mut buf) {
-        panic!("the operating system's random number generator failed: {err}");
-    }
+    rand::rng().fill_bytes(&mut buf);
     buf
 }
 

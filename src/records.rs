@@ -8,7 +8,10 @@
 //! (what search matches against later). When the endpoint declares required fields, the payload
 //! must be a JSON object in which each of them is present and not `null`.
 
+use std::collections::HashMap;
+
 use serde::Serialize;
+use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
 use crate::clock::Timestamp;
@@ -56,18 +59,33 @@ pub struct Pagination {
 }
 
 /// Parses and checks a payload, returning its normalised text.
+///
+/// The body is transcoded token by token from the parser to a compact serialiser (no tree is
+/// built), which validates it, drops insignificant whitespace, unescapes strings and keeps the
+/// caller's key order.
 pub fn normalize_payload(body: &[u8], required_fields: &[String]) -> Result<Vec<u8>> {
-    let value: serde_json::Value =
-        serde_json::from_slice(body).map_err(|e| Error::InvalidJson(e.to_string()))?;
+    let invalid = |e: serde_json::Error| Error::InvalidJson(e.to_string());
+    let mut out = Vec::with_capacity(body.len());
+    let mut parser = serde_json::Deserializer::from_slice(body);
+    serde_transcode::transcode(&mut parser, &mut serde_json::Serializer::new(&mut out))
+        .map_err(invalid)?;
+    parser.end().map_err(invalid)?;
     if !required_fields.is_empty() {
-        let object = value.as_object().ok_or(Error::PayloadNotObject)?;
-        for field in required_fields {
-            if object.get(field).is_none_or(serde_json::Value::is_null) {
-                return Err(Error::MissingRequiredField(field.clone()));
-            }
+        check_required_fields(&out, required_fields)?;
+    }
+    Ok(out)
+}
+
+/// Each required field must be a top-level key of an object, with a value other than `null`.
+fn check_required_fields(payload: &[u8], required_fields: &[String]) -> Result<()> {
+    let fields: HashMap<String, Option<IgnoredAny>> =
+        serde_json::from_slice(payload).map_err(|_| Error::PayloadNotObject)?;
+    for field in required_fields {
+        if !matches!(fields.get(field), Some(Some(_))) {
+            return Err(Error::MissingRequiredField(field.clone()));
         }
     }
-    serde_json::to_vec(&value).map_err(|e| Error::Internal(e.to_string()))
+    Ok(())
 }
 
 /// Checks an `Idempotency-Key` header value.
@@ -247,6 +265,15 @@ mod tests {
         let out = normalize_payload(br#"{ "b" : 1, "a" : "\u00e9t\u00e9" }"#, &[]).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), r#"{"b":1,"a":"été"}"#);
         assert!(normalize_payload(b"[1,2]", &[]).is_ok());
+        assert_eq!(normalize_payload(b" 42 ", &[]).unwrap(), b"42");
+        assert!(matches!(
+            normalize_payload(b"{} x", &[]),
+            Err(Error::InvalidJson(_))
+        ));
+        assert!(matches!(
+            normalize_payload(b"", &[]),
+            Err(Error::InvalidJson(_))
+        ));
         assert!(matches!(
             normalize_payload(b"{", &[]),
             Err(Error::InvalidJson(_))

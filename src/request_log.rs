@@ -137,7 +137,9 @@ fn writer_loop(
                     Err(RecvTimeoutError::Timeout) => break,
                 }
             }
-            if let Err(err) = write_batch(store, &mut sequence, &batch) {
+            // Batches ride on the next durable commit of the data path (no fsync of their
+            // own, so the log never slows writes down); stopping ends with a durable one.
+            if let Err(err) = write_batch(store, &mut sequence, &batch, false) {
                 log::error!("could not write {} request-log entries: {err}", batch.len());
             }
         }
@@ -151,14 +153,22 @@ fn writer_loop(
             }
         }
     }
+    if let Err(err) = write_batch(store, &mut sequence, &[], true) {
+        log::error!("could not make the request log durable at shutdown: {err}");
+    }
 }
 
 fn write_batch(
     store: &Store,
     sequence: &mut u64,
     batch: &[(u64, RequestLogRow)],
+    durable: bool,
 ) -> Result<(), StoreError> {
-    let txn = store.write()?;
+    let txn = if durable {
+        store.write()?
+    } else {
+        store.write_lazily()?
+    };
     {
         let mut table = txn.open_table(REQUEST_LOG)?;
         for (partition, row) in batch {

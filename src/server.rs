@@ -23,6 +23,7 @@ use crate::app::App;
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::crypto::{CryptoError, Sealer};
+use crate::endpoints::Endpoints;
 use crate::ingest::{self, Ingest};
 use crate::request_log::RequestLog;
 use crate::storage::{Store, StoreError};
@@ -56,7 +57,7 @@ pub fn open_data_dir(config: &Config) -> Result<(Store, Sealer), ServerError> {
         context: format!("cannot create data dir {}", dir.display()),
         source,
     })?;
-    let store = Store::open(&config.db_path())?;
+    let store = Store::open(&config.db_path(), config.storage.cache_mb * 1024 * 1024)?;
     let sealer = Sealer::load_or_create(dir)?;
     Ok((store, sealer))
 }
@@ -117,8 +118,8 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
     let grace = config.shutdown.grace;
     let app = Arc::new(App {
         config,
+        endpoints: Endpoints::new(store.clone(), sealer),
         store,
-        sealer,
         clock,
         ingest,
         request_log,

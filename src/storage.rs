@@ -154,7 +154,9 @@ pub struct EndpointRow {
     pub created_at: Timestamp,
     pub owner_id: u64,
     /// The default keys, sealed with the data dir's key-encryption key (see `crypto`).
+    #[serde(with = "base64_bytes")]
     pub sandbox_key_sealed: Vec<u8>,
+    #[serde(with = "base64_bytes")]
     pub production_key_sealed: Vec<u8>,
 }
 
@@ -184,6 +186,22 @@ pub struct RequestLogRow {
     pub latency_us: u64,
     pub environment: Environment,
     pub request_id: String,
+}
+
+/// Byte fields of JSON rows as base64 text rather than arrays of numbers.
+mod base64_bytes {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = <&str>::deserialize(d)?;
+        STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
 }
 
 /// Encodes a record value: `updated_at` then the payload bytes.
@@ -218,8 +236,11 @@ pub struct Store {
 
 impl Store {
     /// Opens (or creates) the redb file and makes sure every table exists.
-    pub fn open(path: &Path) -> Result<Store, StoreError> {
-        let db = Database::create(path)?;
+    /// `cache_bytes` bounds redb's page cache, which is most of the server's memory.
+    pub fn open(path: &Path, cache_bytes: usize) -> Result<Store, StoreError> {
+        let db = Database::builder()
+            .set_cache_size(cache_bytes)
+            .create(path)?;
         let txn = db.begin_write()?;
         {
             let mut meta = txn.open_table(META)?;
@@ -253,9 +274,18 @@ impl Store {
         Ok(self.db.begin_read()?)
     }
 
-    /// A write transaction; commits are durable (fsync) unless the caller lowers durability.
+    /// A write transaction; its commit is durable (fsync) when it returns.
     pub fn write(&self) -> Result<WriteTransaction, StoreError> {
         Ok(self.db.begin_write()?)
+    }
+
+    /// A write transaction whose commit skips the fsync: it becomes durable with the next
+    /// durable commit. For data whose loss in a crash is acceptable (the request log).
+    pub fn write_lazily(&self) -> Result<WriteTransaction, StoreError> {
+        let mut txn = self.db.begin_write()?;
+        txn.set_durability(redb::Durability::None)
+            .map_err(|e| StoreError::Corrupt(format!("cannot lower durability: {e}")))?;
+        Ok(txn)
     }
 }
 

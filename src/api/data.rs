@@ -11,7 +11,7 @@ use warp::reply::Response;
 use super::reply::{self, bearer, limit_param, query_params, read_body, require_json};
 use super::{CallLog, MAX_DATA_BODY, Request};
 use crate::app::App;
-use crate::endpoints::{self, DataAccess};
+use crate::endpoints::DataAccess;
 use crate::error::{Error, Result};
 use crate::records;
 use crate::storage::{Environment, partition};
@@ -82,7 +82,7 @@ pub async fn handle(
 /// endpoint is logged too (without a key id), so the owner sees failed attempts.
 fn authorize(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Result<DataAccess> {
     let key = bearer(&req.headers);
-    match endpoints::authorize_data_key(&app.store, key, slug) {
+    match app.endpoints.authorize_data_key(key, slug) {
         Ok(access) => {
             call_log.partition = Some(access.partition);
             call_log.environment = Some(access.environment);
@@ -96,7 +96,7 @@ fn authorize(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Re
                 }
                 _ => Environment::Sandbox,
             };
-            if let Ok(Some(endpoint_id)) = endpoints::id_for_slug(&app.store, slug) {
+            if let Ok(Some(endpoint_id)) = app.endpoints.id_for_slug(slug) {
                 call_log.partition = Some(partition(endpoint_id, environment));
                 call_log.environment = Some(environment);
             }

@@ -7,7 +7,6 @@ use super::reply::{self, bearer, limit_param, parse_json, query_params, read_bod
 use super::{MAX_MANAGE_BODY, Request};
 use crate::accounts;
 use crate::app::App;
-use crate::endpoints;
 use crate::error::{Error, Result};
 use crate::request_log;
 use crate::storage::{AccountRow, Environment, partition};
@@ -27,10 +26,10 @@ pub async fn endpoints(app: &App, req: &mut Request) -> Result<Response> {
     let owner = account(app, req)?;
     if req.method == Method::POST {
         let new = body(req).await?;
-        let created = endpoints::create(&app.store, &app.sealer, app.clock.as_ref(), &owner, new)?;
+        let created = app.endpoints.create(app.clock.as_ref(), &owner, new)?;
         return Ok(reply::json(StatusCode::CREATED, &created));
     }
-    let data = endpoints::list(&app.store, &app.sealer, &owner)?;
+    let data = app.endpoints.list(&owner)?;
     Ok(reply::json(
         StatusCode::OK,
         &serde_json::json!({ "data": data }),
@@ -42,9 +41,9 @@ pub async fn endpoint(app: &App, req: &mut Request, slug: &str) -> Result<Respon
     let owner = account(app, req)?;
     let view = if req.method == Method::PATCH {
         let patch = body(req).await?;
-        endpoints::update(&app.store, &app.sealer, &owner, slug, patch)?
+        app.endpoints.update(&owner, slug, patch)?
     } else {
-        endpoints::get(&app.store, &app.sealer, &owner, slug)?
+        app.endpoints.get(&owner, slug)?
     };
     Ok(reply::json(StatusCode::OK, &view))
 }
@@ -52,14 +51,14 @@ pub async fn endpoint(app: &App, req: &mut Request, slug: &str) -> Result<Respon
 /// `POST /api/v1/manage/endpoints/{slug}/deploy`.
 pub fn deploy(app: &App, req: &Request, slug: &str) -> Result<Response> {
     let owner = account(app, req)?;
-    let view = endpoints::deploy(&app.store, &app.sealer, app.clock.as_ref(), &owner, slug)?;
+    let view = app.endpoints.deploy(app.clock.as_ref(), &owner, slug)?;
     Ok(reply::json(StatusCode::OK, &view))
 }
 
 /// `GET /api/v1/manage/endpoints/{slug}/requests?environment=&limit=&cursor=`.
 pub fn requests(app: &App, req: &Request, slug: &str) -> Result<Response> {
     let owner = account(app, req)?;
-    let endpoint = endpoints::owned_row(&app.store, &owner, slug)?;
+    let endpoint = app.endpoints.owned_row(&owner, slug)?;
     let params = query_params(&req.query);
     let environment = match params.get("environment") {
         None => Environment::Sandbox,

@@ -106,6 +106,15 @@ pub async fn handle(app: &App, mut req: Request) -> Response {
     if let Ok(value) = http::HeaderValue::from_str(&req.request_id) {
         response.headers_mut().insert("x-request-id", value);
     }
+    // A handler may answer without reading the body (a 413, a route that takes none). The
+    // connection can only carry the next request once the body is consumed; otherwise say
+    // that it closes, as HTTP/1.1 requires, instead of dropping it unannounced.
+    if !reply::drain_buffered(&mut req.body, MAX_DATA_BODY) {
+        response.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+    }
     let elapsed = started.elapsed();
     let status = response.status();
     log::info!(

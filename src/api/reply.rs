@@ -105,11 +105,33 @@ pub fn limit_param(params: &HashMap<String, String>, default: usize, max: usize)
     }
 }
 
-/// Parses a JSON request body into `T`, explaining what is wrong in the error.
+/// Parses a JSON request body into `T`: text that is not JSON is `invalid_json`, JSON of the
+/// wrong shape (unknown or missing field, wrong type) is `invalid_request`.
 pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
-    if body.is_empty() {
-        return Err(Error::InvalidRequest("The request body is empty.".into()));
+    serde_json::from_slice(body).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => {
+            Error::InvalidRequest(format!("Invalid request body: {e}."))
+        }
+        _ => Error::InvalidJson(e.to_string()),
+    })
+}
+
+/// Consumes what is left of a request body if it is already buffered (at most `limit`
+/// bytes), without waiting for the network. Returns whether the body is now finished: if it
+/// is not, the connection cannot carry another request and must be closed.
+pub fn drain_buffered(body: &mut BodyStream, limit: usize) -> bool {
+    use futures_util::FutureExt;
+    let mut drained = 0;
+    loop {
+        match body.next().now_or_never() {
+            Some(None) => return true,
+            Some(Some(Ok(chunk))) => {
+                drained += chunk.len();
+                if drained > limit {
+                    return false;
+                }
+            }
+            Some(Some(Err(_))) | None => return false,
+        }
     }
-    serde_json::from_slice(body)
-        .map_err(|e| Error::InvalidRequest(format!("Invalid request body: {e}.")))
 }
