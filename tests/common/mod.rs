@@ -1,0 +1,1069 @@
+//! Shared harness for the integration tests.
+//!
+//! Every test drives the real `intake` binary (`env!("CARGO_BIN_EXE_intake")`)
+//! over real HTTP on loopback, with its own temporary data directory.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+pub const OWNER_EMAIL: &str = "owner@example.com";
+pub const BODY_LIMIT: usize = 102_400;
+/// Alphabet of the 26 characters that follow `rec_` in a record id.
+pub const ID_ALPHABET: &str = "0123456789abcdefghjkmnpqrstvwxyz";
+
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+const STOP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Path of the binary under test.
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_intake")
+}
+
+/// A `Command` for the binary with a clean environment: no inherited
+/// `INTAKE_*` variables, `RUST_LOG=info`.
+pub fn intake_cmd() -> Command {
+    let mut cmd = Command::new(bin());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("INTAKE_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("RUST_LOG", "info");
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+/// Runs a short-lived CLI command to completion, with a deadline.
+pub fn run_cli(cmd: &mut Command, timeout: Duration) -> Output {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn intake");
+    let out_reader = spawn_collector(child.stdout.take().unwrap());
+    let err_reader = spawn_collector(child.stderr.take().unwrap());
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            break st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let out = out_reader.join().unwrap();
+            let err = err_reader.join().unwrap();
+            panic!(
+                "command {cmd:?} did not finish within {timeout:?}\nstdout: {}\nstderr: {}",
+                String::from_utf8_lossy(&out),
+                String::from_utf8_lossy(&err)
+            );
+        }
+        thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: out_reader.join().unwrap(),
+        stderr: err_reader.join().unwrap(),
+    }
+}
+
+fn spawn_collector<R: Read + Send + 'static>(mut r: R) -> thread::JoinHandle<Vec<u8>> {
+    thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = r.read_to_end(&mut buf);
+        buf
+    })
+}
+
+/// Result of `intake init --json`.
+#[derive(Debug, Clone)]
+pub struct InitOutput {
+    pub owner_email: String,
+    pub password: String,
+    pub token: String,
+    pub json: Value,
+}
+
+/// Runs `intake init --data-dir DIR --owner-email EMAIL --json` and parses
+/// its stdout (exactly one JSON object).
+pub fn init_data_dir(dir: &Path, email: &str) -> InitOutput {
+    let out = run_cli(
+        intake_cmd()
+            .arg("init")
+            .arg("--data-dir")
+            .arg(dir)
+            .arg("--owner-email")
+            .arg(email)
+            .arg("--json"),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "intake init failed: {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).expect("init stdout is UTF-8");
+    let json: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("init --json stdout is not one JSON value ({e}): {stdout:?}"));
+    let s = |k: &str| {
+        json.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("init --json output lacks string key {k:?}: {json}"))
+            .to_string()
+    };
+    InitOutput {
+        owner_email: s("owner_email"),
+        password: s("password"),
+        token: s("token"),
+        json: json.clone(),
+    }
+}
+
+/// Everything a server child wrote on stderr (and stdout, prefixed with
+/// `[stdout] `), across all runs of one `TestServer`.
+#[derive(Clone, Default)]
+pub struct LogBuffer {
+    inner: Arc<(Mutex<Vec<String>>, Condvar)>,
+}
+
+impl LogBuffer {
+    pub fn push(&self, line: String) {
+        let (m, cv) = &*self.inner;
+        m.lock().unwrap().push(line);
+        cv.notify_all();
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        self.inner.0.lock().unwrap().clone()
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.0.lock().unwrap().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn text(&self) -> String {
+        self.lines().join("\n")
+    }
+
+    /// Waits until a line at index >= `from` satisfies `pred`, or until
+    /// `timeout` elapses, or `give_up()` returns true. Returns the line.
+    pub fn wait_for(
+        &self,
+        from: usize,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+        mut give_up: impl FnMut() -> bool,
+    ) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        let (m, cv) = &*self.inner;
+        let mut guard = m.lock().unwrap();
+        loop {
+            if let Some(l) = guard.iter().skip(from).find(|l| pred(l)) {
+                return Some(l.clone());
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return None;
+            }
+            drop(guard);
+            if give_up() {
+                // One last look: the reader threads may have pushed the line
+                // just before the process ended.
+                let guard = m.lock().unwrap();
+                return guard.iter().skip(from).find(|l| pred(l)).cloned();
+            }
+            guard = m.lock().unwrap();
+            let wait = (deadline - now).min(Duration::from_millis(50));
+            guard = cv.wait_timeout(guard, wait).unwrap().0;
+        }
+    }
+}
+
+fn spawn_line_reader<R: Read + Send + 'static>(
+    r: R,
+    log: LogBuffer,
+    prefix: &'static str,
+) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        let mut reader = BufReader::new(r);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf);
+                    log.push(format!("{prefix}{}", line.trim_end_matches(['\r', '\n'])));
+                }
+            }
+        }
+    })
+}
+
+/// A running `intake serve` child plus its log readers.
+pub struct ServeProcess {
+    pub child: Child,
+    pub addr: SocketAddr,
+    readers: Vec<thread::JoinHandle<()>>,
+}
+
+impl ServeProcess {
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn join_readers(&mut self) {
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+    }
+}
+
+/// Parses `listening on http://ADDR` out of a log line.
+pub fn parse_listen_line(line: &str) -> Option<SocketAddr> {
+    let idx = line.find("listening on http://")?;
+    let rest = &line[idx + "listening on http://".len()..];
+    let end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '[' | ']')))
+        .unwrap_or(rest.len());
+    let candidate = rest[..end].trim_end_matches(['.', ':']);
+    candidate.parse().ok()
+}
+
+/// Spawns `intake serve` with the given arguments, collects its output into
+/// `log`, and waits for the `listening on http://ADDR` line. Panics (with the
+/// log) if the process exits first or the line does not appear in time.
+pub fn spawn_serve(
+    args: &[&std::ffi::OsStr],
+    envs: &[(&str, &str)],
+    log: &LogBuffer,
+) -> ServeProcess {
+    let mut cmd = intake_cmd();
+    cmd.arg("serve").args(args);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let from = log.len();
+    let mut child = cmd.spawn().expect("spawn intake serve");
+    let stderr: ChildStderr = child.stderr.take().unwrap();
+    let stdout: ChildStdout = child.stdout.take().unwrap();
+    let readers = vec![
+        spawn_line_reader(stderr, log.clone(), ""),
+        spawn_line_reader(stdout, log.clone(), "[stdout] "),
+    ];
+    let mut exited = None;
+    let line = log.wait_for(
+        from,
+        START_TIMEOUT,
+        |l| parse_listen_line(l).is_some(),
+        || {
+            if let Ok(Some(st)) = child.try_wait() {
+                exited = Some(st);
+                true
+            } else {
+                false
+            }
+        },
+    );
+    match line {
+        Some(l) => ServeProcess {
+            addr: parse_listen_line(&l).unwrap(),
+            child,
+            readers,
+        },
+        None => {
+            let _ = child.kill();
+            let st = child.wait().ok();
+            for r in readers {
+                let _ = r.join();
+            }
+            panic!(
+                "intake serve did not log `listening on http://ADDR` (exit status: {:?})\n--- log ---\n{}",
+                exited.or(st),
+                log.lines()[from..].join("\n")
+            );
+        }
+    }
+}
+
+/// Sends SIGTERM to `pid`.
+pub fn sigterm(pid: u32) {
+    let st = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(st.success(), "kill -TERM {pid} failed");
+}
+
+/// Waits for a child to exit, with a deadline (kills it and panics if late).
+pub fn wait_with_deadline(child: &mut Child, timeout: Duration) -> ExitStatus {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(st) = child.try_wait().expect("try_wait") {
+            return st;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("process did not exit within {timeout:?}");
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// HTTP
+// ---------------------------------------------------------------------------
+
+/// A fully read HTTP response.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "response body is not JSON ({e}); status {} body {:?}",
+                self.status,
+                self.text()
+            )
+        })
+    }
+
+    pub fn request_id(&self) -> String {
+        self.header("x-request-id")
+            .unwrap_or_else(|| panic!("response has no X-Request-Id header: {self:?}"))
+            .to_string()
+    }
+
+    /// The `error.code` of an error body, if any.
+    pub fn error_code(&self) -> Option<String> {
+        let v: Value = serde_json::from_slice(&self.body).ok()?;
+        v.pointer("/error/code")?.as_str().map(str::to_string)
+    }
+
+    pub fn describe(&self) -> String {
+        format!("status {} body {}", self.status, self.text())
+    }
+}
+
+/// An agent that returns 4xx/5xx as responses and opens a fresh connection
+/// per request: no test depends on keep-alive behaviour (the dedicated
+/// keep-alive test in data_api.rs checks that on raw sockets).
+pub fn new_agent(timeout: Duration) -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .max_idle_connections(0)
+        .max_idle_connections_per_host(0)
+        .max_redirects(0)
+        .timeout_global(Some(timeout))
+        .build()
+        .into()
+}
+
+/// Sends one request. `body: None` sends no body at all.
+pub fn try_send(
+    agent: &ureq::Agent,
+    url: &str,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> Result<Resp, ureq::Error> {
+    let mut b = ureq::http::Request::builder().method(method).uri(url);
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    let mut resp = match body {
+        Some(bytes) => agent.run(b.body(bytes.to_vec())?)?,
+        None => agent.run(b.body(())?)?,
+    };
+    let status = resp.status().as_u16();
+    let headers = resp
+        .headers()
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let body = resp
+        .body_mut()
+        .with_config()
+        .limit(64 << 20)
+        .read_to_vec()?;
+    Ok(Resp {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// A raw HTTP/1.1 exchange over a fresh TCP connection: writes `request`
+/// (ignoring write errors), then reads one response (headers plus a body of
+/// `Content-Length` bytes) with a read timeout. Returns the response and how
+/// long it took to arrive.
+pub fn raw_exchange(addr: SocketAddr, request: &[u8], timeout: Duration) -> (Resp, Duration) {
+    let started = Instant::now();
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(timeout)).unwrap();
+    s.set_write_timeout(Some(timeout)).unwrap();
+    let _ = s.write_all(request);
+    let _ = s.flush();
+    let r = read_response(&mut s).unwrap_or_else(|e| panic!("{e}"));
+    (r, started.elapsed())
+}
+
+/// Reads one HTTP/1.1 response (head plus `Content-Length` body) from `s`,
+/// using the stream's read timeout.
+pub fn read_response(s: &mut TcpStream) -> Result<Resp, String> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let header_end;
+    loop {
+        if let Some(p) = find_subslice(&buf, b"\r\n\r\n") {
+            header_end = p + 4;
+            break;
+        }
+        match s.read(&mut chunk) {
+            Ok(0) => {
+                return Err(format!(
+                    "connection closed before a full response head arrived; got {:?}",
+                    String::from_utf8_lossy(&buf)
+                ));
+            }
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) => {
+                return Err(format!(
+                    "no response head ({e}); got {:?}",
+                    String::from_utf8_lossy(&buf)
+                ));
+            }
+        }
+    }
+    let head = String::from_utf8_lossy(&buf[..header_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or_default();
+    let status: u16 = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| format!("bad status line {status_line:?}"))?;
+    let headers: Vec<(String, String)> = lines
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            Some((k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect();
+    let mut body = buf[header_end..].to_vec();
+    let want = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse::<usize>().ok());
+    if let Some(want) = want {
+        while body.len() < want {
+            match s.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => body.extend_from_slice(&chunk[..n]),
+            }
+        }
+        body.truncate(want);
+    }
+    Ok(Resp {
+        status,
+        headers,
+        body,
+    })
+}
+
+fn find_subslice(h: &[u8], n: &[u8]) -> Option<usize> {
+    h.windows(n.len()).position(|w| w == n)
+}
+
+/// Asserts that `resp` is an error with `status` and `code`, that the body has
+/// the documented shape, and that `error.request_id` equals `X-Request-Id`.
+#[track_caller]
+pub fn assert_error(resp: &Resp, status: u16, code: &str) {
+    assert_eq!(
+        resp.status,
+        status,
+        "expected {status} {code}, got {}",
+        resp.describe()
+    );
+    let v: Value = serde_json::from_slice(&resp.body).unwrap_or_else(|e| {
+        panic!(
+            "error body is not JSON ({e}): {} (expected {status} {code})",
+            resp.text()
+        )
+    });
+    let err = v
+        .get("error")
+        .unwrap_or_else(|| panic!("error body lacks `error` object: {v}"));
+    assert_eq!(
+        err.get("code").and_then(Value::as_str),
+        Some(code),
+        "wrong error code (status {}) body {v}",
+        resp.status
+    );
+    let msg = err.get("message").and_then(Value::as_str).unwrap_or("");
+    assert!(!msg.trim().is_empty(), "error.message is empty: {v}");
+    let rid = err
+        .get("request_id")
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("error.request_id missing: {v}"));
+    assert!(!rid.is_empty(), "error.request_id is empty: {v}");
+    assert_eq!(
+        resp.header("x-request-id"),
+        Some(rid),
+        "X-Request-Id header must equal error.request_id; headers {:?}",
+        resp.headers
+    );
+}
+
+#[track_caller]
+pub fn assert_status(resp: &Resp, status: u16) {
+    assert_eq!(
+        resp.status,
+        status,
+        "unexpected response: {}",
+        resp.describe()
+    );
+}
+
+/// The error message of an error response.
+pub fn error_message(resp: &Resp) -> String {
+    resp.json()
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Whether `id` is a well-formed record id.
+pub fn is_record_id(id: &str) -> bool {
+    match id.strip_prefix("rec_") {
+        Some(rest) => rest.len() == 26 && rest.chars().all(|c| ID_ALPHABET.contains(c)),
+        None => false,
+    }
+}
+
+/// A well-formed record id that will never exist.
+pub fn unknown_record_id() -> String {
+    "rec_00000000000000000000000000".to_string()
+}
+
+/// Parses an RFC 3339 timestamp in UTC (`Z` or `+00:00`) into
+/// (seconds since the epoch, nanoseconds). Returns None for anything else.
+pub fn parse_rfc3339_utc(s: &str) -> Option<(i64, u32)> {
+    let b = s.as_bytes();
+    if b.len() < 20 {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        if t.bytes().all(|c| c.is_ascii_digit()) {
+            t.parse().ok()
+        } else {
+            None
+        }
+    };
+    if b[4] != b'-'
+        || b[7] != b'-'
+        || !(b[10] == b'T' || b[10] == b't')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let (y, mo, d, h, mi, sec) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut nanos = 0u32;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits: String = frac.chars().take_while(|c| c.is_ascii_digit()).collect();
+        if digits.is_empty() || digits.len() > 9 {
+            return None;
+        }
+        nanos = format!("{digits:0<9}").parse().ok()?;
+        rest = &frac[digits.len()..];
+    }
+    if !(rest == "Z" || rest == "z" || rest == "+00:00") {
+        return None;
+    }
+    // Days from civil (Howard Hinnant).
+    let (yy, m) = if mo <= 2 {
+        (y - 1, mo + 9)
+    } else {
+        (y, mo - 3)
+    };
+    let era = yy.div_euclid(400);
+    let yoe = yy - era * 400;
+    let doy = (153 * m + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + h * 3600 + mi * 60 + sec, nanos))
+}
+
+#[track_caller]
+pub fn ts(s: &Value) -> (i64, u32) {
+    let st = s
+        .as_str()
+        .unwrap_or_else(|| panic!("timestamp is not a string: {s}"));
+    parse_rfc3339_utc(st).unwrap_or_else(|| panic!("not an RFC 3339 UTC timestamp: {st:?}"))
+}
+
+// ---------------------------------------------------------------------------
+// Test server
+// ---------------------------------------------------------------------------
+
+/// An endpoint as returned by the management API.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    pub slug: String,
+    pub sandbox_key: String,
+    pub production_key: String,
+    pub json: Value,
+}
+
+impl Endpoint {
+    pub fn from_json(v: &Value) -> Endpoint {
+        let s = |k: &str| {
+            v.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_else(|| panic!("endpoint object lacks string {k:?}: {v}"))
+                .to_string()
+        };
+        Endpoint {
+            slug: s("slug"),
+            sandbox_key: s("sandbox_key"),
+            production_key: s("production_key"),
+            json: v.clone(),
+        }
+    }
+}
+
+pub struct TestServer {
+    pub dir: tempfile::TempDir,
+    pub owner_token: String,
+    pub password: String,
+    pub log: LogBuffer,
+    pub agent: ureq::Agent,
+    proc: Option<ServeProcess>,
+    addr: SocketAddr,
+}
+
+impl TestServer {
+    /// Fresh temp data dir provisioned by `intake init`, then `intake serve`
+    /// on an ephemeral port.
+    ///
+    /// `init` hashes the owner password with argon2, which takes about a
+    /// second in a debug build; to keep the suite fast it runs once per test
+    /// binary and each test gets a private copy of that freshly initialised
+    /// (never served) data dir. `tests/cli.rs` exercises `init` itself.
+    pub fn start() -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let init = initialised_copy(dir.path());
+        let log = LogBuffer::default();
+        let proc = spawn_serve(&serve_args(dir.path()), &[], &log);
+        TestServer {
+            addr: proc.addr,
+            dir,
+            owner_token: init.token,
+            password: init.password,
+            log,
+            agent: new_agent(Duration::from_secs(30)),
+            proc: Some(proc),
+        }
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.proc.as_ref().expect("server not running").pid()
+    }
+
+    /// SIGKILL, then wait for the process.
+    pub fn kill9(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+            p.join_readers();
+        }
+    }
+
+    /// SIGTERM, then wait (with a deadline) for the exit status.
+    pub fn sigterm_and_wait(&mut self) -> ExitStatus {
+        let mut p = self.proc.take().expect("server not running");
+        sigterm(p.pid());
+        let st = wait_with_deadline(&mut p.child, STOP_TIMEOUT);
+        p.join_readers();
+        st
+    }
+
+    /// Starts the server again on the same data dir (new ephemeral port).
+    /// The previous process must have been stopped.
+    pub fn restart(&mut self) {
+        assert!(self.proc.is_none(), "restart() while the server still runs");
+        // Fresh agent: pooled connections to the old process are dead.
+        self.agent = new_agent(Duration::from_secs(30));
+        let p = spawn_serve(&serve_args(self.dir.path()), &[], &self.log);
+        self.addr = p.addr;
+        self.proc = Some(p);
+    }
+
+    // --- HTTP helpers ------------------------------------------------------
+
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> Resp {
+        let url = format!("{}{}", self.base_url(), path);
+        try_send(&self.agent, &url, method, headers, body)
+            .unwrap_or_else(|e| panic!("{method} {path}: transport error: {e}"))
+    }
+
+    /// Management call with the owner token; JSON body if given.
+    pub fn manage(&self, method: &str, path: &str, body: Option<&Value>) -> Resp {
+        let auth = format!("Bearer {}", self.owner_token);
+        self.manage_with(method, path, Some(&auth), body)
+    }
+
+    pub fn manage_with(
+        &self,
+        method: &str,
+        path: &str,
+        authorization: Option<&str>,
+        body: Option<&Value>,
+    ) -> Resp {
+        let mut h: Vec<(&str, &str)> = Vec::new();
+        if let Some(a) = authorization {
+            h.push(("Authorization", a));
+        }
+        let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
+        if bytes.is_some() {
+            h.push(("Content-Type", "application/json"));
+        }
+        self.request(method, path, &h, bytes.as_deref())
+    }
+
+    /// Creates an endpoint through the management API (asserts 201).
+    pub fn create_endpoint(&self, name: &str, required_fields: &[&str]) -> Endpoint {
+        let mut body = json!({ "name": name });
+        if !required_fields.is_empty() {
+            body["required_fields"] = json!(required_fields);
+        }
+        let r = self.manage("POST", "/api/v1/manage/endpoints", Some(&body));
+        assert_status(&r, 201);
+        Endpoint::from_json(&r.json())
+    }
+
+    pub fn deploy(&self, slug: &str) -> Value {
+        let r = self.manage(
+            "POST",
+            &format!("/api/v1/manage/endpoints/{slug}/deploy"),
+            None,
+        );
+        assert_status(&r, 200);
+        r.json()
+    }
+
+    pub fn patch_endpoint(&self, slug: &str, body: &Value) -> Value {
+        let r = self.manage(
+            "PATCH",
+            &format!("/api/v1/manage/endpoints/{slug}"),
+            Some(body),
+        );
+        assert_status(&r, 200);
+        r.json()
+    }
+
+    /// Data call with `Authorization: Bearer KEY`; optional JSON body is
+    /// sent with `Content-Type: application/json`.
+    pub fn data(&self, method: &str, path: &str, key: &str, body: Option<&Value>) -> Resp {
+        let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
+        let auth = format!("Bearer {key}");
+        let mut h = vec![("Authorization", auth.as_str())];
+        if bytes.is_some() {
+            h.push(("Content-Type", "application/json"));
+        }
+        self.request(method, path, &h, bytes.as_deref())
+    }
+
+    pub fn post_record(&self, slug: &str, key: &str, payload: &Value) -> Resp {
+        self.data("POST", &format!("/api/v1/data/{slug}"), key, Some(payload))
+    }
+
+    /// POSTs and asserts 202; returns the response body.
+    pub fn create_record(&self, slug: &str, key: &str, payload: &Value) -> Value {
+        let r = self.post_record(slug, key, payload);
+        assert_status(&r, 202);
+        r.json()
+    }
+
+    pub fn get_record(&self, slug: &str, key: &str, id: &str) -> Resp {
+        self.data("GET", &format!("/api/v1/data/{slug}/{id}"), key, None)
+    }
+
+    pub fn put_record(&self, slug: &str, key: &str, id: &str, payload: &Value) -> Resp {
+        self.data(
+            "PUT",
+            &format!("/api/v1/data/{slug}/{id}"),
+            key,
+            Some(payload),
+        )
+    }
+
+    pub fn delete_record(&self, slug: &str, key: &str, id: &str) -> Resp {
+        self.data("DELETE", &format!("/api/v1/data/{slug}/{id}"), key, None)
+    }
+
+    pub fn list(&self, slug: &str, key: &str, query: &str) -> Resp {
+        let q = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{query}")
+        };
+        self.data("GET", &format!("/api/v1/data/{slug}{q}"), key, None)
+    }
+
+    /// Follows `next_cursor` through every page; returns all records and the
+    /// number of pages.
+    pub fn list_all(&self, slug: &str, key: &str, limit: usize) -> (Vec<Value>, usize) {
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut pages = 0;
+        loop {
+            let q = match &cursor {
+                Some(c) => format!("limit={limit}&cursor={}", url_encode(c)),
+                None => format!("limit={limit}"),
+            };
+            let r = self.list(slug, key, &q);
+            assert_status(&r, 200);
+            let v = r.json();
+            let data = v["data"]
+                .as_array()
+                .unwrap_or_else(|| panic!("list response lacks data array: {v}"))
+                .clone();
+            assert!(
+                data.len() <= limit,
+                "page has {} > limit {limit}",
+                data.len()
+            );
+            pages += 1;
+            out.extend(data);
+            match v.pointer("/pagination/next_cursor") {
+                Some(Value::String(c)) => cursor = Some(c.clone()),
+                None | Some(Value::Null) => break,
+                Some(other) => panic!("next_cursor is not a string: {other}"),
+            }
+            assert!(pages < 1000, "pagination does not terminate");
+        }
+        (out, pages)
+    }
+
+    /// Ids of every record visible with `key`, newest first.
+    pub fn list_ids(&self, slug: &str, key: &str) -> Vec<String> {
+        self.list_all(slug, key, 30)
+            .0
+            .iter()
+            .map(|r| r["id"].as_str().expect("record id").to_string())
+            .collect()
+    }
+
+    /// GETs the record and returns its JSON; if it is not immediately
+    /// visible, polls briefly only to say in the panic message whether it
+    /// showed up late (read-after-write violated) or never.
+    #[track_caller]
+    pub fn expect_record(&self, slug: &str, key: &str, id: &str) -> Value {
+        let r = self.get_record(slug, key, id);
+        if r.status == 200 {
+            return r.json();
+        }
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(3) {
+            let again = self.get_record(slug, key, id);
+            if again.status == 200 {
+                panic!(
+                    "record {id} not visible right after its 202 (first GET: {}); it appeared after {:?}",
+                    r.describe(),
+                    started.elapsed()
+                );
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        panic!("record {id} is not readable: {}", r.describe());
+    }
+
+    /// Fetches the endpoint's request log (one page).
+    pub fn request_log(&self, slug: &str, query: &str) -> Resp {
+        let q = if query.is_empty() {
+            String::new()
+        } else {
+            format!("?{query}")
+        };
+        self.manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/requests{q}"),
+            None,
+        )
+    }
+
+    /// Polls the request log (environment filter `env`) until `pred` holds
+    /// for its first page (limit 100), with a deadline.
+    pub fn wait_request_log(
+        &self,
+        slug: &str,
+        env: &str,
+        timeout: Duration,
+        pred: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let r = self.request_log(slug, &format!("environment={env}&limit=100"));
+            assert_status(&r, 200);
+            let v = r.json();
+            let data = v["data"]
+                .as_array()
+                .unwrap_or_else(|| panic!("request log lacks data array: {v}"))
+                .clone();
+            if pred(&data) {
+                return data;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "request log condition not met within {timeout:?}; last page: {}",
+                    serde_json::to_string_pretty(&data).unwrap()
+                );
+            }
+            thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
+    }
+}
+
+struct Template {
+    dir: PathBuf,
+    init: InitOutput,
+}
+
+static TEMPLATE: std::sync::OnceLock<Template> = std::sync::OnceLock::new();
+
+/// Copies a data dir initialised once per test process into `dest`.
+fn initialised_copy(dest: &Path) -> InitOutput {
+    let t = TEMPLATE.get_or_init(|| {
+        // Lives in Cargo's per-target scratch dir; leftovers of finished
+        // test processes are removed here.
+        let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+        if let Ok(entries) = std::fs::read_dir(root) {
+            for e in entries.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if let Some(pid) = name.strip_prefix("intake-template-") {
+                    if !Path::new(&format!("/proc/{pid}")).exists() {
+                        let _ = std::fs::remove_dir_all(e.path());
+                    }
+                }
+            }
+        }
+        let dir = root.join(format!("intake-template-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create template dir");
+        let init = init_data_dir(&dir, OWNER_EMAIL);
+        Template { dir, init }
+    });
+    copy_dir(&t.dir, dest);
+    t.init.clone()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+pub fn serve_args(dir: &Path) -> Vec<&std::ffi::OsStr> {
+    vec![
+        "--data-dir".as_ref(),
+        dir.as_os_str(),
+        "--listen".as_ref(),
+        "127.0.0.1:0".as_ref(),
+    ]
+}
+
+/// Percent-encodes everything except unreserved characters.
+pub fn url_encode(s: &str) -> String {
+    let mut out = String::new();
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
