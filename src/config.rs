@@ -114,6 +114,10 @@ impl Config {
     pub fn db_path(&self) -> PathBuf {
         self.data_dir.join("intake.redb")
     }
+
+    pub fn request_log_path(&self) -> PathBuf {
+        self.data_dir.join("requests.redb")
+    }
 }
 
 /// Parses durations written as `500ms`, `60s`, `5m`, `24h` or `7d`.

@@ -1,8 +1,9 @@
 //! Identifiers and secrets: record ids, slugs, API keys, tokens, request ids.
 //!
 //! Formats (documented in README):
-//! - record id: `rec_` + 26 characters of lower-case Crockford base32 encoding a 128-bit ULID
-//!   (48-bit millisecond time, 80 random bits). Sortable by creation time, not guessable.
+//! - record id: `rec_` + 26 characters of lower-case Crockford base32 encoding 128 bits: the
+//!   record's created_at in microseconds (64 bits) then 64 random bits. Ids sort by creation
+//!   time, cannot be guessed, and tell the store where the record is (see `storage`).
 //! - slug: a lower-case prefix derived from the endpoint name (at most 24 characters of
 //!   `[a-z0-9-]`), a dash and 12 random base32 characters (60 bits), e.g. `orders-7k2m9x4q1w8p`.
 //! - API keys: `tm_test_` / `tm_live_` + 32 random base32 characters (160 bits).
@@ -11,6 +12,8 @@
 use std::fmt;
 
 use rand::RngCore;
+
+use crate::clock::Timestamp;
 
 /// Lower-case Crockford base32: no i, l, o, u.
 const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
@@ -42,7 +45,7 @@ fn decode_char(c: u8) -> Option<u8> {
     ALPHABET.iter().position(|&a| a == c).map(|p| p as u8)
 }
 
-/// A record's identifier: a ULID (48-bit ms timestamp, 80 random bits).
+/// A record's identifier: created_at in microseconds (high 64 bits), 64 random bits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RecordId(pub u128);
 
@@ -50,10 +53,16 @@ const RECORD_PREFIX: &str = "rec_";
 const ULID_CHARS: usize = 26;
 
 impl RecordId {
-    pub fn generate(unix_millis: i64) -> RecordId {
-        let random = u128::from_be_bytes(random_bytes()) & ((1u128 << 80) - 1);
-        let time = (unix_millis.max(0) as u128) & ((1u128 << 48) - 1);
-        RecordId((time << 80) | random)
+    /// A new id for a record created at `created_at` (clamped to the epoch).
+    pub fn generate(created_at: Timestamp) -> RecordId {
+        let random = u64::from_be_bytes(random_bytes());
+        let micros = created_at.as_micros().max(0) as u128;
+        RecordId((micros << 64) | u128::from(random))
+    }
+
+    /// The created_at this id was generated for.
+    pub fn created_at(self) -> Timestamp {
+        Timestamp((self.0 >> 64) as i64)
     }
 
     /// Parses `rec_` + 26 base32 characters; anything else is `None`.
@@ -132,9 +141,10 @@ mod tests {
 
     #[test]
     fn record_ids_round_trip_and_sort_by_time() {
-        let a = RecordId::generate(1_700_000_000_000);
-        let b = RecordId::generate(1_700_000_000_001);
+        let a = RecordId::generate(Timestamp(1_700_000_000_000_000));
+        let b = RecordId::generate(Timestamp(1_700_000_000_000_001));
         assert!(a < b);
+        assert_eq!(a.created_at(), Timestamp(1_700_000_000_000_000));
         let text = a.to_string();
         assert_eq!(text.len(), 30);
         assert_eq!(RecordId::parse(&text), Some(a));

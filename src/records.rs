@@ -21,7 +21,7 @@ use crate::endpoints::DataAccess;
 use crate::error::{Error, Result};
 use crate::ids::RecordId;
 use crate::ingest::{IdempotencyClaim, Ingest, WriteOp, WriteOutcome};
-use crate::storage::{RECORD_IDS, RECORDS, Store, decode_record, time_from_key};
+use crate::storage::{RECORDS, Store, decode_record, time_key};
 
 pub const LIST_LIMIT_DEFAULT: usize = 10;
 pub const LIST_LIMIT_MAX: usize = 30;
@@ -122,8 +122,7 @@ pub async fn create(
         .transpose()?;
     let op = WriteOp::Create {
         partition: access.partition,
-        id: RecordId::generate(received_at.as_millis()),
-        created_at: received_at,
+        id: RecordId::generate(received_at),
         payload,
         idempotency,
     };
@@ -176,17 +175,11 @@ pub async fn delete(ingest: &Ingest, access: &DataAccess, id: RecordId) -> Resul
 
 pub fn get(store: &Store, access: &DataAccess, id: RecordId) -> Result<RecordView> {
     let txn = store.read()?;
-    let (partition, created) = txn
-        .open_table(RECORD_IDS)?
-        .get(id.0)?
-        .map(|v| v.value())
-        .filter(|(p, _)| *p == access.partition)
-        .ok_or(Error::RecordNotFound)?;
     let records = txn.open_table(RECORDS)?;
     let value = records
-        .get((partition, created, id.0))?
+        .get((access.partition, id.0))?
         .ok_or(Error::RecordNotFound)?;
-    view(id, created, value.value())
+    view(id, value.value())
 }
 
 /// Newest first, `limit` records after `cursor`.
@@ -196,6 +189,7 @@ pub fn list(
     limit: usize,
     cursor: Option<&str>,
 ) -> Result<Page<RecordView>> {
+    use std::ops::Bound::{Excluded, Included};
     let p = access.partition;
     let upper = match cursor {
         Some(text) => {
@@ -205,31 +199,37 @@ pub fn list(
                     reason: "it is not a cursor returned by this listing".into(),
                 }
             })?;
-            std::ops::Bound::Excluded((p, pos.time, pos.tiebreak))
+            Excluded((p, pos.tiebreak))
         }
-        None => std::ops::Bound::Included((p, u64::MAX, u128::MAX)),
+        None => Included((p, u128::MAX)),
     };
     let txn = store.read()?;
     let records = txn.open_table(RECORDS)?;
-    let range = records.range::<(u64, u64, u128)>((std::ops::Bound::Included((p, 0, 0)), upper))?;
     let mut data = Vec::with_capacity(limit);
     let mut last = None;
     let mut more = false;
-    for entry in range.rev() {
+    for entry in records
+        .range::<(u64, u128)>((Included((p, 0)), upper))?
+        .rev()
+    {
         let (key, value) = entry?;
         if data.len() == limit {
             more = true;
             break;
         }
-        let (_, created, id) = key.value();
-        data.push(view(RecordId(id), created, value.value())?);
-        last = Some(Position {
-            time: created,
-            tiebreak: id,
-        });
+        let id = RecordId(key.value().1);
+        data.push(view(id, value.value())?);
+        last = Some(id);
     }
     let next_cursor = match (more, last) {
-        (true, Some(pos)) => Some(cursor::encode(CursorKind::RecordList, p, pos)),
+        (true, Some(id)) => Some(cursor::encode(
+            CursorKind::RecordList,
+            p,
+            Position {
+                time: time_key(id.created_at()),
+                tiebreak: id.0,
+            },
+        )),
         _ => None,
     };
     Ok(Page {
@@ -238,7 +238,7 @@ pub fn list(
     })
 }
 
-fn view(id: RecordId, created: u64, value: &[u8]) -> Result<RecordView> {
+fn view(id: RecordId, value: &[u8]) -> Result<RecordView> {
     let (updated_at, payload) = decode_record(value)?;
     let payload = std::str::from_utf8(payload)
         .ok()
@@ -247,7 +247,7 @@ fn view(id: RecordId, created: u64, value: &[u8]) -> Result<RecordView> {
     Ok(RecordView {
         id: id.to_string(),
         payload,
-        created_at: time_from_key(created).to_rfc3339(),
+        created_at: id.created_at().to_rfc3339(),
         updated_at: updated_at.to_rfc3339(),
     })
 }

@@ -5,6 +5,9 @@
 //! batches (one durable commit per batch, at most a few per second) and, once an hour, deletes
 //! entries older than the configured retention. If the channel is full (storage far behind),
 //! entries are dropped and counted in the log rather than slowing the API down.
+//!
+//! The log lives in its own redb file (`requests.redb`): redb has one writer at a time per
+//! file, and a batch of log inserts must never make a data write wait for its commit.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,8 +22,7 @@ use crate::cursor::{self, CursorKind, Position};
 use crate::error::{Error, Result};
 use crate::records::{Page, Pagination};
 use crate::storage::{
-    ENDPOINTS, REQUEST_LOG, RequestLogRow, Store, StoreError, from_json, time_from_key, time_key,
-    to_json,
+    REQUEST_LOG, RequestLogRow, Store, StoreError, from_json, time_from_key, time_key, to_json,
 };
 
 const CHANNEL_CAPACITY: usize = 16_384;
@@ -42,6 +44,7 @@ enum Message {
 /// Handle for recording entries; cheap to clone.
 #[derive(Clone)]
 pub struct RequestLog {
+    store: Arc<Store>,
     tx: SyncSender<Message>,
     dropped: Arc<AtomicU64>,
 }
@@ -70,6 +73,7 @@ pub struct EntryView {
 }
 
 impl RequestLog {
+    /// Starts the writer thread on the request-log store.
     pub fn start(
         store: Arc<Store>,
         clock: SharedClock,
@@ -78,9 +82,13 @@ impl RequestLog {
         let (tx, rx) = sync_channel(CHANNEL_CAPACITY);
         let handle = std::thread::Builder::new()
             .name("request-log".into())
-            .spawn(move || writer_loop(&store, clock.as_ref(), retention, rx))?;
+            .spawn({
+                let store = store.clone();
+                move || writer_loop(&store, clock.as_ref(), retention, rx)
+            })?;
         Ok((
             RequestLog {
+                store,
                 tx,
                 dropped: Arc::new(AtomicU64::new(0)),
             },
@@ -137,9 +145,7 @@ fn writer_loop(
                     Err(RecvTimeoutError::Timeout) => break,
                 }
             }
-            // Batches ride on the next durable commit of the data path (no fsync of their
-            // own, so the log never slows writes down); stopping ends with a durable one.
-            if let Err(err) = write_batch(store, &mut sequence, &batch, false) {
+            if let Err(err) = write_batch(store, &mut sequence, &batch) {
                 log::error!("could not write {} request-log entries: {err}", batch.len());
             }
         }
@@ -153,22 +159,14 @@ fn writer_loop(
             }
         }
     }
-    if let Err(err) = write_batch(store, &mut sequence, &[], true) {
-        log::error!("could not make the request log durable at shutdown: {err}");
-    }
 }
 
 fn write_batch(
     store: &Store,
     sequence: &mut u64,
     batch: &[(u64, RequestLogRow)],
-    durable: bool,
 ) -> Result<(), StoreError> {
-    let txn = if durable {
-        store.write()?
-    } else {
-        store.write_lazily()?
-    };
+    let txn = store.write()?;
     {
         let mut table = txn.open_table(REQUEST_LOG)?;
         for (partition, row) in batch {
@@ -185,17 +183,18 @@ fn write_batch(
 
 /// Deletes entries older than `cutoff` in every partition, in bounded transactions.
 pub fn purge(store: &Store, cutoff: Timestamp) -> Result<usize, StoreError> {
-    let endpoint_ids: Vec<u64> = {
-        let txn = store.read()?;
-        let table = txn.open_table(ENDPOINTS)?;
-        table
-            .iter()?
-            .map(|e| e.map(|(k, _)| k.value()))
-            .collect::<Result<_, _>>()?
-    };
     let cut = time_key(cutoff);
     let mut total = 0;
-    for partition in endpoint_ids.iter().flat_map(|id| [id << 1, (id << 1) | 1]) {
+    let mut next_partition = Some(0u64);
+    while let Some(partition) = next_partition {
+        // The first entry at or after this partition names the next partition to visit.
+        let found = {
+            let txn = store.read()?;
+            let table = txn.open_table(REQUEST_LOG)?;
+            let first = table.range((partition, 0, 0)..)?.next().transpose()?;
+            first.map(|(k, _)| k.value().0)
+        };
+        let Some(partition) = found else { break };
         loop {
             let txn = store.write()?;
             let removed = {
@@ -216,70 +215,75 @@ pub fn purge(store: &Store, cutoff: Timestamp) -> Result<usize, StoreError> {
                 break;
             }
         }
+        next_partition = partition.checked_add(1);
     }
     Ok(total)
 }
 
-/// Newest first.
-pub fn list(
-    store: &Store,
-    partition: u64,
-    limit: usize,
-    cursor: Option<&str>,
-) -> Result<Page<EntryView>> {
-    let upper = match cursor {
-        Some(text) => {
-            let pos = cursor::decode(CursorKind::RequestLog, partition, text).ok_or_else(|| {
-                Error::InvalidParameter {
+impl RequestLog {
+    /// The entries of one partition, newest first.
+    pub fn list(
+        &self,
+        partition: u64,
+        limit: usize,
+        cursor: Option<&str>,
+    ) -> Result<Page<EntryView>> {
+        let store = &self.store;
+        let upper = match cursor {
+            Some(text) => {
+                let pos =
+                    cursor::decode(CursorKind::RequestLog, partition, text).ok_or_else(|| {
+                        Error::InvalidParameter {
+                            name: "cursor",
+                            reason: "it is not a cursor returned by this listing".into(),
+                        }
+                    })?;
+                let seq = u64::try_from(pos.tiebreak).map_err(|_| Error::InvalidParameter {
                     name: "cursor",
                     reason: "it is not a cursor returned by this listing".into(),
-                }
-            })?;
-            let seq = u64::try_from(pos.tiebreak).map_err(|_| Error::InvalidParameter {
-                name: "cursor",
-                reason: "it is not a cursor returned by this listing".into(),
-            })?;
-            std::ops::Bound::Excluded((partition, pos.time, seq))
+                })?;
+                std::ops::Bound::Excluded((partition, pos.time, seq))
+            }
+            None => std::ops::Bound::Included((partition, u64::MAX, u64::MAX)),
+        };
+        let txn = store.read()?;
+        let table = txn.open_table(REQUEST_LOG)?;
+        let mut data = Vec::with_capacity(limit);
+        let mut last = None;
+        let mut more = false;
+        for entry in table
+            .range::<(u64, u64, u64)>((std::ops::Bound::Included((partition, 0, 0)), upper))?
+            .rev()
+        {
+            let (key, value) = entry?;
+            if data.len() == limit {
+                more = true;
+                break;
+            }
+            let (_, time, seq) = key.value();
+            let row: RequestLogRow = from_json(value.value())?;
+            data.push(EntryView {
+                time: time_from_key(time).to_rfc3339(),
+                method: row.method,
+                route: row.route,
+                status: row.status,
+                key_id: row.key_id,
+                latency_ms: row.latency_us as f64 / 1000.0,
+                environment: row.environment.as_str(),
+                request_id: row.request_id,
+            });
+            last = Some(Position {
+                time,
+                tiebreak: u128::from(seq),
+            });
         }
-        None => std::ops::Bound::Included((partition, u64::MAX, u64::MAX)),
-    };
-    let txn = store.read()?;
-    let table = txn.open_table(REQUEST_LOG)?;
-    let mut data = Vec::with_capacity(limit);
-    let mut last = None;
-    let mut more = false;
-    for entry in table
-        .range::<(u64, u64, u64)>((std::ops::Bound::Included((partition, 0, 0)), upper))?
-        .rev()
-    {
-        let (key, value) = entry?;
-        if data.len() == limit {
-            more = true;
-            break;
-        }
-        let (_, time, seq) = key.value();
-        let row: RequestLogRow = from_json(value.value())?;
-        data.push(EntryView {
-            time: time_from_key(time).to_rfc3339(),
-            method: row.method,
-            route: row.route,
-            status: row.status,
-            key_id: row.key_id,
-            latency_ms: row.latency_us as f64 / 1000.0,
-            environment: row.environment.as_str(),
-            request_id: row.request_id,
-        });
-        last = Some(Position {
-            time,
-            tiebreak: u128::from(seq),
-        });
+        let next_cursor = match (more, last) {
+            (true, Some(pos)) => Some(cursor::encode(CursorKind::RequestLog, partition, pos)),
+            _ => None,
+        };
+        Ok(Page {
+            data,
+            pagination: Pagination { next_cursor },
+        })
     }
-    let next_cursor = match (more, last) {
-        (true, Some(pos)) => Some(cursor::encode(CursorKind::RequestLog, partition, pos)),
-        _ => None,
-    };
-    Ok(Page {
-        data,
-        pagination: Pagination { next_cursor },
-    })
 }

@@ -62,6 +62,15 @@ pub fn open_data_dir(config: &Config) -> Result<(Store, Sealer), ServerError> {
     Ok((store, sealer))
 }
 
+/// Opens the request-log store of a data dir (see `request_log`).
+fn open_request_log(config: &Config) -> Result<Store, ServerError> {
+    // The log is written in batches and read a page at a time: a small cache serves it.
+    Ok(Store::open_request_log(
+        &config.request_log_path(),
+        8 * 1024 * 1024,
+    )?)
+}
+
 /// A server running in the background of the current tokio runtime.
 pub struct RunningServer {
     addr: SocketAddr,
@@ -112,8 +121,9 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
         source,
     };
     let (ingest, writer) = Ingest::start(store.clone()).map_err(spawn_err)?;
+    let log_store = Arc::new(open_request_log(&config)?);
     let (request_log, log_thread) =
-        RequestLog::start(store.clone(), clock.clone(), config.request_log.retention)
+        RequestLog::start(log_store, clock.clone(), config.request_log.retention)
             .map_err(spawn_err)?;
     let grace = config.shutdown.grace;
     let app = Arc::new(App {

@@ -7,9 +7,10 @@
 //! Layout and invariants:
 //! - A *partition* is one endpoint in one environment: `endpoint_id << 1 | env`. Sandbox and
 //!   production data never share a partition, so no query can mix them.
-//! - `RECORDS` is keyed `(partition, created_at_us, record_id)`: list (newest first) and poll
-//!   (oldest first) are range scans. `RECORD_IDS` maps a record id back to that key for
-//!   single reads; every row in one has exactly one row in the other.
+//! - `RECORDS` is keyed `(partition, record_id)`. A record id starts with its created_at in
+//!   microseconds (see `ids`), so the key order is `(created_at, random tiebreak)`: list
+//!   (newest first) and poll (oldest first) are range scans, and a single read is a point
+//!   lookup. One write touches one B-tree.
 //! - API keys and tokens are keyed by the SHA-256 of the secret; plain secrets are only kept
 //!   sealed (see `crypto`).
 
@@ -30,16 +31,14 @@ pub const TOKENS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("toke
 pub const ENDPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new("endpoints");
 pub const ENDPOINT_SLUGS: TableDefinition<&str, u64> = TableDefinition::new("endpoint_slugs");
 pub const API_KEYS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("api_keys");
-/// `(partition, created_at_us, record_id)` → `updated_at_us (8 bytes BE) ++ payload JSON`.
-pub const RECORDS: TableDefinition<(u64, u64, u128), &[u8]> = TableDefinition::new("records");
-/// `record_id` → `(partition, created_at_us)`.
-pub const RECORD_IDS: TableDefinition<u128, (u64, u64)> = TableDefinition::new("record_ids");
+/// `(partition, record_id)` → `updated_at_us (8 bytes BE) ++ payload JSON`.
+pub const RECORDS: TableDefinition<(u64, u128), &[u8]> = TableDefinition::new("records");
 /// `(partition, idempotency key)` → [`IdempotencyRow`] JSON.
 pub const IDEMPOTENCY: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("idempotency");
 /// `(stored_at_us, partition, idempotency key)` → `()`: the expiry order of `IDEMPOTENCY`.
 pub const IDEMPOTENCY_EXPIRY: TableDefinition<(u64, u64, &str), ()> =
     TableDefinition::new("idempotency_expiry");
-/// `(partition, time_us, sequence)` → [`RequestLogRow`] JSON.
+/// `(partition, time_us, sequence)` → [`RequestLogRow`] JSON. Lives in `requests.redb`.
 pub const REQUEST_LOG: TableDefinition<(u64, u64, u64), &[u8]> =
     TableDefinition::new("request_log");
 
@@ -236,8 +235,37 @@ pub struct Store {
 
 impl Store {
     /// Opens (or creates) the redb file and makes sure every table exists.
+    /// Opens (or creates) the main file, `intake.redb`, and makes sure every table exists.
     /// `cache_bytes` bounds redb's page cache, which is most of the server's memory.
     pub fn open(path: &Path, cache_bytes: usize) -> Result<Store, StoreError> {
+        Store::open_with(path, cache_bytes, |txn| {
+            txn.open_table(ACCOUNTS)?;
+            txn.open_table(ACCOUNT_EMAILS)?;
+            txn.open_table(TOKENS)?;
+            txn.open_table(ENDPOINTS)?;
+            txn.open_table(ENDPOINT_SLUGS)?;
+            txn.open_table(API_KEYS)?;
+            txn.open_table(RECORDS)?;
+            txn.open_table(IDEMPOTENCY)?;
+            txn.open_table(IDEMPOTENCY_EXPIRY)?;
+            Ok(())
+        })
+    }
+
+    /// Opens (or creates) `requests.redb`, the request log. It is a file of its own so that
+    /// logging every call never holds the write lock the data path commits under.
+    pub fn open_request_log(path: &Path, cache_bytes: usize) -> Result<Store, StoreError> {
+        Store::open_with(path, cache_bytes, |txn| {
+            txn.open_table(REQUEST_LOG)?;
+            Ok(())
+        })
+    }
+
+    fn open_with(
+        path: &Path,
+        cache_bytes: usize,
+        create_tables: impl FnOnce(&WriteTransaction) -> Result<(), StoreError>,
+    ) -> Result<Store, StoreError> {
         let db = Database::builder()
             .set_cache_size(cache_bytes)
             .create(path)?;
@@ -254,18 +282,8 @@ impl Store {
                     return Err(StoreError::Schema(String::from_utf8_lossy(&v).into_owned()));
                 }
             }
-            txn.open_table(ACCOUNTS)?;
-            txn.open_table(ACCOUNT_EMAILS)?;
-            txn.open_table(TOKENS)?;
-            txn.open_table(ENDPOINTS)?;
-            txn.open_table(ENDPOINT_SLUGS)?;
-            txn.open_table(API_KEYS)?;
-            txn.open_table(RECORDS)?;
-            txn.open_table(RECORD_IDS)?;
-            txn.open_table(IDEMPOTENCY)?;
-            txn.open_table(IDEMPOTENCY_EXPIRY)?;
-            txn.open_table(REQUEST_LOG)?;
         }
+        create_tables(&txn)?;
         txn.commit()?;
         Ok(Store { db })
     }
@@ -277,15 +295,6 @@ impl Store {
     /// A write transaction; its commit is durable (fsync) when it returns.
     pub fn write(&self) -> Result<WriteTransaction, StoreError> {
         Ok(self.db.begin_write()?)
-    }
-
-    /// A write transaction whose commit skips the fsync: it becomes durable with the next
-    /// durable commit. For data whose loss in a crash is acceptable (the request log).
-    pub fn write_lazily(&self) -> Result<WriteTransaction, StoreError> {
-        let mut txn = self.db.begin_write()?;
-        txn.set_durability(redb::Durability::None)
-            .map_err(|e| StoreError::Corrupt(format!("cannot lower durability: {e}")))?;
-        Ok(txn)
     }
 }
 

@@ -72,8 +72,7 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Result<Response> {
         request_log::LIST_LIMIT_DEFAULT,
         request_log::LIST_LIMIT_MAX,
     )?;
-    let page = request_log::list(
-        &app.store,
+    let page = app.request_log.list(
         partition(endpoint.id, environment),
         limit,
         params.get("cursor").map(String::as_str),
