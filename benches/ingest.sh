@@ -275,7 +275,7 @@ fi
 
 # --------------------------------------------------------------- intake
 
-I_SOCKERR="" I_RPS="" I_P50="" I_P99="" I_NON2XX="" I_PEAK_MB="" I_IDLE_MB="" I_STARTUP_MS="" I_REQS=""
+I_SOCKERR="" I_RPS="" I_P50="" I_P99="" I_NON2XX="" I_PEAK_MB="" I_IDLE_MB="" I_STARTUP_MS="" I_REQS="" I_WRITER=""
 if [ "$RUN_INTAKE" = 1 ]; then
   DATA_DIR="$WORK/data"
   mkdir -p "$DATA_DIR"
@@ -326,6 +326,8 @@ print(d["slug"], d["sandbox_key"])' "$WORK/endpoint.json") \
   I_P50="$(wrk_get intake p50_ms)"; I_P99="$(wrk_get intake p99_ms)"
   I_NON2XX="$(wrk_get intake non2xx)"; I_SOCKERR="$(wrk_get intake socket_errors)"
   stop_server intake "$I_PID" "$I_SUPER"
+  # The writer's own account of the run: writes, commits, average batch, commit time.
+  I_WRITER="$(grep -o 'ingest writer stopped: .*' "$I_LOG" | sed 's/^ingest writer stopped: //' | tail -n 1 || true)"
 fi
 
 # --------------------------------------------------------------- ceiling
@@ -368,6 +370,24 @@ if [ -n "$I_RPS" ] && [ -n "$C_RPS" ]; then
 fi
 BODY_BYTES="$(wrk_get intake body_bytes 2>/dev/null || wrk_get ceiling body_bytes 2>/dev/null || true)"
 
+# The disk's raw fdatasync latency right now: durable ingest is bounded by it, and on a
+# shared virtual disk it moves between runs. 200 x (4 KiB pwrite + fdatasync) in the data dir's
+# file system.
+FSYNC_MS="$(python3 - "$WORK" <<'PY'
+import os, sys, time
+path = os.path.join(sys.argv[1], "fsync.probe")
+fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+n = 200
+t = time.time()
+for i in range(n):
+    os.pwrite(fd, b"x" * 4096, i * 4096)
+    os.fdatasync(fd)
+print(f"{(time.time() - t) / n * 1000:.3f}")
+os.close(fd)
+os.remove(path)
+PY
+)"
+
 REPORT="$WORK/report.md"
 {
   echo "## Ingest benchmark"
@@ -383,6 +403,8 @@ REPORT="$WORK/report.md"
   echo
   echo "- intake idle RSS: $(or_skip "$I_IDLE_MB" " MB")"
   echo "- intake startup to listening: $(or_skip "$I_STARTUP_MS" " ms")"
+  echo "- intake writer: $(or_skip "$I_WRITER" "")"
+  echo "- disk: 4 KiB pwrite + fdatasync takes $(or_skip "$FSYNC_MS" " ms") on this file system"
   echo "- intake requests/s as % of ceiling: $(or_skip "$PCT" " %")"
   echo "- requests completed: intake $(or_skip "$I_REQS" ""), ceiling $(or_skip "$C_REQS" "")"
   echo "- wrk socket errors (connect/read/write/timeout): intake $(or_skip "$I_SOCKERR" ""), ceiling $(or_skip "$C_SOCKERR" "")"
