@@ -7,6 +7,7 @@ use crate::config::Config;
 use crate::endpoints::Endpoints;
 use crate::ingest::Ingest;
 use crate::request_log::RequestLog;
+use crate::search::SearchIndex;
 use crate::storage::Store;
 
 pub struct App {
@@ -16,4 +17,5 @@ pub struct App {
     pub clock: SharedClock,
     pub ingest: Ingest,
     pub request_log: RequestLog,
+    pub search: Arc<SearchIndex>,
 }

@@ -54,6 +54,89 @@ impl Timestamp {
     }
 }
 
+/// Parses `YYYY-MM-DD` (UTC midnight) or RFC 3339 (`2026-11-22T03:04:05.123Z`, any offset,
+/// `T`, `t` or a space between date and time, fractions truncated to microseconds).
+pub fn parse_date_or_rfc3339(text: &str) -> Option<Timestamp> {
+    let b = text.as_bytes();
+    let digits = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = b.get(range)?;
+        part.iter().all(u8::is_ascii_digit).then_some(())?;
+        std::str::from_utf8(part).ok()?.parse().ok()
+    };
+    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let (year, month, day) = (digits(0..4)?, digits(5..7)?, digits(8..10)?);
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        return None;
+    }
+    let midnight = days_from_civil(year, month, day) * 86_400;
+    if b.len() == 10 {
+        return Some(Timestamp(midnight * MICROS_PER_SECOND));
+    }
+    if !matches!(b[10], b'T' | b't' | b' ') || b.len() < 20 || b[13] != b':' || b[16] != b':' {
+        return None;
+    }
+    let (hour, minute, second) = (digits(11..13)?, digits(14..16)?, digits(17..19)?);
+    if hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut micros = 0i64;
+    if b[i] == b'.' {
+        let start = i + 1;
+        i = start;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        let frac = &text[start..i];
+        if frac.is_empty() {
+            return None;
+        }
+        let six: String = frac.chars().chain(std::iter::repeat('0')).take(6).collect();
+        micros = six.parse().ok()?;
+    }
+    let offset_secs = match b.get(i..)? {
+        [b'Z' | b'z'] => 0,
+        [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] => {
+            let hm = [*h1, *h2, *m1, *m2];
+            if !hm.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            let h = i64::from((h1 - b'0') * 10 + (h2 - b'0'));
+            let m = i64::from((m1 - b'0') * 10 + (m2 - b'0'));
+            if h > 23 || m > 59 {
+                return None;
+            }
+            let secs = h * 3600 + m * 60;
+            if *sign == b'+' { secs } else { -secs }
+        }
+        _ => return None,
+    };
+    let secs = midnight + hour * 3600 + minute * 60 + second - offset_secs;
+    Some(Timestamp(secs * MICROS_PER_SECOND + micros))
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Converts days since 1970-01-01 into (year, month, day) of the proleptic Gregorian calendar.
 /// Howard Hinnant's `civil_from_days`, valid for every i64 day count we can store.
 fn civil_from_days(days: i64) -> (i64, u32, u32) {
@@ -132,6 +215,47 @@ mod tests {
             "2024-02-29T12:34:56.789012Z"
         );
         assert_eq!(Timestamp(-1).to_rfc3339(), "1969-12-31T23:59:59.999999Z");
+    }
+
+    #[test]
+    fn parses_dates_and_rfc3339() {
+        let p = parse_date_or_rfc3339;
+        assert_eq!(p("1970-01-01"), Some(Timestamp(0)));
+        assert_eq!(p("2024-02-29"), Some(Timestamp(1_709_164_800_000_000)));
+        assert_eq!(
+            p("2024-02-29T12:34:56.789012Z"),
+            Some(Timestamp(1_709_210_096_789_012))
+        );
+        assert_eq!(p("2020-01-01T02:00:00+02:00"), p("2020-01-01"));
+        assert_eq!(p("2019-12-31T19:00:00-05:00"), p("2020-01-01"));
+        assert_eq!(
+            p("2020-01-01t00:00:00.5z"),
+            Some(Timestamp(1_577_836_800_500_000))
+        );
+        assert_eq!(
+            p("2020-01-01 00:00:00.1234567Z"),
+            Some(Timestamp(1_577_836_800_123_456))
+        );
+        for bad in [
+            "",
+            "2020",
+            "2020-13-01",
+            "2023-02-29",
+            "2020-01-32",
+            "2020-01-01T",
+            "2020-01-01T25:00:00Z",
+            "2020-01-01T00:00:00",
+            "2020-01-01T00:00:00+0200",
+            "2020-01-01T00:00:00.Z",
+            "20a0-01-01",
+            "2020-01-01x",
+            "2020-01-01T00:00:00+24:00",
+        ] {
+            assert_eq!(p(bad), None, "{bad}");
+        }
+        // Round trip with the formatter.
+        let t = Timestamp(1_763_780_645_123_456);
+        assert_eq!(p(&t.to_rfc3339()), Some(t));
     }
 
     #[test]

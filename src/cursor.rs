@@ -14,6 +14,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 pub enum CursorKind {
     RecordList = b'l',
     RequestLog = b'r',
+    Search = b's',
 }
 
 const LEN: usize = 1 + 8 + 8 + 16;

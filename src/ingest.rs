@@ -10,9 +10,10 @@
 //! - **Group commit.** Under load many writes share one fsync; with one request in flight a
 //!   write costs one commit. No timer adds latency.
 //! - **Applied in the same commit.** The transaction that makes a write durable also applies it
-//!   to the record tables, so there is no state "acknowledged but not yet stored": a restart has
-//!   nothing to replay, and a read after the 202 sees the write. Work that follows a write
-//!   (search indexing, webhooks) is driven from what these commits store.
+//!   to the record tables and appends it to the change log (`storage::CHANGES`), so there is no
+//!   state "acknowledged but not yet stored", and a read after the 202 sees the write. Work that
+//!   follows a write (search indexing; webhooks later) consumes the change log from its own
+//!   durable position: it survives restarts and resumes where it stopped.
 //! - **All or nothing.** A storage failure aborts the whole transaction and every request of
 //!   the batch gets a 503: nothing is acknowledged, nothing is half-written. A refused operation
 //!   (unknown record, idempotency conflict) changes nothing and does not affect its neighbours.
@@ -27,8 +28,8 @@ use crate::clock::Timestamp;
 use crate::error::Error;
 use crate::ids::RecordId;
 use crate::storage::{
-    IDEMPOTENCY, IDEMPOTENCY_EXPIRY, IdempotencyRow, RECORDS, Store, StoreError, encode_record,
-    from_json, time_key, to_json,
+    CHANGES, IDEMPOTENCY, IDEMPOTENCY_EXPIRY, IdempotencyRow, LAST_CHANGE_SEQ, META, RECORDS,
+    Store, StoreError, encode_record, from_json, read_counter, time_key, to_json, write_counter,
 };
 
 /// How many writes one transaction takes at most.
@@ -111,12 +112,16 @@ impl WriterThread {
 }
 
 impl Ingest {
-    /// Starts the writer thread.
-    pub fn start(store: Arc<Store>) -> std::io::Result<(Ingest, WriterThread)> {
+    /// Starts the writer thread. `on_commit` runs after every successful commit (it wakes the
+    /// consumers of the change log; it must not block).
+    pub fn start(
+        store: Arc<Store>,
+        on_commit: Box<dyn Fn() + Send>,
+    ) -> std::io::Result<(Ingest, WriterThread)> {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
         let handle = std::thread::Builder::new()
             .name("ingest-writer".into())
-            .spawn(move || writer_loop(&store, rx))?;
+            .spawn(move || writer_loop(&store, rx, on_commit.as_ref()))?;
         Ok((Ingest { tx }, WriterThread(handle)))
     }
 
@@ -146,7 +151,7 @@ struct WriterStats {
     busy: Duration,
 }
 
-fn writer_loop(store: &Store, mut rx: mpsc::Receiver<Message>) {
+fn writer_loop(store: &Store, mut rx: mpsc::Receiver<Message>, on_commit: &dyn Fn()) {
     let mut stats = WriterStats::default();
     let mut stopping = false;
     while !stopping {
@@ -179,6 +184,7 @@ fn writer_loop(store: &Store, mut rx: mpsc::Receiver<Message>) {
         stats.largest_batch = stats.largest_batch.max(ops.len());
         match applied {
             Ok(outcomes) => {
+                on_commit();
                 for ((_, reply), outcome) in batch.into_iter().zip(outcomes) {
                     // The requester may have gone away; the write stands regardless.
                     let _ = reply.send(outcome);
@@ -212,6 +218,9 @@ fn writer_loop(store: &Store, mut rx: mpsc::Receiver<Message>) {
 /// The record tables one batch works on.
 struct Tables<'txn> {
     records: Table<'txn, (u64, u128), &'static [u8]>,
+    changes: Table<'txn, u64, (u64, u128)>,
+    /// The last change sequence written.
+    change_seq: u64,
     idempotency: Table<'txn, (u64, &'static str), &'static [u8]>,
     idempotency_expiry: Table<'txn, (u64, u64, &'static str), ()>,
 }
@@ -224,20 +233,49 @@ fn apply_batch(
 ) -> Result<Vec<Result<WriteOutcome, Error>>, StoreError> {
     let txn = store.write()?;
     let outcomes = {
+        let change_seq = read_counter(&txn.open_table(META)?, LAST_CHANGE_SEQ)?;
         let mut tables = Tables {
             records: txn.open_table(RECORDS)?,
+            changes: txn.open_table(CHANGES)?,
+            change_seq,
             idempotency: txn.open_table(IDEMPOTENCY)?,
             idempotency_expiry: txn.open_table(IDEMPOTENCY_EXPIRY)?,
         };
-        ops.iter()
+        let outcomes = ops
+            .iter()
             .map(|op| apply(&mut tables, op))
-            .collect::<Result<Vec<_>, StoreError>>()?
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        if tables.change_seq != change_seq {
+            write_counter(&txn, LAST_CHANGE_SEQ, tables.change_seq)?;
+        }
+        outcomes
     };
     txn.commit()?;
     Ok(outcomes)
 }
 
+/// Applies one operation and logs it in the change log if it changed a record.
 fn apply(t: &mut Tables<'_>, op: &WriteOp) -> Result<Result<WriteOutcome, Error>, StoreError> {
+    let outcome = apply_to_records(t, op)?;
+    let (partition, changed) = match (op, &outcome) {
+        (WriteOp::Create { partition, .. }, Ok(WriteOutcome::Created { id, .. })) => {
+            (*partition, Some(*id))
+        }
+        (WriteOp::Replace { partition, id, .. }, Ok(WriteOutcome::Replaced))
+        | (WriteOp::Delete { partition, id }, Ok(WriteOutcome::Deleted)) => (*partition, Some(*id)),
+        _ => (0, None),
+    };
+    if let Some(id) = changed {
+        t.change_seq += 1;
+        t.changes.insert(t.change_seq, (partition, id.0))?;
+    }
+    Ok(outcome)
+}
+
+fn apply_to_records(
+    t: &mut Tables<'_>,
+    op: &WriteOp,
+) -> Result<Result<WriteOutcome, Error>, StoreError> {
     match op {
         WriteOp::Create {
             partition,

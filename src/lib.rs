@@ -50,5 +50,6 @@ pub mod ids;
 pub mod ingest;
 pub mod records;
 pub mod request_log;
+pub mod search;
 pub mod server;
 pub mod storage;

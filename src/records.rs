@@ -238,7 +238,8 @@ pub fn list(
     })
 }
 
-fn view(id: RecordId, value: &[u8]) -> Result<RecordView> {
+/// A stored record value as the API shows it.
+pub fn view(id: RecordId, value: &[u8]) -> Result<RecordView> {
     let (updated_at, payload) = decode_record(value)?;
     let payload = std::str::from_utf8(payload)
         .ok()

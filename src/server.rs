@@ -26,6 +26,7 @@ use crate::crypto::{CryptoError, Sealer};
 use crate::endpoints::Endpoints;
 use crate::ingest::{self, Ingest};
 use crate::request_log::RequestLog;
+use crate::search;
 use crate::storage::{Store, StoreError};
 
 /// How often expired Idempotency-Keys are swept.
@@ -120,7 +121,13 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
         context: "cannot start a worker thread".into(),
         source,
     };
-    let (ingest, writer) = Ingest::start(store.clone()).map_err(spawn_err)?;
+    let (search, indexer, indexer_thread) = search::index::start(&config.data_dir, store.clone())
+        .map_err(|e| ServerError::Other(e.to_string()))?;
+    let (ingest, writer) = Ingest::start(store.clone(), {
+        let indexer = indexer.clone();
+        Box::new(move || indexer.changed())
+    })
+    .map_err(spawn_err)?;
     let log_store = Arc::new(open_request_log(&config)?);
     let (request_log, log_thread) =
         RequestLog::start(log_store, clock.clone(), config.request_log.retention)
@@ -133,6 +140,7 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
         clock,
         ingest,
         request_log,
+        search,
     });
     let (stop, stopped) = oneshot::channel();
     let sweeper = tokio::spawn(sweep_idempotency(app.clone()));
@@ -143,6 +151,8 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
             sweeper.abort();
             app.ingest.shutdown().await;
             let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+            indexer.shutdown();
+            let _ = tokio::task::spawn_blocking(move || indexer_thread.join()).await;
             app.request_log.shutdown();
             let _ = tokio::task::spawn_blocking(move || log_thread.join()).await;
             log::info!("shutdown complete");

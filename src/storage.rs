@@ -33,6 +33,16 @@ pub const ENDPOINT_SLUGS: TableDefinition<&str, u64> = TableDefinition::new("end
 pub const API_KEYS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("api_keys");
 /// `(partition, record_id)` → `updated_at_us (8 bytes BE) ++ payload JSON`.
 pub const RECORDS: TableDefinition<(u64, u128), &[u8]> = TableDefinition::new("records");
+/// The change log: `sequence` → `(partition, record_id)` of every applied create, replace or
+/// delete, written in the same commit as the change. Work that follows a write (search
+/// indexing) reads it from its own position, so it resumes after a restart; it re-reads the
+/// record's current state, so applying an entry twice has no double effect. Entries are
+/// trimmed once every reader is past them (`META` `changes_trimmed_upto`).
+pub const CHANGES: TableDefinition<u64, (u64, u128)> = TableDefinition::new("changes");
+/// `META` key of the last change sequence written.
+pub const LAST_CHANGE_SEQ: &str = "last_change_seq";
+/// `META` key of the highest change sequence trimmed from `CHANGES`.
+pub const CHANGES_TRIMMED_UPTO: &str = "changes_trimmed_upto";
 /// `(partition, idempotency key)` → [`IdempotencyRow`] JSON.
 pub const IDEMPOTENCY: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("idempotency");
 /// `(stored_at_us, partition, idempotency key)` → `()`: the expiry order of `IDEMPOTENCY`.
@@ -246,6 +256,7 @@ impl Store {
             txn.open_table(ENDPOINT_SLUGS)?;
             txn.open_table(API_KEYS)?;
             txn.open_table(RECORDS)?;
+            txn.open_table(CHANGES)?;
             txn.open_table(IDEMPOTENCY)?;
             txn.open_table(IDEMPOTENCY_EXPIRY)?;
             Ok(())
@@ -300,18 +311,30 @@ impl Store {
 
 /// Takes the next value of a counter kept in `META` (starting at 1).
 pub fn next_id(txn: &WriteTransaction, counter: &str) -> Result<u64, StoreError> {
-    let mut meta = txn.open_table(META)?;
-    let current = match meta.get(counter)? {
+    let next = read_counter(&txn.open_table(META)?, counter)? + 1;
+    write_counter(txn, counter, next)?;
+    Ok(next)
+}
+
+/// A counter kept in `META`; 0 when never written.
+pub fn read_counter(
+    meta: &impl ReadableTable<&'static str, &'static [u8]>,
+    counter: &str,
+) -> Result<u64, StoreError> {
+    match meta.get(counter)? {
         Some(v) => {
             let bytes: [u8; 8] = v
                 .value()
                 .try_into()
                 .map_err(|_| StoreError::Corrupt(format!("counter {counter}")))?;
-            u64::from_be_bytes(bytes)
+            Ok(u64::from_be_bytes(bytes))
         }
-        None => 0,
-    };
-    let next = current + 1;
-    meta.insert(counter, next.to_be_bytes().as_slice())?;
-    Ok(next)
+        None => Ok(0),
+    }
+}
+
+pub fn write_counter(txn: &WriteTransaction, counter: &str, value: u64) -> Result<(), StoreError> {
+    txn.open_table(META)?
+        .insert(counter, value.to_be_bytes().as_slice())?;
+    Ok(())
 }

@@ -14,6 +14,7 @@ use crate::app::App;
 use crate::endpoints::DataAccess;
 use crate::error::{Error, Result};
 use crate::records;
+use crate::search;
 use crate::storage::{Environment, partition};
 
 pub async fn handle(
@@ -76,6 +77,15 @@ pub async fn handle(
         // The router only lets the methods above through.
         _ => Err(Error::MethodNotAllowed("GET, POST, PUT, DELETE")),
     }
+}
+
+/// `GET /api/v1/data/{slug}/search`.
+pub fn search(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Result<Response> {
+    let access = authorize(app, req, slug, call_log)?;
+    let request =
+        search::parse_request(&query_params(&req.query), access.partition, req.received_at)?;
+    let page = search::search(&app.store, &app.search, &access, &request)?;
+    Ok(reply::json(StatusCode::OK, &page))
 }
 
 /// Authorises the call and fills in where it is logged. A refused call on an existing

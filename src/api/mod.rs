@@ -160,6 +160,10 @@ async fn dispatch(
             let slug = slug.to_string();
             data::handle(app, req, &slug, None, call_log).await
         }
+        Route::DataSearch { slug } => {
+            let slug = slug.to_string();
+            data::search(app, req, &slug, call_log)
+        }
         Route::DataRecord { slug, record_id } => {
             let (slug, record_id) = (slug.to_string(), record_id.to_string());
             data::handle(app, req, &slug, Some(&record_id), call_log).await

@@ -8,6 +8,7 @@ use crate::error::{Error, Result};
 pub enum Route<'a> {
     Health,
     DataCollection { slug: &'a str },
+    DataSearch { slug: &'a str },
     DataRecord { slug: &'a str, record_id: &'a str },
     ManageEndpoints,
     ManageEndpoint { slug: &'a str },
@@ -25,6 +26,7 @@ impl<'a> Route<'a> {
         Some(match segments.as_slice() {
             ["healthz"] => Route::Health,
             ["api", "v1", "data", slug] => Route::DataCollection { slug },
+            ["api", "v1", "data", slug, "search"] => Route::DataSearch { slug },
             ["api", "v1", "data", slug, record_id] => Route::DataRecord { slug, record_id },
             ["api", "v1", "manage", "endpoints"] => Route::ManageEndpoints,
             ["api", "v1", "manage", "endpoints", slug] => Route::ManageEndpoint { slug },
@@ -41,6 +43,7 @@ impl<'a> Route<'a> {
         match self {
             Route::Health => "/healthz",
             Route::DataCollection { .. } => "/api/v1/data/{slug}",
+            Route::DataSearch { .. } => "/api/v1/data/{slug}/search",
             Route::DataRecord { .. } => "/api/v1/data/{slug}/{record_id}",
             Route::ManageEndpoints => "/api/v1/manage/endpoints",
             Route::ManageEndpoint { .. } => "/api/v1/manage/endpoints/{slug}",
@@ -52,7 +55,7 @@ impl<'a> Route<'a> {
     /// The methods this route answers, as an `Allow` header value.
     pub fn allowed(&self) -> &'static str {
         match self {
-            Route::Health | Route::ManageRequests { .. } => "GET",
+            Route::Health | Route::DataSearch { .. } | Route::ManageRequests { .. } => "GET",
             Route::DataCollection { .. } | Route::ManageEndpoints => "GET, POST",
             Route::DataRecord { .. } => "GET, PUT, DELETE",
             Route::ManageEndpoint { .. } => "GET, PATCH",

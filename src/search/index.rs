@@ -1,0 +1,555 @@
+//! The tantivy index behind search, and the indexer thread that keeps it up to date.
+//!
+//! One document per stored record: its partition, its id (as bytes for deletes, and as two u64
+//! fast fields: the high half is created_at, so ordering by it is ordering by time), and its
+//! case-folded payload text tokenised into positional trigrams.
+//!
+//! **Invariant.** Every index commit carries, as its payload, the change-log sequence it covers:
+//! all changes up to that sequence are in the index, none after it. The indexer publishes each
+//! commit as a [`Snapshot`] (searcher + sequence), so a search knows exactly which changes its
+//! searcher has not seen yet: those after the snapshot's sequence, still in `CHANGES`. The
+//! indexer trims `CHANGES` only up to the sequence of a snapshot published at least
+//! [`TRIM_LAG`] ago, so a search never loses the tail it needs.
+//!
+//! redb is the source of truth: a missing, unreadable or out-of-date index folder is rebuilt
+//! from `RECORDS` at start, in the background; until it is done, [`Snapshot::searcher`] is
+//! `None` and searches scan the store instead.
+
+use std::collections::VecDeque;
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use redb::{ReadableTable, ReadableTableMetadata};
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery};
+use tantivy::schema::{
+    BytesOptions, Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions,
+};
+use tantivy::{DocAddress, Index, IndexReader, IndexWriter, Order, ReloadPolicy, Searcher, Term};
+
+use super::tokenizer::{TrigramTokenizer, covering_trigrams, fold_case};
+use crate::storage::{
+    CHANGES, CHANGES_TRIMMED_UPTO, LAST_CHANGE_SEQ, META, RECORDS, Store, StoreError,
+    decode_record, read_counter, write_counter,
+};
+
+/// The index folder inside the data dir.
+pub const DIR: &str = "search";
+const TOKENIZER: &str = "trigram";
+/// Longest time between index commits while changes are pending.
+const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
+/// Changes read from the log per transaction.
+const CHANGE_CHUNK: usize = 5_000;
+/// Snapshots younger than this keep their change-log tail.
+const TRIM_LAG: Duration = Duration::from_secs(60);
+/// Most change-log entries removed in one transaction (bounds time holding the write lock).
+const TRIM_CHUNK: usize = 20_000;
+const WRITER_HEAP_BYTES: usize = 50_000_000;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("search index: {0}")]
+    Tantivy(#[from] tantivy::TantivyError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("search index folder {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+macro_rules! redb_index_errors {
+    ($($t:ty),*) => {$(
+        impl From<$t> for IndexError {
+            fn from(err: $t) -> Self {
+                IndexError::Store(err.into())
+            }
+        }
+    )*};
+}
+redb_index_errors!(
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+#[derive(Clone, Copy)]
+struct Fields {
+    partition: Field,
+    id: Field,
+    id_hi: Field,
+    id_lo: Field,
+    text: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let text_options = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(TOKENIZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let fields = Fields {
+        partition: builder.add_u64_field("partition", NumericOptions::default().set_indexed()),
+        id: builder.add_bytes_field("id", BytesOptions::default().set_indexed()),
+        id_hi: builder.add_u64_field("id_hi", NumericOptions::default().set_indexed().set_fast()),
+        id_lo: builder.add_u64_field("id_lo", NumericOptions::default().set_fast()),
+        text: builder.add_text_field("text", text_options),
+    };
+    (builder.build(), fields)
+}
+
+/// A committed state of the index and the change-log sequence it covers.
+pub struct Snapshot {
+    /// `None` while the index is being rebuilt: search must scan the store.
+    pub searcher: Option<Searcher>,
+    pub position: u64,
+}
+
+/// The read side, shared with every search.
+pub struct SearchIndex {
+    fields: Fields,
+    snapshot: RwLock<Arc<Snapshot>>,
+}
+
+/// Ids found by one index query, newest first, and whether the index may hold more below.
+pub struct Hits {
+    pub ids: Vec<u128>,
+    /// The lowest id the query fully covered: every match in `[covered_down_to, upper]` is in
+    /// `ids`. Equal to the query's lower bound when the index has nothing more.
+    pub covered_down_to: u128,
+}
+
+impl SearchIndex {
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn publish(&self, snapshot: Snapshot) {
+        *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(snapshot);
+    }
+
+    /// Records of `partition` with an id in `[lower, upper]` whose folded text contains the
+    /// folded query `q`, newest first, at least `want` of them unless the range has fewer.
+    pub fn query(
+        &self,
+        searcher: &Searcher,
+        partition: u64,
+        q: &str,
+        lower: u128,
+        upper: u128,
+        want: usize,
+    ) -> Result<Hits, IndexError> {
+        let f = self.fields;
+        let grams: Vec<(usize, Term)> = covering_trigrams(q)
+            .into_iter()
+            .map(|(offset, gram)| (offset, Term::from_field_text(f.text, gram)))
+            .collect();
+        let text_query: Box<dyn Query> = match grams.len() {
+            0 => {
+                return Ok(Hits {
+                    ids: Vec::new(),
+                    covered_down_to: lower,
+                });
+            }
+            1 => Box::new(TermQuery::new(grams[0].1.clone(), IndexRecordOption::Basic)),
+            _ => Box::new(PhraseQuery::new_with_offset(grams)),
+        };
+        let (lo_hi, up_hi) = ((lower >> 64) as u64, (upper >> 64) as u64);
+        let query = BooleanQuery::new(vec![
+            (
+                Occur::Must,
+                Box::new(TermQuery::new(
+                    Term::from_field_u64(f.partition, partition),
+                    IndexRecordOption::Basic,
+                )),
+            ),
+            (
+                Occur::Must,
+                Box::new(RangeQuery::new(
+                    Bound::Included(Term::from_field_u64(f.id_hi, lo_hi)),
+                    Bound::Included(Term::from_field_u64(f.id_hi, up_hi)),
+                )),
+            ),
+            (Occur::Must, text_query),
+        ]);
+        // Ordered by created_at (the id's high half) only: hits that share the lowest
+        // created_at of a full page may be cut arbitrarily, so that microsecond is not counted
+        // as covered and the caller asks again from it.
+        let mut limit = want.max(1) + 1;
+        loop {
+            let top = searcher.search(
+                &query,
+                &TopDocs::with_limit(limit).order_by_fast_field::<u64>("id_hi", Order::Desc),
+            )?;
+            let mut ids = self.ids_of(searcher, top.iter().map(|(_, addr)| *addr))?;
+            ids.retain(|id| (lower..=upper).contains(id));
+            ids.sort_unstable_by(|a, b| b.cmp(a));
+            if top.len() < limit {
+                return Ok(Hits {
+                    ids,
+                    covered_down_to: lower,
+                });
+            }
+            let boundary_hi = ids.last().map_or(lo_hi, |id| (id >> 64) as u64);
+            let keep = ids
+                .iter()
+                .filter(|id| (*id >> 64) as u64 > boundary_hi)
+                .count();
+            if keep > 0 {
+                ids.truncate(keep);
+                return Ok(Hits {
+                    ids,
+                    covered_down_to: (u128::from(boundary_hi) << 64) + (1u128 << 64),
+                });
+            }
+            // A whole page in one microsecond: ask for more.
+            limit *= 2;
+        }
+    }
+
+    fn ids_of(
+        &self,
+        searcher: &Searcher,
+        docs: impl Iterator<Item = DocAddress>,
+    ) -> Result<Vec<u128>, IndexError> {
+        let mut out = Vec::new();
+        for addr in docs {
+            let fast = searcher.segment_reader(addr.segment_ord).fast_fields();
+            let hi = fast.u64("id_hi")?.first(addr.doc_id);
+            let lo = fast.u64("id_lo")?.first(addr.doc_id);
+            if let (Some(hi), Some(lo)) = (hi, lo) {
+                out.push((u128::from(hi) << 64) | u128::from(lo));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Wakes the indexer after a commit of the write path; never blocks.
+#[derive(Clone)]
+pub struct Notifier(SyncSender<Signal>);
+
+enum Signal {
+    Changed,
+    Shutdown,
+}
+
+impl Notifier {
+    pub fn changed(&self) {
+        // A full channel already holds a wake-up, which is all that is needed.
+        if let Err(TrySendError::Disconnected(_)) = self.0.try_send(Signal::Changed) {
+            log::debug!("search indexer is not running");
+        }
+    }
+
+    /// Asks the indexer to commit what it has and stop.
+    pub fn shutdown(&self) {
+        let _ = self.0.send(Signal::Shutdown);
+    }
+}
+
+pub struct IndexerThread(std::thread::JoinHandle<()>);
+
+impl IndexerThread {
+    pub fn join(self) {
+        if self.0.join().is_err() {
+            log::error!("the search indexer thread panicked");
+        }
+    }
+}
+
+/// Opens (or recreates) the index in `<data_dir>/search` and starts the indexer thread, which
+/// rebuilds or catches up first.
+pub fn start(
+    data_dir: &Path,
+    store: Arc<Store>,
+) -> Result<(Arc<SearchIndex>, Notifier, IndexerThread), IndexError> {
+    let dir = data_dir.join(DIR);
+    let (index, position) = open_or_create(&dir)?;
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()?;
+    let writer: IndexWriter = index.writer_with_num_threads(1, WRITER_HEAP_BYTES)?;
+    let (_, fields) = schema();
+    let shared = Arc::new(SearchIndex {
+        fields,
+        snapshot: RwLock::new(Arc::new(Snapshot {
+            searcher: None,
+            position: 0,
+        })),
+    });
+    let (tx, rx) = sync_channel(1);
+    let indexer = Indexer {
+        store,
+        writer,
+        reader,
+        fields,
+        shared: shared.clone(),
+        position: position.unwrap_or(0),
+        committed: VecDeque::new(),
+    };
+    let needs_rebuild = match position {
+        None => true,
+        Some(p) => indexer.is_behind_the_log(p)?,
+    };
+    let handle = std::thread::Builder::new()
+        .name("search-indexer".into())
+        .spawn(move || indexer.run(needs_rebuild, &rx))
+        .map_err(|source| IndexError::Io {
+            path: dir.display().to_string(),
+            source,
+        })?;
+    Ok((shared, Notifier(tx), IndexerThread(handle)))
+}
+
+/// Opens the index and reads the position of its last commit; on any failure (missing,
+/// corrupt, another schema) it starts over with an empty index and no position.
+fn open_or_create(dir: &Path) -> Result<(Index, Option<u64>), IndexError> {
+    match open_existing(dir) {
+        Ok(opened) => return Ok(opened),
+        Err(err) if dir.exists() => {
+            log::warn!(
+                "search index in {} is unusable ({err}); rebuilding it",
+                dir.display()
+            );
+        }
+        Err(_) => log::info!("no search index yet in {}; building it", dir.display()),
+    }
+    let io = |source| IndexError::Io {
+        path: dir.display().to_string(),
+        source,
+    };
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(io)?;
+    }
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let index = Index::create_in_dir(dir, schema().0)?;
+    register_tokenizer(&index);
+    Ok((index, None))
+}
+
+fn open_existing(dir: &Path) -> Result<(Index, Option<u64>), IndexError> {
+    let index = Index::open_in_dir(dir)?;
+    if index.schema() != schema().0 {
+        return Err(tantivy::TantivyError::SchemaError("schema changed".into()).into());
+    }
+    register_tokenizer(&index);
+    // Opening a reader loads every segment: corrupt files show here.
+    let reader: IndexReader = index.reader()?;
+    let searcher = reader.searcher();
+    for segment in searcher.segment_readers() {
+        segment.fast_fields().u64("id_hi")?;
+    }
+    let position = index
+        .load_metas()?
+        .payload
+        .and_then(|p| p.parse::<u64>().ok());
+    Ok((index, position))
+}
+
+fn register_tokenizer(index: &Index) {
+    index.tokenizers().register(TOKENIZER, TrigramTokenizer);
+}
+
+struct Indexer {
+    store: Arc<Store>,
+    writer: IndexWriter,
+    reader: IndexReader,
+    fields: Fields,
+    shared: Arc<SearchIndex>,
+    /// The change-log sequence applied to the writer so far.
+    position: u64,
+    /// Recent commits, oldest first: when and up to which sequence.
+    committed: VecDeque<(Instant, u64)>,
+}
+
+impl Indexer {
+    fn run(mut self, needs_rebuild: bool, signals: &Receiver<Signal>) {
+        let ready = if needs_rebuild {
+            self.rebuild()
+        } else {
+            self.publish()
+        };
+        if let Err(err) = ready {
+            log::error!("{err}; searches scan the store until the index recovers");
+        }
+        let mut last_commit = Instant::now();
+        let mut stopping = false;
+        while !stopping {
+            match signals.recv_timeout(COMMIT_INTERVAL) {
+                Ok(Signal::Shutdown) | Err(RecvTimeoutError::Disconnected) => stopping = true,
+                Ok(Signal::Changed) | Err(RecvTimeoutError::Timeout) => {}
+            }
+            let step = self.catch_up().and_then(|applied| {
+                let due = last_commit.elapsed() >= COMMIT_INTERVAL || stopping;
+                if (applied > 0 || self.uncommitted()) && due {
+                    last_commit = Instant::now();
+                    self.commit()?;
+                    self.trim()?;
+                }
+                Ok(())
+            });
+            if let Err(err) = step {
+                log::error!("{err}; retrying");
+                std::thread::sleep(COMMIT_INTERVAL);
+            }
+        }
+        if let Err(err) = self.writer.wait_merging_threads() {
+            log::error!("search index merge at shutdown failed: {err}");
+        }
+    }
+
+    /// Whether the writer holds changes not yet committed.
+    fn uncommitted(&self) -> bool {
+        self.committed.back().map(|(_, p)| *p) != Some(self.position)
+    }
+
+    /// A saved position the log can no longer continue from (trimmed past it, or a store
+    /// older than the index, as after a restore) means the index must be rebuilt.
+    fn is_behind_the_log(&self, position: u64) -> Result<bool, IndexError> {
+        let txn = self.store.read()?;
+        let meta = txn.open_table(META)?;
+        let trimmed = read_counter(&meta, CHANGES_TRIMMED_UPTO)?;
+        let last = read_counter(&meta, LAST_CHANGE_SEQ)?;
+        Ok(position < trimmed || position > last)
+    }
+
+    /// Indexes every record from scratch.
+    fn rebuild(&mut self) -> Result<(), IndexError> {
+        let started = Instant::now();
+        self.writer.delete_all_documents()?;
+        let txn = self.store.read()?;
+        let position = read_counter(&txn.open_table(META)?, LAST_CHANGE_SEQ)?;
+        let records = txn.open_table(RECORDS)?;
+        let total = records.len()?;
+        log::info!("search index: rebuilding from {total} stored records");
+        let mut done = 0u64;
+        for entry in records.iter()? {
+            let (key, value) = entry?;
+            let (partition, id) = key.value();
+            self.add(partition, id, value.value())?;
+            done += 1;
+            if done % 200_000 == 0 {
+                log::info!("search index: rebuilt {done} of {total} records");
+            }
+        }
+        drop(records);
+        drop(txn);
+        self.position = position;
+        self.commit()?;
+        log::info!(
+            "search index rebuilt: {done} records in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+
+    /// Applies the changes logged after `position`; returns how many.
+    fn catch_up(&mut self) -> Result<usize, IndexError> {
+        let mut applied = 0;
+        loop {
+            let txn = self.store.read()?;
+            let changes = txn.open_table(CHANGES)?;
+            let records = txn.open_table(RECORDS)?;
+            let mut n = 0;
+            for entry in changes.range(self.position + 1..)?.take(CHANGE_CHUNK) {
+                let (seq, change) = entry?;
+                let (partition, id) = change.value();
+                self.writer
+                    .delete_term(Term::from_field_bytes(self.fields.id, &id.to_be_bytes()));
+                if let Some(value) = records.get((partition, id))? {
+                    self.add(partition, id, value.value())?;
+                }
+                self.position = seq.value();
+                n += 1;
+            }
+            applied += n;
+            if n < CHANGE_CHUNK {
+                return Ok(applied);
+            }
+        }
+    }
+
+    fn add(&mut self, partition: u64, id: u128, value: &[u8]) -> Result<(), IndexError> {
+        let (_, payload) = decode_record(value)?;
+        let text = fold_case(&String::from_utf8_lossy(payload));
+        let f = self.fields;
+        let mut doc = tantivy::TantivyDocument::default();
+        doc.add_u64(f.partition, partition);
+        doc.add_bytes(f.id, &id.to_be_bytes());
+        doc.add_u64(f.id_hi, (id >> 64) as u64);
+        doc.add_u64(f.id_lo, id as u64);
+        doc.add_text(f.text, &text);
+        self.writer.add_document(doc)?;
+        Ok(())
+    }
+
+    /// Commits with the covered position as payload and publishes the new snapshot.
+    fn commit(&mut self) -> Result<(), IndexError> {
+        let mut prepared = self.writer.prepare_commit()?;
+        prepared.set_payload(&self.position.to_string());
+        prepared.commit()?;
+        self.committed.push_back((Instant::now(), self.position));
+        self.publish()
+    }
+
+    fn publish(&mut self) -> Result<(), IndexError> {
+        self.reader.reload()?;
+        self.shared.publish(Snapshot {
+            searcher: Some(self.reader.searcher()),
+            position: self.position,
+        });
+        Ok(())
+    }
+
+    /// Drops change-log entries that no search can still need (see the module docs).
+    fn trim(&mut self) -> Result<(), IndexError> {
+        let mut upto = None;
+        while let Some((at, position)) = self.committed.front() {
+            if at.elapsed() < TRIM_LAG || self.committed.len() == 1 {
+                break;
+            }
+            upto = Some(*position);
+            self.committed.pop_front();
+        }
+        let Some(upto) = upto else { return Ok(()) };
+        let txn = self.store.write()?;
+        let mut removed_all = true;
+        {
+            let mut changes = txn.open_table(CHANGES)?;
+            let doomed: Vec<u64> = changes
+                .range(..=upto)?
+                .take(TRIM_CHUNK)
+                .map(|e| e.map(|(k, _)| k.value()))
+                .collect::<Result<_, _>>()?;
+            if doomed.len() == TRIM_CHUNK {
+                removed_all = false;
+            }
+            for seq in &doomed {
+                changes.remove(*seq)?;
+            }
+            if let Some(last) = doomed.last() {
+                write_counter(&txn, CHANGES_TRIMMED_UPTO, *last)?;
+            }
+        }
+        txn.commit()?;
+        if !removed_all {
+            // Come back to the rest at the next commit.
+            let due = Instant::now()
+                .checked_sub(TRIM_LAG)
+                .unwrap_or_else(Instant::now);
+            self.committed.push_front((due, upto));
+        }
+        Ok(())
+    }
+}

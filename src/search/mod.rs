@@ -1,0 +1,275 @@
+//! Search: case-insensitive substring match over a record's payload text.
+//!
+//! *Payload text* is the stored, normalised JSON of the payload (see `records`): compact, keys
+//! in the caller's order, strings unescaped. A record matches `q` when its folded payload text
+//! contains the folded `q` ([`fold_case`]: per-character lower case). Keys, numbers and
+//! punctuation count, so `132` finds `{"n":41329}`.
+//!
+//! How a search stays exact while the index lags behind writes:
+//!
+//! 1. Take the current index [`index::Snapshot`] (a searcher and the change-log sequence `S`
+//!    it covers), then open one redb read transaction: the store as of now.
+//! 2. The *tail*: every record of the partition changed after `S`, read from `CHANGES`. The
+//!    snapshot knows nothing about them, so index hits for them are ignored and their current
+//!    state is checked directly.
+//! 3. Index hits outside the tail, newest first, in rounds until enough are found.
+//! 4. **redb decides:** every candidate is read from the store and kept only if it exists and
+//!    its current payload really contains `q`. A stale index entry can never leak.
+//!
+//! While the index is being rebuilt there is no snapshot and the partition is scanned in the
+//! store instead. Either way the work of one call is bounded: when the bound is reached the
+//! page may hold fewer than `limit` records and `next_cursor` continues from where it stopped.
+
+pub mod index;
+mod tokenizer;
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use redb::ReadOnlyTable;
+
+use crate::clock::{Timestamp, parse_date_or_rfc3339};
+use crate::cursor::{self, CursorKind, Position};
+use crate::endpoints::DataAccess;
+use crate::error::{Error, Result};
+use crate::ids::RecordId;
+use crate::records::{Page, Pagination, RecordView, view};
+use crate::storage::{CHANGES, RECORDS, Store, decode_record, time_key};
+pub use index::SearchIndex;
+pub use tokenizer::fold_case;
+
+pub const LIMIT_DEFAULT: usize = 10;
+pub const LIMIT_MAX: usize = 30;
+const Q_MIN_CHARS: usize = 3;
+const Q_MAX_CHARS: usize = 200;
+const DEFAULT_WINDOW: Duration = Duration::from_secs(30 * 86_400);
+/// Most index rounds in one call.
+const MAX_INDEX_ROUNDS: usize = 8;
+/// Most records one call examines when it has to scan the store.
+const MAX_SCANNED: usize = 20_000;
+
+/// A validated search request.
+#[derive(Debug)]
+pub struct SearchRequest {
+    /// The folded query.
+    q: String,
+    /// Inclusive id bounds derived from the window and the cursor.
+    lower: u128,
+    upper: u128,
+    limit: usize,
+}
+
+/// Parses `q`, `start`, `end`, `limit` and `cursor` for `partition`.
+pub fn parse_request(
+    params: &HashMap<String, String>,
+    partition: u64,
+    now: Timestamp,
+) -> Result<SearchRequest> {
+    let invalid = |name: &'static str, reason: &str| Error::InvalidParameter {
+        name,
+        reason: reason.to_string(),
+    };
+    let q = params
+        .get("q")
+        .ok_or_else(|| invalid("q", "it is required"))?;
+    let chars = q.chars().count();
+    if !(Q_MIN_CHARS..=Q_MAX_CHARS).contains(&chars) {
+        return Err(invalid(
+            "q",
+            &format!("it must be {Q_MIN_CHARS} to {Q_MAX_CHARS} characters long"),
+        ));
+    }
+    let date = |name: &'static str, default: Timestamp| match params.get(name) {
+        None => Ok(default),
+        Some(text) => parse_date_or_rfc3339(text)
+            .ok_or_else(|| invalid(name, "it must be a date (YYYY-MM-DD) or an RFC 3339 time")),
+    };
+    let start = date("start", now.minus(DEFAULT_WINDOW))?;
+    let end = date("end", now)?;
+    if start > end {
+        return Err(invalid("start", "it is after `end`"));
+    }
+    let limit = match params.get("limit") {
+        None => LIMIT_DEFAULT,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|n| (1..=LIMIT_MAX).contains(n))
+            .ok_or_else(|| {
+                invalid(
+                    "limit",
+                    &format!("it must be an integer from 1 to {LIMIT_MAX}"),
+                )
+            })?,
+    };
+    let lower = u128::from(time_key(start)) << 64;
+    let mut upper = (u128::from(time_key(end)) << 64) | u128::from(u64::MAX);
+    if let Some(text) = params.get("cursor") {
+        let pos = cursor::decode(CursorKind::Search, partition, text)
+            .ok_or_else(|| invalid("cursor", "it is not a cursor returned by this search"))?;
+        upper = upper.min(pos.tiebreak.saturating_sub(1));
+        if pos.tiebreak == 0 {
+            upper = 0;
+        }
+    }
+    Ok(SearchRequest {
+        q: fold_case(q),
+        lower,
+        upper,
+        limit,
+    })
+}
+
+/// Runs a search; see the module docs for how it stays exact.
+pub fn search(
+    store: &Store,
+    index: &SearchIndex,
+    access: &DataAccess,
+    request: &SearchRequest,
+) -> Result<Page<RecordView>> {
+    let p = access.partition;
+    let SearchRequest {
+        q,
+        lower,
+        upper,
+        limit,
+    } = request;
+    if lower > upper {
+        return Ok(page(p, Vec::new(), None));
+    }
+    let snapshot = index.snapshot();
+    let txn = store.read()?;
+    let records = txn.open_table(RECORDS)?;
+    let want = limit + 1;
+
+    let Some(searcher) = &snapshot.searcher else {
+        return scan_store(&records, p, q, *lower, *upper, *limit);
+    };
+
+    // The tail: records changed after the snapshot, checked against the store directly.
+    let mut tail = HashSet::new();
+    for entry in txn.open_table(CHANGES)?.range(snapshot.position + 1..)? {
+        let (_, change) = entry?;
+        let (partition, id) = change.value();
+        if partition == p && (*lower..=*upper).contains(&id) {
+            tail.insert(id);
+        }
+    }
+    let mut found: Vec<(u128, RecordView)> = Vec::new();
+    for &id in &tail {
+        if let Some(view) = matching(&records, p, id, q)? {
+            found.push((id, view));
+        }
+    }
+
+    // Index hits outside the tail, newest first, until `want` of them are confirmed.
+    let mut from_index = 0;
+    let mut round_upper = *upper;
+    let mut stopped_at = None;
+    for round in 0.. {
+        let hits = index
+            .query(searcher, p, q, *lower, round_upper, want - from_index + 8)
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        for &id in &hits.ids {
+            if tail.contains(&id) {
+                continue;
+            }
+            if let Some(view) = matching(&records, p, id, q)? {
+                found.push((id, view));
+                from_index += 1;
+            }
+        }
+        if from_index >= want || hits.covered_down_to <= *lower {
+            break;
+        }
+        round_upper = hits.covered_down_to - 1;
+        if round + 1 == MAX_INDEX_ROUNDS {
+            // Everything at or above `covered_down_to` has been looked at; continue there.
+            stopped_at = Some(hits.covered_down_to);
+            break;
+        }
+    }
+    found.sort_unstable_by_key(|(id, _)| std::cmp::Reverse(*id));
+    if let Some(bound) = stopped_at {
+        found.retain(|(id, _)| *id >= bound);
+        if found.len() <= *limit {
+            return Ok(page(p, found, Some(bound)));
+        }
+    }
+    let next = (found.len() > *limit).then(|| found[*limit - 1].0);
+    found.truncate(*limit);
+    Ok(page(p, found, next))
+}
+
+/// Scans the partition in the store, newest first (used while the index is rebuilt).
+fn scan_store(
+    records: &ReadOnlyTable<(u64, u128), &'static [u8]>,
+    p: u64,
+    q: &str,
+    lower: u128,
+    upper: u128,
+    limit: usize,
+) -> Result<Page<RecordView>> {
+    let mut found = Vec::new();
+    for (examined, entry) in records.range((p, lower)..=(p, upper))?.rev().enumerate() {
+        let (key, value) = entry?;
+        let id = key.value().1;
+        if found.len() == limit {
+            // One more match exists beyond this page only if the scan goes on; it resumes
+            // below the last record returned.
+            let last = found
+                .last()
+                .map_or(upper, |(id, _): &(u128, RecordView)| *id);
+            return Ok(page(p, found, Some(last)));
+        }
+        if examined == MAX_SCANNED {
+            // Everything above `id` has been examined: continue from there.
+            return Ok(page(p, found, Some(id + 1)));
+        }
+        if let Some(view) = view_if_matching(id, value.value(), q)? {
+            found.push((id, view));
+        }
+    }
+    Ok(page(p, found, None))
+}
+
+/// The record if it exists in the partition and its payload text contains `q`.
+fn matching(
+    records: &ReadOnlyTable<(u64, u128), &'static [u8]>,
+    p: u64,
+    id: u128,
+    q: &str,
+) -> Result<Option<RecordView>> {
+    match records.get((p, id))? {
+        Some(value) => view_if_matching(id, value.value(), q),
+        None => Ok(None),
+    }
+}
+
+fn view_if_matching(id: u128, value: &[u8], q: &str) -> Result<Option<RecordView>> {
+    let (_, payload) = decode_record(value)?;
+    let text = fold_case(&String::from_utf8_lossy(payload));
+    if text.contains(q) {
+        view(RecordId(id), value).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// A page; `next_below` is the exclusive upper id bound the next page starts from.
+fn page(p: u64, found: Vec<(u128, RecordView)>, next_below: Option<u128>) -> Page<RecordView> {
+    let next_cursor = next_below.map(|id| {
+        cursor::encode(
+            CursorKind::Search,
+            p,
+            Position {
+                time: (id >> 64) as u64,
+                tiebreak: id,
+            },
+        )
+    });
+    Page {
+        data: found.into_iter().map(|(_, view)| view).collect(),
+        pagination: Pagination { next_cursor },
+    }
+}
