@@ -4,8 +4,11 @@
 //!
 //! Data flow of a write: HTTP request → `api` (route, authorise, validate) → `records` (the
 //! data operation) → `ingest` (queue; one writer thread commits batches with fsync, applying
-//! each write to the record tables in the same commit) → 202. Reads go `api` → `records` →
-//! `storage` directly.
+//! each write to the record tables and appending it to the change log in the same commit) →
+//! 202. After the commit the search indexer (`search::index`) follows the change log into the
+//! tantivy index. Reads go `api` → `records` → `storage` directly; searches go `api` →
+//! `search`, which joins the index with the unindexed tail of the change log and verifies
+//! every hit in `storage`.
 //!
 //! - [`cli`]: the command line (`serve`, `init`, `endpoint`).
 //! - [`config`]: the TOML file, defaults, duration syntax.
@@ -18,6 +21,8 @@
 //!   required-field rules.
 //! - [`ingest`]: the write queue and group-commit writer: a 202 leaves only after its write is
 //!   durable.
+//! - [`search`]: substring search: query rules, the exact-results algorithm, the positional
+//!   trigram tokenizer, and (`search::index`) the tantivy index with its indexer thread.
 //! - [`endpoints`]: endpoints, their keys, and authorising a data call's key.
 //! - [`accounts`]: the owner account and account tokens.
 //! - [`request_log`]: the per-endpoint log of data calls, batched and purged by retention.
@@ -31,6 +36,8 @@
 //! # Invariants
 //!
 //! - A write is acknowledged (202) only after the redb commit containing it has returned.
+//! - The search index is derived data: every index commit records the change-log position it
+//!   covers, and search never returns a record that the store does not confirm.
 //! - Sandbox and production data live in different partitions and never mix.
 //! - No plain API key, token or password is stored or logged; keys are found by SHA-256.
 //! - A refused request changes nothing: validation happens before the write is queued, and a
