@@ -6,6 +6,7 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::endpoints::Endpoints;
 use crate::ingest::Ingest;
+use crate::poll::InFlight;
 use crate::request_log::RequestLog;
 use crate::search::SearchIndex;
 use crate::storage::Store;
@@ -18,4 +19,6 @@ pub struct App {
     pub ingest: Ingest,
     pub request_log: RequestLog,
     pub search: Arc<SearchIndex>,
+    /// Creates stamped but not yet stored: poll's visibility bound.
+    pub in_flight: InFlight,
 }

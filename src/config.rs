@@ -29,6 +29,8 @@ pub struct Config {
     /// Folder holding the redb file, the key-encryption key and (later) the search index.
     pub data_dir: PathBuf,
     pub storage: StorageConfig,
+    pub poll: PollConfig,
+    pub retention: RetentionConfig,
     pub request_log: RequestLogConfig,
     pub shutdown: ShutdownConfig,
 }
@@ -43,6 +45,45 @@ pub struct StorageConfig {
 impl Default for StorageConfig {
     fn default() -> Self {
         StorageConfig { cache_mb: 64 }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PollConfig {
+    /// The least a record is held back from poll after its created_at (see `poll`).
+    #[serde(deserialize_with = "de_duration")]
+    pub hold_back: Duration,
+}
+
+impl Default for PollConfig {
+    fn default() -> Self {
+        PollConfig {
+            hold_back: Duration::from_secs(60),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetentionConfig {
+    /// How long sandbox records are kept (at least one day).
+    #[serde(deserialize_with = "de_duration")]
+    pub sandbox: Duration,
+    /// How long production records are kept (at least 60 days, as the spec promises).
+    #[serde(deserialize_with = "de_duration")]
+    pub production: Duration,
+}
+
+pub const MIN_PRODUCTION_RETENTION: Duration = Duration::from_secs(60 * 86_400);
+pub const MIN_SANDBOX_RETENTION: Duration = Duration::from_secs(86_400);
+
+impl Default for RetentionConfig {
+    fn default() -> Self {
+        RetentionConfig {
+            sandbox: Duration::from_secs(30 * 86_400),
+            production: MIN_PRODUCTION_RETENTION,
+        }
     }
 }
 
@@ -68,6 +109,8 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             data_dir: PathBuf::from("./intake-data"),
             storage: StorageConfig::default(),
+            poll: PollConfig::default(),
+            retention: RetentionConfig::default(),
             request_log: RequestLogConfig::default(),
             shutdown: ShutdownConfig::default(),
         }
@@ -108,7 +151,21 @@ impl Config {
 
     /// Parses TOML text; the error text names the offending key and line.
     pub fn parse(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())
+        let config: Config =
+            toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Rules between values that the types alone do not enforce.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.retention.production < MIN_PRODUCTION_RETENTION {
+            return Err("retention.production must be at least \"60d\"".into());
+        }
+        if self.retention.sandbox < MIN_SANDBOX_RETENTION {
+            return Err("retention.sandbox must be at least \"1d\"".into());
+        }
+        Ok(())
     }
 
     pub fn db_path(&self) -> PathBuf {
@@ -187,6 +244,19 @@ mod tests {
         assert!(err.contains("listen"), "{err}");
         let err = Config::parse("[request_log]\nkeep = 1").unwrap_err();
         assert!(err.contains("keep"), "{err}");
+    }
+
+    #[test]
+    fn poll_and_retention() {
+        let c =
+            Config::parse("[poll]\nhold_back = \"0s\"\n[retention]\nsandbox = \"7d\"\n").unwrap();
+        assert_eq!(c.poll.hold_back, Duration::ZERO);
+        assert_eq!(c.retention.sandbox, Duration::from_secs(7 * 86_400));
+        assert_eq!(c.retention.production, MIN_PRODUCTION_RETENTION);
+        let err = Config::parse("[retention]\nproduction = \"30d\"").unwrap_err();
+        assert!(err.contains("retention.production"), "{err}");
+        let err = Config::parse("[retention]\nsandbox = \"1h\"").unwrap_err();
+        assert!(err.contains("retention.sandbox"), "{err}");
     }
 
     #[test]

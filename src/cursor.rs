@@ -15,6 +15,7 @@ pub enum CursorKind {
     RecordList = b'l',
     RequestLog = b'r',
     Search = b's',
+    Poll = b'p',
 }
 
 const LEN: usize = 1 + 8 + 8 + 16;

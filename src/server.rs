@@ -25,7 +25,9 @@ use crate::config::Config;
 use crate::crypto::{CryptoError, Sealer};
 use crate::endpoints::Endpoints;
 use crate::ingest::{self, Ingest};
+use crate::poll::InFlight;
 use crate::request_log::RequestLog;
+use crate::retention;
 use crate::search;
 use crate::storage::{Store, StoreError};
 
@@ -141,14 +143,20 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
         ingest,
         request_log,
         search,
+        in_flight: InFlight::default(),
     });
     let (stop, stopped) = oneshot::channel();
     let sweeper = tokio::spawn(sweep_idempotency(app.clone()));
+    let purger = tokio::spawn(retention::run_schedule(app.clone(), {
+        let indexer = indexer.clone();
+        move || indexer.changed()
+    }));
     let done = tokio::spawn({
         let app = app.clone();
         async move {
             serve(listener, app.clone(), stopped, grace).await;
             sweeper.abort();
+            purger.abort();
             app.ingest.shutdown().await;
             let _ = tokio::task::spawn_blocking(move || writer.join()).await;
             indexer.shutdown();

@@ -13,6 +13,7 @@ use super::{CallLog, MAX_DATA_BODY, Request};
 use crate::app::App;
 use crate::endpoints::DataAccess;
 use crate::error::{Error, Result};
+use crate::poll;
 use crate::records;
 use crate::search;
 use crate::storage::{Environment, partition};
@@ -42,19 +43,16 @@ pub async fn handle(
             Ok(reply::json(StatusCode::OK, &page))
         }
         (&Method::POST, None) => {
+            // The stamp is created_at; it counts as in flight for poll until the write is
+            // stored or refused (see `poll`).
+            let stamp = app.in_flight.stamp(app.clock.as_ref());
             let body = json_body(req).await?;
             let idempotency_key = match req.headers.get("idempotency-key") {
                 Some(v) => Some(v.to_str().map_err(|_| Error::InvalidIdempotencyKey)?),
                 None => None,
             };
-            let accepted = records::create(
-                &app.ingest,
-                &access,
-                req.received_at,
-                &body,
-                idempotency_key,
-            )
-            .await?;
+            let accepted =
+                records::create(&app.ingest, &access, stamp.at, &body, idempotency_key).await?;
             Ok(reply::json(StatusCode::ACCEPTED, &accepted))
         }
         (&Method::GET, Some(id)) => {
@@ -85,6 +83,17 @@ pub fn search(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> R
     let request =
         search::parse_request(&query_params(&req.query), access.partition, req.received_at)?;
     let page = search::search(&app.store, &app.search, &access, &request)?;
+    Ok(reply::json(StatusCode::OK, &page))
+}
+
+/// `GET /api/v1/data/{slug}/poll`.
+pub fn poll(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Result<Response> {
+    let access = authorize(app, req, slug, call_log)?;
+    let (start, limit) = poll::parse_request(&query_params(&req.query), access.partition)?;
+    let bound = app
+        .in_flight
+        .visibility_bound(app.clock.as_ref(), app.config.poll.hold_back);
+    let page = poll::poll(&app.store, &access, start, limit, bound)?;
     Ok(reply::json(StatusCode::OK, &page))
 }
 

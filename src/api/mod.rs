@@ -164,6 +164,10 @@ async fn dispatch(
             let slug = slug.to_string();
             data::search(app, req, &slug, call_log)
         }
+        Route::DataPoll { slug } => {
+            let slug = slug.to_string();
+            data::poll(app, req, &slug, call_log)
+        }
         Route::DataRecord { slug, record_id } => {
             let (slug, record_id) = (slug.to_string(), record_id.to_string());
             data::handle(app, req, &slug, Some(&record_id), call_log).await

@@ -9,6 +9,7 @@ pub enum Route<'a> {
     Health,
     DataCollection { slug: &'a str },
     DataSearch { slug: &'a str },
+    DataPoll { slug: &'a str },
     DataRecord { slug: &'a str, record_id: &'a str },
     ManageEndpoints,
     ManageEndpoint { slug: &'a str },
@@ -27,6 +28,7 @@ impl<'a> Route<'a> {
             ["healthz"] => Route::Health,
             ["api", "v1", "data", slug] => Route::DataCollection { slug },
             ["api", "v1", "data", slug, "search"] => Route::DataSearch { slug },
+            ["api", "v1", "data", slug, "poll"] => Route::DataPoll { slug },
             ["api", "v1", "data", slug, record_id] => Route::DataRecord { slug, record_id },
             ["api", "v1", "manage", "endpoints"] => Route::ManageEndpoints,
             ["api", "v1", "manage", "endpoints", slug] => Route::ManageEndpoint { slug },
@@ -44,6 +46,7 @@ impl<'a> Route<'a> {
             Route::Health => "/healthz",
             Route::DataCollection { .. } => "/api/v1/data/{slug}",
             Route::DataSearch { .. } => "/api/v1/data/{slug}/search",
+            Route::DataPoll { .. } => "/api/v1/data/{slug}/poll",
             Route::DataRecord { .. } => "/api/v1/data/{slug}/{record_id}",
             Route::ManageEndpoints => "/api/v1/manage/endpoints",
             Route::ManageEndpoint { .. } => "/api/v1/manage/endpoints/{slug}",
@@ -55,7 +58,10 @@ impl<'a> Route<'a> {
     /// The methods this route answers, as an `Allow` header value.
     pub fn allowed(&self) -> &'static str {
         match self {
-            Route::Health | Route::DataSearch { .. } | Route::ManageRequests { .. } => "GET",
+            Route::Health
+            | Route::DataSearch { .. }
+            | Route::DataPoll { .. }
+            | Route::ManageRequests { .. } => "GET",
             Route::DataCollection { .. } | Route::ManageEndpoints => "GET, POST",
             Route::DataRecord { .. } => "GET, PUT, DELETE",
             Route::ManageEndpoint { .. } => "GET, PATCH",
