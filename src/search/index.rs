@@ -43,6 +43,9 @@ const TOKENIZER: &str = "trigram";
 const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
 /// Changes read from the log per transaction.
 const CHANGE_CHUNK: usize = 5_000;
+/// Changes applied before a commit even if [`COMMIT_INTERVAL`] has not passed, so that a
+/// large backlog is published (and the tail searches must check stays short) as it goes.
+const COMMIT_BATCH: usize = 50_000;
 /// Snapshots younger than this keep their change-log tail.
 const TRIM_LAG: Duration = Duration::from_secs(60);
 /// Most change-log entries removed in one transaction (bounds time holding the write lock).
@@ -384,16 +387,32 @@ impl Indexer {
             log::error!("{err}; searches scan the store until the index recovers");
         }
         let mut last_commit = Instant::now();
+        let mut since_commit = 0;
+        let mut backlog = false;
         let mut stopping = false;
         while !stopping {
-            match signals.recv_timeout(COMMIT_INTERVAL) {
+            // With a backlog, go on at once; otherwise wait for a write or the interval.
+            let signal = if backlog {
+                signals.try_recv().map_err(|e| match e {
+                    std::sync::mpsc::TryRecvError::Empty => RecvTimeoutError::Timeout,
+                    std::sync::mpsc::TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+                })
+            } else {
+                signals.recv_timeout(COMMIT_INTERVAL)
+            };
+            match signal {
                 Ok(Signal::Shutdown) | Err(RecvTimeoutError::Disconnected) => stopping = true,
                 Ok(Signal::Changed) | Err(RecvTimeoutError::Timeout) => {}
             }
-            let step = self.catch_up().and_then(|applied| {
-                let due = last_commit.elapsed() >= COMMIT_INTERVAL || stopping;
-                if (applied > 0 || self.uncommitted()) && due {
+            let step = self.catch_up(COMMIT_BATCH).and_then(|applied| {
+                since_commit += applied;
+                backlog = applied == COMMIT_BATCH;
+                let due = last_commit.elapsed() >= COMMIT_INTERVAL
+                    || since_commit >= COMMIT_BATCH
+                    || stopping;
+                if (since_commit > 0 || self.uncommitted()) && due {
                     last_commit = Instant::now();
+                    since_commit = 0;
                     self.commit()?;
                     self.trim()?;
                 }
@@ -454,15 +473,18 @@ impl Indexer {
         Ok(())
     }
 
-    /// Applies the changes logged after `position`; returns how many.
-    fn catch_up(&mut self) -> Result<usize, IndexError> {
+    /// Applies at most `max` changes logged after `position`; returns how many.
+    fn catch_up(&mut self, max: usize) -> Result<usize, IndexError> {
         let mut applied = 0;
-        loop {
+        while applied < max {
             let txn = self.store.read()?;
             let changes = txn.open_table(CHANGES)?;
             let records = txn.open_table(RECORDS)?;
             let mut n = 0;
-            for entry in changes.range(self.position + 1..)?.take(CHANGE_CHUNK) {
+            for entry in changes
+                .range(self.position + 1..)?
+                .take(CHANGE_CHUNK.min(max - applied))
+            {
                 let (seq, change) = entry?;
                 let (partition, id) = change.value();
                 self.writer
@@ -474,10 +496,11 @@ impl Indexer {
                 n += 1;
             }
             applied += n;
-            if n < CHANGE_CHUNK {
-                return Ok(applied);
+            if n == 0 {
+                break;
             }
         }
+        Ok(applied)
     }
 
     fn add(&mut self, partition: u64, id: u128, value: &[u8]) -> Result<(), IndexError> {
