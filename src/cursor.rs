@@ -1,12 +1,16 @@
-//! Opaque pagination cursors.
+//! Pagination: opaque cursors and the page-size rule shared by every listing.
 //!
 //! A cursor names a position in one partition's ordered range: a kind byte (which listing it
 //! belongs to), the partition, and the `(time, tiebreak)` key of the last item returned,
 //! base64url-encoded. Decoding checks the kind and the partition, so a cursor from another
 //! endpoint, environment or listing is refused as invalid rather than silently misread.
 
+use std::collections::HashMap;
+
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+use crate::error::{Error, Result};
 
 /// Which listing a cursor belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +38,29 @@ pub fn encode(kind: CursorKind, partition: u64, pos: Position) -> String {
     buf[9..17].copy_from_slice(&pos.time.to_be_bytes());
     buf[17..].copy_from_slice(&pos.tiebreak.to_be_bytes());
     URL_SAFE_NO_PAD.encode(buf)
+}
+
+/// The `cursor` parameter of a listing: 400 `invalid_parameter` for anything that is not a
+/// cursor of this kind for this partition.
+pub fn parse(kind: CursorKind, partition: u64, text: &str) -> Result<Position> {
+    decode(kind, partition, text).ok_or_else(|| Error::InvalidParameter {
+        name: "cursor",
+        reason: "it is not a cursor returned by this listing".into(),
+    })
+}
+
+/// The `limit` parameter: `default` when absent, else an integer in `1..=max`.
+pub fn limit_param(params: &HashMap<String, String>, default: usize, max: usize) -> Result<usize> {
+    match params.get("limit") {
+        None => Ok(default),
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) if (1..=max).contains(&n) => Ok(n),
+            _ => Err(Error::InvalidParameter {
+                name: "limit",
+                reason: format!("it must be an integer from 1 to {max}"),
+            }),
+        },
+    }
 }
 
 /// `None` for anything that is not a cursor of this kind for this partition.

@@ -121,25 +121,11 @@ pub fn parse_request(params: &HashMap<String, String>, partition: u64) -> Result
             Start::After(first_id_at(since).saturating_sub(1))
         }
         (None, Some(text)) => {
-            let pos = cursor::decode(CursorKind::Poll, partition, text)
-                .ok_or_else(|| invalid("cursor", "it is not a cursor returned by this poll"))?;
-            Start::After(pos.tiebreak)
+            Start::After(cursor::parse(CursorKind::Poll, partition, text)?.tiebreak)
         }
         (None, None) => Start::Now,
     };
-    let limit = match params.get("limit") {
-        None => LIMIT_DEFAULT,
-        Some(text) => text
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=LIMIT_MAX).contains(n))
-            .ok_or_else(|| {
-                invalid(
-                    "limit",
-                    &format!("it must be an integer from 1 to {LIMIT_MAX}"),
-                )
-            })?,
-    };
+    let limit = cursor::limit_param(params, LIMIT_DEFAULT, LIMIT_MAX)?;
     Ok((start, limit))
 }
 

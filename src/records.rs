@@ -192,15 +192,7 @@ pub fn list(
     use std::ops::Bound::{Excluded, Included};
     let p = access.partition;
     let upper = match cursor {
-        Some(text) => {
-            let pos = cursor::decode(CursorKind::RecordList, p, text).ok_or_else(|| {
-                Error::InvalidParameter {
-                    name: "cursor",
-                    reason: "it is not a cursor returned by this listing".into(),
-                }
-            })?;
-            Excluded((p, pos.tiebreak))
-        }
+        Some(text) => Excluded((p, cursor::parse(CursorKind::RecordList, p, text)?.tiebreak)),
         None => Included((p, u128::MAX)),
     };
     let txn = store.read()?;

@@ -231,13 +231,7 @@ impl RequestLog {
         let store = &self.store;
         let upper = match cursor {
             Some(text) => {
-                let pos =
-                    cursor::decode(CursorKind::RequestLog, partition, text).ok_or_else(|| {
-                        Error::InvalidParameter {
-                            name: "cursor",
-                            reason: "it is not a cursor returned by this listing".into(),
-                        }
-                    })?;
+                let pos = cursor::parse(CursorKind::RequestLog, partition, text)?;
                 let seq = u64::try_from(pos.tiebreak).map_err(|_| Error::InvalidParameter {
                     name: "cursor",
                     reason: "it is not a cursor returned by this listing".into(),

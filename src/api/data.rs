@@ -8,7 +8,7 @@
 use http::{Method, StatusCode};
 use warp::reply::Response;
 
-use super::reply::{self, bearer, limit_param, query_params, read_body, require_json};
+use super::reply::{self, bearer, query_params, read_body, require_json};
 use super::{CallLog, MAX_DATA_BODY, Request};
 use crate::app::App;
 use crate::endpoints::DataAccess;
@@ -29,7 +29,7 @@ pub async fn handle(
     match (&req.method, record_id) {
         (&Method::GET, None) => {
             let params = query_params(&req.query);
-            let limit = limit_param(
+            let limit = crate::cursor::limit_param(
                 &params,
                 records::LIST_LIMIT_DEFAULT,
                 records::LIST_LIMIT_MAX,

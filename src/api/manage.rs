@@ -3,7 +3,7 @@
 use http::{Method, StatusCode};
 use warp::reply::Response;
 
-use super::reply::{self, bearer, limit_param, parse_json, query_params, read_body, require_json};
+use super::reply::{self, bearer, parse_json, query_params, read_body, require_json};
 use super::{MAX_MANAGE_BODY, Request};
 use crate::accounts;
 use crate::app::App;
@@ -67,7 +67,7 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Result<Response> {
             reason: "it must be sandbox or production".into(),
         })?,
     };
-    let limit = limit_param(
+    let limit = crate::cursor::limit_param(
         &params,
         request_log::LIST_LIMIT_DEFAULT,
         request_log::LIST_LIMIT_MAX,

@@ -91,20 +91,6 @@ pub fn query_params(query: &str) -> HashMap<String, String> {
     params
 }
 
-/// `limit` from the query: default when absent, an integer in `1..=max` otherwise.
-pub fn limit_param(params: &HashMap<String, String>, default: usize, max: usize) -> Result<usize> {
-    match params.get("limit") {
-        None => Ok(default),
-        Some(text) => match text.parse::<usize>() {
-            Ok(n) if (1..=max).contains(&n) => Ok(n),
-            _ => Err(Error::InvalidParameter {
-                name: "limit",
-                reason: format!("it must be an integer from 1 to {max}"),
-            }),
-        },
-    }
-}
-
 /// Parses a JSON request body into `T`: text that is not JSON is `invalid_json`, JSON of the
 /// wrong shape (unknown or missing field, wrong type) is `invalid_request`.
 pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {

@@ -89,24 +89,11 @@ pub fn parse_request(
     if start > end {
         return Err(invalid("start", "it is after `end`"));
     }
-    let limit = match params.get("limit") {
-        None => LIMIT_DEFAULT,
-        Some(text) => text
-            .parse::<usize>()
-            .ok()
-            .filter(|n| (1..=LIMIT_MAX).contains(n))
-            .ok_or_else(|| {
-                invalid(
-                    "limit",
-                    &format!("it must be an integer from 1 to {LIMIT_MAX}"),
-                )
-            })?,
-    };
+    let limit = cursor::limit_param(params, LIMIT_DEFAULT, LIMIT_MAX)?;
     let lower = u128::from(time_key(start)) << 64;
     let mut upper = (u128::from(time_key(end)) << 64) | u128::from(u64::MAX);
     if let Some(text) = params.get("cursor") {
-        let pos = cursor::decode(CursorKind::Search, partition, text)
-            .ok_or_else(|| invalid("cursor", "it is not a cursor returned by this search"))?;
+        let pos = cursor::parse(CursorKind::Search, partition, text)?;
         upper = upper.min(pos.tiebreak.saturating_sub(1));
         if pos.tiebreak == 0 {
             upper = 0;
