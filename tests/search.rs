@@ -1819,3 +1819,41 @@ fn spec_examples_digits_keys_and_unicode_case() {
     assert_eq!(expected_ids(&model, "kel", &Window::default()).len(), 1);
     assert_eq!(expected_ids(&model, "ist", &Window::default()).len(), 0);
 }
+
+/// A query whose trigrams are all common but whose phrase is rare: search walks the newest
+/// records in the store first (the dense plan), runs out of its walking budget (2,000 records)
+/// without a match, and must hand over to the index for the older part, in one page.
+#[test]
+fn dense_trigrams_with_rare_matches_are_found_past_the_store_walk() {
+    let mut s = TestServer::start();
+    let ep = s.create_endpoint("dense", &[]);
+    let rare: Vec<Value> = (0..10)
+        .map(|i| json!({"i": i, "t": "abc the rare one"}))
+        .collect();
+    // Every trigram of "abc the" is in these, but never the whole phrase.
+    let common: Vec<Value> = (0..2_300)
+        .map(|i| json!({"i": i, "t": "abc x the xabc xthe"}))
+        .collect();
+    let rare_ids: Vec<String> = create_all(&s, &ep, &rare, 2)
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    create_all(&s, &ep, &common, 4);
+    // A graceful stop commits the index, so after the restart every record is indexed.
+    assert!(s.sigterm_and_wait().success());
+    s.restart();
+    let (found, pages) = search_all(
+        &s,
+        &ep.slug,
+        &ep.sandbox_key,
+        "ABC THE",
+        30,
+        &[],
+        "dense query, rare phrase",
+    );
+    let mut expected = rare_ids.clone();
+    expected.sort_unstable_by(|a, b| b.cmp(a));
+    let got: Vec<String> = found.iter().map(id_of).collect();
+    assert_eq!(got, expected, "every rare match, newest first");
+    assert_eq!(pages, 1, "10 matches fit one page of 30");
+}

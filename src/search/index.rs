@@ -140,6 +140,20 @@ impl SearchIndex {
         *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(snapshot);
     }
 
+    /// An upper bound on the share of indexed records that contain the folded query `q`: the
+    /// document frequency of its rarest trigram over the number of documents.
+    pub fn density(&self, searcher: &Searcher, q: &str) -> Result<f64, IndexError> {
+        let docs = searcher.num_docs();
+        if docs == 0 {
+            return Ok(0.0);
+        }
+        let mut rarest = docs;
+        for (_, gram) in covering_trigrams(q) {
+            rarest = rarest.min(searcher.doc_freq(&Term::from_field_text(self.fields.text, gram))?);
+        }
+        Ok(rarest as f64 / docs as f64)
+    }
+
     /// Records of `partition` with an id in `[lower, upper]` whose folded text contains the
     /// folded query `q`, newest first, at least `want` of them unless the range has fewer.
     pub fn query(

@@ -16,6 +16,12 @@
 //! 4. **redb decides:** every candidate is read from the store and kept only if it exists and
 //!    its current payload really contains `q`. A stale index entry can never leak.
 //!
+//! A query whose rarest trigram is in a large share of the records ([`DENSE_SHARE`]) matches
+//! densely: walking the store newest first finds a page after a few records, sooner than
+//! collecting every index match in time order (the plan PostgreSQL picks for such queries
+//! too). That walk is bounded ([`DENSE_SCAN`]); if it has not filled the page, the index takes
+//! over below the part it walked.
+//!
 //! While the index is being rebuilt there is no snapshot and the partition is scanned in the
 //! store instead. Either way the work of one call is bounded: when the bound is reached the
 //! page may hold fewer than `limit` records and `next_cursor` continues from where it stopped.
@@ -47,6 +53,10 @@ const DEFAULT_WINDOW: Duration = Duration::from_secs(30 * 86_400);
 const MAX_INDEX_ROUNDS: usize = 8;
 /// Most records one call examines when it has to scan the store.
 const MAX_SCANNED: usize = 20_000;
+/// Share of records containing a query's rarest trigram above which it counts as dense.
+const DENSE_SHARE: f64 = 0.02;
+/// Most records the newest-first walk of a dense query examines.
+const DENSE_SCAN: usize = 2_000;
 
 /// A validated search request.
 #[derive(Debug)]
@@ -130,19 +140,38 @@ pub fn search(
     let want = limit + 1;
 
     let Some(searcher) = &snapshot.searcher else {
-        return scan_store(&records, p, q, *lower, *upper, *limit);
+        return scan_store(&records, p, q, *lower, *upper, *limit, MAX_SCANNED);
     };
+    let mut upper = *upper;
+    let mut found: Vec<(u128, RecordView)> = Vec::new();
+    let dense = index
+        .density(searcher, q)
+        .map_err(|e| Error::Internal(e.to_string()))?
+        >= DENSE_SHARE;
+    if dense {
+        // The store is exact on its own: whatever this walk covers needs no index.
+        let walk = walk_store(&records, p, q, *lower, upper, want, DENSE_SCAN)?;
+        found = walk.found;
+        match walk.stopped_above {
+            Some(stop) if found.len() < want => upper = stop - 1,
+            _ => {
+                let next = (found.len() > *limit).then(|| found[*limit - 1].0);
+                found.truncate(*limit);
+                return Ok(page(p, found, next));
+            }
+        }
+    }
 
     // The tail: records changed after the snapshot, checked against the store directly.
     let mut tail = HashSet::new();
     for entry in txn.open_table(CHANGES)?.range(snapshot.position + 1..)? {
         let (_, change) = entry?;
         let (partition, id) = change.value();
-        if partition == p && (*lower..=*upper).contains(&id) {
+        if partition == p && (*lower..=upper).contains(&id) {
             tail.insert(id);
         }
     }
-    let mut found: Vec<(u128, RecordView)> = Vec::new();
+    let from_walk = found.len();
     for &id in &tail {
         if let Some(view) = matching(&records, p, id, q)? {
             found.push((id, view));
@@ -150,8 +179,8 @@ pub fn search(
     }
 
     // Index hits outside the tail, newest first, until `want` of them are confirmed.
-    let mut from_index = 0;
-    let mut round_upper = *upper;
+    let mut from_index = from_walk;
+    let mut round_upper = upper;
     let mut stopped_at = None;
     for round in 0.. {
         let hits = index
@@ -188,7 +217,45 @@ pub fn search(
     Ok(page(p, found, next))
 }
 
-/// Scans the partition in the store, newest first (used while the index is rebuilt).
+/// What a newest-first walk of the store found.
+struct Walk {
+    /// Matches, newest first.
+    found: Vec<(u128, RecordView)>,
+    /// `Some(id)` when the walk stopped early: every record at or above `id` was examined.
+    stopped_above: Option<u128>,
+}
+
+/// Walks the partition newest first until `want` matches or `budget` records examined.
+fn walk_store(
+    records: &ReadOnlyTable<(u64, u128), &'static [u8]>,
+    p: u64,
+    q: &str,
+    lower: u128,
+    upper: u128,
+    want: usize,
+    budget: usize,
+) -> Result<Walk> {
+    let mut found = Vec::new();
+    for (examined, entry) in records.range((p, lower)..=(p, upper))?.rev().enumerate() {
+        let (key, value) = entry?;
+        let id = key.value().1;
+        if found.len() == want || examined == budget {
+            return Ok(Walk {
+                found,
+                stopped_above: Some(id + 1),
+            });
+        }
+        if let Some(view) = view_if_matching(id, value.value(), q)? {
+            found.push((id, view));
+        }
+    }
+    Ok(Walk {
+        found,
+        stopped_above: None,
+    })
+}
+
+/// Answers from the store alone (while the index is rebuilt), `budget` records at most.
 fn scan_store(
     records: &ReadOnlyTable<(u64, u128), &'static [u8]>,
     p: u64,
@@ -196,28 +263,19 @@ fn scan_store(
     lower: u128,
     upper: u128,
     limit: usize,
+    budget: usize,
 ) -> Result<Page<RecordView>> {
-    let mut found = Vec::new();
-    for (examined, entry) in records.range((p, lower)..=(p, upper))?.rev().enumerate() {
-        let (key, value) = entry?;
-        let id = key.value().1;
-        if found.len() == limit {
-            // One more match exists beyond this page only if the scan goes on; it resumes
-            // below the last record returned.
-            let last = found
-                .last()
-                .map_or(upper, |(id, _): &(u128, RecordView)| *id);
-            return Ok(page(p, found, Some(last)));
-        }
-        if examined == MAX_SCANNED {
-            // Everything above `id` has been examined: continue from there.
-            return Ok(page(p, found, Some(id + 1)));
-        }
-        if let Some(view) = view_if_matching(id, value.value(), q)? {
-            found.push((id, view));
-        }
+    let Walk {
+        mut found,
+        stopped_above,
+    } = walk_store(records, p, q, lower, upper, limit + 1, budget)?;
+    if found.len() > limit {
+        let next = found[limit - 1].0;
+        found.truncate(limit);
+        return Ok(page(p, found, Some(next)));
     }
-    Ok(page(p, found, None))
+    // Fewer than a page: the next page starts below what was examined, if anything is left.
+    Ok(page(p, found, stopped_above))
 }
 
 /// The record if it exists in the partition and its payload text contains `q`.
