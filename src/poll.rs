@@ -134,19 +134,21 @@ fn first_id_at(t: Timestamp) -> u128 {
     u128::from(time_key(t)) << 64
 }
 
-/// One poll: records after `start` and below `bound`, oldest first, at most `limit`.
+/// One poll at time `now`: records after `start` and below `bound`, oldest first, at most
+/// `limit`.
 pub fn poll(
     store: &Store,
     access: &DataAccess,
     start: Start,
     limit: usize,
+    now: Timestamp,
     bound: Timestamp,
 ) -> Result<PollPage> {
     let p = access.partition;
     let below = first_id_at(bound);
     let after = match start {
-        // Everything before the bound counts as seen: the subscription starts there.
-        Start::Now => below.saturating_sub(1),
+        // A subscription covers records created from this call on, not those still held back.
+        Start::Now => first_id_at(now).saturating_sub(1),
         Start::After(id) => id,
     };
     let encode = |id: u128| {

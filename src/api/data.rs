@@ -93,7 +93,7 @@ pub fn poll(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Res
     let bound = app
         .in_flight
         .visibility_bound(app.clock.as_ref(), app.config.poll.hold_back);
-    let page = poll::poll(&app.store, &access, start, limit, bound)?;
+    let page = poll::poll(&app.store, &access, start, limit, req.received_at, bound)?;
     Ok(reply::json(StatusCode::OK, &page))
 }
 

@@ -1067,3 +1067,41 @@ pub fn url_encode(s: &str) -> String {
     }
     out
 }
+
+// ---------------------------------------------------------------------------
+// Servers with extra `serve` arguments (added for tests/poll.rs)
+// ---------------------------------------------------------------------------
+
+impl TestServer {
+    /// [`TestServer::start`] with extra `serve` arguments, for example
+    /// `--config FILE`.
+    pub fn start_with_args(extra: &[&std::ffi::OsStr]) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let init = initialised_copy(dir.path());
+        let log = LogBuffer::default();
+        let mut args = serve_args(dir.path());
+        args.extend_from_slice(extra);
+        let proc = spawn_serve(&args, &[], &log);
+        TestServer {
+            addr: proc.addr,
+            dir,
+            owner_token: init.token,
+            password: init.password,
+            log,
+            agent: new_agent(Duration::from_secs(30)),
+            proc: Some(proc),
+        }
+    }
+
+    /// [`TestServer::restart`] with extra `serve` arguments (pass the same
+    /// ones as at start to keep the configuration).
+    pub fn restart_with_args(&mut self, extra: &[&std::ffi::OsStr]) {
+        assert!(self.proc.is_none(), "restart() while the server still runs");
+        self.agent = new_agent(Duration::from_secs(30));
+        let mut args = serve_args(self.dir.path());
+        args.extend_from_slice(extra);
+        let p = spawn_serve(&args, &[], &self.log);
+        self.addr = p.addr;
+        self.proc = Some(p);
+    }
+}
