@@ -1,0 +1,429 @@
+#!/usr/bin/env bash
+# Poll drain benchmark: how fast a consumer can drain a backlog through intake's poll feed.
+#
+# 1. Builds intake, provisions a fresh data dir (`intake init --json`) and starts
+#    `intake serve` with `[poll] hold_back = "0s"`, so records are visible to poll at once.
+# 2. Loads the backlog: exactly RECORDS ~1 KB records (the record of benches/post.lua) POSTed
+#    by wrk with benches/poll_load.lua (LOAD_THREADS threads, LOAD_CONNECTIONS connections;
+#    every POST must be answered 202).
+# 3. Waits until the server is idle (the search indexer consumes the change log after the
+#    writes), so the drain does not share the CPU with the server's own catch-up.
+# 4. Drains it: wrk -t1 -c1 with benches/poll_drain.lua, one keep-alive connection, GET
+#    .../poll?since=2000-01-01&limit=100, then ?cursor=<next_cursor> until the answer carries
+#    poll_cursor. Counts records and pages, checks that the record ids strictly increase and
+#    that every loaded record came back, times every page.
+# 5. Samples the server's VmRSS every RSS_INTERVAL during the drain.
+#
+# Prints a Markdown table and writes it to benches/results/poll-latest.md.
+#
+# Usage (from the repo root):
+#   bash benches/poll_drain.sh
+#   RECORDS=100000 bash benches/poll_drain.sh        # a quick run
+#
+# Env:
+#   RECORDS           records to load and drain        (default 1000000)
+#   LIMIT             poll page size, 1 to 100         (default 100)
+#   LOAD_THREADS      wrk threads for the load         (default 2)
+#   LOAD_CONNECTIONS  wrk connections for the load     (default 64)
+#   RSS_INTERVAL      RSS sampling period in seconds   (default 0.25)
+#   IDLE_TIMEOUT      most seconds to wait for the server to go idle after the load (default 900)
+#   INTAKE_BIN        use this intake binary instead of building one (optional)
+#   RESULTS_FILE      where to write the report (default benches/results/poll-latest.md)
+#
+# All traffic goes to 127.0.0.1 only. Everything started here is stopped, and the temporary
+# directory (data dir included) removed, on any exit.
+set -euo pipefail
+
+RECORDS="${RECORDS:-1000000}"
+LIMIT="${LIMIT:-100}"
+LOAD_THREADS="${LOAD_THREADS:-2}"
+LOAD_CONNECTIONS="${LOAD_CONNECTIONS:-64}"
+RSS_INTERVAL="${RSS_INTERVAL:-0.25}"
+IDLE_TIMEOUT="${IDLE_TIMEOUT:-900}"
+HOST=127.0.0.1
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+LOAD_LUA="$ROOT/benches/poll_load.lua"
+DRAIN_LUA="$ROOT/benches/poll_drain.lua"
+RESULTS_FILE="${RESULTS_FILE:-$ROOT/benches/results/poll-latest.md}"
+
+log() { echo "poll_drain.sh: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+case "$RECORDS" in ''|*[!0-9]*) die "RECORDS must be a positive integer (got '$RECORDS')" ;; esac
+[ "$RECORDS" -ge 1 ] || die "RECORDS must be at least 1"
+case "$LIMIT" in ''|*[!0-9]*) die "LIMIT must be an integer from 1 to 100 (got '$LIMIT')" ;; esac
+{ [ "$LIMIT" -ge 1 ] && [ "$LIMIT" -le 100 ]; } || die "LIMIT must be from 1 to 100 (got $LIMIT)"
+
+# ---------------------------------------------------------------- cleanup
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/intake-poll-bench.XXXXXX")"
+SERVER_PID=""    # intake serve
+WRK_PID=""       # a running wrk
+SAMPLER_PID=""   # the RSS sampling loop
+
+stop_pid() { # PID: SIGTERM, wait up to 15 s, then SIGKILL; reaps it (our child)
+  local pid="$1"
+  [ -n "$pid" ] || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 150); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  stop_pid "$SAMPLER_PID"
+  stop_pid "$WRK_PID"
+  stop_pid "$SERVER_PID"
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------- tools
+
+command -v python3 >/dev/null || die "python3 is required"
+command -v curl >/dev/null || die "curl is required"
+
+if ! command -v wrk >/dev/null; then
+  log "wrk not found; installing Debian's wrk"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || die "wrk is missing and we are not root (no sudo either)"
+    SUDO="sudo"
+  fi
+  $SUDO apt-get update >&2
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y wrk >&2
+  command -v wrk >/dev/null || die "wrk install failed"
+fi
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# kv FILE KEY -> value of a "key value" line
+kv() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
+
+# proc_kb PID FIELD -> value in kB from /proc/PID/status (VmRSS, VmHWM)
+proc_kb() { awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"; }
+kb_to_mb() { awk -v kb="$1" 'BEGIN { printf "%.1f", kb / 1024 }'; }
+
+# cpu_ticks PID -> utime + stime of the process (all threads), in clock ticks
+cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+CLK_TCK="$(getconf CLK_TCK)"
+
+# load_avg -> "1.23 2.34 3.45" (1, 5, 15 minutes)
+load_avg() { awk '{ print $1, $2, $3 }' /proc/loadavg; }
+
+# busy_ticks -> CPU ticks spent by the whole machine outside idle and iowait (all CPUs)
+busy_ticks() { awk '$1 == "cpu" { print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+
+# now_s -> seconds since the epoch with fractions
+now_s() { date +%s.%N; }
+
+# wait_marker COUNT DIR_OR_FILE... : waits until COUNT of the given files exist, or wrk exits
+wait_files() {
+  local want="$1"; shift
+  local have f
+  while :; do
+    have=0
+    for f in "$@"; do
+      [ -e "$f" ] && have=$((have + 1))
+    done
+    [ "$have" -ge "$want" ] && return 0
+    kill -0 "$WRK_PID" 2>/dev/null || return 1
+    sleep 0.05
+  done
+}
+
+# stop_wrk: wrk's main thread sleeps out its -d even when the script has stopped every
+# thread; SIGINT ends the sleep, and wrk prints its summary (done()) and exits.
+stop_wrk() {
+  kill -INT "$WRK_PID" 2>/dev/null || true
+  wait "$WRK_PID" || true
+  WRK_PID=""
+}
+
+# --------------------------------------------------------------- build
+
+# cargo_exe KIND NAME JSONFILE -> executable path of that target
+cargo_exe() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+kind, name, path = sys.argv[1:4]
+exe = None
+for line in open(path):
+    line = line.strip()
+    if not line.startswith("{"):
+        continue
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    if msg.get("reason") != "compiler-artifact":
+        continue
+    target = msg.get("target", {})
+    if target.get("name") == name and kind in target.get("kind", []) and msg.get("executable"):
+        exe = msg["executable"]
+print(exe or "")
+PY
+}
+
+if [ -n "${INTAKE_BIN:-}" ]; then
+  log "using INTAKE_BIN=$INTAKE_BIN (no build)"
+else
+  log "building intake (cargo build --release --bins)"
+  cargo build --release --bins --message-format=json-render-diagnostics >"$WORK/build-bins.json"
+  INTAKE_BIN="$(cargo_exe bin intake "$WORK/build-bins.json")"
+  [ -n "$INTAKE_BIN" ] || INTAKE_BIN="$ROOT/target/release/intake"
+fi
+[ -x "$INTAKE_BIN" ] || die "no intake binary at $INTAKE_BIN"
+
+# --------------------------------------------------------------- server
+
+DATA_DIR="$WORK/data"
+CONFIG="$WORK/intake.toml"
+SERVER_LOG="$WORK/intake.log"
+mkdir -p "$DATA_DIR"
+printf '[poll]\nhold_back = "0s"\n' >"$CONFIG"
+
+log "intake: init --data-dir $DATA_DIR"
+"$INTAKE_BIN" init --data-dir "$DATA_DIR" --owner-email bench@example.com --json >"$WORK/init.json" \
+  || die "intake init failed; it printed: $(cat "$WORK/init.json")"
+TOKEN="$(python3 -c 'import json,sys
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("{"):
+        print(json.loads(line)["token"]); break' "$WORK/init.json")" \
+  || die "intake init printed no JSON with a token: $(cat "$WORK/init.json")"
+[ -n "$TOKEN" ] || die "intake init printed no JSON line with a token: $(cat "$WORK/init.json")"
+
+PORT="$(free_port)"
+ADDR="$HOST:$PORT"
+"$INTAKE_BIN" serve --config "$CONFIG" --data-dir "$DATA_DIR" --listen "$ADDR" \
+  </dev/null >"$SERVER_LOG" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 1 300); do
+  curl -sf -o /dev/null "http://$ADDR/healthz" && break
+  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$SERVER_LOG" >&2; die "intake serve exited at start"; }
+  sleep 0.1
+done
+curl -sf -o /dev/null "http://$ADDR/healthz" || { cat "$SERVER_LOG" >&2; die "intake serve is not answering on $ADDR"; }
+log "intake: pid $SERVER_PID listening on $ADDR (config: [poll] hold_back = \"0s\")"
+
+CODE="$(curl -s -o "$WORK/endpoint.json" -w '%{http_code}' -X POST "http://$ADDR/api/v1/manage/endpoints" \
+  -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"name":"bench"}')" || CODE=000
+[ "$CODE" = 201 ] || die "intake: creating the endpoint answered $CODE: $(cat "$WORK/endpoint.json" 2>/dev/null || true)"
+read -r SLUG SANDBOX_KEY < <(python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+if "slug" not in d and isinstance(d.get("endpoint"), dict):
+    d = d["endpoint"]
+print(d["slug"], d["sandbox_key"])' "$WORK/endpoint.json") \
+  || die "intake: endpoint answer lacks slug/sandbox_key: $(cat "$WORK/endpoint.json")"
+{ [ -n "${SLUG:-}" ] && [ -n "${SANDBOX_KEY:-}" ]; } || die "intake: empty slug or sandbox_key"
+DATA_PATH="/api/v1/data/$SLUG"
+POLL_ROUTE="$DATA_PATH/poll"
+
+# The key must open the poll (a wrong route or key would otherwise be "drained" as errors).
+CODE="$(curl -s -o "$WORK/probe.json" -w '%{http_code}' "http://$ADDR$POLL_ROUTE?limit=1" \
+  -H "Authorization: Bearer $SANDBOX_KEY")" || CODE=000
+[ "$CODE" = 200 ] || die "intake: probe GET $POLL_ROUTE answered $CODE: $(cat "$WORK/probe.json" 2>/dev/null || true)"
+IDLE_KB="$(proc_kb "$SERVER_PID" VmRSS)"
+
+# --------------------------------------------------------------- load
+
+UPTIME_START="$(uptime | sed "s/^ *//")"
+log "uptime before loading: $UPTIME_START"
+LOAD_DONE_DIR="$WORK/load-done"
+mkdir -p "$LOAD_DONE_DIR"
+# -d only bounds a stuck run: the load stops itself once all RECORDS are answered.
+LOAD_LIMIT_S=$(( RECORDS / 500 + 120 ))
+log "loading $RECORDS records: wrk -t$LOAD_THREADS -c$LOAD_CONNECTIONS -s benches/poll_load.lua (bounded; at most ${LOAD_LIMIT_S}s)"
+PATH_TO_POST="$DATA_PATH" INTAKE_KEY="$SANDBOX_KEY" POLL_LOAD_TOTAL="$RECORDS" \
+  POLL_LOAD_THREADS="$LOAD_THREADS" POLL_LOAD_DONE_DIR="$LOAD_DONE_DIR" \
+  wrk -t"$LOAD_THREADS" -c"$LOAD_CONNECTIONS" -d"${LOAD_LIMIT_S}s" --timeout 60s -s "$LOAD_LUA" \
+  "http://$ADDR$DATA_PATH" >"$WORK/load.out" 2>"$WORK/load.err" &
+WRK_PID=$!
+MARKERS=()
+for i in $(seq 1 "$LOAD_THREADS"); do MARKERS+=("$LOAD_DONE_DIR/thread-$i"); done
+LOAD_OK=1
+wait_files "$LOAD_THREADS" "${MARKERS[@]}" || LOAD_OK=0
+stop_wrk
+cat "$WORK/load.err" >&2
+grep -v '^[a-z_0-9]* [0-9.]*$' "$WORK/load.out" >&2 || true
+[ "$LOAD_OK" = 1 ] || die "the load did not finish: wrk stopped before every POST was answered (socket errors: $(kv "$WORK/load.out" socket_errors))"
+LOADED="$(kv "$WORK/load.out" load_accepted)"
+LOAD_FAILED="$(kv "$WORK/load.out" load_failed)"
+LOAD_SECONDS="$(kv "$WORK/load.out" load_seconds)"
+[ "$LOAD_FAILED" = 0 ] || die "$LOAD_FAILED POSTs were not answered 202"
+[ "$LOADED" = "$RECORDS" ] || die "loaded $LOADED records, expected $RECORDS"
+LOAD_RPS="$(awk -v n="$LOADED" -v s="$LOAD_SECONDS" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')"
+log "loaded $LOADED records in ${LOAD_SECONDS}s ($LOAD_RPS/s)"
+
+# --------------------------------------------------------------- settle
+
+# After the writes the search indexer works through the change log. Wait until the server
+# uses under 2% of a core over 2 s running, so the drain measures poll alone.
+log "waiting for the server to go idle (at most ${IDLE_TIMEOUT}s)"
+SETTLE_T0="$(now_s)"
+SETTLED=0
+PREV="$(cpu_ticks "$SERVER_PID")"
+deadline=$(( $(date +%s) + IDLE_TIMEOUT ))
+while [ "$(date +%s)" -lt "$deadline" ]; do
+  sleep 2
+  CUR="$(cpu_ticks "$SERVER_PID")"
+  if [ $(( (CUR - PREV) * 100 )) -le $(( 2 * 2 * CLK_TCK )) ]; then SETTLED=1; break; fi
+  PREV="$CUR"
+done
+SETTLE_S="$(awk -v a="$SETTLE_T0" -v b="$(now_s)" 'BEGIN { printf "%.0f", b - a }')"
+if [ "$SETTLED" = 1 ]; then
+  log "server idle after ${SETTLE_S}s"
+else
+  log "warning: the server was still busy after ${SETTLE_S}s; draining anyway"
+fi
+DATA_MB="$(du -sm "$DATA_DIR" | awk '{ print $1 }')"
+
+# --------------------------------------------------------------- drain
+
+LOAD_AVG_DRAIN="$(load_avg)"
+log "uptime before the drain: $(uptime)"
+RSS_FILE="$WORK/rss.samples"
+: >"$RSS_FILE"
+(
+  # "seconds VmRSS_kB" every RSS_INTERVAL until stopped
+  while :; do
+    rss="$(awk '$1 == "VmRSS:" { print $2 }' "/proc/$SERVER_PID/status" 2>/dev/null)" || break
+    [ -n "$rss" ] || break
+    echo "$(date +%s.%N) $rss"
+    sleep "$RSS_INTERVAL"
+  done
+) >>"$RSS_FILE" &
+SAMPLER_PID=$!
+
+DRAIN_DONE="$WORK/drain.done"
+SERVER_TICKS_0="$(cpu_ticks "$SERVER_PID")"
+BUSY_TICKS_0="$(busy_ticks)"
+DRAIN_LIMIT_S=$(( RECORDS / 1000 + 120 ))
+log "draining: wrk -t1 -c1 -s benches/poll_drain.lua $POLL_ROUTE?since=2000-01-01&limit=$LIMIT"
+INTAKE_KEY="$SANDBOX_KEY" POLL_PATH="$POLL_ROUTE" POLL_SINCE=2000-01-01 POLL_LIMIT="$LIMIT" \
+  POLL_DONE_FILE="$DRAIN_DONE" \
+  wrk -t1 -c1 -d"${DRAIN_LIMIT_S}s" --timeout 30s -s "$DRAIN_LUA" "http://$ADDR$POLL_ROUTE" \
+  >"$WORK/drain.out" 2>"$WORK/drain.err" &
+WRK_PID=$!
+DRAIN_OK=1
+wait_files 1 "$DRAIN_DONE" || DRAIN_OK=0
+SERVER_TICKS_1="$(cpu_ticks "$SERVER_PID")"
+BUSY_TICKS_1="$(busy_ticks)"
+WRK_TICKS="$(cpu_ticks "$WRK_PID" 2>/dev/null || echo "")"
+stop_wrk
+stop_pid "$SAMPLER_PID"; SAMPLER_PID=""
+HWM_KB="$(proc_kb "$SERVER_PID" VmHWM)"
+LOAD_AVG_AFTER="$(load_avg)"
+log "uptime after the drain: $(uptime)"
+cat "$WORK/drain.err" >&2
+grep -v '^[a-z_0-9]* [0-9.]*$' "$WORK/drain.out" >&2 || true
+[ "$DRAIN_OK" = 1 ] || die "the drain did not finish within ${DRAIN_LIMIT_S}s: $(cat "$WORK/drain.out")"
+
+D() { kv "$WORK/drain.out" "$1"; }
+DRAINED="$(D drain_records)"; PAGES="$(D drain_pages)"; DRAIN_S="$(D drain_seconds)"
+DRAIN_RPS="$(D drain_records_per_s)"; DRAIN_MBPS="$(D drain_mb_per_s)"
+P50="$(D page_p50_ms)"; P90="$(D page_p90_ms)"; P99="$(D page_p99_ms)"; PMAX="$(D page_max_ms)"
+PMEAN="$(D page_mean_ms)"; ORDER="$(D order_violations)"; HTTP_ERR="$(D http_errors)"
+CAUGHT_UP="$(D caught_up)"
+WRK_REQS="$(D wrk_requests)"; DRAIN_SOCKERR="$(D socket_errors)"
+PAGE_KB="$(awk -v b="$(D drain_bytes)" -v p="$PAGES" 'BEGIN { printf "%.1f", (p > 0 ? b / p / 1024 : 0) }')"
+
+# CPU shares during the drain, in % of one core
+SERVER_CPU="$(awk -v t="$(( SERVER_TICKS_1 - SERVER_TICKS_0 ))" -v hz="$CLK_TCK" -v s="$DRAIN_S" \
+  'BEGIN { printf "%.0f", (s > 0 ? 100 * t / hz / s : 0) }')"
+CLIENT_CPU="n/a"
+OTHER_CPU="n/a"
+MACHINE_CPU="$(awk -v t="$(( BUSY_TICKS_1 - BUSY_TICKS_0 ))" -v hz="$CLK_TCK" -v s="$DRAIN_S" \
+  'BEGIN { printf "%.0f", (s > 0 ? 100 * t / hz / s : 0) }')"
+if [ -n "$WRK_TICKS" ]; then
+  CLIENT_CPU="$(awk -v t="$WRK_TICKS" -v hz="$CLK_TCK" -v s="$DRAIN_S" \
+    'BEGIN { printf "%.0f", (s > 0 ? 100 * t / hz / s : 0) }')"
+  # everything else on the machine: the other benchmark, builds, the kernel's own work
+  OTHER_CPU="$(awk -v b="$(( BUSY_TICKS_1 - BUSY_TICKS_0 ))" -v sv="$(( SERVER_TICKS_1 - SERVER_TICKS_0 ))" \
+    -v c="$WRK_TICKS" -v hz="$CLK_TCK" -v s="$DRAIN_S" \
+    'BEGIN { o = b - sv - c; if (o < 0) o = 0; printf "%.0f", (s > 0 ? 100 * o / hz / s : 0) }')"
+fi
+
+read -r RSS_N RSS_MIN RSS_MAX RSS_FIRST RSS_LAST < <(awk '
+  NF == 2 { n++; v = $2; if (n == 1) { first = v; min = v; max = v }
+            if (v < min) min = v; if (v > max) max = v; last = v }
+  END { if (n == 0) print 0, 0, 0, 0, 0; else print n, min, max, first, last }' "$RSS_FILE")
+# every sample, in MB, for the report (a flat line is the point)
+RSS_SERIES="$(awk 'NF == 2 { printf "%s%.0f", (n++ ? " " : ""), $2 / 1024 }' "$RSS_FILE")"
+
+# --------------------------------------------------------------- stop
+
+kill -TERM "$SERVER_PID" 2>/dev/null || true
+SERVER_RC=0
+for _ in $(seq 1 150); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$SERVER_PID" 2>/dev/null; then
+  log "intake: still running 15 s after SIGTERM; sending SIGKILL"
+  kill -KILL "$SERVER_PID" 2>/dev/null || true
+fi
+wait "$SERVER_PID" || SERVER_RC=$?
+SERVER_PID=""
+log "intake: exited with status $SERVER_RC"
+
+# --------------------------------------------------------------- report
+
+VERDICT="ok"
+PROBLEMS=()
+[ "$DRAINED" = "$LOADED" ] || PROBLEMS+=("drained $DRAINED records but $LOADED were loaded")
+[ "$ORDER" = 0 ] || PROBLEMS+=("$ORDER record ids out of order")
+[ "$HTTP_ERR" = 0 ] || PROBLEMS+=("$HTTP_ERR bad answers (last status $(D last_status))")
+[ "$CAUGHT_UP" = 1 ] || PROBLEMS+=("the drain never reached poll_cursor")
+[ "$DRAIN_SOCKERR" = 0 ] || PROBLEMS+=("$DRAIN_SOCKERR socket errors during the drain")
+[ "$WRK_REQS" = "$PAGES" ] || PROBLEMS+=("wrk completed $WRK_REQS requests but $PAGES pages were counted")
+[ "${#PROBLEMS[@]}" = 0 ] || VERDICT="FAILED: $(IFS=';'; echo "${PROBLEMS[*]}")"
+
+mb() { kb_to_mb "$1"; }
+NPROC="$(nproc)"
+CPU_MODEL="$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
+[ -n "$CPU_MODEL" ] || CPU_MODEL="unknown"
+REV="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+fmt_int() { LC_ALL=C awk -v n="$1" 'BEGIN { s = sprintf("%d", n); r = ""
+  while (length(s) > 3) { r = "," substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) }
+  print s r }'; }
+
+REPORT="$WORK/report.md"
+{
+  echo "## Poll drain benchmark"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit: $REV"
+  echo "- machine: $NPROC CPUs (nproc), $CPU_MODEL; client (wrk) and server share it"
+  echo "- machine load: \`uptime\` before loading: $UPTIME_START; load average (1/5/15 min) before the drain $LOAD_AVG_DRAIN, after it $LOAD_AVG_AFTER (these include this benchmark's own load phase)"
+  echo "- backlog: $(fmt_int "$LOADED") records of the ~1 KB benches/post.lua record, loaded by wrk -t$LOAD_THREADS -c$LOAD_CONNECTIONS (benches/poll_load.lua) in ${LOAD_SECONDS} s ($(fmt_int "$LOAD_RPS")/s); data dir ${DATA_MB} MB; server idle ${SETTLE_S} s after the load$([ "$SETTLED" = 1 ] || echo " (NOT idle: timed out)")"
+  echo "- drain: wrk -t1 -c1 (benches/poll_drain.lua), one keep-alive connection, sequential: GET /api/v1/data/SLUG/poll?since=2000-01-01&limit=$LIMIT, then ?cursor=next_cursor until poll_cursor; intake with [poll] hold_back = \"0s\""
+  echo
+  echo "| records drained | duration | records/s | pages | page p50 | page p99 | RSS during the drain (first / min / max / last) |"
+  echo "| ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+  printf '| %s | %s s | %s | %s | %s ms | %s ms | %s / %s / %s / %s MB |\n' \
+    "$(fmt_int "$DRAINED")" "$DRAIN_S" "$(fmt_int "$DRAIN_RPS")" "$(fmt_int "$PAGES")" "$P50" "$P99" \
+    "$(mb "$RSS_FIRST")" "$(mb "$RSS_MIN")" "$(mb "$RSS_MAX")" "$(mb "$RSS_LAST")"
+  echo
+  echo "- check: $VERDICT (drained = loaded, ids strictly increasing, every page 200, ended on poll_cursor)"
+  echo "- pages: mean ${PAGE_KB} KB; latency mean $PMEAN ms, p90 $P90 ms, max $PMAX ms; $DRAIN_MBPS MB/s of response bodies"
+  echo "- wrk completed $WRK_REQS requests (= pages); its own latency summary is not used: wrk adds synthetic samples for coordinated omission, which a dependent one-connection chain does not have"
+  echo "- CPU during the drain (% of one core; the machine has $(( NPROC * 100 )) %): server $SERVER_CPU %, client (wrk) $CLIENT_CPU %, everything else $OTHER_CPU % (whole machine busy $MACHINE_CPU %)"
+  echo "- client cost: $(D lua_ms_per_page) ms per page in poll_drain.lua's response() (counting and order check), the rest of the client is wrk's HTTP reading"
+  echo "- RSS: $RSS_N samples every ${RSS_INTERVAL} s, from just before the first page to just after the last (MB): $RSS_SERIES"
+  echo "- RSS idle before the load $(mb "$IDLE_KB") MB; peak over the whole run, load included (VmHWM) $(mb "$HWM_KB") MB"
+  echo "- intake exit status after SIGTERM: $SERVER_RC"
+} >"$REPORT"
+
+mkdir -p "$(dirname "$RESULTS_FILE")"
+cp "$REPORT" "$RESULTS_FILE"
+echo
+cat "$REPORT"
+log "written to ${RESULTS_FILE#"$ROOT"/}"
+[ "$VERDICT" = ok ] || { log "error: $VERDICT"; exit 1; }
