@@ -1,0 +1,670 @@
+#!/usr/bin/env python3
+"""Helpers of benches/search.sh (the search benchmark): one sub-command per step.
+
+  load-intake  POST every line of records.jsonl to intake over many keep-alive
+               connections (asyncio, optional HTTP/1.1 pipelining); JSON summary
+  time-intake  warm-up + timed runs of the query set against intake's search API
+  pg-setup     create the table, COPY the records, build the indexes (timed), VACUUM
+               ANALYZE, sizes, and the hit count of every query
+  time-pg      warm-up + timed runs of the query set against PostgreSQL
+  report       the Markdown report from the JSON files of the steps above
+
+Every step writes one JSON file (--out) that `report` reads. Traffic goes to the
+host given (127.0.0.1 from search.sh) only.
+"""
+
+import argparse
+import asyncio
+import http.client
+import json
+import math
+import os
+import sys
+import time
+import urllib.parse
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import search_queries  # noqa: E402
+
+START = "2000-01-01"   # intake's search window start: before any record
+LIMIT = 10
+
+
+def log(msg):
+    print(f"search_bench.py: {msg}", file=sys.stderr, flush=True)
+
+
+def write_json(path, obj):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
+def percentile(values, p):
+    """Nearest-rank percentile (p in 0..100) of a non-empty list."""
+    s = sorted(values)
+    k = max(1, math.ceil(p / 100.0 * len(s)))
+    return s[k - 1]
+
+
+def find_seq(obj):
+    """The generator's "seq" of a record as returned (payload object or jsonb value)."""
+    if isinstance(obj, str):
+        try:
+            obj = json.loads(obj)
+        except ValueError:
+            return None
+    if isinstance(obj, dict):
+        if "seq" in obj and isinstance(obj["seq"], int):
+            return obj["seq"]
+        for key in ("payload", "data", "record"):
+            if key in obj:
+                s = find_seq(obj[key])
+                if s is not None:
+                    return s
+    return None
+
+
+# ------------------------------------------------------------------ load-intake
+
+async def _read_response(reader):
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head[9:12])
+    length = 0
+    chunked = False
+    close = False
+    for line in head.split(b"\r\n")[1:]:
+        k, _, v = line.partition(b":")
+        k = k.strip().lower()
+        v = v.strip().lower()
+        if k == b"content-length":
+            length = int(v)
+        elif k == b"transfer-encoding" and b"chunked" in v:
+            chunked = True
+        elif k == b"connection" and v == b"close":
+            close = True
+    if chunked:
+        body = b""
+        while True:
+            size = int((await reader.readuntil(b"\r\n")).split(b";")[0], 16)
+            body += await reader.readexactly(size + 2)
+            if size == 0:
+                break
+    elif length:
+        body = await reader.readexactly(length)
+    else:
+        body = b""
+    return status, close, body
+
+
+async def _load(host, port, path, key, bodies, connections, depth):
+    n = len(bodies)
+    state = {"next": 0, "accepted": 0, "failed": 0, "retried": 0, "conn_errors": 0,
+             "reconnects": 0}
+    statuses = {}
+    retry = []            # record indexes to send again
+    attempts = {}         # record index -> failed attempts so far
+    examples = []         # first few non-202 answers
+    head = (f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+            f"Authorization: Bearer {key}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: ").encode()
+
+    def give_back(i, why):
+        attempts[i] = attempts.get(i, 0) + 1
+        if attempts[i] > 5:
+            state["failed"] += 1
+            log(f"record {i} failed 6 times (last: {why}); giving up on it")
+        else:
+            state["retried"] += 1
+            retry.append(i)
+
+    async def worker():
+        reader = writer = None
+        while True:
+            batch = []
+            while len(batch) < depth:
+                if retry:
+                    batch.append(retry.pop())
+                elif state["next"] < n:
+                    batch.append(state["next"])
+                    state["next"] += 1
+                else:
+                    break
+            if not batch:
+                break
+            if writer is None:
+                try:
+                    reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
+                except OSError as e:
+                    state["conn_errors"] += 1
+                    for i in batch:
+                        give_back(i, f"connect: {e}")
+                    await asyncio.sleep(0.1)
+                    continue
+            done = 0
+            try:
+                writer.write(b"".join(head + str(len(bodies[i])).encode() + b"\r\n\r\n" + bodies[i]
+                                      for i in batch))
+                for i in batch:
+                    status, close, body = await _read_response(reader)
+                    done += 1
+                    statuses[status] = statuses.get(status, 0) + 1
+                    if status == 202:
+                        state["accepted"] += 1
+                    else:
+                        if len(examples) < 5:
+                            examples.append(f"{status} {body[:200]!r}")
+                        give_back(i, f"HTTP {status}")
+                        if status in (429, 503):
+                            await asyncio.sleep(0.05)
+                    if close:
+                        break
+                for i in batch[done:]:
+                    retry.append(i)   # never answered: the server closed first; not a failure
+                if done < len(batch) or close:
+                    writer.close()
+                    writer = None
+                    state["reconnects"] += 1
+            except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
+                    ValueError) as e:
+                # The unanswered requests are sent again; one of them may have been
+                # stored before the connection broke (a duplicate): the record count
+                # check of search.sh catches that.
+                state["conn_errors"] += 1
+                for i in batch[done:]:
+                    give_back(i, f"connection: {e!r}")
+                if writer is not None:
+                    writer.close()
+                writer = None
+        if writer is not None:
+            writer.close()
+
+    t0 = time.perf_counter()
+    last = [t0, 0]
+
+    async def progress():
+        while True:
+            await asyncio.sleep(10)
+            now = time.perf_counter()
+            rate = (state["accepted"] - last[1]) / (now - last[0])
+            last[0], last[1] = now, state["accepted"]
+            log(f"loaded {state['accepted']}/{n} ({rate:.0f}/s)")
+
+    prog = asyncio.ensure_future(progress())
+    await asyncio.gather(*(worker() for _ in range(connections)))
+    prog.cancel()
+    secs = time.perf_counter() - t0
+    return {
+        "records": n, "accepted": state["accepted"], "failed": state["failed"],
+        "retried": state["retried"], "connection_errors": state["conn_errors"],
+        "reconnects": state["reconnects"],
+        "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "examples": examples, "seconds": round(secs, 2),
+        "records_per_s": round(state["accepted"] / secs, 1) if secs > 0 else None,
+        "connections": connections, "pipeline": depth,
+    }
+
+
+def cmd_load_intake(a):
+    with open(a.file, "rb") as f:
+        bodies = [line for line in f.read().split(b"\n") if line]
+    u = urllib.parse.urlsplit(a.url)
+    log(f"POSTing {len(bodies)} records to {a.url} over {a.connections} connections "
+        f"(pipeline depth {a.pipeline})")
+    try:
+        import uvloop  # optional: faster event loop
+        runner = uvloop.run
+        loop_name = "uvloop"
+    except ImportError:
+        runner = asyncio.run
+        loop_name = "asyncio"
+    res = runner(_load(u.hostname, u.port, u.path, a.key, bodies, a.connections, a.pipeline))
+    res["event_loop"] = loop_name
+    write_json(a.out, res)
+    log(f"accepted {res['accepted']} of {res['records']} in {res['seconds']} s "
+        f"({res['records_per_s']}/s); failed {res['failed']}, retried {res['retried']}, "
+        f"statuses {res['statuses']}")
+    if res["examples"]:
+        log(f"non-202 answers, first ones: {res['examples']}")
+    if res["accepted"] != res["records"]:
+        sys.exit(1)
+
+
+# ------------------------------------------------------------------ time-intake
+
+class IntakeClient:
+    def __init__(self, base, key):
+        u = urllib.parse.urlsplit(base)
+        self.host, self.port, self.path = u.hostname, u.port, u.path.rstrip("/") + "/search"
+        self.headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=120)
+
+    def get(self, params):
+        url = self.path + "?" + urllib.parse.urlencode(params, quote_via=urllib.parse.quote)
+        try:
+            self.conn.request("GET", url, headers=self.headers)
+            r = self.conn.getresponse()
+            body = r.read()
+        except (OSError, http.client.HTTPException):
+            self.conn.close()       # a dropped keep-alive connection: one new try
+            self.conn = http.client.HTTPConnection(self.host, self.port, timeout=120)
+            self.conn.request("GET", url, headers=self.headers)
+            r = self.conn.getresponse()
+            body = r.read()
+        if r.status != 200:
+            raise RuntimeError(f"GET {url} answered {r.status}: {body[:300]!r}")
+        return body
+
+    def search(self, q):
+        """First LIMIT matches, newest first: follows next_cursor while a page is short.
+
+        Returns (records, pages)."""
+        records = []
+        pages = 0
+        cursor = None
+        while True:
+            params = {"q": q, "limit": str(LIMIT), "start": START}
+            if cursor:
+                params["cursor"] = cursor
+            doc = json.loads(self.get(params))
+            pages += 1
+            records.extend(doc.get("data", []))
+            cursor = (doc.get("pagination") or {}).get("next_cursor")
+            if len(records) >= LIMIT or not cursor:
+                return records[:LIMIT], pages
+
+
+def timed_runs(run_one, reps, label):
+    """Warm-up (each query once), then `reps` rounds over the set; per-query results."""
+    qs = search_queries.all_queries()
+    out = {}
+    for cls, q in qs:
+        res = run_one(q)
+        out[q] = {"class": cls, "first": res, "ms": []}
+    log(f"{label}: warm-up done; {reps} rounds of {len(qs)} queries")
+    for rep in range(reps):
+        for cls, q in qs:
+            t0 = time.perf_counter()
+            run_one(q)
+            out[q]["ms"].append((time.perf_counter() - t0) * 1000.0)
+    return out
+
+
+def cmd_time_intake(a):
+    client = IntakeClient(a.url, a.key)
+    maxpages = {}
+
+    def run_one(q):
+        recs, pages = client.search(q)
+        maxpages[q] = max(maxpages.get(q, 0), pages)
+        return recs
+
+    raw = timed_runs(run_one, a.reps, "intake")
+    res = {}
+    for q, r in raw.items():
+        recs = r["first"]
+        bad = []
+        for rec in recs:
+            text = json.dumps(rec.get("payload"), ensure_ascii=False, separators=(",", ":"))
+            if q.lower() not in text.lower():
+                bad.append(rec.get("id"))
+        created = [rec.get("created_at") for rec in recs]
+        res[q] = {
+            "class": r["class"], "ms": r["ms"], "results": len(recs),
+            "seqs": [find_seq(rec) for rec in recs], "max_pages": maxpages[q],
+            "not_containing_q": bad,
+            "newest_first": all(created[i] >= created[i + 1] for i in range(len(created) - 1)),
+        }
+    write_json(a.out, {"reps": a.reps, "queries": res})
+
+
+# ------------------------------------------------------------------ PostgreSQL
+
+SEARCH_SQL = ("SELECT id, payload, created_at FROM records "
+              "WHERE lower(payload::text) LIKE '%%' || lower(%s) || '%%' "
+              "ORDER BY created_at DESC LIMIT 10")
+
+
+COUNT_SQL = ("SELECT count(*) FROM records "
+             "WHERE lower(payload::text) LIKE '%%' || lower(%s) || '%%'")
+
+
+def like_escape(q):
+    return q.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def pg_connect(dsn):
+    try:
+        import psycopg
+    except ImportError:
+        sys.exit("search_bench.py: psycopg is missing (pip install 'psycopg[binary]')")
+    return psycopg.connect(dsn, autocommit=True)
+
+
+def cmd_pg_setup(a):
+    conn = pg_connect(a.dsn)
+    res = {"server_version": conn.execute("SHOW server_version").fetchone()[0]}
+    settings = {}
+    for name in ("shared_buffers", "maintenance_work_mem", "work_mem", "jit",
+                 "max_parallel_workers_per_gather", "effective_cache_size"):
+        settings[name] = conn.execute(f"SHOW {name}").fetchone()[0]
+    res["settings"] = settings
+
+    def timed(sql):
+        t0 = time.perf_counter()
+        conn.execute(sql)
+        return round(time.perf_counter() - t0, 2)
+
+    conn.execute("DROP TABLE IF EXISTS records")
+    conn.execute("CREATE TABLE records (id bigserial PRIMARY KEY, "
+                 "created_at timestamptz NOT NULL, payload jsonb NOT NULL)")
+    log("COPY records from " + a.copy)
+    t0 = time.perf_counter()
+    with conn.cursor() as cur:
+        with cur.copy("COPY records (created_at, payload) FROM STDIN") as cp:
+            with open(a.copy, "rb") as f:
+                while True:
+                    block = f.read(1 << 20)
+                    if not block:
+                        break
+                    cp.write(block)
+    res["copy_s"] = round(time.perf_counter() - t0, 2)
+    res["rows"] = conn.execute("SELECT count(*) FROM records").fetchone()[0]
+    log(f"COPY: {res['rows']} rows in {res['copy_s']} s")
+
+    res["btree_build_s"] = timed("CREATE INDEX records_created_at ON records (created_at)")
+    conn.execute("CREATE EXTENSION IF NOT EXISTS pg_trgm")
+    log("building the GIN trigram index")
+    res["gin_build_s"] = timed("CREATE INDEX records_payload_trgm ON records "
+                               "USING gin (lower(payload::text) gin_trgm_ops)")
+    log(f"GIN index built in {res['gin_build_s']} s")
+    res["vacuum_analyze_s"] = timed("VACUUM ANALYZE records")
+    for key, rel in (("gin_bytes", "records_payload_trgm"), ("btree_bytes", "records_created_at"),
+                     ("pkey_bytes", "records_pkey")):
+        res[key] = conn.execute("SELECT pg_relation_size(%s::regclass)", (rel,)).fetchone()[0]
+    res["table_bytes"] = conn.execute("SELECT pg_table_size('records')").fetchone()[0]
+    res["payload_text_bytes"] = conn.execute(
+        "SELECT sum(octet_length(payload::text)) FROM records").fetchone()[0]
+
+    # One count(*) per query (the planner uses the GIN index for the rare ones); at 1M
+    # this is faster than a single scan with 50 count(*) FILTER (…) columns.
+    log("hit counts: count(*) per query, outside any timing")
+    t0 = time.perf_counter()
+    counts = {}
+    for cls, q in search_queries.all_queries():
+        counts[q] = conn.execute(COUNT_SQL, (like_escape(q),)).fetchone()[0]
+        log(f"  {cls:9} {q!r:22} {counts[q]}")
+    res["count_scan_s"] = round(time.perf_counter() - t0, 2)
+    res["counts"] = counts
+    write_json(a.out, res)
+
+
+def plan_summary(node):
+    """A short name for a plan: its scan nodes, outermost first."""
+    names = []
+
+    def walk(n):
+        t = n.get("Node Type", "")
+        if "Scan" in t:
+            idx = n.get("Index Name")
+            names.append(f"{t} ({idx})" if idx else t)
+        for c in n.get("Plans", []):
+            walk(c)
+    walk(node)
+    return " + ".join(names)
+
+
+def cmd_time_pg(a):
+    conn = pg_connect(a.dsn)
+    conn.execute(f"SET plan_cache_mode = {a.plan_cache_mode}")
+    cur = conn.cursor()
+
+    def run_one(q):
+        cur.execute(SEARCH_SQL, (like_escape(q),), prepare=True)
+        return cur.fetchall()
+
+    raw = timed_runs(run_one, a.reps, "postgresql")
+    res = {}
+    for q, r in raw.items():
+        rows = r["first"]
+        plan = conn.execute("EXPLAIN (FORMAT JSON) " + SEARCH_SQL.replace("%s", "%s"),
+                            (like_escape(q),)).fetchone()[0]
+        if isinstance(plan, str):
+            plan = json.loads(plan)
+        res[q] = {"class": r["class"], "ms": r["ms"], "results": len(rows),
+                  "seqs": [find_seq(row[1]) for row in rows],
+                  "plan": plan_summary(plan[0]["Plan"])}
+    write_json(a.out, {"reps": a.reps, "plan_cache_mode": a.plan_cache_mode, "queries": res})
+
+
+# ------------------------------------------------------------------ report
+
+def fmt_ms(v):
+    if v is None:
+        return "–"
+    return f"{v:.2f}" if v < 100 else f"{v:.0f}"
+
+
+def fmt_bytes(n):
+    if n is None:
+        return "–"
+    return f"{n / 1e6:.1f} MB"
+
+
+def ratio(i, p):
+    if i is None or p is None or p == 0:
+        return "–"
+    return f"{i / p:.2f}×"
+
+
+def cmd_report(a):
+    meta = json.load(open(a.meta))
+    ld = json.load(open(a.load)) if a.load and os.path.exists(a.load) else None
+    it = json.load(open(a.intake)) if a.intake and os.path.exists(a.intake) else None
+    ps = json.load(open(a.pg_setup)) if a.pg_setup and os.path.exists(a.pg_setup) else None
+    pt = json.load(open(a.pg_times)) if a.pg_times and os.path.exists(a.pg_times) else None
+    ib = json.load(open(a.intake_build)) if a.intake_build and os.path.exists(a.intake_build) else None
+    qs = search_queries.all_queries()
+    counts = (ps or {}).get("counts", {})
+
+    L = []
+    L.append("## Search benchmark: intake vs PostgreSQL 15 + pg_trgm")
+    L.append("")
+    L.append(f"- date: {a.date}, commit: {a.commit}")
+    L.append(f"- machine: {a.machine}")
+    if a.elapsed:
+        L.append(f"- whole run (generation, loads, index builds, timing): {a.elapsed} s; "
+                 f"load average at its start: {a.loadavg}")
+    L.append(f"- data: {meta['records']:,} records from `benches/search_gen.py` (seed "
+             f"{meta['seed']}), payload text {fmt_bytes(meta['payload_bytes'])} "
+             f"(compact JSON, avg {meta['avg_payload_bytes']} bytes/record)")
+    reps = (it or pt or {}).get("reps")
+    L.append(f"- queries: 50 in 5 classes of 10 (`benches/search_queries.py`); after one "
+             f"warm-up pass, {reps} rounds over the set from one client on one keep-alive "
+             f"connection, one query at a time; client and servers share the machine")
+    L.append("- intake: `GET /api/v1/data/{slug}/search?q=…&limit=10&start=2000-01-01`, timed "
+             "to the first 10 matches (following `next_cursor` while a page is short) or the "
+             "end; PostgreSQL: `… WHERE lower(payload::text) LIKE '%'||lower($1)||'%' ORDER "
+             f"BY created_at DESC LIMIT 10`, prepared, plan_cache_mode="
+             f"{(pt or {}).get('plan_cache_mode', '–')}; latency includes reading and "
+             "decoding the answer in Python")
+    L.append("")
+    L.append("### Latency per query class (ms)")
+    L.append("")
+    L.append("| class | PG hits per query (min–max) | intake p50 | PG p50 | p50 ratio | "
+             "intake p99 | PG p99 | p99 ratio |")
+    L.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    all_i, all_p = [], []
+    for cls in search_queries.CLASSES:
+        cq = [q for c, q in qs if c == cls]
+        iv = [v for q in cq for v in (it["queries"][q]["ms"] if it else [])]
+        pv = [v for q in cq for v in (pt["queries"][q]["ms"] if pt else [])]
+        all_i += iv
+        all_p += pv
+        hc = [counts[q] for q in cq if q in counts]
+        hits = f"{min(hc):,}–{max(hc):,}" if hc else "–"
+        i50 = percentile(iv, 50) if iv else None
+        p50 = percentile(pv, 50) if pv else None
+        i99 = percentile(iv, 99) if iv else None
+        p99 = percentile(pv, 99) if pv else None
+        L.append(f"| {cls} | {hits} | {fmt_ms(i50)} | {fmt_ms(p50)} | {ratio(i50, p50)} | "
+                 f"{fmt_ms(i99)} | {fmt_ms(p99)} | {ratio(i99, p99)} |")
+    i50 = percentile(all_i, 50) if all_i else None
+    p50 = percentile(all_p, 50) if all_p else None
+    i99 = percentile(all_i, 99) if all_i else None
+    p99 = percentile(all_p, 99) if all_p else None
+    L.append(f"| **all** | | {fmt_ms(i50)} | {fmt_ms(p50)} | {ratio(i50, p50)} | "
+             f"{fmt_ms(i99)} | {fmt_ms(p99)} | {ratio(i99, p99)} |")
+    L.append("")
+    L.append("Ratio = intake / PostgreSQL (below 1 means intake is faster). p50 and p99 are "
+             f"nearest-rank percentiles over the class's 10 queries × {reps} runs.")
+    L.append("")
+    L.append("### Index build and size")
+    L.append("")
+    L.append("| | intake (tantivy, `<data_dir>/search`) | PostgreSQL (GIN gin_trgm_ops) |")
+    L.append("| --- | ---: | ---: |")
+    ib = ib or {}
+    ps_ = ps or {}
+    i_build = f"{ib['logged_s']} s" if ib.get("logged_s") is not None else "–"
+    if ib.get("wall_s") is not None:
+        i_build += f" (start to log line: {ib['wall_s']} s)"
+    g_build = f"{ps_['gin_build_s']} s" if ps_.get("gin_build_s") is not None else "–"
+    L.append(f"| index build time | {i_build} | {g_build} |")
+    L.append(f"| index size | {fmt_bytes(ib.get('index_bytes'))} | "
+             f"{fmt_bytes(ps_.get('gin_bytes'))} |")
+    pb = meta["payload_bytes"]
+    isz = ib.get("index_bytes")
+    gsz = ps_.get("gin_bytes")
+    L.append(f"| index size / payload text | {isz / pb:.2f}× | " if isz else "| index size / payload text | – | ")
+    L[-1] += f"{gsz / pb:.2f}× |" if gsz else "– |"
+    L.append(f"| records indexed | {ib.get('records', '–')} | {ps_.get('rows', '–')} |")
+    L.append("")
+    L.append(f"- payload text (sum of compact JSON bytes, from the generator): "
+             f"{fmt_bytes(pb)}; PostgreSQL's jsonb text form of the same records: "
+             f"{fmt_bytes(ps_.get('payload_text_bytes'))}")
+    if ib:
+        L.append(f"- intake data directory after the rebuild: {fmt_bytes(ib.get('data_dir_bytes'))} "
+                 f"(store, change log and index)")
+    if ps:
+        L.append(f"- PostgreSQL: COPY {ps['copy_s']} s, btree on created_at {ps['btree_build_s']} s "
+                 f"({fmt_bytes(ps['btree_bytes'])}), VACUUM ANALYZE {ps['vacuum_analyze_s']} s, "
+                 f"hit counts {ps.get('count_scan_s', '–')} s (50 × count(*)), "
+                 f"table {fmt_bytes(ps['table_bytes'])}; PostgreSQL {ps['server_version']}, "
+                 + ", ".join(f"{k}={v}" for k, v in ps["settings"].items()))
+    if ld:
+        L.append(f"- intake load: {ld['accepted']:,} of {ld['records']:,} records accepted "
+                 f"(202) in {ld['seconds']} s ({ld['records_per_s']:,.0f}/s, "
+                 f"{ld['connections']} connections, pipeline depth {ld['pipeline']}, "
+                 f"{ld['event_loop']}); failed {ld['failed']}, retried {ld['retried']}, "
+                 f"connection errors {ld['connection_errors']}")
+
+    # Agreement between the two systems.
+    if it and pt:
+        agree_n = 0
+        agree_set = 0
+        small = 0
+        notes = []
+        for cls, q in qs:
+            ir, pr = it["queries"][q], pt["queries"][q]
+            if ir["results"] == pr["results"]:
+                agree_n += 1
+            else:
+                notes.append(f"`{q}`: intake {ir['results']} results, PostgreSQL {pr['results']}")
+            if pr["results"] < LIMIT:
+                small += 1
+                if sorted(ir["seqs"]) == sorted(pr["seqs"]):
+                    agree_set += 1
+                else:
+                    notes.append(f"`{q}`: different records (intake seq {sorted(ir['seqs'])}, "
+                                 f"PostgreSQL {sorted(pr['seqs'])})")
+            if ir["not_containing_q"]:
+                notes.append(f"`{q}`: intake returned records not containing it: "
+                             f"{ir['not_containing_q']}")
+            if not ir["newest_first"]:
+                notes.append(f"`{q}`: intake's page is not newest first")
+        L.append(f"- agreement: the number of results (≤ 10) is the same for {agree_n} of "
+                 f"{len(qs)} queries; for the {small} queries with fewer than 10 matches the "
+                 f"same records for {agree_set}; every intake result contains its query: "
+                 f"{'yes' if not any(it['queries'][q]['not_containing_q'] for _, q in qs) else 'NO'}")
+        for n in notes[:20]:
+            L.append(f"  - {n}")
+    L.append("")
+    L.append("### Per query")
+    L.append("")
+    L.append("| class | q | PG hits | intake p50 | PG p50 | intake p99 | PG p99 | intake pages | PG plan |")
+    L.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for cls, q in qs:
+        ir = it["queries"][q] if it else None
+        pr = pt["queries"][q] if pt else None
+        L.append(f"| {cls} | `{q}` | {counts.get(q, '–') if q not in counts else f'{counts[q]:,}'} | "
+                 f"{fmt_ms(percentile(ir['ms'], 50) if ir else None)} | "
+                 f"{fmt_ms(percentile(pr['ms'], 50) if pr else None)} | "
+                 f"{fmt_ms(percentile(ir['ms'], 99) if ir else None)} | "
+                 f"{fmt_ms(percentile(pr['ms'], 99) if pr else None)} | "
+                 f"{ir['max_pages'] if ir else '–'} | {pr['plan'] if pr else '–'} |")
+    L.append("")
+    L.append("intake pages: the most requests one timed search needed (more than 1 when a "
+             "page came back short with a `next_cursor`). PG plan: the scans of "
+             "`EXPLAIN` for that query's parameter.")
+    text = "\n".join(L) + "\n"
+    with open(a.out, "w") as f:
+        f.write(text)
+    sys.stdout.write(text)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    p = sub.add_parser("load-intake")
+    p.add_argument("--url", required=True, help="http://127.0.0.1:PORT/api/v1/data/SLUG")
+    p.add_argument("--key", required=True)
+    p.add_argument("--file", required=True)
+    p.add_argument("--connections", type=int, default=64)
+    p.add_argument("--pipeline", type=int, default=1)
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=cmd_load_intake)
+
+    p = sub.add_parser("time-intake")
+    p.add_argument("--url", required=True, help="http://127.0.0.1:PORT/api/v1/data/SLUG")
+    p.add_argument("--key", required=True)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=cmd_time_intake)
+
+    p = sub.add_parser("pg-setup")
+    p.add_argument("--dsn", required=True)
+    p.add_argument("--copy", required=True)
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=cmd_pg_setup)
+
+    p = sub.add_parser("time-pg")
+    p.add_argument("--dsn", required=True)
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--plan-cache-mode", default="force_custom_plan",
+                   choices=("auto", "force_custom_plan", "force_generic_plan"))
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=cmd_time_pg)
+
+    p = sub.add_parser("report")
+    p.add_argument("--meta", required=True)
+    p.add_argument("--load")
+    p.add_argument("--intake")
+    p.add_argument("--intake-build")
+    p.add_argument("--pg-setup")
+    p.add_argument("--pg-times")
+    p.add_argument("--date", default="")
+    p.add_argument("--commit", default="")
+    p.add_argument("--machine", default="")
+    p.add_argument("--elapsed", default="")
+    p.add_argument("--loadavg", default="")
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=cmd_report)
+
+    a = ap.parse_args()
+    a.fn(a)
+
+
+if __name__ == "__main__":
+    main()
