@@ -10,7 +10,17 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Microseconds since the Unix epoch, UTC. The unit of every stored time.
 #[derive(
-    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
 )]
 #[serde(transparent)]
 pub struct Timestamp(pub i64);

@@ -10,8 +10,10 @@
 //! [`InFlight`] stamps creates and computes the bound under one lock, so a stamp is either
 //! counted by a poll or later than the bound that poll computed. Everything below the bound
 //! that will ever exist is therefore already stored, and a caught-up cursor can move to the
-//! bound itself. `hold_back` (`[poll] hold_back`, default 60 s as the spec documents) adds a
-//! margin against the wall clock stepping backwards; 0 is allowed.
+//! bound itself. Time as [`InFlight`] sees it never goes backwards (it keeps the latest time it
+//! has handed out), so a wall clock stepping back cannot stamp a record below a bound a
+//! consumer has passed. `hold_back` (`[poll] hold_back`, default 60 s as the spec documents)
+//! is the least a record is held back; 0 is allowed.
 //!
 //! Cursors hold a record id: the feed continues with ids above it. Ids begin with created_at,
 //! so id order is (created_at, tiebreak) order.
@@ -37,7 +39,21 @@ pub const LIMIT_MAX: usize = 100;
 /// Creates that have been stamped but not yet stored or refused.
 #[derive(Default)]
 pub struct InFlight {
-    stamps: Mutex<BTreeMap<Timestamp, usize>>,
+    state: Mutex<State>,
+}
+
+#[derive(Default)]
+struct State {
+    stamps: BTreeMap<Timestamp, usize>,
+    /// The latest time handed out: stamps and bounds never go below it.
+    latest: Timestamp,
+}
+
+impl State {
+    fn now(&mut self, clock: &dyn Clock) -> Timestamp {
+        self.latest = self.latest.max(clock.now());
+        self.latest
+    }
 }
 
 /// Keeps a stamp in flight until dropped (after the write's commit, or its refusal).
@@ -48,34 +64,34 @@ pub struct Stamp<'a> {
 
 impl Drop for Stamp<'_> {
     fn drop(&mut self) {
-        let mut stamps = self.registry.lock();
-        if let Some(n) = stamps.get_mut(&self.at) {
+        let mut state = self.registry.lock();
+        if let Some(n) = state.stamps.get_mut(&self.at) {
             *n -= 1;
             if *n == 0 {
-                stamps.remove(&self.at);
+                state.stamps.remove(&self.at);
             }
         }
     }
 }
 
 impl InFlight {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<Timestamp, usize>> {
-        self.stamps.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Stamps a create with the current time and counts it as in flight.
     pub fn stamp(&self, clock: &dyn Clock) -> Stamp<'_> {
-        let mut stamps = self.lock();
-        let at = clock.now();
-        *stamps.entry(at).or_insert(0) += 1;
+        let mut state = self.lock();
+        let at = state.now(clock);
+        *state.stamps.entry(at).or_insert(0) += 1;
         Stamp { registry: self, at }
     }
 
     /// The visibility bound: records created before it are all stored.
     pub fn visibility_bound(&self, clock: &dyn Clock, hold_back: Duration) -> Timestamp {
-        let stamps = self.lock();
-        let now = clock.now();
-        let oldest = stamps.keys().next().copied().unwrap_or(now);
+        let mut state = self.lock();
+        let now = state.now(clock);
+        let oldest = state.stamps.keys().next().copied().unwrap_or(now);
         oldest.min(now.minus(hold_back))
     }
 }
@@ -188,4 +204,50 @@ pub fn poll(
         next_cursor: None,
         poll_cursor: Some(encode(caught_up_to)),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    #[test]
+    fn bound_waits_for_the_oldest_stamp_in_flight() {
+        let clock = ManualClock::new(Timestamp(1_000_000_000));
+        let in_flight = InFlight::default();
+        let first = in_flight.stamp(&clock);
+        clock.advance(Duration::from_secs(5));
+        let second = in_flight.stamp(&clock);
+        assert_eq!(in_flight.visibility_bound(&clock, Duration::ZERO), first.at);
+        drop(first);
+        assert_eq!(
+            in_flight.visibility_bound(&clock, Duration::ZERO),
+            second.at
+        );
+        drop(second);
+        assert_eq!(
+            in_flight.visibility_bound(&clock, Duration::ZERO),
+            clock.now()
+        );
+        assert_eq!(
+            in_flight.visibility_bound(&clock, Duration::from_secs(60)),
+            clock.now().minus(Duration::from_secs(60))
+        );
+    }
+
+    #[test]
+    fn time_never_goes_backwards_for_stamps_and_bounds() {
+        let clock = ManualClock::new(Timestamp(10_000_000_000));
+        let in_flight = InFlight::default();
+        let bound = in_flight.visibility_bound(&clock, Duration::ZERO);
+        // The wall clock steps back an hour.
+        clock.set(Timestamp(10_000_000_000 - 3_600_000_000));
+        let stamp = in_flight.stamp(&clock);
+        assert!(
+            stamp.at >= bound,
+            "a stamp below a bound already handed out"
+        );
+        drop(stamp);
+        assert!(in_flight.visibility_bound(&clock, Duration::ZERO) >= bound);
+    }
 }
