@@ -8,7 +8,9 @@
 //! 202. After the commit the search indexer (`search::index`) follows the change log into the
 //! tantivy index. Reads go `api` → `records` → `storage` directly; searches go `api` →
 //! `search`, which joins the index with the unindexed tail of the change log and verifies
-//! every hit in `storage`.
+//! every hit in `storage`; polls go `api` → `poll`, which only shows records below the
+//! visibility bound of the creates still in flight. `retention` deletes expired records
+//! through the same change log.
 //!
 //! - [`cli`]: the command line (`serve`, `init`, `endpoint`).
 //! - [`config`]: the TOML file, defaults, duration syntax.
@@ -23,11 +25,13 @@
 //!   durable.
 //! - [`search`]: substring search: query rules, the exact-results algorithm, the positional
 //!   trigram tokenizer, and (`search::index`) the tantivy index with its indexer thread.
+//! - [`poll`]: the oldest-first feed and the in-flight registry that keeps it gap-free.
+//! - [`retention`]: the scheduled purge of records past their environment's retention.
 //! - [`endpoints`]: endpoints, their keys, and authorising a data call's key.
 //! - [`accounts`]: the owner account and account tokens.
 //! - [`request_log`]: the per-endpoint log of data calls, batched and purged by retention.
 //! - [`storage`]: the redb schema: every table and row type, in one place.
-//! - [`cursor`]: opaque, partition-checked pagination cursors.
+//! - [`cursor`]: opaque, partition-checked pagination cursors and the `limit` rule.
 //! - [`crypto`]: hashes for key lookup, sealing of viewable keys, password hashing.
 //! - [`ids`]: record ids, slugs, keys, tokens, request ids.
 //! - [`clock`]: the injectable clock and the RFC 3339 format.
