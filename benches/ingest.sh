@@ -43,6 +43,8 @@ RESULTS_FILE="$RESULTS_DIR/ingest-latest.md"
 
 log() { echo "ingest.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
+# shellcheck source=benches/lib.sh
+source "$ROOT/benches/lib.sh"
 
 # ---------------------------------------------------------------- cleanup
 
@@ -58,16 +60,7 @@ cleanup() {
     kill -TERM "$WRK_PID" 2>/dev/null || true
     wait "$WRK_PID" 2>/dev/null || true
   fi
-  for pid in "${SERVER_PIDS[@]}"; do
-    kill -TERM "$pid" 2>/dev/null || true
-  done
-  for pid in "${SERVER_PIDS[@]}"; do
-    for _ in $(seq 1 50); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
+  stop_servers 50 "${SERVER_PIDS[@]}"
   for pid in "${SUPER_PIDS[@]}"; do
     kill -TERM "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
@@ -83,17 +76,7 @@ trap 'exit 143' TERM
 command -v python3 >/dev/null || die "python3 is required"
 command -v curl >/dev/null || die "curl is required"
 
-if ! command -v wrk >/dev/null; then
-  log "wrk not found; installing Debian's wrk"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || die "wrk is missing and we are not root (no sudo either)"
-    SUDO="sudo"
-  fi
-  $SUDO apt-get update >&2
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y wrk >&2
-  command -v wrk >/dev/null || die "wrk install failed"
-fi
+ensure_wrk
 
 # Python helper: spawns a server, measures the time from Popen to the first
 # successful TCP connect (polled every 1 ms), writes "pid N" and

@@ -50,6 +50,8 @@ RESULTS_FILE="${RESULTS_FILE:-$ROOT/benches/results/poll-latest.md}"
 
 log() { echo "poll_drain.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
+# shellcheck source=benches/lib.sh
+source "$ROOT/benches/lib.sh"
 
 case "$RECORDS" in ''|*[!0-9]*) die "RECORDS must be a positive integer (got '$RECORDS')" ;; esac
 [ "$RECORDS" -ge 1 ] || die "RECORDS must be at least 1"
@@ -90,17 +92,7 @@ trap 'exit 143' TERM
 command -v python3 >/dev/null || die "python3 is required"
 command -v curl >/dev/null || die "curl is required"
 
-if ! command -v wrk >/dev/null; then
-  log "wrk not found; installing Debian's wrk"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || die "wrk is missing and we are not root (no sudo either)"
-    SUDO="sudo"
-  fi
-  $SUDO apt-get update >&2
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y wrk >&2
-  command -v wrk >/dev/null || die "wrk install failed"
-fi
+ensure_wrk
 
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'

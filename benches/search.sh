@@ -68,6 +68,8 @@ T_START="$(date +%s)"
 LOADAVG_START="$(cut -d' ' -f1-3 /proc/loadavg)"
 log() { echo "search.sh: [$(( $(date +%s) - T_START ))s] $*" >&2; }
 die() { log "error: $*"; exit 1; }
+# shellcheck source=benches/lib.sh
+source "$ROOT/benches/lib.sh"
 
 # ---------------------------------------------------------------- cleanup
 
@@ -116,16 +118,7 @@ cleanup() {
     kill -TERM "$CHILD_PID" 2>/dev/null || true
     wait "$CHILD_PID" 2>/dev/null || true
   fi
-  for pid in "${SERVER_PIDS[@]}"; do
-    kill -TERM "$pid" 2>/dev/null || true
-  done
-  for pid in "${SERVER_PIDS[@]}"; do
-    for _ in $(seq 1 100); do
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
+  stop_servers 100 "${SERVER_PIDS[@]}"
   for pid in "${SUPER_PIDS[@]}"; do
     kill -TERM "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
