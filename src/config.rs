@@ -28,6 +28,9 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Folder holding the redb file, the key-encryption key and (later) the search index.
     pub data_dir: PathBuf,
+    /// The address users reach this server at, used in links sent by e-mail (invitations).
+    /// Defaults to `http://` + `listen`.
+    pub public_url: Option<String>,
     pub storage: StorageConfig,
     pub poll: PollConfig,
     pub retention: RetentionConfig,
@@ -108,6 +111,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             data_dir: PathBuf::from("./intake-data"),
+            public_url: None,
             storage: StorageConfig::default(),
             poll: PollConfig::default(),
             retention: RetentionConfig::default(),
@@ -159,6 +163,11 @@ impl Config {
 
     /// Rules between values that the types alone do not enforce.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(url) = &self.public_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err("public_url must start with http:// or https://".into());
+        }
         if self.retention.production < MIN_PRODUCTION_RETENTION {
             return Err("retention.production must be at least \"60d\"".into());
         }
@@ -166,6 +175,14 @@ impl Config {
             return Err("retention.sandbox must be at least \"1d\"".into());
         }
         Ok(())
+    }
+
+    /// The base of links sent to users, without a trailing slash.
+    pub fn public_url(&self) -> String {
+        match &self.public_url {
+            Some(url) => url.trim_end_matches('/').to_string(),
+            None => format!("http://{}", self.listen),
+        }
     }
 
     pub fn db_path(&self) -> PathBuf {

@@ -29,6 +29,7 @@
 //! - [`retention`]: the scheduled purge of records past their environment's retention.
 //! - [`endpoints`]: endpoints, their keys, and authorising a data call's key.
 //! - [`accounts`]: the owner account and account tokens.
+//! - [`mail`]: the outbox of e-mails and the worker that sends them over SMTP.
 //! - [`request_log`]: the per-endpoint log of data calls, batched and purged by retention.
 //! - [`storage`]: the redb schema: every table and row type, in one place.
 //! - [`cursor`]: opaque, partition-checked pagination cursors and the `limit` rule.
@@ -59,6 +60,7 @@ pub mod endpoints;
 pub mod error;
 pub mod ids;
 pub mod ingest;
+pub mod mail;
 pub mod poll;
 pub mod records;
 pub mod request_log;

@@ -48,6 +48,9 @@ pub const IDEMPOTENCY: TableDefinition<(u64, &str), &[u8]> = TableDefinition::ne
 /// `(stored_at_us, partition, idempotency key)` → `()`: the expiry order of `IDEMPOTENCY`.
 pub const IDEMPOTENCY_EXPIRY: TableDefinition<(u64, u64, &str), ()> =
     TableDefinition::new("idempotency_expiry");
+/// Outgoing e-mail: `message id` → [`MailRow`] JSON. Written in the same transaction as the
+/// change that causes it (an invitation, a deployment), sent later by the mail worker.
+pub const OUTBOX: TableDefinition<u64, &[u8]> = TableDefinition::new("outbox");
 /// `(partition, time_us, sequence)` → [`RequestLogRow`] JSON. Lives in `requests.redb`.
 pub const REQUEST_LOG: TableDefinition<(u64, u64, u64), &[u8]> =
     TableDefinition::new("request_log");
@@ -185,6 +188,34 @@ pub struct IdempotencyRow {
     pub created_at: Timestamp,
 }
 
+/// Where an outgoing e-mail is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MailStatus {
+    /// Waiting for its first or next attempt (or for SMTP to be configured).
+    Queued,
+    Sent,
+    /// Given up: the SMTP server refused it permanently or every attempt failed.
+    Failed,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MailRow {
+    pub id: u64,
+    /// What caused it, e.g. `invitation`, `deployed`, `test`.
+    pub kind: String,
+    pub to: String,
+    pub subject: String,
+    pub body: String,
+    pub status: MailStatus,
+    pub attempts: u32,
+    /// The SMTP server's answer (or the connection error) of the last failed attempt.
+    pub last_error: Option<String>,
+    pub created_at: Timestamp,
+    pub next_attempt_at: Timestamp,
+    pub sent_at: Option<Timestamp>,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RequestLogRow {
     pub time: Timestamp,
@@ -259,6 +290,7 @@ impl Store {
             txn.open_table(CHANGES)?;
             txn.open_table(IDEMPOTENCY)?;
             txn.open_table(IDEMPOTENCY_EXPIRY)?;
+            txn.open_table(OUTBOX)?;
             Ok(())
         })
     }
