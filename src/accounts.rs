@@ -1,23 +1,86 @@
-//! Accounts and their tokens: provisioning the owner (`intake init`) and authenticating the
-//! management API's bearer tokens.
+//! Accounts and their personal API tokens: provisioning the owner (`intake init`), member
+//! accounts created by accepting an invitation, authenticating the management API, passwords,
+//! and suspension.
+//!
+//! There is one server owner (role `owner`); every other account is a `member` that works on
+//! the endpoints it was invited to. Tokens are stored by SHA-256 only; the plain token is shown
+//! once, when it is created. Dashboard logins are in `sessions`.
 
-use redb::ReadableTableMetadata;
+use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
+use serde::{Deserialize, Serialize};
 
-use crate::clock::Clock;
-use crate::crypto::{hash_password, secret_hash};
-use crate::error::{Error, Result};
+use crate::clock::{Clock, Timestamp};
+use crate::crypto::{hash_id, hash_password, secret_hash, verify_password};
+use crate::error::{Error, Missing, Result};
 use crate::ids::{TOKEN_PREFIX, new_token, random_base32};
 use crate::storage::{
     ACCOUNT_EMAILS, ACCOUNTS, AccountRow, Role, Store, TOKENS, TokenRow, from_json, next_id,
     to_json,
 };
 
+pub const MIN_PASSWORD_CHARS: usize = 10;
+const MAX_PASSWORD_CHARS: usize = 1024;
+const MAX_TOKEN_NAME_CHARS: usize = 100;
+
 /// What `intake init` prints once: the only time the password and token are shown.
-#[derive(Debug, serde::Serialize)]
+#[derive(Debug, Serialize)]
 pub struct Provisioned {
     pub owner_email: String,
     pub password: String,
     pub token: String,
+}
+
+/// An account as the management API shows it.
+#[derive(Debug, Serialize)]
+pub struct AccountView {
+    pub id: u64,
+    pub email: String,
+    pub role: Role,
+    pub suspended: bool,
+    pub created_at: String,
+}
+
+impl From<&AccountRow> for AccountView {
+    fn from(row: &AccountRow) -> Self {
+        AccountView {
+            id: row.id,
+            email: row.email.clone(),
+            role: row.role,
+            suspended: row.suspended,
+            created_at: row.created_at.to_rfc3339(),
+        }
+    }
+}
+
+/// A token as listed: never the token itself.
+#[derive(Debug, Serialize)]
+pub struct TokenView {
+    pub id: String,
+    pub name: String,
+    pub created_at: String,
+}
+
+/// A token just created: the only time `token` is shown.
+#[derive(Debug, Serialize)]
+pub struct NewTokenView {
+    #[serde(flatten)]
+    pub view: TokenView,
+    pub token: String,
+}
+
+/// Body of `POST /api/v1/manage/tokens`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewToken {
+    pub name: String,
+}
+
+/// Body of `POST /api/v1/manage/account/password`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordChange {
+    pub current_password: String,
+    pub new_password: String,
 }
 
 /// Creates the owner account with a generated password and a first token.
@@ -25,35 +88,18 @@ pub struct Provisioned {
 pub fn provision_owner(store: &Store, clock: &dyn Clock, email: &str) -> Result<Provisioned> {
     let email = normalize_email(email)?;
     let password = random_base32(24);
-    let password_hash = hash_password(&password).map_err(|e| Error::Internal(e.to_string()))?;
     let token = new_token();
     let now = clock.now();
 
     let txn = store.write()?;
     {
-        let mut accounts = txn.open_table(ACCOUNTS)?;
-        if !accounts.is_empty()? {
+        if !txn.open_table(ACCOUNTS)?.is_empty()? {
             return Err(Error::Conflict(
                 "This data dir already has an owner; `intake init` runs once per data dir.".into(),
             ));
         }
-        let id = next_id(&txn, "next_account_id")?;
-        let row = AccountRow {
-            id,
-            email: email.clone(),
-            password_hash,
-            role: Role::Owner,
-            created_at: now,
-        };
-        accounts.insert(id, to_json(&row)?.as_slice())?;
-        txn.open_table(ACCOUNT_EMAILS)?.insert(email.as_str(), id)?;
-        let token_row = TokenRow {
-            account_id: id,
-            name: "owner (intake init)".into(),
-            created_at: now,
-        };
-        txn.open_table(TOKENS)?
-            .insert(&secret_hash(&token), to_json(&token_row)?.as_slice())?;
+        let account = insert_account(&txn, &email, &password, Role::Owner, now)?;
+        insert_token(&txn, &token, account.id, "owner (intake init)", now)?;
     }
     txn.commit()?;
     Ok(Provisioned {
@@ -63,6 +109,68 @@ pub fn provision_owner(store: &Store, clock: &dyn Clock, email: &str) -> Result<
     })
 }
 
+/// Creates a member account inside `txn` (accepting an invitation). The e-mail must be free.
+pub fn create_member(
+    txn: &WriteTransaction,
+    email: &str,
+    password: &str,
+    now: Timestamp,
+) -> Result<AccountRow> {
+    valid_password(password)?;
+    if txn.open_table(ACCOUNT_EMAILS)?.get(email)?.is_some() {
+        return Err(Error::LoginRequired);
+    }
+    insert_account(txn, email, password, Role::Member, now)
+}
+
+fn insert_account(
+    txn: &WriteTransaction,
+    email: &str,
+    password: &str,
+    role: Role,
+    now: Timestamp,
+) -> Result<AccountRow> {
+    let password_hash = hash_password(password).map_err(|e| Error::Internal(e.to_string()))?;
+    let row = AccountRow {
+        id: next_id(txn, "next_account_id")?,
+        email: email.to_string(),
+        password_hash,
+        role,
+        created_at: now,
+        suspended: false,
+    };
+    txn.open_table(ACCOUNTS)?
+        .insert(row.id, to_json(&row)?.as_slice())?;
+    txn.open_table(ACCOUNT_EMAILS)?.insert(email, row.id)?;
+    Ok(row)
+}
+
+fn insert_token(
+    txn: &WriteTransaction,
+    token: &str,
+    account_id: u64,
+    name: &str,
+    now: Timestamp,
+) -> Result<TokenView> {
+    let row = TokenRow {
+        account_id,
+        name: name.to_string(),
+        created_at: now,
+    };
+    let hash = secret_hash(token);
+    txn.open_table(TOKENS)?
+        .insert(&hash, to_json(&row)?.as_slice())?;
+    Ok(token_view(&hash, &row))
+}
+
+fn token_view(hash: &[u8; 32], row: &TokenRow) -> TokenView {
+    TokenView {
+        id: hash_id("tok_", hash),
+        name: row.name.clone(),
+        created_at: row.created_at.to_rfc3339(),
+    }
+}
+
 /// Whether an owner has been provisioned.
 pub fn has_owner(store: &Store) -> Result<bool> {
     let txn = store.read()?;
@@ -70,32 +178,195 @@ pub fn has_owner(store: &Store) -> Result<bool> {
     Ok(!accounts.is_empty()?)
 }
 
-/// Resolves a bearer token to its account.
-pub fn authenticate_token(store: &Store, token: Option<&str>) -> Result<AccountRow> {
-    let token = token.ok_or(Error::MissingToken)?;
+/// Resolves a personal API token to its (not suspended) account.
+pub fn authenticate_token(store: &Store, token: &str) -> Result<AccountRow> {
     if !token.starts_with(TOKEN_PREFIX) {
         return Err(Error::InvalidToken);
     }
     let txn = store.read()?;
-    let tokens = txn.open_table(TOKENS)?;
-    let token_row: TokenRow = match tokens.get(&secret_hash(token))? {
+    let token_row: TokenRow = match txn.open_table(TOKENS)?.get(&secret_hash(token))? {
         Some(v) => from_json(v.value())?,
         None => return Err(Error::InvalidToken),
     };
-    let accounts = txn.open_table(ACCOUNTS)?;
-    let account = accounts
-        .get(token_row.account_id)?
+    let account = account_by_id(&txn.open_table(ACCOUNTS)?, token_row.account_id)?
         .ok_or(Error::InvalidToken)?;
-    Ok(from_json(account.value())?)
+    active(account)
 }
 
-fn normalize_email(email: &str) -> Result<String> {
+/// Refuses suspended accounts.
+pub fn active(account: AccountRow) -> Result<AccountRow> {
+    if account.suspended {
+        Err(Error::AccountSuspended)
+    } else {
+        Ok(account)
+    }
+}
+
+pub fn account_by_id(
+    accounts: &impl ReadableTable<u64, &'static [u8]>,
+    id: u64,
+) -> Result<Option<AccountRow>> {
+    match accounts.get(id)? {
+        Some(v) => Ok(Some(from_json(v.value())?)),
+        None => Ok(None),
+    }
+}
+
+/// The account registered under `email`, with its password checked.
+pub fn check_password(store: &Store, email: &str, password: &str) -> Result<AccountRow> {
+    let email = email.trim().to_lowercase();
+    let txn = store.read()?;
+    let account = match txn.open_table(ACCOUNT_EMAILS)?.get(email.as_str())? {
+        Some(id) => account_by_id(&txn.open_table(ACCOUNTS)?, id.value())?,
+        None => None,
+    };
+    match account {
+        Some(account) if verify_password(password, &account.password_hash) => Ok(account),
+        _ => Err(Error::InvalidCredentials),
+    }
+}
+
+/// Creates a personal API token for `account`.
+pub fn create_token(
+    store: &Store,
+    clock: &dyn Clock,
+    account: &AccountRow,
+    new: NewToken,
+) -> Result<NewTokenView> {
+    let name = new.name.trim();
+    if name.is_empty() || name.chars().count() > MAX_TOKEN_NAME_CHARS {
+        return Err(Error::InvalidRequest(format!(
+            "`name` must be 1 to {MAX_TOKEN_NAME_CHARS} characters."
+        )));
+    }
+    let token = new_token();
+    let txn = store.write()?;
+    let view = insert_token(&txn, &token, account.id, name, clock.now())?;
+    txn.commit()?;
+    Ok(NewTokenView { view, token })
+}
+
+/// The account's tokens, oldest first.
+pub fn list_tokens(store: &Store, account: &AccountRow) -> Result<Vec<TokenView>> {
+    let txn = store.read()?;
+    let mut out = Vec::new();
+    for entry in txn.open_table(TOKENS)?.iter()? {
+        let (hash, value) = entry?;
+        let row: TokenRow = from_json(value.value())?;
+        if row.account_id == account.id {
+            out.push((row.created_at, token_view(hash.value(), &row)));
+        }
+    }
+    out.sort_by_key(|(created_at, _)| *created_at);
+    Ok(out.into_iter().map(|(_, view)| view).collect())
+}
+
+/// Revokes one of the account's tokens; it stops working at once.
+pub fn revoke_token(store: &Store, account: &AccountRow, token_id: &str) -> Result<()> {
+    let txn = store.write()?;
+    {
+        let mut tokens = txn.open_table(TOKENS)?;
+        let mut found = None;
+        for entry in tokens.iter()? {
+            let (hash, value) = entry?;
+            let row: TokenRow = from_json(value.value())?;
+            if row.account_id == account.id && hash_id("tok_", hash.value()) == token_id {
+                found = Some(*hash.value());
+                break;
+            }
+        }
+        let hash = found.ok_or(Error::NotFound(Missing::Token))?;
+        tokens.remove(&hash)?;
+    }
+    txn.commit()?;
+    Ok(())
+}
+
+/// Changes the account's password after checking the current one.
+pub fn change_password(store: &Store, account: &AccountRow, change: PasswordChange) -> Result<()> {
+    if !verify_password(&change.current_password, &account.password_hash) {
+        return Err(Error::InvalidCredentials);
+    }
+    valid_password(&change.new_password)?;
+    let password_hash =
+        hash_password(&change.new_password).map_err(|e| Error::Internal(e.to_string()))?;
+    update_account(store, account.id, |row| row.password_hash = password_hash)?;
+    Ok(())
+}
+
+/// Every account (server owner only), oldest first.
+pub fn list_accounts(store: &Store, caller: &AccountRow) -> Result<Vec<AccountView>> {
+    require_server_owner(caller)?;
+    let txn = store.read()?;
+    let mut out = Vec::new();
+    for entry in txn.open_table(ACCOUNTS)?.iter()? {
+        let (_, value) = entry?;
+        out.push(AccountView::from(&from_json::<AccountRow>(value.value())?));
+    }
+    Ok(out)
+}
+
+/// Suspends or reinstates a member account (server owner only).
+pub fn set_suspended(
+    store: &Store,
+    caller: &AccountRow,
+    account_id: u64,
+    suspended: bool,
+) -> Result<AccountView> {
+    require_server_owner(caller)?;
+    if account_id == caller.id {
+        return Err(Error::Conflict(
+            "The owner account cannot be suspended.".into(),
+        ));
+    }
+    let row = update_account(store, account_id, |row| row.suspended = suspended)?;
+    Ok(AccountView::from(&row))
+}
+
+fn update_account(
+    store: &Store,
+    account_id: u64,
+    change: impl FnOnce(&mut AccountRow),
+) -> Result<AccountRow> {
+    let txn = store.write()?;
+    let row = {
+        let mut accounts = txn.open_table(ACCOUNTS)?;
+        let mut row =
+            account_by_id(&accounts, account_id)?.ok_or(Error::NotFound(Missing::Account))?;
+        change(&mut row);
+        accounts.insert(row.id, to_json(&row)?.as_slice())?;
+        row
+    };
+    txn.commit()?;
+    Ok(row)
+}
+
+pub fn require_server_owner(account: &AccountRow) -> Result<()> {
+    if account.role == Role::Owner {
+        Ok(())
+    } else {
+        Err(Error::ServerOwnerOnly)
+    }
+}
+
+fn valid_password(password: &str) -> Result<()> {
+    let chars = password.chars().count();
+    if (MIN_PASSWORD_CHARS..=MAX_PASSWORD_CHARS).contains(&chars) {
+        Ok(())
+    } else {
+        Err(Error::InvalidRequest(format!(
+            "The password must be {MIN_PASSWORD_CHARS} to {MAX_PASSWORD_CHARS} characters."
+        )))
+    }
+}
+
+pub fn normalize_email(email: &str) -> Result<String> {
     let email = email.trim().to_lowercase();
     let valid = email.len() <= 254
-        && !email.chars().any(char::is_whitespace)
-        && email
-            .split_once('@')
-            .is_some_and(|(local, domain)| !local.is_empty() && domain.contains('.'));
+        && !email.chars().any(|c| c.is_whitespace() || c.is_control())
+        && email.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty() && !domain.contains('@') && domain.contains('.')
+        });
     if valid {
         Ok(email)
     } else {

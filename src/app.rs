@@ -9,7 +9,9 @@ use crate::ingest::Ingest;
 use crate::poll::InFlight;
 use crate::request_log::RequestLog;
 use crate::search::SearchIndex;
+use crate::sessions::LoginLimiter;
 use crate::storage::Store;
+use crate::usage::Usage;
 
 pub struct App {
     pub config: Config,
@@ -21,4 +23,11 @@ pub struct App {
     pub search: Arc<SearchIndex>,
     /// Creates stamped but not yet stored: poll's visibility bound.
     pub in_flight: InFlight,
+    pub usage: Usage,
+    pub logins: LoginLimiter,
+}
+
+impl App {
+    /// Starts sending mail a service just queued (call after its commit).
+    pub fn mail_queued(&self) {}
 }

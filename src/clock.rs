@@ -48,6 +48,25 @@ impl Timestamp {
         Timestamp(self.0.saturating_sub(micros))
     }
 
+    /// The calendar month (UTC) this instant falls in, as `(year, month)`.
+    pub fn year_month(self) -> (i64, u32) {
+        let days = self.0.div_euclid(MICROS_PER_SECOND).div_euclid(86_400);
+        let (year, month, _) = civil_from_days(days);
+        (year, month)
+    }
+
+    /// Midnight UTC on the first day of the month after this instant's.
+    pub fn start_of_next_month(self) -> Timestamp {
+        let (year, month) = self.year_month();
+        let (year, month) = if month == 12 {
+            (year + 1, 1)
+        } else {
+            (year, month + 1)
+        };
+        let days = days_from_civil(year, i64::from(month), 1);
+        Timestamp(days * 86_400 * MICROS_PER_SECOND)
+    }
+
     /// RFC 3339 in UTC with exactly six fractional digits: `2026-11-22T03:04:05.123456Z`.
     pub fn to_rfc3339(self) -> String {
         let secs = self.0.div_euclid(MICROS_PER_SECOND);
@@ -266,6 +285,21 @@ mod tests {
         // Round trip with the formatter.
         let t = Timestamp(1_763_780_645_123_456);
         assert_eq!(p(&t.to_rfc3339()), Some(t));
+    }
+
+    #[test]
+    fn months() {
+        let t = parse_date_or_rfc3339("2026-12-31T23:59:59.999999Z").unwrap_or_default();
+        assert_eq!(t.year_month(), (2026, 12));
+        assert_eq!(
+            t.start_of_next_month().to_rfc3339(),
+            "2027-01-01T00:00:00.000000Z"
+        );
+        let t = parse_date_or_rfc3339("2028-02-10T00:00:00Z").unwrap_or_default();
+        assert_eq!(
+            t.start_of_next_month().to_rfc3339(),
+            "2028-03-01T00:00:00.000000Z"
+        );
     }
 
     #[test]

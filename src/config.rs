@@ -36,6 +36,45 @@ pub struct Config {
     pub retention: RetentionConfig,
     pub request_log: RequestLogConfig,
     pub shutdown: ShutdownConfig,
+    pub accounts: AccountsConfig,
+    pub usage: UsageConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccountsConfig {
+    /// How long a dashboard login lasts.
+    #[serde(deserialize_with = "de_duration")]
+    pub session_ttl: Duration,
+    /// How long an invitation link can be accepted.
+    #[serde(deserialize_with = "de_duration")]
+    pub invitation_ttl: Duration,
+    /// Failed logins allowed per account within `login_window` before logins are refused.
+    pub login_failures_per_account: u32,
+    /// Failed logins allowed per client address within `login_window`.
+    pub login_failures_per_address: u32,
+    #[serde(deserialize_with = "de_duration")]
+    pub login_window: Duration,
+}
+
+impl Default for AccountsConfig {
+    fn default() -> Self {
+        AccountsConfig {
+            session_ttl: Duration::from_secs(24 * 3600),
+            invitation_ttl: Duration::from_secs(7 * 86_400),
+            login_failures_per_account: 5,
+            login_failures_per_address: 20,
+            login_window: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UsageConfig {
+    /// Data calls allowed per endpoint, environment and calendar month (UTC); absent means
+    /// unlimited. The owner can override it per endpoint.
+    pub monthly_quota: Option<u64>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -117,6 +156,8 @@ impl Default for Config {
             retention: RetentionConfig::default(),
             request_log: RequestLogConfig::default(),
             shutdown: ShutdownConfig::default(),
+            accounts: AccountsConfig::default(),
+            usage: UsageConfig::default(),
         }
     }
 }
@@ -167,6 +208,17 @@ impl Config {
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
             return Err("public_url must start with http:// or https://".into());
+        }
+        if self.accounts.session_ttl < Duration::from_secs(60) {
+            return Err("accounts.session_ttl must be at least \"1m\"".into());
+        }
+        if self.accounts.invitation_ttl < Duration::from_secs(60) {
+            return Err("accounts.invitation_ttl must be at least \"1m\"".into());
+        }
+        if self.accounts.login_failures_per_account == 0
+            || self.accounts.login_failures_per_address == 0
+        {
+            return Err("accounts.login_failures_per_account and login_failures_per_address must be at least 1".into());
         }
         if self.retention.production < MIN_PRODUCTION_RETENTION {
             return Err("retention.production must be at least \"60d\"".into());

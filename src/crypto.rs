@@ -46,7 +46,12 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
 
 /// A non-secret, stable identifier for a key: `key_` + 16 hex digits of its hash.
 pub fn key_id(hash: &[u8; 32]) -> String {
-    let mut id = String::from("key_");
+    hash_id("key_", hash)
+}
+
+/// A non-secret, stable identifier for a hashed secret: `prefix` + 16 hex digits of the hash.
+pub fn hash_id(prefix: &str, hash: &[u8; 32]) -> String {
+    let mut id = String::from(prefix);
     for b in &hash[..8] {
         id.push_str(&format!("{b:02x}"));
     }

@@ -1,5 +1,9 @@
-//! Endpoints and their keys: the owner's management operations, and resolving a data call's
-//! API key to the partition it may touch.
+//! Endpoints and their keys: the owner's management operations, who may see an endpoint
+//! (its owner and its collaborators), and resolving a data call's API key to the partition
+//! and permissions it carries.
+//!
+//! Collaborators and invitations are in `collaborators`, the deploy workflow in `deploy`;
+//! both change endpoints and keys through this service so the access cache stays true.
 //!
 //! Authorising a key is on the path of every data call, so resolved keys are cached in memory
 //! ([`AccessCache`]). Every change to an endpoint or key goes through [`Endpoints`] and clears
@@ -12,13 +16,16 @@ use std::sync::{Arc, RwLock};
 use redb::{ReadableTable, WriteTransaction};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::clock::Clock;
+use crate::accounts::account_by_id;
+use crate::audit;
+use crate::clock::{Clock, Timestamp};
 use crate::crypto::{Sealer, key_id, secret_hash};
 use crate::error::{Error, Result};
 use crate::ids::{new_api_key, new_slug};
 use crate::storage::{
-    API_KEYS, AccountRow, ApiKeyRow, ENDPOINT_SLUGS, ENDPOINTS, EndpointRow, Environment, Store,
-    from_json, next_id, partition, to_json,
+    ACCOUNTS, API_KEYS, AccountRow, ApiKeyRow, COLLABORATORS, CollaboratorRow, ENDPOINT_SLUGS,
+    ENDPOINTS, EndpointRow, Environment, Permission, Role, Store, from_json, next_id, partition,
+    to_json,
 };
 
 const MAX_NAME_CHARS: usize = 100;
@@ -26,7 +33,9 @@ const MAX_DESCRIPTION_CHARS: usize = 2000;
 const MAX_REQUIRED_FIELDS: usize = 50;
 const MAX_FIELD_NAME_CHARS: usize = 200;
 
-/// An endpoint as the management API shows it to its owner.
+/// An endpoint as the management API shows it to its owner or to a collaborator. The keys
+/// are the viewer's own: the default keys for the owner, the collaboration keys for a
+/// collaborator, whose production key is shown only once the endpoint is deployed.
 #[derive(Debug, Serialize)]
 pub struct EndpointView {
     pub slug: String,
@@ -34,11 +43,32 @@ pub struct EndpointView {
     pub description: Option<String>,
     pub required_fields: Vec<String>,
     pub active: bool,
+    /// `sandbox` or `production` (deployed).
+    pub environment: Environment,
     pub deployed: bool,
     pub deployed_at: Option<String>,
+    pub deploy_request: Option<DeployRequestView>,
+    pub monthly_quota: Option<u64>,
     pub created_at: String,
+    /// `owner` or `collaborator`: the viewer's relation to the endpoint.
+    pub role: &'static str,
+    pub permissions: Vec<Permission>,
     pub sandbox_key: String,
-    pub production_key: String,
+    pub production_key: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DeployRequestView {
+    pub requested_by: String,
+    pub requested_at: String,
+    pub note: Option<String>,
+}
+
+/// How an account relates to an endpoint it can see.
+#[derive(Debug, Clone)]
+pub enum Membership {
+    Owner,
+    Collaborator(CollaboratorRow),
 }
 
 /// Body of `POST /api/v1/manage/endpoints`.
@@ -62,6 +92,9 @@ pub struct EndpointPatch {
     pub description: Option<Option<String>>,
     pub required_fields: Option<Vec<String>>,
     pub active: Option<bool>,
+    /// `null` returns to the server-wide `[usage] monthly_quota`.
+    #[serde(default, deserialize_with = "present")]
+    pub monthly_quota: Option<Option<u64>>,
 }
 
 /// Distinguishes a field sent as `null` (`Some(None)`) from an absent one (`None`).
@@ -80,10 +113,14 @@ pub struct DataAccess {
     pub partition: u64,
 }
 
-/// Cached result of resolving a key: its row and its endpoint's row.
+/// Cached result of resolving a key: its row, its endpoint's row, and for a collaboration
+/// key the holder's permissions and whether the holder's account is suspended.
 struct CachedKey {
     key: ApiKeyRow,
     endpoint: Arc<EndpointRow>,
+    /// `None` for the owner's default keys, which may do everything.
+    permissions: Option<Vec<Permission>>,
+    suspended: bool,
 }
 
 /// Keys resolved since the last change to any endpoint or key.
@@ -121,8 +158,8 @@ impl AccessCache {
 
 /// The endpoint service.
 pub struct Endpoints {
-    store: Arc<Store>,
-    sealer: Sealer,
+    pub(crate) store: Arc<Store>,
+    pub(crate) sealer: Sealer,
     cache: AccessCache,
 }
 
@@ -135,12 +172,19 @@ impl Endpoints {
         }
     }
 
+    /// Forgets every resolved key: call after committing any change to keys, endpoints,
+    /// collaborators or accounts.
+    pub fn invalidate_access(&self) {
+        self.cache.invalidate();
+    }
+
     pub fn create(
         &self,
         clock: &dyn Clock,
         owner: &AccountRow,
         new: NewEndpoint,
     ) -> Result<EndpointView> {
+        crate::accounts::require_server_owner(owner)?;
         let name = valid_name(&new.name)?;
         let description = valid_description(new.description)?;
         let required_fields = valid_required_fields(new.required_fields)?;
@@ -169,41 +213,63 @@ impl Endpoints {
                 deployed_at: None,
                 created_at: now,
                 owner_id: owner.id,
+                deploy_request: None,
+                monthly_quota: None,
                 sandbox_key_sealed: self.sealer.seal(sandbox_key.as_bytes()),
                 production_key_sealed: self.sealer.seal(production_key.as_bytes()),
             };
             txn.open_table(ENDPOINTS)?
                 .insert(id, to_json(&row)?.as_slice())?;
-            insert_key(&txn, &sandbox_key, id, Environment::Sandbox, now)?;
-            insert_key(&txn, &production_key, id, Environment::Production, now)?;
+            insert_key(&txn, &sandbox_key, id, Environment::Sandbox, now, None)?;
+            insert_key(
+                &txn,
+                &production_key,
+                id,
+                Environment::Production,
+                now,
+                None,
+            )?;
+            audit::record(
+                &txn,
+                now,
+                id,
+                owner,
+                "endpoint.created",
+                serde_json::json!({ "name": row.name }),
+            )?;
             row
         };
         txn.commit()?;
         self.cache.invalidate();
-        self.view(row)
+        self.view(row, &Membership::Owner)
     }
 
-    /// Every endpoint the account owns, oldest first.
-    pub fn list(&self, owner: &AccountRow) -> Result<Vec<EndpointView>> {
+    /// Every endpoint the account owns or collaborates on, oldest first.
+    pub fn list(&self, account: &AccountRow) -> Result<Vec<EndpointView>> {
         let txn = self.store.read()?;
-        let table = txn.open_table(ENDPOINTS)?;
+        let collaborators = txn.open_table(COLLABORATORS)?;
         let mut out = Vec::new();
-        for entry in table.iter()? {
+        for entry in txn.open_table(ENDPOINTS)?.iter()? {
             let (_, value) = entry?;
             let row: EndpointRow = from_json(value.value())?;
-            if row.owner_id == owner.id {
-                out.push(self.view(row)?);
+            if row.owner_id == account.id {
+                out.push(self.view(row, &Membership::Owner)?);
+            } else if let Some(c) = collaborators.get((row.id, account.id))? {
+                let membership = Membership::Collaborator(from_json(c.value())?);
+                out.push(self.view(row, &membership)?);
             }
         }
         Ok(out)
     }
 
-    pub fn get(&self, owner: &AccountRow, slug: &str) -> Result<EndpointView> {
-        self.view(self.owned_row(owner, slug)?)
+    pub fn get(&self, account: &AccountRow, slug: &str) -> Result<EndpointView> {
+        let (row, membership) = self.member_row(account, slug)?;
+        self.view(row, &membership)
     }
 
     pub fn update(
         &self,
+        clock: &dyn Clock,
         owner: &AccountRow,
         slug: &str,
         patch: EndpointPatch,
@@ -214,91 +280,107 @@ impl Endpoints {
             .required_fields
             .map(valid_required_fields)
             .transpose()?;
-        self.modify(owner, slug, |row| {
+        if patch.monthly_quota == Some(Some(0)) {
+            return Err(Error::InvalidRequest(
+                "`monthly_quota` must be at least 1, or null for the server default.".into(),
+            ));
+        }
+        self.modify(owner, slug, |txn, actor, row| {
+            let mut changed = serde_json::Map::new();
             if let Some(name) = name {
+                changed.insert("name".into(), name.clone().into());
                 row.name = name;
             }
             if let Some(description) = description {
+                changed.insert("description".into(), description.clone().into());
                 row.description = description;
             }
             if let Some(fields) = required_fields {
+                changed.insert("required_fields".into(), fields.clone().into());
                 row.required_fields = fields;
             }
             if let Some(active) = patch.active {
+                changed.insert("active".into(), active.into());
                 row.active = active;
             }
-        })
-    }
-
-    /// Marks the endpoint deployed: its production key works from now on. Idempotent.
-    pub fn deploy(
-        &self,
-        clock: &dyn Clock,
-        owner: &AccountRow,
-        slug: &str,
-    ) -> Result<EndpointView> {
-        let now = clock.now();
-        self.modify(owner, slug, |row| {
-            if !row.deployed {
-                row.deployed = true;
-                row.deployed_at = Some(now);
+            if let Some(quota) = patch.monthly_quota {
+                changed.insert("monthly_quota".into(), quota.into());
+                row.monthly_quota = quota;
             }
+            let action = match patch.active {
+                Some(false) => "endpoint.deactivated",
+                Some(true) => "endpoint.reactivated",
+                None => "endpoint.updated",
+            };
+            audit::record(txn, clock.now(), row.id, actor, action, changed.into())
         })
     }
 
-    /// Reads, changes and writes back one owned endpoint in a single transaction.
-    fn modify(
+    /// Reads, changes and writes back one endpoint its owner changes, in one transaction;
+    /// `change` also gets the transaction, to record the audit entry and any notifications.
+    pub(crate) fn modify(
         &self,
         owner: &AccountRow,
         slug: &str,
-        change: impl FnOnce(&mut EndpointRow),
+        change: impl FnOnce(&WriteTransaction, &AccountRow, &mut EndpointRow) -> Result<()>,
+    ) -> Result<EndpointView> {
+        self.modify_as(owner, slug, true, change)
+    }
+
+    /// Like [`Endpoints::modify`] for any member of the endpoint when `owner_only` is false.
+    pub(crate) fn modify_as(
+        &self,
+        account: &AccountRow,
+        slug: &str,
+        owner_only: bool,
+        change: impl FnOnce(&WriteTransaction, &AccountRow, &mut EndpointRow) -> Result<()>,
     ) -> Result<EndpointView> {
         let txn = self.store.write()?;
-        let row = {
-            let id = txn
-                .open_table(ENDPOINT_SLUGS)?
-                .get(slug)?
-                .map(|v| v.value())
-                .ok_or(Error::EndpointNotFound)?;
-            let mut endpoints = txn.open_table(ENDPOINTS)?;
-            let mut row: EndpointRow = match endpoints.get(id)? {
-                Some(v) => from_json(v.value())?,
-                None => return Err(Error::EndpointNotFound),
-            };
-            if row.owner_id != owner.id {
-                return Err(Error::EndpointNotFound);
+        let (row, membership) = {
+            let (mut row, membership) = member_in(&txn, account, slug)?;
+            if owner_only && !matches!(membership, Membership::Owner) {
+                return Err(Error::OwnerOnly);
             }
-            change(&mut row);
-            endpoints.insert(id, to_json(&row)?.as_slice())?;
-            row
+            change(&txn, account, &mut row)?;
+            txn.open_table(ENDPOINTS)?
+                .insert(row.id, to_json(&row)?.as_slice())?;
+            (row, membership)
         };
         txn.commit()?;
         self.cache.invalidate();
-        self.view(row)
+        self.view(row, &membership)
     }
 
-    /// The endpoint with this slug, if `owner` owns it.
+    /// The endpoint with this slug, if `owner` owns it (403 for its collaborators, 404 for
+    /// everyone else).
     pub fn owned_row(&self, owner: &AccountRow, slug: &str) -> Result<EndpointRow> {
-        let txn = self.store.read()?;
-        let id = txn
-            .open_table(ENDPOINT_SLUGS)?
-            .get(slug)?
-            .map(|v| v.value())
-            .ok_or(Error::EndpointNotFound)?;
-        let row: EndpointRow = match txn.open_table(ENDPOINTS)?.get(id)? {
-            Some(v) => from_json(v.value())?,
-            None => return Err(Error::EndpointNotFound),
-        };
-        if row.owner_id != owner.id {
-            return Err(Error::EndpointNotFound);
+        match self.member_row(owner, slug)? {
+            (row, Membership::Owner) => Ok(row),
+            (_, Membership::Collaborator(_)) => Err(Error::OwnerOnly),
         }
-        Ok(row)
+    }
+
+    /// The endpoint with this slug and how `account` relates to it; 404 when it is neither
+    /// the owner nor a collaborator.
+    pub fn member_row(
+        &self,
+        account: &AccountRow,
+        slug: &str,
+    ) -> Result<(EndpointRow, Membership)> {
+        let txn = self.store.read()?;
+        member_in(&txn, account, slug)
     }
 
     /// Authorises a data call: the key must exist (401), belong to the endpoint named by
     /// `slug` (404 otherwise, so a key reveals nothing about other endpoints), the endpoint
-    /// must be active (403) and a production key needs a deployed endpoint (403).
-    pub fn authorize_data_key(&self, key: Option<&str>, slug: &str) -> Result<DataAccess> {
+    /// must be active (403), the key holder's account not suspended (403), a production key
+    /// needs a deployed endpoint (403), and a collaboration key needs `needed` (403).
+    pub fn authorize_data_key(
+        &self,
+        key: Option<&str>,
+        slug: &str,
+        needed: Permission,
+    ) -> Result<DataAccess> {
         let key = key.ok_or(Error::MissingApiKey)?;
         if !key.starts_with(Environment::Sandbox.key_prefix())
             && !key.starts_with(Environment::Production.key_prefix())
@@ -322,8 +404,16 @@ impl Endpoints {
         if !endpoint.active {
             return Err(Error::EndpointInactive);
         }
+        if resolved.suspended {
+            return Err(Error::AccountSuspended);
+        }
         if resolved.key.environment == Environment::Production && !endpoint.deployed {
             return Err(Error::EndpointNotDeployed);
+        }
+        if let Some(permissions) = &resolved.permissions
+            && !permissions.contains(&needed)
+        {
+            return Err(Error::MissingPermission(needed));
         }
         Ok(DataAccess {
             partition: partition(endpoint.id, resolved.key.environment),
@@ -343,9 +433,27 @@ impl Endpoints {
             Some(v) => from_json(v.value())?,
             None => return Ok(None),
         };
+        let (permissions, suspended) = match key.collaborator_id {
+            None => (None, false),
+            Some(account_id) => {
+                let collaborator: CollaboratorRow = match txn
+                    .open_table(COLLABORATORS)?
+                    .get((endpoint.id, account_id))?
+                {
+                    Some(v) => from_json(v.value())?,
+                    // Removed collaborators' keys are deleted with them; be safe anyway.
+                    None => return Ok(None),
+                };
+                let suspended = account_by_id(&txn.open_table(ACCOUNTS)?, account_id)?
+                    .is_none_or(|a| a.suspended);
+                (Some(collaborator.permissions), suspended)
+            }
+        };
         Ok(Some(CachedKey {
             key,
             endpoint: Arc::new(endpoint),
+            permissions,
+            suspended,
         }))
     }
 
@@ -358,33 +466,129 @@ impl Endpoints {
             .map(|v| v.value()))
     }
 
-    fn view(&self, row: EndpointRow) -> Result<EndpointView> {
-        let open = |sealed: &[u8]| {
-            self.sealer
-                .open_string(sealed)
-                .map_err(|e| Error::Internal(e.to_string()))
+    /// Opens a sealed key.
+    pub(crate) fn open_key(&self, sealed: &[u8]) -> Result<String> {
+        self.sealer
+            .open_string(sealed)
+            .map_err(|e| Error::Internal(e.to_string()))
+    }
+
+    pub(crate) fn view(&self, row: EndpointRow, membership: &Membership) -> Result<EndpointView> {
+        let (role, permissions, sandbox_key, production_key) = match membership {
+            Membership::Owner => (
+                "owner",
+                Permission::ALL.to_vec(),
+                self.open_key(&row.sandbox_key_sealed)?,
+                Some(self.open_key(&row.production_key_sealed)?),
+            ),
+            Membership::Collaborator(c) => (
+                "collaborator",
+                c.permissions.clone(),
+                self.open_key(&c.sandbox_key_sealed)?,
+                if row.deployed {
+                    Some(self.open_key(&c.production_key_sealed)?)
+                } else {
+                    None
+                },
+            ),
+        };
+        let deploy_request = match &row.deploy_request {
+            Some(request) => {
+                let txn = self.store.read()?;
+                let requested_by = account_by_id(&txn.open_table(ACCOUNTS)?, request.requested_by)?
+                    .map_or_else(|| format!("account {}", request.requested_by), |a| a.email);
+                Some(DeployRequestView {
+                    requested_by,
+                    requested_at: request.requested_at.to_rfc3339(),
+                    note: request.note.clone(),
+                })
+            }
+            None => None,
         };
         Ok(EndpointView {
-            sandbox_key: open(&row.sandbox_key_sealed)?,
-            production_key: open(&row.production_key_sealed)?,
             slug: row.slug,
             name: row.name,
             description: row.description,
             required_fields: row.required_fields,
             active: row.active,
+            environment: if row.deployed {
+                Environment::Production
+            } else {
+                Environment::Sandbox
+            },
             deployed: row.deployed,
-            deployed_at: row.deployed_at.map(|t| t.to_rfc3339()),
+            deployed_at: row.deployed_at.map(Timestamp::to_rfc3339),
+            deploy_request,
+            monthly_quota: row.monthly_quota,
             created_at: row.created_at.to_rfc3339(),
+            role,
+            permissions,
+            sandbox_key,
+            production_key,
         })
     }
 }
 
-fn insert_key(
+/// The endpoint with this slug inside a transaction, and how `account` relates to it.
+fn member_in(
+    txn: &impl ReadTables,
+    account: &AccountRow,
+    slug: &str,
+) -> Result<(EndpointRow, Membership)> {
+    let id = txn
+        .endpoint_slugs()?
+        .get(slug)?
+        .map(|v| v.value())
+        .ok_or(Error::EndpointNotFound)?;
+    let row: EndpointRow = match txn.endpoints()?.get(id)? {
+        Some(v) => from_json(v.value())?,
+        None => return Err(Error::EndpointNotFound),
+    };
+    if row.owner_id == account.id && account.role == Role::Owner {
+        return Ok((row, Membership::Owner));
+    }
+    match txn.collaborators()?.get((id, account.id))? {
+        Some(v) => {
+            let collaborator = from_json(v.value())?;
+            Ok((row, Membership::Collaborator(collaborator)))
+        }
+        None => Err(Error::EndpointNotFound),
+    }
+}
+
+/// Opening the tables `member_in` reads, in a read or a write transaction.
+trait ReadTables {
+    fn endpoint_slugs(&self) -> Result<impl ReadableTable<&'static str, u64>>;
+    fn endpoints(&self) -> Result<impl ReadableTable<u64, &'static [u8]>>;
+    fn collaborators(&self) -> Result<impl ReadableTable<(u64, u64), &'static [u8]>>;
+}
+
+macro_rules! read_tables {
+    ($t:ty) => {
+        impl ReadTables for $t {
+            fn endpoint_slugs(&self) -> Result<impl ReadableTable<&'static str, u64>> {
+                Ok(self.open_table(ENDPOINT_SLUGS)?)
+            }
+            fn endpoints(&self) -> Result<impl ReadableTable<u64, &'static [u8]>> {
+                Ok(self.open_table(ENDPOINTS)?)
+            }
+            fn collaborators(&self) -> Result<impl ReadableTable<(u64, u64), &'static [u8]>> {
+                Ok(self.open_table(COLLABORATORS)?)
+            }
+        }
+    };
+}
+read_tables!(redb::ReadTransaction);
+read_tables!(WriteTransaction);
+
+/// Stores a new API key (by hash) for an endpoint; `collaborator_id` for collaboration keys.
+pub(crate) fn insert_key(
     txn: &WriteTransaction,
     key: &str,
     endpoint_id: u64,
     environment: Environment,
-    now: crate::clock::Timestamp,
+    now: Timestamp,
+    collaborator_id: Option<u64>,
 ) -> Result<()> {
     let hash = secret_hash(key);
     let row = ApiKeyRow {
@@ -392,6 +596,7 @@ fn insert_key(
         endpoint_id,
         environment,
         created_at: now,
+        collaborator_id,
     };
     txn.open_table(API_KEYS)?
         .insert(&hash, to_json(&row)?.as_slice())?;

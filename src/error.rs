@@ -3,7 +3,7 @@
 //! Services return [`Error`]; the HTTP layer maps it to a status and a stable `code` in exactly
 //! one place (`api::error`). Messages are for humans and never contain a secret.
 
-use crate::storage::StoreError;
+use crate::storage::{Permission, StoreError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -28,16 +28,32 @@ pub enum Error {
     MissingApiKey,
     #[error("The API key is not valid.")]
     InvalidApiKey,
-    #[error("Send an account token as `Authorization: Bearer <TOKEN>`.")]
+    #[error("Log in, or send an account token as `Authorization: Bearer <TOKEN>`.")]
     MissingToken,
     #[error("The account token is not valid.")]
     InvalidToken,
+    #[error("The session has expired or was logged out; log in again.")]
+    SessionExpired,
+    #[error("The e-mail address or password is wrong.")]
+    InvalidCredentials,
+    #[error("An account with this e-mail address exists; log in, then accept the invitation.")]
+    LoginRequired,
 
     // 403
     #[error("This endpoint is inactive; its owner can reactivate it.")]
     EndpointInactive,
     #[error("Production keys work only after the endpoint has been deployed.")]
     EndpointNotDeployed,
+    #[error("This account is suspended (no subscription); its owner can reinstate it.")]
+    AccountSuspended,
+    #[error("This key lacks the `{}` permission; the endpoint owner manages permissions.", .0.as_str())]
+    MissingPermission(Permission),
+    #[error("Only the endpoint's owner can do this.")]
+    OwnerOnly,
+    #[error("Only the server's owner account can do this.")]
+    ServerOwnerOnly,
+    #[error("This invitation was sent to another e-mail address than this account's.")]
+    InvitationForOtherAccount,
 
     // 404
     #[error("No endpoint with that slug exists for this key.")]
@@ -46,6 +62,12 @@ pub enum Error {
     RecordNotFound,
     #[error("No route matches this path.")]
     RouteNotFound,
+    #[error("No such {} exists.", .0.as_str())]
+    NotFound(Missing),
+
+    // 410
+    #[error("This invitation {0}; ask the endpoint owner for a new one.")]
+    InvitationGone(GoneReason),
 
     // 405
     #[error("This method is not allowed on this path; allowed: {0}.")]
@@ -58,6 +80,14 @@ pub enum Error {
     IdempotencyConflict,
     #[error("{0}")]
     Conflict(String),
+
+    // 429
+    #[error(
+        "The monthly usage limit of this endpoint is reached; it resets at the start of the next month (UTC)."
+    )]
+    UsageLimitExceeded { retry_after_secs: u64 },
+    #[error("Too many failed login attempts; try again later.")]
+    TooManyLoginAttempts { retry_after_secs: u64 },
 
     // 413
     #[error("The request body exceeds the limit of {0} bytes.")]
@@ -74,6 +104,48 @@ pub enum Error {
     ShuttingDown,
     #[error("An internal error occurred.")]
     Internal(String),
+}
+
+/// The kinds of management objects a 404 can be about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    Invitation,
+    Collaborator,
+    Token,
+    Account,
+    Notification,
+    DeployRequest,
+}
+
+impl Missing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Missing::Invitation => "invitation",
+            Missing::Collaborator => "collaborator",
+            Missing::Token => "token",
+            Missing::Account => "account",
+            Missing::Notification => "notification",
+            Missing::DeployRequest => "deploy request",
+        }
+    }
+}
+
+/// Why an invitation link no longer works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GoneReason {
+    Expired,
+    Revoked,
+    Accepted,
+}
+
+impl std::fmt::Display for GoneReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GoneReason::Expired => "has expired",
+            GoneReason::Revoked => "was revoked",
+            GoneReason::Accepted => "was already accepted",
+        })
+    }
 }
 
 impl From<StoreError> for Error {

@@ -29,10 +29,12 @@ use crate::poll::InFlight;
 use crate::request_log::RequestLog;
 use crate::retention;
 use crate::search;
+use crate::sessions::{self, LoginLimiter};
 use crate::storage::{Store, StoreError};
+use crate::usage::Usage;
 
-/// How often expired Idempotency-Keys are swept.
-const IDEMPOTENCY_SWEEP: Duration = Duration::from_secs(600);
+/// How often expired Idempotency-Keys and sessions are swept.
+const EXPIRY_SWEEP: Duration = Duration::from_secs(600);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -136,8 +138,10 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
             .map_err(spawn_err)?;
     let grace = config.shutdown.grace;
     let app = Arc::new(App {
-        config,
         endpoints: Endpoints::new(store.clone(), sealer),
+        usage: Usage::new(store.clone()),
+        logins: LoginLimiter::new(&config.accounts),
+        config,
         store,
         clock,
         ingest,
@@ -146,7 +150,8 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
         in_flight: InFlight::default(),
     });
     let (stop, stopped) = oneshot::channel();
-    let sweeper = tokio::spawn(sweep_idempotency(app.clone()));
+    let sweeper = tokio::spawn(sweep_expired(app.clone()));
+    let usage_flusher = tokio::spawn(flush_usage(app.clone()));
     let purger = tokio::spawn(retention::run_schedule(app.clone(), {
         let indexer = indexer.clone();
         move || indexer.changed()
@@ -157,6 +162,10 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
             serve(listener, app.clone(), stopped, grace).await;
             sweeper.abort();
             purger.abort();
+            usage_flusher.abort();
+            if let Err(err) = app.usage.flush(app.clock.now()) {
+                log::error!("cannot save usage counters: {err}");
+            }
             app.ingest.shutdown().await;
             let _ = tokio::task::spawn_blocking(move || writer.join()).await;
             indexer.shutdown();
@@ -187,8 +196,8 @@ async fn serve(
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let stream = match accepted {
-                    Ok((stream, _)) => stream,
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
                     Err(err) => {
                         // Out of file descriptors and similar: back off instead of spinning.
                         log::warn!("accept failed: {err}");
@@ -197,11 +206,16 @@ async fn serve(
                     }
                 };
                 let _ = stream.set_nodelay(true);
+                // The client address reaches handlers as a request extension (login limits).
+                let inner = TowerToHyperService::new(service.clone());
+                let with_peer = hyper::service::service_fn(
+                    move |mut req: http::Request<hyper::body::Incoming>| {
+                        req.extensions_mut().insert(api::ClientAddr(peer.ip()));
+                        hyper::service::Service::call(&inner, req)
+                    },
+                );
                 let connection = builder
-                    .serve_connection_with_upgrades(
-                        TokioIo::new(stream),
-                        TowerToHyperService::new(service.clone()),
-                    )
+                    .serve_connection_with_upgrades(TokioIo::new(stream), with_peer)
                     .into_owned();
                 let connection = graceful.watch(connection);
                 tokio::spawn(async move {
@@ -223,20 +237,40 @@ async fn serve(
     }
 }
 
-async fn sweep_idempotency(app: Arc<App>) {
-    let mut interval = tokio::time::interval(IDEMPOTENCY_SWEEP);
+/// Forgets expired Idempotency-Keys and dashboard sessions.
+async fn sweep_expired(app: Arc<App>) {
+    let mut interval = tokio::time::interval(EXPIRY_SWEEP);
     loop {
         interval.tick().await;
         let app = app.clone();
         let swept = tokio::task::spawn_blocking(move || {
-            ingest::purge_expired_idempotency(&app.store, app.clock.now(), 10_000)
+            let now = app.clock.now();
+            let keys = ingest::purge_expired_idempotency(&app.store, now, 10_000)?;
+            let sessions = sessions::purge_expired(&app.store, now)?;
+            Ok::<_, crate::error::Error>((keys, sessions))
         })
         .await;
         match swept {
-            Ok(Ok(0)) => {}
-            Ok(Ok(n)) => log::debug!("forgot {n} expired idempotency keys"),
-            Ok(Err(err)) => log::error!("idempotency sweep failed: {err}"),
-            Err(err) => log::error!("idempotency sweep task failed: {err}"),
+            Ok(Ok((keys, sessions))) => {
+                log::debug!("forgot {keys} expired idempotency keys and {sessions} sessions")
+            }
+            Ok(Err(err)) => log::error!("expiry sweep failed: {err}"),
+            Err(err) => log::error!("expiry sweep task failed: {err}"),
+        }
+    }
+}
+
+/// Saves the usage counters every second (see `usage`).
+async fn flush_usage(app: Arc<App>) {
+    let mut interval = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        interval.tick().await;
+        let app = app.clone();
+        let flushed = tokio::task::spawn_blocking(move || app.usage.flush(app.clock.now())).await;
+        match flushed {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => log::error!("cannot save usage counters: {err}"),
+            Err(err) => log::error!("usage flush task failed: {err}"),
         }
     }
 }

@@ -48,6 +48,21 @@ pub const IDEMPOTENCY: TableDefinition<(u64, &str), &[u8]> = TableDefinition::ne
 /// `(stored_at_us, partition, idempotency key)` → `()`: the expiry order of `IDEMPOTENCY`.
 pub const IDEMPOTENCY_EXPIRY: TableDefinition<(u64, u64, &str), ()> =
     TableDefinition::new("idempotency_expiry");
+/// Dashboard sessions: SHA-256 of the session cookie → [`SessionRow`] JSON.
+pub const SESSIONS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("sessions");
+/// Invitations: `invitation id` → [`InvitationRow`] JSON.
+pub const INVITATIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("invitations");
+/// SHA-256 of an invitation's link token → invitation id.
+pub const INVITATION_TOKENS: TableDefinition<&[u8; 32], u64> =
+    TableDefinition::new("invitation_tokens");
+/// `(endpoint_id, account_id)` → [`CollaboratorRow`] JSON.
+pub const COLLABORATORS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("collaborators");
+/// `(account_id, notification id)` → [`NotificationRow`] JSON.
+pub const NOTIFICATIONS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("notifications");
+/// `(endpoint_id, entry id)` → [`AuditRow`] JSON: every change to an endpoint, who and when.
+pub const AUDIT: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("audit");
+/// `(partition, month as yyyymm)` → data calls counted in that month (see `usage`).
+pub const USAGE: TableDefinition<(u64, u32), u64> = TableDefinition::new("usage");
 /// Outgoing e-mail: `message id` → [`MailRow`] JSON. Written in the same transaction as the
 /// change that causes it (an invitation, a deployment), sent later by the mail worker.
 pub const OUTBOX: TableDefinition<u64, &[u8]> = TableDefinition::new("outbox");
@@ -131,10 +146,14 @@ pub fn time_from_key(k: u64) -> Timestamp {
     Timestamp(i64::try_from(k).unwrap_or(i64::MAX))
 }
 
+/// What an account may do on this server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// The operator (`intake init`): creates endpoints, invites, deploys, manages accounts.
     Owner,
+    /// An account created by accepting an invitation: works on the endpoints it joined.
+    Member,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -144,6 +163,10 @@ pub struct AccountRow {
     pub password_hash: String,
     pub role: Role,
     pub created_at: Timestamp,
+    /// A suspended account ("no subscription") cannot log in, and its tokens and
+    /// collaboration keys are refused with 403.
+    #[serde(default)]
+    pub suspended: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -151,6 +174,114 @@ pub struct TokenRow {
     pub account_id: u64,
     pub name: String,
     pub created_at: Timestamp,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SessionRow {
+    pub account_id: u64,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+/// What a collaboration key may call. `read` covers GET single, list, search and poll.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Permission {
+    Create,
+    Read,
+    Replace,
+    Delete,
+}
+
+impl Permission {
+    pub const ALL: [Permission; 4] = [
+        Permission::Create,
+        Permission::Read,
+        Permission::Replace,
+        Permission::Delete,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::Create => "create",
+            Permission::Read => "read",
+            Permission::Replace => "replace",
+            Permission::Delete => "delete",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InvitationStatus {
+    Pending,
+    Accepted,
+    Revoked,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct InvitationRow {
+    pub id: u64,
+    pub endpoint_id: u64,
+    pub email: String,
+    pub permissions: Vec<Permission>,
+    pub status: InvitationStatus,
+    pub invited_by: u64,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    /// The link token, sealed, so the owner can see the link when no e-mail can be sent.
+    #[serde(with = "base64_bytes")]
+    pub token_sealed: Vec<u8>,
+    /// The outbox message that carries the invitation.
+    pub mail_id: u64,
+    pub accepted_by: Option<u64>,
+    pub decided_at: Option<Timestamp>,
+}
+
+/// A collaborator's membership of one endpoint and its collaboration keys.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CollaboratorRow {
+    pub endpoint_id: u64,
+    pub account_id: u64,
+    pub permissions: Vec<Permission>,
+    pub invitation_id: u64,
+    pub added_at: Timestamp,
+    #[serde(with = "base64_bytes")]
+    pub sandbox_key_sealed: Vec<u8>,
+    #[serde(with = "base64_bytes")]
+    pub production_key_sealed: Vec<u8>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NotificationRow {
+    pub id: u64,
+    /// `endpoint_deployed`, `deploy_requested`, `deploy_request_rejected`,
+    /// `invitation_accepted`.
+    pub kind: String,
+    pub endpoint_slug: String,
+    pub message: String,
+    pub created_at: Timestamp,
+    pub read_at: Option<Timestamp>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AuditRow {
+    pub id: u64,
+    pub time: Timestamp,
+    pub actor_id: u64,
+    pub actor_email: String,
+    /// What happened, e.g. `endpoint.deployed` (README lists them).
+    pub action: String,
+    /// What changed, as the action defines it.
+    pub details: serde_json::Value,
+}
+
+/// A collaborator's pending request to deploy an endpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DeployRequestRow {
+    pub requested_by: u64,
+    pub requested_at: Timestamp,
+    pub note: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -165,6 +296,12 @@ pub struct EndpointRow {
     pub deployed_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub owner_id: u64,
+    /// The collaborator's request to deploy, while one is pending.
+    #[serde(default)]
+    pub deploy_request: Option<DeployRequestRow>,
+    /// Data calls allowed per month and environment; `None` uses `[usage] monthly_quota`.
+    #[serde(default)]
+    pub monthly_quota: Option<u64>,
     /// The default keys, sealed with the data dir's key-encryption key (see `crypto`).
     #[serde(with = "base64_bytes")]
     pub sandbox_key_sealed: Vec<u8>,
@@ -178,6 +315,10 @@ pub struct ApiKeyRow {
     pub endpoint_id: u64,
     pub environment: Environment,
     pub created_at: Timestamp,
+    /// The collaborator holding this key; `None` for the endpoint's default (owner) keys,
+    /// which carry every permission.
+    #[serde(default)]
+    pub collaborator_id: Option<u64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -291,6 +432,13 @@ impl Store {
             txn.open_table(IDEMPOTENCY)?;
             txn.open_table(IDEMPOTENCY_EXPIRY)?;
             txn.open_table(OUTBOX)?;
+            txn.open_table(SESSIONS)?;
+            txn.open_table(INVITATIONS)?;
+            txn.open_table(INVITATION_TOKENS)?;
+            txn.open_table(COLLABORATORS)?;
+            txn.open_table(NOTIFICATIONS)?;
+            txn.open_table(AUDIT)?;
+            txn.open_table(USAGE)?;
             Ok(())
         })
     }

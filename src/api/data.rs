@@ -2,8 +2,10 @@
 //!
 //! Checks run in this fixed order (README documents it): route and method (404/405, done by
 //! the router) → Authorization header (401) → key known (401) → endpoint for this key (404) →
-//! endpoint active (403) → production key deployed (403) → record id (400) → Content-Type
-//! (415) → body size (413) → JSON (400) → required fields (400) → Idempotency-Key (400/409).
+//! endpoint active (403) → key holder's account not suspended (403) → production key deployed
+//! (403) → key permission for the method (403) → monthly quota (429) → record id (400) →
+//! Content-Type (415) → body size (413) → JSON (400) → required fields (400) →
+//! Idempotency-Key (400/409).
 
 use http::{Method, StatusCode};
 use warp::reply::Response;
@@ -16,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::poll;
 use crate::records;
 use crate::search;
-use crate::storage::{Environment, partition};
+use crate::storage::{Environment, Permission, partition};
 
 pub async fn handle(
     app: &App,
@@ -25,7 +27,13 @@ pub async fn handle(
     record_id: Option<&str>,
     call_log: &mut CallLog,
 ) -> Result<Response> {
-    let access = authorize(app, req, slug, call_log)?;
+    let needed = match (&req.method, record_id) {
+        (&Method::POST, _) => Permission::Create,
+        (&Method::PUT, _) => Permission::Replace,
+        (&Method::DELETE, _) => Permission::Delete,
+        _ => Permission::Read,
+    };
+    let access = authorize(app, req, slug, needed, call_log)?;
     match (&req.method, record_id) {
         (&Method::GET, None) => {
             let params = query_params(&req.query);
@@ -79,7 +87,7 @@ pub async fn handle(
 
 /// `GET /api/v1/data/{slug}/search`.
 pub fn search(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Result<Response> {
-    let access = authorize(app, req, slug, call_log)?;
+    let access = authorize(app, req, slug, Permission::Read, call_log)?;
     let request =
         search::parse_request(&query_params(&req.query), access.partition, req.received_at)?;
     let page = search::search(&app.store, &app.search, &access, &request)?;
@@ -88,7 +96,7 @@ pub fn search(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> R
 
 /// `GET /api/v1/data/{slug}/poll`.
 pub fn poll(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Result<Response> {
-    let access = authorize(app, req, slug, call_log)?;
+    let access = authorize(app, req, slug, Permission::Read, call_log)?;
     let (start, limit) = poll::parse_request(&query_params(&req.query), access.partition)?;
     let bound = app
         .in_flight
@@ -97,15 +105,27 @@ pub fn poll(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Res
     Ok(reply::json(StatusCode::OK, &page))
 }
 
-/// Authorises the call and fills in where it is logged. A refused call on an existing
-/// endpoint is logged too (without a key id), so the owner sees failed attempts.
-fn authorize(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Result<DataAccess> {
+/// Authorises the call, counts it against the monthly quota, and fills in where it is
+/// logged. A refused call on an existing endpoint is logged too (with the key id once the key
+/// is known), so the owner sees failed attempts.
+fn authorize(
+    app: &App,
+    req: &Request,
+    slug: &str,
+    needed: Permission,
+    call_log: &mut CallLog,
+) -> Result<DataAccess> {
     let key = bearer(&req.headers);
-    match app.endpoints.authorize_data_key(key, slug) {
+    match app.endpoints.authorize_data_key(key, slug, needed) {
         Ok(access) => {
             call_log.partition = Some(access.partition);
             call_log.environment = Some(access.environment);
             call_log.key_id = Some(access.key_id.clone());
+            let quota = access
+                .endpoint
+                .monthly_quota
+                .or(app.config.usage.monthly_quota);
+            app.usage.count(req.received_at, access.partition, quota)?;
             Ok(access)
         }
         Err(err) => {

@@ -6,7 +6,8 @@ use http::StatusCode;
 use serde::Serialize;
 use warp::reply::Response;
 
-use crate::error::Error;
+use crate::error::{Error, GoneReason, Missing};
+use crate::storage::Permission;
 
 /// Status and stable code of an error. Codes are part of the API: never rename one.
 pub fn status_and_code(err: &Error) -> (StatusCode, &'static str) {
@@ -23,11 +24,48 @@ pub fn status_and_code(err: &Error) -> (StatusCode, &'static str) {
         InvalidApiKey => (StatusCode::UNAUTHORIZED, "invalid_api_key"),
         MissingToken => (StatusCode::UNAUTHORIZED, "missing_token"),
         InvalidToken => (StatusCode::UNAUTHORIZED, "invalid_token"),
+        SessionExpired => (StatusCode::UNAUTHORIZED, "session_expired"),
+        InvalidCredentials => (StatusCode::UNAUTHORIZED, "invalid_credentials"),
+        LoginRequired => (StatusCode::UNAUTHORIZED, "login_required"),
         EndpointInactive => (StatusCode::FORBIDDEN, "endpoint_inactive"),
         EndpointNotDeployed => (StatusCode::FORBIDDEN, "endpoint_not_deployed"),
+        AccountSuspended => (StatusCode::FORBIDDEN, "account_suspended"),
+        MissingPermission(p) => (
+            StatusCode::FORBIDDEN,
+            match p {
+                Permission::Create => "missing_permission_create",
+                Permission::Read => "missing_permission_read",
+                Permission::Replace => "missing_permission_replace",
+                Permission::Delete => "missing_permission_delete",
+            },
+        ),
+        OwnerOnly => (StatusCode::FORBIDDEN, "owner_only"),
+        ServerOwnerOnly => (StatusCode::FORBIDDEN, "server_owner_only"),
+        InvitationForOtherAccount => (StatusCode::FORBIDDEN, "invitation_for_other_account"),
         EndpointNotFound => (StatusCode::NOT_FOUND, "endpoint_not_found"),
         RecordNotFound => (StatusCode::NOT_FOUND, "record_not_found"),
         RouteNotFound => (StatusCode::NOT_FOUND, "route_not_found"),
+        NotFound(what) => (
+            StatusCode::NOT_FOUND,
+            match what {
+                Missing::Invitation => "invitation_not_found",
+                Missing::Collaborator => "collaborator_not_found",
+                Missing::Token => "token_not_found",
+                Missing::Account => "account_not_found",
+                Missing::Notification => "notification_not_found",
+                Missing::DeployRequest => "deploy_request_not_found",
+            },
+        ),
+        InvitationGone(why) => (
+            StatusCode::GONE,
+            match why {
+                GoneReason::Expired => "invitation_expired",
+                GoneReason::Revoked => "invitation_revoked",
+                GoneReason::Accepted => "invitation_already_accepted",
+            },
+        ),
+        UsageLimitExceeded { .. } => (StatusCode::TOO_MANY_REQUESTS, "usage_limit_exceeded"),
+        TooManyLoginAttempts { .. } => (StatusCode::TOO_MANY_REQUESTS, "too_many_login_attempts"),
         MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
         IdempotencyConflict => (StatusCode::CONFLICT, "idempotency_key_conflict"),
         Conflict(_) => (StatusCode::CONFLICT, "conflict"),
@@ -76,6 +114,13 @@ pub fn response(err: &Error, request_id: &str) -> Response {
         response
             .headers_mut()
             .insert(http::header::ALLOW, http::HeaderValue::from_static(allow));
+    }
+    if let Error::UsageLimitExceeded { retry_after_secs }
+    | Error::TooManyLoginAttempts { retry_after_secs } = err
+    {
+        response
+            .headers_mut()
+            .insert(http::header::RETRY_AFTER, (*retry_after_secs).into());
     }
     if matches!(err, Error::Unavailable(_) | Error::ShuttingDown) {
         response.headers_mut().insert(

@@ -1,35 +1,68 @@
-//! Handlers of the management API under `/api/v1/manage`, authenticated with an account token.
+//! Handlers of the management API under `/api/v1/manage`, authenticated with an account token
+//! (`Authorization: Bearer itk_...`) or the dashboard's session cookie.
 
 use http::{Method, StatusCode};
 use warp::reply::Response;
 
-use super::reply::{self, bearer, parse_json, query_params, read_body, require_json};
+use super::reply::{self, bearer, cookie, parse_json, query_params, read_body, require_json};
 use super::{MAX_MANAGE_BODY, Request};
 use crate::accounts;
 use crate::app::App;
-use crate::error::{Error, Result};
+use crate::audit;
+use crate::collaborators;
+use crate::deploy;
+use crate::error::{Error, Missing, Result};
 use crate::request_log;
+use crate::sessions;
 use crate::storage::{AccountRow, Environment, partition};
 
-fn account(app: &App, req: &Request) -> Result<AccountRow> {
-    accounts::authenticate_token(&app.store, bearer(&req.headers))
+/// The account making a management call: from its bearer token, else its session cookie.
+pub fn caller(app: &App, req: &Request) -> Result<AccountRow> {
+    if let Some(token) = bearer(&req.headers) {
+        return accounts::authenticate_token(&app.store, token);
+    }
+    if req.headers.contains_key(http::header::AUTHORIZATION) {
+        return Err(Error::InvalidToken);
+    }
+    match cookie(&req.headers, sessions::COOKIE) {
+        Some(session) => sessions::authenticate(&app.store, app.clock.now(), session),
+        None => Err(Error::MissingToken),
+    }
 }
 
-async fn body<T: serde::de::DeserializeOwned>(req: &mut Request) -> Result<T> {
+/// A JSON request body.
+pub async fn body<T: serde::de::DeserializeOwned>(req: &mut Request) -> Result<T> {
     require_json(&req.headers)?;
     let bytes = read_body(&req.headers, &mut req.body, MAX_MANAGE_BODY).await?;
     parse_json(&bytes)
 }
 
+/// A JSON request body that may be left out entirely (no body: the default).
+pub async fn optional_body<T: serde::de::DeserializeOwned + Default>(
+    req: &mut Request,
+) -> Result<T> {
+    let bytes = read_body(&req.headers, &mut req.body, MAX_MANAGE_BODY).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    require_json(&req.headers)?;
+    parse_json(&bytes)
+}
+
+/// A numeric id in a path; anything else names nothing (404).
+pub fn id_param(text: &str, what: Missing) -> Result<u64> {
+    text.parse().map_err(|_| Error::NotFound(what))
+}
+
 /// `GET` and `POST /api/v1/manage/endpoints`.
 pub async fn endpoints(app: &App, req: &mut Request) -> Result<Response> {
-    let owner = account(app, req)?;
+    let account = caller(app, req)?;
     if req.method == Method::POST {
         let new = body(req).await?;
-        let created = app.endpoints.create(app.clock.as_ref(), &owner, new)?;
+        let created = app.endpoints.create(app.clock.as_ref(), &account, new)?;
         return Ok(reply::json(StatusCode::CREATED, &created));
     }
-    let data = app.endpoints.list(&owner)?;
+    let data = app.endpoints.list(&account)?;
     Ok(reply::json(
         StatusCode::OK,
         &serde_json::json!({ "data": data }),
@@ -38,27 +71,57 @@ pub async fn endpoints(app: &App, req: &mut Request) -> Result<Response> {
 
 /// `GET` and `PATCH /api/v1/manage/endpoints/{slug}`.
 pub async fn endpoint(app: &App, req: &mut Request, slug: &str) -> Result<Response> {
-    let owner = account(app, req)?;
+    let account = caller(app, req)?;
     let view = if req.method == Method::PATCH {
         let patch = body(req).await?;
-        app.endpoints.update(&owner, slug, patch)?
+        app.endpoints
+            .update(app.clock.as_ref(), &account, slug, patch)?
     } else {
-        app.endpoints.get(&owner, slug)?
+        app.endpoints.get(&account, slug)?
     };
     Ok(reply::json(StatusCode::OK, &view))
 }
 
-/// `POST /api/v1/manage/endpoints/{slug}/deploy`.
-pub fn deploy(app: &App, req: &Request, slug: &str) -> Result<Response> {
-    let owner = account(app, req)?;
-    let view = app.endpoints.deploy(app.clock.as_ref(), &owner, slug)?;
-    Ok(reply::json(StatusCode::OK, &view))
+/// The deploy workflow: `POST .../deploy`, `.../deploy-request`, `.../deploy-request/approve`
+/// and `.../deploy-request/reject`.
+pub async fn deploy_step(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    step: DeployStep,
+) -> Result<Response> {
+    let account = caller(app, req)?;
+    let (status, view) = match step {
+        DeployStep::Deploy => (StatusCode::OK, deploy::deploy(app, &account, slug)?),
+        DeployStep::Request => {
+            let note = optional_body(req).await?;
+            (
+                StatusCode::CREATED,
+                deploy::request(app, &account, slug, note)?,
+            )
+        }
+        DeployStep::Approve => (StatusCode::OK, deploy::approve(app, &account, slug)?),
+        DeployStep::Reject => {
+            let note = optional_body(req).await?;
+            (StatusCode::OK, deploy::reject(app, &account, slug, note)?)
+        }
+    };
+    app.mail_queued();
+    Ok(reply::json(status, &view))
 }
 
-/// `GET /api/v1/manage/endpoints/{slug}/requests?environment=&limit=&cursor=`.
+pub enum DeployStep {
+    Deploy,
+    Request,
+    Approve,
+    Reject,
+}
+
+/// `GET /api/v1/manage/endpoints/{slug}/requests?environment=&limit=&cursor=`: the owner and
+/// collaborators see the endpoint's request log.
 pub fn requests(app: &App, req: &Request, slug: &str) -> Result<Response> {
-    let owner = account(app, req)?;
-    let endpoint = app.endpoints.owned_row(&owner, slug)?;
+    let account = caller(app, req)?;
+    let (endpoint, _) = app.endpoints.member_row(&account, slug)?;
     let params = query_params(&req.query);
     let environment = match params.get("environment") {
         None => Environment::Sandbox,
@@ -78,4 +141,92 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Result<Response> {
         params.get("cursor").map(String::as_str),
     )?;
     Ok(reply::json(StatusCode::OK, &page))
+}
+
+/// `GET` and `POST /api/v1/manage/endpoints/{slug}/invitations`.
+pub async fn invitations(app: &App, req: &mut Request, slug: &str) -> Result<Response> {
+    let owner = caller(app, req)?;
+    if req.method == Method::POST {
+        let new = body(req).await?;
+        let created = collaborators::invite(app, &owner, slug, new)?;
+        app.mail_queued();
+        return Ok(reply::json(StatusCode::CREATED, &created));
+    }
+    let data = collaborators::list_invitations(app, &owner, slug)?;
+    Ok(reply::json(
+        StatusCode::OK,
+        &serde_json::json!({ "data": data }),
+    ))
+}
+
+/// `DELETE /api/v1/manage/endpoints/{slug}/invitations/{id}`.
+pub fn revoke_invitation(app: &App, req: &Request, slug: &str, id: &str) -> Result<Response> {
+    let owner = caller(app, req)?;
+    let id = id_param(id, Missing::Invitation)?;
+    let view = collaborators::revoke_invitation(app, &owner, slug, id)?;
+    Ok(reply::json(StatusCode::OK, &view))
+}
+
+/// `GET /api/v1/manage/endpoints/{slug}/collaborators`.
+pub fn collaborators(app: &App, req: &Request, slug: &str) -> Result<Response> {
+    let owner = caller(app, req)?;
+    let data = collaborators::list_collaborators(app, &owner, slug)?;
+    Ok(reply::json(
+        StatusCode::OK,
+        &serde_json::json!({ "data": data }),
+    ))
+}
+
+/// `PATCH` (permissions) and `DELETE` (remove)
+/// `/api/v1/manage/endpoints/{slug}/collaborators/{account_id}`.
+pub async fn collaborator(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    account_id: &str,
+) -> Result<Response> {
+    let owner = caller(app, req)?;
+    let account_id = id_param(account_id, Missing::Collaborator)?;
+    if req.method == Method::DELETE {
+        collaborators::remove(app, &owner, slug, account_id)?;
+        return Ok(reply::json(
+            StatusCode::OK,
+            &serde_json::json!({ "account_id": account_id, "removed": true }),
+        ));
+    }
+    let change = body(req).await?;
+    let view = collaborators::set_permissions(app, &owner, slug, account_id, change)?;
+    Ok(reply::json(StatusCode::OK, &view))
+}
+
+/// `GET /api/v1/manage/endpoints/{slug}/audit?limit=&before=`.
+pub fn audit_log(app: &App, req: &Request, slug: &str) -> Result<Response> {
+    let owner = caller(app, req)?;
+    let endpoint = app.endpoints.owned_row(&owner, slug)?;
+    let params = query_params(&req.query);
+    let limit = crate::cursor::limit_param(&params, 50, 200)?;
+    let before = match params.get("before") {
+        None => None,
+        Some(text) => Some(text.parse().map_err(|_| Error::InvalidParameter {
+            name: "before",
+            reason: "it must be an audit entry id".into(),
+        })?),
+    };
+    let data = audit::list(&app.store, endpoint.id, limit, before)?;
+    Ok(reply::json(
+        StatusCode::OK,
+        &serde_json::json!({ "data": data }),
+    ))
+}
+
+/// `GET /api/v1/manage/endpoints/{slug}/usage`.
+pub fn usage(app: &App, req: &Request, slug: &str) -> Result<Response> {
+    let owner = caller(app, req)?;
+    let endpoint = app.endpoints.owned_row(&owner, slug)?;
+    let months = app.usage.months(endpoint.id)?;
+    let quota = endpoint.monthly_quota.or(app.config.usage.monthly_quota);
+    Ok(reply::json(
+        StatusCode::OK,
+        &serde_json::json!({ "monthly_quota": quota, "months": months }),
+    ))
 }

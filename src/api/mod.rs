@@ -5,12 +5,14 @@
 //! check order of a data call is fixed and documented (README), and every log line can name
 //! its path template.
 
+mod account;
 mod data;
 pub mod error;
 mod manage;
 pub mod reply;
 mod routes;
 
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Instant;
@@ -35,8 +37,14 @@ pub const MAX_DATA_BODY: usize = 102_400;
 /// Limit of management request bodies.
 pub const MAX_MANAGE_BODY: usize = 65_536;
 
+/// The address of the connection's peer, put on each request by the server.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientAddr(pub IpAddr);
+
 /// One HTTP request, as the handlers see it.
 pub struct Request {
+    /// The client's address, when the request came through the server's listener.
+    pub client: Option<IpAddr>,
     pub method: Method,
     pub path: String,
     pub query: String,
@@ -67,10 +75,18 @@ pub fn filter(
         .and(query)
         .and(warp::header::headers_cloned())
         .and(warp::body::stream())
+        .and(warp::ext::optional::<ClientAddr>())
         .then(
-            |app: Arc<App>, method, path: warp::path::FullPath, query, headers, body| async move {
+            |app: Arc<App>,
+             method,
+             path: warp::path::FullPath,
+             query,
+             headers,
+             body,
+             client: Option<ClientAddr>| async move {
                 let body: BodyStream = Box::pin(body_bytes(body));
                 let request = Request {
+                    client: client.map(|c| c.0),
                     method,
                     path: path.as_str().to_string(),
                     query,
@@ -172,18 +188,72 @@ async fn dispatch(
             let (slug, record_id) = (slug.to_string(), record_id.to_string());
             data::handle(app, req, &slug, Some(&record_id), call_log).await
         }
+        other => manage_route(app, other, req).await,
+    }
+}
+
+/// The account and management routes. Path parameters are copied out first because the
+/// handlers borrow the request mutably.
+async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<Response> {
+    use manage::DeployStep;
+    let owned = |s: &str| s.to_string();
+    match route {
+        Route::AuthLogin => account::login(app, req).await,
+        Route::AuthLogout => account::logout(app, req),
+        Route::AuthSession | Route::ManageAccount => account::me(app, req),
+        Route::Invitation { token } => account::invitation(app, token),
+        Route::InvitationAccept { token } => {
+            let token = owned(token);
+            account::accept_invitation(app, req, &token).await
+        }
+        Route::ManagePassword => account::change_password(app, req).await,
+        Route::ManageAccounts => account::list_accounts(app, req),
+        Route::ManageAccountById { id } => {
+            let id = owned(id);
+            account::account_by_id(app, req, &id).await
+        }
+        Route::ManageTokens => account::tokens(app, req).await,
+        Route::ManageToken { id } => account::revoke_token(app, req, id),
+        Route::ManageNotifications => account::notifications(app, req),
+        Route::ManageNotificationRead { id } => account::mark_read(app, req, id),
         Route::ManageEndpoints => manage::endpoints(app, req).await,
         Route::ManageEndpoint { slug } => {
-            let slug = slug.to_string();
+            let slug = owned(slug);
             manage::endpoint(app, req, &slug).await
         }
         Route::ManageDeploy { slug } => {
-            let slug = slug.to_string();
-            manage::deploy(app, req, &slug)
+            let slug = owned(slug);
+            manage::deploy_step(app, req, &slug, DeployStep::Deploy).await
         }
-        Route::ManageRequests { slug } => {
-            let slug = slug.to_string();
-            manage::requests(app, req, &slug)
+        Route::ManageDeployRequest { slug } => {
+            let slug = owned(slug);
+            manage::deploy_step(app, req, &slug, DeployStep::Request).await
         }
+        Route::ManageDeployApprove { slug } => {
+            let slug = owned(slug);
+            manage::deploy_step(app, req, &slug, DeployStep::Approve).await
+        }
+        Route::ManageDeployReject { slug } => {
+            let slug = owned(slug);
+            manage::deploy_step(app, req, &slug, DeployStep::Reject).await
+        }
+        Route::ManageRequests { slug } => manage::requests(app, req, slug),
+        Route::ManageInvitations { slug } => {
+            let slug = owned(slug);
+            manage::invitations(app, req, &slug).await
+        }
+        Route::ManageInvitation { slug, id } => manage::revoke_invitation(app, req, slug, id),
+        Route::ManageCollaborators { slug } => manage::collaborators(app, req, slug),
+        Route::ManageCollaborator { slug, account_id } => {
+            let (slug, account_id) = (owned(slug), owned(account_id));
+            manage::collaborator(app, req, &slug, &account_id).await
+        }
+        Route::ManageAudit { slug } => manage::audit_log(app, req, slug),
+        Route::ManageUsage { slug } => manage::usage(app, req, slug),
+        Route::Health
+        | Route::DataCollection { .. }
+        | Route::DataSearch { .. }
+        | Route::DataPoll { .. }
+        | Route::DataRecord { .. } => Err(crate::error::Error::RouteNotFound),
     }
 }

@@ -11,10 +11,32 @@ pub enum Route<'a> {
     DataSearch { slug: &'a str },
     DataPoll { slug: &'a str },
     DataRecord { slug: &'a str, record_id: &'a str },
+    AuthLogin,
+    AuthLogout,
+    AuthSession,
+    Invitation { token: &'a str },
+    InvitationAccept { token: &'a str },
+    ManageAccount,
+    ManagePassword,
+    ManageAccounts,
+    ManageAccountById { id: &'a str },
+    ManageTokens,
+    ManageToken { id: &'a str },
+    ManageNotifications,
+    ManageNotificationRead { id: &'a str },
     ManageEndpoints,
     ManageEndpoint { slug: &'a str },
     ManageDeploy { slug: &'a str },
+    ManageDeployRequest { slug: &'a str },
+    ManageDeployApprove { slug: &'a str },
+    ManageDeployReject { slug: &'a str },
     ManageRequests { slug: &'a str },
+    ManageInvitations { slug: &'a str },
+    ManageInvitation { slug: &'a str, id: &'a str },
+    ManageCollaborators { slug: &'a str },
+    ManageCollaborator { slug: &'a str, account_id: &'a str },
+    ManageAudit { slug: &'a str },
+    ManageUsage { slug: &'a str },
 }
 
 impl<'a> Route<'a> {
@@ -30,12 +52,41 @@ impl<'a> Route<'a> {
             ["api", "v1", "data", slug, "search"] => Route::DataSearch { slug },
             ["api", "v1", "data", slug, "poll"] => Route::DataPoll { slug },
             ["api", "v1", "data", slug, record_id] => Route::DataRecord { slug, record_id },
-            ["api", "v1", "manage", "endpoints"] => Route::ManageEndpoints,
-            ["api", "v1", "manage", "endpoints", slug] => Route::ManageEndpoint { slug },
-            ["api", "v1", "manage", "endpoints", slug, "deploy"] => Route::ManageDeploy { slug },
-            ["api", "v1", "manage", "endpoints", slug, "requests"] => {
-                Route::ManageRequests { slug }
+            ["api", "v1", "auth", "login"] => Route::AuthLogin,
+            ["api", "v1", "auth", "logout"] => Route::AuthLogout,
+            ["api", "v1", "auth", "session"] => Route::AuthSession,
+            ["api", "v1", "invitations", token] => Route::Invitation { token },
+            ["api", "v1", "invitations", token, "accept"] => Route::InvitationAccept { token },
+            ["api", "v1", "manage", rest @ ..] => return Route::manage(rest),
+            _ => return None,
+        })
+    }
+
+    fn manage(segments: &[&'a str]) -> Option<Route<'a>> {
+        Some(match *segments {
+            ["account"] => Route::ManageAccount,
+            ["account", "password"] => Route::ManagePassword,
+            ["accounts"] => Route::ManageAccounts,
+            ["accounts", id] => Route::ManageAccountById { id },
+            ["tokens"] => Route::ManageTokens,
+            ["tokens", id] => Route::ManageToken { id },
+            ["notifications"] => Route::ManageNotifications,
+            ["notifications", id, "read"] => Route::ManageNotificationRead { id },
+            ["endpoints"] => Route::ManageEndpoints,
+            ["endpoints", slug] => Route::ManageEndpoint { slug },
+            ["endpoints", slug, "deploy"] => Route::ManageDeploy { slug },
+            ["endpoints", slug, "deploy-request"] => Route::ManageDeployRequest { slug },
+            ["endpoints", slug, "deploy-request", "approve"] => Route::ManageDeployApprove { slug },
+            ["endpoints", slug, "deploy-request", "reject"] => Route::ManageDeployReject { slug },
+            ["endpoints", slug, "requests"] => Route::ManageRequests { slug },
+            ["endpoints", slug, "invitations"] => Route::ManageInvitations { slug },
+            ["endpoints", slug, "invitations", id] => Route::ManageInvitation { slug, id },
+            ["endpoints", slug, "collaborators"] => Route::ManageCollaborators { slug },
+            ["endpoints", slug, "collaborators", account_id] => {
+                Route::ManageCollaborator { slug, account_id }
             }
+            ["endpoints", slug, "audit"] => Route::ManageAudit { slug },
+            ["endpoints", slug, "usage"] => Route::ManageUsage { slug },
             _ => return None,
         })
     }
@@ -48,10 +99,38 @@ impl<'a> Route<'a> {
             Route::DataSearch { .. } => "/api/v1/data/{slug}/search",
             Route::DataPoll { .. } => "/api/v1/data/{slug}/poll",
             Route::DataRecord { .. } => "/api/v1/data/{slug}/{record_id}",
+            Route::AuthLogin => "/api/v1/auth/login",
+            Route::AuthLogout => "/api/v1/auth/logout",
+            Route::AuthSession => "/api/v1/auth/session",
+            Route::Invitation { .. } => "/api/v1/invitations/{token}",
+            Route::InvitationAccept { .. } => "/api/v1/invitations/{token}/accept",
+            Route::ManageAccount => "/api/v1/manage/account",
+            Route::ManagePassword => "/api/v1/manage/account/password",
+            Route::ManageAccounts => "/api/v1/manage/accounts",
+            Route::ManageAccountById { .. } => "/api/v1/manage/accounts/{id}",
+            Route::ManageTokens => "/api/v1/manage/tokens",
+            Route::ManageToken { .. } => "/api/v1/manage/tokens/{id}",
+            Route::ManageNotifications => "/api/v1/manage/notifications",
+            Route::ManageNotificationRead { .. } => "/api/v1/manage/notifications/{id}/read",
             Route::ManageEndpoints => "/api/v1/manage/endpoints",
             Route::ManageEndpoint { .. } => "/api/v1/manage/endpoints/{slug}",
             Route::ManageDeploy { .. } => "/api/v1/manage/endpoints/{slug}/deploy",
+            Route::ManageDeployRequest { .. } => "/api/v1/manage/endpoints/{slug}/deploy-request",
+            Route::ManageDeployApprove { .. } => {
+                "/api/v1/manage/endpoints/{slug}/deploy-request/approve"
+            }
+            Route::ManageDeployReject { .. } => {
+                "/api/v1/manage/endpoints/{slug}/deploy-request/reject"
+            }
             Route::ManageRequests { .. } => "/api/v1/manage/endpoints/{slug}/requests",
+            Route::ManageInvitations { .. } => "/api/v1/manage/endpoints/{slug}/invitations",
+            Route::ManageInvitation { .. } => "/api/v1/manage/endpoints/{slug}/invitations/{id}",
+            Route::ManageCollaborators { .. } => "/api/v1/manage/endpoints/{slug}/collaborators",
+            Route::ManageCollaborator { .. } => {
+                "/api/v1/manage/endpoints/{slug}/collaborators/{account_id}"
+            }
+            Route::ManageAudit { .. } => "/api/v1/manage/endpoints/{slug}/audit",
+            Route::ManageUsage { .. } => "/api/v1/manage/endpoints/{slug}/usage",
         }
     }
 
@@ -61,11 +140,32 @@ impl<'a> Route<'a> {
             Route::Health
             | Route::DataSearch { .. }
             | Route::DataPoll { .. }
-            | Route::ManageRequests { .. } => "GET",
-            Route::DataCollection { .. } | Route::ManageEndpoints => "GET, POST",
+            | Route::AuthSession
+            | Route::Invitation { .. }
+            | Route::ManageAccount
+            | Route::ManageAccounts
+            | Route::ManageNotifications
+            | Route::ManageRequests { .. }
+            | Route::ManageCollaborators { .. }
+            | Route::ManageAudit { .. }
+            | Route::ManageUsage { .. } => "GET",
+            Route::DataCollection { .. }
+            | Route::ManageEndpoints
+            | Route::ManageTokens
+            | Route::ManageInvitations { .. } => "GET, POST",
             Route::DataRecord { .. } => "GET, PUT, DELETE",
-            Route::ManageEndpoint { .. } => "GET, PATCH",
-            Route::ManageDeploy { .. } => "POST",
+            Route::ManageEndpoint { .. } | Route::ManageAccountById { .. } => "GET, PATCH",
+            Route::ManageCollaborator { .. } => "PATCH, DELETE",
+            Route::ManageToken { .. } | Route::ManageInvitation { .. } => "DELETE",
+            Route::AuthLogin
+            | Route::AuthLogout
+            | Route::InvitationAccept { .. }
+            | Route::ManagePassword
+            | Route::ManageNotificationRead { .. }
+            | Route::ManageDeploy { .. }
+            | Route::ManageDeployRequest { .. }
+            | Route::ManageDeployApprove { .. }
+            | Route::ManageDeployReject { .. } => "POST",
         }
     }
 
