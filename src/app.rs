@@ -6,6 +6,7 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::endpoints::Endpoints;
 use crate::ingest::Ingest;
+use crate::mail::Mailer;
 use crate::poll::InFlight;
 use crate::request_log::RequestLog;
 use crate::search::SearchIndex;
@@ -21,4 +22,6 @@ pub struct App {
     pub search: Arc<SearchIndex>,
     /// Creates stamped but not yet stored: poll's visibility bound.
     pub in_flight: InFlight,
+    /// The outbox worker: wake it after committing a transaction that queued e-mail.
+    pub mailer: Mailer,
 }

@@ -46,6 +46,8 @@ pub enum Error {
     RecordNotFound,
     #[error("No route matches this path.")]
     RouteNotFound,
+    #[error("No e-mail with that id exists.")]
+    MailNotFound,
 
     // 405
     #[error("This method is not allowed on this path; allowed: {0}.")]

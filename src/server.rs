@@ -3,7 +3,9 @@
 //!
 //! Shutdown order matters for the durability promise: stop accepting, let in-flight requests
 //! finish (each write in them is committed before its response), then stop the ingest writer
-//! after it has committed whatever is still queued, then flush the request log.
+//! after it has committed whatever is still queued, then flush the request log. The mail
+//! thread is told to stop after the HTTP drain and joined last: it may be waiting on an SMTP
+//! server, and whatever it has not sent stays queued in the outbox.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,6 +27,7 @@ use crate::config::Config;
 use crate::crypto::{CryptoError, Sealer};
 use crate::endpoints::Endpoints;
 use crate::ingest::{self, Ingest};
+use crate::mail::Mailer;
 use crate::poll::InFlight;
 use crate::request_log::RequestLog;
 use crate::retention;
@@ -134,6 +137,8 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
     let (request_log, log_thread) =
         RequestLog::start(log_store, clock.clone(), config.request_log.retention)
             .map_err(spawn_err)?;
+    let (mailer, mail_thread) =
+        Mailer::start(store.clone(), config.smtp.clone(), clock.clone()).map_err(spawn_err)?;
     let grace = config.shutdown.grace;
     let app = Arc::new(App {
         config,
@@ -144,6 +149,7 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
         request_log,
         search,
         in_flight: InFlight::default(),
+        mailer,
     });
     let (stop, stopped) = oneshot::channel();
     let sweeper = tokio::spawn(sweep_idempotency(app.clone()));
@@ -157,12 +163,16 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
             serve(listener, app.clone(), stopped, grace).await;
             sweeper.abort();
             purger.abort();
+            // The mail thread may be in the middle of an SMTP exchange: ask it to stop now,
+            // join it last.
+            app.mailer.shutdown();
             app.ingest.shutdown().await;
             let _ = tokio::task::spawn_blocking(move || writer.join()).await;
             indexer.shutdown();
             let _ = tokio::task::spawn_blocking(move || indexer_thread.join()).await;
             app.request_log.shutdown();
             let _ = tokio::task::spawn_blocking(move || log_thread.join()).await;
+            let _ = tokio::task::spawn_blocking(move || mail_thread.join()).await;
             log::info!("shutdown complete");
         }
     });

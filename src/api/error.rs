@@ -28,6 +28,7 @@ pub fn status_and_code(err: &Error) -> (StatusCode, &'static str) {
         EndpointNotFound => (StatusCode::NOT_FOUND, "endpoint_not_found"),
         RecordNotFound => (StatusCode::NOT_FOUND, "record_not_found"),
         RouteNotFound => (StatusCode::NOT_FOUND, "route_not_found"),
+        MailNotFound => (StatusCode::NOT_FOUND, "mail_not_found"),
         MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
         IdempotencyConflict => (StatusCode::CONFLICT, "idempotency_key_conflict"),
         Conflict(_) => (StatusCode::CONFLICT, "conflict"),
