@@ -11,11 +11,11 @@ use crate::error::{Error, Result};
 use crate::request_log;
 use crate::storage::{AccountRow, Environment, partition};
 
-fn account(app: &App, req: &Request) -> Result<AccountRow> {
+pub(super) fn account(app: &App, req: &Request) -> Result<AccountRow> {
     accounts::authenticate_token(&app.store, bearer(&req.headers))
 }
 
-async fn body<T: serde::de::DeserializeOwned>(req: &mut Request) -> Result<T> {
+pub(super) async fn body<T: serde::de::DeserializeOwned>(req: &mut Request) -> Result<T> {
     require_json(&req.headers)?;
     let bytes = read_body(&req.headers, &mut req.body, MAX_MANAGE_BODY).await?;
     parse_json(&bytes)

@@ -7,6 +7,7 @@
 
 mod data;
 pub mod error;
+mod mail;
 mod manage;
 pub mod reply;
 mod routes;
@@ -184,6 +185,12 @@ async fn dispatch(
         Route::ManageRequests { slug } => {
             let slug = slug.to_string();
             manage::requests(app, req, &slug)
+        }
+        Route::ManageMail => mail::list(app, req),
+        Route::ManageMailTest => mail::test(app, req).await,
+        Route::ManageMailMessage { id } => {
+            let id = id.to_string();
+            mail::get(app, req, &id)
         }
     }
 }

@@ -15,6 +15,9 @@ pub enum Route<'a> {
     ManageEndpoint { slug: &'a str },
     ManageDeploy { slug: &'a str },
     ManageRequests { slug: &'a str },
+    ManageMail,
+    ManageMailTest,
+    ManageMailMessage { id: &'a str },
 }
 
 impl<'a> Route<'a> {
@@ -36,6 +39,9 @@ impl<'a> Route<'a> {
             ["api", "v1", "manage", "endpoints", slug, "requests"] => {
                 Route::ManageRequests { slug }
             }
+            ["api", "v1", "manage", "mail"] => Route::ManageMail,
+            ["api", "v1", "manage", "mail", "test"] => Route::ManageMailTest,
+            ["api", "v1", "manage", "mail", id] => Route::ManageMailMessage { id },
             _ => return None,
         })
     }
@@ -52,6 +58,9 @@ impl<'a> Route<'a> {
             Route::ManageEndpoint { .. } => "/api/v1/manage/endpoints/{slug}",
             Route::ManageDeploy { .. } => "/api/v1/manage/endpoints/{slug}/deploy",
             Route::ManageRequests { .. } => "/api/v1/manage/endpoints/{slug}/requests",
+            Route::ManageMail => "/api/v1/manage/mail",
+            Route::ManageMailTest => "/api/v1/manage/mail/test",
+            Route::ManageMailMessage { .. } => "/api/v1/manage/mail/{id}",
         }
     }
 
@@ -61,11 +70,13 @@ impl<'a> Route<'a> {
             Route::Health
             | Route::DataSearch { .. }
             | Route::DataPoll { .. }
-            | Route::ManageRequests { .. } => "GET",
+            | Route::ManageRequests { .. }
+            | Route::ManageMail
+            | Route::ManageMailMessage { .. } => "GET",
             Route::DataCollection { .. } | Route::ManageEndpoints => "GET, POST",
             Route::DataRecord { .. } => "GET, PUT, DELETE",
             Route::ManageEndpoint { .. } => "GET, PATCH",
-            Route::ManageDeploy { .. } => "POST",
+            Route::ManageDeploy { .. } | Route::ManageMailTest => "POST",
         }
     }
 
@@ -102,6 +113,18 @@ mod tests {
         assert_eq!(
             Route::resolve("/api/v1/manage/endpoints/s/deploy"),
             Some(Route::ManageDeploy { slug: "s" })
+        );
+        assert_eq!(
+            Route::resolve("/api/v1/manage/mail"),
+            Some(Route::ManageMail)
+        );
+        assert_eq!(
+            Route::resolve("/api/v1/manage/mail/test"),
+            Some(Route::ManageMailTest)
+        );
+        assert_eq!(
+            Route::resolve("/api/v1/manage/mail/12"),
+            Some(Route::ManageMailMessage { id: "12" })
         );
     }
 
