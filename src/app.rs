@@ -6,6 +6,7 @@ use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::endpoints::Endpoints;
 use crate::ingest::Ingest;
+use crate::mail::Mailer;
 use crate::poll::InFlight;
 use crate::request_log::RequestLog;
 use crate::search::SearchIndex;
@@ -25,9 +26,6 @@ pub struct App {
     pub in_flight: InFlight,
     pub usage: Usage,
     pub logins: LoginLimiter,
-}
-
-impl App {
-    /// Starts sending mail a service just queued (call after its commit).
-    pub fn mail_queued(&self) {}
+    /// The outbox worker: wake it after committing a transaction that queued e-mail.
+    pub mailer: Mailer,
 }

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use lettre::message::Mailbox;
 use serde::{Deserialize, Deserializer};
 
 #[derive(Debug, thiserror::Error)]
@@ -29,7 +30,7 @@ pub struct Config {
     /// Folder holding the redb file, the key-encryption key and (later) the search index.
     pub data_dir: PathBuf,
     /// The address users reach this server at, used in links sent by e-mail (invitations).
-    /// Defaults to `http://` + `listen`.
+    /// Defaults to `http://` + the address the server listens on.
     pub public_url: Option<String>,
     pub storage: StorageConfig,
     pub poll: PollConfig,
@@ -38,6 +39,8 @@ pub struct Config {
     pub shutdown: ShutdownConfig,
     pub accounts: AccountsConfig,
     pub usage: UsageConfig,
+    /// The SMTP server e-mail goes through; absent, e-mail stays queued in the outbox.
+    pub smtp: Option<SmtpConfig>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -145,6 +148,104 @@ pub struct ShutdownConfig {
     pub grace: Duration,
 }
 
+/// `[smtp]`: where and how outgoing e-mail is delivered (see `mail`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SmtpConfig {
+    pub host: String,
+    /// Absent: the usual port of `security` (see [`SmtpConfig::port`]).
+    #[serde(default)]
+    pub port: Option<u16>,
+    #[serde(default)]
+    pub security: SmtpSecurity,
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password: Option<Secret>,
+    /// The `From` of every message: `addr@example.com` or `Name <addr@example.com>`.
+    #[serde(deserialize_with = "de_mailbox")]
+    pub from: Mailbox,
+    /// Limit of connecting and of each SMTP command.
+    #[serde(default = "default_smtp_timeout", deserialize_with = "de_duration")]
+    pub timeout: Duration,
+}
+
+impl SmtpConfig {
+    /// The configured port, else the usual one of the security mode.
+    pub fn port(&self) -> u16 {
+        self.port.unwrap_or(match self.security {
+            SmtpSecurity::Starttls => 587,
+            SmtpSecurity::Tls => 465,
+            SmtpSecurity::None => 25,
+        })
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.host.is_empty() || self.host.chars().any(char::is_whitespace) {
+            return Err("smtp.host must be a host name or IP address".into());
+        }
+        if self.port == Some(0) {
+            return Err("smtp.port must be from 1 to 65535".into());
+        }
+        if self.username.is_some() != self.password.is_some() {
+            return Err("smtp.username and smtp.password go together: set both or neither".into());
+        }
+        if self.timeout.is_zero() {
+            return Err("smtp.timeout must be more than 0".into());
+        }
+        Ok(())
+    }
+}
+
+fn default_smtp_timeout() -> Duration {
+    Duration::from_secs(30)
+}
+
+/// How the connection to the SMTP server is protected.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SmtpSecurity {
+    /// Plain connection upgraded with STARTTLS; refused if the server cannot upgrade.
+    #[default]
+    Starttls,
+    /// TLS from the first byte (SMTPS).
+    Tls,
+    /// No encryption: only for a relay on the same host or a trusted network.
+    None,
+}
+
+impl SmtpSecurity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SmtpSecurity::Starttls => "starttls",
+            SmtpSecurity::Tls => "tls",
+            SmtpSecurity::None => "none",
+        }
+    }
+}
+
+/// A configured secret: its `Debug` prints `"***"`, so logging a config never reveals it.
+#[derive(Clone, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(text: impl Into<String>) -> Secret {
+        Secret(text.into())
+    }
+
+    /// The secret itself, for the one place that needs it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("\"***\"")
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -158,6 +259,7 @@ impl Default for Config {
             shutdown: ShutdownConfig::default(),
             accounts: AccountsConfig::default(),
             usage: UsageConfig::default(),
+            smtp: None,
         }
     }
 }
@@ -226,6 +328,9 @@ impl Config {
         if self.retention.sandbox < MIN_SANDBOX_RETENTION {
             return Err("retention.sandbox must be at least \"1d\"".into());
         }
+        if let Some(smtp) = &self.smtp {
+            smtp.validate()?;
+        }
         Ok(())
     }
 
@@ -271,6 +376,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
             "duration {text:?} has an unknown unit {unit:?} (use ms, s, m, h or d)"
         )),
     }
+}
+
+fn de_mailbox<'de, D: Deserializer<'de>>(d: D) -> Result<Mailbox, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse().map_err(|_| {
+        serde::de::Error::custom(format!(
+            "smtp.from {text:?} is not an e-mail address \
+             (write \"intake@example.com\" or \"Intake <intake@example.com>\")"
+        ))
+    })
 }
 
 fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -326,6 +441,97 @@ mod tests {
         assert!(err.contains("retention.production"), "{err}");
         let err = Config::parse("[retention]\nsandbox = \"1h\"").unwrap_err();
         assert!(err.contains("retention.sandbox"), "{err}");
+    }
+
+    #[test]
+    fn smtp_is_optional_and_has_defaults() {
+        assert!(Config::parse("").unwrap().smtp.is_none());
+        let c =
+            Config::parse("[smtp]\nhost = \"mail.example.com\"\nfrom = \"intake@example.com\"\n")
+                .unwrap();
+        let smtp = c.smtp.unwrap();
+        assert_eq!(smtp.host, "mail.example.com");
+        assert_eq!(smtp.security, SmtpSecurity::Starttls);
+        assert_eq!(smtp.port(), 587);
+        assert_eq!(smtp.timeout, Duration::from_secs(30));
+        assert!(smtp.username.is_none() && smtp.password.is_none());
+        assert_eq!(smtp.from.email.to_string(), "intake@example.com");
+    }
+
+    #[test]
+    fn smtp_reads_every_key_and_ports_follow_security() {
+        let base = "[smtp]\nhost = \"h\"\nfrom = \"Intake <i@example.com>\"\n";
+        let port = |extra: &str| {
+            Config::parse(&format!("{base}{extra}"))
+                .unwrap()
+                .smtp
+                .unwrap()
+                .port()
+        };
+        assert_eq!(port("security = \"tls\""), 465);
+        assert_eq!(port("security = \"none\""), 25);
+        assert_eq!(port("security = \"none\"\nport = 2525"), 2525);
+        let c = Config::parse(&format!(
+            "{base}security = \"tls\"\nport = 1465\nusername = \"u\"\npassword = \"hunter2\"\n\
+             timeout = \"5s\"\n"
+        ))
+        .unwrap();
+        let smtp = c.smtp.as_ref().unwrap();
+        assert_eq!(smtp.username.as_deref(), Some("u"));
+        assert_eq!(smtp.password.as_ref().map(Secret::expose), Some("hunter2"));
+        assert_eq!(smtp.timeout, Duration::from_secs(5));
+        assert_eq!(smtp.from.name.as_deref(), Some("Intake"));
+        let debug = format!("{c:?}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+        assert!(debug.contains("***"), "{debug}");
+    }
+
+    #[test]
+    fn smtp_errors_name_the_key() {
+        let base = "[smtp]\nhost = \"h\"\n";
+        let err = |extra: &str| Config::parse(&format!("{base}{extra}")).unwrap_err();
+        let e = err("");
+        assert!(e.contains("from"), "{e}");
+        let e = err("from = \"not an address\"");
+        assert!(e.contains("smtp.from"), "{e}");
+        let e = err("from = \"a@example.com\"\nsecurity = \"ssl\"");
+        assert!(e.contains("security"), "{e}");
+        let e = err("from = \"a@example.com\"\nusername = \"u\"");
+        assert!(e.contains("smtp.password"), "{e}");
+        let e = err("from = \"a@example.com\"\npassword = \"p\"");
+        assert!(e.contains("smtp.username"), "{e}");
+        let e = err("from = \"a@example.com\"\nuser = \"u\"");
+        assert!(e.contains("user"), "{e}");
+        let e = err("from = \"a@example.com\"\ntimeout = \"0s\"");
+        assert!(e.contains("smtp.timeout"), "{e}");
+        let e = err("from = \"a@example.com\"\nport = 0");
+        assert!(e.contains("smtp.port"), "{e}");
+        let e = Config::parse("[smtp]\nfrom = \"a@example.com\"").unwrap_err();
+        assert!(e.contains("host"), "{e}");
+        let e = Config::parse("[smtp]\nhost = \"\"\nfrom = \"a@example.com\"").unwrap_err();
+        assert!(e.contains("smtp.host"), "{e}");
+    }
+
+    #[test]
+    fn the_example_file_parses_with_every_option_uncommented() {
+        let text: String = include_str!("../intake.toml.example")
+            .lines()
+            .map(|line| {
+                let rest = line.strip_prefix("# ").unwrap_or(line);
+                let is_setting = rest == "[smtp]"
+                    || rest.split_once(" = ").is_some_and(|(key, _)| {
+                        key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                    });
+                if is_setting { rest } else { line }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let c = Config::parse(&text).unwrap();
+        assert_eq!(c.public_url.as_deref(), Some("https://intake.example.com"));
+        let smtp = c.smtp.unwrap();
+        assert_eq!(smtp.host, "smtp.example.com");
+        assert_eq!(smtp.port(), 587);
+        assert_eq!(smtp.timeout, Duration::from_secs(30));
     }
 
     #[test]

@@ -20,6 +20,8 @@ pub enum CursorKind {
     RequestLog = b'r',
     Search = b's',
     Poll = b'p',
+    /// The outbox (`mail`): one partition, the tiebreak is the message id.
+    Mail = b'm',
 }
 
 const LEN: usize = 1 + 8 + 8 + 16;

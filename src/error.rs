@@ -68,6 +68,8 @@ pub enum Error {
     // 410
     #[error("This invitation {0}; ask the endpoint owner for a new one.")]
     InvitationGone(GoneReason),
+    #[error("No e-mail with that id exists.")]
+    MailNotFound,
 
     // 405
     #[error("This method is not allowed on this path; allowed: {0}.")]

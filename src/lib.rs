@@ -29,7 +29,11 @@
 //! - [`retention`]: the scheduled purge of records past their environment's retention.
 //! - [`endpoints`]: endpoints, their keys, and authorising a data call's key.
 //! - [`accounts`]: the owner account and account tokens.
-//! - [`mail`]: the outbox of e-mails and the worker that sends them over SMTP.
+//! - [`mail`]: the outbox of e-mails and the worker that sends them over SMTP: a message is
+//!   queued in the transaction of the change that causes it (`mail::enqueue`), the caller
+//!   wakes the `Mailer` after the commit, and the mail thread (`mail::worker`) sends due
+//!   messages with lettre (`mail::smtp`), writing each outcome and the retry schedule back on
+//!   the row; without `[smtp]` messages stay queued.
 //! - [`request_log`]: the per-endpoint log of data calls, batched and purged by retention.
 //! - [`storage`]: the redb schema: every table and row type, in one place.
 //! - [`cursor`]: opaque, partition-checked pagination cursors and the `limit` rule.

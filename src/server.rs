@@ -3,7 +3,9 @@
 //!
 //! Shutdown order matters for the durability promise: stop accepting, let in-flight requests
 //! finish (each write in them is committed before its response), then stop the ingest writer
-//! after it has committed whatever is still queued, then flush the request log.
+//! after it has committed whatever is still queued, then flush the request log. The mail
+//! thread is told to stop after the HTTP drain and joined last: it may be waiting on an SMTP
+//! server, and whatever it has not sent stays queued in the outbox.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -25,6 +27,7 @@ use crate::config::Config;
 use crate::crypto::{CryptoError, Sealer};
 use crate::endpoints::Endpoints;
 use crate::ingest::{self, Ingest};
+use crate::mail::Mailer;
 use crate::poll::InFlight;
 use crate::request_log::RequestLog;
 use crate::retention;
@@ -101,7 +104,7 @@ impl RunningServer {
 }
 
 /// Opens the data dir, starts the workers and binds the listener.
-pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, ServerError> {
+pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServer, ServerError> {
     let (store, sealer) = open_data_dir(&config)?;
     let store = Arc::new(store);
     if !accounts::has_owner(&store).map_err(|e| ServerError::Other(e.to_string()))? {
@@ -121,6 +124,10 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
         context: "cannot read the listening address".into(),
         source,
     })?;
+    // Links in e-mails need the real port when the config asked for any free one (`:0`).
+    if config.public_url.is_none() {
+        config.public_url = Some(format!("http://{addr}"));
+    }
     let spawn_err = |source| ServerError::Io {
         context: "cannot start a worker thread".into(),
         source,
@@ -136,6 +143,8 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
     let (request_log, log_thread) =
         RequestLog::start(log_store, clock.clone(), config.request_log.retention)
             .map_err(spawn_err)?;
+    let (mailer, mail_thread) =
+        Mailer::start(store.clone(), config.smtp.clone(), clock.clone()).map_err(spawn_err)?;
     let grace = config.shutdown.grace;
     let app = Arc::new(App {
         endpoints: Endpoints::new(store.clone(), sealer),
@@ -148,6 +157,7 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
         request_log,
         search,
         in_flight: InFlight::default(),
+        mailer,
     });
     let (stop, stopped) = oneshot::channel();
     let sweeper = tokio::spawn(sweep_expired(app.clone()));
@@ -166,12 +176,16 @@ pub async fn start(config: Config, clock: SharedClock) -> Result<RunningServer, 
             if let Err(err) = app.usage.flush(app.clock.now()) {
                 log::error!("cannot save usage counters: {err}");
             }
+            // The mail thread may be in the middle of an SMTP exchange: ask it to stop now,
+            // join it last.
+            app.mailer.shutdown();
             app.ingest.shutdown().await;
             let _ = tokio::task::spawn_blocking(move || writer.join()).await;
             indexer.shutdown();
             let _ = tokio::task::spawn_blocking(move || indexer_thread.join()).await;
             app.request_log.shutdown();
             let _ = tokio::task::spawn_blocking(move || log_thread.join()).await;
+            let _ = tokio::task::spawn_blocking(move || mail_thread.join()).await;
             log::info!("shutdown complete");
         }
     });

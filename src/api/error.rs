@@ -66,6 +66,7 @@ pub fn status_and_code(err: &Error) -> (StatusCode, &'static str) {
         ),
         UsageLimitExceeded { .. } => (StatusCode::TOO_MANY_REQUESTS, "usage_limit_exceeded"),
         TooManyLoginAttempts { .. } => (StatusCode::TOO_MANY_REQUESTS, "too_many_login_attempts"),
+        MailNotFound => (StatusCode::NOT_FOUND, "mail_not_found"),
         MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
         IdempotencyConflict => (StatusCode::CONFLICT, "idempotency_key_conflict"),
         Conflict(_) => (StatusCode::CONFLICT, "conflict"),

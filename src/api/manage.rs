@@ -106,7 +106,7 @@ pub async fn deploy_step(
             (StatusCode::OK, deploy::reject(app, &account, slug, note)?)
         }
     };
-    app.mail_queued();
+    app.mailer.wake();
     Ok(reply::json(status, &view))
 }
 
@@ -149,7 +149,7 @@ pub async fn invitations(app: &App, req: &mut Request, slug: &str) -> Result<Res
     if req.method == Method::POST {
         let new = body(req).await?;
         let created = collaborators::invite(app, &owner, slug, new)?;
-        app.mail_queued();
+        app.mailer.wake();
         return Ok(reply::json(StatusCode::CREATED, &created));
     }
     let data = collaborators::list_invitations(app, &owner, slug)?;

@@ -8,6 +8,7 @@
 mod account;
 mod data;
 pub mod error;
+mod mail;
 mod manage;
 pub mod reply;
 mod routes;
@@ -255,5 +256,11 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
         | Route::DataSearch { .. }
         | Route::DataPoll { .. }
         | Route::DataRecord { .. } => Err(crate::error::Error::RouteNotFound),
+        Route::ManageMail => mail::list(app, req),
+        Route::ManageMailTest => mail::test(app, req).await,
+        Route::ManageMailMessage { id } => {
+            let id = id.to_string();
+            mail::get(app, req, &id)
+        }
     }
 }

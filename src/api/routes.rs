@@ -37,6 +37,9 @@ pub enum Route<'a> {
     ManageCollaborator { slug: &'a str, account_id: &'a str },
     ManageAudit { slug: &'a str },
     ManageUsage { slug: &'a str },
+    ManageMail,
+    ManageMailTest,
+    ManageMailMessage { id: &'a str },
 }
 
 impl<'a> Route<'a> {
@@ -87,6 +90,9 @@ impl<'a> Route<'a> {
             }
             ["endpoints", slug, "audit"] => Route::ManageAudit { slug },
             ["endpoints", slug, "usage"] => Route::ManageUsage { slug },
+            ["mail"] => Route::ManageMail,
+            ["mail", "test"] => Route::ManageMailTest,
+            ["mail", id] => Route::ManageMailMessage { id },
             _ => return None,
         })
     }
@@ -131,6 +137,9 @@ impl<'a> Route<'a> {
             }
             Route::ManageAudit { .. } => "/api/v1/manage/endpoints/{slug}/audit",
             Route::ManageUsage { .. } => "/api/v1/manage/endpoints/{slug}/usage",
+            Route::ManageMail => "/api/v1/manage/mail",
+            Route::ManageMailTest => "/api/v1/manage/mail/test",
+            Route::ManageMailMessage { .. } => "/api/v1/manage/mail/{id}",
         }
     }
 
@@ -148,7 +157,9 @@ impl<'a> Route<'a> {
             | Route::ManageRequests { .. }
             | Route::ManageCollaborators { .. }
             | Route::ManageAudit { .. }
-            | Route::ManageUsage { .. } => "GET",
+            | Route::ManageUsage { .. }
+            | Route::ManageMail
+            | Route::ManageMailMessage { .. } => "GET",
             Route::DataCollection { .. }
             | Route::ManageEndpoints
             | Route::ManageTokens
@@ -165,7 +176,8 @@ impl<'a> Route<'a> {
             | Route::ManageDeploy { .. }
             | Route::ManageDeployRequest { .. }
             | Route::ManageDeployApprove { .. }
-            | Route::ManageDeployReject { .. } => "POST",
+            | Route::ManageDeployReject { .. }
+            | Route::ManageMailTest => "POST",
         }
     }
 
@@ -202,6 +214,18 @@ mod tests {
         assert_eq!(
             Route::resolve("/api/v1/manage/endpoints/s/deploy"),
             Some(Route::ManageDeploy { slug: "s" })
+        );
+        assert_eq!(
+            Route::resolve("/api/v1/manage/mail"),
+            Some(Route::ManageMail)
+        );
+        assert_eq!(
+            Route::resolve("/api/v1/manage/mail/test"),
+            Some(Route::ManageMailTest)
+        );
+        assert_eq!(
+            Route::resolve("/api/v1/manage/mail/12"),
+            Some(Route::ManageMailMessage { id: "12" })
         );
     }
 

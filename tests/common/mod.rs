@@ -4,6 +4,8 @@
 //! over real HTTP on loopback, with its own temporary data directory.
 #![allow(dead_code)]
 
+pub mod smtp;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -1104,4 +1106,45 @@ impl TestServer {
         self.addr = p.addr;
         self.proc = Some(p);
     }
+}
+
+// ---------------------------------------------------------------------------
+// Servers with a config file (added for tests/mail.rs)
+// ---------------------------------------------------------------------------
+
+impl TestServer {
+    /// [`TestServer::start`] with a config file holding `toml` (for example the `[smtp]`
+    /// section of [`smtp::SmtpServer::config_toml`]). The file is `intake.toml` in the data
+    /// dir; `--data-dir` and `--listen` still come from the command line.
+    pub fn start_with_config(toml: &str) -> TestServer {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let init = initialised_copy(dir.path());
+        let config = write_config(dir.path(), toml);
+        let log = LogBuffer::default();
+        let mut args = serve_args(dir.path());
+        args.extend(["--config".as_ref(), config.as_os_str()]);
+        let proc = spawn_serve(&args, &[], &log);
+        TestServer {
+            addr: proc.addr,
+            dir,
+            owner_token: init.token,
+            password: init.password,
+            log,
+            agent: new_agent(Duration::from_secs(30)),
+            proc: Some(proc),
+        }
+    }
+
+    /// [`TestServer::restart`] with the config file rewritten to `toml` (which may differ
+    /// from the one the server ran with before).
+    pub fn restart_with_config(&mut self, toml: &str) {
+        let config = write_config(self.dir.path(), toml);
+        self.restart_with_args(&["--config".as_ref(), config.as_os_str()]);
+    }
+}
+
+fn write_config(dir: &Path, toml: &str) -> PathBuf {
+    let path = dir.join("intake.toml");
+    std::fs::write(&path, toml).expect("write config file");
+    path
 }
