@@ -13,6 +13,7 @@ use warp::reply::Response;
 use super::reply::{self, bearer, query_params, read_body, require_json};
 use super::{CallLog, MAX_DATA_BODY, Request};
 use crate::app::App;
+use crate::crypto::{key_id, secret_hash};
 use crate::endpoints::DataAccess;
 use crate::error::{Error, Result};
 use crate::poll;
@@ -138,6 +139,17 @@ fn authorize(
             if let Ok(Some(endpoint_id)) = app.endpoints.id_for_slug(slug) {
                 call_log.partition = Some(partition(endpoint_id, environment));
                 call_log.environment = Some(environment);
+                // Refused after the key was recognised (403): say whose key it was.
+                if let (
+                    Some(key),
+                    Error::EndpointInactive
+                    | Error::AccountSuspended
+                    | Error::EndpointNotDeployed
+                    | Error::MissingPermission(_),
+                ) = (key, &err)
+                {
+                    call_log.key_id = Some(key_id(&secret_hash(key)));
+                }
             }
             Err(err)
         }
