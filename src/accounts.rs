@@ -222,8 +222,20 @@ pub fn check_password(store: &Store, email: &str, password: &str) -> Result<Acco
     };
     match account {
         Some(account) if verify_password(password, &account.password_hash) => Ok(account),
-        _ => Err(Error::InvalidCredentials),
+        Some(_) => Err(Error::InvalidCredentials),
+        None => {
+            // Spend the same argon2 work as for a real account, so the answer's timing does
+            // not reveal which addresses have accounts.
+            verify_password(password, dummy_password_hash());
+            Err(Error::InvalidCredentials)
+        }
     }
+}
+
+/// A password hash with the same parameters as real ones, for unknown addresses.
+fn dummy_password_hash() -> &'static str {
+    static HASH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HASH.get_or_init(|| hash_password(&random_base32(24)).unwrap_or_default())
 }
 
 /// Creates a personal API token for `account`.

@@ -107,6 +107,7 @@ pub fn invite(
     slug: &str,
     new: NewInvitation,
 ) -> Result<InvitationView> {
+    let endpoint = app.endpoints.owned_row(owner, slug)?;
     let email = normalize_email(&new.email)?;
     let permissions = valid_permissions(new.permissions)?;
     if email == owner.email {
@@ -114,7 +115,6 @@ pub fn invite(
             "You own this endpoint; invite someone else.".into(),
         ));
     }
-    let endpoint = app.endpoints.owned_row(owner, slug)?;
     let now = app.clock.now();
     let token = format!("{INVITATION_PREFIX}{}", random_base32(32));
     let accept_url = accept_url(app, &token);
@@ -535,8 +535,8 @@ pub fn set_permissions(
     account_id: u64,
     change: PermissionsChange,
 ) -> Result<CollaboratorView> {
-    let permissions = valid_permissions(change.permissions)?;
     let endpoint = app.endpoints.owned_row(owner, slug)?;
+    let permissions = valid_permissions(change.permissions)?;
     let now = app.clock.now();
     let txn = app.store.write()?;
     let row = {

@@ -274,6 +274,8 @@ impl Endpoints {
         slug: &str,
         patch: EndpointPatch,
     ) -> Result<EndpointView> {
+        // Who may change it is answered before what is wrong with the change.
+        self.owned_row(owner, slug)?;
         let name = patch.name.as_deref().map(valid_name).transpose()?;
         let description = patch.description.map(valid_description).transpose()?;
         let required_fields = patch

@@ -66,9 +66,10 @@ impl Usage {
         };
         if quota.is_some_and(|q| counter.count >= q) {
             let reset = now.start_of_next_month();
-            let secs = (reset.as_micros() - now.as_micros()).max(0) / 1_000_000;
+            // Rounded up: waiting the advertised time must be enough.
+            let micros = u64::try_from(reset.as_micros() - now.as_micros()).unwrap_or(0);
             return Err(Error::UsageLimitExceeded {
-                retry_after_secs: u64::try_from(secs).unwrap_or(0).max(1),
+                retry_after_secs: micros.div_ceil(1_000_000).max(1),
             });
         }
         counter.count += 1;

@@ -1362,12 +1362,9 @@ fn collaborator_cannot_use_owner_only_routes_and_strangers_get_404() {
     );
 }
 
-/// BUG (src/collaborators.rs, `invite`): the e-mail is compared with the caller's before the
-/// caller is checked to own the endpoint, so a collaborator inviting its own address gets
-/// 409 "You own this endpoint" instead of 403 `owner_only` (and an unrelated account gets
-/// 409 instead of 404).
+/// Ownership is checked before the invitation itself: a collaborator inviting its own address
+/// gets 403 `owner_only` (not a 409 about the address), an unrelated account 404.
 #[test]
-#[ignore = "BUG: invite checks the address against the caller before checking ownership"]
 fn collaborator_inviting_its_own_address_is_refused_as_owner_only() {
     let s = TestServer::start();
     let api = Api::of(&s);
@@ -1883,11 +1880,9 @@ fn monthly_quota_refuses_calls_until_the_next_utc_month() {
     );
 }
 
-/// BUG (src/usage.rs, `Usage::count`): Retry-After is the time to the next month rounded
-/// *down* to whole seconds, so a client that waits exactly Retry-After seconds arrives before
-/// the reset and is refused again. The login limit (src/sessions.rs, `secs_until`) rounds up.
+/// Retry-After is the time to the next month rounded *up* to whole seconds, so a client that
+/// waits exactly Retry-After seconds arrives after the reset.
 #[test]
-#[ignore = "BUG: usage Retry-After rounds down, so waiting it is not enough"]
 fn quota_retry_after_is_enough_to_wait_when_now_is_between_whole_seconds() {
     let s = InProc::start("[usage]\nmonthly_quota = 1\n", "2026-11-30T23:59:00.250Z");
     let ep = s.api.create_endpoint(s.owner(), "metered");
