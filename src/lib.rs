@@ -12,6 +12,11 @@
 //! visibility bound of the creates still in flight. `retention` deletes expired records
 //! through the same change log.
 //!
+//! Management calls go `api` (token or session cookie → account) → a service module
+//! (`endpoints`, `collaborators`, `deploy`, `accounts`...), which changes the store in one
+//! transaction together with its audit entry, notifications and outbox e-mails, then clears the
+//! key cache (`endpoints`) so data calls see the change at once.
+//!
 //! - [`cli`]: the command line (`serve`, `init`, `endpoint`).
 //! - [`config`]: the TOML file, defaults, duration syntax.
 //! - [`server`]: opens the data dir, starts the workers, accepts connections (hyper-util over a
@@ -27,8 +32,15 @@
 //!   trigram tokenizer, and (`search::index`) the tantivy index with its indexer thread.
 //! - [`poll`]: the oldest-first feed and the in-flight registry that keeps it gap-free.
 //! - [`retention`]: the scheduled purge of records past their environment's retention.
-//! - [`endpoints`]: endpoints, their keys, and authorising a data call's key.
-//! - [`accounts`]: the owner account and account tokens.
+//! - [`endpoints`]: endpoints, their keys, who may see them (owner, collaborators), and
+//!   authorising a data call's key with its permissions (cached until the next change).
+//! - [`collaborators`]: invitations, accepting them, collaboration keys and permissions.
+//! - [`deploy`]: the deploy workflow: requests, approval, rejection, direct deploy.
+//! - [`accounts`]: the owner and member accounts, personal API tokens, suspension.
+//! - [`sessions`]: dashboard login, session cookies, and the failed-login limit.
+//! - [`notifications`]: stored notifications per account (deployed, deploy requested...).
+//! - [`audit`]: the per-endpoint audit log of every change.
+//! - [`usage`]: monthly data-call counters and the quota (429).
 //! - [`mail`]: the outbox of e-mails and the worker that sends them over SMTP: a message is
 //!   queued in the transaction of the change that causes it (`mail::enqueue`), the caller
 //!   wakes the `Mailer` after the commit, and the mail thread (`mail::worker`) sends due
@@ -48,7 +60,10 @@
 //! - The search index is derived data: every index commit records the change-log position it
 //!   covers, and search never returns a record that the store does not confirm.
 //! - Sandbox and production data live in different partitions and never mix.
-//! - No plain API key, token or password is stored or logged; keys are found by SHA-256.
+//! - No plain API key, token, session or password is stored or logged; keys, tokens and
+//!   sessions are found by SHA-256.
+//! - Every change to endpoints, keys, collaborators or accounts clears the key cache after its
+//!   commit, so a revoked key or permission stops working on the next call.
 //! - A refused request changes nothing: validation happens before the write is queued, and a
 //!   failed commit acknowledges nothing.
 
