@@ -22,6 +22,8 @@ pub enum Error {
     InvalidRequest(String),
     #[error("The Idempotency-Key header must be 1 to 255 printable ASCII characters.")]
     InvalidIdempotencyKey,
+    #[error("Invalid webhook request: {0}.")]
+    InvalidWebhook(String),
 
     // 401
     #[error("Send the API key as `Authorization: Bearer <API_KEY>`.")]

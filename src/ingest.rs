@@ -12,8 +12,9 @@
 //! - **Applied in the same commit.** The transaction that makes a write durable also applies it
 //!   to the record tables and appends it to the change log (`storage::CHANGES`), so there is no
 //!   state "acknowledged but not yet stored", and a read after the 202 sees the write. Work that
-//!   follows a write (search indexing; webhooks later) consumes the change log from its own
-//!   durable position: it survives restarts and resumes where it stopped.
+//!   follows a write consumes the change log from its own durable position (search indexing)
+//!   or is queued in the same commit (webhook deliveries, `webhooks::deliveries`): it survives
+//!   restarts and resumes where it stopped.
 //! - **All or nothing.** A storage failure aborts the whole transaction and every request of
 //!   the batch gets a 503: nothing is acknowledged, nothing is half-written. A refused operation
 //!   (unknown record, idempotency conflict) changes nothing and does not affect its neighbours.
@@ -31,6 +32,7 @@ use crate::storage::{
     CHANGES, IDEMPOTENCY, IDEMPOTENCY_EXPIRY, IdempotencyRow, LAST_CHANGE_SEQ, META, RECORDS,
     Store, StoreError, encode_record, from_json, read_counter, time_key, to_json, write_counter,
 };
+use crate::webhooks::deliveries::{DeliveryTables, Event, Hooks};
 
 /// How many writes one transaction takes at most.
 pub const MAX_BATCH: usize = 2048;
@@ -62,6 +64,13 @@ pub enum WriteOp {
     },
 }
 
+/// A write and what its webhooks need.
+#[derive(Debug)]
+pub struct Write {
+    pub op: WriteOp,
+    pub hooks: Hooks,
+}
+
 /// An `Idempotency-Key` sent with a create.
 #[derive(Debug)]
 pub struct IdempotencyClaim {
@@ -89,7 +98,7 @@ pub enum WriteOutcome {
 type Reply = oneshot::Sender<Result<WriteOutcome, Error>>;
 
 enum Message {
-    Write(WriteOp, Reply),
+    Write(Box<Write>, Reply),
     /// Everything queued before this is committed, then the writer stops.
     Shutdown,
 }
@@ -126,10 +135,10 @@ impl Ingest {
     }
 
     /// Queues a write and waits until it is durably committed (or refused).
-    pub async fn submit(&self, op: WriteOp) -> Result<WriteOutcome, Error> {
+    pub async fn submit(&self, write: Write) -> Result<WriteOutcome, Error> {
         let (reply, answer) = oneshot::channel();
         self.tx
-            .send(Message::Write(op, reply))
+            .send(Message::Write(Box::new(write), reply))
             .await
             .map_err(|_| Error::ShuttingDown)?;
         answer.await.map_err(|_| Error::ShuttingDown)?
@@ -175,7 +184,7 @@ fn writer_loop(store: &Store, mut rx: mpsc::Receiver<Message>, on_commit: &dyn F
         if batch.is_empty() {
             continue;
         }
-        let ops: Vec<&WriteOp> = batch.iter().map(|(op, _)| op).collect();
+        let ops: Vec<&Write> = batch.iter().map(|(op, _)| op.as_ref()).collect();
         let started = std::time::Instant::now();
         let applied = apply_batch(store, &ops);
         stats.busy += started.elapsed();
@@ -223,13 +232,14 @@ struct Tables<'txn> {
     change_seq: u64,
     idempotency: Table<'txn, (u64, &'static str), &'static [u8]>,
     idempotency_expiry: Table<'txn, (u64, u64, &'static str), ()>,
+    deliveries: DeliveryTables<'txn>,
 }
 
 /// Applies a batch in one durable transaction. The outer error aborts everything; the inner
 /// results are per operation.
 fn apply_batch(
     store: &Store,
-    ops: &[&WriteOp],
+    ops: &[&Write],
 ) -> Result<Vec<Result<WriteOutcome, Error>>, StoreError> {
     let txn = store.write()?;
     let outcomes = {
@@ -240,34 +250,58 @@ fn apply_batch(
             change_seq,
             idempotency: txn.open_table(IDEMPOTENCY)?,
             idempotency_expiry: txn.open_table(IDEMPOTENCY_EXPIRY)?,
+            deliveries: DeliveryTables::open(&txn)?,
         };
         let outcomes = ops
             .iter()
             .map(|op| apply(&mut tables, op))
             .collect::<Result<Vec<_>, StoreError>>()?;
-        if tables.change_seq != change_seq {
-            write_counter(&txn, LAST_CHANGE_SEQ, tables.change_seq)?;
+        let Tables {
+            change_seq: last_seq,
+            deliveries,
+            ..
+        } = tables;
+        if last_seq != change_seq {
+            write_counter(&txn, LAST_CHANGE_SEQ, last_seq)?;
         }
+        deliveries.finish(&txn)?;
         outcomes
     };
     txn.commit()?;
     Ok(outcomes)
 }
 
-/// Applies one operation and logs it in the change log if it changed a record.
-fn apply(t: &mut Tables<'_>, op: &WriteOp) -> Result<Result<WriteOutcome, Error>, StoreError> {
+/// Applies one operation; if it changed a record, logs it in the change log and creates its
+/// webhook deliveries.
+fn apply(t: &mut Tables<'_>, write: &Write) -> Result<Result<WriteOutcome, Error>, StoreError> {
+    let op = &write.op;
     let outcome = apply_to_records(t, op)?;
-    let (partition, changed) = match (op, &outcome) {
-        (WriteOp::Create { partition, .. }, Ok(WriteOutcome::Created { id, .. })) => {
-            (*partition, Some(*id))
+    let changed = match (op, &outcome) {
+        (
+            WriteOp::Create {
+                partition, payload, ..
+            },
+            Ok(WriteOutcome::Created { id, .. }),
+        ) => Some((*partition, *id, Event::Created, Some(payload.as_slice()))),
+        (
+            WriteOp::Replace {
+                partition,
+                id,
+                payload,
+                ..
+            },
+            Ok(WriteOutcome::Replaced),
+        ) => Some((*partition, *id, Event::Replaced, Some(payload.as_slice()))),
+        (WriteOp::Delete { partition, id }, Ok(WriteOutcome::Deleted)) => {
+            Some((*partition, *id, Event::Deleted, None))
         }
-        (WriteOp::Replace { partition, id, .. }, Ok(WriteOutcome::Replaced))
-        | (WriteOp::Delete { partition, id }, Ok(WriteOutcome::Deleted)) => (*partition, Some(*id)),
-        _ => (0, None),
+        _ => None,
     };
-    if let Some(id) = changed {
+    if let Some((partition, id, event, payload)) = changed {
         t.change_seq += 1;
         t.changes.insert(t.change_seq, (partition, id.0))?;
+        t.deliveries
+            .create_for_write(partition, id, event, payload, &write.hooks)?;
     }
     Ok(outcome)
 }

@@ -93,3 +93,4 @@ pub mod server;
 pub mod sessions;
 pub mod storage;
 pub mod usage;
+pub mod webhooks;

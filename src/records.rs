@@ -14,14 +14,14 @@ use serde::Serialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 
-use crate::clock::Timestamp;
 use crate::crypto::sha256;
 use crate::cursor::{self, CursorKind, Position};
 use crate::endpoints::DataAccess;
 use crate::error::{Error, Result};
 use crate::ids::RecordId;
-use crate::ingest::{IdempotencyClaim, Ingest, WriteOp, WriteOutcome};
+use crate::ingest::{IdempotencyClaim, Ingest, Write, WriteOp, WriteOutcome};
 use crate::storage::{RECORDS, Store, decode_record, time_key};
+use crate::webhooks::deliveries::Hooks;
 
 pub const LIST_LIMIT_DEFAULT: usize = 10;
 pub const LIST_LIMIT_MAX: usize = 30;
@@ -107,7 +107,7 @@ pub fn parse_record_id(text: &str) -> Result<RecordId> {
 pub async fn create(
     ingest: &Ingest,
     access: &DataAccess,
-    received_at: Timestamp,
+    hooks: Hooks,
     body: &[u8],
     idempotency_key: Option<&str>,
 ) -> Result<Accepted> {
@@ -122,11 +122,11 @@ pub async fn create(
         .transpose()?;
     let op = WriteOp::Create {
         partition: access.partition,
-        id: RecordId::generate(received_at),
+        id: RecordId::generate(hooks.at),
         payload,
         idempotency,
     };
-    match ingest.submit(op).await? {
+    match ingest.submit(Write { op, hooks }).await? {
         WriteOutcome::Created { id, created_at } | WriteOutcome::Replayed { id, created_at } => {
             Ok(Accepted {
                 id: id.to_string(),
@@ -142,17 +142,17 @@ pub async fn replace(
     ingest: &Ingest,
     access: &DataAccess,
     id: RecordId,
-    received_at: Timestamp,
+    hooks: Hooks,
     body: &[u8],
 ) -> Result<Accepted> {
     let payload = normalize_payload(body, &access.endpoint.required_fields)?;
     let op = WriteOp::Replace {
         partition: access.partition,
         id,
-        updated_at: received_at,
+        updated_at: hooks.at,
         payload,
     };
-    ingest.submit(op).await?;
+    ingest.submit(Write { op, hooks }).await?;
     Ok(Accepted {
         id: id.to_string(),
         created_at: None,
@@ -160,12 +160,17 @@ pub async fn replace(
     })
 }
 
-pub async fn delete(ingest: &Ingest, access: &DataAccess, id: RecordId) -> Result<Accepted> {
+pub async fn delete(
+    ingest: &Ingest,
+    access: &DataAccess,
+    id: RecordId,
+    hooks: Hooks,
+) -> Result<Accepted> {
     let op = WriteOp::Delete {
         partition: access.partition,
         id,
     };
-    ingest.submit(op).await?;
+    ingest.submit(Write { op, hooks }).await?;
     Ok(Accepted {
         id: id.to_string(),
         created_at: None,

@@ -63,6 +63,25 @@ pub const NOTIFICATIONS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::n
 pub const AUDIT: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("audit");
 /// `(partition, month as yyyymm)` → data calls counted in that month (see `usage`).
 pub const USAGE: TableDefinition<(u64, u32), u64> = TableDefinition::new("usage");
+/// Owner webhooks: `partition` → [`OwnerWebhookRow`] JSON (one per endpoint and environment).
+pub const OWNER_WEBHOOKS: TableDefinition<u64, &[u8]> = TableDefinition::new("owner_webhooks");
+/// Webhook deliveries: `delivery id` → [`DeliveryRow`] JSON. Written in the commit of the write
+/// that causes them, so an acknowledged write never loses its webhooks.
+pub const DELIVERIES: TableDefinition<u64, &[u8]> = TableDefinition::new("deliveries");
+/// Pending deliveries by when they are due: `(due_at_us, delivery id)` → `()`.
+pub const DELIVERIES_DUE: TableDefinition<(u64, u64), ()> = TableDefinition::new("deliveries_due");
+/// `(partition, delivery id)` → record id: an endpoint's deliveries, newest first.
+pub const PARTITION_DELIVERIES: TableDefinition<(u64, u64), u128> =
+    TableDefinition::new("partition_deliveries");
+/// `(partition, record id, delivery id)` → `()`: a record's deliveries.
+pub const RECORD_DELIVERIES: TableDefinition<(u64, u128, u64), ()> =
+    TableDefinition::new("record_deliveries");
+/// `(delivery id, attempt number)` → [`AttemptRow`] JSON: every attempt, as it went.
+pub const DELIVERY_ATTEMPTS: TableDefinition<(u64, u32), &[u8]> =
+    TableDefinition::new("delivery_attempts");
+/// `(endpoint_id, days since 1970-01-01)` → `()`: the owner was e-mailed about a given-up
+/// delivery that UTC day (at most one such e-mail per endpoint per day).
+pub const FAILURE_MAILS: TableDefinition<(u64, u64), ()> = TableDefinition::new("failure_mails");
 /// Outgoing e-mail: `message id` → [`MailRow`] JSON. Written in the same transaction as the
 /// change that causes it (an invitation, a deployment), sent later by the mail worker.
 pub const OUTBOX: TableDefinition<u64, &[u8]> = TableDefinition::new("outbox");
@@ -329,6 +348,83 @@ pub struct IdempotencyRow {
     pub created_at: Timestamp,
 }
 
+/// The owner's webhook of one endpoint in one environment.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OwnerWebhookRow {
+    pub url: String,
+    /// Name of the custom auth header sent with every delivery, if any.
+    pub auth_header: Option<String>,
+    /// Its value, sealed (see `crypto`).
+    #[serde(default, with = "base64_opt_bytes")]
+    pub auth_value_sealed: Option<Vec<u8>>,
+    pub enabled: bool,
+    pub updated_at: Timestamp,
+}
+
+/// Who asked for a delivery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WebhookKind {
+    /// Configured by the endpoint's owner; failures are e-mailed (production only).
+    Owner,
+    /// Requested by the API caller with `X-Webhook-Callback` on the write.
+    Caller,
+}
+
+/// Where a delivery is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    /// Waiting for its first or next attempt (listed in `DELIVERIES_DUE`).
+    Pending,
+    /// A receiver answered 2xx.
+    Delivered,
+    /// No attempt left, or an answer that is not retried.
+    GivenUp,
+}
+
+/// One webhook delivery: one write to one receiver, with its fixed body.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DeliveryRow {
+    pub id: u64,
+    pub partition: u64,
+    pub record_id: u128,
+    pub kind: WebhookKind,
+    pub url: String,
+    pub auth_header: Option<String>,
+    #[serde(default, with = "base64_opt_bytes")]
+    pub auth_value_sealed: Option<Vec<u8>>,
+    /// The JSON body, fixed when the write was committed; signed afresh on every attempt.
+    pub body: String,
+    pub state: DeliveryState,
+    /// Attempts made so far.
+    pub attempts: u32,
+    pub max_attempts: u32,
+    /// When the next attempt is due, while pending.
+    pub next_attempt_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+}
+
+/// One delivery attempt as it went.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AttemptRow {
+    pub attempt: u32,
+    pub started_at: Timestamp,
+    pub duration_us: u64,
+    pub url: String,
+    /// The request headers, with the signature and any auth value left out.
+    pub request_headers: Vec<(String, String)>,
+    /// The receiver's status code, if it answered.
+    pub status: Option<u16>,
+    /// Why there was no usable answer (timeout, connection refused, refused target...).
+    pub error: Option<String>,
+    /// The start of the response body (at most `webhooks::RESPONSE_BODY_LIMIT` bytes).
+    pub response_body: Option<String>,
+    /// What happened next: `delivered`, `retry`, or `given_up`.
+    pub outcome: String,
+}
+
 /// Where an outgoing e-mail is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -382,6 +478,30 @@ mod base64_bytes {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         let text = <&str>::deserialize(d)?;
         STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Optional byte fields of JSON rows as base64 text.
+mod base64_opt_bytes {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match bytes {
+            Some(b) => s.serialize_some(&STANDARD.encode(b)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        match Option::<&str>::deserialize(d)? {
+            Some(text) => STANDARD
+                .decode(text)
+                .map(Some)
+                .map_err(serde::de::Error::custom),
+            None => Ok(None),
+        }
     }
 }
 
@@ -439,6 +559,13 @@ impl Store {
             txn.open_table(NOTIFICATIONS)?;
             txn.open_table(AUDIT)?;
             txn.open_table(USAGE)?;
+            txn.open_table(OWNER_WEBHOOKS)?;
+            txn.open_table(DELIVERIES)?;
+            txn.open_table(DELIVERIES_DUE)?;
+            txn.open_table(PARTITION_DELIVERIES)?;
+            txn.open_table(RECORD_DELIVERIES)?;
+            txn.open_table(DELIVERY_ATTEMPTS)?;
+            txn.open_table(FAILURE_MAILS)?;
             Ok(())
         })
     }

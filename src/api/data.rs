@@ -4,8 +4,8 @@
 //! the router) → Authorization header (401) → key known (401) → endpoint for this key (404) →
 //! endpoint active (403) → key holder's account not suspended (403) → production key deployed
 //! (403) → key permission for the method (403) → monthly quota (429) → record id (400) →
-//! Content-Type (415) → body size (413) → JSON (400) → required fields (400) →
-//! Idempotency-Key (400/409).
+//! Content-Type (415) → body size (413) → `X-Webhook-*` headers (400) → JSON (400) →
+//! required fields (400) → Idempotency-Key (400/409).
 
 use http::{Method, StatusCode};
 use warp::reply::Response;
@@ -13,6 +13,7 @@ use warp::reply::Response;
 use super::reply::{self, bearer, query_params, read_body, require_json};
 use super::{CallLog, MAX_DATA_BODY, Request};
 use crate::app::App;
+use crate::clock::Timestamp;
 use crate::crypto::{key_id, secret_hash};
 use crate::endpoints::DataAccess;
 use crate::error::{Error, Result};
@@ -20,6 +21,7 @@ use crate::poll;
 use crate::records;
 use crate::search;
 use crate::storage::{Environment, Permission, partition};
+use crate::webhooks::deliveries::{self, Hooks};
 
 pub async fn handle(
     app: &App,
@@ -60,8 +62,9 @@ pub async fn handle(
                 Some(v) => Some(v.to_str().map_err(|_| Error::InvalidIdempotencyKey)?),
                 None => None,
             };
+            let hooks = hooks(app, req, &access, stamp.at)?;
             let accepted =
-                records::create(&app.ingest, &access, stamp.at, &body, idempotency_key).await?;
+                records::create(&app.ingest, &access, hooks, &body, idempotency_key).await?;
             Ok(reply::json(StatusCode::ACCEPTED, &accepted))
         }
         (&Method::GET, Some(id)) => {
@@ -72,13 +75,14 @@ pub async fn handle(
         (&Method::PUT, Some(id)) => {
             let id = records::parse_record_id(id)?;
             let body = json_body(req).await?;
-            let accepted =
-                records::replace(&app.ingest, &access, id, req.received_at, &body).await?;
+            let hooks = hooks(app, req, &access, req.received_at)?;
+            let accepted = records::replace(&app.ingest, &access, id, hooks, &body).await?;
             Ok(reply::json(StatusCode::ACCEPTED, &accepted))
         }
         (&Method::DELETE, Some(id)) => {
             let id = records::parse_record_id(id)?;
-            let accepted = records::delete(&app.ingest, &access, id).await?;
+            let hooks = hooks(app, req, &access, req.received_at)?;
+            let accepted = records::delete(&app.ingest, &access, id, hooks).await?;
             Ok(reply::json(StatusCode::ACCEPTED, &accepted))
         }
         // The router only lets the methods above through.
@@ -154,6 +158,16 @@ fn authorize(
             Err(err)
         }
     }
+}
+
+/// The webhook context of a write, with the caller's webhook if its headers ask for one.
+fn hooks(app: &App, req: &Request, access: &DataAccess, at: Timestamp) -> Result<Hooks> {
+    Ok(Hooks {
+        endpoint_slug: access.endpoint.slug.clone(),
+        environment: access.environment,
+        at,
+        caller: deliveries::caller_webhook(&req.headers, &app.endpoints.sealer)?,
+    })
 }
 
 async fn json_body(req: &mut Request) -> Result<bytes::Bytes> {

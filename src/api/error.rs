@@ -20,6 +20,7 @@ pub fn status_and_code(err: &Error) -> (StatusCode, &'static str) {
         InvalidParameter { .. } => (StatusCode::BAD_REQUEST, "invalid_parameter"),
         InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
         InvalidIdempotencyKey => (StatusCode::BAD_REQUEST, "invalid_idempotency_key"),
+        InvalidWebhook(_) => (StatusCode::BAD_REQUEST, "invalid_webhook"),
         MissingApiKey => (StatusCode::UNAUTHORIZED, "missing_api_key"),
         InvalidApiKey => (StatusCode::UNAUTHORIZED, "invalid_api_key"),
         MissingToken => (StatusCode::UNAUTHORIZED, "missing_token"),
