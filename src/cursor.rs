@@ -22,6 +22,8 @@ pub enum CursorKind {
     Poll = b'p',
     /// The outbox (`mail`): one partition, the tiebreak is the message id.
     Mail = b'm',
+    /// Webhook deliveries of one partition: the tiebreak is the delivery id.
+    Delivery = b'd',
 }
 
 const LEN: usize = 1 + 8 + 8 + 16;

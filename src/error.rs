@@ -119,6 +119,8 @@ pub enum Missing {
     Account,
     Notification,
     DeployRequest,
+    Webhook,
+    Delivery,
 }
 
 impl Missing {
@@ -130,6 +132,8 @@ impl Missing {
             Missing::Account => "account",
             Missing::Notification => "notification",
             Missing::DeployRequest => "deploy request",
+            Missing::Webhook => "webhook",
+            Missing::Delivery => "delivery",
         }
     }
 }

@@ -156,6 +156,15 @@ pub fn partition(endpoint_id: u64, env: Environment) -> u64 {
     (endpoint_id << 1) | u64::from(env == Environment::Production)
 }
 
+/// The environment of a partition.
+pub fn partition_environment(partition: u64) -> Environment {
+    if partition & 1 == 1 {
+        Environment::Production
+    } else {
+        Environment::Sandbox
+    }
+}
+
 /// Stored times are non-negative microseconds.
 pub fn time_key(t: Timestamp) -> u64 {
     u64::try_from(t.as_micros()).unwrap_or(0)

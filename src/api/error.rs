@@ -55,6 +55,8 @@ pub fn status_and_code(err: &Error) -> (StatusCode, &'static str) {
                 Missing::Account => "account_not_found",
                 Missing::Notification => "notification_not_found",
                 Missing::DeployRequest => "deploy_request_not_found",
+                Missing::Webhook => "webhook_not_found",
+                Missing::Delivery => "delivery_not_found",
             },
         ),
         InvitationGone(why) => (

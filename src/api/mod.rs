@@ -8,6 +8,7 @@
 mod account;
 mod data;
 pub mod error;
+mod hooks;
 mod mail;
 mod manage;
 pub mod reply;
@@ -250,6 +251,13 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
             manage::collaborator(app, req, &slug, &account_id).await
         }
         Route::ManageAudit { slug } => manage::audit_log(app, req, slug),
+        Route::ManageWebhook { slug, environment } => {
+            let (slug, environment) = (owned(slug), owned(environment));
+            hooks::owner_webhook(app, req, &slug, &environment).await
+        }
+        Route::ManageDeliveries { slug } => hooks::deliveries(app, req, slug),
+        Route::ManageDelivery { slug, id } => hooks::delivery(app, req, slug, id),
+        Route::ManageRedeliver { slug, id } => hooks::redeliver(app, req, slug, id),
         Route::ManageUsage { slug } => manage::usage(app, req, slug),
         Route::Health
         | Route::DataCollection { .. }

@@ -36,6 +36,10 @@ pub enum Route<'a> {
     ManageCollaborators { slug: &'a str },
     ManageCollaborator { slug: &'a str, account_id: &'a str },
     ManageAudit { slug: &'a str },
+    ManageWebhook { slug: &'a str, environment: &'a str },
+    ManageDeliveries { slug: &'a str },
+    ManageDelivery { slug: &'a str, id: &'a str },
+    ManageRedeliver { slug: &'a str, id: &'a str },
     ManageUsage { slug: &'a str },
     ManageMail,
     ManageMailTest,
@@ -89,6 +93,14 @@ impl<'a> Route<'a> {
                 Route::ManageCollaborator { slug, account_id }
             }
             ["endpoints", slug, "audit"] => Route::ManageAudit { slug },
+            ["endpoints", slug, "webhooks", environment] => {
+                Route::ManageWebhook { slug, environment }
+            }
+            ["endpoints", slug, "deliveries"] => Route::ManageDeliveries { slug },
+            ["endpoints", slug, "deliveries", id] => Route::ManageDelivery { slug, id },
+            ["endpoints", slug, "deliveries", id, "redeliver"] => {
+                Route::ManageRedeliver { slug, id }
+            }
             ["endpoints", slug, "usage"] => Route::ManageUsage { slug },
             ["mail"] => Route::ManageMail,
             ["mail", "test"] => Route::ManageMailTest,
@@ -136,6 +148,12 @@ impl<'a> Route<'a> {
                 "/api/v1/manage/endpoints/{slug}/collaborators/{account_id}"
             }
             Route::ManageAudit { .. } => "/api/v1/manage/endpoints/{slug}/audit",
+            Route::ManageWebhook { .. } => "/api/v1/manage/endpoints/{slug}/webhooks/{environment}",
+            Route::ManageDeliveries { .. } => "/api/v1/manage/endpoints/{slug}/deliveries",
+            Route::ManageDelivery { .. } => "/api/v1/manage/endpoints/{slug}/deliveries/{id}",
+            Route::ManageRedeliver { .. } => {
+                "/api/v1/manage/endpoints/{slug}/deliveries/{id}/redeliver"
+            }
             Route::ManageUsage { .. } => "/api/v1/manage/endpoints/{slug}/usage",
             Route::ManageMail => "/api/v1/manage/mail",
             Route::ManageMailTest => "/api/v1/manage/mail/test",
@@ -157,6 +175,8 @@ impl<'a> Route<'a> {
             | Route::ManageRequests { .. }
             | Route::ManageCollaborators { .. }
             | Route::ManageAudit { .. }
+            | Route::ManageDeliveries { .. }
+            | Route::ManageDelivery { .. }
             | Route::ManageUsage { .. }
             | Route::ManageMail
             | Route::ManageMailMessage { .. } => "GET",
@@ -167,6 +187,7 @@ impl<'a> Route<'a> {
             Route::DataRecord { .. } => "GET, PUT, DELETE",
             Route::ManageEndpoint { .. } | Route::ManageAccountById { .. } => "GET, PATCH",
             Route::ManageCollaborator { .. } => "PATCH, DELETE",
+            Route::ManageWebhook { .. } => "GET, PUT, PATCH, DELETE",
             Route::ManageToken { .. } | Route::ManageInvitation { .. } => "DELETE",
             Route::AuthLogin
             | Route::AuthLogout
@@ -177,6 +198,7 @@ impl<'a> Route<'a> {
             | Route::ManageDeployRequest { .. }
             | Route::ManageDeployApprove { .. }
             | Route::ManageDeployReject { .. }
+            | Route::ManageRedeliver { .. }
             | Route::ManageMailTest => "POST",
         }
     }
