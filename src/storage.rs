@@ -66,6 +66,9 @@ pub const USAGE: TableDefinition<(u64, u32), u64> = TableDefinition::new("usage"
 /// Outgoing e-mail: `message id` → [`MailRow`] JSON. Written in the same transaction as the
 /// change that causes it (an invitation, a deployment), sent later by the mail worker.
 pub const OUTBOX: TableDefinition<u64, &[u8]> = TableDefinition::new("outbox");
+/// Webhook signing secrets: `partition` → [`WebhookSecretRow`] JSON, one per endpoint and
+/// environment (see `webhooks::secrets`).
+pub const WEBHOOK_SECRETS: TableDefinition<u64, &[u8]> = TableDefinition::new("webhook_secrets");
 /// `(partition, time_us, sequence)` → [`RequestLogRow`] JSON. Lives in `requests.redb`.
 pub const REQUEST_LOG: TableDefinition<(u64, u64, u64), &[u8]> =
     TableDefinition::new("request_log");
@@ -135,6 +138,11 @@ impl Environment {
 /// The partition of one endpoint's data in one environment.
 pub fn partition(endpoint_id: u64, env: Environment) -> u64 {
     (endpoint_id << 1) | u64::from(env == Environment::Production)
+}
+
+/// The endpoint a partition belongs to (the inverse of [`partition`] for the endpoint id).
+pub fn partition_endpoint(partition: u64) -> u64 {
+    partition >> 1
 }
 
 /// Stored times are non-negative microseconds.
@@ -357,6 +365,23 @@ pub struct MailRow {
     pub sent_at: Option<Timestamp>,
 }
 
+/// The webhook signing secret of one endpoint in one environment. Both secrets are the
+/// `whsec_…` text, sealed like the keys (see `crypto`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WebhookSecretRow {
+    /// The secret webhooks are signed with.
+    #[serde(with = "base64_bytes")]
+    pub current_sealed: Vec<u8>,
+    /// The secret the last reissue replaced: webhooks carry its signature too until the
+    /// changeover after `rotated_at` ends.
+    #[serde(default, with = "base64_bytes_opt")]
+    pub previous_sealed: Option<Vec<u8>>,
+    /// When the first secret of this endpoint and environment was made.
+    pub created_at: Timestamp,
+    /// When the secret was last reissued.
+    pub rotated_at: Option<Timestamp>,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RequestLogRow {
     pub time: Timestamp,
@@ -382,6 +407,30 @@ mod base64_bytes {
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
         let text = <&str>::deserialize(d)?;
         STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Optional byte fields of JSON rows as base64 text or `null`.
+mod base64_bytes_opt {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match bytes {
+            Some(bytes) => s.serialize_some(&STANDARD.encode(bytes)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        match Option::<&str>::deserialize(d)? {
+            Some(text) => STANDARD
+                .decode(text)
+                .map(Some)
+                .map_err(serde::de::Error::custom),
+            None => Ok(None),
+        }
     }
 }
 
@@ -439,6 +488,7 @@ impl Store {
             txn.open_table(NOTIFICATIONS)?;
             txn.open_table(AUDIT)?;
             txn.open_table(USAGE)?;
+            txn.open_table(WEBHOOK_SECRETS)?;
             Ok(())
         })
     }

@@ -12,6 +12,7 @@ mod mail;
 mod manage;
 pub mod reply;
 mod routes;
+mod webhooks;
 
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -251,6 +252,8 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
         }
         Route::ManageAudit { slug } => manage::audit_log(app, req, slug),
         Route::ManageUsage { slug } => manage::usage(app, req, slug),
+        Route::ManageWebhookSecret { slug, env } => webhooks::secret(app, req, slug, env),
+        Route::ManageWebhookSecretReissue { slug, env } => webhooks::reissue(app, req, slug, env),
         Route::Health
         | Route::DataCollection { .. }
         | Route::DataSearch { .. }
