@@ -27,6 +27,7 @@ use crate::storage::{
     ENDPOINTS, EndpointRow, Environment, Permission, Role, Store, from_json, next_id, partition,
     to_json,
 };
+use crate::webhooks;
 
 const MAX_NAME_CHARS: usize = 100;
 const MAX_DESCRIPTION_CHARS: usize = 2000;
@@ -229,6 +230,7 @@ impl Endpoints {
                 now,
                 None,
             )?;
+            webhooks::secrets::create_for_endpoint(&txn, &self.sealer, id, now)?;
             audit::record(
                 &txn,
                 now,

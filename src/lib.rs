@@ -46,6 +46,10 @@
 //!   wakes the `Mailer` after the commit, and the mail thread (`mail::worker`) sends due
 //!   messages with lettre (`mail::smtp`), writing each outcome and the retry schedule back on
 //!   the row; without `[smtp]` messages stay queued.
+//! - [`webhooks`]: webhook signing: the Standard Webhooks signature (`webhooks::signing`)
+//!   and each endpoint's per-environment signing secrets (`webhooks::secrets`): made with the
+//!   endpoint, sealed at rest, viewed and reissued through the management API, and the keys
+//!   to sign with at a given time (two during the 24-hour changeover after a reissue).
 //! - [`request_log`]: the per-endpoint log of data calls, batched and purged by retention.
 //! - [`storage`]: the redb schema: every table and row type, in one place.
 //! - [`cursor`]: opaque, partition-checked pagination cursors and the `limit` rule.
@@ -61,7 +65,9 @@
 //!   covers, and search never returns a record that the store does not confirm.
 //! - Sandbox and production data live in different partitions and never mix.
 //! - No plain API key, token, session or password is stored or logged; keys, tokens and
-//!   sessions are found by SHA-256.
+//!   sessions are found by SHA-256. Secrets that must be shown again (API keys, webhook
+//!   signing secrets, receivers' auth values) are stored only sealed, and never logged or
+//!   written to the audit log.
 //! - Every change to endpoints, keys, collaborators or accounts clears the key cache after its
 //!   commit, so a revoked key or permission stops working on the next call.
 //! - A refused request changes nothing: validation happens before the write is queued, and a

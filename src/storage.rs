@@ -85,6 +85,9 @@ pub const FAILURE_MAILS: TableDefinition<(u64, u64), ()> = TableDefinition::new(
 /// Outgoing e-mail: `message id` → [`MailRow`] JSON. Written in the same transaction as the
 /// change that causes it (an invitation, a deployment), sent later by the mail worker.
 pub const OUTBOX: TableDefinition<u64, &[u8]> = TableDefinition::new("outbox");
+/// Webhook signing secrets: `partition` → [`WebhookSecretRow`] JSON, one per endpoint and
+/// environment (see `webhooks::secrets`).
+pub const WEBHOOK_SECRETS: TableDefinition<u64, &[u8]> = TableDefinition::new("webhook_secrets");
 /// `(partition, time_us, sequence)` → [`RequestLogRow`] JSON. Lives in `requests.redb`.
 pub const REQUEST_LOG: TableDefinition<(u64, u64, u64), &[u8]> =
     TableDefinition::new("request_log");
@@ -163,6 +166,11 @@ pub fn partition_environment(partition: u64) -> Environment {
     } else {
         Environment::Sandbox
     }
+}
+
+/// The endpoint a partition belongs to (the inverse of [`partition`] for the endpoint id).
+pub fn partition_endpoint(partition: u64) -> u64 {
+    partition >> 1
 }
 
 /// Stored times are non-negative microseconds.
@@ -364,7 +372,7 @@ pub struct OwnerWebhookRow {
     /// Name of the custom auth header sent with every delivery, if any.
     pub auth_header: Option<String>,
     /// Its value, sealed (see `crypto`).
-    #[serde(default, with = "base64_opt_bytes")]
+    #[serde(default, with = "base64_bytes_opt")]
     pub auth_value_sealed: Option<Vec<u8>>,
     pub enabled: bool,
     pub updated_at: Timestamp,
@@ -401,7 +409,7 @@ pub struct DeliveryRow {
     pub kind: WebhookKind,
     pub url: String,
     pub auth_header: Option<String>,
-    #[serde(default, with = "base64_opt_bytes")]
+    #[serde(default, with = "base64_bytes_opt")]
     pub auth_value_sealed: Option<Vec<u8>>,
     /// The JSON body, fixed when the write was committed; signed afresh on every attempt.
     pub body: String,
@@ -462,6 +470,23 @@ pub struct MailRow {
     pub sent_at: Option<Timestamp>,
 }
 
+/// The webhook signing secret of one endpoint in one environment. Both secrets are the
+/// `whsec_…` text, sealed like the keys (see `crypto`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WebhookSecretRow {
+    /// The secret webhooks are signed with.
+    #[serde(with = "base64_bytes")]
+    pub current_sealed: Vec<u8>,
+    /// The secret the last reissue replaced: webhooks carry its signature too until the
+    /// changeover after `rotated_at` ends.
+    #[serde(default, with = "base64_bytes_opt")]
+    pub previous_sealed: Option<Vec<u8>>,
+    /// When the first secret of this endpoint and environment was made.
+    pub created_at: Timestamp,
+    /// When the secret was last reissued.
+    pub rotated_at: Option<Timestamp>,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RequestLogRow {
     pub time: Timestamp,
@@ -490,15 +515,15 @@ mod base64_bytes {
     }
 }
 
-/// Optional byte fields of JSON rows as base64 text.
-mod base64_opt_bytes {
+/// Optional byte fields of JSON rows as base64 text or `null`.
+mod base64_bytes_opt {
     use base64::Engine;
     use base64::engine::general_purpose::STANDARD;
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(bytes: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
         match bytes {
-            Some(b) => s.serialize_some(&STANDARD.encode(b)),
+            Some(bytes) => s.serialize_some(&STANDARD.encode(bytes)),
             None => s.serialize_none(),
         }
     }
@@ -575,6 +600,7 @@ impl Store {
             txn.open_table(RECORD_DELIVERIES)?;
             txn.open_table(DELIVERY_ATTEMPTS)?;
             txn.open_table(FAILURE_MAILS)?;
+            txn.open_table(WEBHOOK_SECRETS)?;
             Ok(())
         })
     }

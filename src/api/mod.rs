@@ -13,6 +13,7 @@ mod mail;
 mod manage;
 pub mod reply;
 mod routes;
+mod webhooks;
 
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -259,6 +260,8 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
         Route::ManageDelivery { slug, id } => hooks::delivery(app, req, slug, id),
         Route::ManageRedeliver { slug, id } => hooks::redeliver(app, req, slug, id),
         Route::ManageUsage { slug } => manage::usage(app, req, slug),
+        Route::ManageWebhookSecret { slug, env } => webhooks::secret(app, req, slug, env),
+        Route::ManageWebhookSecretReissue { slug, env } => webhooks::reissue(app, req, slug, env),
         Route::Health
         | Route::DataCollection { .. }
         | Route::DataSearch { .. }

@@ -3,6 +3,7 @@
 use http::Method;
 
 use crate::error::{Error, Result};
+use crate::storage::Environment;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route<'a> {
@@ -41,6 +42,8 @@ pub enum Route<'a> {
     ManageDelivery { slug: &'a str, id: &'a str },
     ManageRedeliver { slug: &'a str, id: &'a str },
     ManageUsage { slug: &'a str },
+    ManageWebhookSecret { slug: &'a str, env: Environment },
+    ManageWebhookSecretReissue { slug: &'a str, env: Environment },
     ManageMail,
     ManageMailTest,
     ManageMailMessage { id: &'a str },
@@ -102,6 +105,17 @@ impl<'a> Route<'a> {
                 Route::ManageRedeliver { slug, id }
             }
             ["endpoints", slug, "usage"] => Route::ManageUsage { slug },
+            // Only the two environments exist: any other name matches no route (404).
+            ["endpoints", slug, "webhook-secrets", env] => Route::ManageWebhookSecret {
+                slug,
+                env: Environment::parse(env)?,
+            },
+            ["endpoints", slug, "webhook-secrets", env, "reissue"] => {
+                Route::ManageWebhookSecretReissue {
+                    slug,
+                    env: Environment::parse(env)?,
+                }
+            }
             ["mail"] => Route::ManageMail,
             ["mail", "test"] => Route::ManageMailTest,
             ["mail", id] => Route::ManageMailMessage { id },
@@ -155,6 +169,12 @@ impl<'a> Route<'a> {
                 "/api/v1/manage/endpoints/{slug}/deliveries/{id}/redeliver"
             }
             Route::ManageUsage { .. } => "/api/v1/manage/endpoints/{slug}/usage",
+            Route::ManageWebhookSecret { .. } => {
+                "/api/v1/manage/endpoints/{slug}/webhook-secrets/{environment}"
+            }
+            Route::ManageWebhookSecretReissue { .. } => {
+                "/api/v1/manage/endpoints/{slug}/webhook-secrets/{environment}/reissue"
+            }
             Route::ManageMail => "/api/v1/manage/mail",
             Route::ManageMailTest => "/api/v1/manage/mail/test",
             Route::ManageMailMessage { .. } => "/api/v1/manage/mail/{id}",
@@ -178,6 +198,7 @@ impl<'a> Route<'a> {
             | Route::ManageDeliveries { .. }
             | Route::ManageDelivery { .. }
             | Route::ManageUsage { .. }
+            | Route::ManageWebhookSecret { .. }
             | Route::ManageMail
             | Route::ManageMailMessage { .. } => "GET",
             Route::DataCollection { .. }
@@ -199,6 +220,7 @@ impl<'a> Route<'a> {
             | Route::ManageDeployApprove { .. }
             | Route::ManageDeployReject { .. }
             | Route::ManageRedeliver { .. }
+            | Route::ManageWebhookSecretReissue { .. }
             | Route::ManageMailTest => "POST",
         }
     }
@@ -236,6 +258,29 @@ mod tests {
         assert_eq!(
             Route::resolve("/api/v1/manage/endpoints/s/deploy"),
             Some(Route::ManageDeploy { slug: "s" })
+        );
+        assert_eq!(
+            Route::resolve("/api/v1/manage/endpoints/s/webhook-secrets/production"),
+            Some(Route::ManageWebhookSecret {
+                slug: "s",
+                env: Environment::Production
+            })
+        );
+        assert_eq!(
+            Route::resolve("/api/v1/manage/endpoints/s/webhook-secrets/sandbox/reissue"),
+            Some(Route::ManageWebhookSecretReissue {
+                slug: "s",
+                env: Environment::Sandbox
+            })
+        );
+        for unknown in ["staging", "Sandbox", "live"] {
+            let path = format!("/api/v1/manage/endpoints/s/webhook-secrets/{unknown}");
+            assert_eq!(Route::resolve(&path), None);
+            assert_eq!(Route::resolve(&format!("{path}/reissue")), None);
+        }
+        assert_eq!(
+            Route::resolve("/api/v1/manage/endpoints/s/webhook-secrets"),
+            None
         );
         assert_eq!(
             Route::resolve("/api/v1/manage/mail"),
