@@ -11,7 +11,9 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{
+    Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError, sync_channel,
+};
 use std::time::Duration;
 
 use redb::ReadableTable;
@@ -26,7 +28,9 @@ use crate::storage::{
 };
 
 const CHANNEL_CAPACITY: usize = 16_384;
-const MAX_BATCH: usize = 4096;
+/// A batch can take everything the channel holds: one commit per window keeps up with any
+/// rate the channel can buffer (16,384 entries per 200 ms).
+const MAX_BATCH: usize = CHANNEL_CAPACITY;
 /// How long the writer gathers entries before committing a batch.
 const BATCH_WINDOW: Duration = Duration::from_millis(200);
 const PURGE_EVERY: Duration = Duration::from_secs(3600);
@@ -132,17 +136,18 @@ fn writer_loop(
             Ok(Message::Shutdown) | Err(RecvTimeoutError::Disconnected) => stopping = true,
             Err(RecvTimeoutError::Timeout) => {}
         }
-        if !batch.is_empty() {
-            let deadline = std::time::Instant::now() + BATCH_WINDOW;
+        if !batch.is_empty() && !stopping {
+            // Gather by waiting out the window, then taking what came: waiting in
+            // `recv_timeout` instead would wake this thread for every single entry.
+            std::thread::sleep(BATCH_WINDOW);
             while batch.len() < MAX_BATCH {
-                let wait = deadline.saturating_duration_since(std::time::Instant::now());
-                match rx.recv_timeout(wait) {
+                match rx.try_recv() {
                     Ok(Message::Entry(p, row)) => batch.push((p, row)),
-                    Ok(Message::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
+                    Ok(Message::Shutdown) | Err(TryRecvError::Disconnected) => {
                         stopping = true;
                         break;
                     }
-                    Err(RecvTimeoutError::Timeout) => break,
+                    Err(TryRecvError::Empty) => break,
                 }
             }
             if let Err(err) = write_batch(store, &mut sequence, &batch) {
