@@ -13,6 +13,7 @@ use crate::search::SearchIndex;
 use crate::sessions::LoginLimiter;
 use crate::storage::Store;
 use crate::usage::Usage;
+use crate::webhooks::dispatch::Dispatcher;
 
 pub struct App {
     pub config: Config,
@@ -28,4 +29,6 @@ pub struct App {
     pub logins: LoginLimiter,
     /// The outbox worker: wake it after committing a transaction that queued e-mail.
     pub mailer: Mailer,
+    /// The webhook dispatcher: wake it after committing a transaction that made deliveries due.
+    pub dispatcher: Dispatcher,
 }

@@ -3,7 +3,7 @@
 //! Every option and its default is documented in `intake.toml.example`; keep the two in step.
 //! Unknown keys and bad values are refused at start with a message that names the key.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -39,6 +39,7 @@ pub struct Config {
     pub shutdown: ShutdownConfig,
     pub accounts: AccountsConfig,
     pub usage: UsageConfig,
+    pub webhooks: WebhooksConfig,
     /// The SMTP server e-mail goes through; absent, e-mail stays queued in the outbox.
     pub smtp: Option<SmtpConfig>,
 }
@@ -78,6 +79,93 @@ pub struct UsageConfig {
     /// Data calls allowed per endpoint, environment and calendar month (UTC); absent means
     /// unlimited. The owner can override it per endpoint.
     pub monthly_quota: Option<u64>,
+}
+
+/// `[webhooks]`: how deliveries are sent (see `webhooks::dispatch`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhooksConfig {
+    /// Threads sending deliveries; retries may use at most half of them.
+    pub workers: usize,
+    /// Attempts in flight to one receiver (host and port) at most.
+    pub per_target_concurrency: usize,
+    /// Limit of one attempt: connecting, sending, and reading the answer.
+    #[serde(deserialize_with = "de_duration")]
+    pub timeout: Duration,
+    /// Deliver to loopback, private and other non-global addresses too.
+    pub allow_private_targets: bool,
+    /// Non-global ranges deliveries may go to anyway, e.g. `"10.0.0.0/8"`.
+    #[serde(deserialize_with = "de_cidrs")]
+    pub allowed_cidrs: Vec<Cidr>,
+}
+
+impl Default for WebhooksConfig {
+    fn default() -> Self {
+        WebhooksConfig {
+            workers: 8,
+            per_target_concurrency: 4,
+            timeout: Duration::from_secs(15),
+            allow_private_targets: false,
+            allowed_cidrs: Vec::new(),
+        }
+    }
+}
+
+impl WebhooksConfig {
+    fn validate(&self) -> Result<(), String> {
+        if !(1..=256).contains(&self.workers) {
+            return Err("webhooks.workers must be from 1 to 256".into());
+        }
+        if !(1..=256).contains(&self.per_target_concurrency) {
+            return Err("webhooks.per_target_concurrency must be from 1 to 256".into());
+        }
+        if self.timeout.is_zero() || self.timeout > Duration::from_secs(300) {
+            return Err("webhooks.timeout must be more than 0 and at most \"5m\"".into());
+        }
+        Ok(())
+    }
+}
+
+/// An address range written `address/prefix-length` (`10.0.0.0/8`, `fd00::/8`); a bare
+/// address is the range of that one address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    network: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    pub fn parse(text: &str) -> Option<Cidr> {
+        let (address, prefix) = match text.trim().split_once('/') {
+            Some((address, prefix)) => (address, Some(prefix)),
+            None => (text.trim(), None),
+        };
+        let network: IpAddr = address.parse().ok()?;
+        let bits = if network.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            Some(p) => p.parse().ok().filter(|p| *p <= bits)?,
+            None => bits,
+        };
+        Some(Cidr { network, prefix })
+    }
+
+    /// Whether `ip` is in the range (IPv4-mapped IPv6 addresses count as IPv4).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let shift = |bits: u32| bits.saturating_sub(u32::from(self.prefix));
+        match (self.network, ip.to_canonical()) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let s = shift(32);
+                u32::from(net).checked_shr(s).unwrap_or(0)
+                    == u32::from(ip).checked_shr(s).unwrap_or(0)
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let s = shift(128);
+                u128::from(net).checked_shr(s).unwrap_or(0)
+                    == u128::from(ip).checked_shr(s).unwrap_or(0)
+            }
+            _ => false,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -259,6 +347,7 @@ impl Default for Config {
             shutdown: ShutdownConfig::default(),
             accounts: AccountsConfig::default(),
             usage: UsageConfig::default(),
+            webhooks: WebhooksConfig::default(),
             smtp: None,
         }
     }
@@ -331,7 +420,7 @@ impl Config {
         if let Some(smtp) = &self.smtp {
             smtp.validate()?;
         }
-        Ok(())
+        self.webhooks.validate()
     }
 
     /// The base of links sent to users, without a trailing slash.
@@ -386,6 +475,20 @@ fn de_mailbox<'de, D: Deserializer<'de>>(d: D) -> Result<Mailbox, D::Error> {
              (write \"intake@example.com\" or \"Intake <intake@example.com>\")"
         ))
     })
+}
+
+fn de_cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Cidr>, D::Error> {
+    Vec::<String>::deserialize(d)?
+        .iter()
+        .map(|text| {
+            Cidr::parse(text).ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "webhooks.allowed_cidrs: {text:?} is not an address range \
+                     (write \"10.0.0.0/8\" or \"fd00::/8\")"
+                ))
+            })
+        })
+        .collect()
 }
 
 fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -532,6 +635,51 @@ mod tests {
         assert_eq!(smtp.host, "smtp.example.com");
         assert_eq!(smtp.port(), 587);
         assert_eq!(smtp.timeout, Duration::from_secs(30));
+    }
+
+    #[test]
+    fn webhooks_defaults_values_and_errors() {
+        let w = Config::parse("").unwrap().webhooks;
+        assert_eq!(w.workers, 8);
+        assert_eq!(w.per_target_concurrency, 4);
+        assert_eq!(w.timeout, Duration::from_secs(15));
+        assert!(!w.allow_private_targets);
+        assert!(w.allowed_cidrs.is_empty());
+        let w = Config::parse(
+            "[webhooks]\nworkers = 2\nper_target_concurrency = 1\ntimeout = \"500ms\"\n\
+             allow_private_targets = true\nallowed_cidrs = [\"10.0.0.0/8\", \"fd00::/8\", \"192.0.2.7\"]\n",
+        )
+        .unwrap()
+        .webhooks;
+        assert_eq!((w.workers, w.per_target_concurrency), (2, 1));
+        assert_eq!(w.timeout, Duration::from_millis(500));
+        assert!(w.allow_private_targets);
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        let [ten, fd, one] = w.allowed_cidrs.as_slice() else {
+            panic!("{:?}", w.allowed_cidrs);
+        };
+        assert!(ten.contains(ip("10.200.3.4")) && !ten.contains(ip("11.0.0.1")));
+        assert!(ten.contains(ip("::ffff:10.1.1.1")));
+        assert!(fd.contains(ip("fd12::1")) && !fd.contains(ip("fc00::1")));
+        assert!(one.contains(ip("192.0.2.7")) && !one.contains(ip("192.0.2.8")));
+        assert!(Cidr::parse("0.0.0.0/0").unwrap().contains(ip("8.8.8.8")));
+        for (text, key) in [
+            ("workers = 0", "webhooks.workers"),
+            (
+                "per_target_concurrency = 0",
+                "webhooks.per_target_concurrency",
+            ),
+            ("timeout = \"0s\"", "webhooks.timeout"),
+            (
+                "allowed_cidrs = [\"10.0.0.0/33\"]",
+                "webhooks.allowed_cidrs",
+            ),
+            ("allowed_cidrs = [\"intranet\"]", "webhooks.allowed_cidrs"),
+            ("retries = 3", "retries"),
+        ] {
+            let err = Config::parse(&format!("[webhooks]\n{text}")).unwrap_err();
+            assert!(err.contains(key), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -58,7 +58,9 @@ pub fn hash_id(prefix: &str, hash: &[u8; 32]) -> String {
     id
 }
 
-/// Seals and opens secrets that must be shown to their owner again.
+/// Seals and opens secrets that must be shown to their owner again. Cloning it copies the key
+/// (the webhook dispatcher holds its own).
+#[derive(Clone)]
 pub struct Sealer {
     cipher: XChaCha20Poly1305,
 }

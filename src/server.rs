@@ -3,9 +3,12 @@
 //!
 //! Shutdown order matters for the durability promise: stop accepting, let in-flight requests
 //! finish (each write in them is committed before its response), then stop the ingest writer
-//! after it has committed whatever is still queued, then flush the request log. The mail
-//! thread is told to stop after the HTTP drain and joined last: it may be waiting on an SMTP
-//! server, and whatever it has not sent stays queued in the outbox.
+//! after it has committed whatever is still queued, then flush the request log. The webhook
+//! dispatcher and the mail thread are told to stop after the HTTP drain and joined last: the
+//! dispatcher's attempts in flight finish within the webhook timeout and their outcomes are
+//! committed (undelivered deliveries stay due for the next start), and the mail thread may be
+//! waiting on an SMTP server (what it has not sent stays queued in the outbox). Both are
+//! joined before the store is dropped.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,6 +38,7 @@ use crate::search;
 use crate::sessions::{self, LoginLimiter};
 use crate::storage::{Store, StoreError};
 use crate::usage::Usage;
+use crate::webhooks::dispatch::{DispatchParts, Dispatcher};
 
 /// How often expired Idempotency-Keys and sessions are swept.
 const EXPIRY_SWEEP: Duration = Duration::from_secs(600);
@@ -134,17 +138,32 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     };
     let (search, indexer, indexer_thread) = search::index::start(&config.data_dir, store.clone())
         .map_err(|e| ServerError::Other(e.to_string()))?;
+    let (mailer, mail_thread) =
+        Mailer::start(store.clone(), config.smtp.clone(), clock.clone()).map_err(spawn_err)?;
+    let (dispatcher, dispatch_threads) = Dispatcher::start(
+        DispatchParts {
+            store: store.clone(),
+            sealer: sealer.clone(),
+            clock: clock.clone(),
+            mailer: mailer.clone(),
+            public_url: config.public_url(),
+        },
+        &config.webhooks,
+    )
+    .map_err(spawn_err)?;
     let (ingest, writer) = Ingest::start(store.clone(), {
-        let indexer = indexer.clone();
-        Box::new(move || indexer.changed())
+        let (indexer, dispatcher) = (indexer.clone(), dispatcher.clone());
+        // Cheap when the commit made no delivery: the scheduler finds nothing new due.
+        Box::new(move || {
+            indexer.changed();
+            dispatcher.wake();
+        })
     })
     .map_err(spawn_err)?;
     let log_store = Arc::new(open_request_log(&config)?);
     let (request_log, log_thread) =
         RequestLog::start(log_store, clock.clone(), config.request_log.retention)
             .map_err(spawn_err)?;
-    let (mailer, mail_thread) =
-        Mailer::start(store.clone(), config.smtp.clone(), clock.clone()).map_err(spawn_err)?;
     let grace = config.shutdown.grace;
     let app = Arc::new(App {
         endpoints: Endpoints::new(store.clone(), sealer),
@@ -158,6 +177,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         search,
         in_flight: InFlight::default(),
         mailer,
+        dispatcher,
     });
     let (stop, stopped) = oneshot::channel();
     let sweeper = tokio::spawn(sweep_expired(app.clone()));
@@ -176,8 +196,10 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
             if let Err(err) = app.usage.flush(app.clock.now()) {
                 log::error!("cannot save usage counters: {err}");
             }
-            // The mail thread may be in the middle of an SMTP exchange: ask it to stop now,
-            // join it last.
+            // Webhook attempts in flight finish (bounded by the timeout) and their outcomes are
+            // committed while the ingest writer drains; the mail thread may be in the middle
+            // of an SMTP exchange: ask both to stop now, join them last.
+            app.dispatcher.shutdown();
             app.mailer.shutdown();
             app.ingest.shutdown().await;
             let _ = tokio::task::spawn_blocking(move || writer.join()).await;
@@ -185,6 +207,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
             let _ = tokio::task::spawn_blocking(move || indexer_thread.join()).await;
             app.request_log.shutdown();
             let _ = tokio::task::spawn_blocking(move || log_thread.join()).await;
+            let _ = tokio::task::spawn_blocking(move || dispatch_threads.join()).await;
             let _ = tokio::task::spawn_blocking(move || mail_thread.join()).await;
             log::info!("shutdown complete");
         }

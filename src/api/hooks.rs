@@ -94,5 +94,6 @@ pub fn redeliver(app: &App, req: &Request, slug: &str, id: &str) -> Result<Respo
     ];
     let id = id_param(id, Missing::Delivery)?;
     let view = log::redeliver(&app.store, partitions, id, app.clock.now())?;
+    app.dispatcher.wake();
     Ok(reply::json(StatusCode::OK, &view))
 }

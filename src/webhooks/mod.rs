@@ -10,10 +10,20 @@
 //!   at a given time (two during the 24-hour changeover after a reissue).
 //! - [`deliveries`]: creating deliveries in the commit of the write that causes them.
 //! - [`owner`]: the owner webhook of each endpoint and environment.
+//! - [`dispatch`]: the dispatcher: a scheduler thread claims due deliveries for a pool of
+//!   workers (capped per receiver, retries at most half of them), the retry policy, and a
+//!   result writer that commits every attempt, the next due time and the owner's failure
+//!   e-mail in groups.
+//! - [`send`]: the HTTP side of one attempt with ureq: no redirects, one timeout, the SSRF
+//!   guard on resolved addresses, the bounded response body, `Retry-After`.
 //! - [`log`]: the delivery log with every attempt, and manual redelivery.
 
 pub mod deliveries;
+pub mod dispatch;
 pub mod log;
 pub mod owner;
 pub mod secrets;
+pub mod send;
 pub mod signing;
+
+pub use send::RESPONSE_BODY_LIMIT;

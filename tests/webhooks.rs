@@ -1,0 +1,949 @@
+//! Webhook delivery: the dispatcher against a real receiver on loopback (`common::receiver`).
+//!
+//! Every test runs `intake::server::start` in-process with a manual clock (set to the real
+//! time at start, so signatures verify with today's timestamps) and `[webhooks]
+//! allow_private_targets = true`, except where the SSRF guard itself is checked.
+//!
+//! What is checked:
+//! - The owner webhook and a caller webhook both deliver one write; create, replace and delete
+//!   events carry the documented bodies and every documented header; the custom auth headers
+//!   arrive but are redacted in the attempt log; an invalid callback URL is refused with 400
+//!   `invalid_webhook` and nothing is written.
+//! - Signatures verify with the public `standardwebhooks` Python package
+//!   (`tests/verify_webhooks.py`), including the spec's known-answer vector, two signatures
+//!   during a secret changeover and one after 24 hours.
+//! - The retry schedule exactly (production 6 attempts, sandbox 4), every status class,
+//!   Retry-After, redirects, timeouts, refused connections, the SSRF guard.
+//! - A restart in the middle of a schedule neither loses nor advances the pending retry.
+//! - The owner failure e-mail: one per endpoint per UTC day, production owner webhooks only.
+//! - Manual redelivery, and the delivery log per environment and per record.
+//!
+//! Timings are never asserted: states are awaited with deadline-bounded polling.
+
+mod common;
+
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::receiver::{Receiver, Reply};
+use common::smtp::SmtpServer;
+use common::*;
+use intake::clock::{Clock, ManualClock, SharedClock, SystemClock};
+use intake::config::Config;
+use intake::webhooks::dispatch::RETRY_DELAYS;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(30);
+const SECOND: Duration = Duration::from_secs(1);
+const PRIVATE_OK: &str = "[webhooks]\nallow_private_targets = true\n";
+
+/// `intake::server::start` on its own runtime with a manual clock, over real HTTP; it can be
+/// stopped and started again on the same data dir and clock.
+struct Server {
+    rt: tokio::runtime::Runtime,
+    server: Option<intake::server::RunningServer>,
+    config: Config,
+    clock: Arc<ManualClock>,
+    token: String,
+    agent: ureq::Agent,
+    base: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    fn start(toml: &str) -> Server {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = Config::parse(toml).expect("config");
+        config.data_dir = dir.path().join("data");
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        let clock = Arc::new(ManualClock::new(SystemClock.now()));
+        let token = {
+            let (store, _sealer) = intake::server::open_data_dir(&config).expect("open data dir");
+            intake::accounts::provision_owner(&store, clock.as_ref(), OWNER_EMAIL)
+                .expect("provision owner")
+                .token
+        };
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let mut s = Server {
+            rt,
+            server: None,
+            config,
+            clock,
+            token,
+            agent: new_agent(WAIT),
+            base: String::new(),
+            _dir: dir,
+        };
+        s.resume();
+        s
+    }
+
+    fn resume(&mut self) {
+        let shared: SharedClock = self.clock.clone();
+        let server = self
+            .rt
+            .block_on(intake::server::start(self.config.clone(), shared))
+            .expect("start server");
+        self.base = format!("http://{}", server.addr());
+        self.server = Some(server);
+    }
+
+    fn restart(&mut self) {
+        if let Some(server) = self.server.take() {
+            self.rt.block_on(server.shutdown());
+        }
+        self.resume();
+    }
+
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Resp {
+        let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
+        let mut headers = headers.to_vec();
+        if bytes.is_some() {
+            headers.push(("Content-Type", "application/json"));
+        }
+        let url = format!("{}{path}", self.base);
+        try_send(&self.agent, &url, method, &headers, bytes.as_deref())
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    fn manage(&self, method: &str, path: &str, body: Option<&Value>) -> Resp {
+        let auth = format!("Bearer {}", self.token);
+        self.send(method, path, &[("Authorization", &auth)], body)
+    }
+
+    fn endpoint(&self, name: &str) -> Endpoint {
+        let r = self.manage(
+            "POST",
+            "/api/v1/manage/endpoints",
+            Some(&json!({ "name": name })),
+        );
+        assert_status(&r, 201);
+        Endpoint::from_json(&r.json())
+    }
+
+    fn deploy(&self, slug: &str) {
+        let path = format!("/api/v1/manage/endpoints/{slug}/deploy");
+        assert_status(&self.manage("POST", &path, None), 200);
+    }
+
+    fn owner_webhook(&self, slug: &str, env: &str, config: Value) {
+        let path = format!("/api/v1/manage/endpoints/{slug}/webhooks/{env}");
+        assert_status(&self.manage("PUT", &path, Some(&config)), 200);
+    }
+
+    fn secret(&self, slug: &str, env: &str) -> String {
+        let path = format!("/api/v1/manage/endpoints/{slug}/webhook-secrets/{env}");
+        let r = self.manage("GET", &path, None);
+        assert_status(&r, 200);
+        r.json()["secret"].as_str().expect("secret").to_string()
+    }
+
+    /// A data call with `key`, extra headers and an optional body.
+    fn data(
+        &self,
+        method: &str,
+        path: &str,
+        key: &str,
+        extra: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Resp {
+        let auth = format!("Bearer {key}");
+        let mut headers = vec![("Authorization", auth.as_str())];
+        headers.extend_from_slice(extra);
+        self.send(method, path, &headers, body)
+    }
+
+    /// Creates a record (asserts 202); returns its id.
+    fn create(&self, slug: &str, key: &str, extra: &[(&str, &str)], payload: &Value) -> String {
+        let r = self.data(
+            "POST",
+            &format!("/api/v1/data/{slug}"),
+            key,
+            extra,
+            Some(payload),
+        );
+        assert_status(&r, 202);
+        r.json()["id"].as_str().expect("record id").to_string()
+    }
+
+    /// The delivery log of `slug` for `query` (`environment=…&record_id=…`).
+    fn deliveries(&self, slug: &str, query: &str) -> Vec<Value> {
+        let path = format!("/api/v1/manage/endpoints/{slug}/deliveries?limit=100&{query}");
+        let r = self.manage("GET", &path, None);
+        assert_status(&r, 200);
+        r.json()["data"].as_array().expect("data").clone()
+    }
+
+    fn delivery(&self, slug: &str, id: u64) -> Value {
+        let r = self.manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/deliveries/{id}"),
+            None,
+        );
+        assert_status(&r, 200);
+        r.json()
+    }
+
+    #[track_caller]
+    fn wait_delivery(
+        &self,
+        slug: &str,
+        id: u64,
+        what: &str,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let v = self.delivery(slug, id);
+            if pred(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}: {v}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until `slug`'s log (for `query`) lists `n` deliveries; returns their ids, oldest
+    /// first.
+    #[track_caller]
+    fn wait_listed(&self, slug: &str, query: &str, n: usize) -> Vec<u64> {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let listed = self.deliveries(slug, query);
+            if listed.len() >= n {
+                let mut ids: Vec<u64> = listed.iter().map(|d| d["id"].as_u64().unwrap()).collect();
+                ids.reverse();
+                return ids;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {n} deliveries"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The kinds of the queued and sent e-mails, newest first.
+    fn mail_kinds(&self) -> Vec<Value> {
+        let r = self.manage("GET", "/api/v1/manage/mail?limit=100", None);
+        assert_status(&r, 200);
+        r.json()["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["kind"].clone())
+            .collect()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            self.rt.block_on(server.shutdown());
+        }
+    }
+}
+
+/// A sandbox endpoint whose owner webhook points at a receiver of its own that always
+/// answers 200: a write to it, once delivered, shows the scheduler has looked at the clock's
+/// current time (due deliveries are taken oldest due first, in the same look).
+struct Probe {
+    slug: String,
+    key: String,
+    receiver: Receiver,
+}
+
+impl Probe {
+    fn new(s: &Server) -> Probe {
+        let ep = s.endpoint("Probe");
+        let receiver = Receiver::start();
+        s.owner_webhook(
+            &ep.slug,
+            "sandbox",
+            json!({ "url": receiver.url("/probe") }),
+        );
+        Probe {
+            slug: ep.slug,
+            key: ep.sandbox_key,
+            receiver,
+        }
+    }
+
+    fn look(&self, s: &Server) {
+        let before = self.receiver.requests().len();
+        s.create(&self.slug, &self.key, &[], &json!({ "probe": before }));
+        self.receiver.wait_for(before + 1, WAIT);
+    }
+}
+
+fn attempts(v: &Value) -> u64 {
+    v["attempts"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no attempts: {v}"))
+}
+
+fn micros(v: &Value) -> i64 {
+    let (secs, nanos) = ts(v);
+    secs * 1_000_000 + i64::from(nanos / 1000)
+}
+
+/// The request headers an attempt log entry shows, by lowercase name.
+fn logged_header<'a>(attempt: &'a Value, name: &str) -> Option<&'a str> {
+    attempt["request_headers"]
+        .as_array()?
+        .iter()
+        .find(|pair| {
+            pair[0]
+                .as_str()
+                .is_some_and(|n| n.eq_ignore_ascii_case(name))
+        })
+        .and_then(|pair| pair[1].as_str())
+}
+
+/// Runs `tests/verify_webhooks.py` on `cases`; panics with its output unless all pass.
+fn python_verifies(cases: &[Value]) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cases.json");
+    std::fs::write(&path, serde_json::to_vec(cases).unwrap()).unwrap();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/verify_webhooks.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .arg(&path)
+        .output()
+        .expect("run python3 (install standardwebhooks: see .ci/run)");
+    assert!(
+        out.status.success(),
+        "standardwebhooks refused: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn case(secret: &str, got: &common::receiver::Received, check: &str) -> Value {
+    let headers: serde_json::Map<String, Value> =
+        ["webhook-id", "webhook-timestamp", "webhook-signature"]
+            .iter()
+            .map(|n| (n.to_string(), json!(got.header(n).unwrap_or_default())))
+            .collect();
+    json!({ "secret": secret, "headers": headers, "body": got.body_text(), "check": check })
+}
+
+// ---------------------------------------------------------------------------
+// Events, headers, signatures
+// ---------------------------------------------------------------------------
+
+#[test]
+fn owner_and_caller_webhooks_deliver_every_event_with_every_header() {
+    let s = Server::start(PRIVATE_OK);
+    let owner_rx = Receiver::start();
+    let caller_rx = Receiver::start();
+    let ep = s.endpoint("Orders");
+    s.owner_webhook(
+        &ep.slug,
+        "sandbox",
+        json!({ "url": owner_rx.url("/owner"), "auth_header": "X-Owner-Token",
+                "auth_value": "owner-s3cret" }),
+    );
+    let callback = caller_rx.url("/caller?x=1");
+    let caller_headers = [
+        ("X-Webhook-Callback", callback.as_str()),
+        ("X-Webhook-Auth", "Bearer caller-s3cret"),
+    ];
+    let id = s.create(
+        &ep.slug,
+        &ep.sandbox_key,
+        &caller_headers,
+        &json!({ "n": 1 }),
+    );
+    let path = format!("/api/v1/data/{}/{id}", ep.slug);
+    let owner_got = owner_rx.wait_for(1, WAIT);
+    let caller_got = caller_rx.wait_for(1, WAIT);
+
+    let secret = s.secret(&ep.slug, "sandbox");
+    let mut cases = Vec::new();
+    for (got, auth_name, auth_value, path_seen) in [
+        (&owner_got[0], "x-owner-token", "owner-s3cret", "/owner"),
+        (
+            &caller_got[0],
+            "authorization",
+            "Bearer caller-s3cret",
+            "/caller?x=1",
+        ),
+    ] {
+        assert_eq!(got.method, "POST");
+        assert_eq!(got.path, path_seen);
+        let ua = got.header("user-agent").unwrap_or_default();
+        assert_eq!(ua, format!("svc-Webhook/{}", env!("CARGO_PKG_VERSION")));
+        assert_eq!(got.header("content-type"), Some("application/json"));
+        assert_eq!(got.header("x-svc-record-id"), Some(id.as_str()));
+        assert_eq!(got.header("webhook-id"), Some(id.as_str()));
+        assert_eq!(got.header("x-svc-delivery-attempt"), Some("1"));
+        let stamp: i64 = got.header("webhook-timestamp").unwrap().parse().unwrap();
+        assert_eq!(stamp, s.clock.now().as_micros().div_euclid(1_000_000));
+        let signature = got.header("webhook-signature").unwrap();
+        assert!(
+            signature.starts_with("v1,") && !signature.contains(' '),
+            "{signature}"
+        );
+        assert_eq!(got.header(auth_name), Some(auth_value));
+        let body = got.json();
+        assert_eq!(body["type"], "record.created");
+        assert_eq!(body["data"]["id"], id.as_str());
+        assert_eq!(body["data"]["endpoint"], ep.slug.as_str());
+        assert_eq!(body["data"]["environment"], "sandbox");
+        assert_eq!(body["data"]["payload"], json!({ "n": 1 }));
+        assert!(body["timestamp"].is_string() && body["data"]["created_at"].is_string());
+        cases.push(case(&secret, got, "verify"));
+    }
+
+    // Replace and delete: the owner webhook reports both (no callback on these calls).
+    let r = s.data("PUT", &path, &ep.sandbox_key, &[], Some(&json!({ "n": 2 })));
+    assert_status(&r, 202);
+    let got = owner_rx.wait_for(2, WAIT);
+    assert_eq!(got[1].json()["type"], "record.replaced");
+    assert_eq!(got[1].json()["data"]["payload"], json!({ "n": 2 }));
+    cases.push(case(&secret, &got[1], "verify"));
+    let r = s.data("DELETE", &path, &ep.sandbox_key, &[], None);
+    assert!(
+        r.status == 202 || r.status == 200 || r.status == 204,
+        "{}",
+        r.describe()
+    );
+    let got = owner_rx.wait_for(3, WAIT);
+    let deleted = got[2].json();
+    assert_eq!(deleted["type"], "record.deleted");
+    assert_eq!(deleted["data"]["id"], id.as_str());
+    assert!(deleted["data"].get("payload").is_none(), "{deleted}");
+    cases.push(case(&secret, &got[2], "verify"));
+    python_verifies(&cases);
+
+    // The log: four deliveries of the record, all delivered; the auth values and signatures
+    // are redacted, the header names shown.
+    let ids = s.wait_listed(&ep.slug, &format!("record_id={id}"), 4);
+    assert_eq!(ids.len(), 4);
+    let mut kinds = Vec::new();
+    for delivery in ids {
+        let v = s.wait_delivery(&ep.slug, delivery, "delivered", |v| {
+            v["state"] == "delivered"
+        });
+        kinds.push(v["kind"].as_str().unwrap().to_string());
+        let log = &v["attempt_log"][0];
+        assert_eq!(log["status"], 200);
+        assert_eq!(log["outcome"], "delivered");
+        assert_eq!(log["response_body"], "answer 200");
+        assert_eq!(logged_header(log, "webhook-signature"), Some("[redacted]"));
+        assert_eq!(logged_header(log, "webhook-id"), Some(id.as_str()));
+        assert_eq!(logged_header(log, "x-svc-delivery-attempt"), Some("1"));
+        let text = v.to_string();
+        assert!(
+            !text.contains("s3cret"),
+            "an auth value is in the log: {text}"
+        );
+        if v["kind"] == "caller" {
+            assert_eq!(logged_header(log, "authorization"), Some("[redacted]"));
+        } else {
+            assert_eq!(logged_header(log, "x-owner-token"), Some("[redacted]"));
+        }
+    }
+    kinds.sort();
+    assert_eq!(kinds, ["caller", "owner", "owner", "owner"]);
+    assert_eq!(s.deliveries(&ep.slug, "environment=sandbox").len(), 4);
+    assert!(s.deliveries(&ep.slug, "environment=production").is_empty());
+
+    // An invalid callback URL: 400, nothing written, nothing delivered.
+    for bad in ["not a url", "ftp://example.com/x", "/relative"] {
+        let r = s.data(
+            "POST",
+            &format!("/api/v1/data/{}", ep.slug),
+            &ep.sandbox_key,
+            &[("X-Webhook-Callback", bad)],
+            Some(&json!({ "n": 3 })),
+        );
+        assert_error(&r, 400, "invalid_webhook");
+    }
+    let list = s.data(
+        "GET",
+        &format!("/api/v1/data/{}", ep.slug),
+        &ep.sandbox_key,
+        &[],
+        None,
+    );
+    assert_eq!(
+        list.json()["data"].as_array().unwrap().len(),
+        0,
+        "{}",
+        list.text()
+    );
+    assert_eq!(s.deliveries(&ep.slug, "").len(), 4);
+}
+
+#[test]
+fn the_spec_vector_verifies_with_standardwebhooks() {
+    let secret = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
+    let key = intake::webhooks::signing::secret_key(secret).unwrap();
+    let body = r#"{"email":"test@example.com","username":"test_user"}"#;
+    let header = intake::webhooks::signing::signature_header(
+        &[key],
+        "msg_27UH4WbU6Z5A5EzD8u03UvzRbpk",
+        1_649_367_553,
+        body.as_bytes(),
+    );
+    assert_eq!(header, "v1,tZ1I4/hDygAJgO5TYxiSd6Sd0kDW6hPenDe+bTa3Kkw=");
+    let headers = json!({ "webhook-id": "msg_27UH4WbU6Z5A5EzD8u03UvzRbpk",
+                          "webhook-timestamp": "1649367553", "webhook-signature": header });
+    python_verifies(&[
+        json!({ "secret": secret, "headers": headers, "body": body, "check": "signed" }),
+    ]);
+}
+
+#[test]
+fn a_changeover_sends_two_signatures_for_24_hours_then_one() {
+    let s = Server::start(PRIVATE_OK);
+    let rx = Receiver::start();
+    let ep = s.endpoint("Orders");
+    s.owner_webhook(&ep.slug, "sandbox", json!({ "url": rx.url("/h") }));
+    let old = s.secret(&ep.slug, "sandbox");
+    s.create(&ep.slug, &ep.sandbox_key, &[], &json!({ "n": 1 }));
+    // Signed at send time: let the first one go out before the reissue.
+    rx.wait_for(1, WAIT);
+    let reissue = format!(
+        "/api/v1/manage/endpoints/{}/webhook-secrets/sandbox/reissue",
+        ep.slug
+    );
+    assert_status(&s.manage("POST", &reissue, None), 200);
+    let new = s.secret(&ep.slug, "sandbox");
+    s.create(&ep.slug, &ep.sandbox_key, &[], &json!({ "n": 2 }));
+    let got = rx.wait_for(2, WAIT);
+    assert_eq!(
+        got[0]
+            .header("webhook-signature")
+            .unwrap()
+            .split(' ')
+            .count(),
+        1
+    );
+    assert_eq!(
+        got[1]
+            .header("webhook-signature")
+            .unwrap()
+            .split(' ')
+            .count(),
+        2
+    );
+
+    // A caller webhook that fails inside the window is retried after it: signed at send time,
+    // the retry carries the new signature only.
+    let late_rx = Receiver::start();
+    late_rx.script([Reply::status(503)]);
+    let late_url = late_rx.url("/late");
+    s.create(
+        &ep.slug,
+        &ep.sandbox_key,
+        &[("X-Webhook-Callback", &late_url)],
+        &json!({ "n": "late" }),
+    );
+    let late = late_rx.wait_for(1, WAIT);
+    s.clock.advance(Duration::from_secs(24 * 3600));
+    s.create(&ep.slug, &ep.sandbox_key, &[], &json!({ "n": 3 }));
+    let got = rx.wait_for(4, WAIT);
+    let late_retry = &late_rx.wait_for(2, WAIT)[1];
+    assert_eq!(late_retry.header("x-svc-delivery-attempt"), Some("2"));
+    for (got, count) in [(&late[0], 2), (late_retry, 1)] {
+        let entries = got.header("webhook-signature").unwrap().split(' ').count();
+        assert_eq!(entries, count);
+    }
+    // The owner webhook saw the late write too: keep the numbered ones.
+    let got: Vec<_> = got
+        .into_iter()
+        .filter(|r| r.json()["data"]["payload"]["n"] != "late")
+        .collect();
+    assert_eq!(got.len(), 3);
+    assert_eq!(
+        got[2]
+            .header("webhook-signature")
+            .unwrap()
+            .split(' ')
+            .count(),
+        1
+    );
+    python_verifies(&[
+        case(&old, &got[0], "verify"),
+        case(&new, &got[0], "not_signed"),
+        case(&new, &got[1], "verify"),
+        case(&old, &got[1], "verify"),
+        case(&new, &got[2], "signed"),
+        case(&old, &got[2], "not_signed"),
+        case(&new, &late[0], "verify"),
+        case(&old, &late[0], "verify"),
+        case(&new, late_retry, "signed"),
+        case(&old, late_retry, "not_signed"),
+    ]);
+}
+
+// ---------------------------------------------------------------------------
+// Retry policy
+// ---------------------------------------------------------------------------
+
+#[test]
+fn the_retry_schedule_is_exact_in_production_and_sandbox() {
+    let s = Server::start(PRIVATE_OK);
+    let probe = Probe::new(&s);
+    let rx = Receiver::start();
+    rx.always(Reply::status(503));
+    let ep = s.endpoint("Orders");
+    s.deploy(&ep.slug);
+    for env in ["sandbox", "production"] {
+        s.owner_webhook(&ep.slug, env, json!({ "url": rx.url(&format!("/{env}")) }));
+    }
+    s.create(&ep.slug, &ep.sandbox_key, &[], &json!({ "env": "sandbox" }));
+    s.create(
+        &ep.slug,
+        &ep.production_key,
+        &[],
+        &json!({ "env": "production" }),
+    );
+    let sandbox = s.wait_listed(&ep.slug, "environment=sandbox", 1)[0];
+    let production = s.wait_listed(&ep.slug, "environment=production", 1)[0];
+    let both = [(sandbox, 4u64), (production, 6u64)];
+    for (id, _) in both {
+        s.wait_delivery(&ep.slug, id, "attempt 1", |v| attempts(v) == 1);
+    }
+    for (i, delay) in RETRY_DELAYS.iter().enumerate() {
+        let done = i as u64 + 1;
+        // One second early: the scheduler looks, and nothing is sent.
+        s.clock.advance(*delay - SECOND);
+        probe.look(&s);
+        for (id, budget) in both {
+            if done < budget {
+                let v = s.delivery(&ep.slug, id);
+                assert_eq!(attempts(&v), done, "attempt before its time: {v}");
+                assert_eq!(v["state"], "pending");
+            }
+        }
+        s.clock.advance(SECOND);
+        for (id, budget) in both {
+            if done < budget {
+                s.wait_delivery(&ep.slug, id, "the retry", |v| attempts(v) == done + 1);
+            }
+        }
+    }
+    for (id, budget) in both {
+        let v = s.wait_delivery(&ep.slug, id, "given up", |v| v["state"] == "given_up");
+        assert_eq!(attempts(&v), budget, "{v}");
+        assert_eq!(v["next_attempt_at"], Value::Null);
+        let log = v["attempt_log"].as_array().unwrap();
+        assert_eq!(log.len() as u64, budget);
+        for (n, (a, b)) in log.iter().zip(log.iter().skip(1)).enumerate() {
+            let gap = micros(&b["started_at"]) - micros(&a["started_at"]);
+            assert_eq!(
+                gap,
+                RETRY_DELAYS[n].as_micros() as i64,
+                "gap after attempt {}",
+                n + 1
+            );
+            assert_eq!(a["outcome"], "retry");
+            assert_eq!(a["status"], 503);
+            assert_eq!(
+                logged_header(b, "x-svc-delivery-attempt"),
+                Some((n + 2).to_string().as_str())
+            );
+        }
+        assert_eq!(log.last().unwrap()["outcome"], "given_up");
+    }
+    // Every attempt reached the receiver with its number.
+    let got = rx.requests();
+    assert_eq!(got.iter().filter(|r| r.path == "/sandbox").count(), 4);
+    assert_eq!(got.iter().filter(|r| r.path == "/production").count(), 6);
+}
+
+#[test]
+fn every_status_class_leads_to_its_outcome() {
+    let s = Server::start("[webhooks]\nallow_private_targets = true\ntimeout = \"1s\"\n");
+    let ep = s.endpoint("Orders");
+    // An HTTP date has whole seconds: the retry is due exactly then, a little under 10 min.
+    let now = s.clock.now().as_micros();
+    let date_secs = now.div_euclid(1_000_000) as u64 + 600;
+    let date = httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_secs(date_secs));
+    let until_date = date_secs as i64 * 1_000_000 - now;
+    let refused_port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    // (reply, expected state, expected wait before the retry in microseconds)
+    let secs = |n: i64| n * 1_000_000;
+    let retry_after = |value: &str| Reply::status(429).header("Retry-After", value);
+    let cases: Vec<(Option<Reply>, &str, i64)> = vec![
+        (Some(Reply::status(500)), "pending", secs(30)),
+        (Some(Reply::status(502)), "pending", secs(30)),
+        (Some(Reply::status(503)), "pending", secs(30)),
+        (Some(Reply::status(501)), "given_up", secs(0)),
+        (Some(Reply::status(505)), "given_up", secs(0)),
+        (Some(Reply::status(400)), "given_up", secs(0)),
+        (Some(Reply::status(404)), "given_up", secs(0)),
+        (Some(Reply::status(409)), "given_up", secs(0)),
+        (Some(Reply::status(429)), "pending", secs(30)),
+        (Some(retry_after("10")), "pending", secs(30)),
+        (Some(retry_after("120")), "pending", secs(120)),
+        (Some(retry_after(&date)), "pending", until_date),
+        (Some(retry_after("20000")), "pending", secs(30)),
+        (
+            Some(Reply::status(503).header("Retry-After", "120")),
+            "pending",
+            secs(30),
+        ),
+        (
+            Some(Reply::status(302).header("Location", "http://127.0.0.1:1/elsewhere")),
+            "pending",
+            secs(30),
+        ),
+        (
+            Some(Reply::status(200).delay(Duration::from_secs(3))),
+            "pending",
+            secs(30),
+        ),
+        (None, "pending", secs(30)),
+        (Some(Reply::status(202)), "delivered", secs(0)),
+    ];
+    let mut receivers = Vec::new();
+    for (reply, _, _) in &cases {
+        let url = match reply {
+            Some(reply) => {
+                let rx = Receiver::start();
+                rx.always(reply.clone());
+                let url = rx.url("/h");
+                receivers.push(Some(rx));
+                url
+            }
+            None => {
+                receivers.push(None);
+                format!("http://127.0.0.1:{refused_port}/h")
+            }
+        };
+        s.create(
+            &ep.slug,
+            &ep.sandbox_key,
+            &[("X-Webhook-Callback", &url)],
+            &json!({}),
+        );
+    }
+    let ids = s.wait_listed(&ep.slug, "", cases.len());
+    for ((reply, state, wait), id) in cases.iter().zip(ids) {
+        let v = s.wait_delivery(&ep.slug, id, "attempt 1", |v| attempts(v) == 1);
+        let what = format!("{reply:?}: {v}");
+        assert_eq!(v["state"], *state, "{what}");
+        let a = &v["attempt_log"][0];
+        if *state == "pending" {
+            assert_eq!(a["outcome"], "retry", "{what}");
+            let gap = micros(&v["next_attempt_at"]) - micros(&a["started_at"]);
+            assert_eq!(gap, *wait, "{what}");
+        } else {
+            assert_eq!(
+                a["outcome"],
+                if *state == "delivered" {
+                    "delivered"
+                } else {
+                    "given_up"
+                }
+            );
+            assert_eq!(v["next_attempt_at"], Value::Null);
+        }
+        match reply {
+            Some(r) if r.delay.is_zero() => {
+                assert_eq!(a["status"], r.status, "{what}");
+                assert_eq!(a["response_body"], format!("answer {}", r.status), "{what}");
+            }
+            Some(_) => {
+                assert_eq!(a["status"], Value::Null, "{what}");
+                assert!(a["error"].as_str().unwrap().contains("timed out"), "{what}");
+            }
+            None => {
+                assert_eq!(a["status"], Value::Null, "{what}");
+                assert!(
+                    a["error"].as_str().unwrap().contains("connection"),
+                    "{what}"
+                );
+            }
+        }
+    }
+    // The redirect was not followed: its receiver saw exactly one request.
+    let redirect = receivers[14].as_ref().unwrap();
+    assert_eq!(redirect.requests().len(), 1);
+}
+
+#[test]
+fn loopback_targets_are_refused_unless_allowed() {
+    let s = Server::start("");
+    let rx = Receiver::start();
+    let ep = s.endpoint("Orders");
+    s.create(
+        &ep.slug,
+        &ep.sandbox_key,
+        &[("X-Webhook-Callback", &rx.url("/h"))],
+        &json!({}),
+    );
+    let id = s.wait_listed(&ep.slug, "", 1)[0];
+    let v = s.wait_delivery(&ep.slug, id, "attempt 1", |v| attempts(v) == 1);
+    assert_eq!(
+        v["state"], "pending",
+        "retried like a connection error: {v}"
+    );
+    let error = v["attempt_log"][0]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        error.starts_with("target address 127.0.0.1 is not allowed (private or loopback)")
+            && error.contains("webhooks.allow_private_targets")
+            && error.contains("webhooks.allowed_cidrs"),
+        "{error}"
+    );
+    assert!(rx.requests().is_empty());
+
+    // A listed range lets it through.
+    let s = Server::start("[webhooks]\nallowed_cidrs = [\"127.0.0.0/8\"]\n");
+    let ep = s.endpoint("Orders");
+    s.create(
+        &ep.slug,
+        &ep.sandbox_key,
+        &[("X-Webhook-Callback", &rx.url("/h"))],
+        &json!({}),
+    );
+    rx.wait_for(1, WAIT);
+}
+
+#[test]
+fn a_restart_keeps_the_pending_retry_and_its_time() {
+    let mut s = Server::start(PRIVATE_OK);
+    let rx = Receiver::start();
+    rx.script([Reply::status(503)]);
+    let ep = s.endpoint("Orders");
+    s.owner_webhook(&ep.slug, "sandbox", json!({ "url": rx.url("/h") }));
+    s.create(&ep.slug, &ep.sandbox_key, &[], &json!({}));
+    let id = s.wait_listed(&ep.slug, "", 1)[0];
+    let before = s.wait_delivery(&ep.slug, id, "attempt 1", |v| attempts(v) == 1);
+
+    s.restart();
+    let probe = Probe::new(&s);
+    s.clock.advance(Duration::from_secs(29));
+    probe.look(&s);
+    let v = s.delivery(&ep.slug, id);
+    assert_eq!(attempts(&v), 1, "sent early after the restart: {v}");
+    assert_eq!(v["next_attempt_at"], before["next_attempt_at"]);
+    s.clock.advance(SECOND);
+    let v = s.wait_delivery(&ep.slug, id, "delivered", |v| v["state"] == "delivered");
+    assert_eq!(attempts(&v), 2);
+    assert_eq!(rx.requests().len(), 2);
+}
+
+// ---------------------------------------------------------------------------
+// Failure e-mail, redelivery
+// ---------------------------------------------------------------------------
+
+#[test]
+fn a_given_up_production_owner_webhook_mails_the_owner_once_a_day() {
+    let smtp = SmtpServer::start();
+    let toml = format!(
+        "{PRIVATE_OK}{}",
+        smtp.config_toml("Intake <intake@example.com>")
+    );
+    let s = Server::start(&toml);
+    let rx = Receiver::start();
+    rx.always(Reply::status(400));
+    let ep = s.endpoint("Orders");
+    s.deploy(&ep.slug);
+    for env in ["sandbox", "production"] {
+        s.owner_webhook(&ep.slug, env, json!({ "url": rx.url("/owner") }));
+    }
+    let callback = rx.url("/caller");
+    let given_up = |env: &str, n: usize| {
+        let ids = s.wait_listed(&ep.slug, &format!("environment={env}"), n);
+        for id in ids {
+            s.wait_delivery(&ep.slug, id, "given up", |v| v["state"] == "given_up");
+        }
+    };
+    // Sandbox owner webhook and production caller webhooks: no e-mail.
+    s.create(&ep.slug, &ep.sandbox_key, &[], &json!({}));
+    given_up("sandbox", 1);
+    // Two production writes, each with an owner and a caller webhook: one e-mail.
+    for _ in 0..2 {
+        s.create(
+            &ep.slug,
+            &ep.production_key,
+            &[("X-Webhook-Callback", &callback)],
+            &json!({}),
+        );
+    }
+    given_up("production", 4);
+    assert_eq!(s.mail_kinds(), [json!("webhook_failed")]);
+    let got = smtp.wait_for(1, WAIT);
+    assert_eq!(got[0].to, [OWNER_EMAIL]);
+    assert!(
+        got[0].subject().contains("Webhook delivery failed"),
+        "{}",
+        got[0].subject()
+    );
+    let body = got[0].body_text();
+    let first = &s
+        .deliveries(&ep.slug, "environment=production&limit=100")
+        .into_iter()
+        .rev()
+        .find(|d| d["kind"] == "owner")
+        .unwrap();
+    for needle in [
+        ep.slug.as_str(),
+        first["record_id"].as_str().unwrap(),
+        rx.url("/owner").as_str(),
+        "HTTP 400",
+        &format!("/deliveries/{}", first["id"]),
+    ] {
+        assert!(body.contains(needle), "{needle:?} not in {body}");
+    }
+
+    // The next UTC day, the next given-up delivery mails again.
+    s.clock.advance(Duration::from_secs(86_400));
+    s.create(&ep.slug, &ep.production_key, &[], &json!({}));
+    given_up("production", 5);
+    assert_eq!(
+        s.mail_kinds(),
+        [json!("webhook_failed"), json!("webhook_failed")]
+    );
+}
+
+#[test]
+fn a_given_up_delivery_is_delivered_by_a_manual_redelivery() {
+    let s = Server::start(PRIVATE_OK);
+    let rx = Receiver::start();
+    rx.script([Reply::status(404)]);
+    let ep = s.endpoint("Orders");
+    s.owner_webhook(&ep.slug, "sandbox", json!({ "url": rx.url("/h") }));
+    s.create(&ep.slug, &ep.sandbox_key, &[], &json!({}));
+    let id = s.wait_listed(&ep.slug, "", 1)[0];
+    s.wait_delivery(&ep.slug, id, "given up", |v| v["state"] == "given_up");
+    let redeliver = format!(
+        "/api/v1/manage/endpoints/{}/deliveries/{id}/redeliver",
+        ep.slug
+    );
+    let r = s.manage("POST", &redeliver, None);
+    assert_status(&r, 200);
+    let v = s.wait_delivery(&ep.slug, id, "delivered", |v| v["state"] == "delivered");
+    assert_eq!(attempts(&v), 2);
+    assert_eq!(v["attempt_log"][1]["outcome"], "delivered");
+    let got = rx.wait_for(2, WAIT);
+    assert_eq!(got[1].header("x-svc-delivery-attempt"), Some("2"));
+    assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
+    assert_error(&s.manage("POST", &redeliver, None), 409, "conflict");
+}
