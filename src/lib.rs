@@ -5,8 +5,9 @@
 //! Data flow of a write: HTTP request → `api` (route, authorise, validate) → `records` (the
 //! data operation) → `ingest` (queue; one writer thread commits batches with fsync, applying
 //! each write to the record tables and appending it to the change log in the same commit) →
-//! 202. After the commit the search indexer (`search::index`) follows the change log into the
-//! tantivy index. Reads go `api` → `records` → `storage` directly; searches go `api` →
+//! 202. The same commit stores the write's webhook deliveries (`webhooks::deliveries`); after
+//! it the webhook dispatcher (`webhooks::dispatch`) is woken and sends them, and the search
+//! indexer (`search::index`) follows the change log into the tantivy index. Reads go `api` → `records` → `storage` directly; searches go `api` →
 //! `search`, which joins the index with the unindexed tail of the change log and verifies
 //! every hit in `storage`; polls go `api` → `poll`, which only shows records below the
 //! visibility bound of the creates still in flight. `retention` deletes expired records
@@ -46,10 +47,13 @@
 //!   wakes the `Mailer` after the commit, and the mail thread (`mail::worker`) sends due
 //!   messages with lettre (`mail::smtp`), writing each outcome and the retry schedule back on
 //!   the row; without `[smtp]` messages stay queued.
-//! - [`webhooks`]: webhook signing: the Standard Webhooks signature (`webhooks::signing`)
-//!   and each endpoint's per-environment signing secrets (`webhooks::secrets`): made with the
-//!   endpoint, sealed at rest, viewed and reissued through the management API, and the keys
-//!   to sign with at a given time (two during the 24-hour changeover after a reissue).
+//! - [`webhooks`]: owner and caller webhooks: deliveries made in the commit of their write
+//!   (`deliveries`), the owner's settings (`owner`), the dispatcher (`dispatch`: a scheduler,
+//!   a worker pool capped per receiver, the retry policy, group-committed attempt outcomes
+//!   and the owner failure e-mail), one HTTP attempt with the SSRF guard (`send`), the
+//!   delivery log and redelivery (`log`), the Standard Webhooks signature (`signing`) and
+//!   each endpoint's per-environment signing secrets with their 24-hour changeover
+//!   (`secrets`).
 //! - [`request_log`]: the per-endpoint log of data calls, batched and purged by retention.
 //! - [`storage`]: the redb schema: every table and row type, in one place.
 //! - [`cursor`]: opaque, partition-checked pagination cursors and the `limit` rule.
@@ -70,6 +74,9 @@
 //!   written to the audit log.
 //! - Every change to endpoints, keys, collaborators or accounts clears the key cache after its
 //!   commit, so a revoked key or permission stops working on the next call.
+//! - A webhook delivery is stored in the commit of its write and its state and next attempt
+//!   time live in redb; a dispatcher claim is only in memory, so after a restart every
+//!   unfinished delivery is due again at its stored time (at least once, never early).
 //! - A refused request changes nothing: validation happens before the write is queued, and a
 //!   failed commit acknowledges nothing.
 
