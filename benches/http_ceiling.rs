@@ -11,7 +11,8 @@
 //! Prints `listening on http://ADDR` to stderr once bound; stops on SIGTERM or
 //! Ctrl-C.
 
-use std::net::SocketAddr;
+mod support;
+
 use std::process::ExitCode;
 
 use bytes::Bytes;
@@ -29,58 +30,8 @@ const USAGE: &str = concat!(
     "  --listen ADDR   address to bind (default 127.0.0.1:8099)\n",
 );
 
-fn parse_args() -> Result<SocketAddr, String> {
-    let mut listen = DEFAULT_LISTEN.to_string();
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--listen" => {
-                listen = args
-                    .next()
-                    .ok_or_else(|| "--listen needs a value".to_string())?;
-            }
-            // `cargo bench` passes `--bench` to harness = false targets.
-            "--bench" => {}
-            "-h" | "--help" => {
-                print!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => match other.strip_prefix("--listen=") {
-                Some(value) => listen = value.to_string(),
-                None => return Err(format!("unknown argument: {other}")),
-            },
-        }
-    }
-    listen
-        .parse()
-        .map_err(|err| format!("invalid --listen address {listen:?}: {err}"))
-}
-
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(err) => {
-                eprintln!("cannot install SIGTERM handler: {err}");
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
 fn main() -> ExitCode {
-    let addr = match parse_args() {
+    let addr = match support::listen_arg(DEFAULT_LISTEN, USAGE) {
         Ok(addr) => addr,
         Err(msg) => {
             eprintln!("http_ceiling: {msg}\n\n{USAGE}");
@@ -103,18 +54,7 @@ fn main() -> ExitCode {
             )
         });
 
-        let listener = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|err| format!("cannot bind {addr}: {err}"))?;
-        let bound = listener.local_addr().unwrap_or(addr);
-        eprintln!("listening on http://{bound}");
-
-        warp::serve(accept)
-            .incoming(listener)
-            .graceful(shutdown_signal())
-            .run()
-            .await;
-        Ok(())
+        support::serve(addr, accept).await
     });
 
     match served {

@@ -68,8 +68,11 @@ pub const OWNER_WEBHOOKS: TableDefinition<u64, &[u8]> = TableDefinition::new("ow
 /// Webhook deliveries: `delivery id` → [`DeliveryRow`] JSON. Written in the commit of the write
 /// that causes them, so an acknowledged write never loses its webhooks.
 pub const DELIVERIES: TableDefinition<u64, &[u8]> = TableDefinition::new("deliveries");
-/// Pending deliveries by when they are due: `(due_at_us, delivery id)` → `()`.
-pub const DELIVERIES_DUE: TableDefinition<(u64, u64), ()> = TableDefinition::new("deliveries_due");
+/// Pending deliveries by when they are due: `(due_at_us, delivery id)` → `(retry, receiver)`:
+/// whether it was attempted before, and its receiver (`scheme://host:port`), so the
+/// dispatcher passes over deliveries it cannot start yet without reading their rows.
+pub const DELIVERIES_DUE: TableDefinition<(u64, u64), (bool, &str)> =
+    TableDefinition::new("deliveries_due");
 /// `(partition, delivery id)` → record id: an endpoint's deliveries, newest first.
 pub const PARTITION_DELIVERIES: TableDefinition<(u64, u64), u128> =
     TableDefinition::new("partition_deliveries");

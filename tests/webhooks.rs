@@ -557,6 +557,15 @@ fn a_changeover_sends_two_signatures_for_24_hours_then_one() {
         &json!({ "n": "late" }),
     );
     let late = late_rx.wait_for(1, WAIT);
+    // The retry is due 30 s after the failed attempt's outcome: let it be committed before
+    // the clock moves, or the retry would be scheduled from the later time.
+    let late_id = s
+        .deliveries(&ep.slug, "")
+        .iter()
+        .find(|d| d["url"] == late_url.as_str())
+        .and_then(|d| d["id"].as_u64())
+        .expect("the caller delivery is listed");
+    s.wait_delivery(&ep.slug, late_id, "attempt 1", |v| attempts(v) == 1);
     s.clock.advance(Duration::from_secs(24 * 3600));
     s.create(&ep.slug, &ep.sandbox_key, &[], &json!({ "n": 3 }));
     let got = rx.wait_for(4, WAIT);
@@ -920,6 +929,36 @@ fn a_given_up_production_owner_webhook_mails_the_owner_once_a_day() {
     assert_eq!(
         s.mail_kinds(),
         [json!("webhook_failed"), json!("webhook_failed")]
+    );
+}
+
+#[test]
+fn a_slow_receiver_with_a_long_backlog_does_not_hold_up_another() {
+    // More due deliveries to the slow receiver than one look of the scheduler passes over:
+    // the fast receiver's delivery, due after all of them, must still go out at once.
+    let s = Server::start(
+        "[webhooks]\nallow_private_targets = true\nper_target_concurrency = 2\ntimeout = \"10s\"\n",
+    );
+    let slow = Receiver::start();
+    slow.always(Reply::status(200).delay(Duration::from_secs(2)));
+    let fast = Receiver::start();
+    let ep = s.endpoint("Orders");
+    s.owner_webhook(&ep.slug, "sandbox", json!({ "url": slow.url("/slow") }));
+    for n in 0..300 {
+        s.create(&ep.slug, &ep.sandbox_key, &[], &json!({ "n": n }));
+    }
+    let fast_url = fast.url("/fast");
+    s.create(
+        &ep.slug,
+        &ep.sandbox_key,
+        &[("X-Webhook-Callback", &fast_url)],
+        &json!({ "n": "fast" }),
+    );
+    let got = fast.wait_for(1, WAIT);
+    assert_eq!(got[0].json()["data"]["payload"]["n"], "fast");
+    assert!(
+        slow.requests().len() < 100,
+        "the fast delivery waited for the slow backlog"
     );
 }
 

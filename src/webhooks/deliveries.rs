@@ -56,6 +56,32 @@ const RESERVED_HEADERS: [&str; 10] = [
     "transfer-encoding",
 ];
 
+/// The `DELIVERIES_DUE` table, open for writing.
+pub type DueTable<'txn> = Table<'txn, (u64, u64), (bool, &'static str)>;
+
+/// Lists `row` as due at `at`, with what the dispatcher needs to pass over it cheaply.
+pub fn mark_due(due: &mut DueTable, row: &DeliveryRow, at: Timestamp) -> Result<(), StoreError> {
+    let receiver = receiver_of(&row.url);
+    due.insert(
+        (time_key(at), row.id),
+        (row.attempts > 0, receiver.as_str()),
+    )?;
+    Ok(())
+}
+
+/// The receiver a delivery counts against for concurrency: scheme, host and port.
+pub fn receiver_of(url: &str) -> String {
+    match url.parse::<http::Uri>() {
+        Ok(uri) => format!(
+            "{}://{}",
+            uri.scheme_str().unwrap_or_default(),
+            uri.authority().map(|a| a.as_str()).unwrap_or_default()
+        )
+        .to_ascii_lowercase(),
+        Err(_) => url.to_string(),
+    }
+}
+
 /// Attempts a delivery gets in all: the spec's production 6, sandbox 4.
 pub fn max_attempts(environment: Environment) -> u32 {
     match environment {
@@ -198,7 +224,7 @@ struct BodyData<'a> {
 pub struct DeliveryTables<'txn> {
     owner_webhooks: Table<'txn, u64, &'static [u8]>,
     deliveries: Table<'txn, u64, &'static [u8]>,
-    due: Table<'txn, (u64, u64), ()>,
+    due: DueTable<'txn>,
     by_partition: Table<'txn, (u64, u64), u128>,
     by_record: Table<'txn, (u64, u128, u64), ()>,
     last_id: u64,
@@ -310,7 +336,7 @@ impl<'txn> DeliveryTables<'txn> {
             finished_at: None,
         };
         self.deliveries.insert(row.id, to_json(&row)?.as_slice())?;
-        self.due.insert((time_key(hooks.at), row.id), ())?;
+        mark_due(&mut self.due, &row, hooks.at)?;
         self.by_partition.insert((partition, row.id), record_id.0)?;
         self.by_record
             .insert((partition, record_id.0, row.id), ())?;
@@ -346,4 +372,22 @@ fn event_body(
     };
     serde_json::to_string(&body)
         .map_err(|e| StoreError::Corrupt(format!("cannot encode a webhook body: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::receiver_of;
+
+    #[test]
+    fn receivers_are_scheme_host_and_port() {
+        assert_eq!(
+            receiver_of("https://Hooks.Example.com:8443/a?b=1"),
+            "https://hooks.example.com:8443"
+        );
+        assert_eq!(receiver_of("http://example.com/x"), "http://example.com");
+        assert_ne!(
+            receiver_of("http://a.example/x"),
+            receiver_of("http://b.example/x")
+        );
+    }
 }

@@ -11,6 +11,10 @@
 //!   delivery attempted before), fewer than half the workers busy with retries. So one slow or
 //!   failing receiver holds at most its own share of the workers, and first attempts never
 //!   wait behind a backlog of retries. Deliveries it cannot start stay due for the next look.
+//!   The due list carries each delivery's receiver and retry flag, so passing one over costs
+//!   no row read; a look passes over at most [`PASS_OVER_LIMIT`] and the next goes on from
+//!   there, so a long backlog for one busy receiver neither makes every look slow nor hides
+//!   the deliveries behind it.
 //! - **The workers** (`webhook-worker`, `[webhooks] workers` of them) sign and send one
 //!   delivery at a time (`send`), then hand the outcome to the result writer.
 //! - **The result writer** (`webhook-results`) commits outcomes in groups, like the ingest
@@ -45,6 +49,7 @@
 //! every outcome and stops once the workers have; [`DispatchThreads::join`] waits for all.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -80,6 +85,10 @@ pub const USER_AGENT: &str = concat!("svc-Webhook/", env!("CARGO_PKG_VERSION"));
 pub const REDACTED: &str = "[redacted]";
 /// Longest real-time wait between looks at the clock.
 const TICK: Duration = Duration::from_secs(1);
+/// Due entries one look may pass over (claimed, their receiver or the retry share full)
+/// before it stops; the next look goes on from there. So a large backlog for one busy
+/// receiver costs each look a bounded amount, and every due entry still gets its turn.
+const PASS_OVER_LIMIT: usize = 256;
 /// Most outcomes committed in one transaction.
 const MAX_BATCH: usize = 512;
 
@@ -300,6 +309,9 @@ struct Context {
     per_target: usize,
 }
 
+/// A `DELIVERIES_DUE` key: when due, and the delivery id.
+type DueKey = (u64, u64);
+
 /// A claimed delivery on its way to a worker.
 struct Job {
     row: DeliveryRow,
@@ -316,70 +328,83 @@ struct Attempted {
     finished_at: Timestamp,
 }
 
-/// The receiver a delivery counts against: scheme, host and port.
-fn target_of(url: &str) -> String {
-    match url.parse::<http::Uri>() {
-        Ok(uri) => format!(
-            "{}://{}",
-            uri.scheme_str().unwrap_or_default(),
-            uri.authority().map(|a| a.as_str()).unwrap_or_default()
-        )
-        .to_ascii_lowercase(),
-        Err(_) => url.to_string(),
-    }
-}
-
 /// The scheduler's loop, until stopping.
 fn schedule(ctx: &Context, jobs: &mpsc::Sender<Job>) {
+    let mut resume_after = None;
     loop {
-        if let Err(err) = claim_due(ctx, jobs) {
+        resume_after = claim_due(ctx, jobs, resume_after).unwrap_or_else(|err| {
             log::error!("webhooks: cannot read the due deliveries: {err}");
-        }
+            None
+        });
         if !ctx.shared.wait() {
             return;
         }
     }
 }
 
-/// Claims every due delivery a worker can start now and hands it over.
-fn claim_due(ctx: &Context, jobs: &mpsc::Sender<Job>) -> Result<()> {
+/// Claims the due deliveries a worker can start now and hands them over, oldest first or
+/// going on just after `resume_after`. Returns where the next look goes on from when this one
+/// stopped at [`PASS_OVER_LIMIT`].
+fn claim_due(
+    ctx: &Context,
+    jobs: &mpsc::Sender<Job>,
+    resume_after: Option<DueKey>,
+) -> Result<Option<DueKey>> {
     let now = ctx.parts.clock.now();
     let (txn, claimed) = {
         let state = ctx.shared.state();
         if state.stopping || state.busy >= ctx.workers {
-            return Ok(());
+            return Ok(resume_after);
         }
         (ctx.parts.store.read()?, state.claimed.clone())
     };
     let due = txn.open_table(DELIVERIES_DUE)?;
     let deliveries = txn.open_table(DELIVERIES)?;
-    for entry in due.range((0, 0)..=(time_key(now), u64::MAX))? {
-        let id = entry?.0.value().1;
-        if claimed.contains(&id) {
-            continue;
-        }
-        let row: DeliveryRow = match deliveries.get(id)? {
-            Some(v) => from_json(v.value())?,
-            None => continue,
+    let last_due = (time_key(now), u64::MAX);
+    let entries = match resume_after {
+        Some(after) if after < last_due => due
+            .range((Bound::Excluded(after), Bound::Included(last_due)))?
+            .chain(due.range(..=after)?),
+        // The empty second range only gives both arms one type.
+        _ => due.range(..=last_due)?.chain(due.range(..(0, 0))?),
+    };
+    let mut passed_over = 0;
+    for entry in entries {
+        let (key, value) = entry?;
+        let (due_key, (retry, target)) = (key.value(), value.value());
+        let id = due_key.1;
+        let startable = !claimed.contains(&id) && {
+            // Workers only free slots, so a delivery that fits now still fits after the read.
+            let state = ctx.shared.state();
+            if state.stopping || state.busy >= ctx.workers {
+                return Ok(None);
+            }
+            let target_busy = state.busy_targets.get(target).copied().unwrap_or(0);
+            !(retry && state.busy_retries >= ctx.retry_workers) && target_busy < ctx.per_target
         };
-        if row.state != DeliveryState::Pending {
+        let row = match startable {
+            true => match deliveries.get(id)? {
+                Some(v) => Some(from_json::<DeliveryRow>(v.value())?),
+                None => None,
+            },
+            false => None,
+        };
+        let Some(row) = row.filter(|row| row.state == DeliveryState::Pending) else {
+            passed_over += 1;
+            if passed_over >= PASS_OVER_LIMIT {
+                return Ok(Some(due_key));
+            }
             continue;
-        }
+        };
         let job = Job {
-            target: target_of(&row.url),
-            retry: row.attempts > 0,
+            target: target.to_string(),
+            retry,
             row,
         };
         {
             let mut state = ctx.shared.state();
-            if state.stopping || state.busy >= ctx.workers {
-                break;
-            }
-            let target_busy = state.busy_targets.get(&job.target).copied().unwrap_or(0);
-            if (job.retry && state.busy_retries >= ctx.retry_workers)
-                || target_busy >= ctx.per_target
-            {
-                continue;
+            if state.stopping {
+                return Ok(None);
             }
             state.claimed.insert(id);
             state.busy += 1;
@@ -387,10 +412,10 @@ fn claim_due(ctx: &Context, jobs: &mpsc::Sender<Job>) -> Result<()> {
             *state.busy_targets.entry(job.target.clone()).or_default() += 1;
         }
         if jobs.send(job).is_err() {
-            break;
+            return Ok(None);
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// A worker's loop: one attempt at a time, until the scheduler is gone.
@@ -585,7 +610,7 @@ fn commit(ctx: &Context, batch: &[Attempted]) -> Result<bool> {
                 Verdict::Retry(wait) => {
                     let at = a.finished_at.plus(wait);
                     row.next_attempt_at = Some(at);
-                    due.insert((time_key(at), row.id), ())?;
+                    deliveries::mark_due(&mut due, &row, at)?;
                 }
             }
             attempts.insert((row.id, a.attempt.attempt), to_json(&a.attempt)?.as_slice())?;
@@ -770,18 +795,5 @@ mod tests {
         assert_eq!(logged[0].1, "rec_1");
         assert_eq!(logged[1].1, REDACTED);
         assert_eq!(logged[2], ("x-api-key".to_string(), REDACTED.to_string()));
-    }
-
-    #[test]
-    fn targets_are_scheme_host_and_port() {
-        assert_eq!(
-            target_of("https://Hooks.Example.com:8443/a?b=1"),
-            "https://hooks.example.com:8443"
-        );
-        assert_eq!(target_of("http://example.com/x"), "http://example.com");
-        assert_ne!(
-            target_of("http://a.example/x"),
-            target_of("http://b.example/x")
-        );
     }
 }

@@ -10,7 +10,7 @@ use crate::error::{Error, Missing, Result};
 use crate::ids::RecordId;
 use crate::storage::{
     AttemptRow, DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, DeliveryRow, DeliveryState,
-    PARTITION_DELIVERIES, RECORD_DELIVERIES, Store, WebhookKind, from_json, time_key, to_json,
+    PARTITION_DELIVERIES, RECORD_DELIVERIES, Store, WebhookKind, from_json, to_json,
 };
 
 pub const LIST_LIMIT_DEFAULT: usize = 20;
@@ -207,8 +207,7 @@ pub fn redeliver(
         row.next_attempt_at = Some(now);
         row.finished_at = None;
         deliveries.insert(id, to_json(&row)?.as_slice())?;
-        txn.open_table(DELIVERIES_DUE)?
-            .insert((time_key(now), id), ())?;
+        crate::webhooks::deliveries::mark_due(&mut txn.open_table(DELIVERIES_DUE)?, &row, now)?;
         row
     };
     txn.commit()?;

@@ -14,14 +14,18 @@
 //!   that resolve to private addresses and DNS answers that change after the URL was
 //!   accepted. `allow_private_targets` lifts the guard; `allowed_cidrs` lets listed ranges
 //!   through.
+//! - **No thread per lookup.** ureq resolves on a new thread whenever a timeout is set, so
+//!   [`TargetGuard`] answers IP-literal hosts itself and keeps each name's addresses for
+//!   [`DNS_CACHE_TTL`]; the guard still checks every address on every attempt.
 //! - **Bounded answer.** Only the first [`RESPONSE_BODY_LIMIT`] bytes of a response body are
 //!   read and kept in the attempt log: enough to see a receiver's error message, while a
 //!   receiver answering megabytes cannot fill the store.
 
+use std::collections::HashMap;
 use std::io::Read;
-use std::net::IpAddr;
-use std::sync::Arc;
-use std::time::Duration;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
@@ -34,6 +38,11 @@ use crate::config::{Cidr, WebhooksConfig};
 pub const RESPONSE_BODY_LIMIT: usize = 4096;
 /// Longest `Retry-After` honoured; a longer one is ignored (the spec's cap).
 pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(4 * 3600);
+
+/// How long a host name's resolved addresses are reused.
+pub const DNS_CACHE_TTL: Duration = Duration::from_secs(10);
+/// Most host names kept in the cache; it starts over when full.
+const DNS_CACHE_NAMES: usize = 1024;
 
 /// What one attempt got.
 #[derive(Debug)]
@@ -62,11 +71,10 @@ impl Sender {
             .max_redirects(0)
             .timeout_global(Some(config.timeout))
             .build();
-        let guard = TargetGuard {
-            inner: DefaultResolver::default(),
-            allow_private: config.allow_private_targets,
-            allowed: Arc::from(config.allowed_cidrs.as_slice()),
-        };
+        let guard = TargetGuard::new(
+            config.allow_private_targets,
+            Arc::from(config.allowed_cidrs.as_slice()),
+        );
         Sender {
             agent: ureq::Agent::with_parts(agent_config, DefaultConnector::default(), guard),
             timeout: config.timeout,
@@ -164,14 +172,76 @@ impl std::error::Error for Refused {}
 #[derive(Debug)]
 struct TargetGuard {
     inner: DefaultResolver,
+    /// `scheme://authority` → when it was resolved and its addresses.
+    cache: Mutex<HashMap<String, (Instant, ResolvedSocketAddrs)>>,
     allow_private: bool,
     allowed: Arc<[Cidr]>,
 }
 
 impl TargetGuard {
+    fn new(allow_private: bool, allowed: Arc<[Cidr]>) -> TargetGuard {
+        TargetGuard {
+            inner: DefaultResolver::default(),
+            cache: Mutex::default(),
+            allow_private,
+            allowed,
+        }
+    }
+
     fn allows(&self, ip: IpAddr) -> bool {
         self.allow_private || is_global(ip) || self.allowed.iter().any(|c| c.contains(ip))
     }
+
+    /// Every address of `uri`'s host: the literal itself, the cached answer while fresh, or a
+    /// lookup with ureq's resolver.
+    fn addresses(
+        &self,
+        uri: &http::Uri,
+        config: &ureq::config::Config,
+        timeout: NextTimeout,
+    ) -> Result<ResolvedSocketAddrs, ureq::Error> {
+        if let Some(addr) = literal_address(uri) {
+            let mut one = self.empty();
+            one.push(addr);
+            return Ok(one);
+        }
+        let key = format!(
+            "{}://{}",
+            uri.scheme_str().unwrap_or_default(),
+            uri.authority().map(|a| a.as_str()).unwrap_or_default()
+        );
+        let cache = || self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((at, addrs)) = cache().get(&key)
+            && at.elapsed() < DNS_CACHE_TTL
+        {
+            return Ok(addrs.clone());
+        }
+        let addrs = self.inner.resolve(uri, config, timeout)?;
+        let mut cache = cache();
+        if cache.len() >= DNS_CACHE_NAMES {
+            cache.clear();
+        }
+        cache.insert(key, (Instant::now(), addrs.clone()));
+        Ok(addrs)
+    }
+}
+
+/// The socket address of a URL whose host is an IP address (port given or the scheme's).
+fn literal_address(uri: &http::Uri) -> Option<SocketAddr> {
+    let host = uri.host()?;
+    let ip: IpAddr = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host)
+        .parse()
+        .ok()?;
+    let port = match (uri.port_u16(), uri.scheme_str()) {
+        (Some(port), _) => port,
+        (None, Some("https")) => 443,
+        (None, Some("http")) => 80,
+        (None, _) => return None,
+    };
+    Some(SocketAddr::new(ip, port))
 }
 
 impl Resolver for TargetGuard {
@@ -181,7 +251,7 @@ impl Resolver for TargetGuard {
         config: &ureq::config::Config,
         timeout: NextTimeout,
     ) -> Result<ResolvedSocketAddrs, ureq::Error> {
-        let resolved = self.inner.resolve(uri, config, timeout)?;
+        let resolved = self.addresses(uri, config, timeout)?;
         let mut kept = self.empty();
         let mut refused = None;
         for addr in resolved.iter() {
@@ -243,6 +313,16 @@ pub fn is_global(ip: IpAddr) -> bool {
 mod tests {
     use super::*;
 
+    #[test]
+    fn ip_literal_hosts_need_no_lookup() {
+        let at = |url: &str| literal_address(&url.parse::<http::Uri>().unwrap());
+        let addr = |text: &str| Some(text.parse::<SocketAddr>().unwrap());
+        assert_eq!(at("http://127.0.0.1:9000/hook"), addr("127.0.0.1:9000"));
+        assert_eq!(at("https://[::1]/hook"), addr("[::1]:443"));
+        assert_eq!(at("http://10.0.0.1/"), addr("10.0.0.1:80"));
+        assert_eq!(at("https://hooks.example.com/"), None);
+    }
+
     fn ip(text: &str) -> IpAddr {
         text.parse().unwrap()
     }
@@ -287,10 +367,11 @@ mod tests {
 
     #[test]
     fn the_guard_honours_its_settings() {
-        let guard = |allow_private, cidrs: &[&str]| TargetGuard {
-            inner: DefaultResolver::default(),
-            allow_private,
-            allowed: cidrs.iter().map(|c| Cidr::parse(c).unwrap()).collect(),
+        let guard = |allow_private, cidrs: &[&str]| {
+            TargetGuard::new(
+                allow_private,
+                cidrs.iter().map(|c| Cidr::parse(c).unwrap()).collect(),
+            )
         };
         assert!(!guard(false, &[]).allows(ip("127.0.0.1")));
         assert!(guard(true, &[]).allows(ip("127.0.0.1")));

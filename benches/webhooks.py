@@ -1,0 +1,228 @@
+"""Webhook benchmark driver, run by benches/webhooks.sh (which builds the binaries).
+
+Phases, all on 127.0.0.1, one intake server and one receiver (benches/webhook_receiver.rs,
+answers 200 at once and notes each arrival's time and X-svc-Record-Id):
+
+1. ceiling: wrk POSTs straight to the receiver: the most requests/s it takes on this machine,
+   the baseline the delivery rate is compared with.
+2. backlog and drain: the receiver holds every POST unanswered (so the dispatcher's
+   connections wait) while wrk POSTs to intake at full speed for BURST (the endpoint's
+   sandbox owner webhook points at the receiver); then the receiver lets go and answers at
+   once, and we wait until every accepted write has been delivered. Deliveries/s =
+   deliveries / (last arrival - release): signing, sending and the attempt log's commits
+   included, with nothing else running. The burst's own writes/s is reported beside it.
+3. paced: wrk at about 1,000 writes/s for PACED; for each record, latency = arrival at the
+   receiver - the record's created_at (in its id: stamped when the POST arrived, before the
+   commit and the 202), so it is an upper bound of "202 to receiver".
+"""
+
+import argparse
+import json
+import os
+import platform
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from datetime import datetime, timezone
+
+ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+BENCH_DIR = os.environ["BENCH_DIR"]
+BURST = os.environ.get("BURST", "5s")
+PACED = os.environ.get("PACED", "20s")
+CONNECTIONS = int(os.environ.get("CONNECTIONS", "12"))
+DELAY_MS = int(os.environ.get("DELAY_MS", "8"))
+
+
+def log(msg):
+    print(f"webhooks.py: {msg}", file=sys.stderr, flush=True)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_listening(port, proc, name):
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"{name} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.01)
+    sys.exit(f"{name} did not listen on {port}")
+
+
+def call(method, url, token=None, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method)
+    if token:
+        req.add_header("Authorization", f"Bearer {token}")
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        text = resp.read().decode()
+    return json.loads(text) if text.startswith(("{", "[")) else text
+
+
+def wrk(url, duration, connections, script, key=None, extra_env=None):
+    env = dict(os.environ, BENCH_DIR=BENCH_DIR, INTAKE_KEY=key or "")
+    env.update(extra_env or {})
+    cmd = ["wrk", "-t2", f"-c{connections}", f"-d{duration}", "--latency", "-s", script, url]
+    log(" ".join(cmd))
+    out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
+    values = dict(line.split(" ", 1) for line in out.splitlines() if re.match(r"^[a-z0-9_]+ \S+$", line))
+    return {k: float(v) for k, v in values.items()}
+
+
+def created_us(record_id):
+    n = 0
+    for c in record_id.removeprefix("rec_"):
+        n = n * 32 + ALPHABET.index(c)
+    return n >> 64
+
+
+def wait_delivered(receiver, at_least):
+    """Waits until the receiver has `at_least` arrivals and no more come for 2 s."""
+    last, still_since = -1, time.time()
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        count = call("GET", f"{receiver}/stats")["count"]
+        if count != last:
+            last, still_since = count, time.time()
+        elif count >= at_least and time.time() - still_since > 2:
+            return call("GET", f"{receiver}/stats")
+        elif time.time() - still_since > 60:
+            sys.exit(f"deliveries stalled at {count} of {at_least}")
+        time.sleep(0.2)
+    sys.exit("deliveries did not finish in 10 minutes")
+
+
+def percentile(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--intake", required=True)
+    ap.add_argument("--receiver", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--results", required=True)
+    args = ap.parse_args()
+    post_lua = os.path.join(BENCH_DIR, "post.lua")
+    paced_lua = os.path.join(BENCH_DIR, "post_paced.lua")
+    procs = []
+    try:
+        rport = free_port()
+        receiver = f"http://127.0.0.1:{rport}"
+        rx = subprocess.Popen([args.receiver, "--listen", f"127.0.0.1:{rport}"], stderr=subprocess.DEVNULL)
+        procs.append(rx)
+        wait_listening(rport, rx, "receiver")
+
+        data_dir = os.path.join(args.work, "data")
+        init = subprocess.run(
+            [args.intake, "init", "--data-dir", data_dir, "--owner-email", "bench@example.com", "--json"],
+            check=True, capture_output=True, text=True).stdout
+        token = next(json.loads(l) for l in init.splitlines() if l.startswith("{"))["token"]
+        iport = free_port()
+        webhooks = "[webhooks]\nallow_private_targets = true\n"
+        if os.environ.get("WORKERS"):
+            webhooks += f"workers = {int(os.environ['WORKERS'])}\n"
+        if os.environ.get("PER_TARGET"):
+            webhooks += f"per_target_concurrency = {int(os.environ['PER_TARGET'])}\n"
+        config = os.path.join(args.work, "intake.toml")
+        with open(config, "w") as f:
+            f.write(f'listen = "127.0.0.1:{iport}"\ndata_dir = "{data_dir}"\n{webhooks}')
+        server_log = open(os.path.join(args.work, "intake.log"), "w")
+        intake = subprocess.Popen([args.intake, "serve", "--config", config],
+                                  stdout=server_log, stderr=subprocess.STDOUT,
+                                  env=dict(os.environ, RUST_LOG="warn"))
+        procs.append(intake)
+        wait_listening(iport, intake, "intake")
+        base = f"http://127.0.0.1:{iport}"
+        ep = call("POST", f"{base}/api/v1/manage/endpoints", token, {"name": "bench"})
+        slug, key = ep["slug"], ep["sandbox_key"]
+        call("PUT", f"{base}/api/v1/manage/endpoints/{slug}/webhooks/sandbox", token,
+             {"url": f"{receiver}/hook"})
+        data_url = f"{base}/api/v1/data/{slug}"
+
+        log("phase 1: the receiver's ceiling")
+        ceiling = wrk(f"{receiver}/hook", "10s", 8, post_lua)
+        call("DELETE", f"{receiver}/arrivals")
+
+        log(f"phase 2: full-speed writes for {BURST} with the receiver held, then the drain")
+        call("PUT", f"{receiver}/hold")
+        burst = wrk(data_url, BURST, 32, post_lua, key)
+        accepted = int(burst["requests"] - burst["non2xx"])
+        call("DELETE", f"{receiver}/hold")
+        stats = wait_delivered(receiver, accepted)
+        span = (stats["last_us"] - stats["first_us"]) / 1e6
+        delivered_per_s = stats["count"] / span if span > 0 else 0.0
+        call("DELETE", f"{receiver}/arrivals")
+
+        log(f"phase 3: about {CONNECTIONS * 1000 // DELAY_MS} writes/s for {PACED}")
+        paced = wrk(data_url, PACED, CONNECTIONS, paced_lua, key, {"DELAY_MS": str(DELAY_MS)})
+        wait_delivered(receiver, int(paced["requests"] - paced["non2xx"]))
+        with urllib.request.urlopen(f"{receiver}/arrivals", timeout=60) as resp:
+            lines = resp.read().decode().splitlines()
+        latencies = []
+        for line in lines:
+            at, record = line.split(" ", 1)
+            if record.startswith("rec_"):
+                latencies.append((int(at) - created_us(record)) / 1000)
+        # Every write of the paced phase is delivered once (a 200 is never retried).
+        ids = [l.split(" ", 1)[1] for l in lines]
+        duplicates = len(ids) - len(set(ids))
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+    commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
+                            text=True).stdout.strip()
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
+               platform.processor())
+    report = f"""## Webhook benchmark
+
+- date: {datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}, commit: {commit}
+- machine: {os.cpu_count()} CPUs, {cpu}; intake, the receiver and wrk share it
+- intake `[webhooks]`: {webhooks.strip().replace(chr(10), '; ')} (other settings default)
+
+| measure | result | target |
+| --- | ---: | ---: |
+| receiver ceiling (wrk POSTs straight to it, 8 connections) | {ceiling['rps']:.0f} requests/s | (baseline) |
+| deliveries/s, draining the backlog of {accepted} writes | {delivered_per_s:.0f} /s | ≥ 5,000 /s |
+| deliveries as % of the receiver ceiling | {100 * delivered_per_s / ceiling['rps']:.1f} % | |
+| writes/s in the paced phase | {len(latencies) / float(PACED.rstrip('s')):.0f} /s | about 1,000 /s |
+| POST arrival → receiver, p50 | {percentile(latencies, 50):.2f} ms | ≤ 20 ms |
+| POST arrival → receiver, p90 / p99 / max | {percentile(latencies, 90):.2f} / {percentile(latencies, 99):.2f} / {max(latencies):.2f} ms | |
+| POST → 202 as wrk saw it in the paced phase, p50 / p99 | {paced['p50_ms']:.2f} / {paced['p99_ms']:.2f} ms | |
+
+- backlog phase: {accepted} writes accepted in {BURST} at {burst['rps']:.0f} /s with webhooks on
+  (receiver held); {stats['count']} deliveries received over {span:.1f} s from the release
+- paced phase: {len(latencies)} deliveries, {duplicates} duplicates; latency is measured from the
+  record's `created_at` (stamped when its POST arrived, before the fsynced commit and the 202) to
+  the receiver's arrival time, so it is an upper bound of "202 to receiver's first byte"
+"""
+    print(report)
+    with open(args.results, "w") as f:
+        f.write(report)
+    log(f"wrote {args.results}")
+
+
+if __name__ == "__main__":
+    main()
