@@ -83,6 +83,7 @@ pub mod collaborators;
 pub mod config;
 pub mod crypto;
 pub mod cursor;
+pub mod dashboard;
 pub mod deploy;
 pub mod endpoints;
 pub mod error;

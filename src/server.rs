@@ -26,8 +26,11 @@ use crate::accounts;
 use crate::api;
 use crate::app::App;
 use crate::clock::SharedClock;
+use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::crypto::{CryptoError, Sealer};
+use crate::dashboard::Dashboard;
+use crate::dashboard::setup::{SETUP_TTL, SetupLink};
 use crate::endpoints::Endpoints;
 use crate::ingest::{self, Ingest};
 use crate::mail::Mailer;
@@ -111,13 +114,6 @@ impl RunningServer {
 pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServer, ServerError> {
     let (store, sealer) = open_data_dir(&config)?;
     let store = Arc::new(store);
-    if !accounts::has_owner(&store).map_err(|e| ServerError::Other(e.to_string()))? {
-        log::warn!(
-            "this data dir has no owner account yet; provision one with: \
-             intake init --data-dir {} --owner-email you@example.com",
-            config.data_dir.display()
-        );
-    }
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| ServerError::Io {
@@ -132,6 +128,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     if config.public_url.is_none() {
         config.public_url = Some(format!("http://{addr}"));
     }
+    let dashboard = first_run(&store, &config, clock.now())?;
     let spawn_err = |source| ServerError::Io {
         context: "cannot start a worker thread".into(),
         source,
@@ -178,6 +175,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         in_flight: InFlight::default(),
         mailer,
         dispatcher,
+        dashboard,
     });
     let (stop, stopped) = oneshot::channel();
     let sweeper = tokio::spawn(sweep_expired(app.clone()));
@@ -218,6 +216,25 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         stop: Some(stop),
         done,
     })
+}
+
+/// Without an owner account, the dashboard's one-time setup link, printed in the log (the
+/// alternative to `intake init`).
+fn first_run(store: &Store, config: &Config, now: Timestamp) -> Result<Dashboard, ServerError> {
+    let mut dashboard = Dashboard::default();
+    if !accounts::has_owner(store).map_err(|e| ServerError::Other(e.to_string()))? {
+        let (link, token) = SetupLink::issue(now);
+        dashboard.setup = link;
+        log::warn!(
+            "this data dir has no owner account yet; create it at {}/dashboard/setup?token={token} \
+             (works once, for {} minutes), or provision one with: \
+             intake init --data-dir {} --owner-email you@example.com",
+            config.public_url(),
+            SETUP_TTL.as_secs() / 60,
+            config.data_dir.display()
+        );
+    }
+    Ok(dashboard)
 }
 
 /// Accepts connections until `stopped` fires, then drains them for at most `grace`.

@@ -1,0 +1,377 @@
+//! The dashboard over plain HTTP (no browser): security headers and the CSP, login
+//! redirects, CSRF refusals, asset caching, and the first-run setup link printed by `serve`.
+//! The browser workflows are in tests/dashboard_browser.rs.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{LogBuffer, OWNER_EMAIL, Resp, TestServer, serve_args, spawn_serve};
+
+/// A cookie-keeping form client, as a browser would be.
+struct Visitor<'s> {
+    base: String,
+    agent: &'s ureq::Agent,
+    cookies: Vec<(String, String)>,
+}
+
+impl<'s> Visitor<'s> {
+    fn new(base: String, agent: &'s ureq::Agent) -> Visitor<'s> {
+        Visitor {
+            base,
+            agent,
+            cookies: Vec::new(),
+        }
+    }
+
+    fn keep_cookies(&mut self, resp: &Resp) {
+        for (k, v) in &resp.headers {
+            if k.eq_ignore_ascii_case("set-cookie") {
+                let pair = v.split(';').next().unwrap();
+                let (name, value) = pair.split_once('=').unwrap();
+                self.cookies.retain(|(n, _)| n != name);
+                if !value.is_empty() {
+                    self.cookies.push((name.to_string(), value.to_string()));
+                }
+            }
+        }
+    }
+
+    fn cookie_header(&self) -> String {
+        self.cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    fn get(&mut self, path: &str) -> Resp {
+        let cookie = self.cookie_header();
+        let resp = common::try_send(
+            self.agent,
+            &format!("{}{path}", self.base),
+            "GET",
+            &[("Cookie", &cookie)],
+            None,
+        )
+        .unwrap();
+        self.keep_cookies(&resp);
+        resp
+    }
+
+    fn post(&mut self, path: &str, fields: &[(&str, &str)], extra: &[(&str, &str)]) -> Resp {
+        let body: String = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(fields)
+            .finish();
+        let cookie = self.cookie_header();
+        let mut headers = vec![
+            ("Cookie", cookie.as_str()),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ];
+        headers.extend_from_slice(extra);
+        let resp = common::try_send(
+            self.agent,
+            &format!("{}{path}", self.base),
+            "POST",
+            &headers,
+            Some(body.as_bytes()),
+        )
+        .unwrap();
+        self.keep_cookies(&resp);
+        resp
+    }
+}
+
+/// The value of the first hidden `csrf` field of a page.
+fn csrf_of(page: &Resp) -> String {
+    let html = page.text();
+    let at = html
+        .find(r#"name="csrf" value=""#)
+        .unwrap_or_else(|| panic!("no csrf field in {html}"));
+    let rest = &html[at + r#"name="csrf" value=""#.len()..];
+    rest[..rest.find('"').unwrap()].to_string()
+}
+
+fn login(v: &mut Visitor, email: &str, password: &str) -> String {
+    let page = v.get("/dashboard/login");
+    assert_eq!(page.status, 200, "{}", page.describe());
+    let token = csrf_of(&page);
+    let r = v.post(
+        "/dashboard/login",
+        &[
+            ("csrf", &token),
+            ("email", email),
+            ("password", password),
+            ("next", "/dashboard/endpoints"),
+        ],
+        &[],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    assert_eq!(r.header("location"), Some("/dashboard/endpoints"));
+    let page = v.get("/dashboard/endpoints");
+    assert_eq!(page.status, 200, "{}", page.describe());
+    csrf_of(&page)
+}
+
+#[test]
+fn pages_need_a_login_and_carry_a_strict_csp() {
+    let s = TestServer::start();
+    let mut v = Visitor::new(s.base_url(), &s.agent);
+    for path in [
+        "/dashboard",
+        "/dashboard/endpoints",
+        "/dashboard/endpoints/x/requests?environment=production",
+    ] {
+        let r = v.get(path);
+        assert_eq!(r.status, 303, "{path}: {}", r.describe());
+        let location = r.header("location").unwrap();
+        assert!(
+            location.starts_with("/dashboard/login"),
+            "{path} → {location}"
+        );
+    }
+    let r = v.get("/dashboard/endpoints/x/requests?environment=production");
+    assert_eq!(
+        r.header("location"),
+        Some(
+            "/dashboard/login?next=%2Fdashboard%2Fendpoints%2Fx%2Frequests%3Fenvironment%3Dproduction"
+        )
+    );
+
+    let page = v.get("/dashboard/login");
+    assert_eq!(page.status, 200);
+    let csp = page.header("content-security-policy").unwrap();
+    for directive in [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "frame-ancestors 'none'",
+        "form-action 'self'",
+        "object-src 'none'",
+    ] {
+        assert!(csp.contains(directive), "CSP lacks {directive}: {csp}");
+    }
+    assert!(!csp.contains("unsafe"), "{csp}");
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(page.header("referrer-policy"), Some("same-origin"));
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    assert_eq!(page.header("cache-control"), Some("no-store"));
+    assert!(
+        page.header("content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let html = page.text();
+    assert!(!html.contains("style=\""), "inline style in {html}");
+    assert!(!html.contains("<script>"), "inline script in {html}");
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "external reference in {html}"
+    );
+
+    // The stylesheet: content-hashed URL, cached for a year, revalidated by ETag.
+    let href_at = html.find("/dashboard/static/").unwrap();
+    let href = &html[href_at..href_at + html[href_at..].find('"').unwrap()];
+    let css = v.get(href);
+    assert_eq!(css.status, 200);
+    assert!(css.header("content-type").unwrap().starts_with("text/css"));
+    assert_eq!(
+        css.header("cache-control"),
+        Some("public, max-age=31536000, immutable")
+    );
+    let etag = css.header("etag").unwrap().to_string();
+    let again = common::try_send(
+        &s.agent,
+        &format!("{}{href}", s.base_url()),
+        "GET",
+        &[("If-None-Match", &etag)],
+        None,
+    )
+    .unwrap();
+    assert_eq!(again.status, 304);
+    assert_eq!(
+        v.get("/dashboard/static/0000/app.css")
+            .header("cache-control"),
+        Some("no-cache")
+    );
+    assert_eq!(v.get("/dashboard/static/0000/nothing.css").status, 404);
+    assert_eq!(v.get("/dashboard/nowhere").status, 404);
+
+    // A wrong password shows the form again with the reason, 401.
+    let token = csrf_of(&v.get("/dashboard/login"));
+    let r = v.post(
+        "/dashboard/login",
+        &[
+            ("csrf", &token),
+            ("email", OWNER_EMAIL),
+            ("password", "wrong password"),
+        ],
+        &[],
+    );
+    assert_eq!(r.status, 401);
+    assert!(r.text().contains("login-error"), "{}", r.text());
+    assert!(!v.cookies.iter().any(|(k, _)| k == "intake_session"));
+
+    // Logged in: the pages answer; logging out ends the session.
+    let token = login(&mut v, OWNER_EMAIL, &s.password);
+    let r = v.post("/dashboard/logout", &[("csrf", &token)], &[]);
+    assert_eq!(r.status, 303);
+    assert_eq!(v.get("/dashboard/endpoints").status, 303);
+}
+
+#[test]
+fn forms_without_a_valid_csrf_token_change_nothing() {
+    let s = TestServer::start();
+    let agent = common::new_agent(Duration::from_secs(30));
+    let mut v = Visitor::new(s.base_url(), &agent);
+
+    // A login post without the visitor cookie's token is refused before the password check.
+    let r = v.post(
+        "/dashboard/login",
+        &[("email", OWNER_EMAIL), ("password", &s.password)],
+        &[],
+    );
+    assert_eq!(r.status, 403, "{}", r.describe());
+    assert!(r.text().contains("csrf_failed"));
+
+    let token = login(&mut v, OWNER_EMAIL, &s.password);
+    let count = || {
+        s.manage("GET", "/api/v1/manage/endpoints", None).json()["data"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!(count(), 0);
+    type Fields<'a> = Vec<(&'a str, &'a str)>;
+    let refused: [(&str, Fields, Fields); 4] = [
+        ("no token", vec![("name", "Orders")], vec![]),
+        (
+            "wrong token",
+            vec![
+                ("name", "Orders"),
+                ("csrf", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+            ],
+            vec![],
+        ),
+        (
+            "cross-site origin",
+            vec![("name", "Orders"), ("csrf", &token)],
+            vec![("Origin", "https://evil.example")],
+        ),
+        (
+            "cross-site fetch",
+            vec![("name", "Orders"), ("csrf", &token)],
+            vec![("Sec-Fetch-Site", "cross-site")],
+        ),
+    ];
+    for (what, fields, headers) in &refused {
+        let r = v.post("/dashboard/endpoints", fields, headers);
+        assert_eq!(r.status, 403, "{what}: {}", r.describe());
+        assert!(r.text().contains("csrf_failed"), "{what}");
+        assert_eq!(count(), 0, "{what} created an endpoint");
+    }
+    // Another session's token does not work in this one.
+    let mut other = Visitor::new(s.base_url(), &agent);
+    let other_token = login(&mut other, OWNER_EMAIL, &s.password);
+    assert_ne!(other_token, token);
+    let r = v.post(
+        "/dashboard/endpoints",
+        &[("name", "Orders"), ("csrf", &other_token)],
+        &[],
+    );
+    assert_eq!(r.status, 403);
+    assert_eq!(count(), 0);
+
+    let r = v.post(
+        "/dashboard/endpoints",
+        &[("name", "Orders"), ("csrf", &token)],
+        &[("Origin", &s.base_url())],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    assert!(r.header("location").unwrap().ends_with("?done=created"));
+    assert_eq!(count(), 1);
+
+    // A service error shows the API's error code on an error page.
+    let r = v.post(
+        "/dashboard/endpoints/no-such-slug/deploy",
+        &[("csrf", &token)],
+        &[],
+    );
+    assert_eq!(r.status, 404);
+    assert!(r.text().contains("endpoint_not_found"), "{}", r.text());
+}
+
+#[test]
+fn the_setup_link_creates_the_owner_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogBuffer::default();
+    let mut proc = spawn_serve(&serve_args(dir.path()), &[], &log);
+    let base = format!("http://{}", proc.addr);
+    let line = log
+        .lines()
+        .into_iter()
+        .find(|l| l.contains("/dashboard/setup?token="))
+        .unwrap_or_else(|| panic!("no setup link in the log:\n{}", log.text()));
+    let url = line[line.find("http://").unwrap()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let path = url.strip_prefix(&base).unwrap().to_string();
+    let token = path.split("token=").nth(1).unwrap().to_string();
+
+    let agent = common::new_agent(Duration::from_secs(30));
+    let mut v = Visitor::new(base.clone(), &agent);
+    assert_eq!(v.get("/dashboard/setup").status, 404);
+    assert_eq!(v.get("/dashboard/setup?token=wrong").status, 404);
+    let page = v.get(&path);
+    assert_eq!(page.status, 200, "{}", page.describe());
+    let csrf = csrf_of(&page);
+    let password = "a long enough password";
+    let r = v.post(
+        "/dashboard/setup",
+        &[
+            ("csrf", &csrf),
+            ("token", &token),
+            ("email", "boss@example.com"),
+            ("password", password),
+            ("password_again", "another password!"),
+        ],
+        &[],
+    );
+    assert_eq!(r.status, 400, "{}", r.describe());
+    let r = v.post(
+        "/dashboard/setup",
+        &[
+            ("csrf", &csrf),
+            ("token", &token),
+            ("email", "boss@example.com"),
+            ("password", password),
+            ("password_again", password),
+        ],
+        &[],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    assert_eq!(
+        r.header("location"),
+        Some("/dashboard/endpoints?done=welcome")
+    );
+    let page = v.get("/dashboard/endpoints?done=welcome");
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("boss@example.com"));
+    assert!(page.text().contains("Your owner account is ready."));
+
+    // Used up: the link is gone, and the API login takes the chosen password.
+    assert_eq!(v.get(&path).status, 404);
+    let login = common::try_send(
+        &agent,
+        &format!("{base}/api/v1/auth/login"),
+        "POST",
+        &[("Content-Type", "application/json")],
+        Some(br#"{"email":"boss@example.com","password":"a long enough password"}"#),
+    )
+    .unwrap();
+    assert_eq!(login.status, 200, "{}", login.describe());
+    let _ = proc.child.kill();
+    let _ = proc.child.wait();
+}
