@@ -177,10 +177,9 @@ impl Session<'_> {
         } else {
             format!("{}{path}", self.base)
         };
+        self.mark_page();
         self.tab.navigate_to(&url).expect("navigate");
-        self.tab.wait_until_navigated().expect("page load");
-        self.wait_loaded();
-        self.assert_clean();
+        self.wait_for_new_page(path);
     }
 
     /// Replaces the value of the input or textarea at `selector` by typing `text`.
@@ -209,14 +208,26 @@ impl Session<'_> {
     /// Clicks the element at `selector` (a submit button or a link) and waits until the
     /// next page has loaded.
     pub fn submit(&self, selector: &str) {
-        self.tab
-            .evaluate("window.__intakeOldPage = true", false)
-            .expect("mark page");
+        self.mark_page();
         self.tab
             .wait_for_element(selector)
             .expect(selector)
             .click()
             .expect("click");
+        self.wait_for_new_page(selector);
+    }
+
+    /// Marks the current document, so that [`Session::wait_for_new_page`] can tell it from
+    /// the next one.
+    fn mark_page(&self) {
+        self.tab
+            .evaluate("window.__intakeOldPage = true", false)
+            .expect("mark page");
+    }
+
+    /// Waits until a new document (without the mark) has finished loading, then checks the
+    /// console.
+    fn wait_for_new_page(&self, after: &str) {
         let deadline = Instant::now() + TIMEOUT;
         loop {
             let loaded = self
@@ -234,28 +245,12 @@ impl Session<'_> {
             }
             assert!(
                 Instant::now() < deadline,
-                "no new page after clicking {selector} (still at {})",
+                "no new page after {after} (still at {})",
                 self.url()
             );
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(10));
         }
         self.assert_clean();
-    }
-
-    fn wait_loaded(&self) {
-        let deadline = Instant::now() + TIMEOUT;
-        while self
-            .tab
-            .evaluate("document.readyState", false)
-            .ok()
-            .and_then(|r| r.value)
-            .and_then(|v| v.as_str().map(str::to_string))
-            .as_deref()
-            != Some("complete")
-        {
-            assert!(Instant::now() < deadline, "page did not finish loading");
-            std::thread::sleep(Duration::from_millis(20));
-        }
     }
 
     /// The visible text of the first element at `selector`.
