@@ -24,6 +24,10 @@
 //! - [`app`]: the shared state handed to every request.
 //! - [`api`]: HTTP: one warp filter, the route table, thin handlers, and the single mapping
 //!   from service errors to statuses and error codes (`api::error`).
+//! - [`dashboard`]: the server-rendered dashboard at `/dashboard` (and the invitation pages
+//!   at `/invitations/{token}`): its own router, session and CSRF-checked forms, security
+//!   headers, askama templates (`templates/dashboard/`), embedded assets, the first-run setup
+//!   link; pages call the same service functions as the management API.
 //! - [`records`]: create / read / list / replace / delete; payload normalisation and
 //!   required-field rules.
 //! - [`ingest`]: the write queue and group-commit writer: a 202 leaves only after its write is
@@ -70,6 +74,8 @@
 //!   written to the audit log.
 //! - Every change to endpoints, keys, collaborators or accounts clears the key cache after its
 //!   commit, so a revoked key or permission stops working on the next call.
+//! - Every dashboard form post is checked for its CSRF token (HMAC of the session, or of the
+//!   visitor cookie before login) before anything is read or changed.
 //! - A refused request changes nothing: validation happens before the write is queued, and a
 //!   failed commit acknowledges nothing.
 
