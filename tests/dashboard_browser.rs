@@ -146,9 +146,18 @@ fn owner_and_collaborator_go_from_invitation_to_production() {
     );
     assert_eq!(r.status, 202, "{}", r.describe());
 
-    // Phone width: the endpoint page fits without sideways scrolling.
     owner.goto(&format!("/dashboard/endpoints/{slug}/usage"));
+    assert!(owner.exists("svg.chart"));
     owner.screenshot("usage");
+
+    // Phone width: the collaborator's pages fit the screen without sideways scrolling.
+    collaborator.phone_width();
+    for page in ["", "/production", "/requests", "/deliveries"] {
+        collaborator.goto(&format!("/dashboard/endpoints/{slug}{page}"));
+        collaborator.assert_fits_width();
+    }
+    collaborator.goto(&format!("/dashboard/endpoints/{slug}"));
+    collaborator.screenshot("phone-endpoint");
 
     // Logging out ends the session.
     collaborator.submit("form[action='/dashboard/logout'] button[type=submit]");

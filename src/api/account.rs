@@ -68,6 +68,16 @@ pub(crate) fn set_cookie(app: &App, response: &mut Response, value: &str, max_ag
     }
 }
 
+/// Opens a session (with the configured lifetime) for an account that just proved who it is.
+pub(crate) fn open_session(app: &App, account: AccountRow) -> Result<sessions::Opened> {
+    sessions::open(
+        &app.store,
+        app.clock.now(),
+        app.logins.session_ttl(),
+        account,
+    )
+}
+
 /// `POST /api/v1/auth/logout`: ends the session and clears the cookie.
 pub fn logout(app: &App, req: &Request) -> Result<Response> {
     if let Some(token) = cookie(&req.headers, COOKIE) {
@@ -203,12 +213,7 @@ pub async fn accept_invitation(app: &App, req: &mut Request, token: &str) -> Res
     let (account, endpoint) = collaborators::accept(app, token, acceptor)?;
     let body = accepted_body(&account, &endpoint);
     if is_new {
-        let opened = sessions::open(
-            &app.store,
-            app.clock.now(),
-            app.logins.session_ttl(),
-            account,
-        )?;
+        let opened = open_session(app, account)?;
         return Ok(with_session(app, &opened, StatusCode::OK, &body));
     }
     Ok(reply::json(StatusCode::OK, &body))

@@ -11,7 +11,7 @@ use super::security;
 use super::visitor::{User, maybe_signed_in, signed_in, user_form, visitor_form};
 use crate::accounts;
 use crate::api::Request;
-use crate::api::account::set_cookie;
+use crate::api::account::{open_session, set_cookie};
 use crate::api::reply::query_params;
 use crate::app::App;
 use crate::collaborators::{self, Acceptance, Acceptor, InvitationPreview};
@@ -214,7 +214,7 @@ pub async fn setup(app: &App, req: &mut Request) -> Outcome {
     };
     app.dashboard.setup.consume(&token, now);
     log::info!("the owner account was created through the setup link");
-    let opened = sessions::open(&app.store, now, app.logins.session_ttl(), account)?;
+    let opened = open_session(app, account)?;
     Ok(into_session(
         app,
         &opened,
@@ -304,12 +304,7 @@ pub async fn accept_invitation(app: &App, req: &mut Request, token: &str) -> Out
     };
     let to = format!("/dashboard/endpoints/{}?done=accepted", endpoint.slug);
     if is_new {
-        let opened = sessions::open(
-            &app.store,
-            app.clock.now(),
-            app.logins.session_ttl(),
-            account,
-        )?;
+        let opened = open_session(app, account)?;
         return Ok(into_session(app, &opened, &to));
     }
     Ok(redirect(&to))

@@ -17,8 +17,22 @@ use crate::collaborators::{
 use crate::error::Missing;
 use crate::storage::Permission;
 
-/// The permission names, in the order the checkboxes show them.
-pub const PERMISSIONS: [&str; 4] = ["create", "read", "replace", "delete"];
+/// One checkbox of a Permissions editor.
+struct PermissionBox {
+    name: &'static str,
+    checked: bool,
+}
+
+/// The four checkboxes, ticked for `permissions`.
+fn boxes(permissions: &[Permission]) -> Vec<PermissionBox> {
+    Permission::ALL
+        .into_iter()
+        .map(|p| PermissionBox {
+            name: p.as_str(),
+            checked: permissions.contains(&p),
+        })
+        .collect()
+}
 
 #[derive(Template)]
 #[template(path = "dashboard/collaborators.html")]
@@ -26,16 +40,11 @@ struct CollaboratorsPage {
     layout: Layout,
     head: EndpointHead,
     invitations: Vec<InvitationView>,
-    collaborators: Vec<CollaboratorView>,
+    /// Each collaborator with the checkboxes of their permissions.
+    collaborators: Vec<(CollaboratorView, Vec<PermissionBox>)>,
     smtp_configured: bool,
-    permissions: [&'static str; 4],
-}
-
-impl CollaboratorsPage {
-    /// Whether `list` holds the permission named `name` (for the checkboxes).
-    fn has(&self, list: &[Permission], name: &str) -> bool {
-        list.iter().any(|p| p.as_str() == name)
-    }
+    /// The invite form's checkboxes: create and read ticked.
+    invite_boxes: Vec<PermissionBox>,
 }
 
 /// `GET /dashboard/endpoints/{slug}/collaborators`.
@@ -52,9 +61,15 @@ pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
             req,
         ),
         invitations,
-        collaborators: collaborators::list_collaborators(app, &user.account, slug)?,
+        collaborators: collaborators::list_collaborators(app, &user.account, slug)?
+            .into_iter()
+            .map(|c| {
+                let boxes = boxes(&c.permissions);
+                (c, boxes)
+            })
+            .collect(),
         smtp_configured: app.mailer.smtp_configured(),
-        permissions: PERMISSIONS,
+        invite_boxes: boxes(&[Permission::Create, Permission::Read]),
         head,
     };
     render(&page)

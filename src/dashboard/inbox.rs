@@ -3,7 +3,7 @@
 
 use askama::Template;
 
-use super::page::{Layout, Outcome, redirect, render};
+use super::page::{Layout, Outcome, Pager, redirect, render};
 use super::visitor::{signed_in, user_form};
 use crate::accounts;
 use crate::api::Request;
@@ -49,8 +49,7 @@ struct MailPage {
     layout: Layout,
     messages: Vec<MailView>,
     smtp_configured: bool,
-    next: Option<String>,
-    first_page: bool,
+    pager: Pager,
     default_to: String,
 }
 
@@ -61,16 +60,12 @@ pub fn mail(app: &App, req: &Request) -> Outcome {
     let params = query_params(&req.query);
     let cursor = params.get("cursor").map(String::as_str);
     let page = app.mailer.list(MAIL_PER_PAGE, cursor)?;
-    let next = page.pagination.next_cursor.map(|c| {
-        let c: String = form_urlencoded::byte_serialize(c.as_bytes()).collect();
-        format!("/dashboard/mail?cursor={c}")
-    });
+    let pager = Pager::new("/dashboard/mail", &[], cursor, page.pagination.next_cursor);
     let page = MailPage {
         layout: user.layout(app, "Mail", "mail", req),
         messages: page.data,
         smtp_configured: page.smtp_configured,
-        next,
-        first_page: cursor.is_none(),
+        pager,
         default_to: user.account.email.clone(),
     };
     render(&page)

@@ -7,7 +7,7 @@ use askama::Template;
 
 use super::chart;
 use super::endpoints::EndpointHead;
-use super::page::{Layout, Outcome, redirect, render};
+use super::page::{Layout, Outcome, Pager, redirect, render};
 use super::visitor::{signed_in, user_form};
 use crate::api::Request;
 use crate::api::manage::id_param;
@@ -34,10 +34,6 @@ fn environment(params: &std::collections::HashMap<String, String>) -> Result<Env
     }
 }
 
-fn encode(text: &str) -> String {
-    form_urlencoded::byte_serialize(text.as_bytes()).collect()
-}
-
 #[derive(Template)]
 #[template(path = "dashboard/requests.html")]
 struct RequestsPage {
@@ -46,8 +42,7 @@ struct RequestsPage {
     environment: &'static str,
     status: String,
     entries: Vec<EntryView>,
-    next: Option<String>,
-    first_page: bool,
+    pager: Pager,
 }
 
 /// `GET /dashboard/endpoints/{slug}/requests?environment=&status=&cursor=`.
@@ -78,15 +73,12 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
         cursor,
         filter,
     )?;
-    let next = page.pagination.next_cursor.map(|c| {
-        format!(
-            "{}/requests?environment={}&status={}&cursor={}",
-            head.path(),
-            environment.as_str(),
-            encode(&status),
-            encode(&c)
-        )
-    });
+    let pager = Pager::new(
+        &format!("{}/requests", head.path()),
+        &[("environment", environment.as_str()), ("status", &status)],
+        cursor,
+        page.pagination.next_cursor,
+    );
     let page = RequestsPage {
         layout: user.layout(
             app,
@@ -98,8 +90,7 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
         environment: environment.as_str(),
         status,
         entries: page.data,
-        next,
-        first_page: cursor.is_none(),
+        pager,
     };
     render(&page)
 }
@@ -111,8 +102,7 @@ struct DeliveriesPage {
     head: EndpointHead,
     environment: &'static str,
     deliveries: Vec<DeliveryView>,
-    next: Option<String>,
-    first_page: bool,
+    pager: Pager,
 }
 
 /// The endpoint's two partitions, for a member of it.
@@ -141,14 +131,12 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Outcome {
     };
     let cursor = params.get("cursor").map(String::as_str);
     let page = log::list(&app.store, part, None, DELIVERIES_PER_PAGE, cursor)?;
-    let next = page.pagination.next_cursor.map(|c| {
-        format!(
-            "{}/deliveries?environment={}&cursor={}",
-            head.path(),
-            environment.as_str(),
-            encode(&c)
-        )
-    });
+    let pager = Pager::new(
+        &format!("{}/deliveries", head.path()),
+        &[("environment", environment.as_str())],
+        cursor,
+        page.pagination.next_cursor,
+    );
     let page = DeliveriesPage {
         layout: user.layout(
             app,
@@ -159,8 +147,7 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Outcome {
         head,
         environment: environment.as_str(),
         deliveries: page.data,
-        next,
-        first_page: cursor.is_none(),
+        pager,
     };
     render(&page)
 }

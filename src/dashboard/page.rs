@@ -73,6 +73,42 @@ impl Layout {
     }
 }
 
+/// The links between the pages of a log: to the newest page (when on a later one) and to
+/// the next older page (when there is one).
+pub struct Pager {
+    pub newest: Option<String>,
+    pub older: Option<String>,
+}
+
+impl Pager {
+    /// For the page of `base` with the filters `params`, shown from `cursor`, whose listing
+    /// returned `next_cursor`.
+    pub fn new(
+        base: &str,
+        params: &[(&str, &str)],
+        cursor: Option<&str>,
+        next_cursor: Option<String>,
+    ) -> Pager {
+        let link = |cursor: Option<&str>| {
+            let mut query = form_urlencoded::Serializer::new(String::new());
+            query.extend_pairs(params.iter().filter(|(_, v)| !v.is_empty()));
+            if let Some(cursor) = cursor {
+                query.append_pair("cursor", cursor);
+            }
+            let query = query.finish();
+            if query.is_empty() {
+                base.to_string()
+            } else {
+                format!("{base}?{query}")
+            }
+        };
+        Pager {
+            newest: cursor.map(|_| link(None)),
+            older: next_cursor.map(|c| link(Some(&c))),
+        }
+    }
+}
+
 /// The message of a `?done=` code set by a redirect after a successful form post. Only these
 /// fixed texts can appear, so a link cannot put words on the page.
 pub fn flash(req: &Request) -> Option<&'static str> {

@@ -300,6 +300,26 @@ impl Session<'_> {
             .to_string()
     }
 
+    /// Emulates a phone's screen (390 × 844 CSS pixels, mobile) from now on.
+    pub fn phone_width(&self) {
+        use headless_chrome::protocol::cdp::Emulation::SetDeviceMetricsOverride;
+        let metrics: SetDeviceMetricsOverride = serde_json::from_value(serde_json::json!({
+            "width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": true
+        }))
+        .expect("device metrics");
+        self.tab.call_method(metrics).expect("set device metrics");
+    }
+
+    /// Fails the test if the page is wider than the viewport (sideways scrolling).
+    pub fn assert_fits_width(&self) {
+        let widths = self.eval("[document.documentElement.scrollWidth, window.innerWidth]");
+        assert!(
+            widths[0].as_f64() <= widths[1].as_f64(),
+            "{} is wider than the screen: [page, viewport] = {widths}",
+            self.url()
+        );
+    }
+
     /// Saves a PNG of the viewport as `target/screenshots/{name}.png`; returns its path.
     pub fn screenshot(&self, name: &str) -> PathBuf {
         let png = self
