@@ -375,3 +375,85 @@ fn the_setup_link_creates_the_owner_once() {
     let _ = proc.child.kill();
     let _ = proc.child.wait();
 }
+
+/// The `href` of the link marked `rel="next"` (the next older page), unescaped.
+fn older_link(page: &Resp) -> Option<String> {
+    let html = page.text();
+    let end = html.find(r#"" rel="next""#)?;
+    let start = html[..end].rfind("href=\"")? + "href=\"".len();
+    Some(html[start..end].replace("&#38;", "&").replace("&amp;", "&"))
+}
+
+fn rows(page: &Resp) -> usize {
+    page.text().matches("<tr><td><time>").count()
+}
+
+#[test]
+fn log_pages_filter_and_page_through_the_log_and_usage_counts_the_calls() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Logs", &[]);
+    let list = format!("/api/v1/data/{}", ep.slug);
+    for _ in 0..55 {
+        assert_eq!(s.data("GET", &list, &ep.sandbox_key, None).status, 200);
+    }
+    let missing = format!("{list}/{}", common::unknown_record_id());
+    for _ in 0..5 {
+        assert_eq!(s.data("GET", &missing, &ep.sandbox_key, None).status, 404);
+    }
+    s.wait_request_log(&ep.slug, "sandbox", Duration::from_secs(10), |d| {
+        d.len() >= 60
+    });
+
+    let mut v = Visitor::new(s.base_url(), &s.agent);
+    let token = login(&mut v, OWNER_EMAIL, &s.password);
+    let base = format!("/dashboard/endpoints/{}", ep.slug);
+
+    // 50 a page, newest first; "Older" reads on with the cursor.
+    let first = v.get(&format!("{base}/requests"));
+    assert_eq!(first.status, 200, "{}", first.describe());
+    assert_eq!(rows(&first), 50);
+    let older = older_link(&first).expect("an Older link");
+    assert!(
+        older.contains("environment=sandbox") && older.contains("cursor="),
+        "{older}"
+    );
+    let second = v.get(&older);
+    assert_eq!(second.status, 200);
+    assert_eq!(rows(&second), 10);
+    assert!(older_link(&second).is_none());
+    assert!(second.text().contains(">Newest</a>"));
+
+    // The status filter shows only that class.
+    let errors = v.get(&format!("{base}/requests?environment=sandbox&status=4xx"));
+    assert_eq!(rows(&errors), 5);
+    assert_eq!(errors.text().matches(">404</td>").count(), 5);
+    assert!(!errors.text().contains(">200</td>"));
+    let production = v.get(&format!("{base}/requests?environment=production"));
+    assert_eq!(rows(&production), 0);
+    let bad = v.get(&format!("{base}/requests?status=teapot"));
+    assert_eq!(bad.status, 400);
+    assert!(bad.text().contains("invalid_parameter"));
+
+    // Usage: this month's calls, the chart's total, no deliveries yet.
+    let usage = v.get(&format!("{base}/usage"));
+    assert_eq!(usage.status, 200, "{}", usage.describe());
+    let html = usage.text();
+    assert!(
+        html.contains("60 sandbox and 0 production data calls"),
+        "{html}"
+    );
+    assert!(html.contains("60 in total"), "{html}");
+    assert!(html.contains("<svg class=\"chart\""));
+
+    // The outbox: a test e-mail is queued (no SMTP here) and listed with its status.
+    let r = v.post(
+        "/dashboard/mail/test",
+        &[("csrf", &token), ("to", "ops@example.com")],
+        &[],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    let mail = v.get("/dashboard/mail?done=mail");
+    assert!(mail.text().contains("Test e-mail queued"));
+    assert!(mail.text().contains("ops@example.com"));
+    assert!(mail.text().contains("Queued"));
+}
