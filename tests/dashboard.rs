@@ -385,7 +385,7 @@ fn older_link(page: &Resp) -> Option<String> {
 }
 
 fn rows(page: &Resp) -> usize {
-    page.text().matches("<tr><td><time>").count()
+    page.text().matches("<tr><td><time ").count()
 }
 
 #[test]

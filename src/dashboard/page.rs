@@ -137,6 +137,15 @@ pub fn flash(req: &Request) -> Option<&'static str> {
     })
 }
 
+/// A stored RFC 3339 time as pages show it: `2026-11-22 09:36:07 UTC` (to the second); any
+/// other text unchanged.
+pub fn when(rfc3339: &str) -> String {
+    match (rfc3339.get(..10), rfc3339.get(11..19)) {
+        (Some(date), Some(time)) if rfc3339.ends_with('Z') => format!("{date} {time} UTC"),
+        _ => rfc3339.to_string(),
+    }
+}
+
 /// An HTML response.
 pub fn html(status: StatusCode, body: String) -> Response {
     let mut response = Response::new(body.into());
@@ -181,6 +190,18 @@ pub fn safe_next(next: Option<&str>) -> String {
             path.to_string()
         }
         _ => "/dashboard/endpoints".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn times_show_to_the_second_in_utc() {
+        assert_eq!(
+            super::when("2026-11-22T09:36:07.685861Z"),
+            "2026-11-22 09:36:07 UTC"
+        );
+        assert_eq!(super::when("soon"), "soon");
     }
 }
 
