@@ -457,3 +457,256 @@ fn log_pages_filter_and_page_through_the_log_and_usage_counts_the_calls() {
     assert!(mail.text().contains("ops@example.com"));
     assert!(mail.text().contains("Queued"));
 }
+
+/// The slug in a redirect to an endpoint page.
+fn slug_of(location: &str) -> String {
+    location
+        .trim_start_matches("/dashboard/endpoints/")
+        .split(['?', '/'])
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn owner_settings_webhooks_secrets_and_a_member_who_logs_in_to_accept() {
+    let s = TestServer::start();
+    let mut owner = Visitor::new(s.base_url(), &s.agent);
+    let token = login(&mut owner, OWNER_EMAIL, &s.password);
+
+    let r = owner.post(
+        "/dashboard/endpoints",
+        &[("csrf", &token), ("name", "Shop")],
+        &[],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    let slug = slug_of(r.header("location").unwrap());
+    let base = format!("/dashboard/endpoints/{slug}");
+
+    // Settings: name, description, required fields (commas or lines).
+    let r = owner.post(
+        &format!("{base}/settings"),
+        &[
+            ("csrf", &token),
+            ("name", "Shop 2"),
+            ("description", "Orders from the shop"),
+            ("required_fields", "email, total"),
+        ],
+        &[],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    let page = owner.get(&base).text();
+    assert!(
+        page.contains("<h1>Shop 2</h1>") && page.contains("Orders from the shop"),
+        "{page}"
+    );
+    let api = s
+        .manage("GET", &format!("/api/v1/manage/endpoints/{slug}"), None)
+        .json();
+    assert_eq!(
+        api["required_fields"],
+        serde_json::json!(["email", "total"])
+    );
+
+    // The active switch: off refuses data calls with 403, on lets them through again.
+    let key = api["sandbox_key"].as_str().unwrap().to_string();
+    let r = owner.post(
+        &format!("{base}/active"),
+        &[("csrf", &token), ("active", "false")],
+        &[],
+    );
+    assert_eq!(
+        r.header("location"),
+        Some(format!("{base}?done=deactivated").as_str())
+    );
+    let call = s.data("GET", &format!("/api/v1/data/{slug}"), &key, None);
+    assert_eq!(call.error_code().as_deref(), Some("endpoint_inactive"));
+    owner.post(
+        &format!("{base}/active"),
+        &[("csrf", &token), ("active", "true")],
+        &[],
+    );
+    assert_eq!(
+        s.data("GET", &format!("/api/v1/data/{slug}"), &key, None)
+            .status,
+        200
+    );
+
+    // Owner webhook settings: saved (the auth value is never shown again), then removed.
+    let r = owner.post(
+        &format!("{base}/webhooks/sandbox"),
+        &[
+            ("csrf", &token),
+            ("url", "https://hooks.example.com/in"),
+            ("auth_header", "X-Token"),
+            ("auth_value", "s3cret-value"),
+            ("enabled", "true"),
+        ],
+        &[],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    let page = owner.get(&format!("{base}/webhooks")).text();
+    assert!(
+        page.contains("https://hooks.example.com/in") && page.contains("an auth value is stored")
+    );
+    assert!(!page.contains("s3cret-value"));
+    let hook = s
+        .manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/webhooks/sandbox"),
+            None,
+        )
+        .json();
+    assert_eq!(
+        (hook["auth_header"].as_str(), hook["enabled"].as_bool()),
+        (Some("x-token"), Some(true)),
+        "{hook}"
+    );
+    owner.post(
+        &format!("{base}/webhooks/sandbox/delete"),
+        &[("csrf", &token)],
+        &[],
+    );
+    let gone = s.manage(
+        "GET",
+        &format!("/api/v1/manage/endpoints/{slug}/webhooks/sandbox"),
+        None,
+    );
+    assert_eq!(gone.status, 404);
+
+    // Reissuing the signing secret shows the changeover's end.
+    let before = s
+        .manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/webhook-secrets/sandbox"),
+            None,
+        )
+        .json();
+    let r = owner.post(
+        &format!("{base}/webhook-secrets/sandbox/reissue"),
+        &[("csrf", &token)],
+        &[],
+    );
+    assert_eq!(r.status, 303);
+    let page = owner.get(&format!("{base}?done=reissued")).text();
+    let after = s
+        .manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/webhook-secrets/sandbox"),
+            None,
+        )
+        .json();
+    assert_ne!(before["secret"], after["secret"]);
+    assert!(page.contains(after["secret"].as_str().unwrap()));
+    assert!(page.contains("id=\"changeover\""), "{page}");
+    assert!(page.contains(after["previous_valid_until"].as_str().unwrap()));
+
+    // A member with an account: invited by the dashboard, logs in from the link, accepts.
+    let mut invite = |slug: &str| {
+        let r = owner.post(
+            &format!("/dashboard/endpoints/{slug}/invitations"),
+            &[
+                ("csrf", &token),
+                ("email", "member@example.com"),
+                ("permission", "read"),
+            ],
+            &[],
+        );
+        assert_eq!(r.status, 303, "{}", r.describe());
+        let list = s
+            .manage(
+                "GET",
+                &format!("/api/v1/manage/endpoints/{slug}/invitations"),
+                None,
+            )
+            .json();
+        let url = list["data"][0]["accept_url"].as_str().unwrap().to_string();
+        assert_eq!(list["data"][0]["permissions"], serde_json::json!(["read"]));
+        url.strip_prefix(&s.base_url()).unwrap().to_string()
+    };
+    let first = invite(&slug);
+    let token_of = |path: &str| path.trim_start_matches("/invitations/").to_string();
+    let r = s.request(
+        "POST",
+        &format!("/api/v1/invitations/{}/accept", token_of(&first)),
+        &[("Content-Type", "application/json")],
+        Some(br#"{"password":"member password 1"}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.describe());
+    let second_slug = s.create_endpoint("Second", &[]).slug;
+    let link = invite(&second_slug);
+
+    let mut member = Visitor::new(s.base_url(), &s.agent);
+    let page = member.get(&link);
+    assert_eq!(page.status, 200);
+    let encoded: String = form_urlencoded::byte_serialize(link.as_bytes()).collect();
+    let login_url = format!("/dashboard/login?next={encoded}");
+    assert!(page.text().contains(&login_url), "{}", page.text());
+    let login_page = member.get(&login_url);
+    let csrf = csrf_of(&login_page);
+    let r = member.post(
+        "/dashboard/login",
+        &[
+            ("csrf", &csrf),
+            ("email", "member@example.com"),
+            ("password", "member password 1"),
+            ("next", &link),
+        ],
+        &[],
+    );
+    assert_eq!(
+        r.header("location"),
+        Some(link.as_str()),
+        "{}",
+        r.describe()
+    );
+    let page = member.get(&link);
+    assert!(
+        page.text()
+            .contains("You are logged in as member@example.com")
+    );
+    let member_token = csrf_of(&page);
+    let r = member.post(&format!("{link}/accept"), &[("csrf", &member_token)], &[]);
+    assert_eq!(
+        r.header("location"),
+        Some(format!("/dashboard/endpoints/{second_slug}?done=accepted").as_str()),
+        "{}",
+        r.describe()
+    );
+
+    // The owner's pages stay the owner's: the usage tab answers 403 owner_only.
+    let refused = member.get(&format!("/dashboard/endpoints/{second_slug}/usage"));
+    assert_eq!(refused.status, 403);
+    assert!(refused.text().contains("owner_only"));
+
+    // A deploy request rejected with a reason reaches the member's notifications.
+    let r = member.post(
+        &format!("/dashboard/endpoints/{second_slug}/deploy-request"),
+        &[("csrf", &member_token), ("note", "ready")],
+        &[],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    let r = owner.post(
+        &format!("/dashboard/endpoints/{second_slug}/deploy-request/reject"),
+        &[("csrf", &token), ("note", "tests first")],
+        &[],
+    );
+    assert_eq!(
+        r.header("location"),
+        Some(format!("/dashboard/endpoints/{second_slug}?done=rejected").as_str())
+    );
+    let page = member.get("/dashboard/notifications");
+    assert!(page.text().contains("tests first"), "{}", page.text());
+    assert!(page.text().contains("<strong>New:</strong>"));
+    let html = page.text();
+    let at = html.find("/dashboard/notifications/").unwrap();
+    let action = &html[at..at + html[at..].find('"').unwrap()];
+    let r = member.post(action, &[("csrf", &member_token)], &[]);
+    assert_eq!(r.status, 303, "{}", r.describe());
+    assert!(
+        !member
+            .get("/dashboard/notifications")
+            .text()
+            .contains("<strong>New:</strong>")
+    );
+}
