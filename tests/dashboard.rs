@@ -710,3 +710,92 @@ fn owner_settings_webhooks_secrets_and_a_member_who_logs_in_to_accept() {
             .contains("<strong>New:</strong>")
     );
 }
+
+/// Waits until the endpoint's only sandbox delivery is in `state`; returns its id.
+fn wait_delivery_state(s: &TestServer, slug: &str, state: &str) -> u64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let list = s
+            .manage(
+                "GET",
+                &format!("/api/v1/manage/endpoints/{slug}/deliveries"),
+                None,
+            )
+            .json();
+        if let Some(d) = list["data"].as_array().and_then(|d| d.first()) {
+            if d["state"] == state {
+                return d["id"].as_u64().unwrap();
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "delivery never reached {state}: {list}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_delivery_log_shows_every_attempt_and_redelivers() {
+    use common::receiver::{Receiver, Reply};
+    let receiver = Receiver::start();
+    receiver.script([Reply::status(400).body("bad payload")]);
+    receiver.always(Reply::status(200));
+    let s = TestServer::start_with_config("[webhooks]\nallow_private_targets = true\n");
+    let ep = s.create_endpoint("Hooks", &[]);
+    let hook = serde_json::json!({ "url": receiver.url("/hook") });
+    let r = s.manage(
+        "PUT",
+        &format!("/api/v1/manage/endpoints/{}/webhooks/sandbox", ep.slug),
+        Some(&hook),
+    );
+    assert_eq!(r.status, 200, "{}", r.describe());
+    let r = s.data(
+        "POST",
+        &format!("/api/v1/data/{}", ep.slug),
+        &ep.sandbox_key,
+        Some(&serde_json::json!({"n": 1})),
+    );
+    assert_eq!(r.status, 202);
+    let id = wait_delivery_state(&s, &ep.slug, "given_up");
+
+    let mut v = Visitor::new(s.base_url(), &s.agent);
+    let token = login(&mut v, OWNER_EMAIL, &s.password);
+    let base = format!("/dashboard/endpoints/{}", ep.slug);
+    let list = v.get(&format!("{base}/deliveries")).text();
+    assert!(
+        list.contains(&format!("{base}/deliveries/{id}")) && list.contains("GivenUp"),
+        "{list}"
+    );
+    let detail = v.get(&format!("{base}/deliveries/{id}")).text();
+    assert!(
+        detail.contains(">400</span>") && detail.contains("bad payload"),
+        "{detail}"
+    );
+    assert!(detail.contains(&format!("{base}/deliveries/{id}/redeliver")));
+
+    let r = v.post(
+        &format!("{base}/deliveries/{id}/redeliver"),
+        &[("csrf", &token)],
+        &[],
+    );
+    assert_eq!(
+        r.header("location"),
+        Some(format!("{base}/deliveries/{id}?done=redelivered").as_str())
+    );
+    receiver.wait_for(2, Duration::from_secs(30));
+    wait_delivery_state(&s, &ep.slug, "delivered");
+    let detail = v.get(&format!("{base}/deliveries/{id}")).text();
+    assert!(
+        detail.contains("Delivered") && detail.contains("Attempt 2"),
+        "{detail}"
+    );
+    assert!(!detail.contains("/redeliver\""));
+
+    // The usage page counts it in this month's success rate.
+    let usage = v.get(&format!("{base}/usage")).text();
+    assert!(
+        usage.contains("<tr><td>sandbox</td><td>1</td><td>0</td><td>0</td><td>100 %"),
+        "{usage}"
+    );
+}
