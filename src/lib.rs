@@ -44,7 +44,8 @@
 //! - [`sessions`]: dashboard login, session cookies, and the failed-login limit.
 //! - [`notifications`]: stored notifications per account (deployed, deploy requested...).
 //! - [`audit`]: the per-endpoint audit log of every change.
-//! - [`usage`]: monthly data-call counters and the quota (429).
+//! - [`usage`]: monthly data-call counters and the quota (429), and per-day counts for the
+//!   dashboard's chart.
 //! - [`mail`]: the outbox of e-mails and the worker that sends them over SMTP: a message is
 //!   queued in the transaction of the change that causes it (`mail::enqueue`), the caller
 //!   wakes the `Mailer` after the commit, and the mail thread (`mail::worker`) sends due
