@@ -601,6 +601,18 @@ fn owner_settings_webhooks_secrets_and_a_member_who_logs_in_to_accept() {
     assert!(page.contains("id=\"changeover\""), "{page}");
     assert!(page.contains(after["previous_valid_until"].as_str().unwrap()));
 
+    // "Deploy now": straight to production, the production key on its tab.
+    let r = owner.post(&format!("{base}/deploy"), &[("csrf", &token)], &[]);
+    assert_eq!(
+        r.header("location"),
+        Some(format!("{base}/production?done=deployed").as_str())
+    );
+    let page = owner.get(&format!("{base}/production")).text();
+    assert!(
+        page.contains("id=\"production-key\"") && page.contains("tm_live_"),
+        "{page}"
+    );
+
     // A member with an account: invited by the dashboard, logs in from the link, accepts.
     let mut invite = |slug: &str| {
         let r = owner.post(
