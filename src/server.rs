@@ -22,15 +22,12 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::accounts;
 use crate::api;
 use crate::app::App;
 use crate::clock::SharedClock;
-use crate::clock::Timestamp;
 use crate::config::Config;
 use crate::crypto::{CryptoError, Sealer};
 use crate::dashboard::Dashboard;
-use crate::dashboard::setup::{SETUP_TTL, SetupLink};
 use crate::endpoints::Endpoints;
 use crate::ingest::{self, Ingest};
 use crate::mail::Mailer;
@@ -128,7 +125,8 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     if config.public_url.is_none() {
         config.public_url = Some(format!("http://{addr}"));
     }
-    let dashboard = first_run(&store, &config, clock.now())?;
+    let dashboard = Dashboard::start(&store, &config, clock.now())
+        .map_err(|e| ServerError::Other(e.to_string()))?;
     let spawn_err = |source| ServerError::Io {
         context: "cannot start a worker thread".into(),
         source,
@@ -216,25 +214,6 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         stop: Some(stop),
         done,
     })
-}
-
-/// Without an owner account, the dashboard's one-time setup link, printed in the log (the
-/// alternative to `intake init`).
-fn first_run(store: &Store, config: &Config, now: Timestamp) -> Result<Dashboard, ServerError> {
-    let mut dashboard = Dashboard::default();
-    if !accounts::has_owner(store).map_err(|e| ServerError::Other(e.to_string()))? {
-        let (link, token) = SetupLink::issue(now);
-        dashboard.setup = link;
-        log::warn!(
-            "this data dir has no owner account yet; create it at {}/dashboard/setup?token={token} \
-             (works once, for {} minutes), or provision one with: \
-             intake init --data-dir {} --owner-email you@example.com",
-            config.public_url(),
-            SETUP_TTL.as_secs() / 60,
-            config.data_dir.display()
-        );
-    }
-    Ok(dashboard)
 }
 
 /// Accepts connections until `stopped` fires, then drains them for at most `grace`.

@@ -8,118 +8,52 @@ use crate::storage::Environment;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route<'a> {
     Health,
-    DataCollection {
-        slug: &'a str,
-    },
-    DataSearch {
-        slug: &'a str,
-    },
-    DataPoll {
-        slug: &'a str,
-    },
-    DataRecord {
-        slug: &'a str,
-        record_id: &'a str,
-    },
+    DataCollection { slug: &'a str },
+    DataSearch { slug: &'a str },
+    DataPoll { slug: &'a str },
+    DataRecord { slug: &'a str, record_id: &'a str },
     AuthLogin,
     AuthLogout,
     AuthSession,
-    Invitation {
-        token: &'a str,
-    },
-    InvitationAccept {
-        token: &'a str,
-    },
+    Invitation { token: &'a str },
+    InvitationAccept { token: &'a str },
     ManageAccount,
     ManagePassword,
     ManageAccounts,
-    ManageAccountById {
-        id: &'a str,
-    },
+    ManageAccountById { id: &'a str },
     ManageTokens,
-    ManageToken {
-        id: &'a str,
-    },
+    ManageToken { id: &'a str },
     ManageNotifications,
-    ManageNotificationRead {
-        id: &'a str,
-    },
+    ManageNotificationRead { id: &'a str },
     ManageEndpoints,
-    ManageEndpoint {
-        slug: &'a str,
-    },
-    ManageDeploy {
-        slug: &'a str,
-    },
-    ManageDeployRequest {
-        slug: &'a str,
-    },
-    ManageDeployApprove {
-        slug: &'a str,
-    },
-    ManageDeployReject {
-        slug: &'a str,
-    },
-    ManageRequests {
-        slug: &'a str,
-    },
-    ManageInvitations {
-        slug: &'a str,
-    },
-    ManageInvitation {
-        slug: &'a str,
-        id: &'a str,
-    },
-    ManageCollaborators {
-        slug: &'a str,
-    },
-    ManageCollaborator {
-        slug: &'a str,
-        account_id: &'a str,
-    },
-    ManageAudit {
-        slug: &'a str,
-    },
-    ManageWebhook {
-        slug: &'a str,
-        environment: &'a str,
-    },
-    ManageDeliveries {
-        slug: &'a str,
-    },
-    ManageDelivery {
-        slug: &'a str,
-        id: &'a str,
-    },
-    ManageRedeliver {
-        slug: &'a str,
-        id: &'a str,
-    },
-    ManageUsage {
-        slug: &'a str,
-    },
-    ManageWebhookSecret {
-        slug: &'a str,
-        env: Environment,
-    },
-    ManageWebhookSecretReissue {
-        slug: &'a str,
-        env: Environment,
-    },
+    ManageEndpoint { slug: &'a str },
+    ManageDeploy { slug: &'a str },
+    ManageDeployRequest { slug: &'a str },
+    ManageDeployApprove { slug: &'a str },
+    ManageDeployReject { slug: &'a str },
+    ManageRequests { slug: &'a str },
+    ManageInvitations { slug: &'a str },
+    ManageInvitation { slug: &'a str, id: &'a str },
+    ManageCollaborators { slug: &'a str },
+    ManageCollaborator { slug: &'a str, account_id: &'a str },
+    ManageAudit { slug: &'a str },
+    ManageWebhook { slug: &'a str, environment: &'a str },
+    ManageDeliveries { slug: &'a str },
+    ManageDelivery { slug: &'a str, id: &'a str },
+    ManageRedeliver { slug: &'a str, id: &'a str },
+    ManageUsage { slug: &'a str },
+    ManageWebhookSecret { slug: &'a str, env: Environment },
+    ManageWebhookSecretReissue { slug: &'a str, env: Environment },
     ManageMail,
     ManageMailTest,
-    ManageMailMessage {
-        id: &'a str,
-    },
-    /// The dashboard's pages (`/dashboard/...`, `/invitations/{token}`): routed by
-    /// `dashboard::router`.
-    Dashboard {
-        path: &'a str,
-    },
+    ManageMailMessage { id: &'a str },
+    Dashboard { path: &'a str },
 }
 
 impl<'a> Route<'a> {
     pub fn resolve(path: &'a str) -> Option<Route<'a>> {
+        // The dashboard's pages (`/dashboard/...`, `/invitations/{token}`) have a router of
+        // their own (`dashboard::router`).
         if crate::dashboard::owns(path) {
             return Some(Route::Dashboard { path });
         }

@@ -34,14 +34,42 @@ mod visitor;
 use http::{HeaderValue, header};
 use warp::reply::Response;
 
+use crate::accounts;
 use crate::api::Request;
 use crate::app::App;
+use crate::clock::Timestamp;
+use crate::config::Config;
+use crate::error::Result;
+use crate::storage::Store;
+use setup::{SETUP_TTL, SetupLink};
 
 /// The dashboard's state in a running server.
 #[derive(Default)]
 pub struct Dashboard {
     /// The first-run setup link, while the data dir has no owner.
     pub setup: setup::SetupLink,
+}
+
+impl Dashboard {
+    /// The dashboard's state for a server starting on `store`. Without an owner account, a
+    /// one-time setup link is made and printed in the log (the alternative to `intake init`);
+    /// `config.public_url()` must already name the listening address.
+    pub fn start(store: &Store, config: &Config, now: Timestamp) -> Result<Dashboard> {
+        let mut dashboard = Dashboard::default();
+        if !accounts::has_owner(store)? {
+            let (link, token) = SetupLink::issue(now);
+            dashboard.setup = link;
+            log::warn!(
+                "this data dir has no owner account yet; create it at {}/dashboard/setup?token={token} \
+                 (works once, for {} minutes), or provision one with: \
+                 intake init --data-dir {} --owner-email you@example.com",
+                config.public_url(),
+                SETUP_TTL.as_secs() / 60,
+                config.data_dir.display()
+            );
+        }
+        Ok(dashboard)
+    }
 }
 
 /// Whether `path` is the dashboard's (the router gives it to [`handle`]).
@@ -62,4 +90,27 @@ pub async fn handle(app: &App, req: &mut Request, path: &str) -> Response {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn owns_its_paths_only() {
+        for path in [
+            "/dashboard",
+            "/dashboard/",
+            "/dashboard/endpoints/x",
+            "/invitations/inv_1",
+        ] {
+            assert!(super::owns(path), "{path}");
+        }
+        for path in [
+            "/dashboards",
+            "/api/v1/invitations/inv_1",
+            "/healthz",
+            "/invitations",
+        ] {
+            assert!(!super::owns(path), "{path}");
+        }
+    }
 }
