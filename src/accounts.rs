@@ -93,11 +93,7 @@ pub fn provision_owner(store: &Store, clock: &dyn Clock, email: &str) -> Result<
 
     let txn = store.write()?;
     {
-        if !txn.open_table(ACCOUNTS)?.is_empty()? {
-            return Err(Error::Conflict(
-                "This data dir already has an owner; `intake init` runs once per data dir.".into(),
-            ));
-        }
+        refuse_second_owner(&txn)?;
         let account = insert_account(&txn, &email, &password, Role::Owner, now)?;
         insert_token(&txn, &token, account.id, "owner (intake init)", now)?;
     }
@@ -107,6 +103,35 @@ pub fn provision_owner(store: &Store, clock: &dyn Clock, email: &str) -> Result<
         password,
         token,
     })
+}
+
+/// Creates the owner account with the password the owner chose (the dashboard's first-run
+/// setup). Refuses when the data dir already has an owner.
+pub fn create_owner(
+    store: &Store,
+    now: Timestamp,
+    email: &str,
+    password: &str,
+) -> Result<AccountRow> {
+    let email = normalize_email(email)?;
+    valid_password(password)?;
+    let txn = store.write()?;
+    let account = {
+        refuse_second_owner(&txn)?;
+        insert_account(&txn, &email, password, Role::Owner, now)?
+    };
+    txn.commit()?;
+    Ok(account)
+}
+
+fn refuse_second_owner(txn: &WriteTransaction) -> Result<()> {
+    if txn.open_table(ACCOUNTS)?.is_empty()? {
+        Ok(())
+    } else {
+        Err(Error::Conflict(
+            "This data dir already has an owner; `intake init` runs once per data dir.".into(),
+        ))
+    }
 }
 
 /// Creates a member account inside `txn` (accepting an invitation). The e-mail must be free.

@@ -31,4 +31,6 @@ pub struct App {
     pub mailer: Mailer,
     /// The webhook dispatcher: wake it after committing a transaction that made deliveries due.
     pub dispatcher: Dispatcher,
+    /// The dashboard's state (the first-run setup link).
+    pub dashboard: crate::dashboard::Dashboard,
 }

@@ -67,6 +67,17 @@ impl Timestamp {
         Timestamp(days * 86_400 * MICROS_PER_SECOND)
     }
 
+    /// The calendar date (UTC) this instant falls on, as `(year, month, day)`.
+    pub fn date(self) -> (i64, u32, u32) {
+        civil_from_days(self.0.div_euclid(MICROS_PER_SECOND).div_euclid(86_400))
+    }
+
+    /// Midnight UTC on the first day of this instant's month.
+    pub fn start_of_month(self) -> Timestamp {
+        let (year, month) = self.year_month();
+        Timestamp(days_from_civil(year, i64::from(month), 1) * 86_400 * MICROS_PER_SECOND)
+    }
+
     /// RFC 3339 in UTC with exactly six fractional digits: `2026-11-22T03:04:05.123456Z`.
     pub fn to_rfc3339(self) -> String {
         let secs = self.0.div_euclid(MICROS_PER_SECOND);

@@ -25,6 +25,10 @@
 //! - [`app`]: the shared state handed to every request.
 //! - [`api`]: HTTP: one warp filter, the route table, thin handlers, and the single mapping
 //!   from service errors to statuses and error codes (`api::error`).
+//! - [`dashboard`]: the server-rendered dashboard at `/dashboard` (and the invitation pages
+//!   at `/invitations/{token}`): its own router, session and CSRF-checked forms, security
+//!   headers, askama templates (`templates/dashboard/`), embedded assets, the first-run setup
+//!   link; pages call the same service functions as the management API.
 //! - [`records`]: create / read / list / replace / delete; payload normalisation and
 //!   required-field rules.
 //! - [`ingest`]: the write queue and group-commit writer: a 202 leaves only after its write is
@@ -41,7 +45,8 @@
 //! - [`sessions`]: dashboard login, session cookies, and the failed-login limit.
 //! - [`notifications`]: stored notifications per account (deployed, deploy requested...).
 //! - [`audit`]: the per-endpoint audit log of every change.
-//! - [`usage`]: monthly data-call counters and the quota (429).
+//! - [`usage`]: monthly data-call counters and the quota (429), and per-day counts for the
+//!   dashboard's chart.
 //! - [`mail`]: the outbox of e-mails and the worker that sends them over SMTP: a message is
 //!   queued in the transaction of the change that causes it (`mail::enqueue`), the caller
 //!   wakes the `Mailer` after the commit, and the mail thread (`mail::worker`) sends due
@@ -77,6 +82,8 @@
 //! - A webhook delivery is stored in the commit of its write and its state and next attempt
 //!   time live in redb; a dispatcher claim is only in memory, so after a restart every
 //!   unfinished delivery is due again at its stored time (at least once, never early).
+//! - Every dashboard form post is checked for its CSRF token (HMAC of the session, or of the
+//!   visitor cookie before login) before anything is read or changed.
 //! - A refused request changes nothing: validation happens before the write is queued, and a
 //!   failed commit acknowledges nothing.
 
@@ -90,6 +97,7 @@ pub mod collaborators;
 pub mod config;
 pub mod crypto;
 pub mod cursor;
+pub mod dashboard;
 pub mod deploy;
 pub mod endpoints;
 pub mod error;

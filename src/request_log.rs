@@ -225,6 +225,27 @@ pub fn purge(store: &Store, cutoff: Timestamp) -> Result<usize, StoreError> {
     Ok(total)
 }
 
+/// Which entries a listing shows, by response status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StatusFilter {
+    Any,
+    /// One class: 2 for 2xx, 4 for 4xx, 5 for 5xx...
+    Class(u16),
+}
+
+impl StatusFilter {
+    fn matches(self, status: u16) -> bool {
+        match self {
+            StatusFilter::Any => true,
+            StatusFilter::Class(class) => status / 100 == class,
+        }
+    }
+}
+
+/// A filtered listing reads at most this many entries per page, so a rare status cannot make
+/// one page read the whole log; the page then ends early with a cursor to read on.
+const FILTER_SCAN_LIMIT: usize = 5_000;
+
 impl RequestLog {
     /// The entries of one partition, newest first.
     pub fn list(
@@ -232,6 +253,17 @@ impl RequestLog {
         partition: u64,
         limit: usize,
         cursor: Option<&str>,
+    ) -> Result<Page<EntryView>> {
+        self.list_matching(partition, limit, cursor, StatusFilter::Any)
+    }
+
+    /// The entries of one partition whose status passes `filter`, newest first.
+    pub fn list_matching(
+        &self,
+        partition: u64,
+        limit: usize,
+        cursor: Option<&str>,
+        filter: StatusFilter,
     ) -> Result<Page<EntryView>> {
         let store = &self.store;
         let upper = match cursor {
@@ -250,17 +282,25 @@ impl RequestLog {
         let mut data = Vec::with_capacity(limit);
         let mut last = None;
         let mut more = false;
-        for entry in table
+        for (scanned, entry) in table
             .range::<(u64, u64, u64)>((std::ops::Bound::Included((partition, 0, 0)), upper))?
             .rev()
+            .enumerate()
         {
             let (key, value) = entry?;
-            if data.len() == limit {
+            if data.len() == limit || scanned == FILTER_SCAN_LIMIT {
                 more = true;
                 break;
             }
             let (_, time, seq) = key.value();
             let row: RequestLogRow = from_json(value.value())?;
+            if !filter.matches(row.status) {
+                last = Some(Position {
+                    time,
+                    tiebreak: u128::from(seq),
+                });
+                continue;
+            }
             data.push(EntryView {
                 time: time_from_key(time).to_rfc3339(),
                 method: row.method,

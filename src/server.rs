@@ -22,12 +22,12 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::accounts;
 use crate::api;
 use crate::app::App;
 use crate::clock::SharedClock;
 use crate::config::Config;
 use crate::crypto::{CryptoError, Sealer};
+use crate::dashboard::Dashboard;
 use crate::endpoints::Endpoints;
 use crate::ingest::{self, Ingest};
 use crate::mail::Mailer;
@@ -111,13 +111,6 @@ impl RunningServer {
 pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServer, ServerError> {
     let (store, sealer) = open_data_dir(&config)?;
     let store = Arc::new(store);
-    if !accounts::has_owner(&store).map_err(|e| ServerError::Other(e.to_string()))? {
-        log::warn!(
-            "this data dir has no owner account yet; provision one with: \
-             intake init --data-dir {} --owner-email you@example.com",
-            config.data_dir.display()
-        );
-    }
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| ServerError::Io {
@@ -132,6 +125,8 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     if config.public_url.is_none() {
         config.public_url = Some(format!("http://{addr}"));
     }
+    let dashboard = Dashboard::start(&store, &config, clock.now())
+        .map_err(|e| ServerError::Other(e.to_string()))?;
     let spawn_err = |source| ServerError::Io {
         context: "cannot start a worker thread".into(),
         source,
@@ -178,6 +173,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         in_flight: InFlight::default(),
         mailer,
         dispatcher,
+        dashboard,
     });
     let (stop, stopped) = oneshot::channel();
     let sweeper = tokio::spawn(sweep_expired(app.clone()));

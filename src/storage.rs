@@ -63,6 +63,8 @@ pub const NOTIFICATIONS: TableDefinition<(u64, u64), &[u8]> = TableDefinition::n
 pub const AUDIT: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("audit");
 /// `(partition, month as yyyymm)` → data calls counted in that month (see `usage`).
 pub const USAGE: TableDefinition<(u64, u32), u64> = TableDefinition::new("usage");
+/// Data calls per (partition, day as `yyyymmdd`): the dashboard's requests-per-day chart.
+pub const USAGE_DAYS: TableDefinition<(u64, u32), u64> = TableDefinition::new("usage_days");
 /// Owner webhooks: `partition` → [`OwnerWebhookRow`] JSON (one per endpoint and environment).
 pub const OWNER_WEBHOOKS: TableDefinition<u64, &[u8]> = TableDefinition::new("owner_webhooks");
 /// Webhook deliveries: `delivery id` → [`DeliveryRow`] JSON. Written in the commit of the write
@@ -596,6 +598,7 @@ impl Store {
             txn.open_table(NOTIFICATIONS)?;
             txn.open_table(AUDIT)?;
             txn.open_table(USAGE)?;
+            txn.open_table(USAGE_DAYS)?;
             txn.open_table(OWNER_WEBHOOKS)?;
             txn.open_table(DELIVERIES)?;
             txn.open_table(DELIVERIES_DUE)?;

@@ -55,7 +55,7 @@ fn with_session(
 
 /// The session cookie: HttpOnly (no script can read it), SameSite=Strict (no other site can
 /// make the browser send it, which is the CSRF defence), Secure when served over https.
-fn set_cookie(app: &App, response: &mut Response, value: &str, max_age: u64) {
+pub(crate) fn set_cookie(app: &App, response: &mut Response, value: &str, max_age: u64) {
     let secure = if app.config.public_url().starts_with("https://") {
         "; Secure"
     } else {
@@ -66,6 +66,16 @@ fn set_cookie(app: &App, response: &mut Response, value: &str, max_age: u64) {
     if let Ok(v) = HeaderValue::from_str(&text) {
         response.headers_mut().append(header::SET_COOKIE, v);
     }
+}
+
+/// Opens a session (with the configured lifetime) for an account that just proved who it is.
+pub(crate) fn open_session(app: &App, account: AccountRow) -> Result<sessions::Opened> {
+    sessions::open(
+        &app.store,
+        app.clock.now(),
+        app.logins.session_ttl(),
+        account,
+    )
 }
 
 /// `POST /api/v1/auth/logout`: ends the session and clears the cookie.
@@ -203,12 +213,7 @@ pub async fn accept_invitation(app: &App, req: &mut Request, token: &str) -> Res
     let (account, endpoint) = collaborators::accept(app, token, acceptor)?;
     let body = accepted_body(&account, &endpoint);
     if is_new {
-        let opened = sessions::open(
-            &app.store,
-            app.clock.now(),
-            app.logins.session_ttl(),
-            account,
-        )?;
+        let opened = open_session(app, account)?;
         return Ok(with_session(app, &opened, StatusCode::OK, &body));
     }
     Ok(reply::json(StatusCode::OK, &body))

@@ -5,12 +5,12 @@
 //! check order of a data call is fixed and documented (README), and every log line can name
 //! its path template.
 
-mod account;
+pub(crate) mod account;
 mod data;
 pub mod error;
 mod hooks;
 mod mail;
-mod manage;
+pub(crate) mod manage;
 pub mod reply;
 mod routes;
 mod webhooks;
@@ -191,6 +191,7 @@ async fn dispatch(
             let (slug, record_id) = (slug.to_string(), record_id.to_string());
             data::handle(app, req, &slug, Some(&record_id), call_log).await
         }
+        Route::Dashboard { path } => Ok(crate::dashboard::handle(app, req, path).await),
         other => manage_route(app, other, req).await,
     }
 }
@@ -266,7 +267,8 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
         | Route::DataCollection { .. }
         | Route::DataSearch { .. }
         | Route::DataPoll { .. }
-        | Route::DataRecord { .. } => Err(crate::error::Error::RouteNotFound),
+        | Route::DataRecord { .. }
+        | Route::Dashboard { .. } => Err(crate::error::Error::RouteNotFound),
         Route::ManageMail => mail::list(app, req),
         Route::ManageMailTest => mail::test(app, req).await,
         Route::ManageMailMessage { id } => {

@@ -47,10 +47,16 @@ pub enum Route<'a> {
     ManageMail,
     ManageMailTest,
     ManageMailMessage { id: &'a str },
+    Dashboard { path: &'a str },
 }
 
 impl<'a> Route<'a> {
     pub fn resolve(path: &'a str) -> Option<Route<'a>> {
+        // The dashboard's pages (`/dashboard/...`, `/invitations/{token}`) have a router of
+        // their own (`dashboard::router`).
+        if crate::dashboard::owns(path) {
+            return Some(Route::Dashboard { path });
+        }
         let path = path.strip_suffix('/').unwrap_or(path);
         let segments: Vec<&str> = path.split('/').skip(1).collect();
         if segments.iter().any(|s| s.is_empty()) {
@@ -178,6 +184,7 @@ impl<'a> Route<'a> {
             Route::ManageMail => "/api/v1/manage/mail",
             Route::ManageMailTest => "/api/v1/manage/mail/test",
             Route::ManageMailMessage { .. } => "/api/v1/manage/mail/{id}",
+            Route::Dashboard { .. } => "/dashboard",
         }
     }
 
@@ -222,6 +229,7 @@ impl<'a> Route<'a> {
             | Route::ManageRedeliver { .. }
             | Route::ManageWebhookSecretReissue { .. }
             | Route::ManageMailTest => "POST",
+            Route::Dashboard { .. } => "GET, HEAD, POST",
         }
     }
 

@@ -213,3 +213,53 @@ pub fn redeliver(
     txn.commit()?;
     Ok(view(&row))
 }
+
+/// How the deliveries of one partition made since a time have ended (the dashboard's
+/// webhook success rate).
+#[derive(Debug, Default, Serialize)]
+pub struct Outcomes {
+    pub delivered: u64,
+    pub given_up: u64,
+    pub pending: u64,
+    /// More deliveries were made in the period than were counted (the newest `cap`).
+    pub capped: bool,
+}
+
+/// Counts the outcomes of the deliveries of `partition` created at or after `since`, newest
+/// first, looking at no more than `cap` of them so a busy month stays cheap to show.
+pub fn outcomes_since(
+    store: &Store,
+    partition: u64,
+    since: Timestamp,
+    cap: usize,
+) -> Result<Outcomes> {
+    let txn = store.read()?;
+    let deliveries = txn.open_table(DELIVERIES)?;
+    let mut outcomes = Outcomes::default();
+    let mut seen = 0;
+    for entry in txn
+        .open_table(PARTITION_DELIVERIES)?
+        .range((partition, 0)..=(partition, u64::MAX))?
+        .rev()
+    {
+        let id = entry?.0.value().1;
+        let Some(value) = deliveries.get(id)? else {
+            continue;
+        };
+        let row: DeliveryRow = from_json(value.value())?;
+        if row.created_at < since {
+            break;
+        }
+        if seen == cap {
+            outcomes.capped = true;
+            break;
+        }
+        seen += 1;
+        match row.state {
+            DeliveryState::Delivered => outcomes.delivered += 1,
+            DeliveryState::GivenUp => outcomes.given_up += 1,
+            DeliveryState::Pending => outcomes.pending += 1,
+        }
+    }
+    Ok(outcomes)
+}

@@ -1,0 +1,38 @@
+// intake dashboard: small progressive enhancements; every page works without this file.
+"use strict";
+
+document.addEventListener("click", function (event) {
+  var target = event.target;
+  if (!(target instanceof Element)) {
+    return;
+  }
+  // Copy buttons: data-copy names the id of the input whose value is copied.
+  var copy = target.closest("[data-copy]");
+  if (copy) {
+    var input = document.getElementById(copy.getAttribute("data-copy"));
+    if (input) {
+      input.select();
+      var done = function () {
+        copy.textContent = "Copied";
+        window.setTimeout(function () { copy.textContent = "Copy"; }, 1500);
+      };
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(input.value).then(done, function () {});
+      }
+    }
+    return;
+  }
+  // Destructive buttons ask first: data-confirm holds the question.
+  var confirmable = target.closest("button[data-confirm]");
+  if (confirmable && !window.confirm(confirmable.getAttribute("data-confirm"))) {
+    event.preventDefault();
+  }
+});
+
+// Filter forms submit when a select changes.
+document.addEventListener("change", function (event) {
+  var target = event.target;
+  if (target instanceof HTMLSelectElement && target.form && target.form.classList.contains("filters")) {
+    target.form.submit();
+  }
+});

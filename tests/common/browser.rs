@@ -1,0 +1,350 @@
+//! A real headless Chromium for end-to-end tests of the dashboard, driven over the DevTools
+//! protocol (the `headless_chrome` crate) from the Rust test suite. Only the browser tests
+//! include it (`#[path = "common/browser.rs"] mod browser;`), so the other test binaries do
+//! not link the browser client.
+//!
+//! [`Browser::start`] launches Debian's `chromium` (installed by `.ci/run`) with a fresh
+//! profile and the flags it needs on a closed network. Each [`Session`] is a browser
+//! context of its own (own cookies), so one test can play the owner and a collaborator side
+//! by side. Every console error, uncaught exception and CSP violation of a session's page is
+//! collected, and [`Session::assert_clean`] (also run after every navigation) fails the test
+//! on any of them. [`Session::screenshot`] saves a PNG under `target/screenshots/` and prints
+//! its path.
+//!
+//! ```ignore
+//! let browser = Browser::start();
+//! let owner = browser.session(&server_url);
+//! owner.goto("/dashboard/login");
+//! owner.fill("#email", "owner@example.com");
+//! owner.fill("#password", &password);
+//! owner.submit("form button[type=submit]");
+//! assert!(owner.text("h1").contains("Endpoints"));
+//! owner.screenshot("endpoints");
+//! ```
+#![allow(dead_code)]
+
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use headless_chrome::browser::context::Context;
+use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
+use headless_chrome::protocol::cdp::types::Event;
+use headless_chrome::{LaunchOptions, Tab};
+
+/// How long a page may take to load or an element to appear.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Flags Chromium needs here: no sandbox (containers), no GPU, and nothing that phones home
+/// (on a closed network those requests hang the start).
+const FLAGS: [&str; 9] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+];
+
+/// The Chromium executable: `$CHROMIUM`, else Debian's.
+fn chromium_path() -> PathBuf {
+    let path = std::env::var_os("CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    assert!(
+        path.exists(),
+        "Chromium not found at {}: install Debian's `chromium` package (.ci/run does) or set CHROMIUM",
+        path.display()
+    );
+    path
+}
+
+/// A running headless Chromium with a throwaway profile.
+pub struct Browser {
+    browser: headless_chrome::Browser,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    pub fn start() -> Browser {
+        let profile = tempfile::tempdir().expect("profile dir");
+        let args: Vec<&OsStr> = FLAGS.iter().map(OsStr::new).collect();
+        let options = LaunchOptions {
+            headless: true,
+            sandbox: false,
+            enable_gpu: false,
+            path: Some(chromium_path()),
+            user_data_dir: Some(profile.path().to_path_buf()),
+            window_size: Some((1280, 900)),
+            args,
+            // The default closes the browser after 30 s without a command.
+            idle_browser_timeout: Duration::from_secs(600),
+            ..LaunchOptions::default()
+        };
+        let browser = headless_chrome::Browser::new(options).expect("launch chromium");
+        Browser {
+            browser,
+            _profile: profile,
+        }
+    }
+
+    /// A new browser context (its own cookies) with one tab, on the server at `base_url`.
+    pub fn session(&self, base_url: &str) -> Session<'_> {
+        let context = self.browser.new_context().expect("new browser context");
+        let tab = context.new_tab().expect("new tab");
+        tab.set_default_timeout(TIMEOUT);
+        let problems: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = problems.clone();
+        tab.add_event_listener(Arc::new(move |event: &Event| {
+            if let Some(problem) = console_problem(event) {
+                sink.lock().unwrap().push(problem);
+            }
+        }))
+        .expect("listen to console events");
+        tab.enable_log().expect("enable Log domain");
+        tab.enable_runtime().expect("enable Runtime domain");
+        Session {
+            _context: context,
+            tab,
+            base: base_url.trim_end_matches('/').to_string(),
+            problems,
+        }
+    }
+}
+
+/// A console error, an uncaught exception, or a browser log entry of level error (CSP
+/// violations, failed loads).
+fn console_problem(event: &Event) -> Option<String> {
+    use headless_chrome::protocol::cdp::Log::LogEntryLevel;
+    use headless_chrome::protocol::cdp::Runtime::ConsoleAPICalledEventTypeOption;
+    match event {
+        Event::RuntimeConsoleAPICalled(e)
+            if matches!(e.params.Type, ConsoleAPICalledEventTypeOption::Error) =>
+        {
+            let args: Vec<String> = e
+                .params
+                .args
+                .iter()
+                .map(|a| {
+                    a.value
+                        .as_ref()
+                        .map_or_else(|| format!("{:?}", a.description), |v| v.to_string())
+                })
+                .collect();
+            Some(format!("console.error: {}", args.join(" ")))
+        }
+        Event::RuntimeExceptionThrown(e) => Some(format!(
+            "uncaught exception: {} {:?}",
+            e.params.exception_details.text,
+            e.params
+                .exception_details
+                .exception
+                .as_ref()
+                .and_then(|x| x.description.clone())
+        )),
+        Event::LogEntryAdded(e) if matches!(e.params.entry.level, LogEntryLevel::Error) => {
+            Some(format!(
+                "browser log error: {} ({:?})",
+                e.params.entry.text, e.params.entry.url
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// One browser context and its tab.
+pub struct Session<'b> {
+    _context: Context<'b>,
+    tab: Arc<Tab>,
+    base: String,
+    problems: Arc<Mutex<Vec<String>>>,
+}
+
+impl Session<'_> {
+    /// The underlying tab, for anything the helpers do not cover.
+    pub fn tab(&self) -> &Tab {
+        &self.tab
+    }
+
+    /// Opens `path` (relative to the server, or an absolute URL) and waits for the load.
+    pub fn goto(&self, path: &str) {
+        let url = if path.starts_with("http") {
+            path.to_string()
+        } else {
+            format!("{}{path}", self.base)
+        };
+        self.mark_page();
+        self.tab.navigate_to(&url).expect("navigate");
+        self.wait_for_new_page(path);
+    }
+
+    /// Replaces the value of the input or textarea at `selector` by typing `text`.
+    pub fn fill(&self, selector: &str, text: &str) {
+        let element = self.tab.wait_for_element(selector).expect(selector);
+        element
+            .call_js_fn("function () { this.value = ''; }", vec![], false)
+            .expect("clear field");
+        element.type_into(text).expect("type");
+    }
+
+    /// Ticks or unticks the checkbox at `selector`.
+    pub fn set_checked(&self, selector: &str, on: bool) {
+        let element = self.tab.wait_for_element(selector).expect(selector);
+        let checked = element
+            .call_js_fn("function () { return this.checked; }", vec![], false)
+            .expect("read checkbox")
+            .value
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        if checked != on {
+            element.click().expect("click checkbox");
+        }
+    }
+
+    /// Clicks the element at `selector` (a submit button or a link) and waits until the
+    /// next page has loaded.
+    pub fn submit(&self, selector: &str) {
+        self.mark_page();
+        self.tab
+            .wait_for_element(selector)
+            .expect(selector)
+            .click()
+            .expect("click");
+        self.wait_for_new_page(selector);
+    }
+
+    /// Marks the current document, so that [`Session::wait_for_new_page`] can tell it from
+    /// the next one.
+    fn mark_page(&self) {
+        self.tab
+            .evaluate("window.__intakeOldPage = true", false)
+            .expect("mark page");
+    }
+
+    /// Waits until a new document (without the mark) has finished loading, then checks the
+    /// console.
+    fn wait_for_new_page(&self, after: &str) {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let loaded = self
+                .tab
+                .evaluate(
+                    "window.__intakeOldPage === undefined && document.readyState === 'complete'",
+                    false,
+                )
+                .ok()
+                .and_then(|r| r.value)
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false);
+            if loaded {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no new page after {after} (still at {})",
+                self.url()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.assert_clean();
+    }
+
+    /// The visible text of the first element at `selector`.
+    pub fn text(&self, selector: &str) -> String {
+        self.tab
+            .wait_for_element(selector)
+            .expect(selector)
+            .get_inner_text()
+            .expect("inner text")
+    }
+
+    /// Whether an element matches `selector` on the current page (no waiting).
+    pub fn exists(&self, selector: &str) -> bool {
+        self.tab.find_element(selector).is_ok()
+    }
+
+    /// The `value` of the input at `selector`.
+    pub fn value(&self, selector: &str) -> String {
+        self.tab
+            .wait_for_element(selector)
+            .expect(selector)
+            .call_js_fn("function () { return this.value; }", vec![], false)
+            .expect("read value")
+            .value
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+
+    /// The result of a JavaScript expression, as JSON.
+    pub fn eval(&self, expression: &str) -> serde_json::Value {
+        self.tab
+            .evaluate(expression, false)
+            .expect("evaluate")
+            .value
+            .unwrap_or(serde_json::Value::Null)
+    }
+
+    pub fn url(&self) -> String {
+        self.tab.get_url()
+    }
+
+    /// The path and query of the current page.
+    pub fn path(&self) -> String {
+        self.url()
+            .strip_prefix(&self.base)
+            .unwrap_or_default()
+            .to_string()
+    }
+
+    /// Emulates a phone's screen (390 × 844 CSS pixels, mobile) from now on.
+    pub fn phone_width(&self) {
+        use headless_chrome::protocol::cdp::Emulation::SetDeviceMetricsOverride;
+        let metrics: SetDeviceMetricsOverride = serde_json::from_value(serde_json::json!({
+            "width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": true
+        }))
+        .expect("device metrics");
+        self.tab.call_method(metrics).expect("set device metrics");
+    }
+
+    /// Fails the test if the page is wider than the viewport (sideways scrolling).
+    pub fn assert_fits_width(&self) {
+        let widths = self.eval("[document.documentElement.scrollWidth, window.innerWidth]");
+        assert!(
+            widths[0].as_f64() <= widths[1].as_f64(),
+            "{} is wider than the screen: [page, viewport] = {widths}",
+            self.url()
+        );
+    }
+
+    /// Saves a PNG of the viewport as `target/screenshots/{name}.png`; returns its path.
+    pub fn screenshot(&self, name: &str) -> PathBuf {
+        let png = self
+            .tab
+            .capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true)
+            .expect("screenshot");
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .parent()
+            .expect("target dir")
+            .join("screenshots");
+        std::fs::create_dir_all(&dir).expect("create screenshots dir");
+        let path = dir.join(format!("{name}.png"));
+        std::fs::write(&path, png).expect("write screenshot");
+        println!("screenshot: {}", path.display());
+        path
+    }
+
+    /// Fails the test if the page logged a console error, threw, or violated the CSP.
+    pub fn assert_clean(&self) {
+        let problems = self.problems.lock().unwrap();
+        assert!(
+            problems.is_empty(),
+            "browser console errors at {}:\n{}",
+            self.tab.get_url(),
+            problems.join("\n")
+        );
+    }
+}

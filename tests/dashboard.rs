@@ -1,0 +1,813 @@
+//! The dashboard over plain HTTP (no browser): security headers and the CSP, login
+//! redirects, CSRF refusals, asset caching, and the first-run setup link printed by `serve`.
+//! The browser workflows are in tests/dashboard_browser.rs.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{LogBuffer, OWNER_EMAIL, Resp, TestServer, serve_args, spawn_serve};
+
+/// A cookie-keeping form client, as a browser would be.
+struct Visitor<'s> {
+    base: String,
+    agent: &'s ureq::Agent,
+    cookies: Vec<(String, String)>,
+}
+
+impl<'s> Visitor<'s> {
+    fn new(base: String, agent: &'s ureq::Agent) -> Visitor<'s> {
+        Visitor {
+            base,
+            agent,
+            cookies: Vec::new(),
+        }
+    }
+
+    fn keep_cookies(&mut self, resp: &Resp) {
+        for (k, v) in &resp.headers {
+            if k.eq_ignore_ascii_case("set-cookie") {
+                let pair = v.split(';').next().unwrap();
+                let (name, value) = pair.split_once('=').unwrap();
+                self.cookies.retain(|(n, _)| n != name);
+                if !value.is_empty() {
+                    self.cookies.push((name.to_string(), value.to_string()));
+                }
+            }
+        }
+    }
+
+    fn cookie_header(&self) -> String {
+        self.cookies
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    fn get(&mut self, path: &str) -> Resp {
+        let cookie = self.cookie_header();
+        let resp = common::try_send(
+            self.agent,
+            &format!("{}{path}", self.base),
+            "GET",
+            &[("Cookie", &cookie)],
+            None,
+        )
+        .unwrap();
+        self.keep_cookies(&resp);
+        resp
+    }
+
+    fn post(&mut self, path: &str, fields: &[(&str, &str)], extra: &[(&str, &str)]) -> Resp {
+        let body: String = form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(fields)
+            .finish();
+        let cookie = self.cookie_header();
+        let mut headers = vec![
+            ("Cookie", cookie.as_str()),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ];
+        headers.extend_from_slice(extra);
+        let resp = common::try_send(
+            self.agent,
+            &format!("{}{path}", self.base),
+            "POST",
+            &headers,
+            Some(body.as_bytes()),
+        )
+        .unwrap();
+        self.keep_cookies(&resp);
+        resp
+    }
+}
+
+/// The value of the first hidden `csrf` field of a page.
+fn csrf_of(page: &Resp) -> String {
+    let html = page.text();
+    let at = html
+        .find(r#"name="csrf" value=""#)
+        .unwrap_or_else(|| panic!("no csrf field in {html}"));
+    let rest = &html[at + r#"name="csrf" value=""#.len()..];
+    rest[..rest.find('"').unwrap()].to_string()
+}
+
+fn login(v: &mut Visitor, email: &str, password: &str) -> String {
+    let page = v.get("/dashboard/login");
+    assert_eq!(page.status, 200, "{}", page.describe());
+    let token = csrf_of(&page);
+    let r = v.post(
+        "/dashboard/login",
+        &[
+            ("csrf", &token),
+            ("email", email),
+            ("password", password),
+            ("next", "/dashboard/endpoints"),
+        ],
+        &[],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    assert_eq!(r.header("location"), Some("/dashboard/endpoints"));
+    let page = v.get("/dashboard/endpoints");
+    assert_eq!(page.status, 200, "{}", page.describe());
+    csrf_of(&page)
+}
+
+#[test]
+fn pages_need_a_login_and_carry_a_strict_csp() {
+    let s = TestServer::start();
+    let mut v = Visitor::new(s.base_url(), &s.agent);
+    for path in [
+        "/dashboard",
+        "/dashboard/endpoints",
+        "/dashboard/endpoints/x/requests?environment=production",
+    ] {
+        let r = v.get(path);
+        assert_eq!(r.status, 303, "{path}: {}", r.describe());
+        let location = r.header("location").unwrap();
+        assert!(
+            location.starts_with("/dashboard/login"),
+            "{path} → {location}"
+        );
+    }
+    let r = v.get("/dashboard/endpoints/x/requests?environment=production");
+    assert_eq!(
+        r.header("location"),
+        Some(
+            "/dashboard/login?next=%2Fdashboard%2Fendpoints%2Fx%2Frequests%3Fenvironment%3Dproduction"
+        )
+    );
+
+    let page = v.get("/dashboard/login");
+    assert_eq!(page.status, 200);
+    let csp = page.header("content-security-policy").unwrap();
+    for directive in [
+        "default-src 'self'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "frame-ancestors 'none'",
+        "form-action 'self'",
+        "object-src 'none'",
+    ] {
+        assert!(csp.contains(directive), "CSP lacks {directive}: {csp}");
+    }
+    assert!(!csp.contains("unsafe"), "{csp}");
+    assert_eq!(page.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(page.header("referrer-policy"), Some("same-origin"));
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    assert_eq!(page.header("cache-control"), Some("no-store"));
+    assert!(
+        page.header("content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    let html = page.text();
+    assert!(!html.contains("style=\""), "inline style in {html}");
+    assert!(!html.contains("<script>"), "inline script in {html}");
+    assert!(
+        !html.contains("http://") && !html.contains("https://"),
+        "external reference in {html}"
+    );
+
+    // The stylesheet: content-hashed URL, cached for a year, revalidated by ETag.
+    let href_at = html.find("/dashboard/static/").unwrap();
+    let href = &html[href_at..href_at + html[href_at..].find('"').unwrap()];
+    let css = v.get(href);
+    assert_eq!(css.status, 200);
+    assert!(css.header("content-type").unwrap().starts_with("text/css"));
+    assert_eq!(
+        css.header("cache-control"),
+        Some("public, max-age=31536000, immutable")
+    );
+    let etag = css.header("etag").unwrap().to_string();
+    let again = common::try_send(
+        &s.agent,
+        &format!("{}{href}", s.base_url()),
+        "GET",
+        &[("If-None-Match", &etag)],
+        None,
+    )
+    .unwrap();
+    assert_eq!(again.status, 304);
+    assert_eq!(
+        v.get("/dashboard/static/0000/app.css")
+            .header("cache-control"),
+        Some("no-cache")
+    );
+    assert_eq!(v.get("/dashboard/static/0000/nothing.css").status, 404);
+    assert_eq!(v.get("/dashboard/nowhere").status, 404);
+
+    // A wrong password shows the form again with the reason, 401.
+    let token = csrf_of(&v.get("/dashboard/login"));
+    let r = v.post(
+        "/dashboard/login",
+        &[
+            ("csrf", &token),
+            ("email", OWNER_EMAIL),
+            ("password", "wrong password"),
+        ],
+        &[],
+    );
+    assert_eq!(r.status, 401);
+    assert!(r.text().contains("login-error"), "{}", r.text());
+    assert!(!v.cookies.iter().any(|(k, _)| k == "intake_session"));
+
+    // Logged in: the pages answer; logging out ends the session.
+    let token = login(&mut v, OWNER_EMAIL, &s.password);
+    let r = v.post("/dashboard/logout", &[("csrf", &token)], &[]);
+    assert_eq!(r.status, 303);
+    assert_eq!(v.get("/dashboard/endpoints").status, 303);
+}
+
+#[test]
+fn forms_without_a_valid_csrf_token_change_nothing() {
+    let s = TestServer::start();
+    let agent = common::new_agent(Duration::from_secs(30));
+    let mut v = Visitor::new(s.base_url(), &agent);
+
+    // A login post without the visitor cookie's token is refused before the password check.
+    let r = v.post(
+        "/dashboard/login",
+        &[("email", OWNER_EMAIL), ("password", &s.password)],
+        &[],
+    );
+    assert_eq!(r.status, 403, "{}", r.describe());
+    assert!(r.text().contains("csrf_failed"));
+
+    let token = login(&mut v, OWNER_EMAIL, &s.password);
+    let count = || {
+        s.manage("GET", "/api/v1/manage/endpoints", None).json()["data"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!(count(), 0);
+    type Fields<'a> = Vec<(&'a str, &'a str)>;
+    let refused: [(&str, Fields, Fields); 4] = [
+        ("no token", vec![("name", "Orders")], vec![]),
+        (
+            "wrong token",
+            vec![
+                ("name", "Orders"),
+                ("csrf", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"),
+            ],
+            vec![],
+        ),
+        (
+            "cross-site origin",
+            vec![("name", "Orders"), ("csrf", &token)],
+            vec![("Origin", "https://evil.example")],
+        ),
+        (
+            "cross-site fetch",
+            vec![("name", "Orders"), ("csrf", &token)],
+            vec![("Sec-Fetch-Site", "cross-site")],
+        ),
+    ];
+    for (what, fields, headers) in &refused {
+        let r = v.post("/dashboard/endpoints", fields, headers);
+        assert_eq!(r.status, 403, "{what}: {}", r.describe());
+        assert!(r.text().contains("csrf_failed"), "{what}");
+        assert_eq!(count(), 0, "{what} created an endpoint");
+    }
+    // Another session's token does not work in this one.
+    let mut other = Visitor::new(s.base_url(), &agent);
+    let other_token = login(&mut other, OWNER_EMAIL, &s.password);
+    assert_ne!(other_token, token);
+    let r = v.post(
+        "/dashboard/endpoints",
+        &[("name", "Orders"), ("csrf", &other_token)],
+        &[],
+    );
+    assert_eq!(r.status, 403);
+    assert_eq!(count(), 0);
+
+    let r = v.post(
+        "/dashboard/endpoints",
+        &[("name", "Orders"), ("csrf", &token)],
+        &[("Origin", &s.base_url())],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    assert!(r.header("location").unwrap().ends_with("?done=created"));
+    assert_eq!(count(), 1);
+
+    // A service error shows the API's error code on an error page.
+    let r = v.post(
+        "/dashboard/endpoints/no-such-slug/deploy",
+        &[("csrf", &token)],
+        &[],
+    );
+    assert_eq!(r.status, 404);
+    assert!(r.text().contains("endpoint_not_found"), "{}", r.text());
+}
+
+#[test]
+fn the_setup_link_creates_the_owner_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogBuffer::default();
+    let mut proc = spawn_serve(&serve_args(dir.path()), &[], &log);
+    let base = format!("http://{}", proc.addr);
+    let line = log
+        .lines()
+        .into_iter()
+        .find(|l| l.contains("/dashboard/setup?token="))
+        .unwrap_or_else(|| panic!("no setup link in the log:\n{}", log.text()));
+    let url = line[line.find("http://").unwrap()..]
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_string();
+    let path = url.strip_prefix(&base).unwrap().to_string();
+    let token = path.split("token=").nth(1).unwrap().to_string();
+
+    let agent = common::new_agent(Duration::from_secs(30));
+    let mut v = Visitor::new(base.clone(), &agent);
+    assert_eq!(v.get("/dashboard/setup").status, 404);
+    assert_eq!(v.get("/dashboard/setup?token=wrong").status, 404);
+    let page = v.get(&path);
+    assert_eq!(page.status, 200, "{}", page.describe());
+    let csrf = csrf_of(&page);
+    let password = "a long enough password";
+    let r = v.post(
+        "/dashboard/setup",
+        &[
+            ("csrf", &csrf),
+            ("token", &token),
+            ("email", "boss@example.com"),
+            ("password", password),
+            ("password_again", "another password!"),
+        ],
+        &[],
+    );
+    assert_eq!(r.status, 400, "{}", r.describe());
+    let r = v.post(
+        "/dashboard/setup",
+        &[
+            ("csrf", &csrf),
+            ("token", &token),
+            ("email", "boss@example.com"),
+            ("password", password),
+            ("password_again", password),
+        ],
+        &[],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    assert_eq!(
+        r.header("location"),
+        Some("/dashboard/endpoints?done=welcome")
+    );
+    let page = v.get("/dashboard/endpoints?done=welcome");
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("boss@example.com"));
+    assert!(page.text().contains("Your owner account is ready."));
+
+    // Used up: the link is gone, and the API login takes the chosen password.
+    assert_eq!(v.get(&path).status, 404);
+    let login = common::try_send(
+        &agent,
+        &format!("{base}/api/v1/auth/login"),
+        "POST",
+        &[("Content-Type", "application/json")],
+        Some(br#"{"email":"boss@example.com","password":"a long enough password"}"#),
+    )
+    .unwrap();
+    assert_eq!(login.status, 200, "{}", login.describe());
+    let _ = proc.child.kill();
+    let _ = proc.child.wait();
+}
+
+/// The `href` of the link marked `rel="next"` (the next older page), unescaped.
+fn older_link(page: &Resp) -> Option<String> {
+    let html = page.text();
+    let end = html.find(r#"" rel="next""#)?;
+    let start = html[..end].rfind("href=\"")? + "href=\"".len();
+    Some(html[start..end].replace("&#38;", "&").replace("&amp;", "&"))
+}
+
+fn rows(page: &Resp) -> usize {
+    page.text().matches("<tr><td><time ").count()
+}
+
+#[test]
+fn log_pages_filter_and_page_through_the_log_and_usage_counts_the_calls() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Logs", &[]);
+    let list = format!("/api/v1/data/{}", ep.slug);
+    for _ in 0..55 {
+        assert_eq!(s.data("GET", &list, &ep.sandbox_key, None).status, 200);
+    }
+    let missing = format!("{list}/{}", common::unknown_record_id());
+    for _ in 0..5 {
+        assert_eq!(s.data("GET", &missing, &ep.sandbox_key, None).status, 404);
+    }
+    s.wait_request_log(&ep.slug, "sandbox", Duration::from_secs(10), |d| {
+        d.len() >= 60
+    });
+
+    let mut v = Visitor::new(s.base_url(), &s.agent);
+    let token = login(&mut v, OWNER_EMAIL, &s.password);
+    let base = format!("/dashboard/endpoints/{}", ep.slug);
+
+    // 50 a page, newest first; "Older" reads on with the cursor.
+    let first = v.get(&format!("{base}/requests"));
+    assert_eq!(first.status, 200, "{}", first.describe());
+    assert_eq!(rows(&first), 50);
+    let older = older_link(&first).expect("an Older link");
+    assert!(
+        older.contains("environment=sandbox") && older.contains("cursor="),
+        "{older}"
+    );
+    let second = v.get(&older);
+    assert_eq!(second.status, 200);
+    assert_eq!(rows(&second), 10);
+    assert!(older_link(&second).is_none());
+    assert!(second.text().contains(">Newest</a>"));
+
+    // The status filter shows only that class.
+    let errors = v.get(&format!("{base}/requests?environment=sandbox&status=4xx"));
+    assert_eq!(rows(&errors), 5);
+    assert_eq!(errors.text().matches(">404</td>").count(), 5);
+    assert!(!errors.text().contains(">200</td>"));
+    let production = v.get(&format!("{base}/requests?environment=production"));
+    assert_eq!(rows(&production), 0);
+    let bad = v.get(&format!("{base}/requests?status=teapot"));
+    assert_eq!(bad.status, 400);
+    assert!(bad.text().contains("invalid_parameter"));
+
+    // Usage: this month's calls, the chart's total, no deliveries yet.
+    let usage = v.get(&format!("{base}/usage"));
+    assert_eq!(usage.status, 200, "{}", usage.describe());
+    let html = usage.text();
+    assert!(
+        html.contains("60 sandbox and 0 production data calls"),
+        "{html}"
+    );
+    assert!(html.contains("60 in total"), "{html}");
+    assert!(html.contains("<svg class=\"chart\""));
+
+    // The outbox: a test e-mail is queued (no SMTP here) and listed with its status.
+    let r = v.post(
+        "/dashboard/mail/test",
+        &[("csrf", &token), ("to", "ops@example.com")],
+        &[],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    let mail = v.get("/dashboard/mail?done=mail");
+    assert!(mail.text().contains("Test e-mail queued"));
+    assert!(mail.text().contains("ops@example.com"));
+    assert!(mail.text().contains("Queued"));
+}
+
+/// The slug in a redirect to an endpoint page.
+fn slug_of(location: &str) -> String {
+    location
+        .trim_start_matches("/dashboard/endpoints/")
+        .split(['?', '/'])
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn owner_settings_webhooks_secrets_and_a_member_who_logs_in_to_accept() {
+    let s = TestServer::start();
+    let mut owner = Visitor::new(s.base_url(), &s.agent);
+    let token = login(&mut owner, OWNER_EMAIL, &s.password);
+
+    let r = owner.post(
+        "/dashboard/endpoints",
+        &[("csrf", &token), ("name", "Shop")],
+        &[],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    let slug = slug_of(r.header("location").unwrap());
+    let base = format!("/dashboard/endpoints/{slug}");
+
+    // Settings: name, description, required fields (commas or lines).
+    let r = owner.post(
+        &format!("{base}/settings"),
+        &[
+            ("csrf", &token),
+            ("name", "Shop 2"),
+            ("description", "Orders from the shop"),
+            ("required_fields", "email, total"),
+        ],
+        &[],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    let page = owner.get(&base).text();
+    assert!(
+        page.contains("<h1>Shop 2</h1>") && page.contains("Orders from the shop"),
+        "{page}"
+    );
+    let api = s
+        .manage("GET", &format!("/api/v1/manage/endpoints/{slug}"), None)
+        .json();
+    assert_eq!(
+        api["required_fields"],
+        serde_json::json!(["email", "total"])
+    );
+
+    // The active switch: off refuses data calls with 403, on lets them through again.
+    let key = api["sandbox_key"].as_str().unwrap().to_string();
+    let r = owner.post(
+        &format!("{base}/active"),
+        &[("csrf", &token), ("active", "false")],
+        &[],
+    );
+    assert_eq!(
+        r.header("location"),
+        Some(format!("{base}?done=deactivated").as_str())
+    );
+    let call = s.data("GET", &format!("/api/v1/data/{slug}"), &key, None);
+    assert_eq!(call.error_code().as_deref(), Some("endpoint_inactive"));
+    owner.post(
+        &format!("{base}/active"),
+        &[("csrf", &token), ("active", "true")],
+        &[],
+    );
+    assert_eq!(
+        s.data("GET", &format!("/api/v1/data/{slug}"), &key, None)
+            .status,
+        200
+    );
+
+    // Owner webhook settings: saved (the auth value is never shown again), then removed.
+    let r = owner.post(
+        &format!("{base}/webhooks/sandbox"),
+        &[
+            ("csrf", &token),
+            ("url", "https://hooks.example.com/in"),
+            ("auth_header", "X-Token"),
+            ("auth_value", "s3cret-value"),
+            ("enabled", "true"),
+        ],
+        &[],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    let page = owner.get(&format!("{base}/webhooks")).text();
+    assert!(
+        page.contains("https://hooks.example.com/in") && page.contains("an auth value is stored")
+    );
+    assert!(!page.contains("s3cret-value"));
+    let hook = s
+        .manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/webhooks/sandbox"),
+            None,
+        )
+        .json();
+    assert_eq!(
+        (hook["auth_header"].as_str(), hook["enabled"].as_bool()),
+        (Some("x-token"), Some(true)),
+        "{hook}"
+    );
+    owner.post(
+        &format!("{base}/webhooks/sandbox/delete"),
+        &[("csrf", &token)],
+        &[],
+    );
+    let gone = s.manage(
+        "GET",
+        &format!("/api/v1/manage/endpoints/{slug}/webhooks/sandbox"),
+        None,
+    );
+    assert_eq!(gone.status, 404);
+
+    // Reissuing the signing secret shows the changeover's end.
+    let before = s
+        .manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/webhook-secrets/sandbox"),
+            None,
+        )
+        .json();
+    let r = owner.post(
+        &format!("{base}/webhook-secrets/sandbox/reissue"),
+        &[("csrf", &token)],
+        &[],
+    );
+    assert_eq!(r.status, 303);
+    let page = owner.get(&format!("{base}?done=reissued")).text();
+    let after = s
+        .manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/webhook-secrets/sandbox"),
+            None,
+        )
+        .json();
+    assert_ne!(before["secret"], after["secret"]);
+    assert!(page.contains(after["secret"].as_str().unwrap()));
+    assert!(page.contains("id=\"changeover\""), "{page}");
+    assert!(page.contains(after["previous_valid_until"].as_str().unwrap()));
+
+    // "Deploy now": straight to production, the production key on its tab.
+    let r = owner.post(&format!("{base}/deploy"), &[("csrf", &token)], &[]);
+    assert_eq!(
+        r.header("location"),
+        Some(format!("{base}/production?done=deployed").as_str())
+    );
+    let page = owner.get(&format!("{base}/production")).text();
+    assert!(
+        page.contains("id=\"production-key\"") && page.contains("tm_live_"),
+        "{page}"
+    );
+
+    // A member with an account: invited by the dashboard, logs in from the link, accepts.
+    let mut invite = |slug: &str| {
+        let r = owner.post(
+            &format!("/dashboard/endpoints/{slug}/invitations"),
+            &[
+                ("csrf", &token),
+                ("email", "member@example.com"),
+                ("permission", "read"),
+            ],
+            &[],
+        );
+        assert_eq!(r.status, 303, "{}", r.describe());
+        let list = s
+            .manage(
+                "GET",
+                &format!("/api/v1/manage/endpoints/{slug}/invitations"),
+                None,
+            )
+            .json();
+        let url = list["data"][0]["accept_url"].as_str().unwrap().to_string();
+        assert_eq!(list["data"][0]["permissions"], serde_json::json!(["read"]));
+        url.strip_prefix(&s.base_url()).unwrap().to_string()
+    };
+    let first = invite(&slug);
+    let token_of = |path: &str| path.trim_start_matches("/invitations/").to_string();
+    let r = s.request(
+        "POST",
+        &format!("/api/v1/invitations/{}/accept", token_of(&first)),
+        &[("Content-Type", "application/json")],
+        Some(br#"{"password":"member password 1"}"#),
+    );
+    assert_eq!(r.status, 200, "{}", r.describe());
+    let second_slug = s.create_endpoint("Second", &[]).slug;
+    let link = invite(&second_slug);
+
+    let mut member = Visitor::new(s.base_url(), &s.agent);
+    let page = member.get(&link);
+    assert_eq!(page.status, 200);
+    let encoded: String = form_urlencoded::byte_serialize(link.as_bytes()).collect();
+    let login_url = format!("/dashboard/login?next={encoded}");
+    assert!(page.text().contains(&login_url), "{}", page.text());
+    let login_page = member.get(&login_url);
+    let csrf = csrf_of(&login_page);
+    let r = member.post(
+        "/dashboard/login",
+        &[
+            ("csrf", &csrf),
+            ("email", "member@example.com"),
+            ("password", "member password 1"),
+            ("next", &link),
+        ],
+        &[],
+    );
+    assert_eq!(
+        r.header("location"),
+        Some(link.as_str()),
+        "{}",
+        r.describe()
+    );
+    let page = member.get(&link);
+    assert!(
+        page.text()
+            .contains("You are logged in as member@example.com")
+    );
+    let member_token = csrf_of(&page);
+    let r = member.post(&format!("{link}/accept"), &[("csrf", &member_token)], &[]);
+    assert_eq!(
+        r.header("location"),
+        Some(format!("/dashboard/endpoints/{second_slug}?done=accepted").as_str()),
+        "{}",
+        r.describe()
+    );
+
+    // The owner's pages stay the owner's: the usage tab answers 403 owner_only.
+    let refused = member.get(&format!("/dashboard/endpoints/{second_slug}/usage"));
+    assert_eq!(refused.status, 403);
+    assert!(refused.text().contains("owner_only"));
+
+    // A deploy request rejected with a reason reaches the member's notifications.
+    let r = member.post(
+        &format!("/dashboard/endpoints/{second_slug}/deploy-request"),
+        &[("csrf", &member_token), ("note", "ready")],
+        &[],
+    );
+    assert_eq!(r.status, 303, "{}", r.describe());
+    let r = owner.post(
+        &format!("/dashboard/endpoints/{second_slug}/deploy-request/reject"),
+        &[("csrf", &token), ("note", "tests first")],
+        &[],
+    );
+    assert_eq!(
+        r.header("location"),
+        Some(format!("/dashboard/endpoints/{second_slug}?done=rejected").as_str())
+    );
+    let page = member.get("/dashboard/notifications");
+    assert!(page.text().contains("tests first"), "{}", page.text());
+    assert!(page.text().contains("<strong>New:</strong>"));
+    let html = page.text();
+    let at = html.find("/dashboard/notifications/").unwrap();
+    let action = &html[at..at + html[at..].find('"').unwrap()];
+    let r = member.post(action, &[("csrf", &member_token)], &[]);
+    assert_eq!(r.status, 303, "{}", r.describe());
+    assert!(
+        !member
+            .get("/dashboard/notifications")
+            .text()
+            .contains("<strong>New:</strong>")
+    );
+}
+
+/// Waits until the endpoint's only sandbox delivery is in `state`; returns its id.
+fn wait_delivery_state(s: &TestServer, slug: &str, state: &str) -> u64 {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let list = s
+            .manage(
+                "GET",
+                &format!("/api/v1/manage/endpoints/{slug}/deliveries"),
+                None,
+            )
+            .json();
+        if let Some(d) = list["data"].as_array().and_then(|d| d.first()) {
+            if d["state"] == state {
+                return d["id"].as_u64().unwrap();
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "delivery never reached {state}: {list}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_delivery_log_shows_every_attempt_and_redelivers() {
+    use common::receiver::{Receiver, Reply};
+    let receiver = Receiver::start();
+    receiver.script([Reply::status(400).body("bad payload")]);
+    receiver.always(Reply::status(200));
+    let s = TestServer::start_with_config("[webhooks]\nallow_private_targets = true\n");
+    let ep = s.create_endpoint("Hooks", &[]);
+    let hook = serde_json::json!({ "url": receiver.url("/hook") });
+    let r = s.manage(
+        "PUT",
+        &format!("/api/v1/manage/endpoints/{}/webhooks/sandbox", ep.slug),
+        Some(&hook),
+    );
+    assert_eq!(r.status, 200, "{}", r.describe());
+    let r = s.data(
+        "POST",
+        &format!("/api/v1/data/{}", ep.slug),
+        &ep.sandbox_key,
+        Some(&serde_json::json!({"n": 1})),
+    );
+    assert_eq!(r.status, 202);
+    let id = wait_delivery_state(&s, &ep.slug, "given_up");
+
+    let mut v = Visitor::new(s.base_url(), &s.agent);
+    let token = login(&mut v, OWNER_EMAIL, &s.password);
+    let base = format!("/dashboard/endpoints/{}", ep.slug);
+    let list = v.get(&format!("{base}/deliveries")).text();
+    assert!(
+        list.contains(&format!("{base}/deliveries/{id}")) && list.contains("GivenUp"),
+        "{list}"
+    );
+    let detail = v.get(&format!("{base}/deliveries/{id}")).text();
+    assert!(
+        detail.contains(">400</span>") && detail.contains("bad payload"),
+        "{detail}"
+    );
+    assert!(detail.contains(&format!("{base}/deliveries/{id}/redeliver")));
+
+    let r = v.post(
+        &format!("{base}/deliveries/{id}/redeliver"),
+        &[("csrf", &token)],
+        &[],
+    );
+    assert_eq!(
+        r.header("location"),
+        Some(format!("{base}/deliveries/{id}?done=redelivered").as_str())
+    );
+    receiver.wait_for(2, Duration::from_secs(30));
+    wait_delivery_state(&s, &ep.slug, "delivered");
+    let detail = v.get(&format!("{base}/deliveries/{id}")).text();
+    assert!(
+        detail.contains("Delivered") && detail.contains("Attempt 2"),
+        "{detail}"
+    );
+    assert!(!detail.contains("/redeliver\""));
+
+    // The usage page counts it in this month's success rate.
+    let usage = v.get(&format!("{base}/usage")).text();
+    assert!(
+        usage.contains("<tr><td>sandbox</td><td>1</td><td>0</td><td>0</td><td>100 %"),
+        "{usage}"
+    );
+}
