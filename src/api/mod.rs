@@ -7,12 +7,13 @@
 
 mod account;
 mod data;
+mod docs;
 pub mod error;
 mod hooks;
 mod mail;
 mod manage;
 pub mod reply;
-mod routes;
+pub mod routes;
 mod webhooks;
 
 use std::net::IpAddr;
@@ -191,6 +192,8 @@ async fn dispatch(
             let (slug, record_id) = (slug.to_string(), record_id.to_string());
             data::handle(app, req, &slug, Some(&record_id), call_log).await
         }
+        Route::OpenApi => Ok(docs::document(app)),
+        Route::DataOpenApi { slug } => docs::endpoint_document(app, req, slug),
         other => manage_route(app, other, req).await,
     }
 }
@@ -266,7 +269,9 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
         | Route::DataCollection { .. }
         | Route::DataSearch { .. }
         | Route::DataPoll { .. }
-        | Route::DataRecord { .. } => Err(crate::error::Error::RouteNotFound),
+        | Route::DataRecord { .. }
+        | Route::OpenApi
+        | Route::DataOpenApi { .. } => Err(crate::error::Error::RouteNotFound),
         Route::ManageMail => mail::list(app, req),
         Route::ManageMailTest => mail::test(app, req).await,
         Route::ManageMailMessage { id } => {

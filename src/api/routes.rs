@@ -47,6 +47,9 @@ pub enum Route<'a> {
     ManageMail,
     ManageMailTest,
     ManageMailMessage { id: &'a str },
+    // The OpenAPI documents (`crate::openapi`).
+    OpenApi,
+    DataOpenApi { slug: &'a str },
 }
 
 impl<'a> Route<'a> {
@@ -61,6 +64,9 @@ impl<'a> Route<'a> {
             ["api", "v1", "data", slug] => Route::DataCollection { slug },
             ["api", "v1", "data", slug, "search"] => Route::DataSearch { slug },
             ["api", "v1", "data", slug, "poll"] => Route::DataPoll { slug },
+            // Before the record arm: `openapi.json` is never a record id (those start `rec_`).
+            ["api", "v1", "openapi.json"] => Route::OpenApi,
+            ["api", "v1", "data", slug, "openapi.json"] => Route::DataOpenApi { slug },
             ["api", "v1", "data", slug, record_id] => Route::DataRecord { slug, record_id },
             ["api", "v1", "auth", "login"] => Route::AuthLogin,
             ["api", "v1", "auth", "logout"] => Route::AuthLogout,
@@ -178,6 +184,8 @@ impl<'a> Route<'a> {
             Route::ManageMail => "/api/v1/manage/mail",
             Route::ManageMailTest => "/api/v1/manage/mail/test",
             Route::ManageMailMessage { .. } => "/api/v1/manage/mail/{id}",
+            Route::OpenApi => "/api/v1/openapi.json",
+            Route::DataOpenApi { .. } => "/api/v1/data/{slug}/openapi.json",
         }
     }
 
@@ -200,7 +208,9 @@ impl<'a> Route<'a> {
             | Route::ManageUsage { .. }
             | Route::ManageWebhookSecret { .. }
             | Route::ManageMail
-            | Route::ManageMailMessage { .. } => "GET",
+            | Route::ManageMailMessage { .. }
+            | Route::OpenApi
+            | Route::DataOpenApi { .. } => "GET",
             Route::DataCollection { .. }
             | Route::ManageEndpoints
             | Route::ManageTokens
