@@ -385,6 +385,21 @@ impl Endpoints {
         slug: &str,
         needed: Permission,
     ) -> Result<DataAccess> {
+        self.authorize_key(key, slug, Some(needed))
+    }
+
+    /// [`Endpoints::authorize_data_key`] for a call that any permission allows: reading what
+    /// the endpoint expects (its OpenAPI document), which every key holder needs.
+    pub fn authorize_any_data_key(&self, key: Option<&str>, slug: &str) -> Result<DataAccess> {
+        self.authorize_key(key, slug, None)
+    }
+
+    fn authorize_key(
+        &self,
+        key: Option<&str>,
+        slug: &str,
+        needed: Option<Permission>,
+    ) -> Result<DataAccess> {
         let key = key.ok_or(Error::MissingApiKey)?;
         if !key.starts_with(Environment::Sandbox.key_prefix())
             && !key.starts_with(Environment::Production.key_prefix())
@@ -414,7 +429,7 @@ impl Endpoints {
         if resolved.key.environment == Environment::Production && !endpoint.deployed {
             return Err(Error::EndpointNotDeployed);
         }
-        if let Some(permissions) = &resolved.permissions
+        if let (Some(needed), Some(permissions)) = (needed, &resolved.permissions)
             && !permissions.contains(&needed)
         {
             return Err(Error::MissingPermission(needed));

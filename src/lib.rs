@@ -66,6 +66,10 @@
 //! - [`ids`]: record ids, slugs, keys, tokens, request ids.
 //! - [`clock`]: the injectable clock and the RFC 3339 format.
 //! - [`error`]: the service-layer error type.
+//! - [`openapi`]: the OpenAPI 3.1 document of the whole API, built from one declaration per
+//!   operation (`openapi::operations`), with each endpoint's own data-API document and the
+//!   curl / JavaScript / Python code samples of its seven data operations (`openapi::examples`);
+//!   served by `api::docs`. `tests/openapi.rs` holds it to the route table and the real answers.
 //!
 //! # Invariants
 //!
@@ -105,6 +109,7 @@ pub mod ids;
 pub mod ingest;
 pub mod mail;
 pub mod notifications;
+pub mod openapi;
 pub mod poll;
 pub mod records;
 pub mod request_log;

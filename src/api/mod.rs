@@ -7,12 +7,13 @@
 
 pub(crate) mod account;
 mod data;
+mod docs;
 pub mod error;
 mod hooks;
 mod mail;
 pub(crate) mod manage;
 pub mod reply;
-mod routes;
+pub mod routes;
 mod webhooks;
 
 use std::net::IpAddr;
@@ -192,6 +193,8 @@ async fn dispatch(
             data::handle(app, req, &slug, Some(&record_id), call_log).await
         }
         Route::Dashboard { path } => Ok(crate::dashboard::handle(app, req, path).await),
+        Route::OpenApi => Ok(docs::document(app)),
+        Route::DataOpenApi { slug } => docs::endpoint_document(app, req, slug),
         other => manage_route(app, other, req).await,
     }
 }
@@ -268,7 +271,9 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
         | Route::DataSearch { .. }
         | Route::DataPoll { .. }
         | Route::DataRecord { .. }
-        | Route::Dashboard { .. } => Err(crate::error::Error::RouteNotFound),
+        | Route::Dashboard { .. }
+        | Route::OpenApi
+        | Route::DataOpenApi { .. } => Err(crate::error::Error::RouteNotFound),
         Route::ManageMail => mail::list(app, req),
         Route::ManageMailTest => mail::test(app, req).await,
         Route::ManageMailMessage { id } => {

@@ -48,6 +48,9 @@ pub enum Route<'a> {
     ManageMailTest,
     ManageMailMessage { id: &'a str },
     Dashboard { path: &'a str },
+    // The OpenAPI documents (`crate::openapi`).
+    OpenApi,
+    DataOpenApi { slug: &'a str },
 }
 
 impl<'a> Route<'a> {
@@ -67,6 +70,9 @@ impl<'a> Route<'a> {
             ["api", "v1", "data", slug] => Route::DataCollection { slug },
             ["api", "v1", "data", slug, "search"] => Route::DataSearch { slug },
             ["api", "v1", "data", slug, "poll"] => Route::DataPoll { slug },
+            // Before the record arm: `openapi.json` is never a record id (those start `rec_`).
+            ["api", "v1", "openapi.json"] => Route::OpenApi,
+            ["api", "v1", "data", slug, "openapi.json"] => Route::DataOpenApi { slug },
             ["api", "v1", "data", slug, record_id] => Route::DataRecord { slug, record_id },
             ["api", "v1", "auth", "login"] => Route::AuthLogin,
             ["api", "v1", "auth", "logout"] => Route::AuthLogout,
@@ -185,6 +191,8 @@ impl<'a> Route<'a> {
             Route::ManageMailTest => "/api/v1/manage/mail/test",
             Route::ManageMailMessage { .. } => "/api/v1/manage/mail/{id}",
             Route::Dashboard { .. } => "/dashboard",
+            Route::OpenApi => "/api/v1/openapi.json",
+            Route::DataOpenApi { .. } => "/api/v1/data/{slug}/openapi.json",
         }
     }
 
@@ -207,7 +215,9 @@ impl<'a> Route<'a> {
             | Route::ManageUsage { .. }
             | Route::ManageWebhookSecret { .. }
             | Route::ManageMail
-            | Route::ManageMailMessage { .. } => "GET",
+            | Route::ManageMailMessage { .. }
+            | Route::OpenApi
+            | Route::DataOpenApi { .. } => "GET",
             Route::DataCollection { .. }
             | Route::ManageEndpoints
             | Route::ManageTokens

@@ -1,0 +1,201 @@
+//! The OpenAPI document against the route table and the real server: every route template
+//! of `src/api/routes.rs` is documented with exactly its methods, the served documents are
+//! valid OpenAPI 3.1 (`openapi-spec-validator`, installed by .ci/run), and every generated
+//! code sample runs against the server with a real sandbox key.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use common::{TestServer, assert_status};
+use intake::api::routes::Route;
+use intake::openapi::{self, examples};
+use serde_json::Value;
+
+/// Every API template in `Route::template` (an exhaustive match, so a new route is listed
+/// there); the dashboard's HTML pages are not part of the API.
+fn route_templates() -> Vec<&'static str> {
+    let source = include_str!("../src/api/routes.rs");
+    let start = source.find("pub fn template(&self)").unwrap();
+    let end = start + source[start..].find("pub fn allowed(&self)").unwrap();
+    source[start..end]
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| s.starts_with('/') && !s.starts_with("/dashboard"))
+        .collect()
+}
+
+#[test]
+fn every_route_in_the_table_is_documented_with_its_methods() {
+    let doc = openapi::document("http://127.0.0.1:8080");
+    let paths = doc["paths"].as_object().unwrap();
+    let templates = route_templates();
+    assert!(templates.len() >= 40, "{templates:?}");
+    for template in &templates {
+        let concrete = template
+            .replace("{environment}", "sandbox")
+            .replace("{record_id}", "rec_01m80m0sfsv1yd0kcm7nw4m58e")
+            .replace(['{', '}'], "");
+        let route = Route::resolve(&concrete).unwrap_or_else(|| panic!("{concrete}"));
+        assert_eq!(route.template(), *template);
+        let item = paths
+            .get(*template)
+            .unwrap_or_else(|| panic!("route {template} is missing from the OpenAPI document"));
+        let documented: BTreeSet<String> = item
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(|m| m.to_uppercase())
+            .collect();
+        let allowed: BTreeSet<String> = route.allowed().split(", ").map(String::from).collect();
+        assert_eq!(documented, allowed, "methods of {template}");
+    }
+    assert_eq!(
+        paths.len(),
+        templates.len(),
+        "documented paths that are not routes"
+    );
+}
+
+fn validate_openapi(doc: &Value) {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys\nfrom openapi_spec_validator import validate\nvalidate(json.load(sys.stdin))",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(doc.to_string().as_bytes())?;
+            child.wait_with_output()
+        })
+        .expect("run python3 (install openapi-spec-validator: see .ci/run)");
+    assert!(
+        out.status.success(),
+        "not valid OpenAPI 3.1: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs a sample; returns its stdout (the JSON answer), asserting it exited 0.
+fn run_sample(sample: &examples::CodeSample) -> String {
+    let out = match sample.lang {
+        "Shell" => Command::new("sh").args(["-c", &sample.source]).output(),
+        "JavaScript" => Command::new("node")
+            .args(["--input-type=module", "-e", &sample.source])
+            .output(),
+        _ => Command::new("python3")
+            .args(["-c", &sample.source])
+            .output(),
+    }
+    .expect("run sample (curl, node, python3 with requests: see .ci/run)");
+    assert!(
+        out.status.success(),
+        "{} sample failed: {}\n{}",
+        sample.label,
+        String::from_utf8_lossy(&out.stderr),
+        sample.source
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn served_documents_are_valid_and_every_code_sample_runs() {
+    let server = TestServer::start();
+    let r = server.request("GET", "/api/v1/openapi.json", &[], None);
+    assert_status(&r, 200);
+    let doc = r.json();
+    validate_openapi(&doc);
+
+    let endpoint = server.create_endpoint("Orders", &["email", "it's"]);
+    let slug = endpoint.slug.clone();
+    let key = endpoint.sandbox_key.clone();
+    let path = format!("/api/v1/data/{slug}/openapi.json");
+    assert_eq!(
+        server
+            .request("GET", &path, &[], None)
+            .error_code()
+            .as_deref(),
+        Some("missing_api_key")
+    );
+    let r = server.data("GET", &path, &key, None);
+    assert_status(&r, 200);
+    let endpoint_doc = r.json();
+    validate_openapi(&endpoint_doc);
+    let owner = server.manage("GET", &path, None);
+    assert_status(&owner, 200);
+
+    // The served samples are the generated ones with placeholders.
+    let base_url = endpoint_doc["servers"][0]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let fields = vec!["email".to_string(), "it's".to_string()];
+    let placeholders = examples::for_endpoint(&examples::Context {
+        base_url: &base_url,
+        slug: &slug,
+        required_fields: &fields,
+        key: None,
+        record_id: None,
+    });
+    for op in &placeholders {
+        let path_key = endpoint_doc["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .find(|(_, item)| item[op.method]["operationId"] == op.operation_id)
+            .map(|(_, item)| item[op.method]["x-codeSamples"].clone())
+            .unwrap();
+        let served: Vec<String> = path_key
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["source"].as_str().unwrap().to_string())
+            .collect();
+        let generated: Vec<String> = op.samples.iter().map(|s| s.source.clone()).collect();
+        assert_eq!(served, generated, "{}", op.operation_id);
+    }
+
+    // Every sample, filled in with the real key and a record of its own, runs and has its effect.
+    let base = server.base_url();
+    for lang in 0..3 {
+        let created =
+            server.create_record(&slug, &key, &serde_json::json!({"email": "x", "it's": "y"}));
+        let record_id = created["id"].as_str().unwrap().to_string();
+        let samples = examples::for_endpoint(&examples::Context {
+            base_url: &base,
+            slug: &slug,
+            required_fields: &fields,
+            key: Some(&key),
+            record_id: Some(&record_id),
+        });
+        for op in &samples {
+            let sample = &op.samples[lang];
+            let answer: Value = serde_json::from_str(run_sample(sample).trim())
+                .unwrap_or_else(|e| panic!("{} {}: not JSON: {e}", sample.label, op.operation_id));
+            match op.operation_id {
+                "createRecord" => {
+                    let id = answer["id"].as_str().unwrap();
+                    let record = server.expect_record(&slug, &key, id);
+                    assert_eq!(record["payload"], examples::payload(&fields));
+                }
+                "getRecord" => assert_eq!(answer["id"], record_id.as_str()),
+                "listRecords" | "searchRecords" => {
+                    assert!(!answer["data"].as_array().unwrap().is_empty(), "{answer}")
+                }
+                "pollRecords" => assert!(answer["poll_cursor"].is_string(), "{answer}"),
+                "replaceRecord" => {
+                    let record = server.expect_record(&slug, &key, &record_id);
+                    assert_eq!(record["payload"], examples::payload(&fields));
+                }
+                "deleteRecord" => assert_status(&server.get_record(&slug, &key, &record_id), 404),
+                other => panic!("unexpected operation {other}"),
+            }
+        }
+    }
+}
