@@ -7,6 +7,7 @@ use crate::config::Config;
 use crate::endpoints::Endpoints;
 use crate::ingest::Ingest;
 use crate::mail::Mailer;
+use crate::metrics::Metrics;
 use crate::poll::InFlight;
 use crate::request_log::RequestLog;
 use crate::search::SearchIndex;
@@ -33,4 +34,6 @@ pub struct App {
     pub dispatcher: Dispatcher,
     /// The dashboard's state (the first-run setup link).
     pub dashboard: crate::dashboard::Dashboard,
+    /// Counters and histograms for `GET /metrics`.
+    pub metrics: Arc<Metrics>,
 }

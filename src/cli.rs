@@ -6,7 +6,7 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 
 use crate::clock::SystemClock;
-use crate::config::Config;
+use crate::config::{Config, TlsConfig};
 use crate::{accounts, server};
 
 #[derive(Parser, Debug)]
@@ -29,6 +29,10 @@ enum Command {
         /// Address to listen on (overrides `listen` in the config file).
         #[arg(long)]
         listen: Option<std::net::SocketAddr>,
+        /// Serve HTTPS with a self-signed certificate for localhost, made once and kept in
+        /// the data dir (as `[tls] self_signed = true`); for local development.
+        #[arg(long)]
+        dev_tls: bool,
     },
     /// Provision a data dir: create the owner account and print its password and token once.
     Init {
@@ -93,9 +97,19 @@ pub fn run() -> i32 {
     let cli = Cli::parse();
     init_logging();
     let result = match cli.command {
-        Command::Serve { files, listen } => load(&files).and_then(|mut config| {
+        Command::Serve {
+            files,
+            listen,
+            dev_tls,
+        } => load(&files).and_then(|mut config| {
             if let Some(listen) = listen {
                 config.listen = listen;
+            }
+            if dev_tls {
+                config.tls = Some(TlsConfig {
+                    self_signed: true,
+                    ..TlsConfig::default()
+                });
             }
             serve(config)
         }),
@@ -146,32 +160,46 @@ fn serve(config: Config) -> Result<(), String> {
         let running = server::start(config, Arc::new(SystemClock))
             .await
             .map_err(|e| e.to_string())?;
-        wait_for_signal().await;
+        wait_for_stop(&running).await;
         running.shutdown().await;
         Ok(())
     })
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-async fn wait_for_signal() {
+/// Resolves on SIGTERM or Ctrl-C; reloads the TLS certificate on each SIGHUP meanwhile.
+async fn wait_for_stop(running: &server::RunningServer) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(err) => {
-                log::warn!("cannot listen for SIGTERM ({err}); only Ctrl-C stops the server");
+        let (term, hup) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        );
+        let (mut term, mut hup) = match (term, hup) {
+            (Ok(term), Ok(hup)) => (term, hup),
+            (Err(err), _) | (_, Err(err)) => {
+                log::warn!(
+                    "cannot listen for SIGTERM or SIGHUP ({err}); only Ctrl-C stops the server"
+                );
                 let _ = tokio::signal::ctrl_c().await;
+                return;
+            }
+        };
+        loop {
+            tokio::select! {
+                _ = term.recv() => return,
+                _ = tokio::signal::ctrl_c() => return,
+                _ = hup.recv() => {
+                    if let Err(err) = running.reload_tls() {
+                        log::error!("TLS certificate not reloaded, still serving the previous one: {err}");
+                    }
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
+        let _ = running;
         let _ = tokio::signal::ctrl_c().await;
     }
 }

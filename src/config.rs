@@ -42,6 +42,54 @@ pub struct Config {
     pub webhooks: WebhooksConfig,
     /// The SMTP server e-mail goes through; absent, e-mail stays queued in the outbox.
     pub smtp: Option<SmtpConfig>,
+    pub operations: OperationsConfig,
+    /// `[tls]`: serve HTTPS; absent, plain HTTP (see `tls`).
+    pub tls: Option<TlsConfig>,
+}
+
+/// `[tls]`: the certificate to serve and the optional plain-HTTP redirect listener.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TlsConfig {
+    /// PEM file of the certificate chain, leaf first.
+    pub cert: Option<PathBuf>,
+    /// PEM file of the private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: Option<PathBuf>,
+    /// Generate (once) and serve a self-signed certificate for localhost, kept in the data dir.
+    pub self_signed: bool,
+    /// Address of a plain-HTTP listener that only redirects to `public_url` (308).
+    pub redirect_listen: Option<SocketAddr>,
+}
+
+impl TlsConfig {
+    fn validate(&self) -> Result<(), String> {
+        match (&self.cert, &self.key, self.self_signed) {
+            (Some(_), Some(_), false) | (None, None, true) => Ok(()),
+            (_, _, true) => {
+                Err("tls.self_signed = true and tls.cert / tls.key exclude each other".into())
+            }
+            _ => Err("tls.cert and tls.key go together (or set tls.self_signed = true)".into()),
+        }
+    }
+}
+
+/// `[operations]`: readiness, metrics and backups (see `health`, `metrics`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OperationsConfig {
+    /// When set, `GET /metrics` needs `Authorization: Bearer <token>`.
+    pub metrics_token: Option<Secret>,
+    /// `/readyz` fails while the search index is more change-log entries behind than this.
+    pub ready_max_index_lag: u64,
+}
+
+impl Default for OperationsConfig {
+    fn default() -> Self {
+        OperationsConfig {
+            metrics_token: None,
+            ready_max_index_lag: 10_000,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -349,6 +397,8 @@ impl Default for Config {
             usage: UsageConfig::default(),
             webhooks: WebhooksConfig::default(),
             smtp: None,
+            operations: OperationsConfig::default(),
+            tls: None,
         }
     }
 }
@@ -420,6 +470,9 @@ impl Config {
         if let Some(smtp) = &self.smtp {
             smtp.validate()?;
         }
+        if let Some(tls) = &self.tls {
+            tls.validate()?;
+        }
         self.webhooks.validate()
     }
 
@@ -427,8 +480,13 @@ impl Config {
     pub fn public_url(&self) -> String {
         match &self.public_url {
             Some(url) => url.trim_end_matches('/').to_string(),
-            None => format!("http://{}", self.listen),
+            None => format!("{}://{}", self.scheme(), self.listen),
         }
+    }
+
+    /// `https` when `[tls]` is configured, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
     }
 
     pub fn db_path(&self) -> PathBuf {
@@ -622,6 +680,7 @@ mod tests {
             .map(|line| {
                 let rest = line.strip_prefix("# ").unwrap_or(line);
                 let is_setting = rest == "[smtp]"
+                    || rest == "[tls]"
                     || rest.split_once(" = ").is_some_and(|(key, _)| {
                         key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
                     });
@@ -635,6 +694,34 @@ mod tests {
         assert_eq!(smtp.host, "smtp.example.com");
         assert_eq!(smtp.port(), 587);
         assert_eq!(smtp.timeout, Duration::from_secs(30));
+        let tls = c.tls.unwrap();
+        assert_eq!(
+            tls.cert.as_deref(),
+            Some(Path::new("/etc/intake/tls/fullchain.pem"))
+        );
+        assert_eq!(tls.redirect_listen.map(|a| a.port()), Some(80));
+        assert_eq!(c.operations.ready_max_index_lag, 10_000);
+        assert!(c.operations.metrics_token.is_some());
+    }
+
+    #[test]
+    fn tls_needs_cert_and_key_or_self_signed() {
+        assert!(Config::parse("").unwrap().tls.is_none());
+        assert_eq!(Config::parse("").unwrap().scheme(), "http");
+        let c = Config::parse("[tls]\nself_signed = true\n").unwrap();
+        assert_eq!(c.scheme(), "https");
+        assert!(c.public_url().starts_with("https://127.0.0.1:8080"));
+        Config::parse("[tls]\ncert = \"c.pem\"\nkey = \"k.pem\"\n").unwrap();
+        for text in [
+            "[tls]\n",
+            "[tls]\ncert = \"c.pem\"\n",
+            "[tls]\ncert = \"c.pem\"\nkey = \"k.pem\"\nself_signed = true\n",
+        ] {
+            let err = Config::parse(text).unwrap_err();
+            assert!(err.contains("tls."), "{text}: {err}");
+        }
+        let err = Config::parse("[tls]\nself_signed = true\nredirect = \"x\"").unwrap_err();
+        assert!(err.contains("redirect"), "{err}");
     }
 
     #[test]

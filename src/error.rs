@@ -40,6 +40,8 @@ pub enum Error {
     InvalidCredentials,
     #[error("An account with this e-mail address exists; log in, then accept the invitation.")]
     LoginRequired,
+    #[error("Send the metrics token of the server's config as `Authorization: Bearer <TOKEN>`.")]
+    InvalidMetricsToken,
 
     // 403
     #[error("This endpoint is inactive; its owner can reactivate it.")]

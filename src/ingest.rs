@@ -20,6 +20,7 @@
 //!   (unknown record, idempotency conflict) changes nothing and does not affect its neighbours.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use redb::{ReadableTable, Table};
@@ -28,6 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::clock::Timestamp;
 use crate::error::Error;
 use crate::ids::RecordId;
+use crate::metrics::Metrics;
 use crate::storage::{
     CHANGES, IDEMPOTENCY, IDEMPOTENCY_EXPIRY, IdempotencyRow, LAST_CHANGE_SEQ, META, RECORDS,
     Store, StoreError, encode_record, from_json, read_counter, time_key, to_json, write_counter,
@@ -107,6 +109,8 @@ enum Message {
 #[derive(Clone)]
 pub struct Ingest {
     tx: mpsc::Sender<Message>,
+    /// Set while the writer's latest commit failed (readiness: storage not writable).
+    failing: Arc<AtomicBool>,
 }
 
 /// Joins the writer thread after [`Ingest::shutdown`].
@@ -125,13 +129,37 @@ impl Ingest {
     /// consumers of the change log; it must not block).
     pub fn start(
         store: Arc<Store>,
+        metrics: Arc<Metrics>,
         on_commit: Box<dyn Fn() + Send>,
     ) -> std::io::Result<(Ingest, WriterThread)> {
         let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+        let failing = Arc::new(AtomicBool::new(false));
+        let writer = Writer {
+            store,
+            metrics,
+            failing: failing.clone(),
+            on_commit,
+        };
         let handle = std::thread::Builder::new()
             .name("ingest-writer".into())
-            .spawn(move || writer_loop(&store, rx, on_commit.as_ref()))?;
-        Ok((Ingest { tx }, WriterThread(handle)))
+            .spawn(move || writer_loop(&writer, rx))?;
+        Ok((Ingest { tx, failing }, WriterThread(handle)))
+    }
+
+    /// Writes queued and not yet taken by the writer.
+    pub fn queue_depth(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+
+    /// Whether the writer thread is still taking writes (it stops only at shutdown or if it
+    /// panicked).
+    pub fn writer_alive(&self) -> bool {
+        !self.tx.is_closed()
+    }
+
+    /// Whether the writer's latest commit failed (a full disk, an I/O error).
+    pub fn last_commit_failed(&self) -> bool {
+        self.failing.load(Ordering::Relaxed)
     }
 
     /// Queues a write and waits until it is durably committed (or refused).
@@ -160,7 +188,15 @@ struct WriterStats {
     busy: Duration,
 }
 
-fn writer_loop(store: &Store, mut rx: mpsc::Receiver<Message>, on_commit: &dyn Fn()) {
+/// What the writer thread owns besides its queue.
+struct Writer {
+    store: Arc<Store>,
+    metrics: Arc<Metrics>,
+    failing: Arc<AtomicBool>,
+    on_commit: Box<dyn Fn() + Send>,
+}
+
+fn writer_loop(writer: &Writer, mut rx: mpsc::Receiver<Message>) {
     let mut stats = WriterStats::default();
     let mut stopping = false;
     while !stopping {
@@ -186,14 +222,21 @@ fn writer_loop(store: &Store, mut rx: mpsc::Receiver<Message>, on_commit: &dyn F
         }
         let ops: Vec<&Write> = batch.iter().map(|(op, _)| op.as_ref()).collect();
         let started = std::time::Instant::now();
-        let applied = apply_batch(store, &ops);
-        stats.busy += started.elapsed();
+        let applied = apply_batch(&writer.store, &ops);
+        let elapsed = started.elapsed();
+        stats.busy += elapsed;
+        writer.metrics.write_batch_size.observe(ops.len() as f64);
+        writer
+            .metrics
+            .write_commit_seconds
+            .observe_duration(elapsed);
+        writer.failing.store(applied.is_err(), Ordering::Relaxed);
         stats.writes += ops.len() as u64;
         stats.batches += 1;
         stats.largest_batch = stats.largest_batch.max(ops.len());
         match applied {
             Ok(outcomes) => {
-                on_commit();
+                (writer.on_commit)();
                 for ((_, reply), outcome) in batch.into_iter().zip(outcomes) {
                     // The requester may have gone away; the write stands regardless.
                     let _ = reply.send(outcome);

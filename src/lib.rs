@@ -65,6 +65,13 @@
 //! - [`crypto`]: hashes for key lookup, sealing of viewable keys, password hashing.
 //! - [`ids`]: record ids, slugs, keys, tokens, request ids.
 //! - [`clock`]: the injectable clock and the RFC 3339 format.
+//! - [`health`]: the readiness checks of `GET /readyz` and the gauges `GET /metrics` reads
+//!   from the live server.
+//! - [`tls`]: HTTPS: rustls server config, certificate reload (SIGHUP), the self-signed
+//!   development certificate.
+//! - [`redirect`]: the plain-HTTP listener that only redirects to `public_url`.
+//! - [`metrics`]: counters and histograms kept while running (requests, searches, write
+//!   batches, webhook outcomes) and the Prometheus text rendering.
 //! - [`error`]: the service-layer error type.
 //! - [`openapi`]: the OpenAPI 3.1 document of the whole API, built from one declaration per
 //!   operation (`openapi::operations`), with each endpoint's own data-API document and the
@@ -105,18 +112,22 @@ pub mod dashboard;
 pub mod deploy;
 pub mod endpoints;
 pub mod error;
+pub mod health;
 pub mod ids;
 pub mod ingest;
 pub mod mail;
+pub mod metrics;
 pub mod notifications;
 pub mod openapi;
 pub mod poll;
 pub mod records;
+pub mod redirect;
 pub mod request_log;
 pub mod retention;
 pub mod search;
 pub mod server;
 pub mod sessions;
 pub mod storage;
+pub mod tls;
 pub mod usage;
 pub mod webhooks;

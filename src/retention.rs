@@ -14,6 +14,7 @@ use redb::ReadableTable;
 use crate::app::App;
 use crate::clock::Timestamp;
 use crate::config::RetentionConfig;
+use crate::server::Ticker;
 use crate::storage::{
     CHANGES, ENDPOINTS, Environment, LAST_CHANGE_SEQ, META, RECORDS, Store, StoreError, partition,
     read_counter, time_key, write_counter,
@@ -23,7 +24,7 @@ use crate::storage::{
 pub const PURGE_EVERY: Duration = Duration::from_secs(3600);
 /// How often the schedule is checked (real time); cheap, and short enough for tests that move
 /// an injected clock.
-const SCHEDULE_TICK: Duration = Duration::from_secs(1);
+pub const SCHEDULE_TICK: Duration = Duration::from_secs(1);
 /// Most records deleted per transaction.
 const PURGE_CHUNK: usize = 2_000;
 
@@ -88,11 +89,13 @@ fn purge_partition(store: &Store, p: u64, cutoff: u128) -> Result<usize, StoreEr
 }
 
 /// Runs the purge whenever the clock says it is due; `on_purged` wakes the change-log readers.
-pub async fn run_schedule(app: Arc<App>, on_purged: impl Fn() + Send + 'static) {
+pub async fn run_schedule(
+    app: Arc<App>,
+    mut ticker: Ticker,
+    on_purged: impl Fn() + Send + 'static,
+) {
     let mut due = app.clock.now();
-    let mut tick = tokio::time::interval(SCHEDULE_TICK);
-    loop {
-        tick.tick().await;
+    while ticker.tick().await {
         let now = app.clock.now();
         if now < due {
             continue;

@@ -19,7 +19,7 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::api;
@@ -31,17 +31,24 @@ use crate::dashboard::Dashboard;
 use crate::endpoints::Endpoints;
 use crate::ingest::{self, Ingest};
 use crate::mail::Mailer;
+use crate::metrics::Metrics;
 use crate::poll::InFlight;
+use crate::redirect;
 use crate::request_log::RequestLog;
 use crate::retention;
 use crate::search;
 use crate::sessions::{self, LoginLimiter};
 use crate::storage::{Store, StoreError};
+use crate::tls::{Tls, TlsError};
 use crate::usage::Usage;
 use crate::webhooks::dispatch::{DispatchParts, Dispatcher};
 
 /// How often expired Idempotency-Keys and sessions are swept.
 const EXPIRY_SWEEP: Duration = Duration::from_secs(600);
+/// How often the usage counters are saved.
+const USAGE_FLUSH: Duration = Duration::from_secs(1);
+/// Longest a client may take to complete the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
@@ -54,6 +61,8 @@ pub enum ServerError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Crypto(#[from] CryptoError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
     #[error("{0}")]
     Other(String),
 }
@@ -86,6 +95,8 @@ fn open_request_log(config: &Config) -> Result<Store, ServerError> {
 /// A server running in the background of the current tokio runtime.
 pub struct RunningServer {
     addr: SocketAddr,
+    tls: Option<Arc<Tls>>,
+    redirect_addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
     done: JoinHandle<()>,
 }
@@ -93,6 +104,27 @@ pub struct RunningServer {
 impl RunningServer {
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Where the plain-HTTP redirect listener listens, when configured.
+    pub fn redirect_addr(&self) -> Option<SocketAddr> {
+        self.redirect_addr
+    }
+
+    /// Reads the TLS certificate files again (SIGHUP); open connections are not touched. A
+    /// failure keeps the certificate served so far.
+    pub fn reload_tls(&self) -> Result<(), TlsError> {
+        match &self.tls {
+            Some(tls) => {
+                tls.reload()?;
+                log::info!(
+                    "TLS certificate reloaded (SHA-256 fingerprint {})",
+                    tls.fingerprint()
+                );
+                Ok(())
+            }
+            None => Ok(()),
+        }
     }
 
     /// Graceful shutdown: returns once every acknowledged write is committed and the workers
@@ -111,6 +143,11 @@ impl RunningServer {
 pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServer, ServerError> {
     let (store, sealer) = open_data_dir(&config)?;
     let store = Arc::new(store);
+    // Certificate problems stop the start before anything listens.
+    let tls = match &config.tls {
+        Some(tls_config) => Some(Arc::new(Tls::load(tls_config, &config.data_dir)?)),
+        None => None,
+    };
     let listener = TcpListener::bind(config.listen)
         .await
         .map_err(|source| ServerError::Io {
@@ -123,16 +160,21 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     })?;
     // Links in e-mails need the real port when the config asked for any free one (`:0`).
     if config.public_url.is_none() {
-        config.public_url = Some(format!("http://{addr}"));
+        config.public_url = Some(format!("{}://{addr}", config.scheme()));
     }
     let dashboard = Dashboard::start(&store, &config, clock.now())
         .map_err(|e| ServerError::Other(e.to_string()))?;
+    let redirect = match config.tls.as_ref().and_then(|t| t.redirect_listen) {
+        Some(at) => Some(redirect::bind(at, config.public_url()).await?),
+        None => None,
+    };
     let spawn_err = |source| ServerError::Io {
         context: "cannot start a worker thread".into(),
         source,
     };
     let (search, indexer, indexer_thread) = search::index::start(&config.data_dir, store.clone())
         .map_err(|e| ServerError::Other(e.to_string()))?;
+    let metrics = Arc::new(Metrics::default());
     let (mailer, mail_thread) =
         Mailer::start(store.clone(), config.smtp.clone(), clock.clone()).map_err(spawn_err)?;
     let (dispatcher, dispatch_threads) = Dispatcher::start(
@@ -142,11 +184,12 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
             clock: clock.clone(),
             mailer: mailer.clone(),
             public_url: config.public_url(),
+            metrics: metrics.clone(),
         },
         &config.webhooks,
     )
     .map_err(spawn_err)?;
-    let (ingest, writer) = Ingest::start(store.clone(), {
+    let (ingest, writer) = Ingest::start(store.clone(), metrics.clone(), {
         let (indexer, dispatcher) = (indexer.clone(), dispatcher.clone());
         // Cheap when the commit made no delivery: the scheduler finds nothing new due.
         Box::new(move || {
@@ -174,21 +217,39 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         mailer,
         dispatcher,
         dashboard,
+        metrics,
     });
     let (stop, stopped) = oneshot::channel();
-    let sweeper = tokio::spawn(sweep_expired(app.clone()));
-    let usage_flusher = tokio::spawn(flush_usage(app.clone()));
-    let purger = tokio::spawn(retention::run_schedule(app.clone(), {
-        let indexer = indexer.clone();
-        move || indexer.changed()
-    }));
+    let tls_for_serve = tls.clone();
+    let redirect_addr = redirect.as_ref().map(|(addr, _)| *addr);
+    let redirect_task = redirect;
+    // The periodic tasks stop between two runs, never in the middle of one: their blocking
+    // work holds the store, which must be released when `shutdown` returns.
+    let (stop_periodic, periodic_stopped) = watch::channel(false);
+    let ticker = |period| Ticker::new(period, periodic_stopped.clone());
+    let periodic = [
+        tokio::spawn(sweep_expired(app.clone(), ticker(EXPIRY_SWEEP))),
+        tokio::spawn(flush_usage(app.clone(), ticker(USAGE_FLUSH))),
+        tokio::spawn(retention::run_schedule(
+            app.clone(),
+            ticker(retention::SCHEDULE_TICK),
+            {
+                let indexer = indexer.clone();
+                move || indexer.changed()
+            },
+        )),
+    ];
     let done = tokio::spawn({
         let app = app.clone();
         async move {
-            serve(listener, app.clone(), stopped, grace).await;
-            sweeper.abort();
-            purger.abort();
-            usage_flusher.abort();
+            serve(listener, app.clone(), tls_for_serve, stopped, grace).await;
+            if let Some((_, redirector)) = redirect_task {
+                redirector.abort();
+            }
+            let _ = stop_periodic.send(true);
+            for task in periodic {
+                let _ = task.await;
+            }
             if let Err(err) = app.usage.flush(app.clock.now()) {
                 log::error!("cannot save usage counters: {err}");
             }
@@ -208,18 +269,31 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
             log::info!("shutdown complete");
         }
     });
-    log::info!("listening on http://{addr}");
+    match &tls {
+        Some(tls) => log::info!(
+            "listening on https://{addr} (certificate SHA-256 fingerprint {})",
+            tls.fingerprint()
+        ),
+        None => log::info!("listening on http://{addr}"),
+    }
+    if let Some(at) = redirect_addr {
+        log::info!("redirecting plain HTTP on {at} to https");
+    }
     Ok(RunningServer {
         addr,
+        tls,
+        redirect_addr,
         stop: Some(stop),
         done,
     })
 }
 
-/// Accepts connections until `stopped` fires, then drains them for at most `grace`.
+/// Accepts connections until `stopped` fires, then drains them for at most `grace`. With
+/// `tls`, each connection is a TLS handshake first (bounded by [`HANDSHAKE_TIMEOUT`]).
 async fn serve(
     listener: TcpListener,
     app: Arc<App>,
+    tls: Option<Arc<Tls>>,
     mut stopped: oneshot::Receiver<()>,
     grace: Duration,
 ) {
@@ -247,12 +321,35 @@ async fn serve(
                         hyper::service::Service::call(&inner, req)
                     },
                 );
-                let connection = builder
-                    .serve_connection_with_upgrades(TokioIo::new(stream), with_peer)
-                    .into_owned();
-                let connection = graceful.watch(connection);
+                let (builder, watcher) = (builder.clone(), graceful.watcher());
+                let acceptor = tls.as_ref().map(|tls| tls.acceptor().clone());
                 tokio::spawn(async move {
-                    if let Err(err) = connection.await {
+                    let served = match acceptor {
+                        None => {
+                            let connection = builder
+                                .serve_connection_with_upgrades(TokioIo::new(stream), with_peer);
+                            watcher.watch(connection.into_owned()).await
+                        }
+                        Some(acceptor) => {
+                            let handshake =
+                                tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+                            let stream = match handshake.await {
+                                Ok(Ok(stream)) => stream,
+                                Ok(Err(err)) => {
+                                    log::debug!("TLS handshake with {peer} failed: {err}");
+                                    return;
+                                }
+                                Err(_) => {
+                                    log::debug!("TLS handshake with {peer} timed out");
+                                    return;
+                                }
+                            };
+                            let connection = builder
+                                .serve_connection_with_upgrades(TokioIo::new(stream), with_peer);
+                            watcher.watch(connection.into_owned()).await
+                        }
+                    };
+                    if let Err(err) = served {
                         log::debug!("connection ended with an error: {err}");
                     }
                 });
@@ -270,11 +367,35 @@ async fn serve(
     }
 }
 
+/// The beat of a periodic task: ticks every `period` until the server stops.
+pub struct Ticker {
+    interval: tokio::time::Interval,
+    stopped: watch::Receiver<bool>,
+}
+
+impl Ticker {
+    fn new(period: Duration, stopped: watch::Receiver<bool>) -> Ticker {
+        Ticker {
+            interval: tokio::time::interval(period),
+            stopped,
+        }
+    }
+
+    /// Waits for the next tick; `false` once the server is stopping.
+    pub async fn tick(&mut self) -> bool {
+        if *self.stopped.borrow() {
+            return false;
+        }
+        tokio::select! {
+            _ = self.interval.tick() => true,
+            _ = self.stopped.changed() => false,
+        }
+    }
+}
+
 /// Forgets expired Idempotency-Keys and dashboard sessions.
-async fn sweep_expired(app: Arc<App>) {
-    let mut interval = tokio::time::interval(EXPIRY_SWEEP);
-    loop {
-        interval.tick().await;
+async fn sweep_expired(app: Arc<App>, mut ticker: Ticker) {
+    while ticker.tick().await {
         let app = app.clone();
         let swept = tokio::task::spawn_blocking(move || {
             let now = app.clock.now();
@@ -294,10 +415,8 @@ async fn sweep_expired(app: Arc<App>) {
 }
 
 /// Saves the usage counters every second (see `usage`).
-async fn flush_usage(app: Arc<App>) {
-    let mut interval = tokio::time::interval(Duration::from_secs(1));
-    loop {
-        interval.tick().await;
+async fn flush_usage(app: Arc<App>, mut ticker: Ticker) {
+    while ticker.tick().await {
         let app = app.clone();
         let flushed = tokio::task::spawn_blocking(move || app.usage.flush(app.clock.now())).await;
         match flushed {

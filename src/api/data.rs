@@ -95,7 +95,11 @@ pub fn search(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> R
     let access = authorize(app, req, slug, Permission::Read, call_log)?;
     let request =
         search::parse_request(&query_params(&req.query), access.partition, req.received_at)?;
+    let started = std::time::Instant::now();
     let page = search::search(&app.store, &app.search, &access, &request)?;
+    app.metrics
+        .search_seconds
+        .observe_duration(started.elapsed());
     Ok(reply::json(StatusCode::OK, &page))
 }
 

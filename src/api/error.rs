@@ -28,6 +28,7 @@ pub fn status_and_code(err: &Error) -> (StatusCode, &'static str) {
         SessionExpired => (StatusCode::UNAUTHORIZED, "session_expired"),
         InvalidCredentials => (StatusCode::UNAUTHORIZED, "invalid_credentials"),
         LoginRequired => (StatusCode::UNAUTHORIZED, "login_required"),
+        InvalidMetricsToken => (StatusCode::UNAUTHORIZED, "invalid_metrics_token"),
         EndpointInactive => (StatusCode::FORBIDDEN, "endpoint_inactive"),
         EndpointNotDeployed => (StatusCode::FORBIDDEN, "endpoint_not_deployed"),
         AccountSuspended => (StatusCode::FORBIDDEN, "account_suspended"),

@@ -12,6 +12,7 @@ pub mod error;
 mod hooks;
 mod mail;
 pub(crate) mod manage;
+mod ops;
 pub mod reply;
 pub mod routes;
 mod webhooks;
@@ -137,6 +138,8 @@ pub async fn handle(app: &App, mut req: Request) -> Response {
     }
     let elapsed = started.elapsed();
     let status = response.status();
+    app.metrics
+        .observe_request(template, req.method.as_str(), status.as_u16(), elapsed);
     log::info!(
         "{} {} {} {} {:.3}ms",
         req.request_id,
@@ -176,6 +179,8 @@ async fn dispatch(
             StatusCode::OK,
             &serde_json::json!({"status": "ok"}),
         )),
+        Route::Ready => ops::ready(app),
+        Route::Metrics => ops::metrics(app, req),
         Route::DataCollection { slug } => {
             let slug = slug.to_string();
             data::handle(app, req, &slug, None, call_log).await
@@ -267,6 +272,8 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
         Route::ManageWebhookSecret { slug, env } => webhooks::secret(app, req, slug, env),
         Route::ManageWebhookSecretReissue { slug, env } => webhooks::reissue(app, req, slug, env),
         Route::Health
+        | Route::Ready
+        | Route::Metrics
         | Route::DataCollection { .. }
         | Route::DataSearch { .. }
         | Route::DataPoll { .. }

@@ -8,6 +8,8 @@ use crate::storage::Environment;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Route<'a> {
     Health,
+    Ready,
+    Metrics,
     DataCollection { slug: &'a str },
     DataSearch { slug: &'a str },
     DataPoll { slug: &'a str },
@@ -67,6 +69,8 @@ impl<'a> Route<'a> {
         }
         Some(match segments.as_slice() {
             ["healthz"] => Route::Health,
+            ["readyz"] => Route::Ready,
+            ["metrics"] => Route::Metrics,
             ["api", "v1", "data", slug] => Route::DataCollection { slug },
             ["api", "v1", "data", slug, "search"] => Route::DataSearch { slug },
             ["api", "v1", "data", slug, "poll"] => Route::DataPoll { slug },
@@ -139,6 +143,8 @@ impl<'a> Route<'a> {
     pub fn template(&self) -> &'static str {
         match self {
             Route::Health => "/healthz",
+            Route::Ready => "/readyz",
+            Route::Metrics => "/metrics",
             Route::DataCollection { .. } => "/api/v1/data/{slug}",
             Route::DataSearch { .. } => "/api/v1/data/{slug}/search",
             Route::DataPoll { .. } => "/api/v1/data/{slug}/poll",
@@ -200,6 +206,8 @@ impl<'a> Route<'a> {
     pub fn allowed(&self) -> &'static str {
         match self {
             Route::Health
+            | Route::Ready
+            | Route::Metrics
             | Route::DataSearch { .. }
             | Route::DataPoll { .. }
             | Route::AuthSession

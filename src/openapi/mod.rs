@@ -43,6 +43,8 @@ pub enum Access {
     KeyOrMember,
     /// The invitation token in the path is the credential; a token or session is optional.
     Invitation,
+    /// Open, unless `[operations] metrics_token` is set: then that token as a bearer.
+    MetricsToken,
 }
 
 /// Which accounts may make a management call.
@@ -106,10 +108,13 @@ pub struct Body {
     pub example: Value,
 }
 
+/// A response that is not an error: the success, and any other documented outcome.
 #[derive(Clone, Debug)]
 pub struct Success {
     pub status: u16,
     pub description: &'static str,
+    /// `application/json` unless the operation answers text.
+    pub content_type: &'static str,
     pub schema: Value,
     pub example: Value,
 }
@@ -129,9 +134,13 @@ pub struct Operation {
     pub params: Vec<Param>,
     pub body: Option<Body>,
     pub success: Success,
+    /// Other non-error outcomes (such as `/readyz`'s 503 with the same body).
+    pub also: Vec<Success>,
     /// The errors only this operation answers, on top of [`Operation::error_codes`]'s.
     pub errors: Vec<(u16, &'static [&'static str])>,
 }
+
+const JSON: &str = "application/json";
 
 /// The tag of the seven data operations.
 pub const DATA_TAG: &str = "Data";
@@ -156,9 +165,11 @@ impl Operation {
             success: Success {
                 status: 200,
                 description: "",
+                content_type: JSON,
                 schema: json!({}),
                 example: Value::Null,
             },
+            also: Vec::new(),
             errors: Vec::new(),
         }
     }
@@ -203,9 +214,45 @@ impl Operation {
         self.success = Success {
             status,
             description,
+            content_type: JSON,
             schema,
             example,
         };
+        self
+    }
+
+    /// The success is text of `content_type`, such as `example`.
+    pub fn ok_text(
+        mut self,
+        description: &'static str,
+        content_type: &'static str,
+        example: &'static str,
+    ) -> Self {
+        self.success = Success {
+            status: 200,
+            description,
+            content_type,
+            schema: json!({ "type": "string" }),
+            example: Value::String(example.into()),
+        };
+        self
+    }
+
+    /// Another outcome that is not an error, answered as JSON.
+    pub fn also(
+        mut self,
+        status: u16,
+        description: &'static str,
+        schema: Value,
+        example: Value,
+    ) -> Self {
+        self.also.push(Success {
+            status,
+            description,
+            content_type: JSON,
+            schema,
+            example,
+        });
         self
     }
 
@@ -239,6 +286,7 @@ impl Operation {
         let has_slug = self.path.contains("{slug}");
         match self.access {
             Access::Public | Access::Invitation => {}
+            Access::MetricsToken => add(401, &["invalid_metrics_token"]),
             Access::DataKey(permission) => {
                 add(401, &["missing_api_key", "invalid_api_key"]);
                 add(
@@ -459,18 +507,21 @@ fn operation_json(op: &Operation, path_params: &[Param]) -> Value {
         });
     }
     let mut responses = Map::new();
-    let mut success = json!({
-        "description": op.success.description,
-        "headers": { "X-Request-Id": { "$ref": "#/components/headers/X-Request-Id" } },
-        "content": { "application/json": {
-            "schema": op.success.schema,
-            "example": op.success.example,
-        } },
-    });
-    if op.id == "login" || op.id == "acceptInvitation" {
-        success["headers"]["Set-Cookie"] = json!({ "$ref": "#/components/headers/Set-Cookie" });
+    for outcome in std::iter::once(&op.success).chain(&op.also) {
+        let mut response = json!({
+            "description": outcome.description,
+            "headers": { "X-Request-Id": { "$ref": "#/components/headers/X-Request-Id" } },
+            "content": { outcome.content_type: {
+                "schema": outcome.schema,
+                "example": outcome.example,
+            } },
+        });
+        if op.id == "login" || op.id == "acceptInvitation" {
+            response["headers"]["Set-Cookie"] =
+                json!({ "$ref": "#/components/headers/Set-Cookie" });
+        }
+        responses.insert(outcome.status.to_string(), response);
     }
-    responses.insert(op.success.status.to_string(), success);
     for (status, codes) in op.error_codes() {
         responses.insert(status.to_string(), error_response(status, &codes));
     }
@@ -496,6 +547,7 @@ fn security(access: Access) -> Value {
             json!([{ "apiKey": [] }, { "accountToken": [] }, { "sessionCookie": [] }])
         }
         Access::Invitation => json!([{}, { "accountToken": [] }, { "sessionCookie": [] }]),
+        Access::MetricsToken => json!([{}, { "metricsToken": [] }]),
     }
 }
 

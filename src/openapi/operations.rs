@@ -184,6 +184,16 @@ fn mail_example() -> Value {
             "next_attempt_at": null, "sent_at": CREATED_AT })
 }
 
+fn readiness_example(ready: bool) -> Value {
+    let storage = match ready {
+        true => json!({ "name": "storage", "ok": true }),
+        false => json!({ "name": "storage", "ok": false,
+                         "problem": "the data dir does not take a synced write: No space left on device" }),
+    };
+    json!({ "ready": ready, "checks": [storage,
+        { "name": "ingest_writer", "ok": true }, { "name": "search_index", "ok": true }] })
+}
+
 fn note_body() -> Value {
     json!({ "type": "object", "properties": { "note": { "type": ["string", "null"] } },
             "additionalProperties": false })
@@ -407,6 +417,42 @@ fn documentation_operations() -> Vec<Operation> {
                 "Running.",
                 schema_ref("Health"),
                 json!({ "status": "ok" }),
+            ),
+        Operation::new("get", "/readyz", "ready")
+            .tag("Health")
+            .summary(
+                "Readiness",
+                "200 when the server can take writes, else 503, with each check: `storage` \
+                 (the latest ingest commit succeeded and the data dir takes a synced write), \
+                 `ingest_writer` (the writer thread runs), `search_index` (built, and at most \
+                 `[operations] ready_max_index_lag` change-log entries behind).",
+            )
+            .ok(
+                200,
+                "Ready.",
+                schema_ref("Readiness"),
+                readiness_example(true),
+            )
+            .also(
+                503,
+                "Not ready: the failed checks carry a `problem`.",
+                schema_ref("Readiness"),
+                readiness_example(false),
+            ),
+        Operation::new("get", "/metrics", "metrics")
+            .tag("Health")
+            .summary(
+                "Prometheus metrics",
+                "The Prometheus text exposition format 0.0.4: requests by route, method and \
+                 status, latencies, ingest batches and commits, search index lag, webhook \
+                 attempts and backlog, the mail outbox (README, \"Operations\"). Open unless \
+                 `[operations] metrics_token` is set; then that token is the bearer.",
+            )
+            .access(Access::MetricsToken)
+            .ok_text(
+                "The metrics.",
+                "text/plain; version=0.0.4; charset=utf-8",
+                "# TYPE intake_ingest_queue_depth gauge\nintake_ingest_queue_depth 0\n",
             ),
     ]
 }

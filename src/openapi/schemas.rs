@@ -83,7 +83,7 @@ pub fn tags() -> Value {
         { "name": "Collaborators", "description": "Invitations sent and collaborators of an endpoint." },
         { "name": "Webhooks", "description": "Owner webhooks, signing secrets and the delivery log." },
         { "name": "Administration", "description": "Accounts and the mail outbox (server owner)." },
-        { "name": "Health", "description": "Liveness." },
+        { "name": "Health", "description": "Liveness, readiness and metrics, for load balancers and Prometheus." },
     ])
 }
 
@@ -108,6 +108,11 @@ pub fn components() -> Value {
                 "in": "cookie",
                 "name": crate::sessions::COOKIE,
                 "description": "The dashboard's session cookie, set by `POST /api/v1/auth/login`.",
+            },
+            "metricsToken": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "`[operations] metrics_token` from the server's config, when set.",
             },
         },
         "headers": {
@@ -180,6 +185,14 @@ fn data_schemas() -> Value {
             "oneOf": [{ "required": ["next_cursor"] }, { "required": ["poll_cursor"] }],
         },
         "Health": object(json!({ "status": { "const": "ok" } }), &["status"]),
+        "Readiness": object(json!({
+            "ready": { "type": "boolean" },
+            "checks": { "type": "array", "items": object(json!({
+                "name": { "enum": ["storage", "ingest_writer", "search_index"] },
+                "ok": { "type": "boolean" },
+                "problem": { "type": "string", "description": "Why the check failed." },
+            }), &["name", "ok"]) },
+        }), &["ready", "checks"]),
         "OpenApiDocument": {
             "type": "object",
             "description": "An OpenAPI 3.1 document.",

@@ -65,6 +65,7 @@ use crate::crypto::Sealer;
 use crate::error::{Error, Result};
 use crate::ids::RecordId;
 use crate::mail::{self, Mailer, OutgoingMail};
+use crate::metrics::Metrics;
 use crate::storage::{
     ACCOUNTS, AccountRow, AttemptRow, DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, DeliveryRow,
     DeliveryState, ENDPOINTS, EndpointRow, Environment, FAILURE_MAILS, Store, WebhookKind,
@@ -165,6 +166,8 @@ pub struct DispatchParts {
     pub mailer: Mailer,
     /// Base of the delivery-log links in failure e-mails.
     pub public_url: String,
+    /// Where attempt outcomes are counted (`GET /metrics`).
+    pub metrics: Arc<Metrics>,
 }
 
 impl Dispatcher {
@@ -544,6 +547,7 @@ fn write_results(ctx: &Context, results: &Receiver<Attempted>) {
                 }
                 for a in &batch {
                     log_attempt(a);
+                    count_attempt(&ctx.parts.metrics, a.verdict);
                 }
             }
             // The deliveries stay due as they were: they are attempted again.
@@ -555,6 +559,15 @@ fn write_results(ctx: &Context, results: &Receiver<Attempted>) {
         }
         ctx.shared.release(batch.iter().map(|a| a.delivery_id));
     }
+}
+
+fn count_attempt(metrics: &Metrics, verdict: Verdict) {
+    let counter = match verdict {
+        Verdict::Delivered => &metrics.webhook_delivered,
+        Verdict::Retry(_) => &metrics.webhook_retry,
+        Verdict::GivenUp => &metrics.webhook_given_up,
+    };
+    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
 fn log_attempt(a: &Attempted) {

@@ -233,10 +233,13 @@ impl ServeProcess {
     }
 }
 
-/// Parses `listening on http://ADDR` out of a log line.
+/// Parses `listening on http://ADDR` (or `https://ADDR`, a TLS server) out of a log line.
 pub fn parse_listen_line(line: &str) -> Option<SocketAddr> {
-    let idx = line.find("listening on http://")?;
-    let rest = &line[idx + "listening on http://".len()..];
+    let marker = ["listening on http://", "listening on https://"]
+        .into_iter()
+        .find(|m| line.contains(m))?;
+    let idx = line.find(marker)?;
+    let rest = &line[idx + marker.len()..];
     let end = rest
         .find(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | ':' | '[' | ']')))
         .unwrap_or(rest.len());

@@ -1,0 +1,114 @@
+//! `GET /healthz`, `GET /readyz` and `GET /metrics` over real HTTP against the real binary.
+
+mod common;
+
+use common::TestServer;
+use serde_json::json;
+
+#[test]
+fn healthz_and_readyz_answer_without_authentication() {
+    let s = TestServer::start();
+    let health = s.request("GET", "/healthz", &[], None);
+    assert_eq!(health.status, 200, "{}", health.describe());
+    assert_eq!(health.json(), json!({"status": "ok"}));
+
+    let ready = s.request("GET", "/readyz", &[], None);
+    assert_eq!(ready.status, 200, "{}", ready.describe());
+    let body = ready.json();
+    assert_eq!(body["ready"], true, "{body}");
+    let names: Vec<&str> = body["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            assert_eq!(c["ok"], true, "{c}");
+            c["name"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(names, ["storage", "ingest_writer", "search_index"]);
+    // The storage probe leaves nothing behind in the data dir.
+    assert!(!s.data_dir().join(".readyz-probe").exists());
+
+    let wrong_method = s.request("POST", "/readyz", &[], None);
+    assert_eq!(wrong_method.status, 405);
+}
+
+#[test]
+fn metrics_count_requests_writes_searches_and_show_the_state() {
+    let s = TestServer::start();
+    let e = s.create_endpoint("metrics", &[]);
+    for i in 0..3 {
+        s.create_record(&e.slug, &e.sandbox_key, &json!({"n": i, "text": "hello"}));
+    }
+    let found = s.data(
+        "GET",
+        &format!("/api/v1/data/{}/search?q=hello", e.slug),
+        &e.sandbox_key,
+        None,
+    );
+    assert_eq!(found.status, 200, "{}", found.describe());
+
+    let m = s.request("GET", "/metrics", &[], None);
+    assert_eq!(m.status, 200, "{}", m.describe());
+    assert!(
+        m.header("content-type")
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4"),
+        "{:?}",
+        m.headers
+    );
+    let text = m.text();
+    let value = |series: &str| -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(series) && l[series.len()..].starts_with(' '))
+            .unwrap_or_else(|| panic!("no series {series} in\n{text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(
+        value(
+            "intake_http_requests_total{route=\"/api/v1/data/{slug}\",method=\"POST\",status=\"202\"}"
+        ),
+        3.0
+    );
+    assert_eq!(
+        value("intake_http_request_duration_seconds_count{route=\"/api/v1/data/{slug}\"}"),
+        3.0
+    );
+    assert_eq!(value("intake_search_duration_seconds_count"), 1.0);
+    // Three creates: at least one commit, three writes in all.
+    assert_eq!(value("intake_ingest_batch_size_sum"), 3.0);
+    assert!(value("intake_ingest_commit_duration_seconds_count") >= 1.0);
+    assert_eq!(value("intake_ingest_queue_depth"), 0.0);
+    assert_eq!(
+        value("intake_webhook_attempts_total{outcome=\"delivered\"}"),
+        0.0
+    );
+    assert_eq!(value("intake_webhook_pending_deliveries"), 0.0);
+    assert_eq!(value("intake_webhook_retry_backlog"), 0.0);
+    assert_eq!(value("intake_mail_outbox{status=\"queued\"}"), 0.0);
+    assert!(text.contains("# TYPE intake_http_request_duration_seconds histogram"));
+    assert!(text.contains("intake_search_index_lag "));
+}
+
+#[test]
+fn metrics_token_is_required_when_configured() {
+    let s = TestServer::start_with_config("[operations]\nmetrics_token = \"scrape-secret\"\n");
+    let none = s.request("GET", "/metrics", &[], None);
+    assert_eq!(none.status, 401, "{}", none.describe());
+    assert_eq!(none.error_code().as_deref(), Some("invalid_metrics_token"));
+    let wrong = s.request("GET", "/metrics", &[("Authorization", "Bearer nope")], None);
+    assert_eq!(wrong.status, 401);
+    let right = s.request(
+        "GET",
+        "/metrics",
+        &[("Authorization", "Bearer scrape-secret")],
+        None,
+    );
+    assert_eq!(right.status, 200, "{}", right.describe());
+    assert!(right.text().contains("intake_http_requests_total"));
+    // Health and readiness stay open.
+    assert_eq!(s.request("GET", "/readyz", &[], None).status, 200);
+    // The token never reaches the log.
+    assert!(!s.log.text().contains("scrape-secret"));
+}
