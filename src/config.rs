@@ -43,6 +43,7 @@ pub struct Config {
     /// The SMTP server e-mail goes through; absent, e-mail stays queued in the outbox.
     pub smtp: Option<SmtpConfig>,
     pub operations: OperationsConfig,
+    pub http: HttpConfig,
     /// `[tls]`: serve HTTPS; absent, plain HTTP (see `tls`).
     pub tls: Option<TlsConfig>,
 }
@@ -221,11 +222,23 @@ impl Cidr {
 pub struct StorageConfig {
     /// Size of redb's page cache in MiB: most of the server's memory use.
     pub cache_mb: usize,
+    /// Writes are refused (503 `storage_full`) while the data dir's file system has less than
+    /// this many MiB free; 0 turns the check off (see `Store::write`).
+    pub min_free_mb: u64,
+}
+
+impl StorageConfig {
+    pub fn min_free_bytes(&self) -> u64 {
+        self.min_free_mb.saturating_mul(1024 * 1024)
+    }
 }
 
 impl Default for StorageConfig {
     fn default() -> Self {
-        StorageConfig { cache_mb: 64 }
+        StorageConfig {
+            cache_mb: 64,
+            min_free_mb: 64,
+        }
     }
 }
 
@@ -274,6 +287,43 @@ pub struct RequestLogConfig {
     /// How long request-log entries are kept.
     #[serde(deserialize_with = "de_duration")]
     pub retention: Duration,
+}
+
+/// `[http]`: what one client may hold of the server (see `server::connection_builder`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpConfig {
+    /// Longest wait for a request's headers, and for the next request on an idle keep-alive
+    /// connection; then the connection is closed.
+    #[serde(deserialize_with = "de_duration")]
+    pub header_timeout: Duration,
+    /// Longest time to receive a request's whole body; then 408 `request_timeout`.
+    #[serde(deserialize_with = "de_duration")]
+    pub body_timeout: Duration,
+    /// Most connections open at once; further clients wait in the listen backlog.
+    pub max_connections: usize,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(60),
+            max_connections: 1000,
+        }
+    }
+}
+
+impl HttpConfig {
+    fn validate(&self) -> Result<(), String> {
+        if self.header_timeout.is_zero() || self.body_timeout.is_zero() {
+            return Err("http.header_timeout and http.body_timeout must be above 0".into());
+        }
+        if self.max_connections == 0 {
+            return Err("http.max_connections must be at least 1".into());
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -398,6 +448,7 @@ impl Default for Config {
             webhooks: WebhooksConfig::default(),
             smtp: None,
             operations: OperationsConfig::default(),
+            http: HttpConfig::default(),
             tls: None,
         }
     }
@@ -473,6 +524,7 @@ impl Config {
         if let Some(tls) = &self.tls {
             tls.validate()?;
         }
+        self.http.validate()?;
         self.webhooks.validate()
     }
 

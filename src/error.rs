@@ -95,6 +95,10 @@ pub enum Error {
     #[error("Too many failed login attempts; try again later.")]
     TooManyLoginAttempts { retry_after_secs: u64 },
 
+    // 408
+    #[error("The request body did not arrive in time.")]
+    RequestTimeout,
+
     // 413
     #[error("The request body exceeds the limit of {0} bytes.")]
     PayloadTooLarge(usize),
@@ -106,6 +110,8 @@ pub enum Error {
     // 5xx
     #[error("Storage is temporarily unavailable; retry with backoff.")]
     Unavailable(String),
+    #[error("The server's disk is full: nothing was stored. Retry with backoff.")]
+    StorageFull,
     #[error("The server is shutting down; retry with backoff.")]
     ShuttingDown,
     #[error("An internal error occurred.")]
@@ -162,6 +168,7 @@ impl From<StoreError> for Error {
     fn from(err: StoreError) -> Self {
         match err {
             StoreError::Corrupt(what) => Error::Internal(what),
+            StoreError::Full { .. } => Error::StorageFull,
             other => Error::Unavailable(other.to_string()),
         }
     }

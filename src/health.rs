@@ -64,6 +64,9 @@ fn storage_problem(app: &App) -> Option<String> {
     if app.ingest.last_commit_failed() {
         return Some("the latest write commit failed".into());
     }
+    if let Err(err) = app.store.check_free_space() {
+        return Some(format!("writes are refused: {err}"));
+    }
     let path = app.config.data_dir.join(PROBE_FILE);
     let probe = std::fs::File::create(&path).and_then(|mut file| {
         file.write_all(b"ok")?;

@@ -248,8 +248,13 @@ fn writer_loop(writer: &Writer, mut rx: mpsc::Receiver<Message>) {
                     ops.len()
                 );
                 let message = err.to_string();
+                let full = matches!(err, StoreError::Full { .. });
                 for (_, reply) in batch {
-                    let _ = reply.send(Err(Error::Unavailable(message.clone())));
+                    let _ = reply.send(Err(if full {
+                        Error::StorageFull
+                    } else {
+                        Error::Unavailable(message.clone())
+                    }));
                 }
             }
         }

@@ -70,6 +70,8 @@
 //! - [`tls`]: HTTPS: rustls server config, certificate reload (SIGHUP), the self-signed
 //!   development certificate.
 //! - [`redirect`]: the plain-HTTP listener that only redirects to `public_url`.
+//! - [`first_byte`]: the deadline for a new connection's first byte (slow and silent
+//!   clients; `server` also bounds headers, bodies and the number of connections).
 //! - [`metrics`]: counters and histograms kept while running (requests, searches, write
 //!   batches, webhook outcomes) and the Prometheus text rendering.
 //! - [`error`]: the service-layer error type.
@@ -112,6 +114,7 @@ pub mod dashboard;
 pub mod deploy;
 pub mod endpoints;
 pub mod error;
+pub mod first_byte;
 pub mod health;
 pub mod ids;
 pub mod ingest;

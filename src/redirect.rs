@@ -23,6 +23,7 @@ use crate::server::ServerError;
 pub async fn bind(
     at: SocketAddr,
     public_url: String,
+    builder: auto::Builder<TokioExecutor>,
 ) -> Result<(SocketAddr, JoinHandle<()>), ServerError> {
     let listener = TcpListener::bind(at)
         .await
@@ -35,7 +36,6 @@ pub async fn bind(
         source,
     })?;
     let task = tokio::spawn(async move {
-        let builder = auto::Builder::new(TokioExecutor::new());
         loop {
             let stream = match listener.accept().await {
                 Ok((stream, _)) => stream,

@@ -14,21 +14,22 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{Semaphore, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::api;
 use crate::app::App;
 use crate::clock::SharedClock;
-use crate::config::Config;
+use crate::config::{Config, HttpConfig};
 use crate::crypto::{CryptoError, Sealer};
 use crate::dashboard::Dashboard;
 use crate::endpoints::Endpoints;
+use crate::first_byte::FirstByteDeadline;
 use crate::ingest::{self, Ingest};
 use crate::mail::Mailer;
 use crate::metrics::Metrics;
@@ -78,7 +79,8 @@ pub fn open_data_dir(config: &Config) -> Result<(Store, Sealer), ServerError> {
         context: format!("cannot create data dir {}", dir.display()),
         source,
     })?;
-    let store = Store::open(&config.db_path(), config.storage.cache_mb * 1024 * 1024)?;
+    let store = Store::open(&config.db_path(), config.storage.cache_mb * 1024 * 1024)?
+        .reserve_free_space(config.storage.min_free_bytes());
     let sealer = Sealer::load_or_create(dir)?;
     Ok((store, sealer))
 }
@@ -86,10 +88,10 @@ pub fn open_data_dir(config: &Config) -> Result<(Store, Sealer), ServerError> {
 /// Opens the request-log store of a data dir (see `request_log`).
 fn open_request_log(config: &Config) -> Result<Store, ServerError> {
     // The log is written in batches and read a page at a time: a small cache serves it.
-    Ok(Store::open_request_log(
-        &config.request_log_path(),
-        8 * 1024 * 1024,
-    )?)
+    Ok(
+        Store::open_request_log(&config.request_log_path(), 8 * 1024 * 1024)?
+            .reserve_free_space(config.storage.min_free_bytes()),
+    )
 }
 
 /// A server running in the background of the current tokio runtime.
@@ -165,7 +167,14 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     let dashboard = Dashboard::start(&store, &config, clock.now())
         .map_err(|e| ServerError::Other(e.to_string()))?;
     let redirect = match config.tls.as_ref().and_then(|t| t.redirect_listen) {
-        Some(at) => Some(redirect::bind(at, config.public_url()).await?),
+        Some(at) => Some(
+            redirect::bind(
+                at,
+                config.public_url(),
+                connection_builder(&config.http).http1_only(),
+            )
+            .await?,
+        ),
         None => None,
     };
     let spawn_err = |source| ServerError::Io {
@@ -297,10 +306,22 @@ async fn serve(
     mut stopped: oneshot::Receiver<()>,
     grace: Duration,
 ) {
+    let builder = connection_builder(&app.config.http);
+    let (http1, http2) = (builder.clone().http1_only(), builder.http2_only());
+    let header_timeout = app.config.http.header_timeout;
+    let connections = Arc::new(Semaphore::new(app.config.http.max_connections));
     let service = warp::service(api::filter(app));
-    let builder = auto::Builder::new(TokioExecutor::new());
     let graceful = GracefulShutdown::new();
     loop {
+        // At the connection cap, stop accepting until one closes: waiting clients queue in
+        // the listen backlog instead of each taking a socket and a task.
+        let permit = tokio::select! {
+            permit = connections.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+            _ = &mut stopped => break,
+        };
         tokio::select! {
             accepted = listener.accept() => {
                 let (stream, peer) = match accepted {
@@ -321,12 +342,14 @@ async fn serve(
                         hyper::service::Service::call(&inner, req)
                     },
                 );
-                let (builder, watcher) = (builder.clone(), graceful.watcher());
+                let (http1, http2, watcher) = (http1.clone(), http2.clone(), graceful.watcher());
                 let acceptor = tls.as_ref().map(|tls| tls.acceptor().clone());
                 tokio::spawn(async move {
+                    let _permit = permit;
                     let served = match acceptor {
                         None => {
-                            let connection = builder
+                            let stream = FirstByteDeadline::new(stream, header_timeout);
+                            let connection = http1
                                 .serve_connection_with_upgrades(TokioIo::new(stream), with_peer);
                             watcher.watch(connection.into_owned()).await
                         }
@@ -344,6 +367,12 @@ async fn serve(
                                     return;
                                 }
                             };
+                            let builder = if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+                                http2
+                            } else {
+                                http1
+                            };
+                            let stream = FirstByteDeadline::new(stream, header_timeout);
                             let connection = builder
                                 .serve_connection_with_upgrades(TokioIo::new(stream), with_peer);
                             watcher.watch(connection.into_owned()).await
@@ -391,6 +420,28 @@ impl Ticker {
             _ = self.stopped.changed() => false,
         }
     }
+}
+
+/// The HTTP/1.1 and HTTP/2 connection settings every listener uses: a client gets
+/// `header_timeout` to send its request head, and an idle keep-alive connection is closed
+/// after the same time, so slow or silent clients cannot hold connections open.
+///
+/// Each connection is served as one protocol decided up front (`http1_only`, or
+/// `http2_only` when TLS negotiated `h2` by ALPN): sniffing for the HTTP/2 preface would
+/// wait for a silent client's first byte with no timeout at all. Plain-text HTTP/2 (h2c)
+/// is therefore not offered.
+pub(crate) fn connection_builder(http: &HttpConfig) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(http.header_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(http.header_timeout)
+        .keep_alive_timeout(http.header_timeout);
+    builder
 }
 
 /// Forgets expired Idempotency-Keys and dashboard sessions.

@@ -14,7 +14,7 @@
 //! - API keys and tokens are keyed by the SHA-256 of the secret; plain secrets are only kept
 //!   sealed (see `crypto`).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use redb::{
     Database, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
@@ -107,6 +107,8 @@ pub enum StoreError {
     Corrupt(String),
     #[error("the data dir was written by an incompatible version of intake (schema {0})")]
     Schema(String),
+    #[error("the disk holding the data dir is full ({available} bytes available)")]
+    Full { available: u64 },
 }
 
 macro_rules! redb_errors {
@@ -572,6 +574,10 @@ pub fn from_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
 /// The open database.
 pub struct Store {
     db: Database,
+    /// The folder holding the file, whose file system [`Store::write`] checks for space.
+    dir: PathBuf,
+    /// Least free space for a write transaction to begin; 0 turns the check off.
+    min_free: u64,
 }
 
 impl Store {
@@ -644,7 +650,11 @@ impl Store {
         }
         create_tables(&txn)?;
         txn.commit()?;
-        Ok(Store { db })
+        Ok(Store {
+            db,
+            dir: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            min_free: 0,
+        })
     }
 
     pub fn read(&self) -> Result<ReadTransaction, StoreError> {
@@ -652,8 +662,37 @@ impl Store {
     }
 
     /// A write transaction; its commit is durable (fsync) when it returns.
+    ///
+    /// Refused with [`StoreError::Full`] while the file system has less than the reserve set
+    /// by [`Store::reserve_free_space`]: redb turns any failed write (a full disk included)
+    /// into a permanent failure of the open database, reads too, until it is opened again.
+    /// Checking before every write transaction keeps a full disk from ever reaching redb, so
+    /// writes fail cleanly while the disk is full and work again as soon as space returns.
     pub fn write(&self) -> Result<WriteTransaction, StoreError> {
+        self.check_free_space()?;
         Ok(self.db.begin_write()?)
+    }
+
+    /// Sets the least free space (bytes) on the data dir's file system for writes to begin.
+    pub fn reserve_free_space(mut self, bytes: u64) -> Store {
+        self.min_free = bytes;
+        self
+    }
+
+    /// `Err(StoreError::Full)` while a write transaction would be refused for lack of space.
+    pub fn check_free_space(&self) -> Result<(), StoreError> {
+        if self.min_free == 0 {
+            return Ok(());
+        }
+        // A file system that cannot tell its free space is not refused: the write decides.
+        let Ok(stat) = rustix::fs::statvfs(&self.dir) else {
+            return Ok(());
+        };
+        let available = stat.f_bavail.saturating_mul(stat.f_frsize);
+        if available < self.min_free {
+            return Err(StoreError::Full { available });
+        }
+        Ok(())
     }
 }
 

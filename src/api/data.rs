@@ -176,5 +176,5 @@ fn hooks(app: &App, req: &Request, access: &DataAccess, at: Timestamp) -> Result
 
 async fn json_body(req: &mut Request) -> Result<bytes::Bytes> {
     require_json(&req.headers)?;
-    read_body(&req.headers, &mut req.body, MAX_DATA_BODY).await
+    read_body(req, MAX_DATA_BODY).await
 }

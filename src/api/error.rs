@@ -74,9 +74,11 @@ pub fn status_and_code(err: &Error) -> (StatusCode, &'static str) {
         MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
         IdempotencyConflict => (StatusCode::CONFLICT, "idempotency_key_conflict"),
         Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+        RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
         PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
         UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
         Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable"),
+        StorageFull => (StatusCode::SERVICE_UNAVAILABLE, "storage_full"),
         ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
         Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
     }
@@ -131,6 +133,13 @@ pub fn response(err: &Error, request_id: &str) -> Response {
         response.headers_mut().insert(
             http::header::RETRY_AFTER,
             http::HeaderValue::from_static("1"),
+        );
+    }
+    // Space does not come back within a second: ask for a longer pause.
+    if matches!(err, Error::StorageFull) {
+        response.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("30"),
         );
     }
     response

@@ -33,7 +33,7 @@ pub fn caller(app: &App, req: &Request) -> Result<AccountRow> {
 /// A JSON request body.
 pub async fn body<T: serde::de::DeserializeOwned>(req: &mut Request) -> Result<T> {
     require_json(&req.headers)?;
-    let bytes = read_body(&req.headers, &mut req.body, MAX_MANAGE_BODY).await?;
+    let bytes = read_body(req, MAX_MANAGE_BODY).await?;
     parse_json(&bytes)
 }
 
@@ -41,7 +41,7 @@ pub async fn body<T: serde::de::DeserializeOwned>(req: &mut Request) -> Result<T
 pub async fn optional_body<T: serde::de::DeserializeOwned + Default>(
     req: &mut Request,
 ) -> Result<T> {
-    let bytes = read_body(&req.headers, &mut req.body, MAX_MANAGE_BODY).await?;
+    let bytes = read_body(req, MAX_MANAGE_BODY).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }

@@ -57,6 +57,8 @@ pub struct Request {
     pub body: BodyStream,
     /// When the request arrived: the record's created_at for a create.
     pub received_at: Timestamp,
+    /// By when the whole body must have arrived (`[http] body_timeout`).
+    pub body_deadline: tokio::time::Instant,
     pub request_id: String,
 }
 
@@ -98,6 +100,7 @@ pub fn filter(
                     headers,
                     body,
                     received_at: app.clock.now(),
+                    body_deadline: tokio::time::Instant::now() + app.config.http.body_timeout,
                     request_id: new_request_id(),
                 };
                 handle(&app, request).await

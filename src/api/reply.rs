@@ -8,7 +8,7 @@ use http::{HeaderMap, StatusCode, header};
 use serde::Serialize;
 use warp::reply::Response;
 
-use super::BodyStream;
+use super::{BodyStream, Request};
 use crate::error::{Error, Result};
 
 /// A JSON response.
@@ -70,8 +70,16 @@ pub fn require_json(headers: &HeaderMap) -> Result<()> {
 }
 
 /// Reads the body, refusing it as soon as it is known to exceed `limit`: from the declared
-/// Content-Length before reading anything, otherwise while streaming.
-pub async fn read_body(headers: &HeaderMap, body: &mut BodyStream, limit: usize) -> Result<Bytes> {
+/// Content-Length before reading anything, otherwise while streaming. A body still arriving
+/// at the request's deadline is refused (408): a client trickling bytes holds no handler.
+pub async fn read_body(req: &mut Request, limit: usize) -> Result<Bytes> {
+    let deadline = req.body_deadline;
+    tokio::time::timeout_at(deadline, read_limited(&req.headers, &mut req.body, limit))
+        .await
+        .map_err(|_| Error::RequestTimeout)?
+}
+
+async fn read_limited(headers: &HeaderMap, body: &mut BodyStream, limit: usize) -> Result<Bytes> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())

@@ -26,7 +26,7 @@ impl Form {
         if !urlencoded {
             return Err(Error::UnsupportedMediaType);
         }
-        let bytes = read_body(&req.headers, &mut req.body, MAX_MANAGE_BODY).await?;
+        let bytes = read_body(req, MAX_MANAGE_BODY).await?;
         Ok(Form::parse(&bytes))
     }
 

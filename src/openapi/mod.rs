@@ -528,8 +528,10 @@ fn operation_json(op: &Operation, path_params: &[Param]) -> Value {
     responses.insert(
         "default".into(),
         json!({
-            "description": "Server-side trouble: 503 `storage_unavailable` or `shutting_down` \
-                (with `Retry-After`: retry with backoff; the request was not processed), 500 \
+            "description": "Server-side trouble: 503 `storage_unavailable`, `storage_full` \
+                (the data dir's disk is below `[storage] min_free_mb`) or `shutting_down` \
+                (with `Retry-After`: retry with backoff; the request was not processed), 408 \
+                `request_timeout` (the body did not arrive within `[http] body_timeout`), 500 \
                 `internal_error`.",
             "content": { "application/json": { "schema": schema_ref("Error") } },
         }),

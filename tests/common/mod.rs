@@ -1082,7 +1082,12 @@ impl TestServer {
     /// [`TestServer::start`] with extra `serve` arguments, for example
     /// `--config FILE`.
     pub fn start_with_args(extra: &[&std::ffi::OsStr]) -> TestServer {
-        let dir = tempfile::tempdir().expect("tempdir");
+        TestServer::start_in(tempfile::tempdir().expect("tempdir"), extra)
+    }
+
+    /// [`TestServer::start_with_args`] on a data dir the caller prepared (for example one
+    /// with a small file system mounted on it).
+    pub fn start_in(dir: tempfile::TempDir, extra: &[&std::ffi::OsStr]) -> TestServer {
         let init = initialised_copy(dir.path());
         let log = LogBuffer::default();
         let mut args = serve_args(dir.path());
