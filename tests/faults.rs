@@ -215,3 +215,172 @@ fn slow_and_idle_clients_are_cut_off_and_the_server_stays_responsive() {
     }
     assert_status(&s.request("GET", "/healthz", &[], None), 200);
 }
+
+/// How a hostile webhook receiver misbehaves once it has read a request.
+#[derive(Clone, Copy, Debug)]
+enum Misbehaviour {
+    /// Never answers (holds the connection for longer than the webhook timeout).
+    Hang,
+    /// Resets the connection instead of answering.
+    Reset,
+    /// Sends a 200 head, then the body one byte at a time, slower than the timeout allows.
+    Trickle,
+    /// Answers 200 with a 32 MiB body.
+    Huge,
+}
+
+/// A receiver on loopback that misbehaves on every connection, one thread per connection.
+fn hostile_receiver(how: Misbehaviour) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            std::thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).is_ok_and(|n| n == 1) {
+                    head.push(byte[0]);
+                }
+                match how {
+                    Misbehaviour::Hang => std::thread::sleep(Duration::from_secs(8)),
+                    Misbehaviour::Reset => {
+                        // SO_LINGER 0: closing sends RST instead of FIN.
+                        let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+                    }
+                    Misbehaviour::Trickle => {
+                        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n");
+                        for _ in 0..100 {
+                            if stream.write_all(b"x").is_err() {
+                                break;
+                            }
+                            std::thread::sleep(Duration::from_millis(100));
+                        }
+                    }
+                    Misbehaviour::Huge => {
+                        let size = 32 << 20;
+                        let _ = stream.write_all(
+                            format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n").as_bytes(),
+                        );
+                        let chunk = vec![b'h'; 64 * 1024];
+                        for _ in 0..size / chunk.len() {
+                            if stream.write_all(&chunk).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{addr}/hook")
+}
+
+#[test]
+fn hostile_receivers_never_stall_the_workers_and_their_answers_are_capped() {
+    let s = TestServer::start_with_config(
+        "[webhooks]\nallow_private_targets = true\ntimeout = \"2s\"\nworkers = 4\n\
+         per_target_concurrency = 2\n",
+    );
+    let e = s.create_endpoint("hostile", &[]);
+    let good = common::receiver::Receiver::start();
+    good.always(common::receiver::Reply::status(200));
+    let hostile = [
+        Misbehaviour::Hang,
+        Misbehaviour::Reset,
+        Misbehaviour::Trickle,
+        Misbehaviour::Huge,
+    ];
+    let mut hostile_ids = Vec::new();
+    // Three deliveries per hostile receiver: more than the worker pool could serve at once if
+    // hostile answers held workers without a bound.
+    for how in hostile {
+        let url = hostile_receiver(how);
+        for n in 0..3 {
+            let r = s.data_with(
+                "POST",
+                &format!("/api/v1/data/{}", e.slug),
+                &e.sandbox_key,
+                &[("X-Webhook-Callback", url.as_str())],
+                Some(&json!({"hostile": format!("{how:?}"), "n": n})),
+            );
+            assert_status(&r, 202);
+            hostile_ids.push((how, r.json()["id"].as_str().unwrap().to_string()));
+        }
+    }
+    let good_url = good.url("/good");
+    for n in 0..10 {
+        let r = s.data_with(
+            "POST",
+            &format!("/api/v1/data/{}", e.slug),
+            &e.sandbox_key,
+            &[("X-Webhook-Callback", good_url.as_str())],
+            Some(&json!({"good": n})),
+        );
+        assert_status(&r, 202);
+    }
+    // The well-behaved receiver gets all of its deliveries while the hostile ones misbehave.
+    assert_eq!(good.wait_for(10, Duration::from_secs(30)).len(), 10);
+
+    // Every hostile delivery's first attempt ends within the timeout with the right verdict.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    for (how, record_id) in &hostile_ids {
+        let attempt = loop {
+            let listed = s.manage(
+                "GET",
+                &format!("/api/v1/manage/endpoints/{}/deliveries?limit=100", e.slug),
+                None,
+            );
+            let delivery_id = listed.json()["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|d| d["record_id"] == record_id.as_str())
+                .map(|d| d["id"].as_u64().unwrap());
+            if let Some(id) = delivery_id {
+                let detail = s
+                    .manage(
+                        "GET",
+                        &format!("/api/v1/manage/endpoints/{}/deliveries/{id}", e.slug),
+                        None,
+                    )
+                    .json();
+                if let Some(first) = detail["attempt_log"].get(0) {
+                    break first.clone();
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{how:?}: no attempt logged"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let what = format!("{how:?}: {attempt}");
+        assert!(attempt["duration_ms"].as_f64().unwrap() < 5_000.0, "{what}");
+        match how {
+            Misbehaviour::Hang => {
+                assert_eq!(attempt["outcome"], "retry", "{what}");
+                assert!(
+                    attempt["error"].as_str().unwrap().contains("timed out"),
+                    "{what}"
+                );
+            }
+            // The 2xx head is the receipt (spec: "2xx means received"); the body read is cut
+            // off at the timeout and the log says so.
+            Misbehaviour::Trickle => {
+                assert_eq!(attempt["outcome"], "delivered", "{what}");
+                let body = attempt["response_body"].as_str().unwrap();
+                assert!(body.contains("reading the response body failed"), "{what}");
+            }
+            Misbehaviour::Reset => {
+                assert_eq!(attempt["outcome"], "retry", "{what}");
+                assert_eq!(attempt["status"], Value::Null, "{what}");
+            }
+            Misbehaviour::Huge => {
+                assert_eq!(attempt["outcome"], "delivered", "{what}");
+                let body = attempt["response_body"].as_str().unwrap();
+                assert!(body.len() <= 4096 && body.starts_with("hhhh"), "{what}");
+            }
+        }
+    }
+}

@@ -837,12 +837,25 @@ impl TestServer {
     /// Data call with `Authorization: Bearer KEY`; optional JSON body is
     /// sent with `Content-Type: application/json`.
     pub fn data(&self, method: &str, path: &str, key: &str, body: Option<&Value>) -> Resp {
+        self.data_with(method, path, key, &[], body)
+    }
+
+    /// [`TestServer::data`] with `extra` headers (for example `X-Webhook-Callback`).
+    pub fn data_with(
+        &self,
+        method: &str,
+        path: &str,
+        key: &str,
+        extra: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Resp {
         let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
         let auth = format!("Bearer {key}");
         let mut h = vec![("Authorization", auth.as_str())];
         if bytes.is_some() {
             h.push(("Content-Type", "application/json"));
         }
+        h.extend_from_slice(extra);
         self.request(method, path, &h, bytes.as_deref())
     }
 
