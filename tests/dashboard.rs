@@ -895,10 +895,26 @@ fn the_api_test_page_is_for_members_and_takes_only_sandbox_keys_of_its_endpoint(
     };
     assert_eq!(check(&member_key), None);
     assert_eq!(check(&ours.sandbox_key), None);
-    assert!(check(&ours.production_key).unwrap().contains("production key"));
-    assert!(check("tm_live_notevenakey").unwrap().contains("production key"));
-    assert!(check(&theirs.sandbox_key).unwrap().contains("another endpoint"));
-    assert!(check("tm_test_unknownkey").unwrap().contains("not a valid API key"));
+    assert!(
+        check(&ours.production_key)
+            .unwrap()
+            .contains("production key")
+    );
+    assert!(
+        check("tm_live_notevenakey")
+            .unwrap()
+            .contains("production key")
+    );
+    assert!(
+        check(&theirs.sandbox_key)
+            .unwrap()
+            .contains("another endpoint")
+    );
+    assert!(
+        check("tm_test_unknownkey")
+            .unwrap()
+            .contains("not a valid API key")
+    );
     assert!(check("").unwrap().contains("not a valid API key"));
     // The check is no data call: once a real call shows in the request log (written in
     // batches, in order), it is the only entry of either environment.

@@ -337,9 +337,16 @@ fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
     assert!(owner.visible("#test-key") && !owner.visible("#logout"));
     owner.paste("#test-key", &other.sandbox_key);
     owner.click("#authorize");
-    owner.wait_until("document.getElementById('auth-message').textContent.includes('another endpoint')");
+    owner.wait_until(
+        "document.getElementById('auth-message').textContent.includes('another endpoint')",
+    );
     assert!(owner.visible("#test-key"));
-    assert!(owner.eval("document.querySelector('#call-createRecord fieldset').disabled").as_bool().unwrap());
+    assert!(
+        owner
+            .eval("document.querySelector('#call-createRecord fieldset').disabled")
+            .as_bool()
+            .unwrap()
+    );
 
     // The sandbox key: the input goes, Logout comes.
     owner.paste("#test-key", &sandbox_key);
@@ -357,7 +364,11 @@ fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
     );
     let (status, body) = execute(&owner, "createRecord");
     assert!(status.starts_with("HTTP 202"), "{status}: {body}");
-    assert!(owner.text("#createRecord-result .headers").contains("x-request-id"));
+    assert!(
+        owner
+            .text("#createRecord-result .headers")
+            .contains("x-request-id")
+    );
     let created: Value = serde_json::from_str(&body).unwrap();
     let id = created["id"].as_str().unwrap().to_string();
     let (status, body) = execute(&owner, "listRecords");

@@ -77,6 +77,13 @@ pub struct OperationView {
     pub samples: Vec<SampleView>,
 }
 
+impl OperationView {
+    /// Whether the call takes optional headers (the form tucks them away).
+    pub fn has_header_params(&self) -> bool {
+        self.params.iter().any(|p| p.location == "header")
+    }
+}
+
 #[derive(Template)]
 #[template(path = "dashboard/testpage.html")]
 struct TestPage {
@@ -103,7 +110,12 @@ pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
         },
     );
     let page = TestPage {
-        layout: user.layout(app, format!("{}: API test page", head.ep.name), "endpoints", req),
+        layout: user.layout(
+            app,
+            format!("{}: API test page", head.ep.name),
+            "endpoints",
+            req,
+        ),
         version: env!("CARGO_PKG_VERSION"),
         script: assets::testpage_js_url(),
         key_placeholder: examples::KEY_PLACEHOLDER,
@@ -246,15 +258,17 @@ fn verdict(app: &App, slug: &str, key: &str) -> Result<Verdict, Error> {
     if key.starts_with(Environment::Production.key_prefix()) {
         return Ok(Verdict::Refused(PRODUCTION_KEY));
     }
-    Ok(match app.endpoints.authorize_any_data_key(Some(key), slug) {
-        Ok(access) if access.environment == Environment::Sandbox => Verdict::Authorized,
-        Ok(_) => Verdict::Refused(PRODUCTION_KEY),
-        Err(Error::EndpointNotFound) => Verdict::Refused(OTHER_ENDPOINT),
-        Err(Error::MissingApiKey | Error::InvalidApiKey) => Verdict::Refused(NOT_A_KEY),
-        Err(Error::EndpointInactive) => Verdict::Refused(INACTIVE),
-        Err(Error::AccountSuspended) => Verdict::Refused(SUSPENDED),
-        Err(other) => return Err(other),
-    })
+    Ok(
+        match app.endpoints.authorize_any_data_key(Some(key), slug) {
+            Ok(access) if access.environment == Environment::Sandbox => Verdict::Authorized,
+            Ok(_) => Verdict::Refused(PRODUCTION_KEY),
+            Err(Error::EndpointNotFound) => Verdict::Refused(OTHER_ENDPOINT),
+            Err(Error::MissingApiKey | Error::InvalidApiKey) => Verdict::Refused(NOT_A_KEY),
+            Err(Error::EndpointInactive) => Verdict::Refused(INACTIVE),
+            Err(Error::AccountSuspended) => Verdict::Refused(SUSPENDED),
+            Err(other) => return Err(other),
+        },
+    )
 }
 
 /// `POST …/test/authorize` (CSRF-checked form with `key`): the page's Authorize button.
