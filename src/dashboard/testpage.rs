@@ -129,7 +129,8 @@ pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
 /// The seven data operations of an endpoint's document, in the spec's order.
 fn operation_views(document: &Value) -> Result<Vec<OperationView>, Failure> {
     let server = document["servers"][0]["url"].as_str().unwrap_or_default();
-    let paths = document["paths"].as_object().cloned().unwrap_or_default();
+    let no_paths = serde_json::Map::new();
+    let paths = document["paths"].as_object().unwrap_or(&no_paths);
     openapi::operations()
         .into_iter()
         .filter(|op| op.tag == DATA_TAG)
@@ -261,6 +262,7 @@ fn verdict(app: &App, slug: &str, key: &str) -> Result<Verdict, Error> {
     Ok(
         match app.endpoints.authorize_any_data_key(Some(key), slug) {
             Ok(access) if access.environment == Environment::Sandbox => Verdict::Authorized,
+            // Keys carry their environment's prefix, but the stored environment is what counts.
             Ok(_) => Verdict::Refused(PRODUCTION_KEY),
             Err(Error::EndpointNotFound) => Verdict::Refused(OTHER_ENDPOINT),
             Err(Error::MissingApiKey | Error::InvalidApiKey) => Verdict::Refused(NOT_A_KEY),
