@@ -28,7 +28,8 @@
 //! - [`dashboard`]: the server-rendered dashboard at `/dashboard` (and the invitation pages
 //!   at `/invitations/{token}`): its own router, session and CSRF-checked forms, security
 //!   headers, askama templates (`templates/dashboard/`), embedded assets, the first-run setup
-//!   link; pages call the same service functions as the management API.
+//!   link; pages call the same service functions as the management API. Each endpoint's API
+//!   test page (`dashboard::testpage`) is built from its `openapi::endpoint_document`.
 //! - [`records`]: create / read / list / replace / delete; payload normalisation and
 //!   required-field rules.
 //! - [`ingest`]: the write queue and group-commit writer: a 202 leaves only after its write is

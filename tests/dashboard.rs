@@ -811,3 +811,124 @@ fn the_delivery_log_shows_every_attempt_and_redelivers() {
         "{usage}"
     );
 }
+
+#[test]
+fn the_api_test_page_is_for_members_and_takes_only_sandbox_keys_of_its_endpoint() {
+    let s = TestServer::start();
+    let ours = s.create_endpoint("Ours", &[]);
+    let theirs = s.create_endpoint("Theirs", &[]);
+    s.deploy(&ours.slug);
+    let page_path = format!("/dashboard/endpoints/{}/test", ours.slug);
+    let authorize_path = format!("{page_path}/authorize");
+
+    // Logged out: the login page, coming back here afterwards.
+    let mut visitor = Visitor::new(s.base_url(), &s.agent);
+    let r = visitor.get(&page_path);
+    assert_eq!(r.status, 303);
+    let encoded: String = form_urlencoded::byte_serialize(page_path.as_bytes()).collect();
+    assert_eq!(
+        r.header("location"),
+        Some(format!("/dashboard/login?next={encoded}").as_str())
+    );
+
+    // A member of `ours` only (invited with read, accepted with a password).
+    let invitation = s
+        .manage(
+            "POST",
+            &format!("/api/v1/manage/endpoints/{}/invitations", ours.slug),
+            Some(&serde_json::json!({ "email": "member@example.com", "permissions": ["read"] })),
+        )
+        .json();
+    let accept_url = invitation["accept_url"].as_str().unwrap();
+    let token = accept_url.rsplit('/').next().unwrap();
+    let accepted = s.request(
+        "POST",
+        &format!("/api/v1/invitations/{token}/accept"),
+        &[("Content-Type", "application/json")],
+        Some(br#"{"password":"member password 1"}"#),
+    );
+    assert_eq!(accepted.status, 200, "{}", accepted.describe());
+    let member_key = accepted.json()["endpoint"]["sandbox_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut member = Visitor::new(s.base_url(), &s.agent);
+    let csrf = login(&mut member, "member@example.com", "member password 1");
+
+    // The page: server-rendered, its script a static asset, no inline script.
+    let page = member.get(&page_path);
+    assert_eq!(page.status, 200, "{}", page.describe());
+    let html = page.text();
+    assert!(html.contains("<h1>Ours</h1>") && html.contains("badge sandbox"));
+    assert!(html.contains("/testpage.js\" defer></script>"), "{html}");
+    assert!(!html.contains("<script>") && !html.contains("style=\""));
+    assert_eq!(html.matches("class=\"api-card\"").count(), 7);
+    assert!(!html.contains(&member_key) && !html.contains(&ours.sandbox_key));
+    // Linked from the detail page.
+    let detail = member.get(&format!("/dashboard/endpoints/{}", ours.slug));
+    assert!(detail.text().contains(&format!("href=\"{page_path}\"")));
+
+    // Not a member of `theirs`: 404, as its detail page.
+    for path in [
+        format!("/dashboard/endpoints/{}", theirs.slug),
+        format!("/dashboard/endpoints/{}/test", theirs.slug),
+    ] {
+        assert_eq!(member.get(&path).status, 404, "{path}");
+    }
+    let r = member.post(
+        &format!("/dashboard/endpoints/{}/test/authorize", theirs.slug),
+        &[("csrf", &csrf), ("key", &theirs.sandbox_key)],
+        &[],
+    );
+    assert_eq!(r.status, 404, "{}", r.describe());
+
+    // The key check: only sandbox keys of this endpoint, whoever's; a verdict, not an error.
+    let mut check = |key: &str| {
+        let r = member.post(&authorize_path, &[("csrf", &csrf), ("key", key)], &[]);
+        assert_eq!(r.status, 200, "{}", r.describe());
+        assert_eq!(r.header("cache-control"), Some("no-store"));
+        let verdict = r.json();
+        match verdict["authorized"].as_bool().unwrap() {
+            true => None,
+            false => Some(verdict["message"].as_str().unwrap().to_string()),
+        }
+    };
+    assert_eq!(check(&member_key), None);
+    assert_eq!(check(&ours.sandbox_key), None);
+    assert!(
+        check(&ours.production_key)
+            .unwrap()
+            .contains("production key")
+    );
+    assert!(
+        check("tm_live_notevenakey")
+            .unwrap()
+            .contains("production key")
+    );
+    assert!(
+        check(&theirs.sandbox_key)
+            .unwrap()
+            .contains("another endpoint")
+    );
+    assert!(
+        check("tm_test_unknownkey")
+            .unwrap()
+            .contains("not a valid API key")
+    );
+    assert!(check("").unwrap().contains("not a valid API key"));
+    // The check is no data call: once a real call shows in the request log (written in
+    // batches, in order), it is the only entry of either environment.
+    common::assert_status(&s.list(&ours.slug, &member_key, ""), 200);
+    s.wait_request_log(&ours.slug, "sandbox", Duration::from_secs(10), |d| {
+        !d.is_empty()
+    });
+    let sandbox = s.request_log(&ours.slug, "environment=sandbox").json();
+    assert_eq!(sandbox["data"].as_array().unwrap().len(), 1, "{sandbox}");
+    let production = s.request_log(&ours.slug, "environment=production").json();
+    assert_eq!(production["data"], serde_json::json!([]), "{production}");
+
+    // Without the CSRF token the check is refused like any form.
+    let r = member.post(&authorize_path, &[("key", &member_key)], &[]);
+    assert_eq!(r.status, 403);
+    assert!(r.text().contains("csrf_failed"));
+}

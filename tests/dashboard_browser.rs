@@ -9,6 +9,8 @@ mod common;
 
 use browser::Browser;
 use common::{OWNER_EMAIL, TestServer};
+use intake::openapi::examples;
+use serde_json::Value;
 
 const COLLABORATOR: &str = "collab@example.com";
 const COLLABORATOR_PASSWORD: &str = "collaborator password 1";
@@ -170,4 +172,272 @@ fn owner_and_collaborator_go_from_invitation_to_production() {
     );
     owner.assert_clean();
     collaborator.assert_clean();
+}
+
+/// The text of every code example on the API Reference tab, per operation id, in the page's
+/// order (curl, fetch, requests).
+fn page_samples(page: &browser::Session) -> Vec<(String, Vec<String>)> {
+    let cards = page.eval(
+        "JSON.stringify(Array.from(document.querySelectorAll('.api-card')).map(c => \
+         [c.dataset.operation, Array.from(c.querySelectorAll('.sample-code')).map(e => e.textContent)]))",
+    );
+    serde_json::from_str(cards.as_str().unwrap()).unwrap()
+}
+
+/// The `x-codeSamples` sources of an endpoint document, in the same shape.
+fn document_samples(doc: &Value, samples: &[(String, Vec<String>)]) -> Vec<(String, Vec<String>)> {
+    samples
+        .iter()
+        .map(|(id, _)| {
+            let op = operation(doc, id).1;
+            let sources = op["x-codeSamples"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["source"].as_str().unwrap().to_string())
+                .collect();
+            (id.clone(), sources)
+        })
+        .collect()
+}
+
+/// The path and operation object of `id` in an OpenAPI document.
+fn operation<'d>(doc: &'d Value, id: &str) -> (&'d str, &'d Value) {
+    doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, item)| {
+            item.as_object()
+                .unwrap()
+                .values()
+                .map(move |op| (path.as_str(), op))
+        })
+        .find(|(_, op)| op["operationId"] == id)
+        .unwrap_or_else(|| panic!("{id} not in the document"))
+}
+
+/// Executes one call form of the Quick Start tab and returns its status line and body.
+fn execute(page: &browser::Session, operation: &str) -> (String, String) {
+    page.eval(&format!(
+        "document.getElementById('{operation}-result').hidden = true"
+    ));
+    page.click(&format!("#call-{operation} button[type=submit]"));
+    page.wait_until(&format!(
+        "!document.getElementById('{operation}-result').hidden"
+    ));
+    (
+        page.text(&format!("#{operation}-result .status")),
+        page.text(&format!("#{operation}-result .response-body")),
+    )
+}
+
+#[test]
+fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
+    let s = TestServer::start();
+    let browser = Browser::start();
+    let owner = browser.session(&s.base_url());
+    owner.goto("/dashboard/login");
+    owner.fill("#email", OWNER_EMAIL);
+    owner.paste("#password", &s.password);
+    owner.submit("form[action='/dashboard/login'] button[type=submit]");
+    owner.paste("#name", "Orders");
+    owner.submit("form[action='/dashboard/endpoints'] button[type=submit]");
+    let slug = owner
+        .path()
+        .trim_start_matches("/dashboard/endpoints/")
+        .split('?')
+        .next()
+        .unwrap()
+        .to_string();
+    owner.paste("#ep-description", "Orders from the web shop");
+    owner.submit("form[action$='/settings'] button[type=submit]");
+    let sandbox_key = owner.value("#sandbox-key");
+    // Deployed, so that the production key works for data calls: the test page must refuse
+    // it because it is a production key, not because it does not work yet.
+    s.deploy(&slug);
+    let r = s.manage("GET", &format!("/api/v1/manage/endpoints/{slug}"), None);
+    let live_key = common::Endpoint::from_json(&r.json()).production_key;
+    let other = s.create_endpoint("Other", &[]);
+
+    // Opened from the detail page; the header says what and where.
+    owner.goto(&format!("/dashboard/endpoints/{slug}"));
+    owner.submit("#open-test-page");
+    assert_eq!(owner.path(), format!("/dashboard/endpoints/{slug}/test"));
+    assert_eq!(owner.text("h1"), "Orders");
+    assert_eq!(owner.text("#test-description"), "Orders from the web shop");
+    assert_eq!(owner.text("#environment-badge"), "Sandbox");
+    assert_eq!(
+        owner.text("#version-info"),
+        format!("API v1 · intake {}", env!("CARGO_PKG_VERSION"))
+    );
+
+    // Tabs: Quick Start first; the arrow keys move between the three.
+    assert_eq!(owner.text("[role=tab][aria-selected=true]"), "Quick Start");
+    assert!(owner.visible("#panel-quick") && !owner.visible("#panel-guide"));
+    owner.eval("document.getElementById('tab-quick').focus()");
+    owner.press("ArrowRight");
+    assert_eq!(owner.eval("document.activeElement.id"), "tab-guide");
+    assert!(owner.visible("#panel-guide") && !owner.visible("#panel-quick"));
+    assert!(owner.text("#panel-guide").contains("webhook-timestamp"));
+    owner.screenshot("testpage-guide");
+    owner.press("ArrowRight");
+    assert!(owner.visible("#panel-reference"));
+
+    // API Reference: seven cards whose URLs, parameters and code samples are the endpoint's
+    // OpenAPI document's.
+    let doc = s
+        .data(
+            "GET",
+            &format!("/api/v1/data/{slug}/openapi.json"),
+            &sandbox_key,
+            None,
+        )
+        .json();
+    let server = doc["servers"][0]["url"].as_str().unwrap().to_string();
+    let cards = owner.eval(
+        "JSON.stringify(Array.from(document.querySelectorAll('.api-card')).map(c => \
+         [c.dataset.operation, c.dataset.method, c.querySelector('.card-url code').textContent, \
+          Array.from(c.querySelectorAll('.param-name')).map(e => e.textContent)]))",
+    );
+    let cards: Vec<(String, String, String, Vec<String>)> =
+        serde_json::from_str(cards.as_str().unwrap()).unwrap();
+    let methods: Vec<&str> = cards.iter().map(|c| c.1.as_str()).collect();
+    assert_eq!(
+        methods,
+        ["POST", "GET", "GET", "GET", "GET", "PUT", "DELETE"]
+    );
+    for (id, method, url, params) in &cards {
+        let (path, op) = operation(&doc, id);
+        assert_eq!(doc["paths"][path][method.to_lowercase()], *op, "{id}");
+        assert_eq!(*url, format!("{server}{path}"), "{id}");
+        let documented: Vec<&str> = op["parameters"]
+            .as_array()
+            .map(|ps| ps.iter().map(|p| p["name"].as_str().unwrap()).collect())
+            .unwrap_or_default();
+        assert_eq!(*params, documented, "{id}");
+    }
+    let placeholders = page_samples(&owner);
+    assert_eq!(placeholders, document_samples(&doc, &placeholders));
+    owner.screenshot("testpage-api-reference");
+    owner.click("#tab-quick");
+    assert!(owner.visible("#panel-quick"));
+
+    // A production key is refused before any call is made with it; so is another endpoint's
+    // sandbox key.
+    owner.paste("#test-key", &live_key);
+    owner.click("#authorize");
+    owner.wait_until("!document.getElementById('auth-message').hidden");
+    assert!(
+        owner.text("#auth-message").contains("production key"),
+        "{}",
+        owner.text("#auth-message")
+    );
+    assert!(owner.visible("#test-key") && !owner.visible("#logout"));
+    owner.paste("#test-key", &other.sandbox_key);
+    owner.click("#authorize");
+    owner.wait_until(
+        "document.getElementById('auth-message').textContent.includes('another endpoint')",
+    );
+    assert!(owner.visible("#test-key"));
+    assert!(
+        owner
+            .eval("document.querySelector('#call-createRecord fieldset').disabled")
+            .as_bool()
+            .unwrap()
+    );
+
+    // The sandbox key: the input goes, Logout comes.
+    owner.paste("#test-key", &sandbox_key);
+    owner.click("#authorize");
+    owner.wait_until("!document.getElementById('authorized').hidden");
+    assert!(!owner.visible("#test-key") && owner.visible("#logout"));
+    assert!(!owner.visible("#auth-message"));
+    assert!(owner.text("#authorized-key").starts_with("tm_test_"));
+    owner.screenshot("testpage-quick-start");
+
+    // POST a record, then see it in the list, read it, find it.
+    owner.paste(
+        "#createRecord-body",
+        r#"{"email": "ada@example.com", "total": 42.5}"#,
+    );
+    let (status, body) = execute(&owner, "createRecord");
+    assert!(status.starts_with("HTTP 202"), "{status}: {body}");
+    assert!(
+        owner
+            .text("#createRecord-result .headers")
+            .contains("x-request-id")
+    );
+    let created: Value = serde_json::from_str(&body).unwrap();
+    let id = created["id"].as_str().unwrap().to_string();
+    let (status, body) = execute(&owner, "listRecords");
+    assert!(status.starts_with("HTTP 200"), "{status}: {body}");
+    let list: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(list["data"][0]["id"], id.as_str());
+    assert_eq!(owner.value("#getRecord-record_id"), id);
+    let (status, body) = execute(&owner, "getRecord");
+    assert!(status.starts_with("HTTP 200"), "{status}: {body}");
+    let record: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(record["payload"]["email"], "ada@example.com");
+    owner.paste("#searchRecords-q", "ada@example");
+    let (status, body) = execute(&owner, "searchRecords");
+    assert!(status.starts_with("HTTP 200"), "{status}: {body}");
+    let found: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(found["data"][0]["id"], id.as_str());
+    owner.screenshot("testpage-calls");
+
+    // The code samples now carry the key and the record: the very text `examples` generates
+    // (tests/openapi.rs runs those with curl, node and python3); the page's curl samples run
+    // here too, ending with the record's deletion.
+    let filled = page_samples(&owner);
+    let fields: Vec<String> = Vec::new();
+    let generated: Vec<(String, Vec<String>)> = examples::for_endpoint(&examples::Context {
+        base_url: &server,
+        slug: &slug,
+        required_fields: &fields,
+        key: Some(&sandbox_key),
+        record_id: Some(&id),
+    })
+    .into_iter()
+    .map(|op| {
+        let sources = op.samples.into_iter().map(|s| s.source).collect();
+        (op.operation_id.to_string(), sources)
+    })
+    .collect();
+    assert_eq!(filled, generated);
+    for (operation, sources) in &filled {
+        let out = std::process::Command::new("sh")
+            .args(["-c", &sources[0]])
+            .output()
+            .expect("run curl");
+        assert!(
+            out.status.success(),
+            "{operation}: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            sources[0]
+        );
+    }
+    common::assert_status(&s.get_record(&slug, &sandbox_key, &id), 404);
+
+    // Logout brings the input back and the placeholder into the samples.
+    owner.click("#logout");
+    assert!(owner.visible("#test-key") && !owner.visible("#logout"));
+    assert_eq!(owner.value("#test-key"), "");
+    assert!(page_samples(&owner)[0].1[0].contains(examples::KEY_PLACEHOLDER));
+
+    // Production was never touched: no record, and no call in its request log.
+    let production_calls = s.request_log(&slug, "environment=production").json();
+    assert_eq!(production_calls["data"], serde_json::json!([]));
+    let r = s.list(&slug, &live_key, "");
+    assert_eq!(r.json()["data"], serde_json::json!([]));
+
+    // Phone width: every tab fits.
+    owner.phone_width();
+    owner.goto(&format!("/dashboard/endpoints/{slug}/test"));
+    for tab in ["#tab-quick", "#tab-guide", "#tab-reference"] {
+        owner.click(tab);
+        owner.assert_fits_width();
+    }
+    owner.screenshot("testpage-phone-reference");
+    owner.assert_clean();
 }

@@ -1,4 +1,4 @@
-//! The dashboard's stylesheet and script, compiled into the binary and served under
+//! The dashboard's stylesheet and scripts, compiled into the binary and served under
 //! `/dashboard/static/{hash}/{name}`: the hash of the content is in the URL, so a response
 //! may be cached for a year and a new build is fetched at once. The `ETag` (the same hash)
 //! answers revalidations with 304.
@@ -27,7 +27,7 @@ fn asset(name: &'static str, content_type: &'static str, body: &'static str) -> 
     }
 }
 
-static ASSETS: LazyLock<[Asset; 2]> = LazyLock::new(|| {
+static ASSETS: LazyLock<[Asset; 3]> = LazyLock::new(|| {
     [
         asset(
             "app.css",
@@ -39,11 +39,17 @@ static ASSETS: LazyLock<[Asset; 2]> = LazyLock::new(|| {
             "text/javascript; charset=utf-8",
             include_str!("static/app.js"),
         ),
+        asset(
+            "testpage.js",
+            "text/javascript; charset=utf-8",
+            include_str!("static/testpage.js"),
+        ),
     ]
 });
 
 static CSS_URL: LazyLock<String> = LazyLock::new(|| url("app.css"));
 static JS_URL: LazyLock<String> = LazyLock::new(|| url("app.js"));
+static TESTPAGE_JS_URL: LazyLock<String> = LazyLock::new(|| url("testpage.js"));
 
 fn url(name: &str) -> String {
     ASSETS
@@ -58,9 +64,14 @@ pub fn css_url() -> &'static str {
     &CSS_URL
 }
 
-/// The versioned URL of the script.
+/// The versioned URL of the script every page loads.
 pub fn js_url() -> &'static str {
     &JS_URL
+}
+
+/// The versioned URL of the API test page's script (only that page loads it).
+pub fn testpage_js_url() -> &'static str {
+    &TESTPAGE_JS_URL
 }
 
 /// Serves asset `name` requested under `hash`; `None` when no asset has that name. A stale

@@ -18,7 +18,7 @@ use crate::webhooks::secrets::{self, SecretView};
 pub struct EndpointHead {
     pub ep: EndpointView,
     /// The tab shown: `sandbox`, `production`, `collaborators`, `webhooks`, `requests`,
-    /// `deliveries` or `usage`.
+    /// `deliveries`, `usage` or `test` (the API test page).
     pub tab: &'static str,
     pub base_url: String,
     pub owner: bool,

@@ -12,7 +12,8 @@
 //! - Pages, one module per concept: `auth` (login, logout, setup, invitations), `endpoints`
 //!   (list, create, detail, keys, secrets, deploy, settings), `collaborators`, `hooks` (owner
 //!   webhook settings), `logs` (request log, delivery log, usage), `inbox` (notifications,
-//!   mail outbox).
+//!   mail outbox), `testpage` (the sandbox API test page, built from the endpoint's OpenAPI
+//!   document).
 //!
 //! Templates are in `templates/dashboard/`, compiled into the binary by askama.
 
@@ -29,6 +30,7 @@ mod page;
 mod router;
 pub mod security;
 pub mod setup;
+mod testpage;
 mod visitor;
 
 use http::{HeaderValue, header};

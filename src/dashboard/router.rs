@@ -5,7 +5,7 @@ use http::Method;
 
 use super::endpoints::{self, DeployStep};
 use super::page::{Failure, Outcome};
-use super::{assets, auth, collaborators, hooks, inbox, logs};
+use super::{assets, auth, collaborators, hooks, inbox, logs, testpage};
 use crate::api::Request;
 use crate::app::App;
 use crate::storage::Environment;
@@ -92,6 +92,8 @@ async fn endpoint(
         (["deliveries", id], true, _) => logs::delivery(app, req, slug, id),
         (["deliveries", id, "redeliver"], _, true) => logs::redeliver(app, req, slug, id).await,
         (["usage"], true, _) => logs::usage(app, req, slug),
+        (["test"], true, _) => testpage::page(app, req, slug),
+        (["test", "authorize"], _, true) => testpage::authorize(app, req, slug).await,
         _ => Err(Failure::NotFound),
     }
 }

@@ -191,6 +191,21 @@ impl Session<'_> {
         element.type_into(text).expect("type");
     }
 
+    /// Sets the value of the input or textarea at `selector` at once, as pasting would: much
+    /// faster than [`Session::fill`]'s typing for long values such as API keys.
+    pub fn paste(&self, selector: &str, text: &str) {
+        self.tab
+            .wait_for_element(selector)
+            .expect(selector)
+            .call_js_fn(
+                "function (text) { this.value = text; \
+                 this.dispatchEvent(new Event('input', { bubbles: true })); }",
+                vec![serde_json::Value::String(text.to_string())],
+                false,
+            )
+            .expect("set value");
+    }
+
     /// Ticks or unticks the checkbox at `selector`.
     pub fn set_checked(&self, selector: &str, on: bool) {
         let element = self.tab.wait_for_element(selector).expect(selector);
@@ -215,6 +230,47 @@ impl Session<'_> {
             .click()
             .expect("click");
         self.wait_for_new_page(selector);
+    }
+
+    /// Clicks the element at `selector` where the page's script answers without loading
+    /// another page (a tab, a button that fetches); see [`Session::wait_until`].
+    pub fn click(&self, selector: &str) {
+        self.tab
+            .wait_for_element(selector)
+            .expect(selector)
+            .click()
+            .expect("click");
+    }
+
+    /// Presses `key` (such as `ArrowRight`) on the focused element.
+    pub fn press(&self, key: &str) {
+        self.tab.press_key(key).expect("press key");
+    }
+
+    /// Waits until the JavaScript `expression` is true (what the page's script does after a
+    /// fetch), then checks the console.
+    pub fn wait_until(&self, expression: &str) {
+        let deadline = Instant::now() + TIMEOUT;
+        while !self.eval(expression).as_bool().unwrap_or(false) {
+            assert!(
+                Instant::now() < deadline,
+                "still not true after {TIMEOUT:?}: {expression}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.assert_clean();
+    }
+
+    /// Whether the first element at `selector` is rendered (not hidden, nor inside a hidden
+    /// ancestor).
+    pub fn visible(&self, selector: &str) -> bool {
+        let selector = serde_json::to_string(selector).expect("selector");
+        self.eval(&format!(
+            "(function () {{ var e = document.querySelector({selector}); \
+             return !!e && e.getClientRects().length > 0; }})()"
+        ))
+        .as_bool()
+        .unwrap_or(false)
     }
 
     /// Marks the current document, so that [`Session::wait_for_new_page`] can tell it from

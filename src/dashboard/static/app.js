@@ -6,18 +6,23 @@ document.addEventListener("click", function (event) {
   if (!(target instanceof Element)) {
     return;
   }
-  // Copy buttons: data-copy names the id of the input whose value is copied.
+  // Copy buttons: data-copy names the id of the input whose value (or the element whose
+  // text, such as a code example) is copied.
   var copy = target.closest("[data-copy]");
   if (copy) {
-    var input = document.getElementById(copy.getAttribute("data-copy"));
-    if (input) {
-      input.select();
+    var source = document.getElementById(copy.getAttribute("data-copy"));
+    if (source) {
+      var isInput = source instanceof HTMLInputElement;
+      if (isInput) {
+        source.select();
+      }
       var done = function () {
         copy.textContent = "Copied";
         window.setTimeout(function () { copy.textContent = "Copy"; }, 1500);
       };
       if (navigator.clipboard && window.isSecureContext) {
-        navigator.clipboard.writeText(input.value).then(done, function () {});
+        var text = isInput ? source.value : source.textContent;
+        navigator.clipboard.writeText(text).then(done, function () {});
       }
     }
     return;

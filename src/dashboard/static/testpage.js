@@ -1,0 +1,226 @@
+// intake dashboard: the API test page (tabs, authorizing with a sandbox key, executing the
+// data calls, filling the key into the code examples). Loaded by that page only.
+//
+// The key lives in this script's memory only: never in a cookie, storage or a URL, and it is
+// sent only to this server (the Authorize check, then the data calls). The server decides
+// whether a key may be used here; this script only shows its verdict.
+"use strict";
+
+(function () {
+  var root = document.getElementById("testpage");
+  if (!root) {
+    return;
+  }
+  var KEY_PLACEHOLDER = root.getAttribute("data-key-placeholder");
+  var RECORD_PLACEHOLDER = root.getAttribute("data-record-placeholder");
+  var state = { key: null, recordId: null };
+
+  // Tabs (WAI-ARIA tabs pattern, automatic activation): without this script every panel
+  // shows, one after the other.
+  var tablist = root.querySelector("[role=tablist]");
+  var tabs = Array.prototype.slice.call(tablist.querySelectorAll("[role=tab]"));
+  function select(tab, focus) {
+    tabs.forEach(function (t) {
+      var selected = t === tab;
+      t.setAttribute("aria-selected", selected ? "true" : "false");
+      t.tabIndex = selected ? 0 : -1;
+      document.getElementById(t.getAttribute("aria-controls")).hidden = !selected;
+    });
+    if (focus) {
+      tab.focus();
+    }
+  }
+  tablist.addEventListener("click", function (event) {
+    var tab = event.target instanceof Element ? event.target.closest("[role=tab]") : null;
+    if (tab) {
+      select(tab, false);
+    }
+  });
+  tablist.addEventListener("keydown", function (event) {
+    var at = tabs.indexOf(document.activeElement);
+    if (at < 0) {
+      return;
+    }
+    var next = {
+      ArrowRight: (at + 1) % tabs.length,
+      ArrowLeft: (at + tabs.length - 1) % tabs.length,
+      Home: 0,
+      End: tabs.length - 1
+    }[event.key];
+    if (next !== undefined) {
+      event.preventDefault();
+      select(tabs[next], true);
+    }
+  });
+  tablist.hidden = false;
+  select(tabs[0], false);
+
+  // Code examples and header lines carry placeholders: show the authorized key and the last
+  // created record id instead. The original text is kept to return to on logout.
+  function fill() {
+    Array.prototype.forEach.call(root.querySelectorAll(".fill"), function (el) {
+      if (el.dataset.template === undefined) {
+        el.dataset.template = el.textContent;
+      }
+      var text = el.dataset.template;
+      if (state.key) {
+        text = text.split(KEY_PLACEHOLDER).join(state.key);
+      }
+      if (state.recordId) {
+        text = text.split(RECORD_PLACEHOLDER).join(state.recordId);
+      }
+      el.textContent = text;
+    });
+  }
+
+  var authForm = document.getElementById("authorize-form");
+  var keyInput = document.getElementById("test-key");
+  var authorized = document.getElementById("authorized");
+  var message = document.getElementById("auth-message");
+  var calls = Array.prototype.slice.call(root.querySelectorAll("form.call"));
+
+  function say(text) {
+    message.textContent = text;
+    message.hidden = !text;
+  }
+
+  function setAuthorized(key) {
+    state.key = key;
+    keyInput.value = "";
+    authForm.hidden = key !== null;
+    authorized.hidden = key === null;
+    document.getElementById("authorized-key").textContent = key ? key.slice(0, 12) + "…" : "";
+    document.getElementById("calls-locked").hidden = key !== null;
+    calls.forEach(function (form) {
+      form.querySelector("fieldset").disabled = key === null;
+    });
+    fill();
+    (key ? document.getElementById("logout") : keyInput).focus();
+  }
+
+  authForm.addEventListener("submit", function (event) {
+    event.preventDefault();
+    var key = keyInput.value.trim();
+    if (!key) {
+      say("Paste a sandbox key (tm_test_…) first.");
+      return;
+    }
+    var body = new URLSearchParams();
+    body.set("csrf", root.getAttribute("data-csrf"));
+    body.set("key", key);
+    fetch(root.getAttribute("data-authorize"), {
+      method: "POST",
+      body: body,
+      credentials: "same-origin",
+      headers: { Accept: "application/json" }
+    })
+      .then(function (response) {
+        if (!response.ok) {
+          throw new Error("HTTP " + response.status);
+        }
+        return response.json();
+      })
+      .then(function (verdict) {
+        if (verdict.authorized) {
+          say("");
+          setAuthorized(key);
+        } else {
+          say(verdict.message);
+        }
+      })
+      .catch(function (error) {
+        say("The key could not be checked (" + error.message + "). Reload the page and try again.");
+      });
+  });
+
+  document.getElementById("logout").addEventListener("click", function () {
+    setAuthorized(null);
+  });
+
+  // Executing a call: the form's inputs fill the path, the query and the optional headers.
+  function formatBody(text) {
+    try {
+      return JSON.stringify(JSON.parse(text), null, 2);
+    } catch (e) {
+      return text;
+    }
+  }
+
+  function useRecord(id) {
+    state.recordId = id;
+    Array.prototype.forEach.call(root.querySelectorAll("input[data-param=record_id]"), function (input) {
+      input.value = id;
+    });
+    fill();
+  }
+
+  function show(form, requestLine, status, headers, body) {
+    var result = form.querySelector(".result");
+    result.querySelector(".request-line").textContent = requestLine;
+    var statusLine = result.querySelector(".status");
+    statusLine.textContent = status;
+    statusLine.className = "status s" + String(status).charAt(5);
+    result.querySelector(".headers").textContent = headers;
+    result.querySelector(".response-body").textContent = body;
+    result.hidden = false;
+  }
+
+  calls.forEach(function (form) {
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      if (!state.key) {
+        return;
+      }
+      var method = form.getAttribute("data-method");
+      var path = form.getAttribute("data-path");
+      var query = new URLSearchParams();
+      var headers = { Authorization: "Bearer " + state.key };
+      var inputs = form.querySelectorAll("input[data-param]");
+      for (var i = 0; i < inputs.length; i++) {
+        var input = inputs[i];
+        var name = input.getAttribute("data-param");
+        var where = input.getAttribute("data-in");
+        var value = input.value.trim();
+        if (where === "path") {
+          if (!value) {
+            input.focus();
+            show(form, method + " " + path, "Fill in " + name + " first.", "", "");
+            return;
+          }
+          path = path.replace("{" + name + "}", encodeURIComponent(value));
+        } else if (value && where === "query") {
+          query.append(name, value);
+        } else if (value) {
+          headers[name] = value;
+        }
+      }
+      var init = { method: method, headers: headers, credentials: "omit" };
+      var body = form.querySelector("[data-body]");
+      if (body) {
+        headers["Content-Type"] = "application/json";
+        init.body = body.value;
+      }
+      var url = path + (query.toString() ? "?" + query.toString() : "");
+      fetch(url, init)
+        .then(function (response) {
+          return response.text().then(function (text) {
+            var lines = [];
+            response.headers.forEach(function (value, name) {
+              lines.push(name + ": " + value);
+            });
+            show(form, method + " " + url, "HTTP " + response.status + " " + response.statusText,
+              lines.join("\n"), formatBody(text));
+            if (method === "POST" && response.status === 202) {
+              var created = JSON.parse(text);
+              if (created && typeof created.id === "string") {
+                useRecord(created.id);
+              }
+            }
+          });
+        })
+        .catch(function (error) {
+          show(form, method + " " + url, "The call did not complete: " + error.message, "", "");
+        });
+    });
+  });
+})();
