@@ -31,3 +31,30 @@ stop_servers() {
     kill -KILL "$pid" 2>/dev/null || true
   done
 }
+
+# build_receiver WORK: builds benches/webhook_receiver.rs (release) and prints its path.
+build_receiver() {
+  local work="$1"
+  log "building the receiver (cargo bench --bench webhook_receiver --no-run)"
+  cargo bench --bench webhook_receiver --no-run --message-format=json-render-diagnostics \
+    >"$work/build.json"
+  python3 - "$work/build.json" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    if line.startswith("{"):
+        msg = json.loads(line)
+        if msg.get("target", {}).get("name") == "webhook_receiver" and msg.get("executable"):
+            print(msg["executable"])
+PY
+}
+
+# build_intake: builds the release binary unless INTAKE_BIN is set; prints its path.
+build_intake() {
+  if [ -n "${INTAKE_BIN:-}" ]; then
+    echo "$INTAKE_BIN"
+    return 0
+  fi
+  log "building intake (cargo build --release --bins)"
+  cargo build --release --bins >&2
+  echo "$ROOT/target/release/intake"
+}

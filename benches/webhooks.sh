@@ -26,25 +26,9 @@ ensure_wrk
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/intake-webhooks.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 
-if [ -z "${INTAKE_BIN:-}" ]; then
-  log "building intake (cargo build --release --bins)"
-  cargo build --release --bins
-  INTAKE_BIN="$ROOT/target/release/intake"
-fi
+INTAKE_BIN="$(build_intake)"
 [ -x "$INTAKE_BIN" ] || die "no intake binary at $INTAKE_BIN"
-
-log "building the receiver (cargo bench --bench webhook_receiver --no-run)"
-cargo bench --bench webhook_receiver --no-run --message-format=json-render-diagnostics \
-  >"$WORK/build.json"
-RECEIVER_BIN="$(python3 - "$WORK/build.json" <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    if line.startswith("{"):
-        msg = json.loads(line)
-        if msg.get("target", {}).get("name") == "webhook_receiver" and msg.get("executable"):
-            print(msg["executable"])
-PY
-)"
+RECEIVER_BIN="$(build_receiver "$WORK")"
 [ -x "$RECEIVER_BIN" ] || die "could not find the webhook_receiver executable in cargo's output"
 
 BENCH_DIR="$ROOT/benches" python3 "$ROOT/benches/webhooks.py" \
