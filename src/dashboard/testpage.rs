@@ -30,8 +30,8 @@ pub struct ParamView {
     /// `path`, `query` or `header`.
     pub location: String,
     pub required: bool,
-    pub description: String,
-    /// The parameter's JSON Schema, compact.
+    pub description: Vec<Span>,
+    /// The parameter's JSON Schema in a few words: type, format, range, default.
     pub schema: String,
     /// The value the call form starts with (query examples only: a path example names no
     /// real record).
@@ -45,10 +45,58 @@ pub struct HeaderView {
     pub value: String,
 }
 
+/// A piece of a document's description: plain text, or a `code` span.
+pub struct Span {
+    pub text: String,
+    pub code: bool,
+}
+
+/// Splits a CommonMark description at its backtick code spans (the only markup the OpenAPI
+/// document uses in running text); the template escapes each piece.
+fn spans(value: &Value) -> Vec<Span> {
+    value
+        .as_str()
+        .unwrap_or_default()
+        .split('`')
+        .enumerate()
+        .filter(|(_, text)| !text.is_empty())
+        .map(|(i, text)| Span {
+            text: text.to_string(),
+            code: i % 2 == 1,
+        })
+        .collect()
+}
+
+/// `integer, 1 to 30, default 10`: what a parameter's schema allows, for a reader.
+fn schema_summary(schema: &Value) -> String {
+    let mut parts = vec![match (schema["type"].as_str(), schema["format"].as_str()) {
+        (Some(kind), Some(format)) => format!("{kind} ({format})"),
+        (Some(kind), None) => kind.to_string(),
+        (None, _) => "any".to_string(),
+    }];
+    let range =
+        |min: &str, max: &str, unit: &str| match (schema[min].as_i64(), schema[max].as_i64()) {
+            (Some(lo), Some(hi)) => Some(format!("{lo} to {hi}{unit}")),
+            (Some(lo), None) => Some(format!("at least {lo}{unit}")),
+            (None, Some(hi)) => Some(format!("at most {hi}{unit}")),
+            (None, None) => None,
+        };
+    parts.extend(range("minimum", "maximum", ""));
+    parts.extend(range("minLength", "maxLength", " characters"));
+    if let Some(values) = schema["enum"].as_array() {
+        let values: Vec<String> = values.iter().map(|v| v.to_string()).collect();
+        parts.push(format!("one of {}", values.join(", ")));
+    }
+    if !schema["default"].is_null() {
+        parts.push(format!("default {}", schema["default"]));
+    }
+    parts.join(", ")
+}
+
 /// One documented response.
 pub struct ResponseView {
     pub status: String,
-    pub description: String,
+    pub description: Vec<Span>,
     pub example: Option<String>,
 }
 
@@ -65,7 +113,7 @@ pub struct OperationView {
     /// Upper case.
     pub method: String,
     pub summary: String,
-    pub description: String,
+    pub description: Vec<Span>,
     /// The path on this server, `{record_id}` left as a template.
     pub path: String,
     pub url: String,
@@ -174,8 +222,8 @@ fn operation_view(server: &str, path: &str, method: &str, op: &Value) -> Operati
                 },
                 name: text(&p["name"]),
                 required: p["required"] == true,
-                description: text(&p["description"]),
-                schema: p["schema"].to_string(),
+                description: spans(&p["description"]),
+                schema: schema_summary(&p["schema"]),
                 location,
             }
         })
@@ -203,7 +251,7 @@ fn operation_view(server: &str, path: &str, method: &str, op: &Value) -> Operati
                 .filter(|example| !example.is_null());
             ResponseView {
                 status: status.clone(),
-                description: text(&response["description"]),
+                description: spans(&response["description"]),
                 example: example.map(pretty),
             }
         })
@@ -222,7 +270,7 @@ fn operation_view(server: &str, path: &str, method: &str, op: &Value) -> Operati
         id: text(&op["operationId"]),
         method: method.to_uppercase(),
         summary: text(&op["summary"]),
-        description: text(&op["description"]),
+        description: spans(&op["description"]),
         url: format!("{server}{path}"),
         path: path.to_string(),
         headers,
@@ -291,6 +339,29 @@ pub async fn authorize(app: &App, req: &mut Request, slug: &str) -> Outcome {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn schemas_read_as_words_and_code_spans_are_kept_apart() {
+        let limit =
+            serde_json::json!({"type": "integer", "minimum": 1, "maximum": 30, "default": 10});
+        assert_eq!(schema_summary(&limit), "integer, 1 to 30, default 10");
+        let q = serde_json::json!({"type": "string", "minLength": 3, "maxLength": 200});
+        assert_eq!(schema_summary(&q), "string, 3 to 200 characters");
+        let env = serde_json::json!({"type": "string", "format": "date", "enum": ["a", "b"]});
+        assert_eq!(schema_summary(&env), "string (date), one of \"a\", \"b\"");
+        let text = serde_json::json!("Send `since` or `cursor`, not both.");
+        let got: Vec<(String, bool)> = spans(&text).into_iter().map(|s| (s.text, s.code)).collect();
+        assert_eq!(
+            got,
+            [
+                ("Send ".to_string(), false),
+                ("since".to_string(), true),
+                (" or ".to_string(), false),
+                ("cursor".to_string(), true),
+                (", not both.".to_string(), false),
+            ]
+        );
+    }
 
     #[test]
     fn cards_follow_the_endpoint_document() {
