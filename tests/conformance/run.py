@@ -87,7 +87,11 @@ def main():
                 started = time.time()
                 run = subprocess.run(
                     [
-                        "schemathesis",
+                        # The interpreter running this script, which has schemathesis
+                        # installed (.ci/run: `python3 -m pip install`), whatever is on PATH.
+                        sys.executable,
+                        "-m",
+                        "schemathesis.cli",
                         "--config-file",
                         os.path.join(HERE, "schemathesis.toml"),
                         "run",
