@@ -95,6 +95,18 @@ enum Cred<'a> {
 }
 
 fn call(s: &TestServer, method: &str, path: &str, cred: &Cred, body: Option<&Value>) -> Resp {
+    call_with(s, method, path, cred, body, &[])
+}
+
+/// [`call`] with extra request headers.
+fn call_with(
+    s: &TestServer,
+    method: &str,
+    path: &str,
+    cred: &Cred,
+    body: Option<&Value>,
+    extra: &[(&str, &str)],
+) -> Resp {
     let (name, value) = match cred {
         Cred::None => ("", String::new()),
         Cred::Bearer(token) => ("Authorization", format!("Bearer {token}")),
@@ -108,6 +120,7 @@ fn call(s: &TestServer, method: &str, path: &str, cred: &Cred, body: Option<&Val
     if bytes.is_some() {
         headers.push(("Content-Type", "application/json"));
     }
+    headers.extend_from_slice(extra);
     s.request(method, path, &headers, bytes.as_deref())
 }
 
@@ -211,9 +224,9 @@ fn every_route_refuses_calls_without_the_right_credential_and_they_change_nothin
                     .replace("{id}", "1")
             };
             let path = path_for(&w.a.slug);
-            let mut refuse = |cred: &Cred, path: &str, status: u16| {
-                let r = call(&s, &method, path, cred, body);
-                let what = format!("{method} {path} with {cred:?}");
+            let mut refuse_with = |cred: &Cred, path: &str, extra: &[(&str, &str)], status: u16| {
+                let r = call_with(&s, &method, path, cred, body, extra);
+                let what = format!("{method} {path} with {cred:?} {extra:?}");
                 assert_eq!(r.status, status, "{what}: {}", r.describe());
                 let code = r.error_code().unwrap_or_default();
                 assert!(
@@ -222,6 +235,8 @@ fn every_route_refuses_calls_without_the_right_credential_and_they_change_nothin
                 );
                 checked += 1;
             };
+            let mut refuse =
+                |cred: &Cred, path: &str, status: u16| refuse_with(cred, path, &[], status);
             if template.contains("{token}") {
                 // The invitation token in the path is the credential: an unknown one names
                 // nothing, whoever asks.
@@ -275,6 +290,17 @@ fn every_route_refuses_calls_without_the_right_credential_and_they_change_nothin
                 if template.contains("{slug}") {
                     // An endpoint the member does not collaborate on does not exist for it.
                     refuse(&Cred::Bearer(&w.member_token), &path_for(&w.b.slug), 404);
+                }
+                // A change the session cookie authorises must come from this origin: not
+                // from another site, nor from a sibling subdomain (same site).
+                if method != "GET" {
+                    let session = Cred::Session(&w.member_session);
+                    for cross in [
+                        ("Origin", "https://evil.example"),
+                        ("Sec-Fetch-Site", "same-site"),
+                    ] {
+                        refuse_with(&session, &path, &[cross], 403);
+                    }
                 }
             }
         }

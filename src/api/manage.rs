@@ -25,7 +25,17 @@ pub fn caller(app: &App, req: &Request) -> Result<AccountRow> {
         return Err(Error::InvalidToken);
     }
     match cookie(&req.headers, sessions::COOKIE) {
-        Some(session) => sessions::authenticate(&app.store, app.clock.now(), session),
+        Some(session) => {
+            // The browser sends the cookie by itself, also on a form or fetch another page
+            // makes; SameSite=Strict keeps other sites out, but not a sibling subdomain
+            // (same site). So a change authorised by the cookie must come from this origin,
+            // checked as the dashboard's forms are.
+            let safe = req.method == Method::GET || req.method == Method::HEAD;
+            if !safe && !crate::dashboard::security::same_origin(&req.headers) {
+                return Err(Error::CrossSiteRequest);
+            }
+            sessions::authenticate(&app.store, app.clock.now(), session)
+        }
         None => Err(Error::MissingToken),
     }
 }

@@ -345,6 +345,10 @@ impl Operation {
                 add(404, &["endpoint_not_found"]);
             }
         }
+        // A session cookie authorises a change only from this server's own pages.
+        if matches!(self.access, Access::Account(_) | Access::Invitation) && self.method != "get" {
+            add(403, &["cross_site_request"]);
+        }
         if self.path.contains("{record_id}") {
             add(400, &["invalid_record_id"]);
         }
