@@ -513,8 +513,11 @@ fn session_cookies_are_httponly_strict_and_secure_over_tls() {
     let s = TestServer::start();
     assert_login_cookies(s.base_url(), &s.agent, &s.password, false);
 
-    // Served over TLS (the self-signed development certificate): the cookies are Secure.
-    let tls = TestServer::start_with_args(&["--dev-tls".as_ref()]);
+    // Served over TLS (the self-signed development certificate): the cookies are Secure,
+    // even when `public_url` (links in e-mails) was left at plain http.
+    let tls = TestServer::start_with_config(
+        "public_url = \"http://intake.example\"\n\n[tls]\nself_signed = true\n",
+    );
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .max_redirects(0)

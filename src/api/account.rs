@@ -56,7 +56,7 @@ fn with_session(
 /// The session cookie: HttpOnly (no script can read it), SameSite=Strict (no other site can
 /// make the browser send it, which is the CSRF defence), Secure when served over https.
 pub(crate) fn set_cookie(app: &App, response: &mut Response, value: &str, max_age: u64) {
-    let secure = if app.config.public_url().starts_with("https://") {
+    let secure = if app.config.secure_cookies() {
         "; Secure"
     } else {
         ""
