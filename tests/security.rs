@@ -306,6 +306,20 @@ fn every_route_refuses_calls_without_the_right_credential_and_they_change_nothin
         }
     }
     assert!(checked > 300, "only {checked} refusals checked");
+    // Logging out is open to anyone, but another origin cannot end a session.
+    let session = Cred::Session(&w.member_session);
+    let cross = [("Origin", "https://evil.example")];
+    let r = call_with(&s, "POST", "/api/v1/auth/logout", &session, None, &cross);
+    assert_eq!(
+        r.error_code().as_deref(),
+        Some("cross_site_request"),
+        "{}",
+        r.describe()
+    );
+    assert_status(
+        &call(&s, "GET", "/api/v1/auth/session", &session, None),
+        200,
+    );
     assert_eq!(snapshot(&s, &w), before, "a refused call changed something");
 }
 

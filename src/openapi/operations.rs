@@ -494,7 +494,8 @@ fn session_operations() -> Vec<Operation> {
             .tag("Session")
             .summary(
                 "Log out",
-                "Ends the session of the cookie sent, if any, and clears the cookie.",
+                "Ends the session of the cookie sent, if any, and clears the cookie; from \
+                 another origin (`Origin`, `Sec-Fetch-Site`) 403 `cross_site_request`.",
             )
             .ok(
                 200,
@@ -502,7 +503,8 @@ fn session_operations() -> Vec<Operation> {
                 json!({ "type": "object", "properties": { "logged_out": { "const": true } },
                         "required": ["logged_out"] }),
                 json!({ "logged_out": true }),
-            ),
+            )
+            .error(403, &["cross_site_request"]),
         Operation::new("get", "/api/v1/auth/session", "getSession")
             .tag("Session")
             .summary(
