@@ -536,6 +536,12 @@ impl Config {
         }
     }
 
+    /// Whether cookies are `Secure`: when the server itself serves https, or its public URL
+    /// is https (TLS ended by a proxy in front).
+    pub fn secure_cookies(&self) -> bool {
+        self.tls.is_some() || self.public_url().starts_with("https://")
+    }
+
     /// `https` when `[tls]` is configured, else `http`.
     pub fn scheme(&self) -> &'static str {
         if self.tls.is_some() { "https" } else { "http" }

@@ -56,6 +56,8 @@ pub enum Error {
     OwnerOnly,
     #[error("Only the server's owner account can do this.")]
     ServerOwnerOnly,
+    #[error("A change made with the session cookie must come from this server's own pages.")]
+    CrossSiteRequest,
     #[error("This invitation was sent to another e-mail address than this account's.")]
     InvitationForOtherAccount,
 

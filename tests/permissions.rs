@@ -157,22 +157,6 @@ fn collaborator_path(slug: &str, id: u64) -> String {
     format!("/api/v1/manage/endpoints/{slug}/collaborators/{id}")
 }
 
-/// The session cookie value set by a response.
-fn session_cookie(r: &Resp) -> String {
-    let set = r
-        .headers
-        .iter()
-        .filter(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))
-        .map(|(_, v)| v.as_str())
-        .find(|v| v.starts_with("intake_session="))
-        .unwrap_or_else(|| panic!("no intake_session cookie set: {:?}", r.headers));
-    set["intake_session=".len()..]
-        .split(';')
-        .next()
-        .unwrap()
-        .to_string()
-}
-
 /// Invites `email` with `permissions` and accepts as a new account.
 fn add_collaborator(s: &TestServer, slug: &str, email: &str, permissions: &[&str]) -> Collaborator {
     let r = s.manage(

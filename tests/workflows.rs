@@ -81,18 +81,6 @@ fn with_cookie(
     s.request(method, path, &headers, bytes.as_deref())
 }
 
-/// The session cookie value set by a response.
-fn session_cookie(resp: &Resp) -> String {
-    let set = resp
-        .header("set-cookie")
-        .unwrap_or_else(|| panic!("no Set-Cookie: {}", resp.describe()));
-    let pair = set.split(';').next().unwrap_or_default();
-    let (name, value) = pair.split_once('=').unwrap_or_default();
-    assert_eq!(name, "intake_session", "{set}");
-    assert!(!value.is_empty(), "{set}");
-    value.to_string()
-}
-
 fn invite(s: &TestServer, slug: &str, email: &str, permissions: &[&str]) -> Value {
     let r = s.manage(
         "POST",

@@ -5,7 +5,7 @@ use http::{HeaderValue, StatusCode, header};
 use warp::reply::Response;
 
 use super::Request;
-use super::manage::{body, caller, id_param, optional_body};
+use super::manage::{body, caller, cookie_request_from_this_origin, id_param, optional_body};
 use super::reply::{self, cookie};
 use crate::accounts::{self, AccountView};
 use crate::app::App;
@@ -56,7 +56,7 @@ fn with_session(
 /// The session cookie: HttpOnly (no script can read it), SameSite=Strict (no other site can
 /// make the browser send it, which is the CSRF defence), Secure when served over https.
 pub(crate) fn set_cookie(app: &App, response: &mut Response, value: &str, max_age: u64) {
-    let secure = if app.config.public_url().starts_with("https://") {
+    let secure = if app.config.secure_cookies() {
         "; Secure"
     } else {
         ""
@@ -81,6 +81,7 @@ pub(crate) fn open_session(app: &App, account: AccountRow) -> Result<sessions::O
 /// `POST /api/v1/auth/logout`: ends the session and clears the cookie.
 pub fn logout(app: &App, req: &Request) -> Result<Response> {
     if let Some(token) = cookie(&req.headers, COOKIE) {
+        cookie_request_from_this_origin(req)?;
         sessions::logout(&app.store, token)?;
     }
     let mut response = reply::json(StatusCode::OK, &serde_json::json!({ "logged_out": true }));

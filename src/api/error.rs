@@ -32,6 +32,7 @@ pub fn status_and_code(err: &Error) -> (StatusCode, &'static str) {
         EndpointInactive => (StatusCode::FORBIDDEN, "endpoint_inactive"),
         EndpointNotDeployed => (StatusCode::FORBIDDEN, "endpoint_not_deployed"),
         AccountSuspended => (StatusCode::FORBIDDEN, "account_suspended"),
+        CrossSiteRequest => (StatusCode::FORBIDDEN, "cross_site_request"),
         MissingPermission(p) => (
             StatusCode::FORBIDDEN,
             match p {

@@ -25,8 +25,24 @@ pub fn caller(app: &App, req: &Request) -> Result<AccountRow> {
         return Err(Error::InvalidToken);
     }
     match cookie(&req.headers, sessions::COOKIE) {
-        Some(session) => sessions::authenticate(&app.store, app.clock.now(), session),
+        Some(session) => {
+            cookie_request_from_this_origin(req)?;
+            sessions::authenticate(&app.store, app.clock.now(), session)
+        }
         None => Err(Error::MissingToken),
+    }
+}
+
+/// The browser sends the session cookie by itself, also with a form or fetch another page
+/// makes; SameSite=Strict keeps other sites out, but not a sibling subdomain (same site). So
+/// a change the cookie authorises must come from this origin, checked as the dashboard's
+/// forms are.
+pub fn cookie_request_from_this_origin(req: &Request) -> Result<()> {
+    let safe = req.method == Method::GET || req.method == Method::HEAD;
+    if safe || crate::dashboard::security::same_origin(&req.headers) {
+        Ok(())
+    } else {
+        Err(Error::CrossSiteRequest)
     }
 }
 

@@ -26,7 +26,7 @@ struct VisitorCsrf {
 
 fn visitor_csrf(app: &App, req: &Request) -> VisitorCsrf {
     let (secret, fresh) = security::visitor_secret(&req.headers);
-    let secure = app.config.public_url().starts_with("https://");
+    let secure = app.config.secure_cookies();
     VisitorCsrf {
         token: security::token(&secret),
         set_cookie: fresh.then(|| security::visitor_cookie(&secret, secure)),

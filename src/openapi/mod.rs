@@ -138,6 +138,10 @@ pub struct Operation {
     pub also: Vec<Success>,
     /// The errors only this operation answers, on top of [`Operation::error_codes`]'s.
     pub errors: Vec<(u16, &'static [&'static str])>,
+    /// OpenAPI links of the success response: (name, target operation id, its parameters as
+    /// runtime expressions), so a client (and the stateful conformance run) can follow a
+    /// create to the resource it made.
+    pub links: Vec<(&'static str, &'static str, Value)>,
 }
 
 const JSON: &str = "application/json";
@@ -171,6 +175,7 @@ impl Operation {
             },
             also: Vec::new(),
             errors: Vec::new(),
+            links: Vec::new(),
         }
     }
 
@@ -261,6 +266,12 @@ impl Operation {
         self
     }
 
+    /// A link from the success response to operation `target` with these `parameters`.
+    pub fn link(mut self, name: &'static str, target: &'static str, parameters: Value) -> Self {
+        self.links.push((name, target, parameters));
+        self
+    }
+
     /// The path parameters, in the order of the template.
     pub fn path_params(&self) -> Vec<Param> {
         self.path
@@ -272,7 +283,7 @@ impl Operation {
 
     /// Every error status this operation can answer with its stable codes: the ones that
     /// follow from its access, path and body, then its own. 5xx answers (storage trouble,
-    /// shutting down) are the `default` response of every operation.
+    /// shutting down) are the 500 and 503 responses of every operation.
     pub fn error_codes(&self) -> BTreeMap<u16, Vec<&'static str>> {
         let mut codes: BTreeMap<u16, Vec<&'static str>> = BTreeMap::new();
         let mut add = |status: u16, list: &[&'static str]| {
@@ -333,6 +344,10 @@ impl Operation {
                 );
                 add(404, &["endpoint_not_found"]);
             }
+        }
+        // A session cookie authorises a change only from this server's own pages.
+        if matches!(self.access, Access::Account(_) | Access::Invitation) && self.method != "get" {
+            add(403, &["cross_site_request"]);
         }
         if self.path.contains("{record_id}") {
             add(400, &["invalid_record_id"]);
@@ -520,22 +535,46 @@ fn operation_json(op: &Operation, path_params: &[Param]) -> Value {
             response["headers"]["Set-Cookie"] =
                 json!({ "$ref": "#/components/headers/Set-Cookie" });
         }
+        if outcome.status == op.success.status && !op.links.is_empty() {
+            let links: Map<String, Value> = op
+                .links
+                .iter()
+                .map(|(name, target, parameters)| {
+                    let link = json!({ "operationId": target, "parameters": parameters });
+                    ((*name).to_string(), link)
+                })
+                .collect();
+            response["links"] = Value::Object(links);
+        }
         responses.insert(outcome.status.to_string(), response);
     }
     for (status, codes) in op.error_codes() {
         responses.insert(status.to_string(), error_response(status, &codes));
     }
-    responses.insert(
-        "default".into(),
-        json!({
-            "description": "Server-side trouble: 503 `storage_unavailable`, `storage_full` \
-                (the data dir's disk is below `[storage] min_free_mb`) or `shutting_down` \
-                (with `Retry-After`: retry with backoff; the request was not processed), 408 \
-                `request_timeout` (the body did not arrive within `[http] body_timeout`), 500 \
-                `internal_error`.",
-            "content": { "application/json": { "schema": schema_ref("Error") } },
-        }),
-    );
+    // Server-side trouble, listed by status rather than as `default` so that a client (and
+    // the conformance run, tests/conformance) can tell an undocumented status from these.
+    // `/readyz` documents its own 503.
+    responses
+        .entry("500")
+        .or_insert_with(|| error_response(500, &["internal_error"]));
+    responses.entry("503").or_insert_with(|| {
+        let mut unavailable = error_response(
+            503,
+            &["storage_unavailable", "storage_full", "shutting_down"],
+        );
+        unavailable["description"] = json!(
+            "Error codes: `storage_unavailable`, `storage_full` (the data dir's disk is below \
+             `[storage] min_free_mb`), `shutting_down`. The request was not processed: retry \
+             with backoff after `Retry-After`."
+        );
+        unavailable
+    });
+    // A body that does not arrive within `[http] body_timeout`.
+    if value.get("requestBody").is_some() {
+        responses
+            .entry("408")
+            .or_insert_with(|| error_response(408, &["request_timeout"]));
+    }
     value["responses"] = Value::Object(responses);
     value
 }
@@ -570,7 +609,7 @@ fn param_json(p: &Param) -> Value {
 /// An error response carrying one of `codes`: the `Error` schema narrowed to them.
 fn error_response(status: u16, codes: &[&str]) -> Value {
     let mut headers = json!({ "X-Request-Id": { "$ref": "#/components/headers/X-Request-Id" } });
-    if status == 429 {
+    if status == 429 || status == 503 {
         headers["Retry-After"] = json!({ "$ref": "#/components/headers/Retry-After" });
     }
     json!({

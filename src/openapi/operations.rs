@@ -212,6 +212,11 @@ pub fn all() -> Vec<Operation> {
     ops
 }
 
+/// The parameters of a link from a record's creation to an operation on that record.
+fn record_link() -> Value {
+    json!({ "slug": "$request.path.slug", "record_id": "$response.body#/id" })
+}
+
 /// The seven data operations, in the spec's order.
 fn data_operations() -> Vec<Operation> {
     let data = |method, path, id| Operation::new(method, path, id).tag(DATA_TAG);
@@ -243,7 +248,10 @@ fn data_operations() -> Vec<Operation> {
                 ),
         )
         .error(400, &["invalid_idempotency_key"])
-        .error(409, &["idempotency_key_conflict"]),
+        .error(409, &["idempotency_key_conflict"])
+        .link("GetRecord", "getRecord", record_link())
+        .link("ReplaceRecord", "replaceRecord", record_link())
+        .link("DeleteRecord", "deleteRecord", record_link()),
         data("get", "/api/v1/data/{slug}/{record_id}", "getRecord")
             .summary("Read one record", "The record with its payload as stored.")
             .access(Access::DataKey(Permission::Read))
@@ -486,7 +494,8 @@ fn session_operations() -> Vec<Operation> {
             .tag("Session")
             .summary(
                 "Log out",
-                "Ends the session of the cookie sent, if any, and clears the cookie.",
+                "Ends the session of the cookie sent, if any, and clears the cookie; from \
+                 another origin (`Origin`, `Sec-Fetch-Site`) 403 `cross_site_request`.",
             )
             .ok(
                 200,
@@ -494,7 +503,8 @@ fn session_operations() -> Vec<Operation> {
                 json!({ "type": "object", "properties": { "logged_out": { "const": true } },
                         "required": ["logged_out"] }),
                 json!({ "logged_out": true }),
-            ),
+            )
+            .error(403, &["cross_site_request"]),
         Operation::new("get", "/api/v1/auth/session", "getSession")
             .tag("Session")
             .summary(
@@ -676,7 +686,8 @@ fn endpoint_operations() -> Vec<Operation> {
                                         "required_fields": { "type": "array", "items": { "type": "string" } } } }),
                 json!({ "name": "Orders", "required_fields": ["email"] }),
             )
-            .ok(201, "Created, with its keys.", schema_ref("Endpoint"), endpoint_example()),
+            .ok(201, "Created, with its keys.", schema_ref("Endpoint"), endpoint_example())
+            .link("GetEndpoint", "getEndpoint", json!({ "slug": "$response.body#/slug" })),
         op("get", "/api/v1/manage/endpoints/{slug}", "getEndpoint", Who::Member)
             .summary("One endpoint", "With the caller's own keys.")
             .ok(200, "The endpoint.", schema_ref("Endpoint"), endpoint_example()),
@@ -684,15 +695,17 @@ fn endpoint_operations() -> Vec<Operation> {
             .summary(
                 "Change an endpoint",
                 "Only the fields sent change; `description: null` clears it, `monthly_quota: \
-                 null` returns to the server default, `active: false` refuses data calls.",
+                 null` returns to the server default, `active: false` refuses data calls. \
+                 `name`, `required_fields` or `active` sent as `null` leave that field \
+                 unchanged.",
             )
             .body(
                 BodyKind::Json,
                 json!({ "type": "object", "additionalProperties": false,
-                        "properties": { "name": { "type": "string" },
+                        "properties": { "name": { "type": ["string", "null"] },
                                         "description": { "type": ["string", "null"] },
-                                        "required_fields": { "type": "array", "items": { "type": "string" } },
-                                        "active": { "type": "boolean" },
+                                        "required_fields": { "type": ["array", "null"], "items": { "type": "string" } },
+                                        "active": { "type": ["boolean", "null"] },
                                         "monthly_quota": { "type": ["integer", "null"], "minimum": 1 } } }),
                 json!({ "description": "Web shop orders", "monthly_quota": 100000 }),
             )
@@ -806,7 +819,12 @@ fn collaborator_operations() -> Vec<Operation> {
                 json!({ "email": "ada@example.com", "permissions": ["create", "read"] }),
             )
             .ok(201, "Invited.", schema_ref("Invitation"), invitation_example())
-            .error(409, &["conflict"]),
+            .error(409, &["conflict"])
+            .link(
+                "RevokeInvitation",
+                "revokeInvitation",
+                json!({ "slug": "$request.path.slug", "id": "$response.body#/id" }),
+            ),
         owner("delete", "/api/v1/manage/endpoints/{slug}/invitations/{id}", "revokeInvitation")
             .summary("Revoke a pending invitation", "")
             .ok(200, "Revoked.", schema_ref("Invitation"), {
@@ -942,7 +960,8 @@ fn webhook_operations() -> Vec<Operation> {
             "A webhook signing secret",
             "Another `environment` matches no route (404 `route_not_found`).",
         )
-        .ok(200, "The secret.", schema_ref("WebhookSecret"), secret_example()),
+        .ok(200, "The secret.", schema_ref("WebhookSecret"), secret_example())
+        .error(404, &["route_not_found"]),
         op(
             "post",
             "/api/v1/manage/endpoints/{slug}/webhook-secrets/{environment}/reissue",
@@ -951,9 +970,11 @@ fn webhook_operations() -> Vec<Operation> {
         )
         .summary(
             "Reissue a signing secret",
-            "The previous secret keeps signing (second signature) for 24 hours.",
+            "The previous secret keeps signing (second signature) for 24 hours; another \
+             `environment` matches no route (404 `route_not_found`).",
         )
-        .ok(200, "The new secret.", schema_ref("WebhookSecret"), secret_example()),
+        .ok(200, "The new secret.", schema_ref("WebhookSecret"), secret_example())
+        .error(404, &["route_not_found"]),
     ]
 }
 
@@ -1009,12 +1030,12 @@ fn administration_operations() -> Vec<Operation> {
         op("post", "/api/v1/manage/mail/test", "sendTestMail")
             .summary(
                 "Queue a test e-mail",
-                "To `to`, by default the calling account's address.",
+                "To `to`, by default (absent or `null`) the calling account's address.",
             )
             .body(
                 BodyKind::OptionalJson,
                 json!({ "type": "object", "additionalProperties": false,
-                        "properties": { "to": { "type": "string" } } }),
+                        "properties": { "to": { "type": ["string", "null"] } } }),
                 json!({ "to": "you@example.com" }),
             )
             .ok(

@@ -6,6 +6,7 @@
 
 pub mod receiver;
 pub mod smtp;
+pub mod visitor;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -1139,13 +1140,19 @@ impl TestServer {
     /// section of [`smtp::SmtpServer::config_toml`]). The file is `intake.toml` in the data
     /// dir; `--data-dir` and `--listen` still come from the command line.
     pub fn start_with_config(toml: &str) -> TestServer {
+        TestServer::start_with_config_env(toml, &[])
+    }
+
+    /// [`TestServer::start_with_config`] with extra environment variables for `serve`, for
+    /// example `RUST_LOG=debug` (tests/security.rs).
+    pub fn start_with_config_env(toml: &str, envs: &[(&str, &str)]) -> TestServer {
         let dir = tempfile::tempdir().expect("tempdir");
         let init = initialised_copy(dir.path());
         let config = write_config(dir.path(), toml);
         let log = LogBuffer::default();
         let mut args = serve_args(dir.path());
         args.extend(["--config".as_ref(), config.as_os_str()]);
-        let proc = spawn_serve(&args, &[], &log);
+        let proc = spawn_serve(&args, envs, &log);
         TestServer {
             addr: proc.addr,
             dir,
@@ -1169,4 +1176,19 @@ fn write_config(dir: &Path, toml: &str) -> PathBuf {
     let path = dir.join("intake.toml");
     std::fs::write(&path, toml).expect("write config file");
     path
+}
+
+// ---------------------------------------------------------------------------
+// Session cookies (added for tests/security.rs)
+// ---------------------------------------------------------------------------
+
+/// The value of the `intake_session` cookie a response sets (panics if it sets none).
+pub fn session_cookie(resp: &Resp) -> String {
+    resp.headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("set-cookie"))
+        .filter_map(|(_, v)| v.split(';').next()?.strip_prefix("intake_session="))
+        .find(|value| !value.is_empty())
+        .unwrap_or_else(|| panic!("no intake_session cookie set: {}", resp.describe()))
+        .to_string()
 }
