@@ -117,29 +117,46 @@ fn write_parts(
     let file = create_private(archive).map_err(io_err(&context))?;
     let mut tar = tar::Builder::new(file);
     let mtime = u64::try_from(now.as_micros() / 1_000_000).unwrap_or(0);
-    append_bytes(&mut tar, MANIFEST, &manifest_json, mtime).map_err(io_err(&context))?;
-    append_bytes(&mut tar, MASTER_KEY_FILE, &key, mtime).map_err(io_err(&context))?;
-    let mut store_file =
-        File::open(copy).map_err(io_err(format!("cannot read {}", copy.display())))?;
-    tar.append_file(STORE_FILE, &mut store_file)
-        .map_err(io_err(&context))?;
+    let bytes_len = |bytes: &[u8]| bytes.len() as u64;
+    append(
+        &mut tar,
+        MANIFEST,
+        bytes_len(&manifest_json),
+        &mut &manifest_json[..],
+        mtime,
+    )
+    .map_err(io_err(&context))?;
+    append(
+        &mut tar,
+        MASTER_KEY_FILE,
+        bytes_len(&key),
+        &mut &key[..],
+        mtime,
+    )
+    .map_err(io_err(&context))?;
+    let copy_err = || io_err(format!("cannot read {}", copy.display()));
+    let mut store_file = File::open(copy).map_err(copy_err())?;
+    let size = store_file.metadata().map_err(copy_err())?.len();
+    append(&mut tar, STORE_FILE, size, &mut store_file, mtime).map_err(io_err(&context))?;
     let file = tar.into_inner().map_err(io_err(&context))?;
     file.sync_all().map_err(io_err(&context))?;
     Ok(manifest)
 }
 
-fn append_bytes(
+/// Appends a member readable only by its owner (as every file of a data dir).
+fn append(
     tar: &mut tar::Builder<File>,
     name: &str,
-    bytes: &[u8],
+    size: u64,
+    data: &mut dyn Read,
     mtime: u64,
 ) -> std::io::Result<()> {
     let mut header = tar::Header::new_gnu();
-    header.set_size(bytes.len() as u64);
+    header.set_size(size);
     header.set_mode(0o600);
     header.set_mtime(mtime);
     header.set_cksum();
-    tar.append_data(&mut header, name, bytes)
+    tar.append_data(&mut header, name, data)
 }
 
 /// A new file readable only by its owner: backups hold the key-encryption key.

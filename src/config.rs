@@ -968,6 +968,78 @@ mod tests {
         }
     }
 
+    fn with_env(text: &str, vars: &[(&str, &str)]) -> Result<Config, String> {
+        let dir = std::env::temp_dir().join(format!("intake-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{}.toml", crate::ids::random_base32(8)));
+        std::fs::write(&path, text).unwrap();
+        let vars = vars
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let result = Config::load_with_env(Some(&path), vars).map_err(|e| e.to_string());
+        let _ = std::fs::remove_file(&path);
+        result
+    }
+
+    #[test]
+    fn environment_variables_override_the_file() {
+        let c = with_env(
+            "listen = \"127.0.0.1:1\"\n[storage]\ncache_mb = 8\n",
+            &[
+                ("INTAKE_LISTEN", "0.0.0.0:9000"),
+                ("INTAKE_STORAGE__CACHE_MB", "32"),
+                ("INTAKE_POLL__HOLD_BACK", "5s"),
+                ("INTAKE_OPERATIONS__METRICS_TOKEN", "\"0042\""),
+                ("INTAKE_BACKUP__DIR", "/var/backups/intake"),
+                ("INTAKE_TOKEN", "not a config key"),
+                ("HOME", "/root"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.listen.port(), 9000);
+        assert_eq!(c.storage.cache_mb, 32);
+        assert_eq!(c.poll.hold_back, Duration::from_secs(5));
+        assert_eq!(c.operations.metrics_token.unwrap().expose(), "0042");
+        assert_eq!(
+            c.backup.dir.as_deref(),
+            Some(Path::new("/var/backups/intake"))
+        );
+        let err = with_env("", &[("INTAKE_STORAGE__CACHEMB", "1")]).unwrap_err();
+        assert!(err.contains("INTAKE_STORAGE__CACHEMB"), "{err}");
+        let err = with_env("", &[("INTAKE_A__B__C", "1")]).unwrap_err();
+        assert!(err.contains("INTAKE_A__B__C"), "{err}");
+        let err = with_env("", &[("INTAKE_LISTEN__PORT", "1")]).unwrap_err();
+        assert!(err.contains("listen"), "{err}");
+    }
+
+    #[test]
+    fn environment_values_are_toml_or_plain_strings() {
+        assert_eq!(env_value("12"), toml::Value::Integer(12));
+        assert_eq!(env_value("true"), toml::Value::Boolean(true));
+        assert_eq!(env_value("\"12\""), toml::Value::String("12".into()));
+        assert_eq!(
+            env_value("0.0.0.0:80"),
+            toml::Value::String("0.0.0.0:80".into())
+        );
+        assert_eq!(
+            env_value("1\nlisten = 2"),
+            toml::Value::String("1\nlisten = 2".into())
+        );
+        assert_eq!(
+            env_value("1979-05-27"),
+            toml::Value::String("1979-05-27".into())
+        );
+    }
+
+    #[test]
+    fn durations_print_in_their_shortest_exact_unit() {
+        for text in [
+            "500ms", "1500ms", "0s", "59s", "1m", "90m", "1h", "25h", "1d", "60d",
+        ] {
+            assert_eq!(format_duration(parse_duration(text).unwrap()), text);
+        }
+    }
+
     #[test]
     fn durations() {
         assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
