@@ -901,6 +901,11 @@ mod tests {
         assert_eq!(tls.redirect_listen.map(|a| a.port()), Some(80));
         assert_eq!(c.operations.ready_max_index_lag, 10_000);
         assert!(c.operations.metrics_token.is_some());
+        assert_eq!(
+            c.backup.dir.as_deref(),
+            Some(Path::new("/var/lib/intake/backups"))
+        );
+        assert_eq!(c.backup.keep, 7);
     }
 
     #[test]

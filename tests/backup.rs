@@ -236,6 +236,22 @@ fn restore_refuses_a_running_or_non_empty_data_dir_unless_forced() {
     let kept = server.create_record(&slug, &key, &json!({"n": 1}));
     let archives = tempfile::tempdir().unwrap();
     let archive = archives.path().join("backup.tar");
+    // Only the server's owner takes backups; the CLI reports the server's refusal.
+    assert_error(
+        &server.request("POST", "/api/v1/manage/backups", &[], None),
+        401,
+        "missing_token",
+    );
+    let out = run_cli(
+        intake_cmd()
+            .args(["backup", "--to"])
+            .arg(&archive)
+            .args(["--server", &server.base_url(), "--token", "tok_wrong"]),
+        CLI_TIMEOUT,
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("401"), "{}", stderr(&out));
+    assert!(!archive.exists());
     assert_success(&backup(&server, &archive));
     let later = server.create_record(&slug, &key, &json!({"n": 2}));
 

@@ -324,6 +324,10 @@ mod tests {
             Route::resolve("/api/v1/manage/mail/12"),
             Some(Route::ManageMailMessage { id: "12" })
         );
+        assert_eq!(
+            Route::resolve("/api/v1/manage/backups"),
+            Some(Route::ManageBackups)
+        );
     }
 
     #[test]
