@@ -259,17 +259,15 @@ pub fn restore(archive: &Path, data_dir: &Path, force: bool) -> Result<Manifest,
 /// Refuses a data dir that a running server holds, or that is not empty (unless `force`).
 fn check_target(data_dir: &Path, force: bool) -> Result<(), BackupError> {
     let store = data_dir.join(STORE_FILE);
-    if store.exists() {
-        match redb::Database::open(&store) {
-            Err(redb::DatabaseError::DatabaseAlreadyOpen) => {
-                return Err(BackupError::Refused(format!(
-                    "a server is running on {}; stop it before restoring",
-                    data_dir.display()
-                )));
-            }
-            // Whatever else is wrong with it, a forced restore replaces it.
-            Ok(_) | Err(_) => {}
-        }
+    // redb holds an exclusive lock on an open store; whatever else is wrong with a store
+    // that opens (or fails otherwise), a forced restore replaces it.
+    if store.exists()
+        && let Err(redb::DatabaseError::DatabaseAlreadyOpen) = redb::Database::open(&store)
+    {
+        return Err(BackupError::Refused(format!(
+            "a server is running on {}; stop it before restoring",
+            data_dir.display()
+        )));
     }
     let not_empty = match std::fs::read_dir(data_dir) {
         Ok(mut entries) => entries.next().is_some(),

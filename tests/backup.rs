@@ -243,10 +243,12 @@ fn restore_refuses_a_running_or_non_empty_data_dir_unless_forced() {
         "missing_token",
     );
     let out = run_cli(
-        intake_cmd()
-            .args(["backup", "--to"])
-            .arg(&archive)
-            .args(["--server", &server.base_url(), "--token", "tok_wrong"]),
+        intake_cmd().args(["backup", "--to"]).arg(&archive).args([
+            "--server",
+            &server.base_url(),
+            "--token",
+            "tok_wrong",
+        ]),
         CLI_TIMEOUT,
     );
     assert!(!out.status.success());
