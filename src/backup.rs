@@ -77,6 +77,8 @@ pub fn write(
 ) -> Result<Manifest, BackupError> {
     let partial = sibling(out, ".partial");
     let copy = sibling(out, ".redb.partial");
+    // redb would open a copy left by a crashed backup and add to it: start from nothing.
+    let _ = std::fs::remove_file(&copy);
     let result = write_parts(store, data_dir, &partial, &copy, now);
     let _ = std::fs::remove_file(&copy);
     match result {
@@ -189,6 +191,26 @@ pub fn write_unnamed(
     let file = File::open(&path).map_err(io_err(format!("cannot read {}", path.display())));
     let _ = std::fs::remove_file(&path);
     Ok((file?, manifest))
+}
+
+/// Saves a backup read from `archive` (a download) to `to`: whole or absent, mode 0600.
+/// Returns its size.
+pub fn save(archive: &mut dyn Read, to: &Path) -> Result<u64, BackupError> {
+    let partial = sibling(to, ".partial");
+    let _ = std::fs::remove_file(&partial);
+    let saved = create_private(&partial).and_then(|mut file| {
+        let size = std::io::copy(archive, &mut file)?;
+        file.sync_all()?;
+        std::fs::rename(&partial, to)?;
+        Ok(size)
+    });
+    saved.map_err(|source| {
+        let _ = std::fs::remove_file(&partial);
+        BackupError::Io {
+            context: format!("cannot write {}", to.display()),
+            source,
+        }
+    })
 }
 
 /// A backup into the configured folder (SIGUSR1), named by its time, then deletes all but

@@ -275,33 +275,17 @@ fn check(config: &Config, files: &FileArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// `intake backup --to FILE`: asks the running server for a backup and writes it to FILE,
-/// which is complete or absent (written under a temporary name, then renamed).
+/// `intake backup --to FILE`: asks the running server for a backup and saves it to FILE.
 fn take_backup(remote: &RemoteArgs, to: &std::path::Path) -> Result<(), String> {
     // A large store takes a while to copy and download: no overall deadline.
     let mut response = send(remote, "POST", "/api/v1/manage/backups", None, None)?;
     if !response.status().is_success() {
         return Err(error_answer(&mut response));
     }
-    let mut partial = to.as_os_str().to_os_string();
-    partial.push(".partial");
-    let partial = PathBuf::from(partial);
-    let written = std::fs::File::create(&partial).and_then(|mut file| {
-        let n = std::io::copy(&mut response.body_mut().as_reader(), &mut file)?;
-        file.sync_all()?;
-        Ok(n)
-    });
-    let finished = written.and_then(|n| std::fs::rename(&partial, to).map(|()| n));
-    match finished {
-        Ok(bytes) => {
-            println!("Backup written to {} ({bytes} bytes).", to.display());
-            Ok(())
-        }
-        Err(err) => {
-            let _ = std::fs::remove_file(&partial);
-            Err(format!("cannot write {}: {err}", to.display()))
-        }
-    }
+    let bytes =
+        backup::save(&mut response.body_mut().as_reader(), to).map_err(|e| e.to_string())?;
+    println!("Backup written to {} ({bytes} bytes).", to.display());
+    Ok(())
 }
 
 /// `intake restore`: puts a backup in place of the data of a stopped server's data dir.

@@ -138,6 +138,10 @@ fn backup_under_write_load_restores_every_acknowledged_write_and_search() {
     let ended = Instant::now();
     assert_success(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("Backup written to"));
+    // It holds the key-encryption key: private to its owner, like the data dir.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&archive).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
     // Every writer goes on past the backup: the load spans it.
     let goal = count.load(Ordering::Relaxed) + 40;
     while count.load(Ordering::Relaxed) < goal {
