@@ -66,9 +66,9 @@ pub struct Manifest {
     pub last_change_seq: u64,
 }
 
-/// Writes a backup archive of `store` and the key of `data_dir` to `out`, which must not
-/// exist. The archive is written beside `out` under a temporary name and renamed when
-/// complete, so `out` is either a whole backup or absent.
+/// Writes a backup archive of `store` and the key of `data_dir` to `out`. The archive is
+/// written beside `out` under a temporary name and renamed when complete, so `out` is either
+/// a whole backup or absent (or the file it replaces).
 pub fn write(
     store: &Store,
     data_dir: &Path,
@@ -77,8 +77,10 @@ pub fn write(
 ) -> Result<Manifest, BackupError> {
     let partial = sibling(out, ".partial");
     let copy = sibling(out, ".redb.partial");
-    // redb would open a copy left by a crashed backup and add to it: start from nothing.
+    // Leftovers of a crashed backup: redb would open the copy and add to it, and the archive
+    // is created exclusively. Start from nothing.
     let _ = std::fs::remove_file(&copy);
+    let _ = std::fs::remove_file(&partial);
     let result = write_parts(store, data_dir, &partial, &copy, now);
     let _ = std::fs::remove_file(&copy);
     match result {
@@ -113,9 +115,9 @@ fn write_parts(
         created_at: now.to_rfc3339(),
         last_change_seq,
     };
-    let manifest_json = serde_json::to_vec_pretty(&manifest)
-        .map_err(|e| BackupError::Refused(format!("cannot encode the manifest: {e}")))?;
     let context = format!("cannot write {}", archive.display());
+    let manifest_json = serde_json::to_vec_pretty(&manifest)
+        .map_err(|e| io_err(&context)(std::io::Error::other(e)))?;
     let file = create_private(archive).map_err(io_err(&context))?;
     let mut tar = tar::Builder::new(file);
     let mtime = u64::try_from(now.as_micros() / 1_000_000).unwrap_or(0);
