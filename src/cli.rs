@@ -200,31 +200,47 @@ fn serve(config: Config) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
+        let signals = listen_for_signals();
         let running = server::start(config, Arc::new(SystemClock))
             .await
             .map_err(|e| e.to_string())?;
         notify(notify::READY);
-        wait_for_stop(&running).await;
+        wait_for_stop(&running, signals).await;
         notify(notify::STOPPING);
         running.shutdown().await;
         Ok(())
     })
 }
 
+/// SIGTERM, SIGHUP and SIGUSR1, listened for before the server starts: a signal sent as soon
+/// as the server reports ready (log line, `READY=1`) is handled, never fatal (the default
+/// action of SIGHUP and SIGUSR1 ends the process).
+#[cfg(unix)]
+type Signals = std::io::Result<[tokio::signal::unix::Signal; 3]>;
+#[cfg(not(unix))]
+type Signals = ();
+
+#[cfg(unix)]
+fn listen_for_signals() -> Signals {
+    use tokio::signal::unix::{SignalKind, signal};
+    Ok([
+        signal(SignalKind::terminate())?,
+        signal(SignalKind::hangup())?,
+        signal(SignalKind::user_defined1())?,
+    ])
+}
+
+#[cfg(not(unix))]
+fn listen_for_signals() -> Signals {}
+
 /// Resolves on SIGTERM or Ctrl-C; meanwhile reloads the TLS certificate on each SIGHUP and
 /// takes a backup into `[backup] dir` on each SIGUSR1.
-async fn wait_for_stop(running: &server::RunningServer) {
+async fn wait_for_stop(running: &server::RunningServer, signals: Signals) {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{SignalKind, signal};
-        let signals = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-            signal(SignalKind::user_defined1()),
-        );
-        let (mut term, mut hup, mut usr1) = match signals {
-            (Ok(term), Ok(hup), Ok(usr1)) => (term, hup, usr1),
-            (Err(err), _, _) | (_, Err(err), _) | (_, _, Err(err)) => {
+        let [mut term, mut hup, mut usr1] = match signals {
+            Ok(signals) => signals,
+            Err(err) => {
                 log::warn!(
                     "cannot listen for SIGTERM, SIGHUP or SIGUSR1 ({err}); only Ctrl-C stops the server"
                 );
@@ -253,7 +269,7 @@ async fn wait_for_stop(running: &server::RunningServer) {
     }
     #[cfg(not(unix))]
     {
-        let _ = running;
+        let _ = (running, signals);
         let _ = tokio::signal::ctrl_c().await;
     }
 }
