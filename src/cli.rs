@@ -1,4 +1,5 @@
-//! The command line: `serve`, `init` and the operator's `endpoint` commands.
+//! The command line: `serve`, `init`, `check`, `backup`, `restore` and the operator's
+//! `endpoint` commands.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -7,12 +8,23 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::clock::SystemClock;
 use crate::config::{Config, TlsConfig};
-use crate::{accounts, server};
+use crate::notify::{self, notify};
+use crate::{accounts, backup, server};
+
+/// `intake --version`: the version, the git commit and how the binary was built (`build.rs`).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("INTAKE_GIT_COMMIT"),
+    "; ",
+    env!("INTAKE_BUILD_FEATURES"),
+    ")"
+);
 
 #[derive(Parser, Debug)]
 #[command(
     name = "intake",
-    version,
+    version = VERSION,
     about = "A self-hosted data-intake API in one binary."
 )]
 pub struct Cli {
@@ -49,6 +61,32 @@ enum Command {
     Endpoint {
         #[command(subcommand)]
         command: EndpointCommand,
+    },
+    /// Validate the configuration (file, INTAKE_* variables, flags) and print the effective
+    /// one, secrets masked.
+    Check {
+        #[command(flatten)]
+        files: FileArgs,
+    },
+    /// Take a consistent backup of a running server into FILE (a tar archive).
+    Backup {
+        /// Where to write the archive.
+        #[arg(long)]
+        to: PathBuf,
+        #[command(flatten)]
+        remote: RemoteArgs,
+    },
+    /// Restore a backup into a data dir; the server must be stopped. The search index is
+    /// rebuilt at the next start.
+    Restore {
+        /// The backup archive (from `intake backup` or a SIGUSR1 backup).
+        #[arg(long)]
+        from: PathBuf,
+        #[command(flatten)]
+        files: FileArgs,
+        /// Replace the data of a data dir that is not empty.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -119,6 +157,11 @@ pub fn run() -> i32 {
             json,
         } => load(&files).and_then(|config| init(&config, &owner_email, json)),
         Command::Endpoint { command } => endpoint(command),
+        Command::Check { files } => load(&files).and_then(|config| check(&config, &files)),
+        Command::Backup { to, remote } => take_backup(&remote, &to),
+        Command::Restore { from, files, force } => {
+            load(&files).and_then(|config| restore(&from, &config, force))
+        }
     };
     match result {
         Ok(()) => 0,
@@ -157,29 +200,49 @@ fn serve(config: Config) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}"))?;
     runtime.block_on(async {
+        let signals = listen_for_signals();
         let running = server::start(config, Arc::new(SystemClock))
             .await
             .map_err(|e| e.to_string())?;
-        wait_for_stop(&running).await;
+        notify(notify::READY);
+        wait_for_stop(&running, signals).await;
+        notify(notify::STOPPING);
         running.shutdown().await;
         Ok(())
     })
 }
 
-/// Resolves on SIGTERM or Ctrl-C; reloads the TLS certificate on each SIGHUP meanwhile.
-async fn wait_for_stop(running: &server::RunningServer) {
+/// SIGTERM, SIGHUP and SIGUSR1, listened for before the server starts: a signal sent as soon
+/// as the server reports ready (log line, `READY=1`) is handled, never fatal (the default
+/// action of SIGHUP and SIGUSR1 ends the process).
+#[cfg(unix)]
+type Signals = std::io::Result<[tokio::signal::unix::Signal; 3]>;
+#[cfg(not(unix))]
+type Signals = ();
+
+#[cfg(unix)]
+fn listen_for_signals() -> Signals {
+    use tokio::signal::unix::{SignalKind, signal};
+    Ok([
+        signal(SignalKind::terminate())?,
+        signal(SignalKind::hangup())?,
+        signal(SignalKind::user_defined1())?,
+    ])
+}
+
+#[cfg(not(unix))]
+fn listen_for_signals() -> Signals {}
+
+/// Resolves on SIGTERM or Ctrl-C; meanwhile reloads the TLS certificate on each SIGHUP and
+/// takes a backup into `[backup] dir` on each SIGUSR1.
+async fn wait_for_stop(running: &server::RunningServer, signals: Signals) {
     #[cfg(unix)]
     {
-        use tokio::signal::unix::{SignalKind, signal};
-        let (term, hup) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-        );
-        let (mut term, mut hup) = match (term, hup) {
-            (Ok(term), Ok(hup)) => (term, hup),
-            (Err(err), _) | (_, Err(err)) => {
+        let [mut term, mut hup, mut usr1] = match signals {
+            Ok(signals) => signals,
+            Err(err) => {
                 log::warn!(
-                    "cannot listen for SIGTERM or SIGHUP ({err}); only Ctrl-C stops the server"
+                    "cannot listen for SIGTERM, SIGHUP or SIGUSR1 ({err}); only Ctrl-C stops the server"
                 );
                 let _ = tokio::signal::ctrl_c().await;
                 return;
@@ -190,18 +253,69 @@ async fn wait_for_stop(running: &server::RunningServer) {
                 _ = term.recv() => return,
                 _ = tokio::signal::ctrl_c() => return,
                 _ = hup.recv() => {
+                    notify(notify::RELOADING);
                     if let Err(err) = running.reload_tls() {
                         log::error!("TLS certificate not reloaded, still serving the previous one: {err}");
                     }
+                    notify(notify::READY);
                 }
+                // One backup at a time: a SIGUSR1 during a backup is handled after it.
+                _ = usr1.recv() => match running.backup_scheduled().await {
+                    Ok(path) => log::info!("backup written to {}", path.display()),
+                    Err(err) => log::error!("backup failed: {err}"),
+                },
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = running;
+        let _ = (running, signals);
         let _ = tokio::signal::ctrl_c().await;
     }
+}
+
+/// `intake check`: the configuration is valid (else `load` already failed, naming the key);
+/// print it as TOML with secrets masked.
+fn check(config: &Config, files: &FileArgs) -> Result<(), String> {
+    let text = toml::to_string(config).map_err(|e| format!("cannot print the config: {e}"))?;
+    let source = files
+        .config
+        .as_ref()
+        .map_or_else(|| "no config file".to_string(), |p| p.display().to_string());
+    println!("# intake {VERSION}");
+    println!(
+        "# Effective configuration from {source}, INTAKE_* variables and flags; secrets masked."
+    );
+    print!("{text}");
+    eprintln!("intake: the configuration is valid");
+    Ok(())
+}
+
+/// `intake backup --to FILE`: asks the running server for a backup and saves it to FILE.
+fn take_backup(remote: &RemoteArgs, to: &std::path::Path) -> Result<(), String> {
+    // A large store takes a while to copy and download: no overall deadline.
+    let mut response = send(remote, "POST", "/api/v1/manage/backups", None, None)?;
+    if !response.status().is_success() {
+        return Err(error_answer(&mut response));
+    }
+    let bytes =
+        backup::save(&mut response.body_mut().as_reader(), to).map_err(|e| e.to_string())?;
+    println!("Backup written to {} ({bytes} bytes).", to.display());
+    Ok(())
+}
+
+/// `intake restore`: puts a backup in place of the data of a stopped server's data dir.
+fn restore(from: &std::path::Path, config: &Config, force: bool) -> Result<(), String> {
+    let manifest = backup::restore(from, &config.data_dir, force).map_err(|e| e.to_string())?;
+    println!(
+        "Restored the backup of {} (intake {}, change sequence {}) into {}.",
+        manifest.created_at,
+        manifest.intake_version,
+        manifest.last_change_seq,
+        config.data_dir.display()
+    );
+    println!("The search index is rebuilt when the server starts.");
+    Ok(())
 }
 
 fn init(config: &Config, owner_email: &str, json: bool) -> Result<(), String> {
@@ -249,9 +363,37 @@ fn call_management(
     path: &str,
     body: Option<serde_json::Value>,
 ) -> Result<String, String> {
+    let mut response = send(
+        remote,
+        method,
+        path,
+        body,
+        Some(std::time::Duration::from_secs(30)),
+    )?;
+    if !response.status().is_success() {
+        return Err(error_answer(&mut response));
+    }
+    let text = response
+        .body_mut()
+        .read_to_string()
+        .map_err(|e| format!("cannot read the answer: {e}"))?;
+    let pretty = serde_json::from_str::<serde_json::Value>(&text)
+        .and_then(|v| serde_json::to_string_pretty(&v))
+        .unwrap_or(text);
+    Ok(pretty)
+}
+
+/// One management request with the account token; `timeout` bounds the whole exchange.
+fn send(
+    remote: &RemoteArgs,
+    method: &str,
+    path: &str,
+    body: Option<serde_json::Value>,
+    timeout: Option<std::time::Duration>,
+) -> Result<ureq::http::Response<ureq::Body>, String> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
-        .timeout_global(Some(std::time::Duration::from_secs(30)))
+        .timeout_global(timeout)
         .build()
         .into();
     let url = format!("{}{path}", remote.server.trim_end_matches('/'));
@@ -261,24 +403,19 @@ fn call_management(
             .post(&url)
             .header("Authorization", &auth)
             .send_json(body),
+        ("POST", None) => agent.post(&url).header("Authorization", &auth).send_empty(),
         _ => agent.get(&url).header("Authorization", &auth).call(),
     };
-    let mut response = response.map_err(|e| format!("cannot reach {}: {e}", remote.server))?;
+    response.map_err(|e| format!("cannot reach {}: {e}", remote.server))
+}
+
+/// The error message of a refused management call.
+fn error_answer(response: &mut ureq::http::Response<ureq::Body>) -> String {
     let status = response.status();
-    let text = response
-        .body_mut()
-        .read_to_string()
-        .map_err(|e| format!("cannot read the answer: {e}"))?;
-    if status.is_success() {
-        let pretty = serde_json::from_str::<serde_json::Value>(&text)
-            .and_then(|v| serde_json::to_string_pretty(&v))
-            .unwrap_or(text);
-        Ok(pretty)
-    } else {
-        let message = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-            .unwrap_or(text);
-        Err(format!("the server answered {status}: {message}"))
-    }
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    let message = serde_json::from_str::<serde_json::Value>(&text)
+        .ok()
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+        .unwrap_or(text);
+    format!("the server answered {status}: {message}")
 }

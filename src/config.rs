@@ -1,14 +1,18 @@
-//! Configuration: the TOML file, its defaults, and command-line overrides.
+//! Configuration: the TOML file, its defaults, `INTAKE_*` environment overrides, and (in
+//! `cli`) command-line overrides, in that order of precedence from lowest to highest.
 //!
 //! Every option and its default is documented in `intake.toml.example`; keep the two in step.
-//! Unknown keys and bad values are refused at start with a message that names the key.
+//! Unknown keys and bad values are refused at start with a message that names the key (or the
+//! environment variable). The configuration serialises back to TOML for `intake check`, with
+//! every [`Secret`] masked.
 
+use std::ffi::OsString;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use lettre::message::Mailbox;
-use serde::{Deserialize, Deserializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -19,10 +23,12 @@ pub enum ConfigError {
     },
     #[error("invalid config file {path}: {message}")]
     Invalid { path: String, message: String },
+    #[error("environment variable {variable}: {message}")]
+    Env { variable: String, message: String },
 }
 
 /// The effective configuration of one server.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     /// Address the HTTP server binds.
@@ -46,10 +52,27 @@ pub struct Config {
     pub http: HttpConfig,
     /// `[tls]`: serve HTTPS; absent, plain HTTP (see `tls`).
     pub tls: Option<TlsConfig>,
+    pub backup: BackupConfig,
+}
+
+/// `[backup]`: the backups SIGUSR1 writes (see `backup`).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BackupConfig {
+    /// Folder of the backups taken on SIGUSR1; absent, SIGUSR1 takes none.
+    pub dir: Option<PathBuf>,
+    /// How many of those backups are kept; older ones are deleted after each new one.
+    pub keep: usize,
+}
+
+impl Default for BackupConfig {
+    fn default() -> Self {
+        BackupConfig { dir: None, keep: 7 }
+    }
 }
 
 /// `[tls]`: the certificate to serve and the optional plain-HTTP redirect listener.
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TlsConfig {
     /// PEM file of the certificate chain, leaf first.
@@ -75,7 +98,7 @@ impl TlsConfig {
 }
 
 /// `[operations]`: readiness, metrics and backups (see `health`, `metrics`).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OperationsConfig {
     /// When set, `GET /metrics` needs `Authorization: Bearer <token>`.
@@ -93,20 +116,20 @@ impl Default for OperationsConfig {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AccountsConfig {
     /// How long a dashboard login lasts.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub session_ttl: Duration,
     /// How long an invitation link can be accepted.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub invitation_ttl: Duration,
     /// Failed logins allowed per account within `login_window` before logins are refused.
     pub login_failures_per_account: u32,
     /// Failed logins allowed per client address within `login_window`.
     pub login_failures_per_address: u32,
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub login_window: Duration,
 }
 
@@ -122,7 +145,7 @@ impl Default for AccountsConfig {
     }
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct UsageConfig {
     /// Data calls allowed per endpoint, environment and calendar month (UTC); absent means
@@ -131,7 +154,7 @@ pub struct UsageConfig {
 }
 
 /// `[webhooks]`: how deliveries are sent (see `webhooks::dispatch`).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WebhooksConfig {
     /// Threads sending deliveries; retries may use at most half of them.
@@ -139,12 +162,12 @@ pub struct WebhooksConfig {
     /// Attempts in flight to one receiver (host and port) at most.
     pub per_target_concurrency: usize,
     /// Limit of one attempt: connecting, sending, and reading the answer.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub timeout: Duration,
     /// Deliver to loopback, private and other non-global addresses too.
     pub allow_private_targets: bool,
     /// Non-global ranges deliveries may go to anyway, e.g. `"10.0.0.0/8"`.
-    #[serde(deserialize_with = "de_cidrs")]
+    #[serde(deserialize_with = "de_cidrs", serialize_with = "ser_cidrs")]
     pub allowed_cidrs: Vec<Cidr>,
 }
 
@@ -183,6 +206,12 @@ pub struct Cidr {
     prefix: u8,
 }
 
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.network, self.prefix)
+    }
+}
+
 impl Cidr {
     pub fn parse(text: &str) -> Option<Cidr> {
         let (address, prefix) = match text.trim().split_once('/') {
@@ -217,7 +246,7 @@ impl Cidr {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StorageConfig {
     /// Size of redb's page cache in MiB: most of the server's memory use.
@@ -242,11 +271,11 @@ impl Default for StorageConfig {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct PollConfig {
     /// The least a record is held back from poll after its created_at (see `poll`).
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub hold_back: Duration,
 }
 
@@ -258,14 +287,14 @@ impl Default for PollConfig {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetentionConfig {
     /// How long sandbox records are kept (at least one day).
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub sandbox: Duration,
     /// How long production records are kept (at least 60 days, as the spec promises).
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub production: Duration,
 }
 
@@ -281,24 +310,24 @@ impl Default for RetentionConfig {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RequestLogConfig {
     /// How long request-log entries are kept.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub retention: Duration,
 }
 
 /// `[http]`: what one client may hold of the server (see `server::connection_builder`).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
     /// Longest wait for a request's headers, and for the next request on an idle keep-alive
     /// connection; then the connection is closed.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub header_timeout: Duration,
     /// Longest time to receive a request's whole body; then 408 `request_timeout`.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub body_timeout: Duration,
     /// Most connections open at once; further clients wait in the listen backlog.
     pub max_connections: usize,
@@ -326,16 +355,16 @@ impl HttpConfig {
     }
 }
 
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ShutdownConfig {
     /// How long a graceful shutdown waits for in-flight requests before closing them.
-    #[serde(deserialize_with = "de_duration")]
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub grace: Duration,
 }
 
 /// `[smtp]`: where and how outgoing e-mail is delivered (see `mail`).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SmtpConfig {
     pub host: String,
@@ -349,10 +378,14 @@ pub struct SmtpConfig {
     #[serde(default)]
     pub password: Option<Secret>,
     /// The `From` of every message: `addr@example.com` or `Name <addr@example.com>`.
-    #[serde(deserialize_with = "de_mailbox")]
+    #[serde(deserialize_with = "de_mailbox", serialize_with = "ser_display")]
     pub from: Mailbox,
     /// Limit of connecting and of each SMTP command.
-    #[serde(default = "default_smtp_timeout", deserialize_with = "de_duration")]
+    #[serde(
+        default = "default_smtp_timeout",
+        deserialize_with = "de_duration",
+        serialize_with = "ser_duration"
+    )]
     pub timeout: Duration,
 }
 
@@ -388,7 +421,7 @@ fn default_smtp_timeout() -> Duration {
 }
 
 /// How the connection to the SMTP server is protected.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum SmtpSecurity {
     /// Plain connection upgraded with STARTTLS; refused if the server cannot upgrade.
@@ -426,6 +459,13 @@ impl Secret {
     }
 }
 
+/// Serialised masked: the only serialisation of a config is `intake check`'s printout.
+impl Serialize for Secret {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("***")
+    }
+}
+
 impl std::fmt::Debug for Secret {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("\"***\"")
@@ -450,6 +490,7 @@ impl Default for Config {
             operations: OperationsConfig::default(),
             http: HttpConfig::default(),
             tls: None,
+            backup: BackupConfig::default(),
         }
     }
 }
@@ -471,19 +512,44 @@ impl Default for ShutdownConfig {
 }
 
 impl Config {
-    /// Reads `path` when given, otherwise starts from the embedded defaults.
+    /// Reads `path` when given (otherwise starts from the defaults), then applies the
+    /// `INTAKE_*` variables of the process environment.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
-        let Some(path) = path else {
-            return Ok(Config::default());
+        Config::load_with_env(path, std::env::vars_os())
+    }
+
+    /// [`Config::load`] with the environment given: see [`env_overrides`].
+    pub fn load_with_env(
+        path: Option<&Path>,
+        vars: impl IntoIterator<Item = (OsString, OsString)>,
+    ) -> Result<Config, ConfigError> {
+        let text = match path {
+            Some(path) => std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.display().to_string(),
+                source,
+            })?,
+            None => String::new(),
         };
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Config::parse(&text).map_err(|message| ConfigError::Invalid {
-            path: path.display().to_string(),
-            message,
-        })
+        let source = path.map_or_else(|| "(defaults)".to_string(), |p| p.display().to_string());
+        let invalid = |source: String| {
+            move |message| ConfigError::Invalid {
+                path: source,
+                message,
+            }
+        };
+        let overrides = env_overrides(vars)?;
+        if overrides.is_empty() {
+            return Config::parse(&text).map_err(invalid(source));
+        }
+        let mut table: toml::Table =
+            toml::from_str(&text).map_err(|e| invalid(source.clone())(e.to_string()))?;
+        for (variable, key, value) in overrides {
+            apply_override(&mut table, &variable, &key, value)?;
+        }
+        let merged = toml::to_string(&table).map_err(|e| invalid(source.clone())(e.to_string()))?;
+        Config::parse(&merged).map_err(invalid(format!(
+            "{source} with the INTAKE_* environment variables"
+        )))
     }
 
     /// Parses TOML text; the error text names the offending key and line.
@@ -525,6 +591,9 @@ impl Config {
             tls.validate()?;
         }
         self.http.validate()?;
+        if self.backup.keep == 0 {
+            return Err("backup.keep must be at least 1".into());
+        }
         self.webhooks.validate()
     }
 
@@ -554,6 +623,136 @@ impl Config {
     pub fn request_log_path(&self) -> PathBuf {
         self.data_dir.join("requests.redb")
     }
+}
+
+/// Variables the command line reads itself (`intake endpoint`): not config keys.
+pub const CLI_VARIABLES: [&str; 2] = ["INTAKE_SERVER", "INTAKE_TOKEN"];
+
+/// The config keys set through the environment: `INTAKE_` + the key in upper case, with `__`
+/// between a section and its key (`INTAKE_LISTEN`, `INTAKE_SMTP__HOST`,
+/// `INTAKE_BACKUP__KEEP`). Returns `(variable, key path, value)`; a variable that names no
+/// config key is refused, so a typo never goes unnoticed.
+fn env_overrides(
+    vars: impl IntoIterator<Item = (OsString, OsString)>,
+) -> Result<Vec<(String, Vec<String>, toml::Value)>, ConfigError> {
+    let mut overrides = Vec::new();
+    for (name, value) in vars {
+        let Some(name) = name.to_str().filter(|n| n.starts_with("INTAKE_")) else {
+            continue;
+        };
+        if CLI_VARIABLES.contains(&name) {
+            continue;
+        }
+        let env_err = |message: String| ConfigError::Env {
+            variable: name.to_string(),
+            message,
+        };
+        let value = value
+            .into_string()
+            .map_err(|_| env_err("the value is not UTF-8".into()))?;
+        let key: Vec<String> = name["INTAKE_".len()..]
+            .split("__")
+            .map(str::to_ascii_lowercase)
+            .collect();
+        if key.len() > 2 || key.iter().any(|k| k.is_empty()) {
+            return Err(env_err(
+                "names no config key (write INTAKE_KEY or INTAKE_SECTION__KEY)".into(),
+            ));
+        }
+        let value = env_value(&value);
+        // Deserialising the key alone tells whether it exists: `deny_unknown_fields` names it.
+        let mut probe = toml::Table::new();
+        set_key(&mut probe, &key, value.clone()).map_err(env_err)?;
+        if let Err(err) = Config::deserialize(toml::Value::Table(probe))
+            && err.to_string().contains("unknown field")
+        {
+            return Err(env_err(format!("names no config key ({})", key.join("."))));
+        }
+        overrides.push((name.to_string(), key, value));
+    }
+    Ok(overrides)
+}
+
+fn apply_override(
+    table: &mut toml::Table,
+    variable: &str,
+    key: &[String],
+    value: toml::Value,
+) -> Result<(), ConfigError> {
+    set_key(table, key, value).map_err(|message| ConfigError::Env {
+        variable: variable.to_string(),
+        message,
+    })
+}
+
+/// Sets `key` (one or two levels) in `table`, creating the section when needed.
+fn set_key(table: &mut toml::Table, key: &[String], value: toml::Value) -> Result<(), String> {
+    match key {
+        [name] => {
+            table.insert(name.clone(), value);
+            Ok(())
+        }
+        [section, name] => {
+            let entry = table
+                .entry(section.clone())
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            match entry {
+                toml::Value::Table(section) => {
+                    section.insert(name.clone(), value);
+                    Ok(())
+                }
+                _ => Err(format!("{section} is not a section of the config")),
+            }
+        }
+        _ => Err("names no config key".into()),
+    }
+}
+
+/// An environment value read as TOML when it is a number, a boolean, an array or a quoted
+/// string, and as a plain string otherwise: `INTAKE_LISTEN=0.0.0.0:8080` needs no quotes,
+/// while a string that looks like a number (a numeric password) is written quoted, `"1234"`.
+fn env_value(text: &str) -> toml::Value {
+    let parsed = toml::from_str::<toml::Table>(&format!("v = {text}"))
+        .ok()
+        .filter(|table| table.len() == 1)
+        .and_then(|mut table| table.remove("v"));
+    match parsed {
+        Some(
+            value @ (toml::Value::Integer(_)
+            | toml::Value::Float(_)
+            | toml::Value::Boolean(_)
+            | toml::Value::Array(_)
+            | toml::Value::String(_)),
+        ) => value,
+        _ => toml::Value::String(text.to_string()),
+    }
+}
+
+/// The shortest exact way to write `d` in the config's duration syntax.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 1000 != 0 {
+        return format!("{ms}ms");
+    }
+    let secs = d.as_secs();
+    for (unit, factor) in [("d", 86_400), ("h", 3600), ("m", 60)] {
+        if secs != 0 && secs % factor == 0 {
+            return format!("{}{unit}", secs / factor);
+        }
+    }
+    format!("{secs}s")
+}
+
+fn ser_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format_duration(*d))
+}
+
+fn ser_display<S: Serializer>(value: &impl std::fmt::Display, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(value)
+}
+
+fn ser_cidrs<S: Serializer>(cidrs: &[Cidr], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(cidrs.iter().map(Cidr::to_string))
 }
 
 /// Parses durations written as `500ms`, `60s`, `5m`, `24h` or `7d`.
@@ -760,6 +959,11 @@ mod tests {
         assert_eq!(tls.redirect_listen.map(|a| a.port()), Some(80));
         assert_eq!(c.operations.ready_max_index_lag, 10_000);
         assert!(c.operations.metrics_token.is_some());
+        assert_eq!(
+            c.backup.dir.as_deref(),
+            Some(Path::new("/var/lib/intake/backups"))
+        );
+        assert_eq!(c.backup.keep, 7);
     }
 
     #[test]
@@ -824,6 +1028,78 @@ mod tests {
         ] {
             let err = Config::parse(&format!("[webhooks]\n{text}")).unwrap_err();
             assert!(err.contains(key), "{text}: {err}");
+        }
+    }
+
+    fn with_env(text: &str, vars: &[(&str, &str)]) -> Result<Config, String> {
+        let dir = std::env::temp_dir().join(format!("intake-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{}.toml", crate::ids::random_base32(8)));
+        std::fs::write(&path, text).unwrap();
+        let vars = vars
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)));
+        let result = Config::load_with_env(Some(&path), vars).map_err(|e| e.to_string());
+        let _ = std::fs::remove_file(&path);
+        result
+    }
+
+    #[test]
+    fn environment_variables_override_the_file() {
+        let c = with_env(
+            "listen = \"127.0.0.1:1\"\n[storage]\ncache_mb = 8\n",
+            &[
+                ("INTAKE_LISTEN", "0.0.0.0:9000"),
+                ("INTAKE_STORAGE__CACHE_MB", "32"),
+                ("INTAKE_POLL__HOLD_BACK", "5s"),
+                ("INTAKE_OPERATIONS__METRICS_TOKEN", "\"0042\""),
+                ("INTAKE_BACKUP__DIR", "/var/backups/intake"),
+                ("INTAKE_TOKEN", "not a config key"),
+                ("HOME", "/root"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.listen.port(), 9000);
+        assert_eq!(c.storage.cache_mb, 32);
+        assert_eq!(c.poll.hold_back, Duration::from_secs(5));
+        assert_eq!(c.operations.metrics_token.unwrap().expose(), "0042");
+        assert_eq!(
+            c.backup.dir.as_deref(),
+            Some(Path::new("/var/backups/intake"))
+        );
+        let err = with_env("", &[("INTAKE_STORAGE__CACHEMB", "1")]).unwrap_err();
+        assert!(err.contains("INTAKE_STORAGE__CACHEMB"), "{err}");
+        let err = with_env("", &[("INTAKE_A__B__C", "1")]).unwrap_err();
+        assert!(err.contains("INTAKE_A__B__C"), "{err}");
+        let err = with_env("", &[("INTAKE_LISTEN__PORT", "1")]).unwrap_err();
+        assert!(err.contains("listen"), "{err}");
+    }
+
+    #[test]
+    fn environment_values_are_toml_or_plain_strings() {
+        assert_eq!(env_value("12"), toml::Value::Integer(12));
+        assert_eq!(env_value("true"), toml::Value::Boolean(true));
+        assert_eq!(env_value("\"12\""), toml::Value::String("12".into()));
+        assert_eq!(
+            env_value("0.0.0.0:80"),
+            toml::Value::String("0.0.0.0:80".into())
+        );
+        assert_eq!(
+            env_value("1\nlisten = 2"),
+            toml::Value::String("1\nlisten = 2".into())
+        );
+        assert_eq!(
+            env_value("1979-05-27"),
+            toml::Value::String("1979-05-27".into())
+        );
+    }
+
+    #[test]
+    fn durations_print_in_their_shortest_exact_unit() {
+        for text in [
+            "500ms", "1500ms", "0s", "59s", "1m", "90m", "1h", "25h", "1d", "60d",
+        ] {
+            assert_eq!(format_duration(parse_duration(text).unwrap()), text);
         }
     }
 

@@ -67,10 +67,24 @@ pub struct Sealer {
 
 const NONCE_LEN: usize = 24;
 
+/// File name of the key-encryption key in the data dir.
+pub const MASTER_KEY_FILE: &str = "master.key";
+
+/// Writes a key-encryption key to a new file `path` (mode 0600), synced to disk.
+pub fn write_key_file(path: &Path, key: &[u8; 32]) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    file.write_all(key)?;
+    file.sync_all()
+}
+
 impl Sealer {
     /// Loads `<data_dir>/master.key`, creating it (0600) on first use.
     pub fn load_or_create(data_dir: &Path) -> Result<Sealer, CryptoError> {
-        let path = data_dir.join("master.key");
+        let path = data_dir.join(MASTER_KEY_FILE);
         let key_err = |source| CryptoError::KeyFile {
             path: path.display().to_string(),
             source,
@@ -79,13 +93,7 @@ impl Sealer {
             Ok(bytes) => bytes,
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                 let key: [u8; 32] = random_bytes();
-                let mut options = std::fs::OpenOptions::new();
-                options.write(true).create_new(true);
-                #[cfg(unix)]
-                std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-                let mut file = options.open(&path).map_err(key_err)?;
-                file.write_all(&key).map_err(key_err)?;
-                file.sync_all().map_err(key_err)?;
+                write_key_file(&path, &key).map_err(key_err)?;
                 key.to_vec()
             }
             Err(err) => return Err(key_err(err)),

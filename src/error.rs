@@ -176,6 +176,16 @@ impl From<StoreError> for Error {
     }
 }
 
+/// A backup the server could not write is its own failure, never the caller's.
+impl From<crate::backup::BackupError> for Error {
+    fn from(err: crate::backup::BackupError) -> Self {
+        match err {
+            crate::backup::BackupError::Store(err) => err.into(),
+            other => Error::Internal(other.to_string()),
+        }
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// redb errors reach services through `?` as storage failures.

@@ -18,8 +18,10 @@
 //! transaction together with its audit entry, notifications and outbox e-mails, then clears the
 //! key cache (`endpoints`) so data calls see the change at once.
 //!
-//! - [`cli`]: the command line (`serve`, `init`, `endpoint`).
-//! - [`config`]: the TOML file, defaults, duration syntax.
+//! - [`cli`]: the command line (`serve` and its signals, `init`, `check`, `backup`,
+//!   `restore`, `endpoint`); `--version` carries the commit and build from `build.rs`.
+//! - [`config`]: the TOML file, defaults, duration syntax, `INTAKE_*` environment overrides,
+//!   and the masked TOML printout of `intake check`.
 //! - [`server`]: opens the data dir, starts the workers, accepts connections (hyper-util over a
 //!   warp service), graceful shutdown in durability-safe order.
 //! - [`app`]: the shared state handed to every request.
@@ -73,6 +75,10 @@
 //! - [`redirect`]: the plain-HTTP listener that only redirects to `public_url`.
 //! - [`first_byte`]: the deadline for a new connection's first byte (slow and silent
 //!   clients; `server` also bounds headers, bodies and the number of connections).
+//! - [`backup`]: backup archives (a redb snapshot copied table by table from one read
+//!   transaction, the key-encryption key, a manifest), SIGUSR1 backups with rotation, and
+//!   restoring into a stopped server's data dir; taken through `POST /api/v1/manage/backups`.
+//! - [`notify`]: systemd readiness notifications (`READY=1`, `RELOADING=1`, `STOPPING=1`).
 //! - [`metrics`]: counters and histograms kept while running (requests, searches, write
 //!   batches, webhook outcomes) and the Prometheus text rendering.
 //! - [`error`]: the service-layer error type.
@@ -98,6 +104,9 @@
 //!   unfinished delivery is due again at its stored time (at least once, never early).
 //! - Every dashboard form post is checked for its CSRF token (HMAC of the session, or of the
 //!   visitor cookie before login) before anything is read or changed.
+//! - A backup holds every write acknowledged before it began: it is one read transaction of
+//!   the store, copied table by table over the single table list (`storage`) that creating
+//!   the store follows too.
 //! - A refused request changes nothing: validation happens before the write is queued, and a
 //!   failed commit acknowledges nothing.
 
@@ -105,6 +114,7 @@ pub mod accounts;
 pub mod api;
 pub mod app;
 pub mod audit;
+pub mod backup;
 pub mod cli;
 pub mod clock;
 pub mod collaborators;
@@ -122,6 +132,7 @@ pub mod ingest;
 pub mod mail;
 pub mod metrics;
 pub mod notifications;
+pub mod notify;
 pub mod openapi;
 pub mod poll;
 pub mod records;

@@ -11,6 +11,7 @@
 //! joined before the store is dropped.
 
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,6 +25,7 @@ use tokio::task::JoinHandle;
 
 use crate::api;
 use crate::app::App;
+use crate::backup::{self, BackupError};
 use crate::clock::SharedClock;
 use crate::config::{Config, HttpConfig};
 use crate::crypto::{CryptoError, Sealer};
@@ -68,14 +70,20 @@ pub enum ServerError {
     Other(String),
 }
 
-/// Opens the store of a data dir, creating the folder (mode 0700) if needed.
-pub fn open_data_dir(config: &Config) -> Result<(Store, Sealer), ServerError> {
-    let dir = &config.data_dir;
+/// Creates a folder (and its parents) readable only by its owner, if missing: data dirs and
+/// backup folders hold the key-encryption key.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir).map_err(|source| ServerError::Io {
+    builder.create(dir)
+}
+
+/// Opens the store of a data dir, creating the folder (mode 0700) if needed.
+pub fn open_data_dir(config: &Config) -> Result<(Store, Sealer), ServerError> {
+    let dir = &config.data_dir;
+    create_private_dir(dir).map_err(|source| ServerError::Io {
         context: format!("cannot create data dir {}", dir.display()),
         source,
     })?;
@@ -97,6 +105,7 @@ fn open_request_log(config: &Config) -> Result<Store, ServerError> {
 /// A server running in the background of the current tokio runtime.
 pub struct RunningServer {
     addr: SocketAddr,
+    app: Arc<App>,
     tls: Option<Arc<Tls>>,
     redirect_addr: Option<SocketAddr>,
     stop: Option<oneshot::Sender<()>>,
@@ -127,6 +136,31 @@ impl RunningServer {
             }
             None => Ok(()),
         }
+    }
+
+    /// A backup into `[backup] dir` (SIGUSR1), keeping the newest `keep`; returns its path.
+    pub async fn backup_scheduled(&self) -> Result<PathBuf, BackupError> {
+        let app = self.app.clone();
+        let Some(dir) = app.config.backup.dir.clone() else {
+            return Err(BackupError::Refused(
+                "no backup folder is configured ([backup] dir)".into(),
+            ));
+        };
+        tokio::task::spawn_blocking(move || {
+            let config = &app.config;
+            backup::write_scheduled(
+                &app.store,
+                &config.data_dir,
+                &dir,
+                config.backup.keep,
+                app.clock.now(),
+            )
+        })
+        .await
+        .map_err(|e| BackupError::Io {
+            context: "the backup task failed".into(),
+            source: std::io::Error::other(e),
+        })?
     }
 
     /// Graceful shutdown: returns once every acknowledged write is committed and the workers
@@ -290,6 +324,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     }
     Ok(RunningServer {
         addr,
+        app,
         tls,
         redirect_addr,
         stop: Some(stop),

@@ -6,6 +6,7 @@
 //! its path template.
 
 pub(crate) mod account;
+mod backups;
 mod data;
 mod docs;
 pub mod error;
@@ -290,5 +291,6 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
             let id = id.to_string();
             mail::get(app, req, &id)
         }
+        Route::ManageBackups => backups::create(app, req).await,
     }
 }

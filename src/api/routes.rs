@@ -49,6 +49,7 @@ pub enum Route<'a> {
     ManageMail,
     ManageMailTest,
     ManageMailMessage { id: &'a str },
+    ManageBackups,
     Dashboard { path: &'a str },
     // The OpenAPI documents (`crate::openapi`).
     OpenApi,
@@ -135,6 +136,7 @@ impl<'a> Route<'a> {
             ["mail"] => Route::ManageMail,
             ["mail", "test"] => Route::ManageMailTest,
             ["mail", id] => Route::ManageMailMessage { id },
+            ["backups"] => Route::ManageBackups,
             _ => return None,
         })
     }
@@ -196,6 +198,7 @@ impl<'a> Route<'a> {
             Route::ManageMail => "/api/v1/manage/mail",
             Route::ManageMailTest => "/api/v1/manage/mail/test",
             Route::ManageMailMessage { .. } => "/api/v1/manage/mail/{id}",
+            Route::ManageBackups => "/api/v1/manage/backups",
             Route::Dashboard { .. } => "/dashboard",
             Route::OpenApi => "/api/v1/openapi.json",
             Route::DataOpenApi { .. } => "/api/v1/data/{slug}/openapi.json",
@@ -246,7 +249,8 @@ impl<'a> Route<'a> {
             | Route::ManageDeployReject { .. }
             | Route::ManageRedeliver { .. }
             | Route::ManageWebhookSecretReissue { .. }
-            | Route::ManageMailTest => "POST",
+            | Route::ManageMailTest
+            | Route::ManageBackups => "POST",
             Route::Dashboard { .. } => "GET, HEAD, POST",
         }
     }
@@ -319,6 +323,10 @@ mod tests {
         assert_eq!(
             Route::resolve("/api/v1/manage/mail/12"),
             Some(Route::ManageMailMessage { id: "12" })
+        );
+        assert_eq!(
+            Route::resolve("/api/v1/manage/backups"),
+            Some(Route::ManageBackups)
         );
     }
 

@@ -1045,5 +1045,18 @@ fn administration_operations() -> Vec<Operation> {
                         "properties": { "id": { "type": "integer" }, "status": { "const": "queued" } } }),
                 json!({ "id": 1, "status": "queued" }),
             ),
+        op("post", "/api/v1/manage/backups", "createBackup")
+            .summary(
+                "Take a backup",
+                "A consistent copy of the store taken while the server runs (every write \
+                 acknowledged before the call is in it), with the key-encryption key, as a tar \
+                 archive; `intake backup --to FILE` calls this and `intake restore` reads it \
+                 (README, \"Backups\"). Keep it as secret as the data dir.",
+            )
+            .ok_text(
+                "The backup archive.",
+                "application/x-tar",
+                "(binary tar archive: intake-backup.json, master.key, intake.redb)",
+            ),
     ]
 }

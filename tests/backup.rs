@@ -1,0 +1,339 @@
+//! Backups: `intake backup` of a server under write load, `intake restore` into a new data
+//! dir (every write acknowledged before the backup began is served, and search works on the
+//! rebuilt index), restore's refusals, and SIGUSR1 backups with rotation.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::json;
+
+const CLI_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn backup(server: &TestServer, to: &Path) -> std::process::Output {
+    run_cli(
+        intake_cmd().args(["backup", "--to"]).arg(to).args([
+            "--server",
+            &server.base_url(),
+            "--token",
+            &server.owner_token,
+        ]),
+        CLI_TIMEOUT,
+    )
+}
+
+fn restore(from: &Path, data_dir: &Path, force: bool) -> std::process::Output {
+    let mut cmd = intake_cmd();
+    cmd.args(["restore", "--from"])
+        .arg(from)
+        .arg("--data-dir")
+        .arg(data_dir);
+    if force {
+        cmd.arg("--force");
+    }
+    run_cli(&mut cmd, CLI_TIMEOUT)
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[track_caller]
+fn assert_success(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        stderr(out)
+    );
+}
+
+/// A server on an existing data dir (no `init`), for the restored data.
+struct Restored {
+    proc: ServeProcess,
+    log: LogBuffer,
+    agent: ureq::Agent,
+}
+
+impl Restored {
+    fn start(dir: &Path) -> Restored {
+        let log = LogBuffer::default();
+        let proc = spawn_serve(&serve_args(dir), &[], &log);
+        Restored {
+            proc,
+            log,
+            agent: new_agent(Duration::from_secs(30)),
+        }
+    }
+
+    fn get(&self, path: &str, key: &str) -> Resp {
+        let url = format!("http://{}{path}", self.proc.addr);
+        let auth = format!("Bearer {key}");
+        try_send(&self.agent, &url, "GET", &[("Authorization", &auth)], None)
+            .unwrap_or_else(|e| panic!("GET {path}: {e}\n{}", self.log.text()))
+    }
+
+    fn stop(mut self) {
+        sigterm(self.proc.pid());
+        wait_with_deadline(&mut self.proc.child, Duration::from_secs(30));
+    }
+}
+
+#[test]
+fn backup_under_write_load_restores_every_acknowledged_write_and_search() {
+    let mut server = TestServer::start();
+    let endpoint = server.create_endpoint("Orders", &[]);
+    let (slug, key) = (endpoint.slug.clone(), endpoint.sandbox_key.clone());
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicUsize::new(0));
+    let url = format!("{}/api/v1/data/{slug}", server.base_url());
+    // Each writer keeps (when its 202 arrived, record id).
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (stop, count, url, key) = (stop.clone(), count.clone(), url.clone(), key.clone());
+            thread::spawn(move || {
+                let agent = new_agent(Duration::from_secs(30));
+                let auth = format!("Bearer {key}");
+                let mut acked = Vec::new();
+                let mut n = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let body = json!({ "writer": w, "n": n, "note": format!("parcel-{w}-{n}") });
+                    let bytes = serde_json::to_vec(&body).unwrap();
+                    let r = try_send(
+                        &agent,
+                        &url,
+                        "POST",
+                        &[
+                            ("Authorization", &auth),
+                            ("Content-Type", "application/json"),
+                        ],
+                        Some(&bytes),
+                    )
+                    .expect("create");
+                    assert_eq!(r.status, 202, "{}", r.describe());
+                    acked.push((Instant::now(), r.json()["id"].as_str().unwrap().to_string()));
+                    count.fetch_add(1, Ordering::Relaxed);
+                    n += 1;
+                }
+                (w, acked)
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while count.load(Ordering::Relaxed) < 40 {
+        assert!(Instant::now() < deadline, "the writers are stuck");
+        thread::sleep(Duration::from_millis(10));
+    }
+    let archives = tempfile::tempdir().unwrap();
+    let archive = archives.path().join("backup.tar");
+    let began = Instant::now();
+    let out = backup(&server, &archive);
+    let ended = Instant::now();
+    assert_success(&out);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Backup written to"));
+    // It holds the key-encryption key: private to its owner, like the data dir.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&archive).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // Every writer goes on past the backup: the load spans it.
+    let goal = count.load(Ordering::Relaxed) + 40;
+    while count.load(Ordering::Relaxed) < goal {
+        thread::sleep(Duration::from_millis(10));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let per_writer: Vec<(usize, Vec<(Instant, String)>)> =
+        writers.into_iter().map(|w| w.join().unwrap()).collect();
+    for (w, acked) in &per_writer {
+        assert!(
+            acked.first().is_some_and(|(at, _)| *at < began)
+                && acked.last().is_some_and(|(at, _)| *at > ended),
+            "writer {w} did not write across the backup"
+        );
+    }
+    let acked: Vec<(Instant, String)> = per_writer.into_iter().flat_map(|(_, a)| a).collect();
+    let before: Vec<&String> = acked
+        .iter()
+        .filter(|(at, _)| *at < began)
+        .map(|(_, id)| id)
+        .collect();
+    assert!(before.len() >= 40, "only {} writes before", before.len());
+    server.sigterm_and_wait();
+
+    // Members as documented: manifest, key, store; the key is the data dir's.
+    let listing = Command::new("tar").arg("-tf").arg(&archive).output();
+    if let Ok(listing) = listing {
+        let names = String::from_utf8_lossy(&listing.stdout).into_owned();
+        assert_eq!(
+            names.lines().collect::<Vec<_>>(),
+            ["intake-backup.json", "master.key", "intake.redb"]
+        );
+    }
+
+    let target = tempfile::tempdir().unwrap();
+    let data = target.path().join("restored");
+    let out = restore(&archive, &data, false);
+    assert_success(&out);
+    assert_eq!(
+        std::fs::read(data.join("master.key")).unwrap(),
+        std::fs::read(server.dir.path().join("master.key")).unwrap()
+    );
+    assert!(!data.join("search").exists());
+    let restored = Restored::start(&data);
+    for id in &before {
+        let r = restored.get(&format!("/api/v1/data/{slug}/{id}"), &key);
+        assert_eq!(
+            r.status,
+            200,
+            "{id} acknowledged before the backup: {}",
+            r.describe()
+        );
+    }
+    // The index was rebuilt from the store: search finds an early and a late record.
+    assert!(data.join("search").exists());
+    let first = &acked.iter().find(|(_, id)| id == before[0]).unwrap().1;
+    let note = restored
+        .get(&format!("/api/v1/data/{slug}/{first}"), &key)
+        .json()["payload"]["note"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = restored.get(
+            &format!("/api/v1/data/{slug}/search?q={}", url_encode(&note)),
+            &key,
+        );
+        assert_eq!(r.status, 200, "{}", r.describe());
+        let ids: Vec<String> = r.json()["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|rec| rec["id"].as_str().unwrap().to_string())
+            .collect();
+        if ids.contains(first) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "search never found {first}: {ids:?}"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    // The account came along: the owner token works.
+    let r = restored.get("/api/v1/manage/endpoints", &server.owner_token);
+    assert_eq!(r.status, 200, "{}", r.describe());
+    restored.stop();
+}
+
+#[test]
+fn restore_refuses_a_running_or_non_empty_data_dir_unless_forced() {
+    let mut server = TestServer::start();
+    let endpoint = server.create_endpoint("Orders", &[]);
+    let (slug, key) = (endpoint.slug.clone(), endpoint.sandbox_key.clone());
+    let kept = server.create_record(&slug, &key, &json!({"n": 1}));
+    let archives = tempfile::tempdir().unwrap();
+    let archive = archives.path().join("backup.tar");
+    // Only the server's owner takes backups; the CLI reports the server's refusal.
+    assert_error(
+        &server.request("POST", "/api/v1/manage/backups", &[], None),
+        401,
+        "missing_token",
+    );
+    let out = run_cli(
+        intake_cmd().args(["backup", "--to"]).arg(&archive).args([
+            "--server",
+            &server.base_url(),
+            "--token",
+            "tok_wrong",
+        ]),
+        CLI_TIMEOUT,
+    );
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("401"), "{}", stderr(&out));
+    assert!(!archive.exists());
+    assert_success(&backup(&server, &archive));
+    let later = server.create_record(&slug, &key, &json!({"n": 2}));
+
+    let out = restore(&archive, server.dir.path(), true);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("a server is running"),
+        "{}",
+        stderr(&out)
+    );
+
+    server.sigterm_and_wait();
+    let out = restore(&archive, server.dir.path(), false);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("is not empty"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--force"), "{}", stderr(&out));
+
+    let not_backup = server.dir.path().join("intake.toml.bak");
+    std::fs::write(&not_backup, "hello").unwrap();
+    let empty = tempfile::tempdir().unwrap();
+    let out = restore(&not_backup, empty.path(), false);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("not an intake backup") || stderr(&out).contains("cannot read"),
+        "{}",
+        stderr(&out)
+    );
+
+    // Forced: the data files are replaced, other files stay.
+    let out = restore(&archive, server.dir.path(), true);
+    assert_success(&out);
+    assert!(not_backup.exists());
+    server.restart();
+    let id = |v: &serde_json::Value| v["id"].as_str().unwrap().to_string();
+    assert_status(&server.get_record(&slug, &key, &id(&kept)), 200);
+    assert_status(&server.get_record(&slug, &key, &id(&later)), 404);
+}
+
+#[test]
+fn sigusr1_backups_keep_the_newest_n() {
+    let backups = tempfile::tempdir().unwrap();
+    let dir = backups.path().join("nightly");
+    let server = TestServer::start_with_config(&format!(
+        "[backup]\ndir = \"{}\"\nkeep = 2\n",
+        dir.display()
+    ));
+    let mut written: Vec<PathBuf> = Vec::new();
+    for _ in 0..4 {
+        let from = server.log.len();
+        let st = Command::new("kill")
+            .args(["-USR1", &server.pid().to_string()])
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let line = server
+            .log
+            .wait_for(
+                from,
+                Duration::from_secs(60),
+                |l| l.contains("backup written to") || l.contains("backup failed"),
+                || false,
+            )
+            .unwrap_or_else(|| panic!("no backup logged\n{}", server.log.text()));
+        let path = line
+            .split("backup written to ")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{line}"));
+        written.push(PathBuf::from(path.trim()));
+    }
+    let mut present: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    present.sort();
+    assert_eq!(present, written[2..], "{}", server.log.text());
+    // Each is a whole backup that restores.
+    let target = tempfile::tempdir().unwrap();
+    assert_success(&restore(&present[1], &target.path().join("d"), false));
+}
