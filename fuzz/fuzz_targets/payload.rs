@@ -32,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let mut headers = http::HeaderMap::new();
     if flags & 0x08 != 0 {
-        // A declared length that may be anything but the truth.
+        // A declared length at or below the truth: the limit must also hold while streaming.
         let declared = body.len().saturating_sub(usize::from(flags >> 4));
         headers.insert(http::header::CONTENT_LENGTH, declared.into());
     }
