@@ -154,8 +154,16 @@ pub fn parse_date_or_rfc3339(text: &str) -> Option<Timestamp> {
         _ => return None,
     };
     let secs = midnight + hour * 3600 + minute * 60 + second - offset_secs;
-    Some(Timestamp(secs * MICROS_PER_SECOND + micros))
+    let micros = secs * MICROS_PER_SECOND + micros;
+    RFC3339_RANGE.contains(&micros).then_some(Timestamp(micros))
 }
+
+/// The instants [`Timestamp::to_rfc3339`] writes with a four-digit year, from
+/// 0000-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z. A parsed time must fall in it (an
+/// offset or a leap second can carry a date just past either end), so that every time the
+/// API accepts reads back the same after it is formatted.
+const RFC3339_RANGE: std::ops::RangeInclusive<i64> =
+    -62_167_219_200 * MICROS_PER_SECOND..=253_402_300_800 * MICROS_PER_SECOND - 1;
 
 fn days_in_month(year: i64, month: i64) -> i64 {
     match month {
@@ -296,6 +304,36 @@ mod tests {
         // Round trip with the formatter.
         let t = Timestamp(1_763_780_645_123_456);
         assert_eq!(p(&t.to_rfc3339()), Some(t));
+    }
+
+    #[test]
+    fn parses_only_times_that_format_back_with_four_digit_years() {
+        // Found by fuzzing (fuzz target `dates`): an offset or a leap second at either end of
+        // the four-digit years gave an instant that `to_rfc3339` wrote as `10000-…` or
+        // `-001-…`, text this parser refuses.
+        let p = parse_date_or_rfc3339;
+        for bad in [
+            "0000-01-01 00:00:00.110000+23:59",
+            "9999-12-31T23:59:59-00:01",
+            "9999-12-31T23:59:60Z",
+            "0000-01-01T00:00:00+00:01",
+        ] {
+            assert_eq!(p(bad), None, "{bad}");
+        }
+        for edge in [
+            "0000-01-01",
+            "0000-01-01T00:00:00Z",
+            "9999-12-31T23:59:59.999999Z",
+            "9999-12-31T23:59:59+23:59",
+            "0000-01-01T23:59:00+23:59",
+        ] {
+            let t = p(edge).unwrap_or_else(|| panic!("{edge} refused"));
+            assert_eq!(p(&t.to_rfc3339()), Some(t), "{edge}");
+        }
+        assert_eq!(
+            p("0000-01-01").map(Timestamp::to_rfc3339).as_deref(),
+            Some("0000-01-01T00:00:00.000000Z")
+        );
     }
 
     #[test]

@@ -227,21 +227,28 @@ impl Cidr {
         Some(Cidr { network, prefix })
     }
 
-    /// Whether `ip` is in the range (IPv4-mapped IPv6 addresses count as IPv4).
+    /// Whether `ip` is in the range. An IPv4 address and its IPv4-mapped IPv6 form
+    /// (`::ffff:10.0.0.1`) are the same address: a range written in either form holds both.
     pub fn contains(&self, ip: IpAddr) -> bool {
         let shift = |bits: u32| bits.saturating_sub(u32::from(self.prefix));
-        match (self.network, ip.to_canonical()) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let s = shift(32);
-                u32::from(net).checked_shr(s).unwrap_or(0)
-                    == u32::from(ip).checked_shr(s).unwrap_or(0)
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+        match self.network {
+            IpAddr::V4(net) => match ip.to_canonical() {
+                IpAddr::V4(ip) => {
+                    let s = shift(32);
+                    u32::from(net).checked_shr(s).unwrap_or(0)
+                        == u32::from(ip).checked_shr(s).unwrap_or(0)
+                }
+                IpAddr::V6(_) => false,
+            },
+            IpAddr::V6(net) => {
+                let ip = match ip {
+                    IpAddr::V4(ip) => ip.to_ipv6_mapped(),
+                    IpAddr::V6(ip) => ip,
+                };
                 let s = shift(128);
                 u128::from(net).checked_shr(s).unwrap_or(0)
                     == u128::from(ip).checked_shr(s).unwrap_or(0)
             }
-            _ => false,
         }
     }
 }
@@ -1012,6 +1019,12 @@ mod tests {
         assert!(fd.contains(ip("fd12::1")) && !fd.contains(ip("fc00::1")));
         assert!(one.contains(ip("192.0.2.7")) && !one.contains(ip("192.0.2.8")));
         assert!(Cidr::parse("0.0.0.0/0").unwrap().contains(ip("8.8.8.8")));
+        // Found by fuzzing (target `config`): a range written as IPv4-mapped IPv6 held no
+        // address at all, not even its own.
+        let mapped = Cidr::parse("::ffff:10.0.0.1/104").unwrap();
+        assert!(mapped.contains(ip("::ffff:10.0.0.1")) && mapped.contains(ip("10.9.9.9")));
+        assert!(!mapped.contains(ip("11.0.0.1")) && !mapped.contains(ip("fd12::1")));
+        assert!(!ten.contains(ip("fd12::1")) && !fd.contains(ip("10.0.0.1")));
         for (text, key) in [
             ("workers = 0", "webhooks.workers"),
             (

@@ -1,11 +1,21 @@
-//! Request bodies: normalisation never panics, its output is valid JSON, normalising twice
-//! changes nothing, and an accepted payload has every required field.
+//! The request body path of a create or replace: reading the body under the 100 KB limit,
+//! then JSON normalisation and the required-field rules.
+//!
+//! Properties: a body over `MAX_DATA_BODY` is refused whatever its declared length and
+//! however it is chunked; an accepted payload is valid JSON that re-serialises with every
+//! required field present and not null, and normalising it again changes nothing; text that
+//! is not JSON is never accepted.
 #![no_main]
 
+use futures_util::FutureExt;
+use intake::api::MAX_DATA_BODY;
+use intake::api::reply::read_body;
+use intake::error::Error;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&flags, body)) = data.split_first() else {
+    // Input: flags, a chunk size, then the body.
+    let [flags, chunk, body @ ..] = data else {
         return;
     };
     let required: Vec<String> = match flags % 3 {
@@ -13,15 +23,66 @@ fuzz_target!(|data: &[u8]| {
         1 => vec!["a".into()],
         _ => vec!["a".into(), "b".into()],
     };
-    if let Ok(normalized) = intake::records::normalize_payload(body, &required) {
-        let again = intake::records::normalize_payload(&normalized, &required)
-            .expect("a normalised payload must be accepted again");
-        assert_eq!(again, normalized, "normalisation must be idempotent");
-        if !required.is_empty() {
-            let value: serde_json::Value = serde_json::from_slice(&normalized).unwrap();
-            for field in &required {
-                assert!(!value[field.as_str()].is_null());
-            }
-        }
+    // Padding with JSON whitespace lets small inputs reach the limit with bodies that are
+    // otherwise valid, so only the size can refuse them.
+    let mut body = body.to_vec();
+    if flags & 0x04 != 0 {
+        let pad = MAX_DATA_BODY - 64 + usize::from(flags >> 3) * 8;
+        body.resize(body.len() + pad, b' ');
     }
+    let mut headers = http::HeaderMap::new();
+    if flags & 0x08 != 0 {
+        // A declared length at or below the truth: the limit must also hold while streaming.
+        let declared = body.len().saturating_sub(usize::from(flags >> 4));
+        headers.insert(http::header::CONTENT_LENGTH, declared.into());
+    }
+    let chunks: Vec<bytes::Bytes> = body
+        .chunks(usize::from(*chunk).max(1) * 512)
+        .map(bytes::Bytes::copy_from_slice)
+        .collect();
+    let mut stream: intake::api::BodyStream =
+        Box::pin(futures_util::stream::iter(chunks.into_iter().map(Ok)));
+    let read = read_body(&headers, &mut stream, MAX_DATA_BODY)
+        .now_or_never()
+        .expect("a body from memory is read without waiting");
+    let read = match read {
+        Ok(read) => read,
+        Err(Error::PayloadTooLarge(limit)) => {
+            assert_eq!(limit, MAX_DATA_BODY);
+            assert!(
+                body.len() > MAX_DATA_BODY,
+                "refused a body of {} bytes",
+                body.len()
+            );
+            return;
+        }
+        Err(other) => panic!("unexpected error reading a body: {other:?}"),
+    };
+    assert!(
+        body.len() <= MAX_DATA_BODY,
+        "accepted a body of {} bytes",
+        body.len()
+    );
+    assert_eq!(&read[..], &body[..], "the body read is the body sent");
+
+    let is_json = serde_json::from_slice::<serde::de::IgnoredAny>(&read).is_ok();
+    let Ok(normalized) = intake::records::normalize_payload(&read, &required) else {
+        return;
+    };
+    assert!(is_json, "accepted a body that is not JSON");
+    let value: serde_json::Value =
+        serde_json::from_slice(&normalized).expect("a normalised payload is JSON");
+    for field in &required {
+        assert!(
+            !value[field.as_str()].is_null(),
+            "required field {field} missing"
+        );
+    }
+    let again = intake::records::normalize_payload(&normalized, &required)
+        .expect("a normalised payload must be accepted again");
+    assert_eq!(again, normalized, "normalisation must be idempotent");
+    // Re-serialised, the payload is still accepted with the same rules.
+    let reserialised = serde_json::to_vec(&value).expect("a JSON value serialises");
+    intake::records::normalize_payload(&reserialised, &required)
+        .expect("the re-serialised payload must be accepted");
 });

@@ -27,7 +27,9 @@
 //! page may hold fewer than `limit` records and `next_cursor` continues from where it stopped.
 
 pub mod index;
-mod tokenizer;
+/// Public for the fuzz targets, which check that a query's trigrams are found in every text
+/// that contains it.
+pub mod tokenizer;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;

@@ -145,7 +145,8 @@ pub fn retry_after(value: &str, now: Timestamp) -> Option<Duration> {
             let at = httpdate::parse_http_date(value).ok()?;
             let at = at.duration_since(std::time::UNIX_EPOCH).ok()?;
             let at_us = i64::try_from(at.as_micros()).ok()?;
-            Duration::from_micros(u64::try_from(at_us - now.as_micros()).unwrap_or(0))
+            // Saturating: `now` is any timestamp, and a wait that overflows is over the cap.
+            Duration::from_micros(u64::try_from(at_us.saturating_sub(now.as_micros())).unwrap_or(0))
         }
     };
     (wait <= RETRY_AFTER_CAP).then_some(wait)
@@ -400,6 +401,11 @@ mod tests {
         );
         assert_eq!(retry_after("Thu, 01 Jan 2026 05:00:00 GMT", now), None);
         assert_eq!(retry_after("soon", now), None);
+        // Found by fuzzing (target `retry_after`): a date minus a "now" far in the past
+        // overflowed.
+        let date = "Thursday, 01-Jan-26 00:10:00 GMT";
+        assert_eq!(retry_after(date, Timestamp(i64::MIN)), None);
+        assert_eq!(retry_after(date, Timestamp(i64::MAX)), Some(Duration::ZERO));
         assert_eq!(retry_after("-5", now), None);
     }
 }

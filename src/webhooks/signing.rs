@@ -77,6 +77,17 @@ pub fn signature_header(keys: &[Vec<u8>], msg_id: &str, timestamp: i64, body: &[
         .join(" ")
 }
 
+/// Whether `header` (a `webhook-signature` value) holds a `v1` entry made with `key` over
+/// this message: what a receiver checks. Entries are compared as text in constant time, so
+/// only the exact encoding `sign` produces is accepted.
+pub fn verify(key: &[u8], msg_id: &str, timestamp: i64, body: &[u8], header: &str) -> bool {
+    use subtle::ConstantTimeEq;
+    let expected = sign(key, msg_id, timestamp, body);
+    header
+        .split(' ')
+        .any(|entry| bool::from(entry.as_bytes().ct_eq(expected.as_bytes())))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +127,28 @@ mod tests {
             SIGNATURE
         );
         assert_eq!(signature_header(&[], MSG_ID, TIMESTAMP, BODY), "");
+    }
+
+    #[test]
+    fn verify_accepts_each_key_of_the_header_and_nothing_altered() {
+        let previous = secret_key(SECRET).unwrap();
+        let current = secret_key(&generate_secret()).unwrap();
+        let header = signature_header(
+            &[current.clone(), previous.clone()],
+            MSG_ID,
+            TIMESTAMP,
+            BODY,
+        );
+        assert!(verify(&current, MSG_ID, TIMESTAMP, BODY, &header));
+        assert!(verify(&previous, MSG_ID, TIMESTAMP, BODY, SIGNATURE));
+        assert!(!verify(&previous, MSG_ID, TIMESTAMP + 1, BODY, &header));
+        assert!(!verify(&previous, MSG_ID, TIMESTAMP, b"{}", &header));
+        assert!(!verify(&[1], MSG_ID, TIMESTAMP, BODY, &header));
+        assert!(!verify(&previous, MSG_ID, TIMESTAMP, BODY, ""));
+        // The last character of the base64 carries two unused bits: a variant that decodes to
+        // the same bytes is still not the signature.
+        let variant = SIGNATURE.replace("Kkw=", "Kkx=");
+        assert!(!verify(&previous, MSG_ID, TIMESTAMP, BODY, &variant));
     }
 
     #[test]

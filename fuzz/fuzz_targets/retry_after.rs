@@ -1,0 +1,74 @@
+//! The `Retry-After` header of a receiver's 429 and the retry schedule it feeds.
+//!
+//! Input: 8 bytes of "now" (microseconds, any value), then the header value. Properties:
+//! parsing never panics; a wait is never over the 4-hour cap; plain seconds are taken as
+//! they are; and the retry the dispatcher schedules is never sooner than the schedule's own
+//! gap for that attempt, nor longer than the cap.
+#![no_main]
+
+use std::time::Duration;
+
+use intake::clock::Timestamp;
+use intake::storage::{DeliveryRow, DeliveryState, Environment, WebhookKind, partition};
+use intake::webhooks::dispatch::{RETRY_DELAYS, Verdict, verdict};
+use intake::webhooks::send::{Exchange, RETRY_AFTER_CAP, retry_after};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((now, value)) = data.split_first_chunk::<8>() else {
+        return;
+    };
+    let Ok(value) = std::str::from_utf8(value) else {
+        return;
+    };
+    let now = Timestamp(i64::from_le_bytes(*now));
+    let wait = retry_after(value, now);
+    if let Some(wait) = wait {
+        assert!(wait <= RETRY_AFTER_CAP, "{value:?} gave {wait:?}");
+    }
+    let trimmed = value.trim();
+    if !trimmed.is_empty() && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        let expected = trimmed
+            .parse::<u64>()
+            .ok()
+            .map(Duration::from_secs)
+            .filter(|w| *w <= RETRY_AFTER_CAP);
+        assert_eq!(wait, expected, "{value:?}");
+    }
+
+    let exchange = Exchange::Answered {
+        status: 429,
+        retry_after: wait,
+        body: String::new(),
+    };
+    for environment in [Environment::Production, Environment::Sandbox] {
+        // A first budget: attempt n waits at least the schedule's n-th gap.
+        let max_attempts = intake::webhooks::deliveries::max_attempts(environment);
+        for attempts in 0..max_attempts {
+            let row = DeliveryRow {
+                id: 1,
+                partition: partition(7, environment),
+                record_id: 1,
+                kind: WebhookKind::Owner,
+                url: "https://example.com/hook".into(),
+                auth_header: None,
+                auth_value_sealed: None,
+                body: "{}".into(),
+                state: DeliveryState::Pending,
+                attempts,
+                max_attempts,
+                next_attempt_at: None,
+                created_at: Timestamp(0),
+                finished_at: None,
+            };
+            if let Verdict::Retry(delay) = verdict(&row, &exchange) {
+                let gap = RETRY_DELAYS[(attempts as usize).min(RETRY_DELAYS.len() - 1)];
+                assert!(
+                    delay >= gap,
+                    "retry after {delay:?}, the schedule says {gap:?}"
+                );
+                assert!(delay <= RETRY_AFTER_CAP.max(gap), "retry after {delay:?}");
+            }
+        }
+    }
+});
