@@ -1,6 +1,10 @@
 # Helpers shared by the benchmark scripts. Source it after defining log() and die().
 # shellcheck shell=bash
 
+# INTAKE_BIN picks the binary to measure; it must not reach the server's environment, where
+# intake refuses INTAKE_* variables that name no config key.
+export -n INTAKE_BIN 2>/dev/null || true
+
 # Installs Debian's wrk when it is missing (through sudo when not root).
 ensure_wrk() {
   command -v wrk >/dev/null && return 0
