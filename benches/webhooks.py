@@ -21,13 +21,14 @@ import json
 import os
 import platform
 import re
-import socket
 import statistics
 import subprocess
 import sys
 import time
 import urllib.request
 from datetime import datetime, timezone
+
+from benchlib import call, free_port, wait_listening
 
 ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 BENCH_DIR = os.environ["BENCH_DIR"]
@@ -39,39 +40,6 @@ DELAY_MS = int(os.environ.get("DELAY_MS", "8"))
 
 def log(msg):
     print(f"webhooks.py: {msg}", file=sys.stderr, flush=True)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def wait_listening(port, proc, name):
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"{name} exited with {proc.returncode}")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.01)
-    sys.exit(f"{name} did not listen on {port}")
-
-
-def call(method, url, token=None, body=None):
-    data = json.dumps(body).encode() if body is not None else None
-    req = urllib.request.Request(url, data=data, method=method)
-    if token:
-        req.add_header("Authorization", f"Bearer {token}")
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        text = resp.read().decode()
-    return json.loads(text) if text.startswith(("{", "[")) else text
 
 
 def wrk(url, duration, connections, script, key=None, extra_env=None):
