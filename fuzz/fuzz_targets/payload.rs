@@ -9,7 +9,7 @@
 
 use futures_util::FutureExt;
 use intake::api::MAX_DATA_BODY;
-use intake::api::reply::read_body;
+use intake::api::reply::read_limited;
 use intake::error::Error;
 use libfuzzer_sys::fuzz_target;
 
@@ -42,7 +42,7 @@ fuzz_target!(|data: &[u8]| {
         .collect();
     let mut stream: intake::api::BodyStream =
         Box::pin(futures_util::stream::iter(chunks.into_iter().map(Ok)));
-    let read = read_body(&headers, &mut stream, MAX_DATA_BODY)
+    let read = read_limited(&headers, &mut stream, MAX_DATA_BODY)
         .now_or_never()
         .expect("a body from memory is read without waiting");
     let read = match read {

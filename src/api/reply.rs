@@ -79,7 +79,13 @@ pub async fn read_body(req: &mut Request, limit: usize) -> Result<Bytes> {
         .map_err(|_| Error::RequestTimeout)?
 }
 
-async fn read_limited(headers: &HeaderMap, body: &mut BodyStream, limit: usize) -> Result<Bytes> {
+/// [`read_body`] without the deadline: the size rule alone (413 from the declared length, or
+/// as soon as the streamed body passes `limit`).
+pub async fn read_limited(
+    headers: &HeaderMap,
+    body: &mut BodyStream,
+    limit: usize,
+) -> Result<Bytes> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
