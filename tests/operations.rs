@@ -12,8 +12,18 @@ fn healthz_and_readyz_answer_without_authentication() {
     assert_eq!(health.status, 200, "{}", health.describe());
     assert_eq!(health.json(), json!({"status": "ok"}));
 
-    let ready = s.request("GET", "/readyz", &[], None);
-    assert_eq!(ready.status, 200, "{}", ready.describe());
+    // Ready once the search index has been opened, which the start does in the background;
+    // until then the answer is 503 with the index check failing.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let ready = loop {
+        let ready = s.request("GET", "/readyz", &[], None);
+        if ready.status == 200 {
+            break ready;
+        }
+        assert_eq!(ready.status, 503, "{}", ready.describe());
+        assert!(std::time::Instant::now() < deadline, "{}", ready.describe());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     let body = ready.json();
     assert_eq!(body["ready"], true, "{body}");
     let names: Vec<&str> = body["checks"]
