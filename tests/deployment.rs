@@ -187,16 +187,7 @@ fn serve_reads_the_environment_and_refuses_unknown_variables() {
         &log,
     );
     assert!(data.join("intake.redb").exists());
-    let agent = new_agent(Duration::from_secs(10));
-    let r = try_send(
-        &agent,
-        &format!("http://{}/healthz", proc.addr),
-        "GET",
-        &[],
-        None,
-    )
-    .unwrap();
-    assert_eq!(r.status, 200);
+    assert_eq!(healthz(proc.addr), 200);
     sigterm(proc.pid());
     wait_with_deadline(&mut proc.child, Duration::from_secs(30));
 
@@ -249,16 +240,7 @@ fn systemd_is_notified_when_listening_reloading_and_stopping() {
         assert_eq!(receive(&socket), "READY=1", "{address}");
         // Ready means serving: the listen line came first and requests are answered.
         assert!(log.text().contains("listening on http://"));
-        let agent = new_agent(Duration::from_secs(10));
-        let r = try_send(
-            &agent,
-            &format!("http://{}/healthz", proc.addr),
-            "GET",
-            &[],
-            None,
-        )
-        .unwrap();
-        assert_eq!(r.status, 200);
+        assert_eq!(healthz(proc.addr), 200);
         let st = Command::new("kill")
             .args(["-HUP", &proc.pid().to_string()])
             .status()
@@ -349,4 +331,12 @@ fn install_sh_fills_a_destdir_and_keeps_an_existing_config() {
         std::fs::read_to_string(at("etc/intake/intake.toml")).unwrap(),
         "listen = \"127.0.0.1:1\"\n"
     );
+}
+
+/// Status of `GET /healthz` on a server spawned by the test.
+fn healthz(addr: std::net::SocketAddr) -> u16 {
+    let agent = new_agent(Duration::from_secs(10));
+    try_send(&agent, &format!("http://{addr}/healthz"), "GET", &[], None)
+        .expect("GET /healthz")
+        .status
 }
