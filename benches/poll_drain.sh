@@ -109,6 +109,9 @@ kb_to_mb() { awk -v kb="$1" 'BEGIN { printf "%.1f", kb / 1024 }'; }
 cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 CLK_TCK="$(getconf CLK_TCK)"
 
+# read_bytes PID -> bytes the process has caused to be read from storage (not the page cache)
+read_bytes() { awk '$1 == "read_bytes:" { print $2 }' "/proc/$1/io"; }
+
 # load_avg -> "1.23 2.34 3.45" (1, 5, 15 minutes)
 load_avg() { awk '{ print $1, $2, $3 }' /proc/loadavg; }
 
@@ -299,6 +302,7 @@ SAMPLER_PID=$!
 
 DRAIN_DONE="$WORK/drain.done"
 SERVER_TICKS_0="$(cpu_ticks "$SERVER_PID")"
+SERVER_READ_0="$(read_bytes "$SERVER_PID")"
 BUSY_TICKS_0="$(busy_ticks)"
 DRAIN_LIMIT_S=$(( RECORDS / 1000 + 120 ))
 log "draining: wrk -t1 -c1 -s benches/poll_drain.lua $POLL_ROUTE?since=2000-01-01&limit=$LIMIT"
@@ -310,6 +314,7 @@ WRK_PID=$!
 DRAIN_OK=1
 wait_files 1 "$DRAIN_DONE" || DRAIN_OK=0
 SERVER_TICKS_1="$(cpu_ticks "$SERVER_PID")"
+SERVER_READ_1="$(read_bytes "$SERVER_PID")"
 BUSY_TICKS_1="$(busy_ticks)"
 WRK_TICKS="$(cpu_ticks "$WRK_PID" 2>/dev/null || echo "")"
 stop_wrk
@@ -407,6 +412,7 @@ REPORT="$WORK/report.md"
   echo "- pages: mean ${PAGE_KB} KB; latency mean $PMEAN ms, p90 $P90 ms, max $PMAX ms; $DRAIN_MBPS MB/s of response bodies"
   echo "- wrk completed $WRK_REQS requests (= pages); its own latency summary is not used: wrk adds synthetic samples for coordinated omission, which a dependent one-connection chain does not have"
   echo "- CPU during the drain (% of one core; the machine has $(( NPROC * 100 )) %): server $SERVER_CPU %, client (wrk) $CLIENT_CPU %, everything else $OTHER_CPU % (whole machine busy $MACHINE_CPU %)"
+  echo "- storage reads by the server during the drain (/proc/PID/io read_bytes, i.e. not served from the page cache): $(awk -v b="$(( SERVER_READ_1 - SERVER_READ_0 ))" 'BEGIN { printf "%.0f", b / 1048576 }') MB"
   echo "- client cost: $(D lua_ms_per_page) ms per page in poll_drain.lua's response() (counting and order check), the rest of the client is wrk's HTTP reading"
   echo "- RSS: $RSS_N samples every ${RSS_INTERVAL} s, from just before the first page to just after the last (MB): $RSS_SERIES"
   echo "- RSS idle before the load $(mb "$IDLE_KB") MB; peak over the whole run, load included (VmHWM) $(mb "$HWM_KB") MB"

@@ -8,7 +8,7 @@ use crate::endpoints::Endpoints;
 use crate::ingest::Ingest;
 use crate::mail::Mailer;
 use crate::metrics::Metrics;
-use crate::poll::InFlight;
+use crate::poll::{InFlight, ReadAhead};
 use crate::request_log::RequestLog;
 use crate::search::SearchIndex;
 use crate::sessions::LoginLimiter;
@@ -26,6 +26,8 @@ pub struct App {
     pub search: Arc<SearchIndex>,
     /// Creates stamped but not yet stored: poll's visibility bound.
     pub in_flight: InFlight,
+    /// Warms the cache with a draining poll consumer's next page.
+    pub poll_read_ahead: ReadAhead,
     pub usage: Usage,
     pub logins: LoginLimiter,
     /// The outbox worker: wake it after committing a transaction that queued e-mail.

@@ -4,6 +4,7 @@
 //! schedules in later modules) asks a [`Clock`], never the OS directly, so tests can move time
 //! with a [`ManualClock`] instead of sleeping.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -80,18 +81,50 @@ impl Timestamp {
 
     /// RFC 3339 in UTC with exactly six fractional digits: `2026-11-22T03:04:05.123456Z`.
     pub fn to_rfc3339(self) -> String {
+        let mut out = String::with_capacity(27);
+        self.push_rfc3339(&mut out);
+        out
+    }
+
+    /// Appends [`Timestamp::to_rfc3339`]'s text to `out`. Response bodies write two of these
+    /// per record, so this avoids the formatting machinery (a tenth of a poll page's cost).
+    pub fn push_rfc3339(self, out: &mut String) {
         let secs = self.0.div_euclid(MICROS_PER_SECOND);
         let micros = self.0.rem_euclid(MICROS_PER_SECOND);
         let days = secs.div_euclid(86_400);
         let secs_of_day = secs.rem_euclid(86_400);
         let (year, month, day) = civil_from_days(days);
-        format!(
-            "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{micros:06}Z",
-            secs_of_day / 3600,
-            (secs_of_day % 3600) / 60,
-            secs_of_day % 60
-        )
+        if (0..=9999).contains(&year) {
+            push_digits(out, year, 4);
+        } else {
+            // Writing to a String cannot fail.
+            let _ = write!(out, "{year:04}");
+        }
+        out.push('-');
+        push_digits(out, i64::from(month), 2);
+        out.push('-');
+        push_digits(out, i64::from(day), 2);
+        out.push('T');
+        push_digits(out, secs_of_day / 3600, 2);
+        out.push(':');
+        push_digits(out, (secs_of_day % 3600) / 60, 2);
+        out.push(':');
+        push_digits(out, secs_of_day % 60, 2);
+        out.push('.');
+        push_digits(out, micros, 6);
+        out.push('Z');
     }
+}
+
+/// Appends the last `width` (at most 6) decimal digits of `value` (not negative), zero-padded.
+fn push_digits(out: &mut String, value: i64, width: usize) {
+    let mut digits = [b'0'; 6];
+    let mut rest = value;
+    for slot in digits[..width].iter_mut().rev() {
+        *slot = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
+    out.extend(digits[..width].iter().map(|&d| char::from(d)));
 }
 
 /// Parses `YYYY-MM-DD` (UTC midnight) or RFC 3339 (`2026-11-22T03:04:05.123Z`, any offset,
@@ -263,6 +296,44 @@ mod tests {
             "2024-02-29T12:34:56.789012Z"
         );
         assert_eq!(Timestamp(-1).to_rfc3339(), "1969-12-31T23:59:59.999999Z");
+    }
+
+    #[test]
+    fn hand_written_rfc3339_matches_the_formatting_machinery() {
+        let reference = |t: Timestamp| {
+            let secs = t.0.div_euclid(MICROS_PER_SECOND);
+            let secs_of_day = secs.rem_euclid(86_400);
+            let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
+            format!(
+                "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+                secs_of_day / 3600,
+                (secs_of_day % 3600) / 60,
+                secs_of_day % 60,
+                t.0.rem_euclid(MICROS_PER_SECOND)
+            )
+        };
+        let mut samples = vec![
+            0,
+            -1,
+            1,
+            i64::MIN,
+            i64::MAX,
+            253_402_300_799_999_999, // 9999-12-31T23:59:59.999999Z
+            253_402_300_800_000_000, // year 10000
+            -62_167_219_200_000_000, // 0000-01-01
+            -62_167_219_200_000_001, // year -1
+        ];
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..10_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            samples.push((x % 400_000_000_000_000_000) as i64 - 100_000_000_000_000_000);
+        }
+        for micros in samples {
+            let t = Timestamp(micros);
+            assert_eq!(t.to_rfc3339(), reference(t), "{micros}");
+        }
     }
 
     #[test]

@@ -83,16 +83,29 @@ impl RecordId {
     }
 }
 
-impl fmt::Display for RecordId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl RecordId {
+    /// The 26 base32 characters after the `rec_` prefix.
+    fn base32(self) -> [u8; ULID_CHARS] {
         let mut buf = [0u8; ULID_CHARS];
         for (i, slot) in buf.iter_mut().enumerate() {
             let shift = 5 * (ULID_CHARS - 1 - i);
             *slot = ALPHABET[((self.0 >> shift) & 31) as usize];
         }
+        buf
+    }
+
+    /// Appends the id's text to `out` (response bodies, without the formatting machinery).
+    pub fn push_to(self, out: &mut String) {
+        out.push_str(RECORD_PREFIX);
+        out.extend(self.base32().map(char::from));
+    }
+}
+
+impl fmt::Display for RecordId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(RECORD_PREFIX)?;
         // The buffer only holds ASCII from ALPHABET.
-        f.write_str(std::str::from_utf8(&buf).map_err(|_| fmt::Error)?)
+        f.write_str(std::str::from_utf8(&self.base32()).map_err(|_| fmt::Error)?)
     }
 }
 
@@ -138,6 +151,17 @@ pub fn new_request_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pushed_record_ids_read_like_displayed_ones() {
+        for value in [0, 1, u128::MAX >> 1, u128::MAX, 0x0123_4567_89ab_cdef << 64] {
+            let id = RecordId(value);
+            let mut pushed = String::from("x");
+            id.push_to(&mut pushed);
+            assert_eq!(pushed, format!("x{id}"));
+            assert_eq!(RecordId::parse(&pushed[1..]), Some(id));
+        }
+    }
 
     #[test]
     fn record_ids_round_trip_and_sort_by_time() {

@@ -33,12 +33,16 @@
 //!   link; pages call the same service functions as the management API. Each endpoint's API
 //!   test page (`dashboard::testpage`) is built from its `openapi::endpoint_document`.
 //! - [`records`]: create / read / list / replace / delete; payload normalisation and
-//!   required-field rules.
+//!   required-field rules; `RecordsBody`, the one writer of record JSON (get, list, search,
+//!   poll), which copies stored payload text into the response without parsing it again.
 //! - [`ingest`]: the write queue and group-commit writer: a 202 leaves only after its write is
 //!   durable.
-//! - [`search`]: substring search: query rules, the exact-results algorithm, the positional
-//!   trigram tokenizer, and (`search::index`) the tantivy index with its indexer thread.
-//! - [`poll`]: the oldest-first feed and the in-flight registry that keeps it gap-free.
+//! - [`search`]: substring search: query rules, the exact-results algorithm and its planner
+//!   (index or newest-first store walk), the allocation-free substring test
+//!   (`search::matcher`), the positional trigram tokenizer, and (`search::index`) the tantivy
+//!   index with its indexer thread.
+//! - [`poll`]: the oldest-first feed, the in-flight registry that keeps it gap-free, and the
+//!   read-ahead that warms the cache with a draining consumer's next page.
 //! - [`retention`]: the scheduled purge of records past their environment's retention.
 //! - [`endpoints`]: endpoints, their keys, who may see them (owner, collaborators), and
 //!   authorising a data call's key with its permissions (cached until the next change).

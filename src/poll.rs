@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound::{Excluded, Included};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -30,7 +30,7 @@ use crate::cursor::{self, CursorKind, Position};
 use crate::endpoints::DataAccess;
 use crate::error::{Error, Result};
 use crate::ids::RecordId;
-use crate::records::{RecordView, view};
+use crate::records::RecordsBody;
 use crate::storage::{RECORDS, Store, time_key};
 
 pub const LIMIT_DEFAULT: usize = 100;
@@ -96,14 +96,21 @@ impl InFlight {
     }
 }
 
-/// A poll response: exactly one of `next_cursor` and `poll_cursor`.
-#[derive(Debug, Serialize)]
+/// A poll response.
 pub struct PollPage {
-    pub data: Vec<RecordView>,
+    /// The JSON body.
+    pub json: String,
+    /// When a backlog remains: the last id on this page, after which the consumer continues.
+    pub continues_after: Option<u128>,
+}
+
+/// The part of a poll response after `data`: exactly one of `next_cursor` and `poll_cursor`.
+#[derive(Debug, Serialize)]
+struct PollTail {
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_cursor: Option<String>,
+    next_cursor: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub poll_cursor: Option<String>,
+    poll_cursor: Option<String>,
 }
 
 /// Where a poll starts: after this id (exclusive).
@@ -177,7 +184,7 @@ pub fn poll(
             },
         )
     };
-    let mut data = Vec::new();
+    let mut body = RecordsBody::new(limit);
     let mut last = None;
     if after < below {
         let txn = store.read()?;
@@ -185,31 +192,107 @@ pub fn poll(
         for entry in records.range((Excluded((p, after)), Included((p, below - 1))))? {
             let (key, value) = entry?;
             let id = key.value().1;
-            if data.len() == limit {
+            if body.len() == limit {
                 // One more exists below the bound: a backlog remains.
-                return Ok(PollPage {
-                    data,
+                let json = body.finish(&PollTail {
                     next_cursor: last.map(encode),
                     poll_cursor: None,
+                })?;
+                return Ok(PollPage {
+                    json,
+                    continues_after: last,
                 });
             }
-            data.push(view(RecordId(id), value.value())?);
+            body.push(RecordId(id), value.value())?;
             last = Some(id);
         }
     }
     // Caught up: everything below the bound has been delivered.
     let caught_up_to = last.unwrap_or(after).max(below.saturating_sub(1));
-    Ok(PollPage {
-        data,
+    let json = body.finish(&PollTail {
         next_cursor: None,
         poll_cursor: Some(encode(caught_up_to)),
+    })?;
+    Ok(PollPage {
+        json,
+        continues_after: None,
     })
+}
+
+/// Reads a draining consumer's next page into the store's page cache while it is still
+/// receiving this one, on another core: the page it then asks for is served from memory
+/// instead of waiting for storage reads (about a third of a drain's server time).
+///
+/// At most one read-ahead runs at a time; a poll that finds one running starts none, so the
+/// extra work is bounded whatever the number of consumers. Only caching changes: what the
+/// next poll returns is decided by that poll alone.
+pub struct ReadAhead {
+    running: Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for ReadAhead {
+    fn default() -> ReadAhead {
+        ReadAhead {
+            running: Arc::new(tokio::sync::Semaphore::new(1)),
+        }
+    }
+}
+
+impl ReadAhead {
+    /// Starts reading the `limit` records of `partition` after `after`, unless one is running.
+    pub fn start(&self, store: &Arc<Store>, partition: u64, after: u128, limit: usize) {
+        let Ok(permit) = self.running.clone().try_acquire_owned() else {
+            return;
+        };
+        let store = store.clone();
+        tokio::task::spawn_blocking(move || {
+            if let Err(err) = read_ahead(&store, partition, after, limit) {
+                log::debug!("poll read-ahead: {err}");
+            }
+            // The store goes first: once `stop` has the permit, no read-ahead holds the store.
+            drop(store);
+            drop(permit);
+        });
+    }
+
+    /// Waits for a running read-ahead (which holds the store) and starts no more.
+    pub async fn stop(&self) {
+        if let Ok(permit) = self.running.acquire().await {
+            permit.forget();
+        }
+        self.running.close();
+    }
+}
+
+/// Walks the next `limit` records of `partition` after `after`, which loads their pages.
+fn read_ahead(store: &Store, partition: u64, after: u128, limit: usize) -> Result<()> {
+    let txn = store.read()?;
+    let records = txn.open_table(RECORDS)?;
+    let next = Excluded((partition, after));
+    for entry in records
+        .range((next, Included((partition, u128::MAX))))?
+        .take(limit)
+    {
+        entry?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::clock::ManualClock;
+
+    #[tokio::test]
+    async fn a_stopped_read_ahead_holds_no_store_and_starts_no_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("t.redb"), 1 << 20).unwrap());
+        let read_ahead = ReadAhead::default();
+        read_ahead.start(&store, 1, 0, LIMIT_MAX);
+        read_ahead.stop().await;
+        read_ahead.start(&store, 1, 0, LIMIT_MAX);
+        assert_eq!(Arc::strong_count(&store), 1);
+    }
 
     #[test]
     fn bound_waits_for_the_oldest_stamp_in_flight() {

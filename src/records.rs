@@ -12,7 +12,6 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 use serde::de::IgnoredAny;
-use serde_json::value::RawValue;
 
 use crate::crypto::sha256;
 use crate::cursor::{self, CursorKind, Position};
@@ -27,15 +26,6 @@ pub const LIST_LIMIT_DEFAULT: usize = 10;
 pub const LIST_LIMIT_MAX: usize = 30;
 const IDEMPOTENCY_KEY_MAX: usize = 255;
 
-/// A stored record as the API returns it.
-#[derive(Debug, Serialize)]
-pub struct RecordView {
-    pub id: String,
-    pub payload: Box<RawValue>,
-    pub created_at: String,
-    pub updated_at: String,
-}
-
 /// The 202 body of a create.
 #[derive(Debug, Serialize)]
 pub struct Accepted {
@@ -45,10 +35,17 @@ pub struct Accepted {
     pub status: &'static str,
 }
 
-/// One page of a newest-first listing.
+/// One page of a newest-first listing (request log, mail, deliveries). Record pages are
+/// written by [`RecordsBody`] instead, with the same shape.
 #[derive(Debug, Serialize)]
 pub struct Page<T> {
     pub data: Vec<T>,
+    pub pagination: Pagination,
+}
+
+/// The part of a list or search page after `data`.
+#[derive(Debug, Serialize)]
+pub struct PageTail {
     pub pagination: Pagination,
 }
 
@@ -56,6 +53,100 @@ pub struct Page<T> {
 pub struct Pagination {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
+}
+
+/// A response body listing records, `{"data":[record,...],...}`, written straight from
+/// stored values (see [`push_record`]). One writer serves list, search and poll.
+pub struct RecordsBody {
+    json: String,
+    count: usize,
+    /// How many records the body will probably hold: sizes its buffer after the first.
+    expected: usize,
+}
+
+/// The most [`RecordsBody`] reserves up front; a larger body grows as it is written.
+const BODY_RESERVE_MAX: usize = 1 << 20;
+
+impl RecordsBody {
+    /// Opens the body of a page of (usually) `expected` records.
+    pub fn new(expected: usize) -> RecordsBody {
+        let mut json = String::with_capacity(256);
+        json.push_str(r#"{"data":["#);
+        RecordsBody {
+            json,
+            count: 0,
+            expected,
+        }
+    }
+
+    /// Appends the record stored under `id` as `value`.
+    pub fn push(&mut self, id: RecordId, value: &[u8]) -> Result<()> {
+        if self.count > 0 {
+            self.json.push(',');
+        }
+        push_record(&mut self.json, id, value)?;
+        self.count += 1;
+        if self.count == 1 {
+            // Room for the rest of the page at the first record's size, saving the copies
+            // of growing a large body step by step.
+            let rest = self.json.len() * self.expected.saturating_sub(1) + 128;
+            self.json.reserve(rest.min(BODY_RESERVE_MAX));
+        }
+        Ok(())
+    }
+
+    /// How many records are in the body.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Closes `data` and appends the members of `rest`, which serialises as a JSON object.
+    pub fn finish(mut self, rest: &impl Serialize) -> Result<String> {
+        let rest = serde_json::to_string(rest)
+            .map_err(|e| Error::Internal(format!("cannot serialise a page: {e}")))?;
+        match rest.strip_prefix('{') {
+            Some("}") => self.json.push_str("]}"),
+            Some(members) => {
+                self.json.push_str("],");
+                self.json.push_str(members);
+            }
+            None => return Err(Error::Internal(format!("a page ends with {rest}"))),
+        }
+        Ok(self.json)
+    }
+}
+
+/// The JSON of one stored record as the API shows it.
+pub fn record_json(id: RecordId, value: &[u8]) -> Result<String> {
+    let mut json = String::with_capacity(value.len() + 128);
+    push_record(&mut json, id, value)?;
+    Ok(json)
+}
+
+/// Appends `{"id","payload","created_at","updated_at"}` for a stored record.
+///
+/// The payload's bytes are copied as they are: the store only holds payloads that
+/// [`normalize_payload`] wrote as compact JSON, so reading does not parse them again (that
+/// parse, with the copies around it, was most of the cost of a poll page). Only the UTF-8
+/// check stays, so a damaged value cannot put invalid text into a response.
+fn push_record(out: &mut String, id: RecordId, value: &[u8]) -> Result<()> {
+    let (updated_at, payload) = decode_record(value)?;
+    let payload = std::str::from_utf8(payload)
+        .map_err(|_| Error::Internal(format!("stored payload of {id} is not UTF-8")))?;
+    out.push_str(r#"{"id":""#);
+    id.push_to(out);
+    out.push_str(r#"","payload":"#);
+    out.push_str(payload);
+    out.push_str(r#","created_at":""#);
+    id.created_at().push_rfc3339(out);
+    out.push_str(r#"","updated_at":""#);
+    updated_at.push_rfc3339(out);
+    out.push_str(r#""}"#);
+    Ok(())
 }
 
 /// Parses and checks a payload, returning its normalised text.
@@ -178,22 +269,23 @@ pub async fn delete(
     })
 }
 
-pub fn get(store: &Store, access: &DataAccess, id: RecordId) -> Result<RecordView> {
+/// The JSON of one record.
+pub fn get(store: &Store, access: &DataAccess, id: RecordId) -> Result<String> {
     let txn = store.read()?;
     let records = txn.open_table(RECORDS)?;
     let value = records
         .get((access.partition, id.0))?
         .ok_or(Error::RecordNotFound)?;
-    view(id, value.value())
+    record_json(id, value.value())
 }
 
-/// Newest first, `limit` records after `cursor`.
+/// Newest first, `limit` records after `cursor`: the JSON of the page.
 pub fn list(
     store: &Store,
     access: &DataAccess,
     limit: usize,
     cursor: Option<&str>,
-) -> Result<Page<RecordView>> {
+) -> Result<String> {
     use std::ops::Bound::{Excluded, Included};
     let p = access.partition;
     let upper = match cursor {
@@ -202,7 +294,7 @@ pub fn list(
     };
     let txn = store.read()?;
     let records = txn.open_table(RECORDS)?;
-    let mut data = Vec::with_capacity(limit);
+    let mut body = RecordsBody::new(limit);
     let mut last = None;
     let mut more = false;
     for entry in records
@@ -210,12 +302,12 @@ pub fn list(
         .rev()
     {
         let (key, value) = entry?;
-        if data.len() == limit {
+        if body.len() == limit {
             more = true;
             break;
         }
         let id = RecordId(key.value().1);
-        data.push(view(id, value.value())?);
+        body.push(id, value.value())?;
         last = Some(id);
     }
     let next_cursor = match (more, last) {
@@ -229,24 +321,8 @@ pub fn list(
         )),
         _ => None,
     };
-    Ok(Page {
-        data,
+    body.finish(&PageTail {
         pagination: Pagination { next_cursor },
-    })
-}
-
-/// A stored record value as the API shows it.
-pub fn view(id: RecordId, value: &[u8]) -> Result<RecordView> {
-    let (updated_at, payload) = decode_record(value)?;
-    let payload = std::str::from_utf8(payload)
-        .ok()
-        .and_then(|text| RawValue::from_string(text.to_string()).ok())
-        .ok_or_else(|| Error::Internal(format!("stored payload of {id} is not JSON")))?;
-    Ok(RecordView {
-        id: id.to_string(),
-        payload,
-        created_at: id.created_at().to_rfc3339(),
-        updated_at: updated_at.to_rfc3339(),
     })
 }
 
@@ -308,6 +384,65 @@ mod tests {
             normalize_payload(b"[1]", &req),
             Err(Error::PayloadNotObject)
         ));
+    }
+
+    #[test]
+    fn record_bodies_are_the_json_the_api_documents() {
+        use crate::clock::Timestamp;
+        use crate::storage::encode_record;
+        let created = Timestamp(1_700_000_000_000_001);
+        let updated = Timestamp(1_700_000_100_000_000);
+        let a = RecordId::generate(created);
+        let b = RecordId::generate(updated);
+        let payload =
+            normalize_payload(br#"{"name":"J\u00fcrgen","n":[1,2.5,null]}"#, &[]).unwrap();
+        let expected = |id: RecordId| {
+            serde_json::json!({
+                "id": id.to_string(),
+                "payload": {"name": "Jürgen", "n": [1, 2.5, null]},
+                "created_at": id.created_at().to_rfc3339(),
+                "updated_at": updated.to_rfc3339(),
+            })
+        };
+        let one = record_json(a, &encode_record(updated, &payload)).unwrap();
+        let one: serde_json::Value = serde_json::from_str(&one).unwrap();
+        assert_eq!(one, expected(a));
+
+        let mut body = RecordsBody::new(2);
+        for id in [a, b] {
+            body.push(id, &encode_record(updated, &payload)).unwrap();
+        }
+        assert_eq!(body.len(), 2);
+        let tail = PageTail {
+            pagination: Pagination {
+                next_cursor: Some("c".into()),
+            },
+        };
+        let page: serde_json::Value = serde_json::from_str(&body.finish(&tail).unwrap()).unwrap();
+        assert_eq!(
+            page,
+            serde_json::json!({
+                "data": [expected(a), expected(b)],
+                "pagination": {"next_cursor": "c"},
+            })
+        );
+
+        // An empty page, and a tail with no members.
+        let empty = RecordsBody::new(10).finish(&serde_json::json!({})).unwrap();
+        assert_eq!(empty, r#"{"data":[]}"#);
+        let tail = PageTail {
+            pagination: Pagination { next_cursor: None },
+        };
+        let empty = RecordsBody::new(10).finish(&tail).unwrap();
+        assert_eq!(empty, r#"{"data":[],"pagination":{}}"#);
+    }
+
+    #[test]
+    fn a_stored_value_that_is_not_utf8_is_refused_not_sent() {
+        let id = RecordId::generate(crate::clock::Timestamp(1));
+        let value = crate::storage::encode_record(crate::clock::Timestamp(1), b"\"\xff\"");
+        assert!(matches!(record_json(id, &value), Err(Error::Internal(_))));
+        assert!(RecordsBody::new(1).push(id, &value).is_err());
     }
 
     #[test]

@@ -35,7 +35,7 @@ use crate::first_byte::FirstByteDeadline;
 use crate::ingest::{self, Ingest};
 use crate::mail::Mailer;
 use crate::metrics::Metrics;
-use crate::poll::InFlight;
+use crate::poll::{InFlight, ReadAhead};
 use crate::redirect;
 use crate::request_log::RequestLog;
 use crate::retention;
@@ -257,6 +257,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         request_log,
         search,
         in_flight: InFlight::default(),
+        poll_read_ahead: ReadAhead::default(),
         mailer,
         dispatcher,
         dashboard,
@@ -286,6 +287,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         let app = app.clone();
         async move {
             serve(listener, app.clone(), tls_for_serve, stopped, grace).await;
+            app.poll_read_ahead.stop().await;
             if let Some((_, redirector)) = redirect_task {
                 redirector.abort();
             }

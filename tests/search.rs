@@ -1236,6 +1236,64 @@ fn many_changes_behind_the_index_still_give_exact_pages() {
     }
 }
 
+/// The planner's two ways to a page, each with its hand-over: a query whose
+/// trigrams are in every record but which is itself rare (the store walk gives
+/// up after a short probe and the index answers below it), and a query in
+/// about a third of the records (the walk fills pages, and the index takes
+/// over where a walk's budget ends).
+#[test]
+fn rare_words_of_common_trigrams_and_dense_words_page_exactly() {
+    let ctx = "planner";
+    let mut s = TestServer::start();
+    let ep = s.create_endpoint("planner", &[]);
+    // The oldest records hold the rare word; every later one holds its
+    // trigrams in other words, and a third of them hold "tracking".
+    let mut model = create_many(
+        &s,
+        &ep,
+        &[
+            json!({"note": "parcelrefund one"}),
+            json!({"note": "PARCELREFUND two"}),
+        ],
+    );
+    let common: Vec<Value> = (0..240)
+        .map(|i| {
+            let word = if i % 3 == 0 { "tracking" } else { "tracing" };
+            json!({"note": format!("parcel {i} refund"), "k": word})
+        })
+        .collect();
+    model.extend(create_many(&s, &ep, &common));
+    model.extend(create_many(
+        &s,
+        &ep,
+        &[json!({"note": "parcelrefund three"})],
+    ));
+    // A graceful stop commits the index; after the restart it has them all.
+    let st = s.sigterm_and_wait();
+    assert!(st.success(), "SIGTERM exit status {st:?}");
+    s.restart();
+    for (q, limit) in [
+        ("parcelrefund", 1),
+        ("parcelrefund", 10),
+        ("tracking", 3),
+        ("tracking", 30),
+        ("parcel", 30),
+    ] {
+        let w = Window::default();
+        let n = expected_ids(&model, q, &w).len();
+        assert!(n > 0, "{q:?} has no matches");
+        assert_search_exact(&s, &ep.slug, &ep.sandbox_key, &model, q, limit, &w, ctx);
+    }
+    assert_eq!(
+        expected_ids(&model, "parcelrefund", &Window::default()).len(),
+        3
+    );
+    assert_eq!(
+        expected_ids(&model, "tracking", &Window::default()).len(),
+        80
+    );
+}
+
 // ---------------------------------------------------------------------------
 // 5. Parameters, windows, cursors, authentication, environments
 // ---------------------------------------------------------------------------

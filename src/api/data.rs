@@ -51,7 +51,7 @@ pub async fn handle(
                 limit,
                 params.get("cursor").map(String::as_str),
             )?;
-            Ok(reply::json(StatusCode::OK, &page))
+            Ok(reply::json_text(StatusCode::OK, page))
         }
         (&Method::POST, None) => {
             // The stamp is created_at; it counts as in flight for poll until the write is
@@ -70,7 +70,7 @@ pub async fn handle(
         (&Method::GET, Some(id)) => {
             let id = records::parse_record_id(id)?;
             let record = records::get(&app.store, &access, id)?;
-            Ok(reply::json(StatusCode::OK, &record))
+            Ok(reply::json_text(StatusCode::OK, record))
         }
         (&Method::PUT, Some(id)) => {
             let id = records::parse_record_id(id)?;
@@ -100,7 +100,7 @@ pub fn search(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> R
     app.metrics
         .search_seconds
         .observe_duration(started.elapsed());
-    Ok(reply::json(StatusCode::OK, &page))
+    Ok(reply::json_text(StatusCode::OK, page))
 }
 
 /// `GET /api/v1/data/{slug}/poll`.
@@ -111,7 +111,11 @@ pub fn poll(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Res
         .in_flight
         .visibility_bound(app.clock.as_ref(), app.config.poll.hold_back);
     let page = poll::poll(&app.store, &access, start, limit, req.received_at, bound)?;
-    Ok(reply::json(StatusCode::OK, &page))
+    if let Some(after) = page.continues_after {
+        app.poll_read_ahead
+            .start(&app.store, access.partition, after, limit);
+    }
+    Ok(reply::json_text(StatusCode::OK, page.json))
 }
 
 /// Authorises the call, counts it against the monthly quota, and fills in where it is

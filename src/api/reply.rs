@@ -17,7 +17,12 @@ pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
         log::error!("cannot serialise a response: {e}");
         br#"{"error":{"code":"internal_error","message":"An internal error occurred."}}"#.to_vec()
     });
-    let mut response = Response::new(body.into());
+    json_text(status, body)
+}
+
+/// A response whose body is JSON text already (record pages, written by `records`).
+pub fn json_text(status: StatusCode, body: impl Into<Bytes>) -> Response {
+    let mut response = Response::new(body.into().into());
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,

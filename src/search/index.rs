@@ -140,22 +140,19 @@ impl SearchIndex {
         *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(snapshot);
     }
 
-    /// An estimate of the share of indexed records that contain the folded query `q`: the
-    /// share holding its rarest trigram, times the share holding the second rarest (as if the
-    /// two were independent). Exact for a 3-character query; for longer ones it keeps a word
-    /// made of common trigrams (`parcelrefund`) from counting as common.
-    pub fn density(&self, searcher: &Searcher, q: &str) -> Result<f64, IndexError> {
+    /// The share of indexed records holding the rarest trigram of the folded query `q`: an
+    /// upper bound on the share that contain `q` (exact for a 3-character query).
+    pub fn rarest_share(&self, searcher: &Searcher, q: &str) -> Result<f64, IndexError> {
         let docs = searcher.num_docs();
         if docs == 0 {
             return Ok(0.0);
         }
-        let mut shares = Vec::new();
+        let mut rarest = docs;
         for (_, gram) in covering_trigrams(q) {
             let df = searcher.doc_freq(&Term::from_field_text(self.fields.text, gram))?;
-            shares.push(df as f64 / docs as f64);
+            rarest = rarest.min(df);
         }
-        shares.sort_by(f64::total_cmp);
-        Ok(shares.iter().take(2).product())
+        Ok(rarest as f64 / docs as f64)
     }
 
     /// Records of `partition` with an id in `[lower, upper]` whose folded text contains the

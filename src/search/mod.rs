@@ -16,10 +16,13 @@
 //! 4. **redb decides:** every candidate is read from the store and kept only if it exists and
 //!    its current payload really contains `q`. A stale index entry can never leak.
 //!
-//! A query whose rarest trigram is in a large share of the records ([`DENSE_SHARE`]) matches
-//! densely: walking the store newest first finds a page after a few records, sooner than
+//! A query whose rarest trigram is in a large share of the records ([`DENSE_SHARE`]) may match
+//! densely: walking the store newest first then finds a page after a few records, sooner than
 //! collecting every index match in time order (the plan PostgreSQL picks for such queries
-//! too). That walk is bounded ([`DENSE_SCAN`]); if it has not filled the page, the index takes
+//! too; tantivy would have to verify every one of tens of thousands of phrase matches). The
+//! walk allocates nothing per record ([`matcher`]), is bounded by what a page needs at that
+//! density ([`WALK_SLACK`], at most [`DENSE_SCAN`]) and gives up after a short probe when the
+//! query is far sparser ([`PROBE_EXPECTED`]); if it has not filled the page, the index takes
 //! over below the part it walked.
 //!
 //! While the index is being rebuilt there is no snapshot and the partition is scanned in the
@@ -27,6 +30,7 @@
 //! page may hold fewer than `limit` records and `next_cursor` continues from where it stopped.
 
 pub mod index;
+mod matcher;
 /// Public for the fuzz targets, which check that a query's trigrams are found in every text
 /// that contains it.
 pub mod tokenizer;
@@ -41,9 +45,10 @@ use crate::cursor::{self, CursorKind, Position};
 use crate::endpoints::DataAccess;
 use crate::error::{Error, Result};
 use crate::ids::RecordId;
-use crate::records::{Page, Pagination, RecordView, view};
+use crate::records::{PageTail, Pagination, RecordsBody};
 use crate::storage::{CHANGES, RECORDS, Store, decode_record, time_key};
 pub use index::SearchIndex;
+use matcher::Matcher;
 pub use tokenizer::fold_case;
 
 pub const LIMIT_DEFAULT: usize = 10;
@@ -55,10 +60,18 @@ const DEFAULT_WINDOW: Duration = Duration::from_secs(30 * 86_400);
 const MAX_INDEX_ROUNDS: usize = 8;
 /// Most records one call examines when it has to scan the store.
 const MAX_SCANNED: usize = 20_000;
-/// Share of records containing a query's rarest trigram above which it counts as dense.
+/// Share of records containing a query's rarest trigram from which it may be dense.
 const DENSE_SHARE: f64 = 0.02;
 /// Most records the newest-first walk of a dense query examines.
 const DENSE_SCAN: usize = 2_000;
+/// The walk of a dense query examines this many times the records that would hold a page
+/// if the query were as dense as its rarest trigram.
+const WALK_SLACK: f64 = 4.0;
+/// The walk of a dense query gives up after the records that would hold this many matches at
+/// the density of its rarest trigram if it has found fewer than [`PROBE_MIN_FOUND`]. (At that
+/// density, finding fewer than 2 where 8 are expected happens 0.3 % of the time.)
+const PROBE_EXPECTED: f64 = 8.0;
+const PROBE_MIN_FOUND: usize = 2;
 
 /// A validated search request.
 #[derive(Debug)]
@@ -125,7 +138,7 @@ pub fn search(
     index: &SearchIndex,
     access: &DataAccess,
     request: &SearchRequest,
-) -> Result<Page<RecordView>> {
+) -> Result<String> {
     let p = access.partition;
     let SearchRequest {
         q,
@@ -134,32 +147,52 @@ pub fn search(
         limit,
     } = request;
     if lower > upper {
-        return Ok(page(p, Vec::new(), None));
+        return page(p, Vec::new(), None);
     }
     let snapshot = index.snapshot();
     let txn = store.read()?;
     let records = txn.open_table(RECORDS)?;
     let want = limit + 1;
 
+    let mut matcher = Matcher::new(q);
     let Some(searcher) = &snapshot.searcher else {
-        return scan_store(&records, p, q, *lower, *upper, *limit, MAX_SCANNED);
+        return scan_store(
+            &records,
+            p,
+            &mut matcher,
+            *lower,
+            *upper,
+            *limit,
+            MAX_SCANNED,
+        );
     };
     let mut upper = *upper;
-    let mut found: Vec<(u128, RecordView)> = Vec::new();
-    let dense = index
-        .density(searcher, q)
-        .map_err(|e| Error::Internal(e.to_string()))?
-        >= DENSE_SHARE;
-    if dense {
-        // The store is exact on its own: whatever this walk covers needs no index.
-        let walk = walk_store(&records, p, q, *lower, upper, want, DENSE_SCAN)?;
+    let mut found: Vec<(u128, Vec<u8>)> = Vec::new();
+    let share = index
+        .rarest_share(searcher, q)
+        .map_err(|e| Error::Internal(e.to_string()))?;
+    if share >= DENSE_SHARE {
+        // The store is exact on its own: whatever this walk covers needs no index. The walk
+        // is sized for the densest the query can be, and gives up early when the first
+        // records show it far sparser than that (a rare word made of common trigrams).
+        let budget = ((WALK_SLACK * want as f64 / share) as usize).min(DENSE_SCAN);
+        let probe = (PROBE_EXPECTED / share) as usize;
+        let walk = walk_store(
+            &records,
+            p,
+            &mut matcher,
+            *lower,
+            upper,
+            want,
+            |examined, found| examined == budget || (examined == probe && found < PROBE_MIN_FOUND),
+        )?;
         found = walk.found;
         match walk.stopped_above {
             Some(stop) if found.len() < want => upper = stop - 1,
             _ => {
                 let next = (found.len() > *limit).then(|| found[*limit - 1].0);
                 found.truncate(*limit);
-                return Ok(page(p, found, next));
+                return page(p, found, next);
             }
         }
     }
@@ -175,7 +208,7 @@ pub fn search(
     }
     let from_walk = found.len();
     for &id in &tail {
-        if let Some(view) = matching(&records, p, id, q)? {
+        if let Some(view) = matching(&records, p, id, &mut matcher)? {
             found.push((id, view));
         }
     }
@@ -192,7 +225,7 @@ pub fn search(
             if tail.contains(&id) {
                 continue;
             }
-            if let Some(view) = matching(&records, p, id, q)? {
+            if let Some(view) = matching(&records, p, id, &mut matcher)? {
                 found.push((id, view));
                 from_index += 1;
             }
@@ -211,43 +244,44 @@ pub fn search(
     if let Some(bound) = stopped_at {
         found.retain(|(id, _)| *id >= bound);
         if found.len() <= *limit {
-            return Ok(page(p, found, Some(bound)));
+            return page(p, found, Some(bound));
         }
     }
     let next = (found.len() > *limit).then(|| found[*limit - 1].0);
     found.truncate(*limit);
-    Ok(page(p, found, next))
+    page(p, found, next)
 }
 
 /// What a newest-first walk of the store found.
 struct Walk {
     /// Matches, newest first.
-    found: Vec<(u128, RecordView)>,
+    found: Vec<(u128, Vec<u8>)>,
     /// `Some(id)` when the walk stopped early: every record at or above `id` was examined.
     stopped_above: Option<u128>,
 }
 
-/// Walks the partition newest first until `want` matches or `budget` records examined.
+/// Walks the partition newest first until `want` matches, or until `stop(examined, found)`
+/// says so (a budget of records, or a query turning out sparser than expected).
 fn walk_store(
     records: &ReadOnlyTable<(u64, u128), &'static [u8]>,
     p: u64,
-    q: &str,
+    matcher: &mut Matcher,
     lower: u128,
     upper: u128,
     want: usize,
-    budget: usize,
+    stop: impl Fn(usize, usize) -> bool,
 ) -> Result<Walk> {
     let mut found = Vec::new();
     for (examined, entry) in records.range((p, lower)..=(p, upper))?.rev().enumerate() {
         let (key, value) = entry?;
         let id = key.value().1;
-        if found.len() == want || examined == budget {
+        if found.len() == want || stop(examined, found.len()) {
             return Ok(Walk {
                 found,
                 stopped_above: Some(id + 1),
             });
         }
-        if let Some(view) = view_if_matching(id, value.value(), q)? {
+        if let Some(view) = copy_if_matching(value.value(), matcher)? {
             found.push((id, view));
         }
     }
@@ -261,23 +295,31 @@ fn walk_store(
 fn scan_store(
     records: &ReadOnlyTable<(u64, u128), &'static [u8]>,
     p: u64,
-    q: &str,
+    matcher: &mut Matcher,
     lower: u128,
     upper: u128,
     limit: usize,
     budget: usize,
-) -> Result<Page<RecordView>> {
+) -> Result<String> {
     let Walk {
         mut found,
         stopped_above,
-    } = walk_store(records, p, q, lower, upper, limit + 1, budget)?;
+    } = walk_store(
+        records,
+        p,
+        matcher,
+        lower,
+        upper,
+        limit + 1,
+        |examined, _| examined == budget,
+    )?;
     if found.len() > limit {
         let next = found[limit - 1].0;
         found.truncate(limit);
-        return Ok(page(p, found, Some(next)));
+        return page(p, found, Some(next));
     }
     // Fewer than a page: the next page starts below what was examined, if anything is left.
-    Ok(page(p, found, stopped_above))
+    page(p, found, stopped_above)
 }
 
 /// The record if it exists in the partition and its payload text contains `q`.
@@ -285,26 +327,23 @@ fn matching(
     records: &ReadOnlyTable<(u64, u128), &'static [u8]>,
     p: u64,
     id: u128,
-    q: &str,
-) -> Result<Option<RecordView>> {
+    matcher: &mut Matcher,
+) -> Result<Option<Vec<u8>>> {
     match records.get((p, id))? {
-        Some(value) => view_if_matching(id, value.value(), q),
+        Some(value) => copy_if_matching(value.value(), matcher),
         None => Ok(None),
     }
 }
 
-fn view_if_matching(id: u128, value: &[u8], q: &str) -> Result<Option<RecordView>> {
+/// A copy of the stored value if its payload text contains `q`.
+fn copy_if_matching(value: &[u8], matcher: &mut Matcher) -> Result<Option<Vec<u8>>> {
     let (_, payload) = decode_record(value)?;
-    let text = fold_case(&String::from_utf8_lossy(payload));
-    if text.contains(q) {
-        view(RecordId(id), value).map(Some)
-    } else {
-        Ok(None)
-    }
+    Ok(matcher.matches(payload).then(|| value.to_vec()))
 }
 
-/// A page; `next_below` is the exclusive upper id bound the next page starts from.
-fn page(p: u64, found: Vec<(u128, RecordView)>, next_below: Option<u128>) -> Page<RecordView> {
+/// The JSON of a page of `found` (stored values, newest first); `next_below` is the exclusive
+/// upper id bound the next page starts from.
+fn page(p: u64, found: Vec<(u128, Vec<u8>)>, next_below: Option<u128>) -> Result<String> {
     let next_cursor = next_below.map(|id| {
         cursor::encode(
             CursorKind::Search,
@@ -315,8 +354,11 @@ fn page(p: u64, found: Vec<(u128, RecordView)>, next_below: Option<u128>) -> Pag
             },
         )
     });
-    Page {
-        data: found.into_iter().map(|(_, view)| view).collect(),
-        pagination: Pagination { next_cursor },
+    let mut body = RecordsBody::new(found.len());
+    for (id, value) in &found {
+        body.push(RecordId(*id), value)?;
     }
+    body.finish(&PageTail {
+        pagination: Pagination { next_cursor },
+    })
 }
