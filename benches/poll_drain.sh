@@ -27,6 +27,7 @@
 #   LOAD_CONNECTIONS  wrk connections for the load     (default 64)
 #   RSS_INTERVAL      RSS sampling period in seconds   (default 0.25)
 #   IDLE_TIMEOUT      most seconds to wait for the server to go idle after the load (default 900)
+#   WARM              1: read the data dir into the OS page cache before the drain (default 0)
 #   INTAKE_BIN        use this intake binary instead of building one (optional)
 #   RESULTS_FILE      where to write the report (default benches/results/poll-latest.md)
 #
@@ -39,6 +40,7 @@ LIMIT="${LIMIT:-100}"
 LOAD_THREADS="${LOAD_THREADS:-2}"
 LOAD_CONNECTIONS="${LOAD_CONNECTIONS:-64}"
 RSS_INTERVAL="${RSS_INTERVAL:-0.25}"
+WARM="${WARM:-0}"
 IDLE_TIMEOUT="${IDLE_TIMEOUT:-900}"
 HOST=127.0.0.1
 
@@ -282,6 +284,15 @@ else
   log "warning: the server was still busy after ${SETTLE_S}s; draining anyway"
 fi
 DATA_MB="$(du -sm "$DATA_DIR" | awk '{ print $1 }')"
+if [ "$WARM" = 1 ]; then
+  # Reading the data files once puts them in the OS page cache: the drain then measures
+  # intake, not how much of the backlog the kernel has evicted since it was written.
+  log "WARM=1: reading the data dir once into the page cache"
+  find "$DATA_DIR" -type f -exec cat {} + >/dev/null
+  CACHE_NOTE="page cache warmed before the drain (WARM=1)"
+else
+  CACHE_NOTE="page cache as the load left it (WARM=0)"
+fi
 
 # --------------------------------------------------------------- drain
 
@@ -412,6 +423,7 @@ REPORT="$WORK/report.md"
   echo "- pages: mean ${PAGE_KB} KB; latency mean $PMEAN ms, p90 $P90 ms, max $PMAX ms; $DRAIN_MBPS MB/s of response bodies"
   echo "- wrk completed $WRK_REQS requests (= pages); its own latency summary is not used: wrk adds synthetic samples for coordinated omission, which a dependent one-connection chain does not have"
   echo "- CPU during the drain (% of one core; the machine has $(( NPROC * 100 )) %): server $SERVER_CPU %, client (wrk) $CLIENT_CPU %, everything else $OTHER_CPU % (whole machine busy $MACHINE_CPU %)"
+  echo "- $CACHE_NOTE"
   echo "- storage reads by the server during the drain (/proc/PID/io read_bytes, i.e. not served from the page cache): $(awk -v b="$(( SERVER_READ_1 - SERVER_READ_0 ))" 'BEGIN { printf "%.0f", b / 1048576 }') MB"
   echo "- client cost: $(D lua_ms_per_page) ms per page in poll_drain.lua's response() (counting and order check), the rest of the client is wrk's HTTP reading"
   echo "- RSS: $RSS_N samples every ${RSS_INTERVAL} s, from just before the first page to just after the last (MB): $RSS_SERIES"
