@@ -122,3 +122,17 @@ fn metrics_token_is_required_when_configured() {
     // The token never reaches the log.
     assert!(!s.log.text().contains("scrape-secret"));
 }
+
+/// `serve` opts out of transparent huge pages: where the kernel grants them on request,
+/// mimalloc's arenas made the idle server's memory more than double (README, Benchmarks).
+#[test]
+fn the_server_runs_without_transparent_huge_pages() {
+    let s = TestServer::start();
+    let status = std::fs::read_to_string(format!("/proc/{}/status", s.pid()))
+        .expect("the server's /proc status");
+    let flag = status
+        .lines()
+        .find_map(|line| line.strip_prefix("THP_enabled:"))
+        .expect("the kernel reports THP_enabled");
+    assert_eq!(flag.trim(), "0", "{status}");
+}
