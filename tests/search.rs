@@ -1006,6 +1006,14 @@ fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
 }
 
 /// A fixed set of queries with exact expectations, default window.
+/// Stops the server gracefully, which commits the index, and starts it again: the index
+/// then holds every record written before.
+fn restart_with_index_committed(s: &mut TestServer) {
+    let st = s.sigterm_and_wait();
+    assert!(st.success(), "SIGTERM exit status {st:?}");
+    s.restart();
+}
+
 fn check_queries(s: &TestServer, ep: &Endpoint, model: &Model, queries: &[String], ctx: &str) {
     for (i, q) in queries.iter().enumerate() {
         let limit = [30, 9, 4][i % 3];
@@ -1184,10 +1192,7 @@ fn many_changes_behind_the_index_still_give_exact_pages() {
         })
         .collect();
     let mut model = create_many(&s, &ep, &payloads);
-    // A graceful stop commits the index; after the restart it has them all.
-    let st = s.sigterm_and_wait();
-    assert!(st.success(), "SIGTERM exit status {st:?}");
-    s.restart();
+    restart_with_index_committed(&mut s);
 
     // Replace (to non-matching) or delete the 200 newest zebras from 8
     // writers, the newest last, then search at once: the index is at most
@@ -1268,10 +1273,7 @@ fn rare_words_of_common_trigrams_and_dense_words_page_exactly() {
         &ep,
         &[json!({"note": "parcelrefund three"})],
     ));
-    // A graceful stop commits the index; after the restart it has them all.
-    let st = s.sigterm_and_wait();
-    assert!(st.success(), "SIGTERM exit status {st:?}");
-    s.restart();
+    restart_with_index_committed(&mut s);
     for (q, limit) in [
         ("parcelrefund", 1),
         ("parcelrefund", 10),
