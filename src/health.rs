@@ -85,7 +85,7 @@ fn writer_problem(app: &App) -> Option<String> {
 
 fn index_problem(app: &App) -> Option<String> {
     let snapshot = app.search.snapshot();
-    if snapshot.searcher.is_none() {
+    if snapshot.view.is_none() {
         return Some("the search index is being built".into());
     }
     let bound = app.config.operations.ready_max_index_lag;

@@ -12,23 +12,27 @@
 //! [`TRIM_LAG`] ago, so a search never loses the tail it needs.
 //!
 //! redb is the source of truth: a missing, unreadable or out-of-date index folder is rebuilt
-//! from `RECORDS` at start, in the background; until it is done, [`Snapshot::searcher`] is
+//! from `RECORDS` at start, in the background; until it is done, [`Snapshot::view`] is
 //! `None` and searches scan the store instead.
 
-use std::collections::VecDeque;
-use std::ops::Bound;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::path::Path;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use redb::{ReadableTable, ReadableTableMetadata};
-use tantivy::collector::TopDocs;
-use tantivy::query::{BooleanQuery, Occur, PhraseQuery, Query, RangeQuery, TermQuery};
+use tantivy::collector::{Collector, SegmentCollector};
+use tantivy::columnar::Column;
+use tantivy::query::{BooleanQuery, Occur, PhraseQuery, Query, TermQuery};
 use tantivy::schema::{
     BytesOptions, Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions,
 };
-use tantivy::{DocAddress, Index, IndexReader, IndexWriter, Order, ReloadPolicy, Searcher, Term};
+use tantivy::{
+    DocAddress, DocId, Index, IndexReader, IndexWriter, ReloadPolicy, Score, Searcher,
+    SegmentOrdinal, SegmentReader, Term,
+};
 
 use super::tokenizer::{TrigramTokenizer, covering_trigrams, fold_case};
 use crate::storage::{
@@ -110,8 +114,48 @@ fn schema() -> (Schema, Fields) {
 /// A committed state of the index and the change-log sequence it covers.
 pub struct Snapshot {
     /// `None` while the index is being rebuilt: search must scan the store.
-    pub searcher: Option<Searcher>,
+    pub view: Option<IndexView>,
     pub position: u64,
+}
+
+/// A searcher and the id columns of each of its segments, opened once per snapshot: opening
+/// a fast-field column decodes its whole block index, which repeated for every segment of
+/// every query was most of the cost of a query that matches nothing.
+pub struct IndexView {
+    searcher: Searcher,
+    /// Indexed by segment ordinal.
+    ids: Vec<IdColumns>,
+}
+
+#[derive(Clone)]
+struct IdColumns {
+    /// The id's high half: created_at in microseconds.
+    hi: Column<u64>,
+    lo: Column<u64>,
+}
+
+impl IndexView {
+    fn new(searcher: Searcher) -> Result<Self, IndexError> {
+        let ids = searcher
+            .segment_readers()
+            .iter()
+            .map(|segment| {
+                let fast = segment.fast_fields();
+                Ok(IdColumns {
+                    hi: fast.u64("id_hi")?,
+                    lo: fast.u64("id_lo")?,
+                })
+            })
+            .collect::<Result<_, IndexError>>()?;
+        Ok(IndexView { searcher, ids })
+    }
+
+    fn id_of(&self, addr: DocAddress) -> Option<u128> {
+        let columns = self.ids.get(addr.segment_ord as usize)?;
+        let hi = columns.hi.first(addr.doc_id)?;
+        let lo = columns.lo.first(addr.doc_id)?;
+        Some((u128::from(hi) << 64) | u128::from(lo))
+    }
 }
 
 /// The read side, shared with every search.
@@ -142,7 +186,8 @@ impl SearchIndex {
 
     /// The share of indexed records holding the rarest trigram of the folded query `q`: an
     /// upper bound on the share that contain `q` (exact for a 3-character query).
-    pub fn rarest_share(&self, searcher: &Searcher, q: &str) -> Result<f64, IndexError> {
+    pub fn rarest_share(&self, view: &IndexView, q: &str) -> Result<f64, IndexError> {
+        let searcher = &view.searcher;
         let docs = searcher.num_docs();
         if docs == 0 {
             return Ok(0.0);
@@ -159,7 +204,7 @@ impl SearchIndex {
     /// folded query `q`, newest first, at least `want` of them unless the range has fewer.
     pub fn query(
         &self,
-        searcher: &Searcher,
+        view: &IndexView,
         partition: u64,
         q: &str,
         lower: u128,
@@ -181,7 +226,6 @@ impl SearchIndex {
             1 => Box::new(TermQuery::new(grams[0].1.clone(), IndexRecordOption::Basic)),
             _ => Box::new(PhraseQuery::new_with_offset(grams)),
         };
-        let (lo_hi, up_hi) = ((lower >> 64) as u64, (upper >> 64) as u64);
         let query = BooleanQuery::new(vec![
             (
                 Occur::Must,
@@ -190,25 +234,24 @@ impl SearchIndex {
                     IndexRecordOption::Basic,
                 )),
             ),
-            (
-                Occur::Must,
-                Box::new(RangeQuery::new(
-                    Bound::Included(Term::from_field_u64(f.id_hi, lo_hi)),
-                    Bound::Included(Term::from_field_u64(f.id_hi, up_hi)),
-                )),
-            ),
             (Occur::Must, text_query),
         ]);
+        let (lo_hi, up_hi) = ((lower >> 64) as u64, (upper >> 64) as u64);
         // Ordered by created_at (the id's high half) only: hits that share the lowest
         // created_at of a full page may be cut arbitrarily, so that microsecond is not counted
         // as covered and the caller asks again from it.
         let mut limit = want.max(1) + 1;
         loop {
-            let top = searcher.search(
+            let top = view.searcher.search(
                 &query,
-                &TopDocs::with_limit(limit).order_by_fast_field::<u64>("id_hi", Order::Desc),
+                &NewestInRange {
+                    view,
+                    from_hi: lo_hi,
+                    to_hi: up_hi,
+                    limit,
+                },
             )?;
-            let mut ids = self.ids_of(searcher, top.iter().map(|(_, addr)| *addr))?;
+            let mut ids: Vec<u128> = top.iter().filter_map(|addr| view.id_of(*addr)).collect();
             ids.retain(|id| (lower..=upper).contains(id));
             ids.sort_unstable_by(|a, b| b.cmp(a));
             if top.len() < limit {
@@ -233,22 +276,91 @@ impl SearchIndex {
             limit *= 2;
         }
     }
+}
 
-    fn ids_of(
+/// The `limit` matching documents with the highest created_at in `[from_hi, to_hi]`, highest
+/// first, read from the view's already open id columns.
+struct NewestInRange<'a> {
+    view: &'a IndexView,
+    from_hi: u64,
+    to_hi: u64,
+    limit: usize,
+}
+
+struct NewestInSegment {
+    hi: Column<u64>,
+    segment_ord: SegmentOrdinal,
+    from_hi: u64,
+    to_hi: u64,
+    limit: usize,
+    /// The best `limit` so far; its top is the lowest of them.
+    heap: BinaryHeap<Reverse<(u64, DocId)>>,
+}
+
+impl Collector for NewestInRange<'_> {
+    type Fruit = Vec<DocAddress>;
+    type Child = NewestInSegment;
+
+    fn for_segment(
         &self,
-        searcher: &Searcher,
-        docs: impl Iterator<Item = DocAddress>,
-    ) -> Result<Vec<u128>, IndexError> {
-        let mut out = Vec::new();
-        for addr in docs {
-            let fast = searcher.segment_reader(addr.segment_ord).fast_fields();
-            let hi = fast.u64("id_hi")?.first(addr.doc_id);
-            let lo = fast.u64("id_lo")?.first(addr.doc_id);
-            if let (Some(hi), Some(lo)) = (hi, lo) {
-                out.push((u128::from(hi) << 64) | u128::from(lo));
+        segment_ord: SegmentOrdinal,
+        _segment: &SegmentReader,
+    ) -> tantivy::Result<NewestInSegment> {
+        let columns = self.view.ids.get(segment_ord as usize).ok_or_else(|| {
+            tantivy::TantivyError::InternalError(format!("no id columns for segment {segment_ord}"))
+        })?;
+        Ok(NewestInSegment {
+            hi: columns.hi.clone(),
+            segment_ord,
+            from_hi: self.from_hi,
+            to_hi: self.to_hi,
+            limit: self.limit,
+            heap: BinaryHeap::with_capacity(self.limit + 1),
+        })
+    }
+
+    fn requires_scoring(&self) -> bool {
+        false
+    }
+
+    fn merge_fruits(
+        &self,
+        segments: Vec<Vec<(u64, DocAddress)>>,
+    ) -> tantivy::Result<Vec<DocAddress>> {
+        let mut all: Vec<(u64, DocAddress)> = segments.into_iter().flatten().collect();
+        all.sort_unstable_by_key(|(hi, _)| Reverse(*hi));
+        all.truncate(self.limit);
+        Ok(all.into_iter().map(|(_, addr)| addr).collect())
+    }
+}
+
+impl SegmentCollector for NewestInSegment {
+    type Fruit = Vec<(u64, DocAddress)>;
+
+    fn collect(&mut self, doc: DocId, _score: Score) {
+        let Some(hi) = self.hi.first(doc) else {
+            return;
+        };
+        if hi < self.from_hi || hi > self.to_hi {
+            return;
+        }
+        if self.heap.len() == self.limit {
+            match self.heap.peek() {
+                Some(Reverse((lowest, _))) if hi > *lowest => {
+                    self.heap.pop();
+                }
+                _ => return,
             }
         }
-        Ok(out)
+        self.heap.push(Reverse((hi, doc)));
+    }
+
+    fn harvest(self) -> Vec<(u64, DocAddress)> {
+        let segment_ord = self.segment_ord;
+        self.heap
+            .into_iter()
+            .map(|Reverse((hi, doc_id))| (hi, DocAddress::new(segment_ord, doc_id)))
+            .collect()
     }
 }
 
@@ -302,7 +414,7 @@ pub fn start(
     let shared = Arc::new(SearchIndex {
         fields,
         snapshot: RwLock::new(Arc::new(Snapshot {
-            searcher: None,
+            view: None,
             position: 0,
         })),
     });
@@ -544,7 +656,7 @@ impl Indexer {
     fn publish(&mut self) -> Result<(), IndexError> {
         self.reader.reload()?;
         self.shared.publish(Snapshot {
-            searcher: Some(self.reader.searcher()),
+            view: Some(IndexView::new(self.reader.searcher())?),
             position: self.position,
         });
         Ok(())

@@ -155,7 +155,7 @@ pub fn search(
     let want = limit + 1;
 
     let mut matcher = Matcher::new(q);
-    let Some(searcher) = &snapshot.searcher else {
+    let Some(view) = &snapshot.view else {
         return scan_store(
             &records,
             p,
@@ -169,7 +169,7 @@ pub fn search(
     let mut upper = *upper;
     let mut found: Vec<(u128, Vec<u8>)> = Vec::new();
     let share = index
-        .rarest_share(searcher, q)
+        .rarest_share(view, q)
         .map_err(|e| Error::Internal(e.to_string()))?;
     if share >= DENSE_SHARE {
         // The store is exact on its own: whatever this walk covers needs no index. The walk
@@ -219,7 +219,7 @@ pub fn search(
     let mut stopped_at = None;
     for round in 0.. {
         let hits = index
-            .query(searcher, p, q, *lower, round_upper, want - from_index + 8)
+            .query(view, p, q, *lower, round_upper, want - from_index + 8)
             .map_err(|e| Error::Internal(e.to_string()))?;
         for &id in &hits.ids {
             if tail.contains(&id) {
