@@ -11,7 +11,9 @@
 #    SIGTERM, delete <data_dir>/search, start again and time the index rebuild from its
 #    log line "search index rebuilt: N records in S s"; du -sb of <data_dir>/search.
 # 4. The 50 queries of benches/search_queries.py: one warm-up pass, then REPS rounds,
-#    one query at a time on one keep-alive connection, against intake, then PostgreSQL.
+#    one query at a time on one keep-alive connection, against intake, then PostgreSQL,
+#    from Python; then NATIVE_REQUESTS of each query through C clients, wrk
+#    (benches/search_wrk.lua) against intake and pgbench against PostgreSQL.
 # 5. A Markdown report on stdout and in benches/results/search-latest.md.
 #
 # Usage (from the repo root):
@@ -22,6 +24,7 @@
 # Env:
 #   RECORDS      records in the data set                   (default 1000000)
 #   REPS         timed rounds over the 50 queries          (default 20)
+#   NATIVE_REQUESTS  requests per query through wrk and pgbench (default 200)
 #   ONLY         all | intake | pg                         (default all)
 #   SEED         generator seed                            (default 20240101)
 #   CONNECTIONS  keep-alive connections of the intake load (default 64)
@@ -31,7 +34,7 @@
 #   INTAKE_BIN   use this intake binary instead of building one (optional)
 #   RESULTS_FILE where to write the report (default benches/results/search-latest.md)
 #
-# Needs python3 and curl; installs psycopg (pip) and PostgreSQL (apt-get: postgresql,
+# Needs python3 and curl; installs psycopg (pip), wrk and PostgreSQL (apt-get: wrk, postgresql,
 # postgresql-contrib) when they are missing. All traffic goes to 127.0.0.1 only. The
 # trap stops every process this script started (PostgreSQL included) and removes its
 # temporary directory on any exit, Ctrl-C included.
@@ -39,6 +42,7 @@ set -euo pipefail
 
 RECORDS="${RECORDS:-1000000}"
 REPS="${REPS:-20}"
+NATIVE_REQUESTS="${NATIVE_REQUESTS:-200}"
 ONLY="${ONLY:-all}"
 SEED="${SEED:-20240101}"
 CONNECTIONS="${CONNECTIONS:-64}"
@@ -438,12 +442,21 @@ json.dump({"records": int(n), "logged_s": float(s), "wall_s": round(float(t1) - 
   log "intake: timing the queries (warm-up + $REPS rounds)"
   run_bg python3 "$BENCH_PY" time-intake --url "$I_URL" --key "$KEY" --reps "$REPS" \
     --out "$WORK/intake_times.json" || die "intake: timing failed"
+  ensure_wrk
+  log "intake: timing the queries through wrk ($NATIVE_REQUESTS requests each)"
+  run_bg python3 "$BENCH_PY" time-native --url "$I_URL" --key "$KEY" \
+    --requests "$NATIVE_REQUESTS" --out "$WORK/intake_native.json" || die "intake: wrk timing failed"
 fi
 
 if [ "$RUN_PG" = 1 ]; then
   log "PostgreSQL: timing the queries (warm-up + $REPS rounds, plan_cache_mode=$PLAN_CACHE_MODE)"
   run_bg python3 "$BENCH_PY" time-pg --dsn "$PG_DSN" --reps "$REPS" \
     --plan-cache-mode "$PLAN_CACHE_MODE" --out "$WORK/pg_times.json" || die "PostgreSQL: timing failed"
+  [ -x "$PG_BIN/pgbench" ] || die "no pgbench in $PG_BIN"
+  log "PostgreSQL: timing the queries through pgbench ($NATIVE_REQUESTS transactions each)"
+  run_bg python3 "$BENCH_PY" time-native --pgbench "$PG_BIN/pgbench" --pg-host "$HOST" \
+    --pg-port "$PG_PORT" --requests "$NATIVE_REQUESTS" --out "$WORK/pg_native.json" \
+    || die "PostgreSQL: pgbench timing failed"
 fi
 
 if [ "$RUN_INTAKE" = 1 ]; then
@@ -462,6 +475,7 @@ mkdir -p "$(dirname "$RESULTS_FILE")"
 python3 "$BENCH_PY" report --meta "$DATA/meta.json" --load "$WORK/load.json" \
   --intake "$WORK/intake_times.json" --intake-build "$WORK/intake_build.json" \
   --pg-setup "$WORK/pg_setup.json" --pg-times "$WORK/pg_times.json" \
+  --intake-native "$WORK/intake_native.json" --pg-native "$WORK/pg_native.json" \
   --date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --commit "$REV" \
   --machine "$NPROC CPUs (nproc), ${CPU_MODEL:-unknown}, ${MEM_GB} GiB RAM (RECORDS=$RECORDS, REPS=$REPS, ONLY=$ONLY)" \
   --elapsed "$ELAPSED" --loadavg "$LOADAVG_START" \

@@ -7,6 +7,8 @@
   pg-setup     create the table, COPY the records, build the indexes (timed), VACUUM
                ANALYZE, sizes, and the hit count of every query
   time-pg      warm-up + timed runs of the query set against PostgreSQL
+  time-native  the same queries through C clients: wrk (benches/search_wrk.lua) against
+               intake, pgbench against PostgreSQL; every request's latency
   report       the Markdown report from the JSON files of the steps above
 
 Every step writes one JSON file (--out) that `report` reads. Traffic goes to the
@@ -19,7 +21,9 @@ import json
 import math
 import os
 import socket
+import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 
@@ -507,6 +511,89 @@ def cmd_time_pg(a):
     write_json(a.out, {"reps": a.reps, "plan_cache_mode": a.plan_cache_mode, "queries": res})
 
 
+# ------------------------------------------------------------------ time-native
+
+WRK_LUA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "search_wrk.lua")
+
+
+def search_path(base_path, q):
+    params = {"q": q, "limit": str(LIMIT), "start": START}
+    return base_path.rstrip("/") + "/search?" + urllib.parse.urlencode(
+        params, quote_via=urllib.parse.quote)
+
+
+def wrk_latencies(base_url, path, key, requests, seconds):
+    """`requests` answers to one GET on one connection, one at a time; latencies in ms."""
+    env = dict(os.environ, SEARCH_REQUESTS=str(requests))
+    out = subprocess.run(["wrk", "-t1", "-c1", f"-d{seconds}s", "-s", WRK_LUA, base_url,
+                          "--", path, key], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    fields = {}
+    for line in out.splitlines():
+        name, _, rest = line.partition(" ")
+        if name in ("latencies_us", "answers", "non_2xx"):
+            fields[name] = rest.split()
+    if "latencies_us" not in fields:
+        raise RuntimeError(f"wrk printed no latencies: {out[-500:]!r}")
+    if int(fields["non_2xx"][0]) != 0:
+        raise RuntimeError(f"wrk: {fields['non_2xx'][0]} answers to {path} were not 2xx")
+    return [int(v) / 1000.0 for v in fields["latencies_us"]]
+
+
+def pgbench_latencies(pgbench, host, port, sql, requests, workdir):
+    """`requests` runs of one prepared statement on one connection; latencies in ms."""
+    script = os.path.join(workdir, "query.sql")
+    with open(script, "w") as f:
+        f.write(sql + ";\n")
+    prefix = os.path.join(workdir, "pgbench_log")
+    subprocess.run([pgbench, "-n", "-h", host, "-p", str(port), "-U", "postgres", "-c", "1",
+                    "-j", "1", "-t", str(requests), "-M", "prepared", "-f", script, "-l",
+                    "--log-prefix", prefix, "postgres"],
+                   capture_output=True, text=True, check=True)
+    out = []
+    for name in os.listdir(workdir):
+        if name.startswith("pgbench_log."):
+            path = os.path.join(workdir, name)
+            with open(path) as f:
+                # client_id transaction_no latency_us script_no epoch_s epoch_us
+                out += [int(line.split()[2]) / 1000.0 for line in f if line.strip()]
+            os.remove(path)
+    if len(out) != requests:
+        raise RuntimeError(f"pgbench logged {len(out)} transactions, not {requests}")
+    return out
+
+
+def pg_literal(q):
+    """The query's SQL string literal for LIKE (standard_conforming_strings is on)."""
+    return "'" + like_escape(q).replace("'", "''") + "'"
+
+
+def cmd_time_native(a):
+    res = {"requests": a.requests}
+    queries = search_queries.all_queries()
+    if a.url:
+        u = urllib.parse.urlsplit(a.url)
+        base = f"{u.scheme}://{u.hostname}:{u.port}"
+        res["intake_client"] = subprocess.run(["wrk", "-v"], capture_output=True,
+                                              text=True).stdout.split(" [")[0].strip()
+        res["intake"] = {}
+        for cls, q in queries:
+            res["intake"][q] = {"class": cls, "ms": wrk_latencies(
+                base, search_path(u.path, q), a.key, a.requests, a.seconds)}
+        log(f"wrk: {len(queries)} queries × {a.requests} requests against intake")
+    if a.pgbench:
+        res["pg_client"] = subprocess.run([a.pgbench, "--version"], capture_output=True,
+                                          text=True).stdout.strip()
+        res["pg"] = {}
+        with tempfile.TemporaryDirectory() as workdir:
+            for cls, q in queries:
+                sql = (SEARCH_SQL.replace("%%", "%").replace("%s", pg_literal(q)))
+                res["pg"][q] = {"class": cls, "ms": pgbench_latencies(
+                    a.pgbench, a.pg_host, a.pg_port, sql, a.requests, workdir)}
+        log(f"pgbench: {len(queries)} queries × {a.requests} transactions against PostgreSQL")
+    write_json(a.out, res)
+
+
 # ------------------------------------------------------------------ report
 
 def fmt_ms(v):
@@ -527,6 +614,38 @@ def ratio(i, p):
     return f"{i / p:.2f}×"
 
 
+def ms_by_query(native, side):
+    """{query: [ms, ...]} of one side of a time-native result (empty when absent)."""
+    return {q: r["ms"] for q, r in ((native or {}).get(side) or {}).items()}
+
+
+def class_table(iq, pq, counts):
+    """The per-class latency table (Markdown lines) of two {query: [ms]} dicts."""
+    qs = search_queries.all_queries()
+    L = ["| class | PG hits per query (min–max) | intake p50 | PG p50 | p50 ratio | "
+         "intake p99 | PG p99 | p99 ratio |",
+         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    all_i, all_p = [], []
+    for cls in search_queries.CLASSES:
+        cq = [q for c, q in qs if c == cls]
+        iv = [v for q in cq for v in iq.get(q, [])]
+        pv = [v for q in cq for v in pq.get(q, [])]
+        all_i += iv
+        all_p += pv
+        hc = [counts[q] for q in cq if q in counts]
+        hits = f"{min(hc):,}–{max(hc):,}" if hc else "–"
+        L.append(row(cls, hits, iv, pv))
+    L.append(row("**all**", "", all_i, all_p))
+    return L
+
+
+def row(label, hits, iv, pv):
+    i50, p50 = (percentile(iv, 50) if iv else None), (percentile(pv, 50) if pv else None)
+    i99, p99 = (percentile(iv, 99) if iv else None), (percentile(pv, 99) if pv else None)
+    return (f"| {label} | {hits} | {fmt_ms(i50)} | {fmt_ms(p50)} | {ratio(i50, p50)} | "
+            f"{fmt_ms(i99)} | {fmt_ms(p99)} | {ratio(i99, p99)} |")
+
+
 def cmd_report(a):
     meta = json.load(open(a.meta))
     ld = json.load(open(a.load)) if a.load and os.path.exists(a.load) else None
@@ -534,6 +653,8 @@ def cmd_report(a):
     ps = json.load(open(a.pg_setup)) if a.pg_setup and os.path.exists(a.pg_setup) else None
     pt = json.load(open(a.pg_times)) if a.pg_times and os.path.exists(a.pg_times) else None
     ib = json.load(open(a.intake_build)) if a.intake_build and os.path.exists(a.intake_build) else None
+    inn = json.load(open(a.intake_native)) if a.intake_native and os.path.exists(a.intake_native) else None
+    pgn = json.load(open(a.pg_native)) if a.pg_native and os.path.exists(a.pg_native) else None
     qs = search_queries.all_queries()
     counts = (ps or {}).get("counts", {})
 
@@ -556,38 +677,31 @@ def cmd_report(a):
              "to the first 10 matches (following `next_cursor` while a page is short) or the "
              "end; PostgreSQL: `… WHERE lower(payload::text) LIKE '%'||lower($1)||'%' ORDER "
              f"BY created_at DESC LIMIT 10`, prepared, plan_cache_mode="
-             f"{(pt or {}).get('plan_cache_mode', '–')}; latency includes reading and "
-             "decoding the answer in Python")
+             f"{(pt or {}).get('plan_cache_mode', '–')}")
+    L.append("- timed twice: through C clients (wrk against intake, pgbench against "
+             "PostgreSQL; the answer read, not decoded), then through Python clients (intake "
+             "over a minimal HTTP/1.1 client on a socket, PostgreSQL over psycopg; the answer "
+             "decoded into Python objects on both sides)")
     L.append("")
-    L.append("### Latency per query class (ms)")
+    if inn or pgn:
+        L.append(f"### Latency per query class (ms), C clients: {(inn or {}).get('intake_client', '–')} "
+                 f"for intake, {(pgn or {}).get('pg_client', '–')} for PostgreSQL")
+        L.append("")
+        L += class_table(ms_by_query(inn, "intake"), ms_by_query(pgn, "pg"), counts)
+        L.append("")
+        L.append(f"Each query: {(inn or pgn)['requests']} requests (`wrk -t1 -c1` with "
+                 "`benches/search_wrk.lua`; `pgbench -c 1 -M prepared -t N -l` with the query as "
+                 "a literal), one at a time on one connection, after the Python pass below "
+                 "warmed both servers. These measure the servers: each client is a few "
+                 "microseconds of C per request.")
+        L.append("")
+    L.append(f"### Latency per query class (ms), Python clients: {reps} rounds, answers decoded")
     L.append("")
-    L.append("| class | PG hits per query (min–max) | intake p50 | PG p50 | p50 ratio | "
-             "intake p99 | PG p99 | p99 ratio |")
-    L.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    all_i, all_p = [], []
-    for cls in search_queries.CLASSES:
-        cq = [q for c, q in qs if c == cls]
-        iv = [v for q in cq for v in (it["queries"][q]["ms"] if it else [])]
-        pv = [v for q in cq for v in (pt["queries"][q]["ms"] if pt else [])]
-        all_i += iv
-        all_p += pv
-        hc = [counts[q] for q in cq if q in counts]
-        hits = f"{min(hc):,}–{max(hc):,}" if hc else "–"
-        i50 = percentile(iv, 50) if iv else None
-        p50 = percentile(pv, 50) if pv else None
-        i99 = percentile(iv, 99) if iv else None
-        p99 = percentile(pv, 99) if pv else None
-        L.append(f"| {cls} | {hits} | {fmt_ms(i50)} | {fmt_ms(p50)} | {ratio(i50, p50)} | "
-                 f"{fmt_ms(i99)} | {fmt_ms(p99)} | {ratio(i99, p99)} |")
-    i50 = percentile(all_i, 50) if all_i else None
-    p50 = percentile(all_p, 50) if all_p else None
-    i99 = percentile(all_i, 99) if all_i else None
-    p99 = percentile(all_p, 99) if all_p else None
-    L.append(f"| **all** | | {fmt_ms(i50)} | {fmt_ms(p50)} | {ratio(i50, p50)} | "
-             f"{fmt_ms(i99)} | {fmt_ms(p99)} | {ratio(i99, p99)} |")
+    L += class_table({q: r["ms"] for q, r in (it or {}).get("queries", {}).items()},
+                     {q: r["ms"] for q, r in (pt or {}).get("queries", {}).items()}, counts)
     L.append("")
     L.append("Ratio = intake / PostgreSQL (below 1 means intake is faster). p50 and p99 are "
-             f"nearest-rank percentiles over the class's 10 queries × {reps} runs.")
+             "nearest-rank percentiles over all of the class's requests.")
     L.append("")
     L.append("### Index build and size")
     L.append("")
@@ -661,19 +775,24 @@ def cmd_report(a):
     L.append("")
     L.append("### Per query")
     L.append("")
-    L.append("| class | q | PG hits | intake p50 | PG p50 | intake p99 | PG p99 | intake pages | PG plan |")
-    L.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    in_q, pn_q = ms_by_query(inn, "intake"), ms_by_query(pgn, "pg")
+    L.append("| class | q | PG hits | intake p50 (C) | PG p50 (C) | intake p50 | PG p50 | "
+             "intake p99 | PG p99 | intake pages | PG plan |")
+    L.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for cls, q in qs:
         ir = it["queries"][q] if it else None
         pr = pt["queries"][q] if pt else None
         L.append(f"| {cls} | `{q}` | {counts.get(q, '–') if q not in counts else f'{counts[q]:,}'} | "
+                 f"{fmt_ms(percentile(in_q[q], 50) if q in in_q else None)} | "
+                 f"{fmt_ms(percentile(pn_q[q], 50) if q in pn_q else None)} | "
                  f"{fmt_ms(percentile(ir['ms'], 50) if ir else None)} | "
                  f"{fmt_ms(percentile(pr['ms'], 50) if pr else None)} | "
                  f"{fmt_ms(percentile(ir['ms'], 99) if ir else None)} | "
                  f"{fmt_ms(percentile(pr['ms'], 99) if pr else None)} | "
                  f"{ir['max_pages'] if ir else '–'} | {pr['plan'] if pr else '–'} |")
     L.append("")
-    L.append("intake pages: the most requests one timed search needed (more than 1 when a "
+    L.append("(C): through wrk and pgbench; the other columns through the Python clients. "
+             "intake pages: the most requests one timed search needed (more than 1 when a "
              "page came back short with a `next_cursor`). PG plan: the scans of "
              "`EXPLAIN` for that query's parameter.")
     text = "\n".join(L) + "\n"
@@ -716,6 +835,18 @@ def main():
     p.add_argument("--out", required=True)
     p.set_defaults(fn=cmd_time_pg)
 
+    p = sub.add_parser("time-native")
+    p.add_argument("--url", help="intake: http://127.0.0.1:PORT/api/v1/data/SLUG")
+    p.add_argument("--key")
+    p.add_argument("--pgbench", help="PostgreSQL: the pgbench program")
+    p.add_argument("--pg-host", default="127.0.0.1")
+    p.add_argument("--pg-port", type=int)
+    p.add_argument("--requests", type=int, default=200)
+    p.add_argument("--seconds", type=int, default=1,
+                   help="wrk's -d: at most this long per query (wrk waits it out)")
+    p.add_argument("--out", required=True)
+    p.set_defaults(fn=cmd_time_native)
+
     p = sub.add_parser("report")
     p.add_argument("--meta", required=True)
     p.add_argument("--load")
@@ -723,6 +854,8 @@ def main():
     p.add_argument("--intake-build")
     p.add_argument("--pg-setup")
     p.add_argument("--pg-times")
+    p.add_argument("--intake-native")
+    p.add_argument("--pg-native")
     p.add_argument("--date", default="")
     p.add_argument("--commit", default="")
     p.add_argument("--machine", default="")
