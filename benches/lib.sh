@@ -62,3 +62,24 @@ build_intake() {
   cargo build --release --bins >&2
   echo "$ROOT/target/release/intake"
 }
+
+# cpu_ticks PID -> user + system CPU ticks the process has used
+cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+CLK_TCK="$(getconf CLK_TCK)"
+
+# wait_idle PID TIMEOUT_S: waits until the process uses under 2 % of a core over 2 s (the
+# search indexer and tantivy's merges done). Sets SETTLED (1 or 0) and SETTLE_S (seconds).
+wait_idle() {
+  local pid="$1" timeout="$2" t0 prev cur deadline
+  t0="$(date +%s)"
+  SETTLED=0
+  prev="$(cpu_ticks "$pid")"
+  deadline=$(( t0 + timeout ))
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    sleep 2
+    cur="$(cpu_ticks "$pid")"
+    if [ $(( (cur - prev) * 100 )) -le $(( 2 * 2 * CLK_TCK )) ]; then SETTLED=1; break; fi
+    prev="$cur"
+  done
+  SETTLE_S=$(( $(date +%s) - t0 ))
+}

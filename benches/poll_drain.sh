@@ -107,10 +107,6 @@ kv() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
 proc_kb() { awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"; }
 kb_to_mb() { awk -v kb="$1" 'BEGIN { printf "%.1f", kb / 1024 }'; }
 
-# cpu_ticks PID -> utime + stime of the process (all threads), in clock ticks
-cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
-CLK_TCK="$(getconf CLK_TCK)"
-
 # read_bytes PID -> bytes the process has caused to be read from storage (not the page cache)
 read_bytes() { awk '$1 == "read_bytes:" { print $2 }' "/proc/$1/io"; }
 
@@ -267,17 +263,7 @@ log "loaded $LOADED records in ${LOAD_SECONDS}s ($LOAD_RPS/s)"
 # After the writes the search indexer works through the change log. Wait until the server
 # uses under 2% of a core over 2 s running, so the drain measures poll alone.
 log "waiting for the server to go idle (at most ${IDLE_TIMEOUT}s)"
-SETTLE_T0="$(now_s)"
-SETTLED=0
-PREV="$(cpu_ticks "$SERVER_PID")"
-deadline=$(( $(date +%s) + IDLE_TIMEOUT ))
-while [ "$(date +%s)" -lt "$deadline" ]; do
-  sleep 2
-  CUR="$(cpu_ticks "$SERVER_PID")"
-  if [ $(( (CUR - PREV) * 100 )) -le $(( 2 * 2 * CLK_TCK )) ]; then SETTLED=1; break; fi
-  PREV="$CUR"
-done
-SETTLE_S="$(awk -v a="$SETTLE_T0" -v b="$(now_s)" 'BEGIN { printf "%.0f", b - a }')"
+wait_idle "$SERVER_PID" "$IDLE_TIMEOUT"
 if [ "$SETTLED" = 1 ]; then
   log "server idle after ${SETTLE_S}s"
 else

@@ -439,6 +439,9 @@ json.dump({"records": int(n), "logged_s": float(s), "wall_s": round(float(t1) - 
     "$WORK/intake_build.json" "$I_REBUILT_N" "$I_REBUILT_S" "$T0" "$T1" "$I_INDEX_BYTES" "$I_DATA_BYTES" "$SRV_STARTUP_MS"
   log "intake: index $I_INDEX_BYTES bytes (du -sb $I_DATA/search)"
 
+  log "intake: waiting for the server to go idle (tantivy merges segments after the rebuild)"
+  wait_idle "$I_PID" 300
+  log "intake: $([ "$SETTLED" = 1 ] || echo "NOT ")idle after ${SETTLE_S}s"
   log "intake: timing the queries (warm-up + $REPS rounds)"
   run_bg python3 "$BENCH_PY" time-intake --url "$I_URL" --key "$KEY" --reps "$REPS" \
     --out "$WORK/intake_times.json" || die "intake: timing failed"
