@@ -39,8 +39,9 @@
 //!   durable.
 //! - [`search`]: substring search: query rules, the exact-results algorithm and its planner
 //!   (index or newest-first store walk), the allocation-free substring test
-//!   (`search::matcher`), the positional trigram tokenizer, and (`search::index`) the tantivy
-//!   index with its indexer thread.
+//!   (`search::matcher`), case folding and the positional trigram tokenizer, and
+//!   (`search::index`) the tantivy index with its indexer thread and the per-snapshot view
+//!   (searcher plus each segment's id columns) that queries read.
 //! - [`poll`]: the oldest-first feed, the in-flight registry that keeps it gap-free, and the
 //!   read-ahead that warms the cache with a draining consumer's next page.
 //! - [`retention`]: the scheduled purge of records past their environment's retention.

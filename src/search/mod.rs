@@ -213,11 +213,13 @@ pub fn search(
         }
     }
 
-    // Index hits outside the tail, newest first, until `want` of them are confirmed.
+    // Index hits outside the tail, newest first, until `want` of them are confirmed. A
+    // trigram of `q` in no indexed record (share 0) means the index holds no match at all.
     let mut from_index = from_walk;
     let mut round_upper = upper;
     let mut stopped_at = None;
-    for round in 0.. {
+    let rounds = if share > 0.0 { MAX_INDEX_ROUNDS } else { 0 };
+    for round in 0..rounds {
         let hits = index
             .query(view, p, q, *lower, round_upper, want - from_index + 8)
             .map_err(|e| Error::Internal(e.to_string()))?;
