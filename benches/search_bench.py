@@ -72,22 +72,25 @@ def find_seq(obj):
 
 # ------------------------------------------------------------------ load-intake
 
-async def _read_response(reader):
-    head = await reader.readuntil(b"\r\n\r\n")
+def parse_head(head):
+    """(status, content length, chunked?, connection close?) of an HTTP/1.1 response head."""
     status = int(head[9:12])
-    length = 0
-    chunked = False
-    close = False
+    length, chunked, close = 0, False, False
     for line in head.split(b"\r\n")[1:]:
         k, _, v = line.partition(b":")
-        k = k.strip().lower()
-        v = v.strip().lower()
+        k, v = k.strip().lower(), v.strip().lower()
         if k == b"content-length":
             length = int(v)
         elif k == b"transfer-encoding" and b"chunked" in v:
             chunked = True
         elif k == b"connection" and v == b"close":
             close = True
+    return status, length, chunked, close
+
+
+async def _read_response(reader):
+    head = await reader.readuntil(b"\r\n\r\n")
+    status, length, chunked, close = parse_head(head)
     if chunked:
         body = b""
         while True:
@@ -289,17 +292,7 @@ class IntakeClient:
                 break
             self._fill()
         head, self.buf = self.buf[:end], self.buf[end + 4:]
-        status = int(head[9:12])
-        length, chunked, close = 0, False, False
-        for line in head.split(b"\r\n")[1:]:
-            k, _, v = line.partition(b":")
-            k, v = k.strip().lower(), v.strip().lower()
-            if k == b"content-length":
-                length = int(v)
-            elif k == b"transfer-encoding" and b"chunked" in v:
-                chunked = True
-            elif k == b"connection" and v == b"close":
-                close = True
+        status, length, chunked, close = parse_head(head)
         if chunked:
             parts = []
             while True:
