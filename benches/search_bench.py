@@ -687,6 +687,12 @@ def cmd_report(a):
                  "a literal), one at a time on one connection, after the Python pass below "
                  "warmed both servers. These measure the servers: each client is a few "
                  "microseconds of C per request.")
+        multi = [q for q, r in (it or {}).get("queries", {}).items() if r["max_pages"] > 1]
+        if inn and multi:
+            L.append("")
+            L.append("wrk times the first page only; these queries needed more than one page "
+                     "in the Python pass, so their intake figure above is low: "
+                     + ", ".join(f"`{q}`" for q in multi))
         L.append("")
     L.append(f"### Latency per query class (ms), Python clients: {reps} rounds, answers decoded")
     L.append("")
