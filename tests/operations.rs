@@ -5,6 +5,22 @@ mod common;
 use common::TestServer;
 use serde_json::json;
 
+/// The first 200 of `/readyz`. The server is ready once the search index has been opened,
+/// which the start does in the background; until then the answer is 503 with the index check
+/// failing.
+fn wait_ready(s: &TestServer) -> common::Resp {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let ready = s.request("GET", "/readyz", &[], None);
+        if ready.status == 200 {
+            return ready;
+        }
+        assert_eq!(ready.status, 503, "{}", ready.describe());
+        assert!(std::time::Instant::now() < deadline, "{}", ready.describe());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn healthz_and_readyz_answer_without_authentication() {
     let s = TestServer::start();
@@ -12,18 +28,7 @@ fn healthz_and_readyz_answer_without_authentication() {
     assert_eq!(health.status, 200, "{}", health.describe());
     assert_eq!(health.json(), json!({"status": "ok"}));
 
-    // Ready once the search index has been opened, which the start does in the background;
-    // until then the answer is 503 with the index check failing.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    let ready = loop {
-        let ready = s.request("GET", "/readyz", &[], None);
-        if ready.status == 200 {
-            break ready;
-        }
-        assert_eq!(ready.status, 503, "{}", ready.describe());
-        assert!(std::time::Instant::now() < deadline, "{}", ready.describe());
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
+    let ready = wait_ready(&s);
     let body = ready.json();
     assert_eq!(body["ready"], true, "{body}");
     let names: Vec<&str> = body["checks"]
@@ -118,7 +123,8 @@ fn metrics_token_is_required_when_configured() {
     assert_eq!(right.status, 200, "{}", right.describe());
     assert!(right.text().contains("intake_http_requests_total"));
     // Health and readiness stay open.
-    assert_eq!(s.request("GET", "/readyz", &[], None).status, 200);
+    assert_eq!(s.request("GET", "/healthz", &[], None).status, 200);
+    wait_ready(&s);
     // The token never reaches the log.
     assert!(!s.log.text().contains("scrape-secret"));
 }

@@ -34,7 +34,7 @@ use tantivy::{
     SegmentOrdinal, SegmentReader, Term,
 };
 
-use super::tokenizer::{TrigramTokenizer, covering_trigrams, fold_case};
+use super::tokenizer::{TrigramTokenizer, covering_trigrams, fold_case, payload_text};
 use crate::storage::{
     CHANGES, CHANGES_TRIMMED_UPTO, LAST_CHANGE_SEQ, META, RECORDS, Store, StoreError,
     decode_record, read_counter, write_counter,
@@ -632,7 +632,7 @@ impl Indexer {
 
     fn add(&mut self, partition: u64, id: u128, value: &[u8]) -> Result<(), IndexError> {
         let (_, payload) = decode_record(value)?;
-        let text = fold_case(&String::from_utf8_lossy(payload));
+        let text = fold_case(&payload_text(payload));
         let f = self.fields;
         let mut doc = tantivy::TantivyDocument::default();
         doc.add_u64(f.partition, partition);

@@ -6,7 +6,7 @@
 
 use memchr::memmem::Finder;
 
-use super::fold_case_into;
+use super::{fold_case_into, payload_text};
 
 /// Tests payload texts against one folded query.
 pub struct Matcher {
@@ -27,7 +27,7 @@ impl Matcher {
     /// Whether the folded `payload` (a stored payload text) contains the query.
     pub fn matches(&mut self, payload: &[u8]) -> bool {
         self.folded.clear();
-        fold_case_into(&String::from_utf8_lossy(payload), &mut self.folded);
+        fold_case_into(&payload_text(payload), &mut self.folded);
         self.finder.find(self.folded.as_bytes()).is_some()
     }
 }

@@ -49,7 +49,7 @@ use crate::records::{PageTail, Pagination, RecordsBody};
 use crate::storage::{CHANGES, RECORDS, Store, decode_record, time_key};
 pub use index::SearchIndex;
 use matcher::Matcher;
-pub use tokenizer::{fold_case, fold_case_into};
+pub use tokenizer::{fold_case, fold_case_into, payload_text};
 
 pub const LIMIT_DEFAULT: usize = 10;
 pub const LIMIT_MAX: usize = 30;

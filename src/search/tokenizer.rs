@@ -5,6 +5,8 @@
 //! exactly the texts that contain `q`. tantivy's own `NgramTokenizer` gives every gram position
 //! 0, which cannot express that. Text is case-folded before it gets here ([`fold_case`]).
 
+use std::borrow::Cow;
+
 use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
 
 /// Lower-cases the way search compares: character by character, without the context rules of
@@ -14,6 +16,16 @@ pub fn fold_case(text: &str) -> String {
     let mut out = String::new();
     fold_case_into(text, &mut out);
     out
+}
+
+/// A stored payload as text. Payloads are stored as UTF-8, so this is a check; `str::from_utf8`
+/// is several times faster at it than `String::from_utf8_lossy`, which only the damaged case
+/// needs.
+pub fn payload_text(payload: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(payload) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(payload),
+    }
 }
 
 /// Appends [`fold_case`] of `text` to `out`: runs of ASCII are copied and lower-cased in
@@ -158,6 +170,15 @@ mod tests {
         assert_eq!(fold_case("ÄRGER"), "ärger");
         assert_eq!(fold_case("ΣΑΣ"), "σασ");
         assert_eq!(fold_case("CITY"), "city");
+    }
+
+    #[test]
+    fn payload_text_borrows_valid_utf8_and_replaces_damage() {
+        assert!(matches!(
+            payload_text("{\"ä\":1}".as_bytes()),
+            Cow::Borrowed("{\"ä\":1}")
+        ));
+        assert_eq!(payload_text(b"ab\xffc"), "ab\u{FFFD}c");
     }
 
     #[test]
