@@ -42,6 +42,7 @@ pub struct Config {
     pub poll: PollConfig,
     pub retention: RetentionConfig,
     pub request_log: RequestLogConfig,
+    pub search: SearchConfig,
     pub shutdown: ShutdownConfig,
     pub accounts: AccountsConfig,
     pub usage: UsageConfig,
@@ -325,6 +326,23 @@ pub struct RequestLogConfig {
     pub retention: Duration,
 }
 
+/// `[search]`: the search indexer (see `search::index`).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SearchConfig {
+    /// Nice value (0 to 19) of the threads that build the search index. Above 0 they yield the
+    /// CPU to requests and durable writes when both want it: a write burst is acknowledged
+    /// sooner and the index catches up after it (searches stay exact meanwhile: they check
+    /// the records not yet indexed in the store, see `search`).
+    pub indexer_nice: i32,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        SearchConfig { indexer_nice: 10 }
+    }
+}
+
 /// `[http]`: what one client may hold of the server (see `server::connection_builder`).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -489,6 +507,7 @@ impl Default for Config {
             poll: PollConfig::default(),
             retention: RetentionConfig::default(),
             request_log: RequestLogConfig::default(),
+            search: SearchConfig::default(),
             shutdown: ShutdownConfig::default(),
             accounts: AccountsConfig::default(),
             usage: UsageConfig::default(),
@@ -598,6 +617,9 @@ impl Config {
             tls.validate()?;
         }
         self.http.validate()?;
+        if !(0..=19).contains(&self.search.indexer_nice) {
+            return Err("search.indexer_nice must be from 0 to 19".into());
+        }
         if self.backup.keep == 0 {
             return Err("backup.keep must be at least 1".into());
         }
@@ -853,6 +875,17 @@ mod tests {
         assert!(err.contains("listen"), "{err}");
         let err = Config::parse("[request_log]\nkeep = 1").unwrap_err();
         assert!(err.contains("keep"), "{err}");
+    }
+
+    #[test]
+    fn indexer_nice_is_a_nice_value() {
+        assert_eq!(Config::parse("").unwrap().search.indexer_nice, 10);
+        let c = Config::parse("[search]\nindexer_nice = 0").unwrap();
+        assert_eq!(c.search.indexer_nice, 0);
+        for bad in ["-1", "20"] {
+            let err = Config::parse(&format!("[search]\nindexer_nice = {bad}")).unwrap_err();
+            assert!(err.contains("search.indexer_nice"), "{err}");
+        }
     }
 
     #[test]

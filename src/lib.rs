@@ -40,7 +40,8 @@
 //! - [`search`]: substring search: query rules, the exact-results algorithm and its planner
 //!   (index or newest-first store walk), the allocation-free substring test
 //!   (`search::matcher`), case folding and the positional trigram tokenizer, and
-//!   (`search::index`) the tantivy index with its indexer thread and the per-snapshot view
+//!   (`search::index`) the tantivy index with its indexer thread (at a lower CPU priority,
+//!   `[search] indexer_nice`) and the per-snapshot view
 //!   (searcher plus each segment's id columns) that queries read.
 //! - [`poll`]: the oldest-first feed, the in-flight registry that keeps it gap-free, and the
 //!   read-ahead that warms the cache with a draining consumer's next page.

@@ -215,8 +215,9 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         context: "cannot start a worker thread".into(),
         source,
     };
-    let (search, indexer, indexer_thread) = search::index::start(&config.data_dir, store.clone())
-        .map_err(|e| ServerError::Other(e.to_string()))?;
+    let (search, indexer, indexer_thread) =
+        search::index::start(&config.data_dir, store.clone(), config.search.indexer_nice)
+            .map_err(|e| ServerError::Other(e.to_string()))?;
     let metrics = Arc::new(Metrics::default());
     let (mailer, mail_thread) =
         Mailer::start(store.clone(), config.smtp.clone(), clock.clone()).map_err(spawn_err)?;

@@ -142,3 +142,63 @@ fn the_server_runs_without_transparent_huge_pages() {
         .expect("the kernel reports THP_enabled");
     assert_eq!(flag.trim(), "0", "{status}");
 }
+
+/// Each thread of `pid` by name, with its nice value (Linux keeps one per thread).
+fn thread_nice_values(pid: u32) -> Vec<(String, i32)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the server's threads");
+    let mut threads = Vec::new();
+    for task in tasks {
+        let path = task.expect("a thread entry").path();
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(path.join("comm")),
+            std::fs::read_to_string(path.join("stat")),
+        ) else {
+            continue; // the thread ended meanwhile
+        };
+        // Fields after the ")" that closes the name start at field 3 (state); nice is field 19.
+        let after_name = &stat[stat.rfind(')').expect("stat names the thread") + 1..];
+        let nice = after_name
+            .split_whitespace()
+            .nth(16)
+            .and_then(|n| n.parse().ok())
+            .expect("nice field");
+        threads.push((comm.trim().to_string(), nice));
+    }
+    threads
+}
+
+#[test]
+fn search_indexing_runs_at_the_configured_lower_priority() {
+    let is_indexing = |name: &str| {
+        name == "search-indexer"
+            || name == "segment_updater"
+            || name.starts_with("thrd-tantivy")
+            || name.starts_with("merge_thread")
+    };
+    let s = TestServer::start();
+    let threads = thread_nice_values(s.pid());
+    for required in [
+        "search-indexer",
+        "thrd-tantivy-in",
+        "merge_thread_0",
+        "tokio-rt-worker",
+        "ingest-writer",
+    ] {
+        assert!(
+            threads.iter().any(|(name, _)| name == required),
+            "no {required} thread: {threads:?}"
+        );
+    }
+    for (name, nice) in &threads {
+        let expected = if is_indexing(name) { 10 } else { 0 };
+        assert_eq!(*nice, expected, "{name}: {threads:?}");
+    }
+
+    let s = TestServer::start_with_config("[search]\nindexer_nice = 0\n");
+    let threads = thread_nice_values(s.pid());
+    assert!(
+        threads.iter().any(|(name, _)| name == "search-indexer"),
+        "{threads:?}"
+    );
+    assert!(threads.iter().all(|(_, nice)| *nice == 0), "{threads:?}");
+}

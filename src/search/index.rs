@@ -399,9 +399,15 @@ impl IndexerThread {
 
 /// Opens (or recreates) the index in `<data_dir>/search` and starts the indexer thread, which
 /// rebuilds or catches up first.
+///
+/// The indexer thread runs at `nice` (0 to 19) and creates the index writer itself, so that
+/// tantivy's indexing and merge threads, which inherit the nice value of the thread that
+/// starts them, run at it too: under CPU contention indexing gives way to requests and
+/// durable writes, and searches cover what it has not reached yet from the store.
 pub fn start(
     data_dir: &Path,
     store: Arc<Store>,
+    nice: i32,
 ) -> Result<(Arc<SearchIndex>, Notifier, IndexerThread), IndexError> {
     let dir = data_dir.join(DIR);
     let (index, position) = open_or_create(&dir)?;
@@ -409,7 +415,6 @@ pub fn start(
         .reader_builder()
         .reload_policy(ReloadPolicy::Manual)
         .try_into()?;
-    let writer: IndexWriter = index.writer_with_num_threads(1, WRITER_HEAP_BYTES)?;
     let (_, fields) = schema();
     let shared = Arc::new(SearchIndex {
         fields,
@@ -418,28 +423,71 @@ pub fn start(
             position: 0,
         })),
     });
-    let (tx, rx) = sync_channel(1);
-    let indexer = Indexer {
-        store,
-        writer,
-        reader,
-        fields,
-        shared: shared.clone(),
-        position: position.unwrap_or(0),
-        committed: VecDeque::new(),
-    };
     let needs_rebuild = match position {
         None => true,
-        Some(p) => indexer.is_behind_the_log(p)?,
+        Some(p) => is_behind_the_log(&store, p)?,
     };
+    let (tx, rx) = sync_channel(1);
+    let (started_tx, started_rx) = sync_channel(1);
+    let thread_shared = shared.clone();
     let handle = std::thread::Builder::new()
         .name("search-indexer".into())
-        .spawn(move || indexer.run(needs_rebuild, &rx))
+        .spawn(move || {
+            lower_priority(nice);
+            let writer = match index.writer_with_num_threads(1, WRITER_HEAP_BYTES) {
+                Ok(writer) => writer,
+                Err(err) => {
+                    let _ = started_tx.send(Err(err));
+                    return;
+                }
+            };
+            let _ = started_tx.send(Ok(()));
+            let indexer = Indexer {
+                store,
+                writer,
+                reader,
+                fields,
+                shared: thread_shared,
+                position: position.unwrap_or(0),
+                committed: VecDeque::new(),
+            };
+            indexer.run(needs_rebuild, &rx);
+        })
         .map_err(|source| IndexError::Io {
             path: dir.display().to_string(),
             source,
         })?;
+    let started = started_rx.recv().unwrap_or_else(|_| {
+        Err(tantivy::TantivyError::SystemError(
+            "the search indexer thread stopped before opening the index writer".into(),
+        ))
+    });
+    if let Err(err) = started {
+        let _ = handle.join();
+        return Err(err.into());
+    }
     Ok((shared, Notifier(tx), IndexerThread(handle)))
+}
+
+/// Sets the calling thread's nice value (Linux keeps one per thread; threads it starts
+/// inherit it). Failing to is logged, not fatal: indexing then runs at normal priority.
+fn lower_priority(nice: i32) {
+    if nice == 0 {
+        return;
+    }
+    if let Err(err) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice) {
+        log::warn!("could not lower the search indexer's priority to nice {nice}: {err}");
+    }
+}
+
+/// A saved position the log can no longer continue from (trimmed past it, or a store older
+/// than the index, as after a restore) means the index must be rebuilt.
+fn is_behind_the_log(store: &Store, position: u64) -> Result<bool, IndexError> {
+    let txn = store.read()?;
+    let meta = txn.open_table(META)?;
+    let trimmed = read_counter(&meta, CHANGES_TRIMMED_UPTO)?;
+    let last = read_counter(&meta, LAST_CHANGE_SEQ)?;
+    Ok(position < trimmed || position > last)
 }
 
 /// Opens the index and reads the position of its last commit; on any failure (missing,
@@ -558,16 +606,6 @@ impl Indexer {
     /// Whether the writer holds changes not yet committed.
     fn uncommitted(&self) -> bool {
         self.committed.back().map(|(_, p)| *p) != Some(self.position)
-    }
-
-    /// A saved position the log can no longer continue from (trimmed past it, or a store
-    /// older than the index, as after a restore) means the index must be rebuilt.
-    fn is_behind_the_log(&self, position: u64) -> Result<bool, IndexError> {
-        let txn = self.store.read()?;
-        let meta = txn.open_table(META)?;
-        let trimmed = read_counter(&meta, CHANGES_TRIMMED_UPTO)?;
-        let last = read_counter(&meta, LAST_CHANGE_SEQ)?;
-        Ok(position < trimmed || position > last)
     }
 
     /// Indexes every record from scratch.
