@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::clock::SystemClock;
 use crate::config::{Config, TlsConfig};
 use crate::notify::{self, notify};
-use crate::{accounts, backup, server};
+use crate::{accounts, backup, log_output, server};
 
 /// `intake --version`: the version, the git commit and how the binary was built (`build.rs`).
 const VERSION: &str = concat!(
@@ -163,6 +163,7 @@ pub fn run() -> i32 {
             load(&files).and_then(|config| restore(&from, &config, force))
         }
     };
+    log_output::flush();
     match result {
         Ok(()) => 0,
         Err(message) => {
@@ -173,16 +174,19 @@ pub fn run() -> i32 {
 }
 
 /// `RUST_LOG` sets the level (default `info`). Colours only on a terminal: stripping them from
-/// every line costs measurable CPU under load when stderr is a file or a pipe.
+/// every line costs measurable CPU under load when stderr is a file or a pipe. Lines are
+/// written by `log_output`'s thread, not by the thread that logs them.
 fn init_logging() {
     use std::io::IsTerminal;
+    // `Always`, not `Auto`: env_logger cannot see that its pipe ends at a terminal.
     let style = if std::io::stderr().is_terminal() {
-        env_logger::WriteStyle::Auto
+        env_logger::WriteStyle::Always
     } else {
         env_logger::WriteStyle::Never
     };
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info"))
         .write_style(style)
+        .target(env_logger::Target::Pipe(log_output::pipe()))
         .init();
 }
 

@@ -20,6 +20,8 @@
 //!
 //! - [`cli`]: the command line (`serve` and its signals, `init`, `check`, `backup`,
 //!   `restore`, `endpoint`); `--version` carries the commit and build from `build.rs`.
+//! - [`log_output`]: where log lines go: a background thread writes them to stderr, so a
+//!   request never waits on a `write` of its log line.
 //! - [`config`]: the TOML file, defaults, duration syntax, `INTAKE_*` environment overrides,
 //!   and the masked TOML printout of `intake check`.
 //! - [`server`]: opens the data dir, starts the workers, accepts connections (hyper-util over a
@@ -135,6 +137,7 @@ pub mod first_byte;
 pub mod health;
 pub mod ids;
 pub mod ingest;
+pub mod log_output;
 pub mod mail;
 pub mod metrics;
 pub mod notifications;

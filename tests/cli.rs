@@ -255,6 +255,14 @@ fn config_file_supplies_listen_data_dir_and_retention() {
     sigterm(p.pid());
     let st = wait_with_deadline(&mut p.child, Duration::from_secs(20));
     assert_eq!(st.code(), Some(0), "SIGTERM must exit 0");
+    // A background thread writes the log; the last line before the exit still gets out.
+    let last = log.wait_for(
+        0,
+        Duration::from_secs(5),
+        |l| l.contains("shutdown complete"),
+        || false,
+    );
+    assert!(last.is_some(), "no final log line:\n{}", log.text());
 }
 
 #[test]
