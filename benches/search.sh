@@ -446,7 +446,7 @@ json.dump({"records": int(n), "logged_s": float(s), "wall_s": round(float(t1) - 
   run_bg python3 "$BENCH_PY" time-intake --url "$I_URL" --key "$KEY" --reps "$REPS" \
     --out "$WORK/intake_times.json" || die "intake: timing failed"
   ensure_wrk
-  log "intake: timing the queries through wrk ($NATIVE_REQUESTS requests each)"
+  log "intake: timing the queries through wrk (the first $NATIVE_REQUESTS requests of 1 s each)"
   run_bg python3 "$BENCH_PY" time-native --url "$I_URL" --key "$KEY" \
     --requests "$NATIVE_REQUESTS" --out "$WORK/intake_native.json" || die "intake: wrk timing failed"
 fi
@@ -456,7 +456,7 @@ if [ "$RUN_PG" = 1 ]; then
   run_bg python3 "$BENCH_PY" time-pg --dsn "$PG_DSN" --reps "$REPS" \
     --plan-cache-mode "$PLAN_CACHE_MODE" --out "$WORK/pg_times.json" || die "PostgreSQL: timing failed"
   [ -x "$PG_BIN/pgbench" ] || die "no pgbench in $PG_BIN"
-  log "PostgreSQL: timing the queries through pgbench ($NATIVE_REQUESTS transactions each)"
+  log "PostgreSQL: timing the queries through pgbench (the first $NATIVE_REQUESTS transactions of 1 s each)"
   run_bg python3 "$BENCH_PY" time-native --pgbench "$PG_BIN/pgbench" --pg-host "$HOST" \
     --pg-port "$PG_PORT" --requests "$NATIVE_REQUESTS" --out "$WORK/pg_native.json" \
     || die "PostgreSQL: pgbench timing failed"
