@@ -16,8 +16,8 @@
 //! panic message.
 
 use std::io::Write;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::time::Duration;
 
 /// How long the writer waits after the first line of a batch for more to come.
 const GATHER: Duration = Duration::from_millis(20);
@@ -52,23 +52,14 @@ impl Shared {
     /// A poisoned lock only means a logging thread panicked mid-append; the bytes are still
     /// worth writing.
     fn lock(&self) -> MutexGuard<'_, Pending> {
-        self.pending
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.pending.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn append(&self, line: &[u8]) {
-        let mut pending = self.lock();
-        let deadline = Instant::now() + WAIT_LIMIT;
-        while pending.bytes.len() >= MAX_PENDING {
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                break;
-            };
-            pending = match self.written.wait_timeout(pending, left) {
-                Ok((guard, _)) => guard,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
-        }
+        let pending = self.lock();
+        let mut pending = wait_while(&self.written, pending, Some(WAIT_LIMIT), |p| {
+            p.bytes.len() >= MAX_PENDING
+        });
         let was_empty = pending.bytes.is_empty();
         pending.bytes.extend_from_slice(line);
         pending.appended += line.len() as u64;
@@ -84,33 +75,21 @@ impl Shared {
         let target = pending.appended;
         pending.flush_wanted = true;
         self.wake_writer.notify_one();
-        let deadline = Instant::now() + WAIT_LIMIT;
-        while pending.written < target {
-            let Some(left) = deadline.checked_duration_since(Instant::now()) else {
-                return;
-            };
-            pending = match self.written.wait_timeout(pending, left) {
-                Ok((guard, _)) => guard,
-                Err(poisoned) => poisoned.into_inner().0,
-            };
-        }
+        drop(wait_while(&self.written, pending, Some(WAIT_LIMIT), |p| {
+            p.written < target
+        }));
     }
 
     /// The writer thread's loop; runs for the life of the process.
     fn write_batches(&self, out: &mut dyn Write) {
         let mut batch = Vec::with_capacity(BATCH_BYTES);
         loop {
-            let mut pending = self.lock();
-            while pending.bytes.is_empty() && !pending.flush_wanted {
-                pending = self.wait_for_lines(pending, None);
-            }
-            let gathered_by = Instant::now() + GATHER;
-            while pending.bytes.len() < BATCH_BYTES && !pending.flush_wanted {
-                let Some(left) = gathered_by.checked_duration_since(Instant::now()) else {
-                    break;
-                };
-                pending = self.wait_for_lines(pending, Some(left));
-            }
+            let pending = wait_while(&self.wake_writer, self.lock(), None, |p| {
+                p.bytes.is_empty() && !p.flush_wanted
+            });
+            let mut pending = wait_while(&self.wake_writer, pending, Some(GATHER), |p| {
+                p.bytes.len() < BATCH_BYTES && !p.flush_wanted
+            });
             std::mem::swap(&mut batch, &mut pending.bytes);
             let upto = pending.appended;
             pending.flush_wanted = false;
@@ -125,22 +104,23 @@ impl Shared {
             self.written.notify_all();
         }
     }
+}
 
-    fn wait_for_lines<'a>(
-        &self,
-        pending: MutexGuard<'a, Pending>,
-        limit: Option<Duration>,
-    ) -> MutexGuard<'a, Pending> {
-        match limit {
-            Some(limit) => match self.wake_writer.wait_timeout(pending, limit) {
-                Ok((guard, _)) => guard,
-                Err(poisoned) => poisoned.into_inner().0,
-            },
-            None => self
-                .wake_writer
-                .wait(pending)
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        }
+/// Waits on `condvar` while `condition` holds, for at most `limit` when one is given.
+fn wait_while<'a>(
+    condvar: &Condvar,
+    pending: MutexGuard<'a, Pending>,
+    limit: Option<Duration>,
+    condition: impl FnMut(&mut Pending) -> bool,
+) -> MutexGuard<'a, Pending> {
+    match limit {
+        Some(limit) => match condvar.wait_timeout_while(pending, limit, condition) {
+            Ok((guard, _)) => guard,
+            Err(poisoned) => poisoned.into_inner().0,
+        },
+        None => condvar
+            .wait_while(pending, condition)
+            .unwrap_or_else(PoisonError::into_inner),
     }
 }
 

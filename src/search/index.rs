@@ -469,8 +469,6 @@ pub fn start(
     Ok((shared, Notifier(tx), IndexerThread(handle)))
 }
 
-/// Sets the calling thread's nice value (Linux keeps one per thread; threads it starts
-/// inherit it). Failing to is logged, not fatal: indexing then runs at normal priority.
 /// Hands memory the indexing just freed back to the system (the server's allocator is
 /// mimalloc). tantivy's indexing thread allocates a term table of about 8 MB for the first
 /// document after a commit and frees it at the commit; mimalloc returns freed pages only when
@@ -484,6 +482,8 @@ fn return_freed_memory() {
     unsafe { libmimalloc_sys::mi_collect(true) }
 }
 
+/// Sets the calling thread's nice value (Linux keeps one per thread; threads it starts
+/// inherit it). Failing to is logged, not fatal: indexing then runs at normal priority.
 fn lower_priority(nice: i32) {
     if nice == 0 {
         return;
