@@ -1,13 +1,17 @@
 //! Build metadata for `intake --version`: the git commit and how the binary was built.
+//!
+//! The variables this script gives rustc are named `BUILD_INTAKE_*`, outside the runtime
+//! `INTAKE_*` namespace: cargo also sets them in the environment of every program it runs
+//! (`cargo run`, `cargo test`), where the config loader refuses unknown `INTAKE_*` names.
 
 use std::path::Path;
 use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-env-changed=INTAKE_GIT_COMMIT");
+    println!("cargo:rerun-if-env-changed=BUILD_INTAKE_COMMIT");
     println!(
-        "cargo:rustc-env=INTAKE_GIT_COMMIT={}",
+        "cargo:rustc-env=BUILD_INTAKE_COMMIT={}",
         git_commit().unwrap_or_else(|| "unknown".into())
     );
     // Static or dynamic C runtime, target and profile: what an operator needs to know when a
@@ -20,14 +24,14 @@ fn main() {
     let profile = std::env::var("PROFILE").unwrap_or_default();
     let linkage = if static_crt { "static" } else { "dynamic" };
     println!(
-        "cargo:rustc-env=INTAKE_BUILD_FEATURES={target}, {profile}, {linkage}, tls=rustls+ring"
+        "cargo:rustc-env=BUILD_INTAKE_FEATURES={target}, {profile}, {linkage}, tls=rustls+ring"
     );
 }
 
-/// `INTAKE_GIT_COMMIT` (for builds from a source tarball), else `git rev-parse --short HEAD`;
+/// `BUILD_INTAKE_COMMIT` (for builds from a source tarball), else `git rev-parse --short HEAD`;
 /// `None` outside a git checkout.
 fn git_commit() -> Option<String> {
-    if let Ok(commit) = std::env::var("INTAKE_GIT_COMMIT") {
+    if let Ok(commit) = std::env::var("BUILD_INTAKE_COMMIT") {
         return Some(commit);
     }
     let git = |args: &[&str]| {

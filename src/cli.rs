@@ -15,9 +15,9 @@ use crate::{accounts, backup, log_output, server};
 const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",
-    env!("INTAKE_GIT_COMMIT"),
+    env!("BUILD_INTAKE_COMMIT"),
     "; ",
-    env!("INTAKE_BUILD_FEATURES"),
+    env!("BUILD_INTAKE_FEATURES"),
     ")"
 );
 

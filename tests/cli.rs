@@ -526,3 +526,54 @@ fn server_log_has_one_line_per_request_and_never_a_key_token_password_or_payload
         );
     }
 }
+
+/// The variables build.rs gives rustc (`cargo:rustc-env=NAME=VALUE` in its output file).
+/// Cargo sets them in the environment of every program it runs, so `cargo run -- serve`
+/// starts the server with them.
+fn build_script_variables() -> Vec<(String, String)> {
+    let output = Path::new(env!("OUT_DIR"))
+        .parent()
+        .expect("OUT_DIR has a parent")
+        .join("output");
+    let text = std::fs::read_to_string(&output)
+        .unwrap_or_else(|e| panic!("read the build script's output {}: {e}", output.display()));
+    let vars: Vec<(String, String)> = text
+        .lines()
+        .filter_map(|l| {
+            l.strip_prefix("cargo:rustc-env=")
+                .or_else(|| l.strip_prefix("cargo::rustc-env="))
+        })
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    assert!(
+        !vars.is_empty(),
+        "no rustc-env lines in {}",
+        output.display()
+    );
+    vars
+}
+
+#[test]
+fn serve_starts_in_the_environment_cargo_run_gives_it() {
+    // Regression: `cargo run --release -- serve` on a fresh clone exited at once with
+    // "INTAKE_BUILD_FEATURES: names no config key".
+    let vars = build_script_variables();
+    let envs: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let log = LogBuffer::default();
+    let mut p = spawn_serve(&serve_args(dir.path()), &envs, &log);
+    let agent = new_agent(Duration::from_secs(10));
+    let r = try_send(
+        &agent,
+        &format!("http://{}/healthz", p.addr),
+        "GET",
+        &[],
+        None,
+    )
+    .unwrap();
+    assert_status(&r, 200);
+    sigterm(p.pid());
+    let st = wait_with_deadline(&mut p.child, Duration::from_secs(30));
+    assert_eq!(st.code(), Some(0), "exit status {st:?}\n{}", log.text());
+}
