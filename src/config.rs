@@ -162,6 +162,10 @@ pub struct WebhooksConfig {
     pub workers: usize,
     /// Attempts in flight to one receiver (host and port) at most.
     pub per_target_concurrency: usize,
+    /// Attempts in flight for one endpoint's deliveries at most, whatever their receivers;
+    /// default half the workers ([`WebhooksConfig::per_endpoint_concurrency`]).
+    #[serde(rename = "per_endpoint_concurrency")]
+    pub per_endpoint: Option<usize>,
     /// Limit of one attempt: connecting, sending, and reading the answer.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub timeout: Duration,
@@ -170,6 +174,13 @@ pub struct WebhooksConfig {
     /// Non-global ranges deliveries may go to anyway, e.g. `"10.0.0.0/8"`.
     #[serde(deserialize_with = "de_cidrs", serialize_with = "ser_cidrs")]
     pub allowed_cidrs: Vec<Cidr>,
+    /// Send deliveries through this HTTP proxy (`http://[user:password@]host:port`), in a
+    /// CONNECT tunnel to the target address the guard checked. The environment's
+    /// `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` are never read.
+    pub proxy: Option<ProxyUrl>,
+    /// Hosts reached directly even when `proxy` is set: a name (`hooks.example.com`, which
+    /// covers its subdomains too; a leading dot is allowed), an IP address, or `*` for all.
+    pub no_proxy: Vec<String>,
 }
 
 impl Default for WebhooksConfig {
@@ -177,15 +188,32 @@ impl Default for WebhooksConfig {
         WebhooksConfig {
             workers: 8,
             per_target_concurrency: 4,
+            per_endpoint: None,
             timeout: Duration::from_secs(15),
             allow_private_targets: false,
             allowed_cidrs: Vec::new(),
+            proxy: None,
+            no_proxy: Vec::new(),
         }
     }
 }
 
 impl WebhooksConfig {
+    /// The cap on one endpoint's attempts in flight: as configured, or half the workers, so
+    /// one tenant's slow or dead receivers always leave the other half to everyone else.
+    pub fn per_endpoint_concurrency(&self) -> usize {
+        self.per_endpoint.unwrap_or((self.workers / 2).max(1))
+    }
+
     fn validate(&self) -> Result<(), String> {
+        if self
+            .per_endpoint
+            .is_some_and(|n| n == 0 || n > self.workers)
+        {
+            return Err(
+                "webhooks.per_endpoint_concurrency must be from 1 to webhooks.workers".into(),
+            );
+        }
         if !(1..=256).contains(&self.workers) {
             return Err("webhooks.workers must be from 1 to 256".into());
         }
@@ -195,7 +223,123 @@ impl WebhooksConfig {
         if self.timeout.is_zero() || self.timeout > Duration::from_secs(300) {
             return Err("webhooks.timeout must be more than 0 and at most \"5m\"".into());
         }
+        if let Some(entry) = self
+            .no_proxy
+            .iter()
+            .find(|e| e.trim().trim_start_matches('.').is_empty() || e.contains(['/', ' ']))
+        {
+            return Err(format!(
+                "webhooks.no_proxy: {entry:?} is not a host name, an IP address or \"*\""
+            ));
+        }
         Ok(())
+    }
+}
+
+/// `[webhooks] proxy`: an `http://` proxy URL, its credentials kept apart as a [`Secret`].
+#[derive(Clone, Debug)]
+pub struct ProxyUrl {
+    /// Host and port (`proxy.internal:3128`, `[fd00::1]:3128`); port 80 when not written.
+    pub authority: String,
+    /// `user` and `password` of `http://user:password@host:port`, percent-decoded.
+    pub credentials: Option<(String, Secret)>,
+}
+
+impl ProxyUrl {
+    pub fn parse(text: &str) -> Result<ProxyUrl, String> {
+        let bad = |why: &str| format!("webhooks.proxy: {why} (write \"http://host:port\")");
+        let rest = text
+            .trim()
+            .strip_prefix("http://")
+            .ok_or_else(|| bad("only http:// proxies are supported"))?;
+        let rest = rest.strip_suffix('/').unwrap_or(rest);
+        if rest.contains(['/', '?', '#']) {
+            return Err(bad("a proxy URL has no path"));
+        }
+        let (userinfo, host_port) = match rest.rsplit_once('@') {
+            Some((userinfo, host_port)) => (Some(userinfo), host_port),
+            None => (None, rest),
+        };
+        let (host, port) = match host_port.strip_prefix('[') {
+            Some(v6) => {
+                let (address, rest) = v6.split_once(']').ok_or_else(|| bad("unclosed ["))?;
+                address
+                    .parse::<std::net::Ipv6Addr>()
+                    .map_err(|_| bad("not an IPv6 address in [ ]"))?;
+                (format!("[{address}]"), rest.strip_prefix(':'))
+            }
+            None => match host_port.rsplit_once(':') {
+                Some((host, port)) => (host.to_string(), Some(port)),
+                None => (host_port.to_string(), None),
+            },
+        };
+        let host_ok = !host.is_empty()
+            && (host.starts_with('[')
+                || host
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.'));
+        if !host_ok {
+            return Err(bad("not a host name or address"));
+        }
+        let port: u16 = match port {
+            Some(port) => port.parse().map_err(|_| bad("not a port number"))?,
+            None => 80,
+        };
+        let credentials = userinfo.map(|userinfo| {
+            let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+            let decode = |t: &str| percent_decode(t);
+            (decode(user), Secret::new(decode(password)))
+        });
+        Ok(ProxyUrl {
+            authority: format!("{host}:{port}"),
+            credentials,
+        })
+    }
+}
+
+/// `%XX` escapes decoded (invalid ones kept as written), for the userinfo of a URL.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Written back with the password masked: `intake check` prints it.
+impl Serialize for ProxyUrl {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match &self.credentials {
+            Some((user, _)) => {
+                let user = user
+                    .replace('%', "%25")
+                    .replace('@', "%40")
+                    .replace(':', "%3A");
+                s.serialize_str(&format!("http://{user}:***@{}", self.authority))
+            }
+            None => s.serialize_str(&format!("http://{}", self.authority)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ProxyUrl {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ProxyUrl, D::Error> {
+        ProxyUrl::parse(&String::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 }
 

@@ -67,7 +67,7 @@
 //!   (`deliveries`), the owner's settings (`owner`), the dispatcher (`dispatch`: a scheduler,
 //!   a worker pool capped per receiver, the retry policy, group-committed attempt outcomes
 //!   and the owner failure e-mail), one HTTP attempt with the SSRF guard (`send`), the
-//!   delivery log and redelivery (`log`), the Standard Webhooks signature (`signing`) and
+//!   delivery log and redelivery (`log`), the explicit outbound proxy (`proxy`), the Standard Webhooks signature (`signing`) and
 //!   each endpoint's per-environment signing secrets with their 24-hour changeover
 //!   (`secrets`).
 //! - [`request_log`]: the per-endpoint log of data calls, batched and purged by retention.
@@ -76,6 +76,8 @@
 //! - [`crypto`]: hashes for key lookup, sealing of viewable keys, password hashing.
 //! - [`ids`]: record ids, slugs, keys, tokens, request ids.
 //! - [`clock`]: the injectable clock and the RFC 3339 format.
+//! - [`quiet_panic`]: runs code whose panic becomes an error (redb panics on some damaged
+//!   pages; `storage` turns that into "restore a backup" at start).
 //! - [`health`]: the readiness checks of `GET /readyz` and the gauges `GET /metrics` reads
 //!   from the live server.
 //! - [`tls`]: HTTPS: rustls server config, certificate reload (SIGHUP), the self-signed
@@ -144,6 +146,7 @@ pub mod notifications;
 pub mod notify;
 pub mod openapi;
 pub mod poll;
+pub mod quiet_panic;
 pub mod records;
 pub mod redirect;
 pub mod request_log;

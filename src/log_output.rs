@@ -155,7 +155,10 @@ fn start() -> Option<Arc<Shared>> {
     let previous = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         flush();
-        previous(info);
+        // A caught panic is reported by its caller as an error.
+        if !crate::quiet_panic::catching() {
+            previous(info);
+        }
     }));
     Some(shared)
 }

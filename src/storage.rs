@@ -24,6 +24,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Timestamp;
+use crate::quiet_panic;
 
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub const ACCOUNTS: TableDefinition<u64, &[u8]> = TableDefinition::new("accounts");
@@ -110,6 +111,11 @@ pub enum StoreError {
     Schema(String),
     #[error("the disk holding the data dir is full ({available} bytes available)")]
     Full { available: u64 },
+    #[error(
+        "{path} is damaged ({detail}); stop here and restore the latest backup into the data \
+         dir with `intake restore --from BACKUP.tar --force` (README, \"Backups\")"
+    )]
+    Damaged { path: String, detail: String },
 }
 
 macro_rules! redb_errors {
@@ -617,7 +623,26 @@ impl Store {
         })
     }
 
+    /// Opens the file and checks its schema. Damage found there (redb reports some as
+    /// `Corrupted`, and panics on others) is [`StoreError::Damaged`], naming the file and the
+    /// remedy, never a panic.
     fn open_with(
+        path: &Path,
+        cache_bytes: usize,
+        create_tables: impl FnOnce(&WriteTransaction) -> Result<(), StoreError>,
+    ) -> Result<Store, StoreError> {
+        let damaged = |detail: String| StoreError::Damaged {
+            path: path.display().to_string(),
+            detail,
+        };
+        match quiet_panic::catch(|| Store::open_unchecked(path, cache_bytes, create_tables)) {
+            Err(panic) => Err(damaged(format!("redb: {panic}"))),
+            Ok(Err(StoreError::Db(redb::Error::Corrupted(detail)))) => Err(damaged(detail)),
+            Ok(result) => result,
+        }
+    }
+
+    fn open_unchecked(
         path: &Path,
         cache_bytes: usize,
         create_tables: impl FnOnce(&WriteTransaction) -> Result<(), StoreError>,

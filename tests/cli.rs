@@ -577,3 +577,42 @@ fn serve_starts_in_the_environment_cargo_run_gives_it() {
     let st = wait_with_deadline(&mut p.child, Duration::from_secs(30));
     assert_eq!(st.code(), Some(0), "exit status {st:?}\n{}", log.text());
 }
+
+#[test]
+fn a_damaged_data_file_is_a_clean_error_naming_the_file_and_the_remedy() {
+    // Regression: redb panicked on the damaged pages (exit 101), and under systemd the
+    // service restarted in a loop.
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    init_data_dir(&data, OWNER_EMAIL);
+    let file = data.join("intake.redb");
+    let mut bytes = std::fs::read(&file).unwrap();
+    // Every page after redb's header overwritten.
+    for byte in bytes.iter_mut().skip(4096) {
+        *byte = 0x5a;
+    }
+    std::fs::write(&file, &bytes).unwrap();
+    for command in ["serve", "init"] {
+        let mut cmd = intake_cmd();
+        cmd.arg(command).arg("--data-dir").arg(&data);
+        if command == "init" {
+            cmd.args(["--owner-email", OWNER_EMAIL]);
+        } else {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        let out = run_cli(&mut cmd, CLI_TIMEOUT);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{} is damaged", file.display()))
+                && stderr.contains("intake restore --from"),
+            "{command}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{command}: {stderr}");
+    }
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        bytes,
+        "the damaged file was changed"
+    );
+}

@@ -272,6 +272,8 @@ fn the_unit_file_verifies() {
     let unit = std::fs::read_to_string(repo("packaging/systemd/intake.service")).unwrap();
     assert!(unit.contains("Type=notify"));
     assert!(unit.contains("ExecReload=/bin/kill -HUP $MAINPID"));
+    // Exit 1 (invalid config, damaged data file) is not restarted in a loop.
+    assert!(unit.contains("\nRestartPreventExitStatus=1\n"));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("intake.service");
     std::fs::write(&path, unit.replace("/usr/bin/intake", bin())).unwrap();

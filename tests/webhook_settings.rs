@@ -147,10 +147,30 @@ fn owner_webhook_settings_are_validated_and_owner_only() {
             json!({ "url": OWNER_URL, "auth_header": "bad header", "auth_value": "v" }),
             "invalid header name",
         ),
+        (
+            json!({ "url": "https://user:s3cret@hooks.example.com/in" }),
+            "credentials in the URL",
+        ),
+        (
+            json!({ "url": OWNER_URL, "auth_header": "Connection", "auth_value": "v" }),
+            "hop-by-hop header",
+        ),
+        (
+            json!({ "url": OWNER_URL, "auth_header": "Proxy-Authorization", "auth_value": "v" }),
+            "proxy header",
+        ),
     ] {
         let r = s.manage("PUT", &path, Some(&body));
         assert_error(&r, 400, "invalid_webhook");
-        assert!(!error_message(&r).is_empty(), "{what}");
+        let message = error_message(&r);
+        assert!(!message.is_empty(), "{what}");
+        assert!(!message.contains("s3cret"), "{what}: {message}");
+        if what == "credentials in the URL" {
+            assert!(message.contains("auth_value"), "{message}");
+        }
+        if what == "hop-by-hop header" {
+            assert!(message.contains("`connection`"), "{message}");
+        }
     }
     let r = s.manage("PUT", &path, Some(&json!({ "url": OWNER_URL, "extra": 1 })));
     assert_error(&r, 400, "invalid_request");
@@ -192,10 +212,42 @@ fn caller_webhook_headers_are_validated_before_anything_is_written() {
             ("X-Webhook-Auth", "v"),
             ("X-Webhook-Auth-Header", "bad header"),
         ],
+        vec![(
+            "X-Webhook-Callback",
+            "https://user:s3cret@hooks.example.com/in",
+        )],
     ];
-    for headers in &cases {
-        let r = post_with(&s, &ep.slug, &ep.sandbox_key, &json!({ "n": 1 }), headers);
+    let hop_by_hop = [
+        "Connection",
+        "Keep-Alive",
+        "Upgrade",
+        "TE",
+        "Trailer",
+        "Expect",
+        "Proxy-Authorization",
+        "Proxy-Foo",
+    ];
+    let cases = cases.into_iter().chain(hop_by_hop.iter().map(|name| {
+        vec![
+            ("X-Webhook-Callback", CALLER_URL),
+            ("X-Webhook-Auth", "v"),
+            ("X-Webhook-Auth-Header", *name),
+        ]
+    }));
+    for headers in cases {
+        let r = post_with(&s, &ep.slug, &ep.sandbox_key, &json!({ "n": 1 }), &headers);
         assert_error(&r, 400, "invalid_webhook");
+        let message = error_message(&r);
+        assert!(!message.contains("s3cret"), "{message}");
+        if let Some((_, name)) = headers.iter().find(|(h, _)| *h == "X-Webhook-Auth-Header")
+            && hop_by_hop.contains(name)
+        {
+            let named = format!("`{}`", name.to_ascii_lowercase());
+            assert!(message.contains(&named), "{headers:?}: {message}");
+        }
+        if headers[0].1.contains('@') {
+            assert!(message.contains("X-Webhook-Auth"), "{message}");
+        }
     }
     assert!(
         s.list_ids(&ep.slug, &ep.sandbox_key).is_empty(),

@@ -13,7 +13,10 @@
 //!   (`tests/verify_webhooks.py`), including the spec's known-answer vector, two signatures
 //!   during a secret changeover and one after 24 hours.
 //! - The retry schedule exactly (production 6 attempts, sandbox 4), every status class,
-//!   Retry-After, redirects, timeouts, refused connections, the SSRF guard.
+//!   Retry-After, redirects, timeouts, refused connections, the SSRF guard (a refused target
+//!   is given up at once).
+//! - Fairness: one endpoint's receivers that never answer hold at most its share of the
+//!   workers, and another endpoint's delivery still goes out at once.
 //! - A restart in the middle of a schedule neither loses nor advances the pending retry.
 //! - The owner failure e-mail: one per endpoint per UTC day, production owner webhooks only.
 //! - Manual redelivery, and the delivery log per environment and per record.
@@ -807,9 +810,10 @@ fn loopback_targets_are_refused_unless_allowed() {
     let id = s.wait_listed(&ep.slug, "", 1)[0];
     let v = s.wait_delivery(&ep.slug, id, "attempt 1", |v| attempts(v) == 1);
     assert_eq!(
-        v["state"], "pending",
-        "retried like a connection error: {v}"
+        v["state"], "given_up",
+        "a refused target is given up at once, not retried: {v}"
     );
+    assert_eq!(v["attempt_log"][0]["outcome"], "given_up", "{v}");
     let error = v["attempt_log"][0]["error"]
         .as_str()
         .unwrap_or_default()
@@ -985,4 +989,96 @@ fn a_given_up_delivery_is_delivered_by_a_manual_redelivery() {
     assert_eq!(got[1].header("x-svc-delivery-attempt"), Some("2"));
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
     assert_error(&s.manage("POST", &redeliver, None), 409, "conflict");
+}
+
+/// A receiver that accepts connections and never answers; dropping it closes them all, so
+/// the attempts it holds end at once.
+struct SilentReceiver {
+    addr: std::net::SocketAddr,
+    held: Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl SilentReceiver {
+    fn start() -> SilentReceiver {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let held = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (keep, stopped) = (held.clone(), stop.clone());
+        thread::spawn(move || {
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => keep.lock().unwrap().push(stream),
+                    // Polled, so that dropping the receiver also closes the listener.
+                    Err(_) => thread::sleep(Duration::from_millis(5)),
+                }
+            }
+        });
+        SilentReceiver { addr, held, stop }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/hook", self.addr)
+    }
+
+    fn held(&self) -> usize {
+        self.held.lock().unwrap().len()
+    }
+}
+
+impl Drop for SilentReceiver {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for stream in self.held.lock().unwrap().drain(..) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+#[test]
+fn one_endpoints_dead_receivers_leave_workers_for_the_others() {
+    // 8 workers and 4 per receiver (the defaults): without a cap per endpoint, 24 deliveries
+    // to 3 receivers that never answer take all 8 workers for the whole timeout.
+    let s = Server::start("[webhooks]\nallow_private_targets = true\ntimeout = \"5m\"\n");
+    let dead: Vec<SilentReceiver> = (0..3).map(|_| SilentReceiver::start()).collect();
+    let busy = s.endpoint("Busy tenant");
+    for n in 0..24 {
+        let url = dead[n % 3].url();
+        s.create(
+            &busy.slug,
+            &busy.sandbox_key,
+            &[("X-Webhook-Callback", &url)],
+            &json!({ "n": n }),
+        );
+    }
+    let held = || dead.iter().map(SilentReceiver::held).sum::<usize>();
+    let deadline = Instant::now() + WAIT;
+    while held() < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "only {} attempts started",
+            held()
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+
+    let fast = Receiver::start();
+    let other = s.endpoint("Other tenant");
+    s.create(
+        &other.slug,
+        &other.sandbox_key,
+        &[("X-Webhook-Callback", &fast.url("/fast"))],
+        &json!({ "other": true }),
+    );
+    let got = fast.wait_for(1, WAIT);
+    assert_eq!(got[0].json()["data"]["payload"]["other"], true);
+    // The busy endpoint holds its share (half the workers) and no more, while all 8 workers
+    // would fit its 24 deliveries.
+    assert_eq!(
+        held(),
+        4,
+        "the busy endpoint took more than half the workers"
+    );
 }

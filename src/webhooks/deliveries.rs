@@ -42,6 +42,16 @@ const DEFAULT_AUTH_NAME: &str = "authorization";
 const MAX_URL_CHARS: usize = 2048;
 const NEXT_DELIVERY_ID: &str = "next_delivery_id";
 
+/// Headers about the connection or the message framing (RFC 9110 §7.6.1, `Expect`), and
+/// every `Proxy-*` name besides: never an auth header.
+const HOP_BY_HOP_HEADERS: [&str; 6] = [
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "expect",
+];
 /// Headers intake sets itself on every delivery: a custom auth header may not replace them.
 const RESERVED_HEADERS: [&str; 10] = [
     "host",
@@ -151,12 +161,22 @@ pub fn caller_webhook(headers: &HeaderMap, sealer: &Sealer) -> Result<Option<Cal
     }))
 }
 
-/// An absolute `http` or `https` URL with a host.
+/// An absolute `http` or `https` URL with a host, and no credentials in it: a URL is stored
+/// and listed as it is, while an auth value is sealed and never shown again.
 pub fn valid_url(text: &str) -> Result<String> {
     let text = text.trim();
     let uri: http::Uri = text
         .parse()
         .map_err(|_| Error::InvalidWebhook(format!("`{}` is not a URL", shorten(text))))?;
+    if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+        // Not echoed: the message would carry the password.
+        return Err(Error::InvalidWebhook(
+            "a webhook URL cannot carry credentials (`user:password@`): send them as the auth \
+             value instead (the X-Webhook-Auth header of a caller webhook, `auth_value` of an \
+             owner webhook), which is stored sealed"
+                .into(),
+        ));
+    }
     let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
     let host_ok = uri.host().is_some_and(|h| !h.is_empty());
     if !scheme_ok || !host_ok || text.chars().count() > MAX_URL_CHARS {
@@ -168,13 +188,20 @@ pub fn valid_url(text: &str) -> Result<String> {
     Ok(text.to_string())
 }
 
-/// A header name the receiver's auth value can go in: a valid name intake does not set itself.
+/// A header name the receiver's auth value can go in: a valid name intake does not set
+/// itself, and no hop-by-hop or framing header (a proxy or the connection would act on it).
 pub fn valid_auth_header(name: &str) -> Result<String> {
     let name = HeaderName::from_bytes(name.trim().as_bytes())
         .map_err(|_| Error::InvalidWebhook(format!("`{}` is not a header name", shorten(name))))?;
     if RESERVED_HEADERS.contains(&name.as_str()) {
         return Err(Error::InvalidWebhook(format!(
             "the auth value cannot be sent as `{name}`: intake sets that header itself"
+        )));
+    }
+    if HOP_BY_HOP_HEADERS.contains(&name.as_str()) || name.as_str().starts_with("proxy-") {
+        return Err(Error::InvalidWebhook(format!(
+            "the auth value cannot be sent as `{name}`: it is a hop-by-hop or framing header, \
+             which proxies and the connection act on instead of passing it to the receiver"
         )));
     }
     Ok(name.as_str().to_string())
@@ -376,7 +403,49 @@ fn event_body(
 
 #[cfg(test)]
 mod tests {
-    use super::receiver_of;
+    use super::{receiver_of, valid_auth_header, valid_url};
+
+    #[test]
+    fn urls_with_credentials_are_refused_without_echoing_them() {
+        assert!(valid_url("https://hooks.example.com/in?a=b@c").is_ok());
+        for url in [
+            "https://user:s3cret@hooks.example.com/in",
+            "http://user@hooks.example.com/",
+            "https://:s3cret@hooks.example.com/",
+        ] {
+            let err = valid_url(url).unwrap_err().to_string();
+            assert!(
+                err.contains("X-Webhook-Auth") && err.contains("auth_value"),
+                "{err}"
+            );
+            assert!(!err.contains("s3cret"), "{err}");
+        }
+    }
+
+    #[test]
+    fn hop_by_hop_and_framing_headers_cannot_carry_the_auth_value() {
+        for name in [
+            "Connection",
+            "Keep-Alive",
+            "Upgrade",
+            "TE",
+            "Trailer",
+            "Expect",
+            "Proxy-Authorization",
+            "Proxy-Connection",
+            "Transfer-Encoding",
+            "Content-Length",
+            "Host",
+        ] {
+            let err = valid_auth_header(name).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("`{}`", name.to_ascii_lowercase())),
+                "{err}"
+            );
+        }
+        assert_eq!(valid_auth_header("X-Api-Key").unwrap(), "x-api-key");
+        assert_eq!(valid_auth_header("Authorization").unwrap(), "authorization");
+    }
 
     #[test]
     fn receivers_are_scheme_host_and_port() {

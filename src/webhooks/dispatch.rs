@@ -7,14 +7,17 @@
 //!   worker or the result writer finishes) and at least every [`TICK`] of real time, so
 //!   clock-driven retries become due without a wake-up. It claims a due delivery only when a
 //!   worker can start it at once: fewer than `workers` attempts in flight, fewer than
-//!   `per_target_concurrency` to its receiver (scheme, host and port), and, for a retry (a
-//!   delivery attempted before), fewer than half the workers busy with retries. So one slow or
-//!   failing receiver holds at most its own share of the workers, and first attempts never
-//!   wait behind a backlog of retries. Deliveries it cannot start stay due for the next look.
-//!   The due list carries each delivery's receiver and retry flag, so passing one over costs
-//!   no row read; a look passes over at most [`PASS_OVER_LIMIT`] and the next goes on from
-//!   there, so a long backlog for one busy receiver neither makes every look slow nor hides
-//!   the deliveries behind it.
+//!   `per_target_concurrency` to its receiver (scheme, host and port), fewer than
+//!   `per_endpoint_concurrency` (half the workers by default) for its endpoint, and, for a
+//!   retry (a delivery attempted before), fewer than half the workers busy with retries. So
+//!   one slow or failing receiver holds at most its own share of the workers, one endpoint's
+//!   receivers (one tenant's) can never take the whole pool from the others, and first
+//!   attempts never wait behind a backlog of retries. Deliveries it cannot start stay due for
+//!   the next look. The due list carries each delivery's receiver and retry flag, and the
+//!   scheduler remembers each delivery's endpoint once it has read its row, so passing one
+//!   over costs no row read; a look passes over at most [`PASS_OVER_LIMIT`] and the next goes
+//!   on from there, so a long backlog for one busy receiver neither makes every look slow nor
+//!   hides the deliveries behind it.
 //! - **The workers** (`webhook-worker`, `[webhooks] workers` of them) sign and send one
 //!   delivery at a time (`send`), then hand the outcome to the result writer.
 //! - **The result writer** (`webhook-results`) commits outcomes in groups, like the ingest
@@ -34,10 +37,10 @@
 //! a commit its snapshot does not show yet still counts.
 //!
 //! **Retry policy** ([`verdict`]): any 2xx is delivered. 5xx except 501 and 505, 429, 3xx
-//! (redirects are not followed), timeouts, connection, DNS and TLS errors and refused targets
-//! are retried after [`RETRY_DELAYS`] (the spec's 30 s, 2 min, 10 min, 1 h, 4 h) until the
+//! (redirects are not followed), timeouts, connection, DNS and TLS errors are retried after [`RETRY_DELAYS`] (the spec's 30 s, 2 min, 10 min, 1 h, 4 h) until the
 //! delivery's `max_attempts` (production 6, sandbox 4; a manual redelivery adds a fresh
-//! budget and restarts the schedule). Any other 4xx, 501 and 505 give up at once. A 429's
+//! budget and restarts the schedule). Any other 4xx, 501 and 505 give up at once, and so does
+//! a target the SSRF guard refuses: a rule's answer does not change on a retry. A 429's
 //! `Retry-After` only lengthens the wait, and values over 4 hours are ignored.
 //!
 //! **Failure e-mail.** When an owner webhook in production is given up, the endpoint owner is
@@ -92,6 +95,8 @@ const TICK: Duration = Duration::from_secs(1);
 const PASS_OVER_LIMIT: usize = 256;
 /// Most outcomes committed in one transaction.
 const MAX_BATCH: usize = 512;
+/// Most delivery → endpoint pairs the scheduler remembers; it starts over when full.
+const ENDPOINTS_REMEMBERED: usize = 1 << 16;
 
 /// What an attempt means for its delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +131,7 @@ pub fn verdict(row: &DeliveryRow, exchange: &Exchange) -> Verdict {
             _ => None,
         },
         Exchange::Failed(_) => None,
+        Exchange::Refused(_) => return Verdict::GivenUp,
     };
     let attempts = row.attempts.saturating_add(1);
     if attempts >= row.max_attempts {
@@ -179,11 +185,12 @@ impl Dispatcher {
         let shared = Arc::new(Shared::default());
         let ctx = Arc::new(Context {
             parts,
-            sender: Sender::new(config),
+            sender: Sender::new(config).map_err(std::io::Error::other)?,
             shared: shared.clone(),
             workers: config.workers,
             retry_workers: (config.workers / 2).max(1),
             per_target: config.per_target_concurrency,
+            per_endpoint: config.per_endpoint_concurrency(),
         });
         let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
         let (results_tx, results_rx) = mpsc::channel::<Attempted>();
@@ -209,10 +216,16 @@ impl Dispatcher {
             Box::new(move || schedule(&ctx, &jobs_tx))
         })?);
         log::info!(
-            "webhooks: {} workers, at most {} per receiver, timeout {:?}",
+            "webhooks: {} workers, at most {} per receiver and {} per endpoint, timeout {:?}{}",
             config.workers,
             config.per_target_concurrency,
-            config.timeout
+            config.per_endpoint_concurrency(),
+            config.timeout,
+            if config.proxy.is_some() {
+                ", through the configured proxy"
+            } else {
+                ""
+            }
         );
         Ok((Dispatcher { shared }, DispatchThreads(threads)))
     }
@@ -243,10 +256,11 @@ struct State {
     stopping: bool,
     /// Deliveries taken by a worker whose outcome is not committed yet.
     claimed: HashSet<u64>,
-    /// Attempts in flight, of them retries, and per receiver.
+    /// Attempts in flight, of them retries, per receiver and per endpoint.
     busy: usize,
     busy_retries: usize,
     busy_targets: HashMap<String, usize>,
+    busy_endpoints: HashMap<u64, usize>,
 }
 
 impl Shared {
@@ -285,12 +299,8 @@ impl Shared {
         if job.retry {
             state.busy_retries = state.busy_retries.saturating_sub(1);
         }
-        if let Some(n) = state.busy_targets.get_mut(&job.target) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                state.busy_targets.remove(&job.target);
-            }
-        }
+        count_down(&mut state.busy_targets, &job.target);
+        count_down(&mut state.busy_endpoints, &job.endpoint);
     }
 
     fn release(&self, ids: impl IntoIterator<Item = u64>) {
@@ -303,6 +313,16 @@ impl Shared {
     }
 }
 
+/// One attempt fewer for `key`, forgetting it at zero.
+fn count_down<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, key: &K) {
+    if let Some(n) = counts.get_mut(key) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            counts.remove(key);
+        }
+    }
+}
+
 struct Context {
     parts: DispatchParts,
     sender: Sender,
@@ -310,6 +330,7 @@ struct Context {
     workers: usize,
     retry_workers: usize,
     per_target: usize,
+    per_endpoint: usize,
 }
 
 /// A `DELIVERIES_DUE` key: when due, and the delivery id.
@@ -319,6 +340,7 @@ type DueKey = (u64, u64);
 struct Job {
     row: DeliveryRow,
     target: String,
+    endpoint: u64,
     retry: bool,
 }
 
@@ -334,8 +356,12 @@ struct Attempted {
 /// The scheduler's loop, until stopping.
 fn schedule(ctx: &Context, jobs: &mpsc::Sender<Job>) {
     let mut resume_after = None;
+    let mut endpoints = HashMap::new();
     loop {
-        resume_after = claim_due(ctx, jobs, resume_after).unwrap_or_else(|err| {
+        if endpoints.len() >= ENDPOINTS_REMEMBERED {
+            endpoints.clear();
+        }
+        resume_after = claim_due(ctx, jobs, resume_after, &mut endpoints).unwrap_or_else(|err| {
             log::error!("webhooks: cannot read the due deliveries: {err}");
             None
         });
@@ -347,11 +373,13 @@ fn schedule(ctx: &Context, jobs: &mpsc::Sender<Job>) {
 
 /// Claims the due deliveries a worker can start now and hands them over, oldest first or
 /// going on just after `resume_after`. Returns where the next look goes on from when this one
-/// stopped at [`PASS_OVER_LIMIT`].
+/// stopped at [`PASS_OVER_LIMIT`]. `endpoints` remembers the endpoint of each delivery whose
+/// row was read, so a delivery of an endpoint at its share is passed over without a read.
 fn claim_due(
     ctx: &Context,
     jobs: &mpsc::Sender<Job>,
     resume_after: Option<DueKey>,
+    endpoints: &mut HashMap<u64, u64>,
 ) -> Result<Option<DueKey>> {
     let now = ctx.parts.clock.now();
     let (txn, claimed) = {
@@ -376,6 +404,9 @@ fn claim_due(
         let (key, value) = entry?;
         let (due_key, (retry, target)) = (key.value(), value.value());
         let id = due_key.1;
+        let endpoint_has_room = |state: &State, endpoint: u64| {
+            state.busy_endpoints.get(&endpoint).copied().unwrap_or(0) < ctx.per_endpoint
+        };
         let startable = !claimed.contains(&id) && {
             // Workers only free slots, so a delivery that fits now still fits after the read.
             let state = ctx.shared.state();
@@ -383,7 +414,11 @@ fn claim_due(
                 return Ok(None);
             }
             let target_busy = state.busy_targets.get(target).copied().unwrap_or(0);
-            !(retry && state.busy_retries >= ctx.retry_workers) && target_busy < ctx.per_target
+            !(retry && state.busy_retries >= ctx.retry_workers)
+                && target_busy < ctx.per_target
+                && endpoints
+                    .get(&id)
+                    .is_none_or(|endpoint| endpoint_has_room(&state, *endpoint))
         };
         let row = match startable {
             true => match deliveries.get(id)? {
@@ -392,7 +427,12 @@ fn claim_due(
             },
             false => None,
         };
-        let Some(row) = row.filter(|row| row.state == DeliveryState::Pending) else {
+        let row = row.filter(|row| {
+            let endpoint = partition_endpoint(row.partition);
+            endpoints.insert(id, endpoint);
+            row.state == DeliveryState::Pending && endpoint_has_room(&ctx.shared.state(), endpoint)
+        });
+        let Some(row) = row else {
             passed_over += 1;
             if passed_over >= PASS_OVER_LIMIT {
                 return Ok(Some(due_key));
@@ -401,6 +441,7 @@ fn claim_due(
         };
         let job = Job {
             target: target.to_string(),
+            endpoint: partition_endpoint(row.partition),
             retry,
             row,
         };
@@ -413,6 +454,7 @@ fn claim_due(
             state.busy += 1;
             state.busy_retries += usize::from(job.retry);
             *state.busy_targets.entry(job.target.clone()).or_default() += 1;
+            *state.busy_endpoints.entry(job.endpoint).or_default() += 1;
         }
         if jobs.send(job).is_err() {
             return Ok(None);
@@ -463,7 +505,7 @@ fn attempt(ctx: &Context, row: &DeliveryRow) -> Attempted {
     let verdict = verdict(row, &exchange);
     let (status, error, response_body) = match exchange {
         Exchange::Answered { status, body, .. } => (Some(status), None, Some(body)),
-        Exchange::Failed(error) => (None, Some(error), None),
+        Exchange::Failed(error) | Exchange::Refused(error) => (None, Some(error), None),
     };
     Attempted {
         delivery_id: row.id,
@@ -758,6 +800,8 @@ mod tests {
         }
         let failed = Exchange::Failed("connection refused".into());
         assert_eq!(verdict(&first, &failed), retry);
+        let refused = Exchange::Refused("target address 10.0.0.1 is not allowed".into());
+        assert_eq!(verdict(&first, &refused), Verdict::GivenUp);
     }
 
     #[test]

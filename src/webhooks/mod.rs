@@ -15,13 +15,17 @@
 //!   result writer that commits every attempt, the next due time and the owner's failure
 //!   e-mail in groups.
 //! - [`send`]: the HTTP side of one attempt with ureq: no redirects, one timeout, the SSRF
-//!   guard on resolved addresses, the bounded response body, `Retry-After`.
+//!   guard on resolved addresses, the bounded response body, `Retry-After`, no proxy from
+//!   the environment.
+//! - [`proxy`]: the explicit outbound proxy (`[webhooks] proxy`, `no_proxy`): a CONNECT
+//!   tunnel to the target address the guard checked.
 //! - [`log`]: the delivery log with every attempt, and manual redelivery.
 
 pub mod deliveries;
 pub mod dispatch;
 pub mod log;
 pub mod owner;
+pub mod proxy;
 pub mod secrets;
 pub mod send;
 pub mod signing;

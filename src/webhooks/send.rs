@@ -13,7 +13,12 @@
 //!   Checking the resolved addresses at connect time, not the URL text, also covers names
 //!   that resolve to private addresses and DNS answers that change after the URL was
 //!   accepted. `allow_private_targets` lifts the guard; `allowed_cidrs` lets listed ranges
-//!   through.
+//!   through. A refused target is reported as [`Exchange::Refused`]: the dispatcher gives up
+//!   at once, since no retry can change the answer of a rule.
+//! - **No proxy from the environment.** `HTTP_PROXY`, `HTTPS_PROXY` and `ALL_PROXY` are
+//!   ignored: a proxy would receive the target's name and resolve it itself, past the guard.
+//!   An outbound proxy is an explicit setting (`[webhooks] proxy`, see [`super::proxy`]),
+//!   and even then the guard decides on the target's own addresses first.
 //! - **No thread per lookup.** ureq resolves on a new thread whenever a timeout is set, so
 //!   [`TargetGuard`] answers IP-literal hosts itself and keeps each name's addresses for
 //!   [`DNS_CACHE_TTL`]; the guard still checks every address on every attempt.
@@ -28,7 +33,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
-use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
+use ureq::unversioned::transport::{Connector, NextTimeout, RustlsConnector, TcpConnector};
+
+use super::proxy::{OutboundProxy, ProxyTunnel};
 
 use crate::clock::Timestamp;
 use crate::config::{Cidr, WebhooksConfig};
@@ -54,8 +61,10 @@ pub enum Exchange {
         retry_after: Option<Duration>,
         body: String,
     },
-    /// No answer: timeout, connection, DNS or TLS error, or a refused target.
+    /// No answer: timeout, connection, DNS or TLS error.
     Failed(String),
+    /// Not sent: every address of the target is refused by the guard.
+    Refused(String),
 }
 
 /// Sends deliveries; one per dispatcher, shared by its workers (ureq pools connections).
@@ -65,20 +74,31 @@ pub struct Sender {
 }
 
 impl Sender {
-    pub fn new(config: &WebhooksConfig) -> Sender {
+    pub fn new(config: &WebhooksConfig) -> Result<Sender, String> {
         let agent_config = ureq::Agent::config_builder()
             .http_status_as_error(false)
             .max_redirects(0)
             .timeout_global(Some(config.timeout))
+            // Never from the environment: see the module doc.
+            .proxy(None)
             .build();
         let guard = TargetGuard::new(
             config.allow_private_targets,
             Arc::from(config.allowed_cidrs.as_slice()),
         );
-        Sender {
-            agent: ureq::Agent::with_parts(agent_config, DefaultConnector::default(), guard),
+        let proxy = config
+            .proxy
+            .as_ref()
+            .map(|url| OutboundProxy::new(url, &config.no_proxy))
+            .transpose()?;
+        let connector =
+            ().chain(ProxyTunnel(proxy))
+                .chain(TcpConnector::default())
+                .chain(RustlsConnector::default());
+        Ok(Sender {
+            agent: ureq::Agent::with_parts(agent_config, connector, guard),
             timeout: config.timeout,
-        }
+        })
     }
 
     /// POSTs `body` to `url` with exactly `headers`; `now` dates a `Retry-After`.
@@ -95,7 +115,7 @@ impl Sender {
         }
         let mut response = match request.send(body) {
             Ok(response) => response,
-            Err(err) => return Exchange::Failed(self.describe(&err)),
+            Err(err) => return self.failure(&err),
         };
         let status = response.status().as_u16();
         let retry_after = (status == 429)
@@ -120,18 +140,18 @@ impl Sender {
         }
     }
 
-    fn describe(&self, err: &ureq::Error) -> String {
-        match err {
+    fn failure(&self, err: &ureq::Error) -> Exchange {
+        Exchange::Failed(match err {
             ureq::Error::Timeout(_) => {
                 format!("timed out: no complete answer within {:?}", self.timeout)
             }
             ureq::Error::HostNotFound => "host not found (DNS)".into(),
             ureq::Error::Io(io) => match io.get_ref().and_then(|e| e.downcast_ref::<Refused>()) {
-                Some(refused) => refused.to_string(),
+                Some(refused) => return Exchange::Refused(refused.to_string()),
                 None => format!("connection error: {io}"),
             },
             other => other.to_string(),
-        }
+        })
     }
 }
 
@@ -228,7 +248,7 @@ impl TargetGuard {
 }
 
 /// The socket address of a URL whose host is an IP address (port given or the scheme's).
-fn literal_address(uri: &http::Uri) -> Option<SocketAddr> {
+pub(super) fn literal_address(uri: &http::Uri) -> Option<SocketAddr> {
     let host = uri.host()?;
     let ip: IpAddr = host
         .strip_prefix('[')
@@ -294,10 +314,20 @@ pub fn is_global(ip: IpAddr) -> bool {
         }
         IpAddr::V6(a) => {
             let s = a.segments();
-            if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-                // NAT64: judged by the IPv4 address it carries.
-                let v4 = (u128::from(a) & 0xffff_ffff) as u32;
-                return is_global(IpAddr::V4(v4.into()));
+            let v4 = |hi: u16, lo: u16| IpAddr::V4(((u32::from(hi) << 16) | u32::from(lo)).into());
+            // Addresses that carry an IPv4 address, which a relay or the host's own stack may
+            // reach: each is judged by what it carries.
+            if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || s[..6] == [0, 0, 0, 0, 0, 0] {
+                // NAT64 (64:ff9b::/96), IPv4-compatible (::/96, with :: and ::1 in it).
+                return is_global(v4(s[6], s[7]));
+            }
+            if s[0] == 0x2002 {
+                // 6to4 (2002::/16): the relay's IPv4 address follows the prefix.
+                return is_global(v4(s[1], s[2]));
+            }
+            if s[0] == 0x2001 && s[1] == 0 {
+                // Teredo (2001::/32): the server's IPv4 address, then the client's, inverted.
+                return is_global(v4(s[2], s[3])) && is_global(v4(!s[6], !s[7]));
             }
             !(a.is_loopback()
                 || a.is_unspecified()
@@ -305,6 +335,9 @@ pub fn is_global(ip: IpAddr) -> bool {
                 || s[0] & 0xfe00 == 0xfc00
                 || s[0] & 0xffc0 == 0xfe80
                 || s[0] & 0xffc0 == 0xfec0
+                // 64:ff9b:1::/48 local-use NAT64, 100::/64 discard-only.
+                || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1)
+                || s[..4] == [0x100, 0, 0, 0]
                 || (s[0] == 0x2001 && s[1] == 0x0db8))
         }
     }
@@ -360,10 +393,30 @@ mod tests {
             "::ffff:10.0.0.1",
             "64:ff9b::a00:1",
             "2001:db8::1",
+            // IPv4-compatible, 6to4 and Teredo addresses carrying a refused IPv4 address.
+            "::127.0.0.1",
+            "::10.0.0.1",
+            "::169.254.169.254",
+            "2002:7f00:1::",
+            "2002:a9fe:a9fe::1",
+            "2002:c0a8:101:1::1",
+            // Teredo: server 10.0.0.1; client 127.0.0.1 (inverted: 80ff:fffe).
+            "2001:0:a00:1::808:808",
+            "2001:0:808:808::80ff:fffe",
+            "64:ff9b:1::808:808",
+            "100::1",
         ] {
             assert!(!is_global(ip(text)), "{text}");
         }
-        assert!(is_global(ip("64:ff9b::808:808")));
+        for text in [
+            "64:ff9b::808:808",
+            "::8.8.8.8",
+            "2002:808:808::1",
+            // Teredo: server 8.8.8.8, client 1.1.1.1 (inverted: fefe:fefe).
+            "2001:0:808:808::fefe:fefe",
+        ] {
+            assert!(is_global(ip(text)), "{text}");
+        }
     }
 
     #[test]

@@ -99,7 +99,7 @@ struct Shared {
 }
 
 pub struct Receiver {
-    addr: SocketAddr,
+    pub addr: SocketAddr,
     shared: Arc<Shared>,
 }
 
