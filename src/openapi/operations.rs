@@ -112,7 +112,9 @@ fn webhook_headers(op: Operation) -> Operation {
     op.param(header(
         "X-Webhook-Callback",
         "An absolute http(s) URL (at most 2,048 characters) to send this write's webhook to \
-         (a caller webhook, besides the owner's). Required when either header below is sent.",
+         (a caller webhook, besides the owner's), without credentials (`user:password@` \
+         answers 400 `invalid_webhook`: send them in `X-Webhook-Auth`). Required when either \
+         header below is sent.",
     ))
     .param(header(
         "X-Webhook-Auth",
@@ -121,7 +123,9 @@ fn webhook_headers(op: Operation) -> Operation {
     .param(header(
         "X-Webhook-Auth-Header",
         "The header carrying `X-Webhook-Auth` (default `Authorization`); headers intake sets \
-         itself (`Content-Type`, `webhook-*`, `User-Agent`…) answer 400 `invalid_webhook`.",
+         itself (`Content-Type`, `webhook-*`, `User-Agent`…) and hop-by-hop or framing \
+         headers (`Connection`, `Keep-Alive`, `Upgrade`, `TE`, `Trailer`, `Expect`, \
+         `Proxy-*`) answer 400 `invalid_webhook`.",
     ))
     .error(400, &["invalid_webhook"])
 }
@@ -885,7 +889,10 @@ fn webhook_operations() -> Vec<Operation> {
             .summary(
                 "Set the owner webhook",
                 "Applies to writes made afterwards. `auth_value` is sent in `auth_header` \
-                 (default `Authorization`), stored sealed and never shown again.",
+                 (default `Authorization`), stored sealed and never shown again. A `url` with \
+                 credentials (`user:password@`) and hop-by-hop or framing header names \
+                 (`Connection`, `Keep-Alive`, `Upgrade`, `TE`, `Trailer`, `Expect`, `Proxy-*`) \
+                 as `auth_header` answer 400 `invalid_webhook`.",
             )
             .body(
                 BodyKind::Json,

@@ -188,6 +188,19 @@ pub fn valid_url(text: &str) -> Result<String> {
     Ok(text.to_string())
 }
 
+/// A stored URL as views show it: any `user:password@` masked. New URLs cannot carry
+/// credentials ([`valid_url`]); ones stored by earlier versions still can.
+pub fn displayed_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+        None => url.to_string(),
+    }
+}
+
 /// A header name the receiver's auth value can go in: a valid name intake does not set
 /// itself, and no hop-by-hop or framing header (a proxy or the connection would act on it).
 pub fn valid_auth_header(name: &str) -> Result<String> {
@@ -403,7 +416,19 @@ fn event_body(
 
 #[cfg(test)]
 mod tests {
-    use super::{receiver_of, valid_auth_header, valid_url};
+    use super::{displayed_url, receiver_of, valid_auth_header, valid_url};
+
+    #[test]
+    fn stored_credentials_are_masked_in_views() {
+        assert_eq!(
+            displayed_url("https://user:s3cret@hooks.example.com/in?x=a@b"),
+            "https://***@hooks.example.com/in?x=a@b"
+        );
+        assert_eq!(
+            displayed_url("https://hooks.example.com/in?x=a@b"),
+            "https://hooks.example.com/in?x=a@b"
+        );
+    }
 
     #[test]
     fn urls_with_credentials_are_refused_without_echoing_them() {

@@ -12,6 +12,7 @@ use crate::storage::{
     AttemptRow, DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, DeliveryRow, DeliveryState,
     PARTITION_DELIVERIES, RECORD_DELIVERIES, Store, WebhookKind, from_json, to_json,
 };
+use crate::webhooks::deliveries::displayed_url;
 
 pub const LIST_LIMIT_DEFAULT: usize = 20;
 pub const LIST_LIMIT_MAX: usize = 100;
@@ -64,7 +65,7 @@ fn view(row: &DeliveryRow) -> DeliveryView {
         id: row.id,
         record_id: RecordId(row.record_id).to_string(),
         kind: row.kind,
-        url: row.url.clone(),
+        url: displayed_url(&row.url),
         state: row.state,
         attempts: row.attempts,
         max_attempts: row.max_attempts,
@@ -168,7 +169,7 @@ pub fn detail(store: &Store, partitions: [u64; 2], id: u64) -> Result<DeliveryDe
             attempt: a.attempt,
             started_at: a.started_at.to_rfc3339(),
             duration_ms: a.duration_us as f64 / 1000.0,
-            url: a.url,
+            url: displayed_url(&a.url),
             request_headers: a.request_headers,
             status: a.status,
             error: a.error,

@@ -13,7 +13,7 @@ use crate::error::{Error, Missing, Result};
 use crate::storage::{
     AccountRow, Environment, OWNER_WEBHOOKS, OwnerWebhookRow, from_json, partition, to_json,
 };
-use crate::webhooks::deliveries::{valid_auth_header, valid_url};
+use crate::webhooks::deliveries::{displayed_url, valid_auth_header, valid_url};
 
 /// Body of `PUT /api/v1/manage/endpoints/{slug}/webhooks/{environment}`.
 #[derive(Debug, Deserialize)]
@@ -52,7 +52,7 @@ pub struct OwnerWebhookView {
 fn view(environment: Environment, row: &OwnerWebhookRow) -> OwnerWebhookView {
     OwnerWebhookView {
         environment,
-        url: row.url.clone(),
+        url: displayed_url(&row.url),
         auth_header: row.auth_header.clone(),
         auth_value_set: row.auth_value_sealed.is_some(),
         enabled: row.enabled,
