@@ -34,9 +34,10 @@
 //!   headers, askama templates (`templates/dashboard/`), embedded assets, the first-run setup
 //!   link; pages call the same service functions as the management API. Each endpoint's API
 //!   test page (`dashboard::testpage`) is built from its `openapi::endpoint_document`.
-//! - [`records`]: create / read / list / replace / delete; payload normalisation and
-//!   required-field rules; `RecordsBody`, the one writer of record JSON (get, list, search,
-//!   poll), which copies stored payload text into the response without parsing it again.
+//! - [`records`]: create / read / list / replace / delete; payload validation (stored as sent:
+//!   only whitespace and string escapes normalised, numbers untouched) and required-field
+//!   rules; `RecordsBody`, the one writer of record JSON (get, list, search, poll), which
+//!   copies stored payload text into the response without parsing it again.
 //! - [`ingest`]: the write queue and group-commit writer: a 202 leaves only after its write is
 //!   durable.
 //! - [`search`]: substring search: query rules, the exact-results algorithm and its planner

@@ -4,87 +4,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::backup::*;
 use common::*;
 use serde_json::json;
-
-const CLI_TIMEOUT: Duration = Duration::from_secs(120);
-
-fn backup(server: &TestServer, to: &Path) -> std::process::Output {
-    run_cli(
-        intake_cmd().args(["backup", "--to"]).arg(to).args([
-            "--server",
-            &server.base_url(),
-            "--token",
-            &server.owner_token,
-        ]),
-        CLI_TIMEOUT,
-    )
-}
-
-fn restore(from: &Path, data_dir: &Path, force: bool) -> std::process::Output {
-    let mut cmd = intake_cmd();
-    cmd.args(["restore", "--from"])
-        .arg(from)
-        .arg("--data-dir")
-        .arg(data_dir);
-    if force {
-        cmd.arg("--force");
-    }
-    run_cli(&mut cmd, CLI_TIMEOUT)
-}
-
-fn stderr(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-#[track_caller]
-fn assert_success(out: &std::process::Output) {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        stderr(out)
-    );
-}
-
-/// A server on an existing data dir (no `init`), for the restored data.
-struct Restored {
-    proc: ServeProcess,
-    log: LogBuffer,
-    agent: ureq::Agent,
-}
-
-impl Restored {
-    fn start(dir: &Path) -> Restored {
-        let log = LogBuffer::default();
-        let proc = spawn_serve(&serve_args(dir), &[], &log);
-        Restored {
-            proc,
-            log,
-            agent: new_agent(Duration::from_secs(30)),
-        }
-    }
-
-    fn get(&self, path: &str, key: &str) -> Resp {
-        let url = format!("http://{}{path}", self.proc.addr);
-        let auth = format!("Bearer {key}");
-        try_send(&self.agent, &url, "GET", &[("Authorization", &auth)], None)
-            .unwrap_or_else(|e| panic!("GET {path}: {e}\n{}", self.log.text()))
-    }
-
-    fn stop(mut self) {
-        sigterm(self.proc.pid());
-        wait_with_deadline(&mut self.proc.child, Duration::from_secs(30));
-    }
-}
 
 #[test]
 fn backup_under_write_load_restores_every_acknowledged_write_and_search() {

@@ -359,7 +359,7 @@ fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
     // POST a record, then see it in the list, read it, find it.
     owner.paste(
         "#createRecord-body",
-        r#"{"email": "ada@example.com", "total": 42.5}"#,
+        r#"{"email": "ada@example.com", "total": 42.5, "ref": 123456789012345678901234567890, "e": 1E2}"#,
     );
     let (status, body) = execute(&owner, "createRecord");
     assert!(status.starts_with("HTTP 202"), "{status}: {body}");
@@ -379,12 +379,21 @@ fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
     assert!(status.starts_with("HTTP 200"), "{status}: {body}");
     let record: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(record["payload"]["email"], "ada@example.com");
+    // The response is indented as text, so the payload shows as stored: numbers past 2^53
+    // and `1E2` as sent, not as JavaScript's doubles.
+    let payload = "\n  \"payload\": {\n    \"email\": \"ada@example.com\",\n    \"total\": 42.5,\n    \
+                   \"ref\": 123456789012345678901234567890,\n    \"e\": 1E2\n  },\n";
+    assert!(body.contains(payload), "{body}");
     owner.paste("#searchRecords-q", "ada@example");
     let (status, body) = execute(&owner, "searchRecords");
     assert!(status.starts_with("HTTP 200"), "{status}: {body}");
     let found: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(found["data"][0]["id"], id.as_str());
     owner.screenshot("testpage-calls");
+    // Empty arrays and objects stay on their line, as JSON.stringify writes them.
+    owner.paste("#searchRecords-q", "no such text");
+    let (_, body) = execute(&owner, "searchRecords");
+    assert_eq!(body, "{\n  \"data\": [],\n  \"pagination\": {}\n}");
 
     // The code samples now carry the key and the record: the very text `examples` generates
     // (tests/openapi.rs runs those with curl, node and python3); the page's curl samples run

@@ -284,8 +284,9 @@ fn data_operations() -> Vec<Operation> {
             .summary(
                 "Search records by payload text",
                 "Case-insensitive substring match against the stored payload text (compact \
-                 JSON, keys included), newest first, exact whatever the index says. A page can \
-                 hold fewer than `limit` records and still carry a `next_cursor`.",
+                 JSON with numbers as sent, keys included), newest first, exact whatever the \
+                 index says. A page can hold fewer than `limit` records and still carry a \
+                 `next_cursor`.",
             )
             .access(Access::DataKey(Permission::Read))
             .param(Param {

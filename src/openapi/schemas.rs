@@ -53,11 +53,24 @@ fn permissions() -> Value {
     json!({ "type": "array", "items": schema_ref("Permission"), "uniqueItems": true })
 }
 
+/// How a payload is stored (README, "Data API"; `records`).
+fn payload_storage() -> String {
+    format!(
+        "Stored and returned as sent, with one normalisation: whitespace between tokens is \
+         removed, and strings are written with only the escapes JSON requires (`\\\"`, `\\\\` \
+         and control characters), so `\"\\u00e9\"` comes back as `\"é\"`. Numbers keep their \
+         exact text (`123456789012345678901234567890`, `1E2` and `-0` come back as sent), and so \
+         do key order and repeated keys. Arrays and objects nest at most {} deep.",
+        crate::records::MAX_DEPTH
+    )
+}
+
 /// A record payload of an endpoint with these required fields: any JSON when there are none,
 /// else an object in which each is present and not `null`.
 pub fn payload(required_fields: &[String]) -> Value {
     if required_fields.is_empty() {
-        return json!({ "description": "Any JSON value, at most 102,400 bytes of UTF-8." });
+        let description = "Any JSON value, at most 102,400 bytes of UTF-8.";
+        return json!({ "description": format!("{description} {}", payload_storage()) });
     }
     let properties: serde_json::Map<String, Value> = required_fields
         .iter()
@@ -65,8 +78,11 @@ pub fn payload(required_fields: &[String]) -> Value {
         .collect();
     json!({
         "type": "object",
-        "description": "A JSON object with the endpoint's required fields present and not \
-            `null`; other fields are kept as sent.",
+        "description": format!(
+            "A JSON object with the endpoint's required fields present and not `null`; other \
+             fields are kept as sent. {}",
+            payload_storage()
+        ),
         "properties": properties,
         "required": required_fields,
     })

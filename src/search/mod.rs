@@ -1,9 +1,9 @@
 //! Search: case-insensitive substring match over a record's payload text.
 //!
-//! *Payload text* is the stored, normalised JSON of the payload (see `records`): compact, keys
-//! in the caller's order, strings unescaped. A record matches `q` when its folded payload text
-//! contains the folded `q` ([`fold_case`]: per-character lower case). Keys, numbers and
-//! punctuation count, so `132` finds `{"n":41329}`.
+//! *Payload text* is the stored JSON of the payload (see `records`): compact, numbers as sent,
+//! keys in the caller's order, strings unescaped. A record matches `q` when its folded payload
+//! text contains the folded `q` ([`fold_case`]: per-character lower case). Keys, numbers and
+//! punctuation count, so `132` finds `{"n":41329}` and a long id is found by its digits.
 //!
 //! How a search stays exact while the index lags behind writes:
 //!

@@ -4,6 +4,7 @@
 //! over real HTTP on loopback, with its own temporary data directory.
 #![allow(dead_code)]
 
+pub mod backup;
 pub mod receiver;
 pub mod smtp;
 pub mod visitor;

@@ -138,12 +138,59 @@
   });
 
   // Executing a call: the form's inputs fill the path, the query and the optional headers.
+
+  // Indents JSON two spaces a level, as JSON.stringify(value, null, 2) does, but on the text:
+  // going through values would round numbers past 2^53 and write `1E2` as `100`, and a
+  // payload must be shown as stored. A body that is not JSON is shown as it came.
   function formatBody(text) {
     try {
-      return JSON.stringify(JSON.parse(text), null, 2);
+      JSON.parse(text);
     } catch (e) {
       return text;
     }
+    var out = "";
+    var depth = 0;
+    var i = 0;
+    function isSpace(c) {
+      return c !== "" && " \t\n\r".indexOf(c) >= 0;
+    }
+    function newline() {
+      return "\n" + new Array(depth + 1).join("  ");
+    }
+    while (i < text.length) {
+      var c = text.charAt(i);
+      i += 1;
+      if (c === '"') {
+        var start = i - 1;
+        while (text.charAt(i) !== '"') {
+          i += text.charAt(i) === "\\" ? 2 : 1;
+        }
+        i += 1;
+        out += text.slice(start, i);
+      } else if (c === "{" || c === "[") {
+        var next = i;
+        while (isSpace(text.charAt(next))) {
+          next += 1;
+        }
+        if (text.charAt(next) === "}" || text.charAt(next) === "]") {
+          out += c + text.charAt(next);
+          i = next + 1;
+        } else {
+          depth += 1;
+          out += c + newline();
+        }
+      } else if (c === "}" || c === "]") {
+        depth -= 1;
+        out += newline() + c;
+      } else if (c === ",") {
+        out += "," + newline();
+      } else if (c === ":") {
+        out += ": ";
+      } else if (!isSpace(c)) {
+        out += c;
+      }
+    }
+    return out;
   }
 
   function useRecord(id) {
