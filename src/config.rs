@@ -126,10 +126,12 @@ pub struct AccountsConfig {
     /// How long an invitation link can be accepted.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub invitation_ttl: Duration,
-    /// Failed logins allowed per account within `login_window` before logins are refused.
+    /// Failed logins allowed per account from one client address within `login_window`; then
+    /// that address may not log in to that account (other addresses still may).
     pub login_failures_per_account: u32,
-    /// Failed logins allowed per client address within `login_window`.
+    /// Failed logins allowed per client address, whatever the accounts, within `login_window`.
     pub login_failures_per_address: u32,
+    /// The sliding window failed logins are counted in (see `sessions::LoginLimiter`).
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub login_window: Duration,
 }

@@ -24,7 +24,8 @@ pub async fn login(app: &App, req: &mut Request) -> Result<Response> {
         &app.logins,
         login,
         req.client,
-    )?;
+    )
+    .await?;
     Ok(with_session(
         app,
         &opened,
@@ -99,7 +100,7 @@ pub fn me(app: &App, req: &Request) -> Result<Response> {
 pub async fn change_password(app: &App, req: &mut Request) -> Result<Response> {
     let account = caller(app, req)?;
     let change = body(req).await?;
-    accounts::change_password(&app.store, &account, change)?;
+    accounts::change_password(&app.store, &account, change).await?;
     Ok(reply::json(StatusCode::OK, &AccountView::from(&account)))
 }
 
@@ -211,7 +212,7 @@ pub async fn accept_invitation(app: &App, req: &mut Request, token: &str) -> Res
         None => Acceptor::NewAccount(optional_body(req).await?),
     };
     let is_new = matches!(acceptor, Acceptor::NewAccount(_));
-    let (account, endpoint) = collaborators::accept(app, token, acceptor)?;
+    let (account, endpoint) = collaborators::accept(app, token, acceptor).await?;
     let body = accepted_body(&account, &endpoint);
     if is_new {
         let opened = open_session(app, account)?;

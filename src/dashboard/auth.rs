@@ -106,13 +106,15 @@ pub async fn login(app: &App, req: &mut Request) -> Outcome {
         email: email.clone(),
         password: form.text("password").to_string(),
     };
-    match sessions::login(
+    let opened = sessions::login(
         &app.store,
         app.clock.as_ref(),
         &app.logins,
         attempt,
         req.client,
-    ) {
+    )
+    .await;
+    match opened {
         Ok(opened) => Ok(into_session(app, &opened, &safe_next(form.get("next")))),
         Err(
             err @ (Error::InvalidCredentials
@@ -194,7 +196,7 @@ pub async fn setup(app: &App, req: &mut Request) -> Outcome {
     let form = visitor_form(req).await?;
     let token = live_setup_token(app, form.get("token"))?;
     let email = form.text("email").to_string();
-    let password = form.text("password");
+    let password = form.text("password").to_string();
     if password != form.text("password_again") {
         return setup_form(
             app,
@@ -205,7 +207,7 @@ pub async fn setup(app: &App, req: &mut Request) -> Outcome {
         );
     }
     let now = app.clock.now();
-    let account = match accounts::create_owner(&app.store, now, &email, password) {
+    let account = match accounts::create_owner(&app.store, now, &email, password).await {
         Ok(account) => account,
         Err(err @ Error::InvalidRequest(_)) => {
             return setup_form(app, req, token, email, Some(err.to_string()));
@@ -295,7 +297,7 @@ pub async fn accept_invitation(app: &App, req: &mut Request, token: &str) -> Out
             (Acceptor::NewAccount(acceptance), true)
         }
     };
-    let (account, endpoint) = match collaborators::accept(app, token, acceptor) {
+    let (account, endpoint) = match collaborators::accept(app, token, acceptor).await {
         Ok(accepted) => accepted,
         Err(err @ Error::InvalidRequest(_)) => {
             return invitation_form(app, req, token, Some(err.to_string()));

@@ -472,7 +472,9 @@ fn session_operations() -> Vec<Operation> {
             .summary(
                 "Log in",
                 "Checks e-mail and password and sets the session cookie. Failed logins are \
-                 limited per account and per client address (429 with `Retry-After`).",
+                 limited per account at one client address and per client address (429 with \
+                 `Retry-After`, even for the right password); another address is not \
+                 affected.",
             )
             .body(
                 BodyKind::Json,
