@@ -14,6 +14,7 @@ use crate::clock::{Clock, Timestamp};
 use crate::crypto::{hash_id, hash_password, password_work, secret_hash, verify_password};
 use crate::error::{Error, Missing, Result};
 use crate::ids::{TOKEN_PREFIX, new_token, random_base32};
+use crate::sessions;
 use crate::storage::{
     ACCOUNT_EMAILS, ACCOUNTS, AccountRow, Role, Store, TOKENS, TokenRow, from_json, next_id,
     to_json,
@@ -344,11 +345,16 @@ pub fn revoke_token(store: &Store, account: &AccountRow, token_id: &str) -> Resu
     Ok(())
 }
 
-/// Changes the account's password after checking the current one.
+/// Changes the account's password after checking the current one, and ends every other
+/// session of the account in the same commit: whoever held one (a stolen cookie, a browser
+/// left logged in) must log in with the new password. `session`, the session that made the
+/// change, stays; a change made with a token ends them all. Personal API tokens stay valid
+/// (revoke them one by one): scripts keep working, as with GitHub's and Stripe's tokens.
 pub async fn change_password(
     store: &Store,
     account: &AccountRow,
     change: PasswordChange,
+    session: Option<&str>,
 ) -> Result<()> {
     let PasswordChange {
         current_password,
@@ -359,7 +365,10 @@ pub async fn change_password(
         return Err(Error::InvalidCredentials);
     }
     let hashed = NewPassword::hash(new_password).await?;
-    update_account(store, account.id, |row| row.password_hash = hashed.hash)?;
+    let txn = store.write()?;
+    update_account_in(&txn, account.id, |row| row.password_hash = hashed.hash)?;
+    sessions::end_all_but(&txn, account.id, session)?;
+    txn.commit()?;
     Ok(())
 }
 
@@ -398,15 +407,20 @@ fn update_account(
     change: impl FnOnce(&mut AccountRow),
 ) -> Result<AccountRow> {
     let txn = store.write()?;
-    let row = {
-        let mut accounts = txn.open_table(ACCOUNTS)?;
-        let mut row =
-            account_by_id(&accounts, account_id)?.ok_or(Error::NotFound(Missing::Account))?;
-        change(&mut row);
-        accounts.insert(row.id, to_json(&row)?.as_slice())?;
-        row
-    };
+    let row = update_account_in(&txn, account_id, change)?;
     txn.commit()?;
+    Ok(row)
+}
+
+fn update_account_in(
+    txn: &WriteTransaction,
+    account_id: u64,
+    change: impl FnOnce(&mut AccountRow),
+) -> Result<AccountRow> {
+    let mut accounts = txn.open_table(ACCOUNTS)?;
+    let mut row = account_by_id(&accounts, account_id)?.ok_or(Error::NotFound(Missing::Account))?;
+    change(&mut row);
+    accounts.insert(row.id, to_json(&row)?.as_slice())?;
     Ok(row)
 }
 

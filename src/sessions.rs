@@ -1,16 +1,17 @@
 //! Dashboard logins: password login, session cookies, logout, and the login rate limit.
 //!
 //! A session is a random token in an HttpOnly cookie; the store keeps only its SHA-256 with
-//! the account and an absolute expiry (`[accounts] session_ttl`). Failed logins are counted per
-//! (account, client address) and per client address in a sliding window (`LoginLimiter`, in
-//! memory: a restart forgets them, which only ever helps a legitimate user).
+//! the account and an absolute expiry (`[accounts] session_ttl`); changing the password ends
+//! the account's other sessions (`end_all_but`). Failed logins are counted per (account,
+//! client address) and per client address in a sliding window (`LoginLimiter`, in memory: a
+//! restart forgets them, which only ever helps a legitimate user).
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use redb::ReadableTable;
+use redb::{ReadableTable, WriteTransaction};
 use serde::Deserialize;
 
 use crate::accounts::{self, account_by_id};
@@ -99,26 +100,41 @@ pub fn logout(store: &Store, token: &str) -> Result<()> {
     Ok(())
 }
 
+/// Ends every session of the account except `keep` (a password change) inside `txn`.
+pub fn end_all_but(txn: &WriteTransaction, account_id: u64, keep: Option<&str>) -> Result<()> {
+    let keep = keep.map(secret_hash);
+    remove_sessions(txn, |hash, row| {
+        row.account_id == account_id && Some(*hash) != keep
+    })?;
+    Ok(())
+}
+
 /// Deletes expired sessions; returns how many.
 pub fn purge_expired(store: &Store, now: Timestamp) -> Result<usize> {
     let txn = store.write()?;
-    let purged = {
-        let mut sessions = txn.open_table(SESSIONS)?;
-        let mut expired = Vec::new();
-        for entry in sessions.iter()? {
-            let (hash, value) = entry?;
-            let row: SessionRow = from_json(value.value())?;
-            if row.expires_at <= now {
-                expired.push(*hash.value());
-            }
-        }
-        for hash in &expired {
-            sessions.remove(hash)?;
-        }
-        expired.len()
-    };
+    let purged = remove_sessions(&txn, |_, row| row.expires_at <= now)?;
     txn.commit()?;
     Ok(purged)
+}
+
+/// Deletes the sessions `ended` picks; returns how many.
+fn remove_sessions(
+    txn: &WriteTransaction,
+    ended: impl Fn(&[u8; 32], &SessionRow) -> bool,
+) -> Result<usize> {
+    let mut sessions = txn.open_table(SESSIONS)?;
+    let mut picked = Vec::new();
+    for entry in sessions.iter()? {
+        let (hash, value) = entry?;
+        let row: SessionRow = from_json(value.value())?;
+        if ended(hash.value(), &row) {
+            picked.push(*hash.value());
+        }
+    }
+    for hash in &picked {
+        sessions.remove(hash)?;
+    }
+    Ok(picked.len())
 }
 
 /// Failed logins in a sliding window, counted per (account, client address) and per client

@@ -819,6 +819,64 @@ fn password_change_checks_the_current_password_and_the_minimum_length() {
     assert_status(&api.login(OWNER_EMAIL, "0123456789"), 200);
 }
 
+#[test]
+fn a_password_change_ends_the_other_sessions_but_keeps_tokens() {
+    let s = TestServer::start();
+    let api = Api::of(&s);
+    let path = "/api/v1/manage/account/password";
+    let (changer, other) = (
+        api.session(OWNER_EMAIL, &s.password),
+        api.session(OWNER_EMAIL, &s.password),
+    );
+    let r = api.call(
+        "POST",
+        path,
+        Cred::Cookie(&changer),
+        Some(&json!({"current_password": s.password, "new_password": "second-password"})),
+    );
+    assert_status(&r, 200);
+
+    // The other session is over, on the API and in the dashboard.
+    assert_error(
+        &api.get("/api/v1/auth/session", Cred::Cookie(&other)),
+        401,
+        "session_expired",
+    );
+    let page = s.request(
+        "GET",
+        "/dashboard/endpoints",
+        &[("Cookie", &format!("intake_session={other}"))],
+        None,
+    );
+    assert_eq!(page.status, 303, "{}", page.describe());
+    assert!(
+        page.header("location")
+            .is_some_and(|l| l.starts_with("/dashboard/login")),
+        "{page:?}"
+    );
+    // The session that made the change stays logged in; personal tokens keep working.
+    assert_status(
+        &api.get("/api/v1/auth/session", Cred::Cookie(&changer)),
+        200,
+    );
+    assert_status(&api.get(ENDPOINTS, Cred::Bearer(&s.owner_token)), 200);
+
+    // A change made with a token ends every session.
+    let r = api.call(
+        "POST",
+        path,
+        Cred::Bearer(&s.owner_token),
+        Some(&json!({"current_password": "second-password", "new_password": "third-password"})),
+    );
+    assert_status(&r, 200);
+    assert_error(
+        &api.get("/api/v1/auth/session", Cred::Cookie(&changer)),
+        401,
+        "session_expired",
+    );
+    assert_status(&api.login(OWNER_EMAIL, "third-password"), 200);
+}
+
 // ---------------------------------------------------------------------------
 // Accounts administration and suspension
 // ---------------------------------------------------------------------------

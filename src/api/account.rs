@@ -5,7 +5,9 @@ use http::{HeaderValue, StatusCode, header};
 use warp::reply::Response;
 
 use super::Request;
-use super::manage::{body, caller, cookie_request_from_this_origin, id_param, optional_body};
+use super::manage::{
+    body, caller, caller_session, cookie_request_from_this_origin, id_param, optional_body,
+};
 use super::reply::{self, cookie};
 use crate::accounts::{self, AccountView};
 use crate::app::App;
@@ -96,11 +98,11 @@ pub fn me(app: &App, req: &Request) -> Result<Response> {
     Ok(reply::json(StatusCode::OK, &AccountView::from(&account)))
 }
 
-/// `POST /api/v1/manage/account/password`.
+/// `POST /api/v1/manage/account/password`: the account's other sessions end.
 pub async fn change_password(app: &App, req: &mut Request) -> Result<Response> {
     let account = caller(app, req)?;
     let change = body(req).await?;
-    accounts::change_password(&app.store, &account, change).await?;
+    accounts::change_password(&app.store, &account, change, caller_session(req)).await?;
     Ok(reply::json(StatusCode::OK, &AccountView::from(&account)))
 }
 

@@ -24,13 +24,21 @@ pub fn caller(app: &App, req: &Request) -> Result<AccountRow> {
     if req.headers.contains_key(http::header::AUTHORIZATION) {
         return Err(Error::InvalidToken);
     }
-    match cookie(&req.headers, sessions::COOKIE) {
+    match caller_session(req) {
         Some(session) => {
             cookie_request_from_this_origin(req)?;
             sessions::authenticate(&app.store, app.clock.now(), session)
         }
         None => Err(Error::MissingToken),
     }
+}
+
+/// The session cookie [`caller`] authenticates a call with: none when it has `Authorization`.
+pub fn caller_session(req: &Request) -> Option<&str> {
+    if req.headers.contains_key(http::header::AUTHORIZATION) {
+        return None;
+    }
+    cookie(&req.headers, sessions::COOKIE)
 }
 
 /// The browser sends the session cookie by itself, also with a form or fetch another page

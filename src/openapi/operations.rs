@@ -598,7 +598,12 @@ fn account_operations() -> Vec<Operation> {
             .summary("The caller's account", "")
             .ok(200, "The account.", schema_ref("Account"), account_example()),
         any("post", "/api/v1/manage/account/password", "changePassword")
-            .summary("Change the password", "The new password has 10 to 1024 characters.")
+            .summary(
+                "Change the password",
+                "The new password has 10 to 1024 characters. Every other session of the \
+                 account ends (the one making the change stays; with a token, all end); \
+                 personal API tokens stay valid.",
+            )
             .body(
                 BodyKind::Json,
                 json!({ "type": "object", "required": ["current_password", "new_password"],
