@@ -4,7 +4,8 @@
 //! the account and an absolute expiry (`[accounts] session_ttl`); changing the password ends
 //! the account's other sessions (`end_all_but`). Failed logins are counted per (account,
 //! client address) and per client address in a sliding window (`LoginLimiter`, in memory: a
-//! restart forgets them, which only ever helps a legitimate user).
+//! restart forgets them, which only ever helps a legitimate user). The client address is the
+//! one `forwarded` resolves: behind trusted proxies, the one they forward.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;

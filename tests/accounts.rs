@@ -621,17 +621,17 @@ fn failures_from_one_address_never_lock_the_owner_out_of_another() {
     let attacker: IpAddr = "127.0.0.2".parse().unwrap();
     let owner: IpAddr = "127.0.0.3".parse().unwrap();
     for _ in 0..5 {
-        let r = login_from(attacker, s.addr(), OWNER_EMAIL, "wrong-password");
+        let r = login_from(attacker, s.addr(), &[], OWNER_EMAIL, "wrong-password");
         assert_error(&r, 401, "invalid_credentials");
     }
-    let r = login_from(attacker, s.addr(), OWNER_EMAIL, &s.password);
+    let r = login_from(attacker, s.addr(), &[], OWNER_EMAIL, &s.password);
     assert_error(&r, 429, "too_many_login_attempts");
 
-    let r = login_from(owner, s.addr(), OWNER_EMAIL, &s.password);
+    let r = login_from(owner, s.addr(), &[], OWNER_EMAIL, &s.password);
     assert_status(&r, 200);
     assert_eq!(r.json()["account"]["email"], OWNER_EMAIL);
     // The owner's login gives the attacker's address nothing back.
-    let r = login_from(attacker, s.addr(), OWNER_EMAIL, &s.password);
+    let r = login_from(attacker, s.addr(), &[], OWNER_EMAIL, &s.password);
     assert_error(&r, 429, "too_many_login_attempts");
 }
 

@@ -84,7 +84,7 @@ pub(crate) fn open_session(app: &App, account: AccountRow) -> Result<sessions::O
 /// `POST /api/v1/auth/logout`: ends the session and clears the cookie.
 pub fn logout(app: &App, req: &Request) -> Result<Response> {
     if let Some(token) = cookie(&req.headers, COOKIE) {
-        cookie_request_from_this_origin(req)?;
+        cookie_request_from_this_origin(app, req)?;
         sessions::logout(&app.store, token)?;
     }
     let mut response = reply::json(StatusCode::OK, &serde_json::json!({ "logged_out": true }));

@@ -26,7 +26,7 @@ pub fn caller(app: &App, req: &Request) -> Result<AccountRow> {
     }
     match caller_session(req) {
         Some(session) => {
-            cookie_request_from_this_origin(req)?;
+            cookie_request_from_this_origin(app, req)?;
             sessions::authenticate(&app.store, app.clock.now(), session)
         }
         None => Err(Error::MissingToken),
@@ -45,9 +45,10 @@ pub fn caller_session(req: &Request) -> Option<&str> {
 /// makes; SameSite=Strict keeps other sites out, but not a sibling subdomain (same site). So
 /// a change the cookie authorises must come from this origin, checked as the dashboard's
 /// forms are.
-pub fn cookie_request_from_this_origin(req: &Request) -> Result<()> {
+pub fn cookie_request_from_this_origin(app: &App, req: &Request) -> Result<()> {
     let safe = req.method == Method::GET || req.method == Method::HEAD;
-    if safe || crate::dashboard::security::same_origin(&req.headers) {
+    let public_url = app.config.public_url.as_deref();
+    if safe || crate::dashboard::security::same_origin(&req.headers, public_url) {
         Ok(())
     } else {
         Err(Error::CrossSiteRequest)

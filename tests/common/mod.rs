@@ -475,12 +475,20 @@ fn exchange_on(mut s: TcpStream, request: &[u8], timeout: Duration) -> Resp {
     read_response(&mut s).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// `POST /api/v1/auth/login` to the server (or proxy) at `addr`, from the local address `from`.
-pub fn login_from(from: IpAddr, addr: SocketAddr, email: &str, password: &str) -> Resp {
+/// `POST /api/v1/auth/login` to the server (or proxy) at `addr`, from the local address `from`,
+/// with `extra` headers (`X-Forwarded-For`...).
+pub fn login_from(
+    from: IpAddr,
+    addr: SocketAddr,
+    extra: &[(&str, &str)],
+    email: &str,
+    password: &str,
+) -> Resp {
     let body = json!({ "email": email, "password": password }).to_string();
+    let extra: String = extra.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
     let request = format!(
         "POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+         Content-Length: {}\r\nConnection: close\r\n{extra}\r\n{body}",
         body.len()
     );
     raw_exchange_from(from, addr, request.as_bytes(), Duration::from_secs(60))
