@@ -94,7 +94,7 @@ pub struct NewPassword {
 
 impl NewPassword {
     /// Checks and hashes `password` on the calling thread (the command line).
-    pub fn hash_here(password: &str) -> Result<NewPassword> {
+    fn hash_here(password: &str) -> Result<NewPassword> {
         valid_password(password)?;
         let hash = hash_password(password)?;
         Ok(NewPassword { hash })
