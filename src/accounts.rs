@@ -4,15 +4,17 @@
 //!
 //! There is one server owner (role `owner`); every other account is a `member` that works on
 //! the endpoints it was invited to. Tokens are stored by SHA-256 only; the plain token is shown
-//! once, when it is created. Dashboard logins are in `sessions`.
+//! once, when it is created. Dashboard logins are in `sessions`. Passwords are hashed and
+//! checked off the async workers (`crypto::password_work`), before any write transaction.
 
 use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use crate::clock::{Clock, Timestamp};
-use crate::crypto::{hash_id, hash_password, secret_hash, verify_password};
+use crate::crypto::{hash_id, hash_password, password_work, secret_hash, verify_password};
 use crate::error::{Error, Missing, Result};
 use crate::ids::{TOKEN_PREFIX, new_token, random_base32};
+use crate::sessions;
 use crate::storage::{
     ACCOUNT_EMAILS, ACCOUNTS, AccountRow, Role, Store, TOKENS, TokenRow, from_json, next_id,
     to_json,
@@ -83,18 +85,40 @@ pub struct PasswordChange {
     pub new_password: String,
 }
 
+/// A password that meets the length rule, as its argon2id hash: what accounts are created
+/// and updated with. Hashing happens before the write transaction that stores it, so no
+/// writer waits for argon2.
+pub struct NewPassword {
+    hash: String,
+}
+
+impl NewPassword {
+    /// Checks and hashes `password` on the calling thread (the command line).
+    fn hash_here(password: &str) -> Result<NewPassword> {
+        valid_password(password)?;
+        let hash = hash_password(password)?;
+        Ok(NewPassword { hash })
+    }
+
+    /// [`NewPassword::hash_here`] for async code: off the async workers.
+    pub async fn hash(password: String) -> Result<NewPassword> {
+        password_work(move || NewPassword::hash_here(&password)).await?
+    }
+}
+
 /// Creates the owner account with a generated password and a first token.
 /// Refuses when the data dir already has an owner.
 pub fn provision_owner(store: &Store, clock: &dyn Clock, email: &str) -> Result<Provisioned> {
     let email = normalize_email(email)?;
     let password = random_base32(24);
+    let hashed = NewPassword::hash_here(&password)?;
     let token = new_token();
     let now = clock.now();
 
     let txn = store.write()?;
     {
         refuse_second_owner(&txn)?;
-        let account = insert_account(&txn, &email, &password, Role::Owner, now)?;
+        let account = insert_account(&txn, &email, &hashed, Role::Owner, now)?;
         insert_token(&txn, &token, account.id, "owner (intake init)", now)?;
     }
     txn.commit()?;
@@ -107,18 +131,18 @@ pub fn provision_owner(store: &Store, clock: &dyn Clock, email: &str) -> Result<
 
 /// Creates the owner account with the password the owner chose (the dashboard's first-run
 /// setup). Refuses when the data dir already has an owner.
-pub fn create_owner(
+pub async fn create_owner(
     store: &Store,
     now: Timestamp,
     email: &str,
-    password: &str,
+    password: String,
 ) -> Result<AccountRow> {
     let email = normalize_email(email)?;
-    valid_password(password)?;
+    let hashed = NewPassword::hash(password).await?;
     let txn = store.write()?;
     let account = {
         refuse_second_owner(&txn)?;
-        insert_account(&txn, &email, password, Role::Owner, now)?
+        insert_account(&txn, &email, &hashed, Role::Owner, now)?
     };
     txn.commit()?;
     Ok(account)
@@ -138,10 +162,9 @@ fn refuse_second_owner(txn: &WriteTransaction) -> Result<()> {
 pub fn create_member(
     txn: &WriteTransaction,
     email: &str,
-    password: &str,
+    password: &NewPassword,
     now: Timestamp,
 ) -> Result<AccountRow> {
-    valid_password(password)?;
     if txn.open_table(ACCOUNT_EMAILS)?.get(email)?.is_some() {
         return Err(Error::LoginRequired);
     }
@@ -151,15 +174,14 @@ pub fn create_member(
 fn insert_account(
     txn: &WriteTransaction,
     email: &str,
-    password: &str,
+    password: &NewPassword,
     role: Role,
     now: Timestamp,
 ) -> Result<AccountRow> {
-    let password_hash = hash_password(password).map_err(|e| Error::Internal(e.to_string()))?;
     let row = AccountRow {
         id: next_id(txn, "next_account_id")?,
         email: email.to_string(),
-        password_hash,
+        password_hash: password.hash.clone(),
         role,
         created_at: now,
         suspended: false,
@@ -237,23 +259,27 @@ pub fn account_by_id(
     }
 }
 
-/// The account registered under `email`, with its password checked.
-pub fn check_password(store: &Store, email: &str, password: &str) -> Result<AccountRow> {
+/// The account registered under `email`, with its password checked (off the async workers).
+pub async fn check_password(store: &Store, email: &str, password: String) -> Result<AccountRow> {
     let email = email.trim().to_lowercase();
-    let txn = store.read()?;
-    let account = match txn.open_table(ACCOUNT_EMAILS)?.get(email.as_str())? {
-        Some(id) => account_by_id(&txn.open_table(ACCOUNTS)?, id.value())?,
-        None => None,
-    };
-    match account {
-        Some(account) if verify_password(password, &account.password_hash) => Ok(account),
-        Some(_) => Err(Error::InvalidCredentials),
-        None => {
-            // Spend the same argon2 work as for a real account, so the answer's timing does
-            // not reveal which addresses have accounts.
-            verify_password(password, dummy_password_hash());
-            Err(Error::InvalidCredentials)
+    let account = {
+        let txn = store.read()?;
+        match txn.open_table(ACCOUNT_EMAILS)?.get(email.as_str())? {
+            Some(id) => account_by_id(&txn.open_table(ACCOUNTS)?, id.value())?,
+            None => None,
         }
+    };
+    // For an unknown address, spend the same argon2 work as for a real account, so the
+    // answer's timing does not reveal which addresses have accounts.
+    let hash = account.as_ref().map(|a| a.password_hash.clone());
+    let matches = password_work(move || match &hash {
+        Some(hash) => verify_password(&password, hash),
+        None => verify_password(&password, dummy_password_hash()),
+    })
+    .await?;
+    match account {
+        Some(account) if matches => Ok(account),
+        _ => Err(Error::InvalidCredentials),
     }
 }
 
@@ -319,15 +345,30 @@ pub fn revoke_token(store: &Store, account: &AccountRow, token_id: &str) -> Resu
     Ok(())
 }
 
-/// Changes the account's password after checking the current one.
-pub fn change_password(store: &Store, account: &AccountRow, change: PasswordChange) -> Result<()> {
-    if !verify_password(&change.current_password, &account.password_hash) {
+/// Changes the account's password after checking the current one, and ends every other
+/// session of the account in the same commit: whoever held one (a stolen cookie, a browser
+/// left logged in) must log in with the new password. `session`, the session that made the
+/// change, stays; a change made with a token ends them all. Personal API tokens stay valid
+/// (revoke them one by one): scripts keep working, as with GitHub's and Stripe's tokens.
+pub async fn change_password(
+    store: &Store,
+    account: &AccountRow,
+    change: PasswordChange,
+    session: Option<&str>,
+) -> Result<()> {
+    let PasswordChange {
+        current_password,
+        new_password,
+    } = change;
+    let hash = account.password_hash.clone();
+    if !password_work(move || verify_password(&current_password, &hash)).await? {
         return Err(Error::InvalidCredentials);
     }
-    valid_password(&change.new_password)?;
-    let password_hash =
-        hash_password(&change.new_password).map_err(|e| Error::Internal(e.to_string()))?;
-    update_account(store, account.id, |row| row.password_hash = password_hash)?;
+    let hashed = NewPassword::hash(new_password).await?;
+    let txn = store.write()?;
+    update_account_in(&txn, account.id, |row| row.password_hash = hashed.hash)?;
+    sessions::end_all_but(&txn, account.id, session)?;
+    txn.commit()?;
     Ok(())
 }
 
@@ -366,15 +407,20 @@ fn update_account(
     change: impl FnOnce(&mut AccountRow),
 ) -> Result<AccountRow> {
     let txn = store.write()?;
-    let row = {
-        let mut accounts = txn.open_table(ACCOUNTS)?;
-        let mut row =
-            account_by_id(&accounts, account_id)?.ok_or(Error::NotFound(Missing::Account))?;
-        change(&mut row);
-        accounts.insert(row.id, to_json(&row)?.as_slice())?;
-        row
-    };
+    let row = update_account_in(&txn, account_id, change)?;
     txn.commit()?;
+    Ok(row)
+}
+
+fn update_account_in(
+    txn: &WriteTransaction,
+    account_id: u64,
+    change: impl FnOnce(&mut AccountRow),
+) -> Result<AccountRow> {
+    let mut accounts = txn.open_table(ACCOUNTS)?;
+    let mut row = account_by_id(&accounts, account_id)?.ok_or(Error::NotFound(Missing::Account))?;
+    change(&mut row);
+    accounts.insert(row.id, to_json(&row)?.as_slice())?;
     Ok(row)
 }
 

@@ -11,7 +11,7 @@
 use redb::{ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
-use crate::accounts::{self, account_by_id, normalize_email};
+use crate::accounts::{self, NewPassword, account_by_id, normalize_email};
 use crate::app::App;
 use crate::audit;
 use crate::clock::Timestamp;
@@ -372,9 +372,42 @@ pub fn preview(app: &App, token: &str) -> Result<InvitationPreview> {
     })
 }
 
+/// Who joins an endpoint, once a new account's password is hashed.
+enum Joiner {
+    Account(AccountRow),
+    NewAccount(Option<NewPassword>),
+}
+
 /// Accepts an invitation: as the logged-in account (its e-mail must be the invited one), or
 /// by creating the invited account with a password. Creates the collaboration keys.
-pub fn accept(app: &App, token: &str, acceptor: Acceptor) -> Result<(AccountRow, EndpointView)> {
+pub async fn accept(
+    app: &App,
+    token: &str,
+    acceptor: Acceptor,
+) -> Result<(AccountRow, EndpointView)> {
+    let joiner = match acceptor {
+        Acceptor::Account(account) => Joiner::Account(account),
+        Acceptor::NewAccount(Acceptance { password: None }) => Joiner::NewAccount(None),
+        Acceptor::NewAccount(Acceptance {
+            password: Some(password),
+        }) => {
+            // A made-up, used or expired link costs no argon2 work.
+            let txn = app.store.read()?;
+            pending_invitation(
+                &txn.open_table(INVITATIONS)?,
+                &txn.open_table(INVITATION_TOKENS)?,
+                token,
+                app.clock.now(),
+            )?;
+            drop(txn);
+            Joiner::NewAccount(Some(NewPassword::hash(password).await?))
+        }
+    };
+    join(app, token, joiner)
+}
+
+/// [`accept`] in one commit, the password already hashed.
+fn join(app: &App, token: &str, joiner: Joiner) -> Result<(AccountRow, EndpointView)> {
     let now = app.clock.now();
     let sandbox_key = new_api_key(Environment::Sandbox.key_prefix());
     let production_key = new_api_key(Environment::Production.key_prefix());
@@ -386,10 +419,10 @@ pub fn accept(app: &App, token: &str, acceptor: Acceptor) -> Result<(AccountRow,
             token,
             now,
         )?;
-        let account = match acceptor {
-            Acceptor::Account(account) if account.email == invitation.email => account,
-            Acceptor::Account(_) => return Err(Error::InvitationForOtherAccount),
-            Acceptor::NewAccount(Acceptance { password: None }) => {
+        let account = match joiner {
+            Joiner::Account(account) if account.email == invitation.email => account,
+            Joiner::Account(_) => return Err(Error::InvitationForOtherAccount),
+            Joiner::NewAccount(None) => {
                 return Err(
                     if txn
                         .open_table(ACCOUNT_EMAILS)?
@@ -405,9 +438,9 @@ pub fn accept(app: &App, token: &str, acceptor: Acceptor) -> Result<(AccountRow,
                     },
                 );
             }
-            Acceptor::NewAccount(Acceptance {
-                password: Some(password),
-            }) => accounts::create_member(&txn, &invitation.email, &password, now)?,
+            Joiner::NewAccount(Some(password)) => {
+                accounts::create_member(&txn, &invitation.email, &password, now)?
+            }
         };
         let endpoint: EndpointRow = match txn.open_table(ENDPOINTS)?.get(invitation.endpoint_id)? {
             Some(v) => from_json(v.value())?,

@@ -36,7 +36,9 @@ pub struct Config {
     /// Folder holding the redb file, the key-encryption key and (later) the search index.
     pub data_dir: PathBuf,
     /// The address users reach this server at, used in links sent by e-mail (invitations).
-    /// Defaults to `http://` + the address the server listens on.
+    /// Defaults to `http://` + the address the server listens on. When set, a browser's form
+    /// posts must come from its origin (`dashboard::security::same_origin`), as they do
+    /// behind a reverse proxy that rewrites `Host`.
     pub public_url: Option<String>,
     pub storage: StorageConfig,
     pub poll: PollConfig,
@@ -126,10 +128,12 @@ pub struct AccountsConfig {
     /// How long an invitation link can be accepted.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub invitation_ttl: Duration,
-    /// Failed logins allowed per account within `login_window` before logins are refused.
+    /// Failed logins allowed per account from one client address within `login_window`; then
+    /// that address may not log in to that account (other addresses still may).
     pub login_failures_per_account: u32,
-    /// Failed logins allowed per client address within `login_window`.
+    /// Failed logins allowed per client address, whatever the accounts, within `login_window`.
     pub login_failures_per_address: u32,
+    /// The sliding window failed logins are counted in (see `sessions::LoginLimiter`).
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub login_window: Duration,
 }
@@ -172,7 +176,7 @@ pub struct WebhooksConfig {
     /// Deliver to loopback, private and other non-global addresses too.
     pub allow_private_targets: bool,
     /// Non-global ranges deliveries may go to anyway, e.g. `"10.0.0.0/8"`.
-    #[serde(deserialize_with = "de_cidrs", serialize_with = "ser_cidrs")]
+    #[serde(deserialize_with = "de_allowed_cidrs", serialize_with = "ser_cidrs")]
     pub allowed_cidrs: Vec<Cidr>,
     /// Send deliveries through this HTTP proxy (`http://[user:password@]host:port`), in a
     /// CONNECT tunnel to the target address the guard checked. The environment's
@@ -487,7 +491,8 @@ impl Default for SearchConfig {
     }
 }
 
-/// `[http]`: what one client may hold of the server (see `server::connection_builder`).
+/// `[http]`: what one client may hold of the server (see `server::connection_builder`), and
+/// which proxies in front of it are believed about the client's address (see `forwarded`).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpConfig {
@@ -500,6 +505,13 @@ pub struct HttpConfig {
     pub body_timeout: Duration,
     /// Most connections open at once; further clients wait in the listen backlog.
     pub max_connections: usize,
+    /// Reverse proxies in front of the server (address ranges): only a request whose TCP peer
+    /// is in one has its client address taken from `client_address_header` (see `forwarded`).
+    /// Empty by default: nobody is trusted, and the client is the TCP peer.
+    #[serde(deserialize_with = "de_trusted_proxies", serialize_with = "ser_cidrs")]
+    pub trusted_proxies: Vec<Cidr>,
+    /// The header those proxies put the client address in.
+    pub client_address_header: ClientAddressHeader,
 }
 
 impl Default for HttpConfig {
@@ -508,8 +520,23 @@ impl Default for HttpConfig {
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(60),
             max_connections: 1000,
+            trusted_proxies: Vec::new(),
+            client_address_header: ClientAddressHeader::default(),
         }
     }
+}
+
+/// The header a trusted proxy appends the client address to. Only that one is read: a proxy
+/// passes the other one on as the client sent it, so it could name any address.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ClientAddressHeader {
+    /// `X-Forwarded-For: client, proxy1, ...` (nginx's `$proxy_add_x_forwarded_for`, HAProxy's
+    /// `option forwardfor`, most load balancers).
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded: for=client, for=proxy1, ...`.
+    Forwarded,
 }
 
 impl HttpConfig {
@@ -732,10 +759,17 @@ impl Config {
 
     /// Rules between values that the types alone do not enforce.
     pub fn validate(&self) -> Result<(), String> {
-        if let Some(url) = &self.public_url
-            && !(url.starts_with("http://") || url.starts_with("https://"))
-        {
-            return Err("public_url must start with http:// or https://".into());
+        if let Some(url) = &self.public_url {
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err("public_url must start with http:// or https://".into());
+            }
+            // Its origin is the one the dashboard's forms must come from: it needs a host.
+            if !url
+                .parse::<http::Uri>()
+                .is_ok_and(|uri| uri.host().is_some())
+            {
+                return Err(format!("public_url {url:?} is not a URL with a host name"));
+            }
         }
         if self.accounts.session_ttl < Duration::from_secs(60) {
             return Err("accounts.session_ttl must be at least \"1m\"".into());
@@ -965,13 +999,21 @@ fn de_mailbox<'de, D: Deserializer<'de>>(d: D) -> Result<Mailbox, D::Error> {
     })
 }
 
-fn de_cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Cidr>, D::Error> {
+fn de_allowed_cidrs<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Cidr>, D::Error> {
+    de_cidrs(d, "webhooks.allowed_cidrs")
+}
+
+fn de_trusted_proxies<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Cidr>, D::Error> {
+    de_cidrs(d, "http.trusted_proxies")
+}
+
+fn de_cidrs<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<Vec<Cidr>, D::Error> {
     Vec::<String>::deserialize(d)?
         .iter()
         .map(|text| {
             Cidr::parse(text).ok_or_else(|| {
                 serde::de::Error::custom(format!(
-                    "webhooks.allowed_cidrs: {text:?} is not an address range \
+                    "{key}: {text:?} is not an address range \
                      (write \"10.0.0.0/8\" or \"fd00::/8\")"
                 ))
             })
@@ -1168,6 +1210,35 @@ mod tests {
         }
         let err = Config::parse("[tls]\nself_signed = true\nredirect = \"x\"").unwrap_err();
         assert!(err.contains("redirect"), "{err}");
+    }
+
+    #[test]
+    fn trusted_proxies_and_the_client_address_header() {
+        let h = Config::parse("").unwrap().http;
+        assert!(h.trusted_proxies.is_empty(), "nobody is trusted by default");
+        assert_eq!(h.client_address_header, ClientAddressHeader::XForwardedFor);
+        let h = Config::parse(
+            "[http]\ntrusted_proxies = [\"10.0.0.0/8\", \"::1\"]\n\
+             client_address_header = \"forwarded\"\n",
+        )
+        .unwrap()
+        .http;
+        assert_eq!(h.trusted_proxies.len(), 2);
+        assert_eq!(h.client_address_header, ClientAddressHeader::Forwarded);
+        for (text, key) in [
+            ("trusted_proxies = [\"proxy\"]", "http.trusted_proxies"),
+            (
+                "client_address_header = \"x-real-ip\"",
+                "client_address_header",
+            ),
+        ] {
+            let err = Config::parse(&format!("[http]\n{text}\n")).unwrap_err();
+            assert!(err.contains(key), "{text}: {err}");
+        }
+        for url in ["https://", "http:///path"] {
+            let err = Config::parse(&format!("public_url = \"{url}\"\n")).unwrap_err();
+            assert!(err.contains("public_url"), "{url}: {err}");
+        }
     }
 
     #[test]

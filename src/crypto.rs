@@ -7,15 +7,19 @@
 //!   also stored sealed with XChaCha20-Poly1305 under a 256-bit key-encryption key kept in
 //!   `<data_dir>/master.key` (mode 0600, created on first start). Copying the redb file alone
 //!   does not reveal keys.
-//! - Passwords are hashed with argon2id.
+//! - Passwords are hashed with argon2id; async code runs that work through [`password_work`],
+//!   off the async workers.
 
 use std::io::Write;
+use std::num::NonZeroUsize;
 use std::path::Path;
+use std::sync::LazyLock;
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use chacha20poly1305::aead::{Aead, KeyInit};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
 
 use crate::ids::random_bytes;
 
@@ -153,6 +157,29 @@ pub fn verify_password(password: &str, phc: &str) -> bool {
                 .is_ok()
         })
         .unwrap_or(false)
+}
+
+/// Runs password work ([`hash_password`], [`verify_password`]) from async code: on tokio's
+/// blocking pool, never on an async worker, where one argon2 call (19 MiB, tens of
+/// milliseconds of CPU in a release build) would stall every request sharing the worker. At
+/// most one call per CPU runs at a time: a burst of logins waits for a slot instead of
+/// growing the blocking pool by a thread and 19 MiB per request.
+pub async fn password_work<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, CryptoError> {
+    static SLOTS: LazyLock<Semaphore> = LazyLock::new(|| {
+        Semaphore::new(std::thread::available_parallelism().map_or(1, NonZeroUsize::get))
+    });
+    let failed = |e: &dyn std::fmt::Display| CryptoError::Password(format!("the task failed: {e}"));
+    let slot = SLOTS.acquire().await.map_err(|e| failed(&e))?;
+    // The slot moves into the task: it is held until argon2 returns, even if the request
+    // that asked is dropped meanwhile.
+    tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        work()
+    })
+    .await
+    .map_err(|e| failed(&e))
 }
 
 #[cfg(test)]

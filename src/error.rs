@@ -186,6 +186,13 @@ impl From<crate::backup::BackupError> for Error {
     }
 }
 
+/// Password hashing (or its task) failing is the server's own failure, never the caller's.
+impl From<crate::crypto::CryptoError> for Error {
+    fn from(err: crate::crypto::CryptoError) -> Self {
+        Error::Internal(err.to_string())
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// redb errors reach services through `?` as storage failures.

@@ -86,6 +86,9 @@
 //! - [`redirect`]: the plain-HTTP listener that only redirects to `public_url`.
 //! - [`first_byte`]: the deadline for a new connection's first byte (slow and silent
 //!   clients; `server` also bounds headers, bodies and the number of connections).
+//! - [`forwarded`]: the client's address of a request: the TCP peer, or behind trusted
+//!   reverse proxies (`[http] trusted_proxies`) the address they forwarded; the login limits
+//!   count by it.
 //! - [`backup`]: backup archives (a redb snapshot copied table by table from one read
 //!   transaction, the key-encryption key, a manifest), SIGUSR1 backups with rotation, and
 //!   restoring into a stopped server's data dir; taken through `POST /api/v1/manage/backups`.
@@ -137,6 +140,7 @@ pub mod deploy;
 pub mod endpoints;
 pub mod error;
 pub mod first_byte;
+pub mod forwarded;
 pub mod health;
 pub mod ids;
 pub mod ingest;

@@ -194,10 +194,10 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         context: "cannot read the listening address".into(),
         source,
     })?;
-    // Links in e-mails need the real port when the config asked for any free one (`:0`).
-    if config.public_url.is_none() {
-        config.public_url = Some(format!("{}://{addr}", config.scheme()));
-    }
+    // Links in e-mails need the real port when the config asked for any free one (`:0`):
+    // `public_url()` defaults to `listen`. `public_url` itself stays as configured (set, it is
+    // also the origin the dashboard's forms must come from).
+    config.listen = addr;
     let dashboard = Dashboard::start(&store, &config, clock.now())
         .map_err(|e| ServerError::Other(e.to_string()))?;
     let redirect = match config.tls.as_ref().and_then(|t| t.redirect_listen) {
@@ -372,11 +372,12 @@ async fn serve(
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                // The client address reaches handlers as a request extension (login limits).
+                // The peer's address reaches `api` as a request extension, which resolves the
+                // client's address from it (`forwarded`).
                 let inner = TowerToHyperService::new(service.clone());
                 let with_peer = hyper::service::service_fn(
                     move |mut req: http::Request<hyper::body::Incoming>| {
-                        req.extensions_mut().insert(api::ClientAddr(peer.ip()));
+                        req.extensions_mut().insert(api::PeerAddr(peer.ip()));
                         hyper::service::Service::call(&inner, req)
                     },
                 );

@@ -1,16 +1,18 @@
 //! Dashboard logins: password login, session cookies, logout, and the login rate limit.
 //!
 //! A session is a random token in an HttpOnly cookie; the store keeps only its SHA-256 with
-//! the account and an absolute expiry (`[accounts] session_ttl`). Failed logins are counted per
-//! account and per client address in a sliding window (`LoginLimiter`, in memory: a restart
-//! forgets them, which only ever helps a legitimate user).
+//! the account and an absolute expiry (`[accounts] session_ttl`); changing the password ends
+//! the account's other sessions (`end_all_but`). Failed logins are counted per (account,
+//! client address) and per client address in a sliding window (`LoginLimiter`, in memory: a
+//! restart forgets them, which only ever helps a legitimate user). The client address is the
+//! one `forwarded` resolves: behind trusted proxies, the one they forward.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use redb::ReadableTable;
+use redb::{ReadableTable, WriteTransaction};
 use serde::Deserialize;
 
 use crate::accounts::{self, account_by_id};
@@ -41,7 +43,7 @@ pub struct Opened {
 }
 
 /// Checks a login against the rate limit and the password, then opens a session.
-pub fn login(
+pub async fn login(
     store: &Store,
     clock: &dyn Clock,
     limiter: &LoginLimiter,
@@ -50,15 +52,9 @@ pub fn login(
 ) -> Result<Opened> {
     let now = clock.now();
     let email = login.email.trim().to_lowercase();
-    limiter.check(now, &email, client)?;
-    let account = match accounts::check_password(store, &email, &login.password) {
-        Ok(account) => account,
-        Err(err) => {
-            limiter.failed(now, &email, client);
-            return Err(err);
-        }
-    };
-    limiter.succeeded(&email);
+    let attempt = limiter.reserve(now, &email, client)?;
+    let account = accounts::check_password(store, &email, login.password).await?;
+    attempt.succeeded();
     let account = accounts::active(account)?;
     open(store, now, limiter.session_ttl, account)
 }
@@ -105,29 +101,52 @@ pub fn logout(store: &Store, token: &str) -> Result<()> {
     Ok(())
 }
 
+/// Ends every session of the account except `keep` (a password change) inside `txn`.
+pub fn end_all_but(txn: &WriteTransaction, account_id: u64, keep: Option<&str>) -> Result<()> {
+    let keep = keep.map(secret_hash);
+    remove_sessions(txn, |hash, row| {
+        row.account_id == account_id && Some(*hash) != keep
+    })?;
+    Ok(())
+}
+
 /// Deletes expired sessions; returns how many.
 pub fn purge_expired(store: &Store, now: Timestamp) -> Result<usize> {
     let txn = store.write()?;
-    let purged = {
-        let mut sessions = txn.open_table(SESSIONS)?;
-        let mut expired = Vec::new();
-        for entry in sessions.iter()? {
-            let (hash, value) = entry?;
-            let row: SessionRow = from_json(value.value())?;
-            if row.expires_at <= now {
-                expired.push(*hash.value());
-            }
-        }
-        for hash in &expired {
-            sessions.remove(hash)?;
-        }
-        expired.len()
-    };
+    let purged = remove_sessions(&txn, |_, row| row.expires_at <= now)?;
     txn.commit()?;
     Ok(purged)
 }
 
-/// Failed logins per account and per client address in a sliding window.
+/// Deletes the sessions `ended` picks; returns how many.
+fn remove_sessions(
+    txn: &WriteTransaction,
+    ended: impl Fn(&[u8; 32], &SessionRow) -> bool,
+) -> Result<usize> {
+    let mut sessions = txn.open_table(SESSIONS)?;
+    let mut picked = Vec::new();
+    for entry in sessions.iter()? {
+        let (hash, value) = entry?;
+        let row: SessionRow = from_json(value.value())?;
+        if ended(hash.value(), &row) {
+            picked.push(*hash.value());
+        }
+    }
+    for hash in &picked {
+        sessions.remove(hash)?;
+    }
+    Ok(picked.len())
+}
+
+/// Failed logins in a sliding window, counted per (account, client address) and per client
+/// address, never per account alone: a count that any address could fill would let anyone
+/// lock the account holder out. Someone guessing one account's password from many addresses
+/// gets `per_account` guesses per address, each address `per_address` over all accounts, and
+/// every guess costs an argon2 check.
+///
+/// An attempt takes its failure slot before its password is checked ([`LoginLimiter::reserve`],
+/// one lock for the check and the count), so parallel attempts cannot all pass the check
+/// before any failure is counted; only a right password gives the slot back.
 pub struct LoginLimiter {
     per_account: u32,
     per_address: u32,
@@ -136,10 +155,21 @@ pub struct LoginLimiter {
     failures: Mutex<Failures>,
 }
 
+/// Who fails: an account (its e-mail address, also made-up ones) at a client address.
+type Pair = (String, Option<IpAddr>);
+
 #[derive(Default)]
 struct Failures {
-    by_account: HashMap<String, VecDeque<Timestamp>>,
+    by_pair: HashMap<Pair, VecDeque<Timestamp>>,
     by_address: HashMap<IpAddr, VecDeque<Timestamp>>,
+}
+
+/// A login attempt holding its failure slot while the password is checked. Dropping it leaves
+/// the failure counted (a wrong password, or a client that went away meanwhile).
+struct Attempt<'a> {
+    limiter: &'a LoginLimiter,
+    pair: Pair,
+    at: Timestamp,
 }
 
 impl LoginLimiter {
@@ -153,13 +183,20 @@ impl LoginLimiter {
         }
     }
 
-    /// Refuses with 429 while either the account or the address is at its limit.
-    fn check(&self, now: Timestamp, email: &str, client: Option<IpAddr>) -> Result<()> {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+    fn failures(&self) -> std::sync::MutexGuard<'_, Failures> {
+        self.failures.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts an attempt as failed, or refuses it with 429 while the account at this address,
+    /// or the address, is at its limit.
+    fn reserve(&self, now: Timestamp, email: &str, client: Option<IpAddr>) -> Result<Attempt<'_>> {
+        let client = client.map(limited_address);
+        let pair: Pair = (email.to_string(), client);
         let since = now.minus(self.window);
-        let account_wait = failures
-            .by_account
-            .get_mut(email)
+        let mut failures = self.failures();
+        let pair_wait = failures
+            .by_pair
+            .get_mut(&pair)
             .and_then(|f| self.wait(f, since, self.per_account));
         let address_wait = client.and_then(|ip| {
             failures
@@ -167,12 +204,33 @@ impl LoginLimiter {
                 .get_mut(&ip)
                 .and_then(|f| self.wait(f, since, self.per_address))
         });
-        match account_wait.max(address_wait) {
-            Some(until) => Err(Error::TooManyLoginAttempts {
+        if let Some(until) = pair_wait.max(address_wait) {
+            return Err(Error::TooManyLoginAttempts {
                 retry_after_secs: secs_until(now, until),
-            }),
-            None => Ok(()),
+            });
         }
+        failures
+            .by_pair
+            .entry(pair.clone())
+            .or_default()
+            .push_back(now);
+        if let Some(ip) = client {
+            failures.by_address.entry(ip).or_default().push_back(now);
+        }
+        // Bound memory under a flood of made-up e-mail addresses: forget stale entries.
+        if failures.by_pair.len() > 10_000 {
+            failures
+                .by_pair
+                .retain(|_, f| f.back().is_some_and(|t| *t > since));
+            failures
+                .by_address
+                .retain(|_, f| f.back().is_some_and(|t| *t > since));
+        }
+        Ok(Attempt {
+            limiter: self,
+            pair,
+            at: now,
+        })
     }
 
     /// When the oldest failure leaves the window, if `failures` is at `limit`.
@@ -190,35 +248,33 @@ impl LoginLimiter {
             .flatten()
     }
 
-    fn failed(&self, now: Timestamp, email: &str, client: Option<IpAddr>) {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        failures
-            .by_account
-            .entry(email.to_string())
-            .or_default()
-            .push_back(now);
-        if let Some(ip) = client {
-            failures.by_address.entry(ip).or_default().push_back(now);
-        }
-        // Bound memory under a flood of made-up e-mail addresses: forget stale entries.
-        if failures.by_account.len() > 10_000 {
-            let since = now.minus(self.window);
-            failures
-                .by_account
-                .retain(|_, f| f.back().is_some_and(|t| *t > since));
-            failures
-                .by_address
-                .retain(|_, f| f.back().is_some_and(|t| *t > since));
-        }
-    }
-
-    fn succeeded(&self, email: &str) {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        failures.by_account.remove(email);
-    }
-
     pub fn session_ttl(&self) -> Duration {
         self.session_ttl
+    }
+}
+
+impl Attempt<'_> {
+    /// The password was right: the account starts afresh at this address, and the address
+    /// gets this attempt's slot back (but keeps its other failures, which may be guesses at
+    /// other accounts).
+    fn succeeded(self) {
+        let mut failures = self.limiter.failures();
+        failures.by_pair.remove(&self.pair);
+        if let Some(slots) = self.pair.1.and_then(|ip| failures.by_address.get_mut(&ip))
+            && let Some(mine) = slots.iter().rposition(|t| *t == self.at)
+        {
+            slots.remove(mine);
+        }
+    }
+}
+
+/// The address failures are counted under: an IPv4 address (also written IPv4-mapped), or
+/// the /64 network of an IPv6 address, the usual size of one subscriber's allocation: anyone
+/// given one holds 2^64 addresses.
+fn limited_address(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        v4 => v4,
     }
 }
 
@@ -228,4 +284,76 @@ fn secs_until(now: Timestamp, until: Timestamp) -> u64 {
         .unwrap_or(0)
         .div_ceil(1_000_000)
         .max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: Timestamp = Timestamp(1_800_000_000_000_000);
+
+    fn limiter(per_account: u32, per_address: u32) -> LoginLimiter {
+        LoginLimiter::new(&AccountsConfig {
+            login_failures_per_account: per_account,
+            login_failures_per_address: per_address,
+            ..AccountsConfig::default()
+        })
+    }
+
+    fn ip(text: &str) -> Option<IpAddr> {
+        Some(text.parse().unwrap())
+    }
+
+    fn refused(result: Result<Attempt<'_>>) -> bool {
+        matches!(result, Err(Error::TooManyLoginAttempts { .. }))
+    }
+
+    #[test]
+    fn an_ipv6_client_counts_as_its_64_and_ipv4_as_itself_mapped_or_not() {
+        let limiter = limiter(100, 2);
+        let _ = limiter.reserve(NOW, "a@example.com", ip("2001:db8:0:7::1"));
+        let _ = limiter.reserve(NOW, "b@example.com", ip("2001:db8:0:7:ffff::9"));
+        assert!(refused(limiter.reserve(
+            NOW,
+            "c@example.com",
+            ip("2001:db8:0:7::2")
+        )));
+        assert!(!refused(limiter.reserve(
+            NOW,
+            "c@example.com",
+            ip("2001:db8:0:8::1")
+        )));
+
+        let _ = limiter.reserve(NOW, "a@example.com", ip("192.0.2.1"));
+        let _ = limiter.reserve(NOW, "b@example.com", ip("::ffff:192.0.2.1"));
+        assert!(refused(limiter.reserve(
+            NOW,
+            "c@example.com",
+            ip("192.0.2.1")
+        )));
+        assert!(!refused(limiter.reserve(
+            NOW,
+            "c@example.com",
+            ip("192.0.2.2")
+        )));
+    }
+
+    #[test]
+    fn a_right_password_clears_its_pair_and_gives_back_only_its_own_slot() {
+        let limiter = limiter(2, 5);
+        let a = ip("192.0.2.1");
+        let _ = limiter.reserve(NOW, "owner@example.com", a);
+        let _ = limiter.reserve(NOW, "guess@example.com", a);
+        limiter
+            .reserve(NOW, "owner@example.com", a)
+            .map(Attempt::succeeded)
+            .unwrap();
+        // The owner starts afresh at `a`: two more failures before it is refused.
+        let _ = limiter.reserve(NOW, "owner@example.com", a);
+        let _ = limiter.reserve(NOW, "owner@example.com", a);
+        assert!(refused(limiter.reserve(NOW, "owner@example.com", a)));
+        // The address kept its other failures (4 of 5 now): one more, then refused.
+        assert!(!refused(limiter.reserve(NOW, "other@example.com", a)));
+        assert!(refused(limiter.reserve(NOW, "other@example.com", a)));
+    }
 }

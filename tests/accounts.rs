@@ -11,9 +11,10 @@
 mod common;
 
 use std::ffi::OsStr;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use intake::clock::{Clock, ManualClock, SharedClock, Timestamp};
@@ -542,7 +543,7 @@ fn session_expires_after_session_ttl_on_the_clock() {
 
 #[test]
 fn failed_logins_per_account_are_limited_until_the_window_passes() {
-    // Defaults: 5 failures per account within 15 minutes.
+    // Defaults: 5 failures per account (from one client address) within 15 minutes.
     let s = InProc::start("", "2026-05-10T12:00:00Z");
     // Failures one minute apart, at t0 .. t0+4m.
     for i in 0..5 {
@@ -564,7 +565,7 @@ fn failed_logins_per_account_are_limited_until_the_window_passes() {
     let r = s.api.login(OWNER_EMAIL, "wrong-password");
     assert_error(&r, 429, "too_many_login_attempts");
     assert_eq!(retry_after(&r), 360);
-    // The limit is per account: another address from the same client is still checked.
+    // The limit is per account: another e-mail address from the same client is still checked.
     assert_error(
         &s.api.login("someone-else@example.com", "whatever-password"),
         401,
@@ -610,6 +611,89 @@ fn failed_logins_per_client_address_are_limited_until_the_window_passes() {
 
     s.advance(15 * MINUTE);
     assert_status(&s.api.login(OWNER_EMAIL, &s.password), 200);
+}
+
+#[test]
+fn failures_from_one_address_never_lock_the_owner_out_of_another() {
+    // Defaults: 5 failures per account and address. The server listens on 127.0.0.1; the
+    // clients bind 127.0.0.2 (the attacker) and 127.0.0.3 (the owner) before connecting.
+    let s = TestServer::start();
+    let attacker: IpAddr = "127.0.0.2".parse().unwrap();
+    let owner: IpAddr = "127.0.0.3".parse().unwrap();
+    for _ in 0..5 {
+        let r = login_from(attacker, s.addr(), &[], OWNER_EMAIL, "wrong-password");
+        assert_error(&r, 401, "invalid_credentials");
+    }
+    let r = login_from(attacker, s.addr(), &[], OWNER_EMAIL, &s.password);
+    assert_error(&r, 429, "too_many_login_attempts");
+
+    let r = login_from(owner, s.addr(), &[], OWNER_EMAIL, &s.password);
+    assert_status(&r, 200);
+    assert_eq!(r.json()["account"]["email"], OWNER_EMAIL);
+    // The owner's login gives the attacker's address nothing back.
+    let r = login_from(attacker, s.addr(), &[], OWNER_EMAIL, &s.password);
+    assert_error(&r, 429, "too_many_login_attempts");
+}
+
+#[test]
+fn parallel_wrong_logins_from_one_address_let_exactly_the_limit_through() {
+    // Defaults: 5 failures per account and address. 30 wrong passwords at once: each
+    // attempt takes its failure slot before the password is checked, so exactly 5 are
+    // checked (401) and the other 25 are refused unchecked (429).
+    let s = TestServer::start();
+    let start = Arc::new(std::sync::Barrier::new(30));
+    let attempts: Vec<_> = (0..30)
+        .map(|_| {
+            let (start, api) = (start.clone(), Api::of(&s));
+            std::thread::spawn(move || {
+                start.wait();
+                api.login(OWNER_EMAIL, "wrong-password")
+            })
+        })
+        .collect();
+    let answers: Vec<Resp> = attempts.into_iter().map(|t| t.join().unwrap()).collect();
+    let codes = |status: u16| answers.iter().filter(|r| r.status == status).count();
+    let statuses: Vec<u16> = answers.iter().map(|r| r.status).collect();
+    assert_eq!((codes(401), codes(429)), (5, 25), "{statuses:?}");
+    for r in &answers {
+        let code = if r.status == 401 {
+            "invalid_credentials"
+        } else {
+            "too_many_login_attempts"
+        };
+        assert_error(r, r.status, code);
+    }
+}
+
+#[test]
+fn password_checks_leave_the_async_workers_free_for_other_requests() {
+    // More logins at once than the server has async workers (one per CPU): were argon2
+    // (about a second in this debug build) run on those workers, /healthz would wait for one
+    // to finish. On the blocking pool it answers at once while the passwords are checked.
+    let s = TestServer::start_with_config("[accounts]\nlogin_failures_per_address = 1000\n");
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let logins: Vec<_> = (0..=workers)
+        .map(|i| {
+            let api = Api::of(&s);
+            std::thread::spawn(move || {
+                let started = Instant::now();
+                let r = api.login(&format!("guess-{i}@example.com"), "wrong-password");
+                assert_error(&r, 401, "invalid_credentials");
+                started.elapsed()
+            })
+        })
+        .collect();
+    let mut slowest_health = Duration::ZERO;
+    while logins.iter().any(|t| !t.is_finished()) {
+        let started = Instant::now();
+        assert_status(&s.request("GET", "/healthz", &[], None), 200);
+        slowest_health = slowest_health.max(started.elapsed());
+    }
+    let quickest_login = logins.into_iter().map(|t| t.join().unwrap()).min().unwrap();
+    assert!(
+        slowest_health * 4 < quickest_login,
+        "/healthz took up to {slowest_health:?} while logins took at least {quickest_login:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -733,6 +817,64 @@ fn password_change_checks_the_current_password_and_the_minimum_length() {
         "invalid_credentials",
     );
     assert_status(&api.login(OWNER_EMAIL, "0123456789"), 200);
+}
+
+#[test]
+fn a_password_change_ends_the_other_sessions_but_keeps_tokens() {
+    let s = TestServer::start();
+    let api = Api::of(&s);
+    let path = "/api/v1/manage/account/password";
+    let (changer, other) = (
+        api.session(OWNER_EMAIL, &s.password),
+        api.session(OWNER_EMAIL, &s.password),
+    );
+    let r = api.call(
+        "POST",
+        path,
+        Cred::Cookie(&changer),
+        Some(&json!({"current_password": s.password, "new_password": "second-password"})),
+    );
+    assert_status(&r, 200);
+
+    // The other session is over, on the API and in the dashboard.
+    assert_error(
+        &api.get("/api/v1/auth/session", Cred::Cookie(&other)),
+        401,
+        "session_expired",
+    );
+    let page = s.request(
+        "GET",
+        "/dashboard/endpoints",
+        &[("Cookie", &format!("intake_session={other}"))],
+        None,
+    );
+    assert_eq!(page.status, 303, "{}", page.describe());
+    assert!(
+        page.header("location")
+            .is_some_and(|l| l.starts_with("/dashboard/login")),
+        "{page:?}"
+    );
+    // The session that made the change stays logged in; personal tokens keep working.
+    assert_status(
+        &api.get("/api/v1/auth/session", Cred::Cookie(&changer)),
+        200,
+    );
+    assert_status(&api.get(ENDPOINTS, Cred::Bearer(&s.owner_token)), 200);
+
+    // A change made with a token ends every session.
+    let r = api.call(
+        "POST",
+        path,
+        Cred::Bearer(&s.owner_token),
+        Some(&json!({"current_password": "second-password", "new_password": "third-password"})),
+    );
+    assert_status(&r, 200);
+    assert_error(
+        &api.get("/api/v1/auth/session", Cred::Cookie(&changer)),
+        401,
+        "session_expired",
+    );
+    assert_status(&api.login(OWNER_EMAIL, "third-password"), 200);
 }
 
 // ---------------------------------------------------------------------------

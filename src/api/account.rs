@@ -5,7 +5,9 @@ use http::{HeaderValue, StatusCode, header};
 use warp::reply::Response;
 
 use super::Request;
-use super::manage::{body, caller, cookie_request_from_this_origin, id_param, optional_body};
+use super::manage::{
+    body, caller, caller_session, cookie_request_from_this_origin, id_param, optional_body,
+};
 use super::reply::{self, cookie};
 use crate::accounts::{self, AccountView};
 use crate::app::App;
@@ -24,7 +26,8 @@ pub async fn login(app: &App, req: &mut Request) -> Result<Response> {
         &app.logins,
         login,
         req.client,
-    )?;
+    )
+    .await?;
     Ok(with_session(
         app,
         &opened,
@@ -81,7 +84,7 @@ pub(crate) fn open_session(app: &App, account: AccountRow) -> Result<sessions::O
 /// `POST /api/v1/auth/logout`: ends the session and clears the cookie.
 pub fn logout(app: &App, req: &Request) -> Result<Response> {
     if let Some(token) = cookie(&req.headers, COOKIE) {
-        cookie_request_from_this_origin(req)?;
+        cookie_request_from_this_origin(app, req)?;
         sessions::logout(&app.store, token)?;
     }
     let mut response = reply::json(StatusCode::OK, &serde_json::json!({ "logged_out": true }));
@@ -95,11 +98,11 @@ pub fn me(app: &App, req: &Request) -> Result<Response> {
     Ok(reply::json(StatusCode::OK, &AccountView::from(&account)))
 }
 
-/// `POST /api/v1/manage/account/password`.
+/// `POST /api/v1/manage/account/password`: the account's other sessions end.
 pub async fn change_password(app: &App, req: &mut Request) -> Result<Response> {
     let account = caller(app, req)?;
     let change = body(req).await?;
-    accounts::change_password(&app.store, &account, change)?;
+    accounts::change_password(&app.store, &account, change, caller_session(req)).await?;
     Ok(reply::json(StatusCode::OK, &AccountView::from(&account)))
 }
 
@@ -211,7 +214,7 @@ pub async fn accept_invitation(app: &App, req: &mut Request, token: &str) -> Res
         None => Acceptor::NewAccount(optional_body(req).await?),
     };
     let is_new = matches!(acceptor, Acceptor::NewAccount(_));
-    let (account, endpoint) = collaborators::accept(app, token, acceptor)?;
+    let (account, endpoint) = collaborators::accept(app, token, acceptor).await?;
     let body = accepted_body(&account, &endpoint);
     if is_new {
         let opened = open_session(app, account)?;

@@ -24,22 +24,31 @@ pub fn caller(app: &App, req: &Request) -> Result<AccountRow> {
     if req.headers.contains_key(http::header::AUTHORIZATION) {
         return Err(Error::InvalidToken);
     }
-    match cookie(&req.headers, sessions::COOKIE) {
+    match caller_session(req) {
         Some(session) => {
-            cookie_request_from_this_origin(req)?;
+            cookie_request_from_this_origin(app, req)?;
             sessions::authenticate(&app.store, app.clock.now(), session)
         }
         None => Err(Error::MissingToken),
     }
 }
 
+/// The session cookie [`caller`] authenticates a call with: none when it has `Authorization`.
+pub fn caller_session(req: &Request) -> Option<&str> {
+    if req.headers.contains_key(http::header::AUTHORIZATION) {
+        return None;
+    }
+    cookie(&req.headers, sessions::COOKIE)
+}
+
 /// The browser sends the session cookie by itself, also with a form or fetch another page
 /// makes; SameSite=Strict keeps other sites out, but not a sibling subdomain (same site). So
 /// a change the cookie authorises must come from this origin, checked as the dashboard's
 /// forms are.
-pub fn cookie_request_from_this_origin(req: &Request) -> Result<()> {
+pub fn cookie_request_from_this_origin(app: &App, req: &Request) -> Result<()> {
     let safe = req.method == Method::GET || req.method == Method::HEAD;
-    if safe || crate::dashboard::security::same_origin(&req.headers) {
+    let public_url = app.config.public_url.as_deref();
+    if safe || crate::dashboard::security::same_origin(&req.headers, public_url) {
         Ok(())
     } else {
         Err(Error::CrossSiteRequest)

@@ -32,6 +32,7 @@ use warp::reply::Response;
 use crate::app::App;
 use crate::clock::Timestamp;
 use crate::error::Result;
+use crate::forwarded;
 use crate::ids::new_request_id;
 use crate::storage::{Environment, RequestLogRow};
 use routes::Route;
@@ -45,11 +46,13 @@ pub const MAX_MANAGE_BODY: usize = 65_536;
 
 /// The address of the connection's peer, put on each request by the server.
 #[derive(Clone, Copy, Debug)]
-pub struct ClientAddr(pub IpAddr);
+pub struct PeerAddr(pub IpAddr);
 
 /// One HTTP request, as the handlers see it.
 pub struct Request {
-    /// The client's address, when the request came through the server's listener.
+    /// The client's address, when the request came through the server's listener: the peer,
+    /// or the address a trusted proxy forwarded (`forwarded::client_address`). Everything that
+    /// needs the client's address reads it here.
     pub client: Option<IpAddr>,
     pub method: Method,
     pub path: String,
@@ -83,18 +86,20 @@ pub fn filter(
         .and(query)
         .and(warp::header::headers_cloned())
         .and(warp::body::stream())
-        .and(warp::ext::optional::<ClientAddr>())
+        .and(warp::ext::optional::<PeerAddr>())
         .then(
             |app: Arc<App>,
              method,
              path: warp::path::FullPath,
              query,
-             headers,
+             headers: HeaderMap,
              body,
-             client: Option<ClientAddr>| async move {
+             peer: Option<PeerAddr>| async move {
                 let body: BodyStream = Box::pin(body_bytes(body));
+                let client =
+                    peer.map(|p| forwarded::client_address(p.0, &headers, &app.config.http));
                 let request = Request {
-                    client: client.map(|c| c.0),
+                    client,
                     method,
                     path: path.as_str().to_string(),
                     query,

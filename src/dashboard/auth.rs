@@ -100,19 +100,21 @@ pub fn login_page(app: &App, req: &Request) -> Outcome {
 
 /// `POST /dashboard/login`: a wrong password shows the form again with the reason.
 pub async fn login(app: &App, req: &mut Request) -> Outcome {
-    let form = visitor_form(req).await?;
+    let form = visitor_form(app, req).await?;
     let email = form.text("email").to_string();
     let attempt = Login {
         email: email.clone(),
         password: form.text("password").to_string(),
     };
-    match sessions::login(
+    let opened = sessions::login(
         &app.store,
         app.clock.as_ref(),
         &app.logins,
         attempt,
         req.client,
-    ) {
+    )
+    .await;
+    match opened {
         Ok(opened) => Ok(into_session(app, &opened, &safe_next(form.get("next")))),
         Err(
             err @ (Error::InvalidCredentials
@@ -133,7 +135,7 @@ pub async fn login(app: &App, req: &mut Request) -> Outcome {
 /// `POST /dashboard/logout`: ends the session and clears the cookie.
 pub async fn logout(app: &App, req: &mut Request) -> Outcome {
     let user: User = signed_in(app, req)?;
-    user_form(req, &user).await?;
+    user_form(app, req, &user).await?;
     sessions::logout(&app.store, user.session())?;
     let mut response = redirect("/dashboard/login");
     set_cookie(app, &mut response, "", 0);
@@ -191,10 +193,10 @@ pub fn setup_page(app: &App, req: &Request) -> Outcome {
 
 /// `POST /dashboard/setup`: creates the owner account, uses the link up, logs in.
 pub async fn setup(app: &App, req: &mut Request) -> Outcome {
-    let form = visitor_form(req).await?;
+    let form = visitor_form(app, req).await?;
     let token = live_setup_token(app, form.get("token"))?;
     let email = form.text("email").to_string();
-    let password = form.text("password");
+    let password = form.text("password").to_string();
     if password != form.text("password_again") {
         return setup_form(
             app,
@@ -205,7 +207,7 @@ pub async fn setup(app: &App, req: &mut Request) -> Outcome {
         );
     }
     let now = app.clock.now();
-    let account = match accounts::create_owner(&app.store, now, &email, password) {
+    let account = match accounts::create_owner(&app.store, now, &email, password).await {
         Ok(account) => account,
         Err(err @ Error::InvalidRequest(_)) => {
             return setup_form(app, req, token, email, Some(err.to_string()));
@@ -281,11 +283,11 @@ pub fn invitation_page(app: &App, req: &Request, token: &str) -> Outcome {
 pub async fn accept_invitation(app: &App, req: &mut Request, token: &str) -> Outcome {
     let (acceptor, is_new) = match maybe_signed_in(app, req)? {
         Some(user) => {
-            user_form(req, &user).await?;
+            user_form(app, req, &user).await?;
             (Acceptor::Account(user.account), false)
         }
         None => {
-            let form = visitor_form(req).await?;
+            let form = visitor_form(app, req).await?;
             if form.text("password") != form.text("password_again") {
                 return invitation_form(app, req, token, Some("The two passwords differ.".into()));
             }
@@ -295,7 +297,7 @@ pub async fn accept_invitation(app: &App, req: &mut Request, token: &str) -> Out
             (Acceptor::NewAccount(acceptance), true)
         }
     };
-    let (account, endpoint) = match collaborators::accept(app, token, acceptor) {
+    let (account, endpoint) = match collaborators::accept(app, token, acceptor).await {
         Ok(accepted) => accepted,
         Err(err @ Error::InvalidRequest(_)) => {
             return invitation_form(app, req, token, Some(err.to_string()));

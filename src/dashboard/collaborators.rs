@@ -92,7 +92,7 @@ fn back(slug: &str, done: &str) -> Outcome {
 /// `POST …/invitations`: invite an e-mail address.
 pub async fn invite(app: &App, req: &mut Request, slug: &str) -> Outcome {
     let user = signed_in(app, req)?;
-    let form = user_form(req, &user).await?;
+    let form = user_form(app, req, &user).await?;
     let new = NewInvitation {
         email: form.text("email").to_string(),
         permissions: ticked(&form),
@@ -105,7 +105,7 @@ pub async fn invite(app: &App, req: &mut Request, slug: &str) -> Outcome {
 /// `POST …/invitations/{id}/revoke`.
 pub async fn revoke(app: &App, req: &mut Request, slug: &str, id: &str) -> Outcome {
     let user = signed_in(app, req)?;
-    user_form(req, &user).await?;
+    user_form(app, req, &user).await?;
     let id = id_param(id, Missing::Invitation)?;
     collaborators::revoke_invitation(app, &user.account, slug, id)?;
     back(slug, "revoked")
@@ -114,7 +114,7 @@ pub async fn revoke(app: &App, req: &mut Request, slug: &str, id: &str) -> Outco
 /// `POST …/collaborators/{account_id}/permissions`: the Permissions editor.
 pub async fn set_permissions(app: &App, req: &mut Request, slug: &str, id: &str) -> Outcome {
     let user = signed_in(app, req)?;
-    let form = user_form(req, &user).await?;
+    let form = user_form(app, req, &user).await?;
     let id = id_param(id, Missing::Collaborator)?;
     let change = PermissionsChange {
         permissions: ticked(&form),
@@ -126,7 +126,7 @@ pub async fn set_permissions(app: &App, req: &mut Request, slug: &str, id: &str)
 /// `POST …/collaborators/{account_id}/remove`.
 pub async fn remove(app: &App, req: &mut Request, slug: &str, id: &str) -> Outcome {
     let user = signed_in(app, req)?;
-    user_form(req, &user).await?;
+    user_form(app, req, &user).await?;
     let id = id_param(id, Missing::Collaborator)?;
     collaborators::remove(app, &user.account, slug, id)?;
     back(slug, "removed")

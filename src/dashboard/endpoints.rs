@@ -82,7 +82,7 @@ pub fn list(app: &App, req: &Request) -> Outcome {
 /// `POST /dashboard/endpoints`: creates an endpoint from its name.
 pub async fn create(app: &App, req: &mut Request) -> Outcome {
     let user = signed_in(app, req)?;
-    let form = user_form(req, &user).await?;
+    let form = user_form(app, req, &user).await?;
     let new = NewEndpoint {
         name: form.text("name").to_string(),
         description: None,
@@ -152,7 +152,7 @@ fn field_list(text: &str) -> Vec<String> {
 /// `POST …/settings`: name, description and required fields (owner).
 pub async fn save_settings(app: &App, req: &mut Request, slug: &str) -> Outcome {
     let user = signed_in(app, req)?;
-    let form = user_form(req, &user).await?;
+    let form = user_form(app, req, &user).await?;
     let description = form.text("description").trim();
     let patch = EndpointPatch {
         name: Some(form.text("name").to_string()),
@@ -168,7 +168,7 @@ pub async fn save_settings(app: &App, req: &mut Request, slug: &str) -> Outcome 
 /// `POST …/active`: the active switch (owner).
 pub async fn set_active(app: &App, req: &mut Request, slug: &str) -> Outcome {
     let user = signed_in(app, req)?;
-    let form = user_form(req, &user).await?;
+    let form = user_form(app, req, &user).await?;
     let active = form.text("active") == "true";
     let patch = EndpointPatch {
         active: Some(active),
@@ -199,7 +199,7 @@ pub enum DeployStep {
 /// `…/deploy`.
 pub async fn deploy_step(app: &App, req: &mut Request, slug: &str, step: DeployStep) -> Outcome {
     let user = signed_in(app, req)?;
-    let form: Form = user_form(req, &user).await?;
+    let form: Form = user_form(app, req, &user).await?;
     let note = || {
         let text = form.text("note").trim();
         Note {
@@ -238,7 +238,7 @@ pub async fn reissue_secret(
     environment: Environment,
 ) -> Outcome {
     let user = signed_in(app, req)?;
-    user_form(req, &user).await?;
+    user_form(app, req, &user).await?;
     secrets::reissue(app, &user.account, slug, environment)?;
     let tab = match environment {
         Environment::Sandbox => "",

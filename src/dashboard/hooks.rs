@@ -64,7 +64,7 @@ fn back(slug: &str, done: &str) -> Outcome {
 /// `POST …/webhooks/{environment}`: saves (replaces) the settings.
 pub async fn save(app: &App, req: &mut Request, slug: &str, environment: &str) -> Outcome {
     let user = signed_in(app, req)?;
-    let form = user_form(req, &user).await?;
+    let form = user_form(app, req, &user).await?;
     let environment = owner::environment_param(environment)?;
     let optional = |name: &str| {
         let text = form.text(name).trim();
@@ -83,7 +83,7 @@ pub async fn save(app: &App, req: &mut Request, slug: &str, environment: &str) -
 /// `POST …/webhooks/{environment}/delete`.
 pub async fn delete(app: &App, req: &mut Request, slug: &str, environment: &str) -> Outcome {
     let user = signed_in(app, req)?;
-    user_form(req, &user).await?;
+    user_form(app, req, &user).await?;
     let environment = owner::environment_param(environment)?;
     owner::delete(app, &user.account, slug, environment)?;
     back(slug, "webhook-removed")

@@ -37,7 +37,7 @@ pub fn notifications(app: &App, req: &Request) -> Outcome {
 /// `POST /dashboard/notifications/{id}/read`.
 pub async fn mark_read(app: &App, req: &mut Request, id: &str) -> Outcome {
     let user = signed_in(app, req)?;
-    user_form(req, &user).await?;
+    user_form(app, req, &user).await?;
     let id = id_param(id, Missing::Notification)?;
     notifications::mark_read(&app.store, app.clock.now(), user.account.id, id)?;
     Ok(redirect("/dashboard/notifications?done=read"))
@@ -75,7 +75,7 @@ pub fn mail(app: &App, req: &Request) -> Outcome {
 pub async fn send_test(app: &App, req: &mut Request) -> Outcome {
     let user = signed_in(app, req)?;
     accounts::require_server_owner(&user.account)?;
-    let form = user_form(req, &user).await?;
+    let form = user_form(app, req, &user).await?;
     let to = match form.text("to").trim() {
         "" => user.account.email.clone(),
         to => to.to_string(),

@@ -180,7 +180,7 @@ pub fn delivery(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
 /// `POST …/deliveries/{id}/redeliver` (owner).
 pub async fn redeliver(app: &App, req: &mut Request, slug: &str, id: &str) -> Outcome {
     let user = signed_in(app, req)?;
-    user_form(req, &user).await?;
+    user_form(app, req, &user).await?;
     let endpoint = app.endpoints.owned_row(&user.account, slug)?;
     let id = id_param(id, Missing::Delivery)?;
     let partitions = [

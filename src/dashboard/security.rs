@@ -62,8 +62,11 @@ pub fn verify(secret: &str, submitted: &str) -> bool {
 }
 
 /// A form post must not come from another site: browsers send `Origin` (and
-/// `Sec-Fetch-Site`) on every POST; when present they must name this host.
-pub fn same_origin(headers: &HeaderMap) -> bool {
+/// `Sec-Fetch-Site`) on every POST; when present they must name this server. That is the
+/// origin of `public_url` when it is configured (behind a reverse proxy, `Host` names the
+/// upstream address the proxy connects to, never what the browser sees), else the `Host`
+/// the request was sent to.
+pub fn same_origin(headers: &HeaderMap, public_url: Option<&str>) -> bool {
     if headers
         .get("sec-fetch-site")
         .and_then(|v| v.to_str().ok())
@@ -74,6 +77,9 @@ pub fn same_origin(headers: &HeaderMap) -> bool {
     let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
         return true;
     };
+    if let Some(public_url) = public_url {
+        return origin_of(origin).is_some_and(|o| Some(o) == origin_of(public_url));
+    }
     let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
         return false;
     };
@@ -81,6 +87,20 @@ pub fn same_origin(headers: &HeaderMap) -> bool {
         .strip_prefix("https://")
         .or_else(|| origin.strip_prefix("http://"));
     origin_host.is_some_and(|h| h.eq_ignore_ascii_case(host))
+}
+
+/// The origin of an http(s) URL as (scheme, host, port), equal for two URLs exactly when
+/// their origins are: lower case, the scheme's default port written out, no path.
+fn origin_of(url: &str) -> Option<(String, String, u16)> {
+    let uri: http::Uri = url.parse().ok()?;
+    let scheme = uri.scheme_str()?.to_ascii_lowercase();
+    let default_port = match scheme.as_str() {
+        "http" => 80,
+        "https" => 443,
+        _ => return None,
+    };
+    let host = uri.host()?.to_ascii_lowercase();
+    Some((scheme, host, uri.port_u16().unwrap_or(default_port)))
 }
 
 /// The visitor's CSRF secret: from its cookie, or a new one to set with [`visitor_cookie`].
@@ -114,22 +134,54 @@ mod tests {
     fn cross_site_posts_are_refused() {
         let mut h = HeaderMap::new();
         h.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8080"));
-        assert!(same_origin(&h));
+        assert!(same_origin(&h, None));
         h.insert(
             header::ORIGIN,
             HeaderValue::from_static("http://127.0.0.1:8080"),
         );
-        assert!(same_origin(&h));
+        assert!(same_origin(&h, None));
         h.insert(
             header::ORIGIN,
             HeaderValue::from_static("https://evil.example"),
         );
-        assert!(!same_origin(&h));
+        assert!(!same_origin(&h, None));
         h.insert(
             header::ORIGIN,
             HeaderValue::from_static("http://127.0.0.1:8080"),
         );
         h.insert("sec-fetch-site", HeaderValue::from_static("cross-site"));
-        assert!(!same_origin(&h));
+        assert!(!same_origin(&h, None));
+    }
+
+    #[test]
+    fn with_a_public_url_the_origin_must_be_its_origin_whatever_the_host() {
+        let public = Some("https://Intake.Example.com/base/");
+        let mut h = HeaderMap::new();
+        // A reverse proxy rewrote `Host` to the upstream address.
+        h.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8080"));
+        for (origin, same) in [
+            ("https://intake.example.com", true),
+            ("https://INTAKE.example.com:443", true),
+            ("http://intake.example.com", false),
+            ("https://intake.example.com:8443", false),
+            ("https://intake.example.com.evil.example", false),
+            ("http://127.0.0.1:8080", false),
+            ("null", false),
+        ] {
+            h.insert(header::ORIGIN, HeaderValue::from_static(origin));
+            assert_eq!(same_origin(&h, public), same, "{origin}");
+        }
+        let h = HeaderMap::new();
+        assert!(
+            same_origin(&h, public),
+            "no Origin: not a browser's cross-site post"
+        );
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("http://[::1]:8080"),
+        );
+        assert!(same_origin(&h, Some("http://[::1]:8080")));
+        assert!(!same_origin(&h, Some("http://[::1]:8081")));
     }
 }

@@ -328,7 +328,7 @@ pub async fn authorize(app: &App, req: &mut Request, slug: &str) -> Outcome {
     let user = signed_in(app, req)?;
     // Only a member of the endpoint may ask (strangers get the detail page's 404).
     app.endpoints.get(&user.account, slug)?;
-    let form = user_form(req, &user).await?;
+    let form = user_form(app, req, &user).await?;
     let answer = match verdict(app, slug, form.text("key").trim())? {
         Verdict::Authorized => json!({ "authorized": true }),
         Verdict::Refused(message) => json!({ "authorized": false, "message": message }),

@@ -71,21 +71,21 @@ pub fn maybe_signed_in(app: &App, req: &Request) -> Result<Option<User>, Failure
 }
 
 /// A form posted by `user`, read only if it carries their CSRF token and came from here.
-pub async fn user_form(req: &mut Request, user: &User) -> Result<Form, Failure> {
-    checked_form(req, &user.session).await
+pub async fn user_form(app: &App, req: &mut Request, user: &User) -> Result<Form, Failure> {
+    checked_form(app, req, &user.session).await
 }
 
 /// A form posted by a logged-out visitor (login, setup, accepting an invitation).
-pub async fn visitor_form(req: &mut Request) -> Result<Form, Failure> {
+pub async fn visitor_form(app: &App, req: &mut Request) -> Result<Form, Failure> {
     let (secret, fresh) = security::visitor_secret(&req.headers);
     if fresh {
         return Err(Failure::Csrf);
     }
-    checked_form(req, &secret).await
+    checked_form(app, req, &secret).await
 }
 
-async fn checked_form(req: &mut Request, secret: &str) -> Result<Form, Failure> {
-    if !security::same_origin(&req.headers) {
+async fn checked_form(app: &App, req: &mut Request, secret: &str) -> Result<Form, Failure> {
+    if !security::same_origin(&req.headers, app.config.public_url.as_deref()) {
         return Err(Failure::Csrf);
     }
     let form = Form::read(req).await?;

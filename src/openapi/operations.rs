@@ -477,7 +477,9 @@ fn session_operations() -> Vec<Operation> {
             .summary(
                 "Log in",
                 "Checks e-mail and password and sets the session cookie. Failed logins are \
-                 limited per account and per client address (429 with `Retry-After`).",
+                 limited per account at one client address and per client address (429 with \
+                 `Retry-After`, even for the right password); another address is not \
+                 affected.",
             )
             .body(
                 BodyKind::Json,
@@ -601,7 +603,12 @@ fn account_operations() -> Vec<Operation> {
             .summary("The caller's account", "")
             .ok(200, "The account.", schema_ref("Account"), account_example()),
         any("post", "/api/v1/manage/account/password", "changePassword")
-            .summary("Change the password", "The new password has 10 to 1024 characters.")
+            .summary(
+                "Change the password",
+                "The new password has 10 to 1024 characters. Every other session of the \
+                 account ends (the one making the change stays; with a token, all end); \
+                 personal API tokens stay valid.",
+            )
             .body(
                 BodyKind::Json,
                 json!({ "type": "object", "required": ["current_password", "new_password"],

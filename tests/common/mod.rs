@@ -10,7 +10,7 @@ pub mod smtp;
 pub mod visitor;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
@@ -441,13 +441,58 @@ pub fn try_send(
 /// long it took to arrive.
 pub fn raw_exchange(addr: SocketAddr, request: &[u8], timeout: Duration) -> (Resp, Duration) {
     let started = Instant::now();
-    let mut s = TcpStream::connect(addr).expect("connect");
+    let s = TcpStream::connect(addr).expect("connect");
+    (exchange_on(s, request, timeout), started.elapsed())
+}
+
+/// [`raw_exchange`] from the local address `from`: any address of 127.0.0.0/8 works on
+/// loopback, so one test can play clients at several addresses (login limits per address).
+pub fn raw_exchange_from(
+    from: IpAddr,
+    addr: SocketAddr,
+    request: &[u8],
+    timeout: Duration,
+) -> Resp {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )
+    .expect("socket");
+    socket
+        .bind(&SocketAddr::new(from, 0).into())
+        .unwrap_or_else(|e| panic!("bind {from}: {e}"));
+    socket
+        .connect_timeout(&addr.into(), timeout)
+        .unwrap_or_else(|e| panic!("connect from {from} to {addr}: {e}"));
+    exchange_on(socket.into(), request, timeout)
+}
+
+fn exchange_on(mut s: TcpStream, request: &[u8], timeout: Duration) -> Resp {
     s.set_read_timeout(Some(timeout)).unwrap();
     s.set_write_timeout(Some(timeout)).unwrap();
     let _ = s.write_all(request);
     let _ = s.flush();
-    let r = read_response(&mut s).unwrap_or_else(|e| panic!("{e}"));
-    (r, started.elapsed())
+    read_response(&mut s).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `POST /api/v1/auth/login` to the server (or proxy) at `addr`, from the local address `from`,
+/// with `extra` headers (`X-Forwarded-For`...).
+pub fn login_from(
+    from: IpAddr,
+    addr: SocketAddr,
+    extra: &[(&str, &str)],
+    email: &str,
+    password: &str,
+) -> Resp {
+    let body = json!({ "email": email, "password": password }).to_string();
+    let extra: String = extra.iter().map(|(k, v)| format!("{k}: {v}\r\n")).collect();
+    let request = format!(
+        "POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n{extra}\r\n{body}",
+        body.len()
+    );
+    raw_exchange_from(from, addr, request.as_bytes(), Duration::from_secs(60))
 }
 
 /// Reads one HTTP/1.1 response (head plus `Content-Length` body) from `s`,

@@ -8,6 +8,8 @@ pub struct Visitor<'s> {
     pub base: String,
     pub agent: &'s ureq::Agent,
     pub cookies: Vec<(String, String)>,
+    /// The `Origin` sent with every post, as browsers do; none by default.
+    pub origin: Option<String>,
 }
 
 impl<'s> Visitor<'s> {
@@ -16,6 +18,7 @@ impl<'s> Visitor<'s> {
             base,
             agent,
             cookies: Vec::new(),
+            origin: None,
         }
     }
 
@@ -63,6 +66,9 @@ impl<'s> Visitor<'s> {
             ("Cookie", cookie.as_str()),
             ("Content-Type", "application/x-www-form-urlencoded"),
         ];
+        if let Some(origin) = &self.origin {
+            headers.push(("Origin", origin));
+        }
         headers.extend_from_slice(extra);
         let resp = super::try_send(
             self.agent,
