@@ -101,6 +101,29 @@ pub fn logout(store: &Store, token: &str) -> Result<()> {
     Ok(())
 }
 
+/// Changes the account's password ([`accounts::change_password`]); the check of the current
+/// password counts against the login limits like a login, so a stolen session or token cannot
+/// guess it faster than the login form could.
+pub async fn change_password(
+    store: &Store,
+    clock: &dyn Clock,
+    limiter: &LoginLimiter,
+    client: Option<IpAddr>,
+    account: &AccountRow,
+    change: accounts::PasswordChange,
+    keep_session: Option<&str>,
+) -> Result<()> {
+    let attempt = limiter.reserve(clock.now(), &account.email, client)?;
+    match accounts::change_password(store, account, change, keep_session).await {
+        // Dropping the attempt leaves the failure counted.
+        Err(Error::InvalidCredentials) => Err(Error::InvalidCredentials),
+        result => {
+            attempt.succeeded();
+            result
+        }
+    }
+}
+
 /// Ends every session of the account except `keep` (a password change) inside `txn`.
 pub fn end_all_but(txn: &WriteTransaction, account_id: u64, keep: Option<&str>) -> Result<()> {
     let keep = keep.map(secret_hash);

@@ -102,7 +102,16 @@ pub fn me(app: &App, req: &Request) -> Result<Response> {
 pub async fn change_password(app: &App, req: &mut Request) -> Result<Response> {
     let account = caller(app, req)?;
     let change = body(req).await?;
-    accounts::change_password(&app.store, &account, change, caller_session(req)).await?;
+    sessions::change_password(
+        &app.store,
+        app.clock.as_ref(),
+        &app.logins,
+        req.client,
+        &account,
+        change,
+        caller_session(req),
+    )
+    .await?;
     Ok(reply::json(StatusCode::OK, &AccountView::from(&account)))
 }
 
