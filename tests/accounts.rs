@@ -14,7 +14,7 @@ use std::ffi::OsStr;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 use intake::clock::{Clock, ManualClock, SharedClock, Timestamp};
