@@ -59,7 +59,9 @@ pub async fn login(
     open(store, now, limiter.session_ttl, account)
 }
 
-/// Opens a session for an account that just proved who it is.
+/// Opens a session for an account that just proved who it is. The password it proved must
+/// still be the account's when the session is stored: a password change committed while the
+/// old password was being checked ends every session, and must end this one too.
 pub fn open(store: &Store, now: Timestamp, ttl: Duration, account: AccountRow) -> Result<Opened> {
     let token = format!("{SESSION_PREFIX}{}", random_base32(32));
     let row = SessionRow {
@@ -68,6 +70,10 @@ pub fn open(store: &Store, now: Timestamp, ttl: Duration, account: AccountRow) -
         expires_at: now.plus(ttl),
     };
     let txn = store.write()?;
+    let current = account_by_id(&txn.open_table(ACCOUNTS)?, account.id)?;
+    if current.is_none_or(|current| current.password_hash != account.password_hash) {
+        return Err(Error::InvalidCredentials);
+    }
     txn.open_table(SESSIONS)?
         .insert(&secret_hash(&token), to_json(&row)?.as_slice())?;
     txn.commit()?;
@@ -329,6 +335,33 @@ mod tests {
 
     fn refused(result: Result<Attempt<'_>>) -> bool {
         matches!(result, Err(Error::TooManyLoginAttempts { .. }))
+    }
+
+    #[tokio::test]
+    async fn a_session_is_not_opened_with_a_password_changed_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("t.redb"), 1 << 20).unwrap();
+        let clock = crate::clock::ManualClock::new(NOW);
+        let owner = accounts::provision_owner(&store, &clock, "o@example.com").unwrap();
+        // The login checked the password of this row...
+        let checked = accounts::check_password(&store, "o@example.com", owner.password.clone())
+            .await
+            .unwrap();
+        // ...and the password changed before the session was stored.
+        let change = accounts::PasswordChange {
+            current_password: owner.password,
+            new_password: "second-password".into(),
+        };
+        accounts::change_password(&store, &checked, change, None)
+            .await
+            .unwrap();
+        let ttl = Duration::from_secs(3600);
+        let stale = open(&store, NOW, ttl, checked);
+        assert!(matches!(stale, Err(Error::InvalidCredentials)));
+        let fresh = accounts::check_password(&store, "o@example.com", "second-password".into())
+            .await
+            .unwrap();
+        assert!(open(&store, NOW, ttl, fresh).is_ok());
     }
 
     #[test]
