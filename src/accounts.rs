@@ -4,7 +4,8 @@
 //!
 //! There is one server owner (role `owner`); every other account is a `member` that works on
 //! the endpoints it was invited to. Tokens are stored by SHA-256 only; the plain token is shown
-//! once, when it is created. Dashboard logins are in `sessions`. Passwords are hashed and
+//! once, when it is created. Dashboard logins, and password changes (which end sessions), are
+//! in `sessions`. Passwords are hashed and
 //! checked off the async workers (`crypto::password_work`), before any write transaction.
 
 use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
@@ -14,7 +15,6 @@ use crate::clock::{Clock, Timestamp};
 use crate::crypto::{hash_id, hash_password, password_work, secret_hash, verify_password};
 use crate::error::{Error, Missing, Result};
 use crate::ids::{TOKEN_PREFIX, new_token, random_base32};
-use crate::sessions;
 use crate::storage::{
     ACCOUNT_EMAILS, ACCOUNTS, AccountRow, Role, Store, TOKENS, TokenRow, from_json, next_id,
     to_json,
@@ -345,17 +345,13 @@ pub fn revoke_token(store: &Store, account: &AccountRow, token_id: &str) -> Resu
     Ok(())
 }
 
-/// Changes the account's password after checking the current one, and ends every other
-/// session of the account in the same commit: whoever held one (a stolen cookie, a browser
-/// left logged in) must log in with the new password. `session`, the session that made the
-/// change, stays; a change made with a token ends them all. Personal API tokens stay valid
-/// (revoke them one by one): scripts keep working, as with GitHub's and Stripe's tokens.
-pub async fn change_password(
-    store: &Store,
+/// The new password of `change`, hashed, once its current password is checked (off the async
+/// workers). [`crate::sessions::change_password`] stores it with [`set_password_in`], in the
+/// commit that ends the account's other sessions.
+pub async fn check_password_change(
     account: &AccountRow,
     change: PasswordChange,
-    session: Option<&str>,
-) -> Result<()> {
+) -> Result<NewPassword> {
     let PasswordChange {
         current_password,
         new_password,
@@ -364,11 +360,16 @@ pub async fn change_password(
     if !password_work(move || verify_password(&current_password, &hash)).await? {
         return Err(Error::InvalidCredentials);
     }
-    let hashed = NewPassword::hash(new_password).await?;
-    let txn = store.write()?;
-    update_account_in(&txn, account.id, |row| row.password_hash = hashed.hash)?;
-    sessions::end_all_but(&txn, account.id, session)?;
-    txn.commit()?;
+    NewPassword::hash(new_password).await
+}
+
+/// Stores `password` as the account's, inside `txn`.
+pub fn set_password_in(
+    txn: &WriteTransaction,
+    account_id: u64,
+    password: NewPassword,
+) -> Result<()> {
+    update_account_in(txn, account_id, |row| row.password_hash = password.hash)?;
     Ok(())
 }
 

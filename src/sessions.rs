@@ -107,9 +107,14 @@ pub fn logout(store: &Store, token: &str) -> Result<()> {
     Ok(())
 }
 
-/// Changes the account's password ([`accounts::change_password`]); the check of the current
-/// password counts against the login limits like a login, so a stolen session or token cannot
-/// guess it faster than the login form could.
+/// Changes the account's password after checking the current one, and ends every other
+/// session of the account in the same commit: whoever held one (a stolen cookie, a browser
+/// left logged in) must log in with the new password. `keep_session`, the session that made
+/// the change, stays; a change made with a token ends them all. Personal API tokens stay
+/// valid (revoke them one by one): scripts keep working, as with GitHub's and Stripe's tokens.
+///
+/// The check of the current password counts against the login limits like a login, so a
+/// stolen session or token cannot guess it faster than the login form could.
 pub async fn change_password(
     store: &Store,
     clock: &dyn Clock,
@@ -120,18 +125,23 @@ pub async fn change_password(
     keep_session: Option<&str>,
 ) -> Result<()> {
     let attempt = limiter.reserve(clock.now(), &account.email, client)?;
-    match accounts::change_password(store, account, change, keep_session).await {
+    let password = match accounts::check_password_change(account, change).await {
         // Dropping the attempt leaves the failure counted.
-        Err(Error::InvalidCredentials) => Err(Error::InvalidCredentials),
-        result => {
+        Err(Error::InvalidCredentials) => return Err(Error::InvalidCredentials),
+        checked => {
             attempt.succeeded();
-            result
+            checked?
         }
-    }
+    };
+    let txn = store.write()?;
+    accounts::set_password_in(&txn, account.id, password)?;
+    end_all_but(&txn, account.id, keep_session)?;
+    txn.commit()?;
+    Ok(())
 }
 
 /// Ends every session of the account except `keep` (a password change) inside `txn`.
-pub fn end_all_but(txn: &WriteTransaction, account_id: u64, keep: Option<&str>) -> Result<()> {
+fn end_all_but(txn: &WriteTransaction, account_id: u64, keep: Option<&str>) -> Result<()> {
     let keep = keep.map(secret_hash);
     remove_sessions(txn, |hash, row| {
         row.account_id == account_id && Some(*hash) != keep
@@ -352,7 +362,8 @@ mod tests {
             current_password: owner.password,
             new_password: "second-password".into(),
         };
-        accounts::change_password(&store, &checked, change, None)
+        let limiter = limiter(5, 20);
+        change_password(&store, &clock, &limiter, None, &checked, change, None)
             .await
             .unwrap();
         let ttl = Duration::from_secs(3600);
