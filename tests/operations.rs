@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::time::{Duration, Instant};
+
 use common::TestServer;
 use serde_json::json;
 
@@ -167,6 +169,28 @@ fn thread_nice_values(pid: u32) -> Vec<(String, i32)> {
     threads
 }
 
+/// [`thread_nice_values`] once every name in `required` is among the threads. A new thread
+/// carries its parent's name until it names itself, so right after start tantivy's threads
+/// may still be called `search-indexer`.
+fn threads_once_named(pid: u32, required: &[&str]) -> Vec<(String, i32)> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let threads = thread_nice_values(pid);
+        let missing: Vec<&&str> = required
+            .iter()
+            .filter(|r| !threads.iter().any(|(name, _)| name == *r))
+            .collect();
+        if missing.is_empty() {
+            return threads;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {missing:?} thread: {threads:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn search_indexing_runs_at_the_configured_lower_priority() {
     let is_indexing = |name: &str| {
@@ -176,29 +200,22 @@ fn search_indexing_runs_at_the_configured_lower_priority() {
             || name.starts_with("merge_thread")
     };
     let s = TestServer::start();
-    let threads = thread_nice_values(s.pid());
-    for required in [
-        "search-indexer",
-        "thrd-tantivy-in",
-        "merge_thread_0",
-        "tokio-rt-worker",
-        "ingest-writer",
-    ] {
-        assert!(
-            threads.iter().any(|(name, _)| name == required),
-            "no {required} thread: {threads:?}"
-        );
-    }
+    let threads = threads_once_named(
+        s.pid(),
+        &[
+            "search-indexer",
+            "thrd-tantivy-in",
+            "merge_thread_0",
+            "tokio-rt-worker",
+            "ingest-writer",
+        ],
+    );
     for (name, nice) in &threads {
         let expected = if is_indexing(name) { 10 } else { 0 };
         assert_eq!(*nice, expected, "{name}: {threads:?}");
     }
 
     let s = TestServer::start_with_config("[search]\nindexer_nice = 0\n");
-    let threads = thread_nice_values(s.pid());
-    assert!(
-        threads.iter().any(|(name, _)| name == "search-indexer"),
-        "{threads:?}"
-    );
+    let threads = threads_once_named(s.pid(), &["search-indexer", "thrd-tantivy-in"]);
     assert!(threads.iter().all(|(_, nice)| *nice == 0), "{threads:?}");
 }
