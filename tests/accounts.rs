@@ -16,9 +16,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::in_process::{InProcessServer, at};
 use common::*;
-use intake::clock::{Clock, ManualClock, SharedClock, Timestamp};
-use intake::config::Config;
+use intake::clock::Clock;
 use serde_json::{Value, json};
 
 const MEMBER_PASSWORD: &str = "member-password-1";
@@ -51,7 +51,7 @@ impl Api {
         }
     }
 
-    fn of(s: &TestServer) -> Api {
+    fn of(s: &ServerClient) -> Api {
         Api::new(s.base_url())
     }
 
@@ -277,88 +277,29 @@ fn server_with_public_url() -> (TestServer, ConfigFile) {
 // In-process server on a manual clock
 // ---------------------------------------------------------------------------
 
-/// `intake::server::start` on its own runtime with a [`ManualClock`], over real HTTP.
+/// The in-process server with an [`Api`] on its current address.
 struct InProc {
-    rt: Option<tokio::runtime::Runtime>,
-    server: Option<intake::server::RunningServer>,
-    config: Config,
-    clock: Arc<ManualClock>,
-    token: String,
-    password: String,
+    server: InProcessServer,
     api: Api,
-    _dir: tempfile::TempDir,
 }
 
 impl InProc {
     fn start(toml: &str, start: &str) -> InProc {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = Config::parse(toml).expect("config");
-        config.data_dir = dir.path().join("data");
-        config.listen = "127.0.0.1:0".parse().unwrap();
-        let clock = Arc::new(ManualClock::new(at(start)));
-        // redb opens a file once: provision the owner, close the store, then serve.
-        let provisioned = {
-            let (store, _sealer) = intake::server::open_data_dir(&config).expect("open data dir");
-            intake::accounts::provision_owner(&store, clock.as_ref(), OWNER_EMAIL)
-                .expect("provision owner")
-        };
-        let (rt, server) = Self::serve(&config, &clock);
-        let api = Api::new(format!("http://{}", server.addr()));
+        let server = InProcessServer::start(toml, at(start));
         InProc {
-            rt: Some(rt),
-            server: Some(server),
-            config,
-            clock,
-            token: provisioned.token,
-            password: provisioned.password,
-            api,
-            _dir: dir,
+            api: Api::of(&server),
+            server,
         }
-    }
-
-    fn serve(
-        config: &Config,
-        clock: &Arc<ManualClock>,
-    ) -> (tokio::runtime::Runtime, intake::server::RunningServer) {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let shared: SharedClock = clock.clone();
-        let server = rt
-            .block_on(intake::server::start(config.clone(), shared))
-            .expect("start server");
-        (rt, server)
     }
 
     /// Graceful shutdown (as on SIGTERM), then a new server on the same data dir and clock.
     fn restart(&mut self) {
-        self.stop();
-        let (rt, server) = Self::serve(&self.config, &self.clock);
-        self.api = Api::new(format!("http://{}", server.addr()));
-        self.rt = Some(rt);
-        self.server = Some(server);
-    }
-
-    fn stop(&mut self) {
-        if let (Some(rt), Some(server)) = (self.rt.take(), self.server.take()) {
-            rt.block_on(server.shutdown());
-            // Dropping the runtime waits for its tasks, which releases the store.
-            drop(rt);
-        }
+        self.server.restart();
+        self.api = Api::of(&self.server);
     }
 
     fn owner(&self) -> Cred<'_> {
-        Cred::Bearer(&self.token)
-    }
-
-    fn set(&self, t: &str) {
-        self.clock.set(at(t));
-    }
-
-    fn advance(&self, d: Duration) {
-        self.clock.advance(d);
+        Cred::Bearer(&self.server.owner_token)
     }
 
     /// Whole seconds from the clock's now to `t` (which must be in the future).
@@ -369,15 +310,12 @@ impl InProc {
     }
 }
 
-impl Drop for InProc {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
+impl std::ops::Deref for InProc {
+    type Target = InProcessServer;
 
-#[track_caller]
-fn at(text: &str) -> Timestamp {
-    intake::clock::parse_date_or_rfc3339(text).unwrap_or_else(|| panic!("bad time {text:?}"))
+    fn deref(&self) -> &InProcessServer {
+        &self.server
+    }
 }
 
 // ---------------------------------------------------------------------------
