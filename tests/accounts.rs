@@ -10,9 +10,7 @@
 
 mod common;
 
-use std::ffi::OsStr;
 use std::net::IpAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -245,32 +243,11 @@ fn retry_after(r: &Resp) -> u64 {
         .expect("Retry-After is a number of seconds")
 }
 
-/// A config file in its own temp dir, for `serve --config`.
-struct ConfigFile {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-impl ConfigFile {
-    fn new(toml: &str) -> ConfigFile {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("intake.toml");
-        std::fs::write(&path, toml).expect("write config");
-        ConfigFile { _dir: dir, path }
-    }
-
-    fn args(&self) -> Vec<&OsStr> {
-        vec!["--config".as_ref(), self.path.as_os_str()]
-    }
-}
-
 const PUBLIC_URL: &str = "https://intake.example.test/base";
 
 /// The binary with `public_url` set (links in invitations start with it).
-fn server_with_public_url() -> (TestServer, ConfigFile) {
-    let config = ConfigFile::new(&format!("public_url = \"{PUBLIC_URL}/\"\n"));
-    let s = TestServer::start_with_args(&config.args());
-    (s, config)
+fn server_with_public_url() -> TestServer {
+    TestServer::start_with_config(&format!("public_url = \"{PUBLIC_URL}/\"\n"))
 }
 
 // ---------------------------------------------------------------------------
@@ -381,7 +358,7 @@ fn login_sets_an_httponly_samesite_strict_session_cookie_that_works_on_manage_ro
 
 #[test]
 fn session_cookie_is_secure_when_public_url_is_https() {
-    let (s, _config) = server_with_public_url();
+    let s = server_with_public_url();
     let r = Api::of(&s).login(OWNER_EMAIL, &s.password);
     assert_status(&r, 200);
     let (_, attributes) = parse_set_cookie(set_cookie_header(&r));
@@ -1046,7 +1023,7 @@ fn suspension_blocks_login_tokens_sessions_and_keys_until_reinstated() {
 
 #[test]
 fn invitation_is_pending_with_an_accept_link_and_previews_without_credentials() {
-    let (s, _config) = server_with_public_url();
+    let s = server_with_public_url();
     let api = Api::of(&s);
     let owner = Cred::Bearer(&s.owner_token);
     let ep = api.create_endpoint(owner, "Signups");

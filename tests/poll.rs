@@ -19,9 +19,7 @@
 mod common;
 
 use std::collections::HashSet;
-use std::ffi::OsStr;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -44,31 +42,11 @@ const MICRO: Duration = Duration::from_micros(1);
 type Key = ((i64, u32), String);
 
 // ---------------------------------------------------------------------------
-// Configuration files
+// Configuration
 // ---------------------------------------------------------------------------
 
-/// A config file in its own temp dir, passed to `serve --config`.
-struct ConfigFile {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-impl ConfigFile {
-    fn new(toml: &str) -> ConfigFile {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("intake.toml");
-        std::fs::write(&path, toml).expect("write config");
-        ConfigFile { _dir: dir, path }
-    }
-
-    fn hold_back_zero() -> ConfigFile {
-        ConfigFile::new("[poll]\nhold_back = \"0s\"\n")
-    }
-
-    fn args(&self) -> Vec<&OsStr> {
-        vec!["--config".as_ref(), self.path.as_os_str()]
-    }
-}
+/// The config of the tests that run the binary: no hold-back, so fresh records show at once.
+const HOLD_BACK_ZERO: &str = "[poll]\nhold_back = \"0s\"\n";
 
 // ---------------------------------------------------------------------------
 // HTTP client (usable from any thread, for the binary and the in-process server)
@@ -592,8 +570,7 @@ fn write_concurrently(
 
 #[test]
 fn consumer_gets_every_acknowledged_record_in_order_under_concurrent_writers() {
-    let cfg = ConfigFile::hold_back_zero();
-    let s = TestServer::start_with_args(&cfg.args());
+    let s = TestServer::start_with_config(HOLD_BACK_ZERO);
     let ep = s.create_endpoint("feed", &[]);
     let c = Client::new(s.addr());
     let key = ep.sandbox_key.as_str();
@@ -627,8 +604,7 @@ fn consumer_gets_every_acknowledged_record_in_order_under_concurrent_writers() {
 
 #[test]
 fn consumer_with_a_saved_cursor_misses_nothing_across_a_sigterm_and_restart() {
-    let cfg = ConfigFile::hold_back_zero();
-    let mut s = TestServer::start_with_args(&cfg.args());
+    let mut s = TestServer::start_with_config(HOLD_BACK_ZERO);
     let ep = s.create_endpoint("feed", &[]);
     let key = ep.sandbox_key.as_str();
     let slug = ep.slug.as_str();
@@ -727,7 +703,7 @@ fn consumer_with_a_saved_cursor_misses_nothing_across_a_sigterm_and_restart() {
         received_before < acked.len(),
         "the consumer should have been stopped with a backlog"
     );
-    s.restart_with_args(&cfg.args());
+    s.restart_with_config(HOLD_BACK_ZERO);
     let c = Client::new(s.addr());
     consumer.limits = &[1, 3, 10, 37, 100];
     let done = AtomicBool::new(false);
@@ -777,8 +753,7 @@ fn timestamp_of(k: &Key) -> Timestamp {
 
 #[test]
 fn subscribe_since_paging_and_deleted_records() {
-    let cfg = ConfigFile::hold_back_zero();
-    let s = TestServer::start_with_args(&cfg.args());
+    let s = TestServer::start_with_config(HOLD_BACK_ZERO);
     let ep = s.create_endpoint("feed", &[]);
     let c = Client::new(s.addr());
     let (slug, key) = (ep.slug.as_str(), ep.sandbox_key.as_str());
@@ -922,8 +897,7 @@ fn subscribe_since_paging_and_deleted_records() {
 
 #[test]
 fn parameters_cursors_and_auth_are_validated() {
-    let cfg = ConfigFile::hold_back_zero();
-    let s = TestServer::start_with_args(&cfg.args());
+    let s = TestServer::start_with_config(HOLD_BACK_ZERO);
     let a = s.create_endpoint("feed-a", &[]);
     let b = s.create_endpoint("feed-b", &[]);
     s.deploy(&a.slug);
