@@ -1,7 +1,7 @@
 //! Shared harness for the integration tests.
 //!
 //! Tests drive the real `intake` binary (`env!("CARGO_BIN_EXE_intake")`, [`TestServer`])
-//! over real HTTP on loopback, with its own temporary data directory; tests that need time
+//! over real HTTP on loopback, each with its own temporary data directory; tests that need time
 //! to pass run the server in-process on a manual clock instead ([`in_process`]), still over
 //! real HTTP. Both deref to a [`ServerClient`] with the shared request helpers.
 #![allow(dead_code)]
