@@ -10,15 +10,13 @@
 
 mod common;
 
-use std::ffi::OsStr;
 use std::net::IpAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::in_process::{InProcessServer, at};
 use common::*;
-use intake::clock::{Clock, ManualClock, SharedClock, Timestamp};
-use intake::config::Config;
+use intake::clock::Clock;
 use serde_json::{Value, json};
 
 const MEMBER_PASSWORD: &str = "member-password-1";
@@ -51,7 +49,7 @@ impl Api {
         }
     }
 
-    fn of(s: &TestServer) -> Api {
+    fn of(s: &ServerClient) -> Api {
         Api::new(s.base_url())
     }
 
@@ -245,120 +243,40 @@ fn retry_after(r: &Resp) -> u64 {
         .expect("Retry-After is a number of seconds")
 }
 
-/// A config file in its own temp dir, for `serve --config`.
-struct ConfigFile {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-impl ConfigFile {
-    fn new(toml: &str) -> ConfigFile {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("intake.toml");
-        std::fs::write(&path, toml).expect("write config");
-        ConfigFile { _dir: dir, path }
-    }
-
-    fn args(&self) -> Vec<&OsStr> {
-        vec!["--config".as_ref(), self.path.as_os_str()]
-    }
-}
-
 const PUBLIC_URL: &str = "https://intake.example.test/base";
 
 /// The binary with `public_url` set (links in invitations start with it).
-fn server_with_public_url() -> (TestServer, ConfigFile) {
-    let config = ConfigFile::new(&format!("public_url = \"{PUBLIC_URL}/\"\n"));
-    let s = TestServer::start_with_args(&config.args());
-    (s, config)
+fn server_with_public_url() -> TestServer {
+    TestServer::start_with_config(&format!("public_url = \"{PUBLIC_URL}/\"\n"))
 }
 
 // ---------------------------------------------------------------------------
 // In-process server on a manual clock
 // ---------------------------------------------------------------------------
 
-/// `intake::server::start` on its own runtime with a [`ManualClock`], over real HTTP.
+/// The in-process server with an [`Api`] on its current address.
 struct InProc {
-    rt: Option<tokio::runtime::Runtime>,
-    server: Option<intake::server::RunningServer>,
-    config: Config,
-    clock: Arc<ManualClock>,
-    token: String,
-    password: String,
+    server: InProcessServer,
     api: Api,
-    _dir: tempfile::TempDir,
 }
 
 impl InProc {
     fn start(toml: &str, start: &str) -> InProc {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = Config::parse(toml).expect("config");
-        config.data_dir = dir.path().join("data");
-        config.listen = "127.0.0.1:0".parse().unwrap();
-        let clock = Arc::new(ManualClock::new(at(start)));
-        // redb opens a file once: provision the owner, close the store, then serve.
-        let provisioned = {
-            let (store, _sealer) = intake::server::open_data_dir(&config).expect("open data dir");
-            intake::accounts::provision_owner(&store, clock.as_ref(), OWNER_EMAIL)
-                .expect("provision owner")
-        };
-        let (rt, server) = Self::serve(&config, &clock);
-        let api = Api::new(format!("http://{}", server.addr()));
+        let server = InProcessServer::start(toml, at(start));
         InProc {
-            rt: Some(rt),
-            server: Some(server),
-            config,
-            clock,
-            token: provisioned.token,
-            password: provisioned.password,
-            api,
-            _dir: dir,
+            api: Api::of(&server),
+            server,
         }
-    }
-
-    fn serve(
-        config: &Config,
-        clock: &Arc<ManualClock>,
-    ) -> (tokio::runtime::Runtime, intake::server::RunningServer) {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let shared: SharedClock = clock.clone();
-        let server = rt
-            .block_on(intake::server::start(config.clone(), shared))
-            .expect("start server");
-        (rt, server)
     }
 
     /// Graceful shutdown (as on SIGTERM), then a new server on the same data dir and clock.
     fn restart(&mut self) {
-        self.stop();
-        let (rt, server) = Self::serve(&self.config, &self.clock);
-        self.api = Api::new(format!("http://{}", server.addr()));
-        self.rt = Some(rt);
-        self.server = Some(server);
-    }
-
-    fn stop(&mut self) {
-        if let (Some(rt), Some(server)) = (self.rt.take(), self.server.take()) {
-            rt.block_on(server.shutdown());
-            // Dropping the runtime waits for its tasks, which releases the store.
-            drop(rt);
-        }
+        self.server.restart();
+        self.api = Api::of(&self.server);
     }
 
     fn owner(&self) -> Cred<'_> {
-        Cred::Bearer(&self.token)
-    }
-
-    fn set(&self, t: &str) {
-        self.clock.set(at(t));
-    }
-
-    fn advance(&self, d: Duration) {
-        self.clock.advance(d);
+        Cred::Bearer(&self.server.owner_token)
     }
 
     /// Whole seconds from the clock's now to `t` (which must be in the future).
@@ -369,15 +287,12 @@ impl InProc {
     }
 }
 
-impl Drop for InProc {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
+impl std::ops::Deref for InProc {
+    type Target = InProcessServer;
 
-#[track_caller]
-fn at(text: &str) -> Timestamp {
-    intake::clock::parse_date_or_rfc3339(text).unwrap_or_else(|| panic!("bad time {text:?}"))
+    fn deref(&self) -> &InProcessServer {
+        &self.server
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -443,7 +358,7 @@ fn login_sets_an_httponly_samesite_strict_session_cookie_that_works_on_manage_ro
 
 #[test]
 fn session_cookie_is_secure_when_public_url_is_https() {
-    let (s, _config) = server_with_public_url();
+    let s = server_with_public_url();
     let r = Api::of(&s).login(OWNER_EMAIL, &s.password);
     assert_status(&r, 200);
     let (_, attributes) = parse_set_cookie(set_cookie_header(&r));
@@ -1108,7 +1023,7 @@ fn suspension_blocks_login_tokens_sessions_and_keys_until_reinstated() {
 
 #[test]
 fn invitation_is_pending_with_an_accept_link_and_previews_without_credentials() {
-    let (s, _config) = server_with_public_url();
+    let s = server_with_public_url();
     let api = Api::of(&s);
     let owner = Cred::Bearer(&s.owner_token);
     let ep = api.create_endpoint(owner, "Signups");

@@ -14,16 +14,13 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::in_process::{InProcessServer, at};
 use common::smtp::SmtpServer;
 use common::*;
-use intake::clock::{Clock, ManualClock, SharedClock, Timestamp};
-use intake::config::Config;
 use intake::mail::OutgoingMail;
-use intake::storage::Store;
 use serde_json::{Value, json};
 
 const MAIL: &str = "/api/v1/manage/mail";
@@ -49,7 +46,7 @@ fn id_of(v: &Value) -> u64 {
 
 /// `POST /mail/test` with `{"to": to}`; asserts the 202 and returns the message id.
 #[track_caller]
-fn send_test(s: &TestServer, to: &str) -> u64 {
+fn send_test(s: &ServerClient, to: &str) -> u64 {
     let r = s.manage("POST", TEST, Some(&json!({ "to": to })));
     assert_status(&r, 202);
     let v = r.json();
@@ -74,14 +71,14 @@ fn wait_until(what: &str, get: impl Fn() -> Value, pred: impl Fn(&Value) -> bool
     }
 }
 
-fn get_mail(s: &TestServer, id: u64) -> Value {
+fn get_mail(s: &ServerClient, id: u64) -> Value {
     let r = s.manage("GET", &mail_path(id), None);
     assert_status(&r, 200);
     r.json()
 }
 
 #[track_caller]
-fn wait_mail(s: &TestServer, id: u64, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+fn wait_mail(s: &ServerClient, id: u64, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
     wait_until(what, || get_mail(s, id), pred)
 }
 
@@ -414,116 +411,28 @@ fn the_outbox_lists_newest_first_in_pages() {
 // In-process server on a manual clock
 // ---------------------------------------------------------------------------
 
-/// `intake::server::start` on its own runtime with a manual clock, over real HTTP.
-struct InProc {
-    rt: tokio::runtime::Runtime,
-    server: Option<intake::server::RunningServer>,
-    clock: Arc<ManualClock>,
-    token: String,
-    agent: ureq::Agent,
-    base: String,
-    _dir: tempfile::TempDir,
-}
+/// When the in-process servers' clocks start.
+const START: &str = "2026-01-01T00:00:00Z";
 
-impl InProc {
-    fn start(toml: &str) -> InProc {
-        InProc::start_with(toml, |_, _| {})
-    }
-
-    /// Starts after `prepare` has had the store (and the clock) to itself.
-    fn start_with(toml: &str, prepare: impl FnOnce(&Store, Timestamp)) -> InProc {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = Config::parse(toml).expect("config");
-        config.data_dir = dir.path().join("data");
-        config.listen = "127.0.0.1:0".parse().unwrap();
-        // 2026-01-01T00:00:00Z
-        let clock = Arc::new(ManualClock::new(Timestamp(1_767_225_600_000_000)));
-        // redb opens a file once: provision the owner, close the store, then serve.
-        let token = {
-            let (store, _sealer) = intake::server::open_data_dir(&config).expect("open data dir");
-            let token = intake::accounts::provision_owner(&store, clock.as_ref(), OWNER_EMAIL)
-                .expect("provision owner")
-                .token;
-            prepare(&store, clock.now());
-            token
-        };
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let shared: SharedClock = clock.clone();
-        let server = rt
-            .block_on(intake::server::start(config, shared))
-            .expect("start server");
-        let base = format!("http://{}", server.addr());
-        InProc {
-            rt,
-            server: Some(server),
-            clock,
-            token,
-            agent: new_agent(WAIT),
-            base,
-            _dir: dir,
-        }
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Resp {
-        let auth = format!("Bearer {}", self.token);
-        let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
-        let mut headers = vec![("Authorization", auth.as_str())];
-        if bytes.is_some() {
-            headers.push(("Content-Type", "application/json"));
-        }
-        let url = format!("{}{path}", self.base);
-        try_send(&self.agent, &url, method, &headers, bytes.as_deref())
-            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
-    }
-
-    fn send_test(&self, to: &str) -> u64 {
-        let r = self.call("POST", TEST, Some(&json!({ "to": to })));
-        assert_status(&r, 202);
-        id_of(&r.json())
-    }
-
-    fn get(&self, id: u64) -> Value {
-        let r = self.call("GET", &mail_path(id), None);
-        assert_status(&r, 200);
-        r.json()
-    }
-
-    #[track_caller]
-    fn wait(&self, id: u64, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        wait_until(what, || self.get(id), pred)
-    }
-
-    fn list_ids(&self) -> Vec<u64> {
-        let r = self.call("GET", &format!("{MAIL}?limit=100"), None);
-        assert_status(&r, 200);
-        r.json()["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(id_of)
-            .collect()
-    }
-}
-
-impl Drop for InProc {
-    fn drop(&mut self) {
-        if let Some(server) = self.server.take() {
-            self.rt.block_on(server.shutdown());
-        }
-    }
+/// The ids in the outbox, newest first.
+fn mail_ids(s: &ServerClient) -> Vec<u64> {
+    let r = s.manage("GET", &format!("{MAIL}?limit=100"), None);
+    assert_status(&r, 200);
+    r.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(id_of)
+        .collect()
 }
 
 #[test]
 fn a_temporary_failure_is_retried_only_once_its_minute_has_passed() {
     let smtp = SmtpServer::start();
     smtp.fail_with(Some((451, "4.3.0 try again later".into())));
-    let s = InProc::start(&config(&smtp));
-    let first = s.send_test("ada@example.com");
-    let v = s.wait(first, "the first attempt", |v| v["attempts"] == 1);
+    let s = InProcessServer::start(&config(&smtp), at(START));
+    let first = send_test(&s, "ada@example.com");
+    let v = wait_mail(&s, first, "the first attempt", |v| v["attempts"] == 1);
     assert_eq!(v["status"], "queued");
     assert_eq!(v["last_error"], "451 4.3.0 try again later");
 
@@ -531,17 +440,19 @@ fn a_temporary_failure_is_retried_only_once_its_minute_has_passed() {
     // whole outbox: once that message has arrived, the first one has been passed over.
     smtp.fail_with(None);
     s.clock.advance(Duration::from_secs(59));
-    let second = s.send_test("bob@example.com");
+    let second = send_test(&s, "bob@example.com");
     let got = smtp.wait_for(1, WAIT);
     assert_eq!(got[0].to, ["bob@example.com"]);
-    s.wait(second, "the second message sent", |v| v["status"] == "sent");
-    let v = s.get(first);
+    wait_mail(&s, second, "the second message sent", |v| {
+        v["status"] == "sent"
+    });
+    let v = get_mail(&s, first);
     assert_eq!(v["status"], "queued", "retried before its time: {v}");
     assert_eq!(v["attempts"], 1);
 
     // Past the minute, the worker retries it on its own.
     s.clock.advance(Duration::from_secs(2));
-    let v = s.wait(first, "the retry", |v| v["status"] != "queued");
+    let v = wait_mail(&s, first, "the retry", |v| v["status"] != "queued");
     assert_eq!(v["status"], "sent", "{v}");
     assert_eq!(v["attempts"], 2);
     assert_eq!(v["last_error"], Value::Null);
@@ -553,19 +464,19 @@ fn a_temporary_failure_is_retried_only_once_its_minute_has_passed() {
 fn six_temporary_failures_give_up() {
     let smtp = SmtpServer::start();
     smtp.fail_with(Some((421, "4.7.0 too busy".into())));
-    let s = InProc::start(&config(&smtp));
-    let id = s.send_test("ada@example.com");
-    s.wait(id, "attempt 1", |v| v["attempts"] == 1);
+    let s = InProcessServer::start(&config(&smtp), at(START));
+    let id = send_test(&s, "ada@example.com");
+    wait_mail(&s, id, "attempt 1", |v| v["attempts"] == 1);
     for (i, delay) in intake::mail::RETRY_DELAYS.iter().enumerate() {
         let attempt = i as u64 + 2;
-        let before = s.get(id);
+        let before = get_mail(&s, id);
         assert_eq!(before["status"], "queued", "{before}");
         s.clock.advance(*delay);
-        s.wait(id, &format!("attempt {attempt}"), |v| {
+        wait_mail(&s, id, &format!("attempt {attempt}"), |v| {
             v["attempts"] == attempt
         });
     }
-    let v = s.get(id);
+    let v = get_mail(&s, id);
     assert_eq!(v["status"], "failed", "{v}");
     assert_eq!(v["attempts"], 6);
     assert_eq!(v["last_error"], "421 4.7.0 too busy");
@@ -576,30 +487,30 @@ fn six_temporary_failures_give_up() {
 #[test]
 fn sent_and_failed_mail_is_purged_after_30_days_queued_mail_is_kept() {
     let smtp = SmtpServer::start();
-    let s = InProc::start(&config(&smtp));
-    let sent = s.send_test("ada@example.com");
-    s.wait(sent, "sent", |v| v["status"] == "sent");
+    let s = InProcessServer::start(&config(&smtp), at(START));
+    let sent = send_test(&s, "ada@example.com");
+    wait_mail(&s, sent, "sent", |v| v["status"] == "sent");
     smtp.fail_with(Some((550, "5.1.1 mailbox unavailable".into())));
-    let failed = s.send_test("nobody@example.com");
-    s.wait(failed, "failed", |v| v["status"] == "failed");
+    let failed = send_test(&s, "nobody@example.com");
+    wait_mail(&s, failed, "failed", |v| v["status"] == "failed");
     smtp.fail_with(Some((451, "4.3.0 try again later".into())));
-    let queued = s.send_test("later@example.com");
-    s.wait(queued, "a first attempt", |v| v["attempts"] == 1);
+    let queued = send_test(&s, "later@example.com");
+    wait_mail(&s, queued, "a first attempt", |v| v["attempts"] == 1);
 
     // At 29 days nothing is old enough. (The retry of `queued`, long due, shows that the
     // worker has seen the new time.)
     s.clock.advance(Duration::from_secs(29 * 86_400));
-    s.wait(queued, "a retry", |v| v["attempts"] == 2);
-    assert_eq!(s.list_ids(), [queued, failed, sent]);
+    wait_mail(&s, queued, "a retry", |v| v["attempts"] == 2);
+    assert_eq!(mail_ids(&s), [queued, failed, sent]);
 
     s.clock.advance(Duration::from_secs(2 * 86_400));
     wait_until(
         "the purge",
-        || json!(s.list_ids()),
+        || json!(mail_ids(&s)),
         |ids| ids == &json!([queued]),
     );
     assert_error(
-        &s.call("GET", &mail_path(sent), None),
+        &s.manage("GET", &mail_path(sent), None),
         404,
         "mail_not_found",
     );
@@ -612,7 +523,8 @@ fn mail_queued_before_the_start_is_sent_with_non_ascii_text_intact() {
     let body = "Grüße, Zoë!\n.a line that starts with a dot\n\n".to_string()
         + &"long line ".repeat(120)
         + "\nend\n";
-    let s = InProc::start_with(&config(&smtp), |store, now| {
+    let now = at(START);
+    let s = InProcessServer::start_with(&config(&smtp), now, |store, _| {
         let txn = store.write().unwrap();
         let mail = OutgoingMail {
             kind: "invitation",
@@ -641,9 +553,9 @@ fn mail_queued_before_the_start_is_sent_with_non_ascii_text_intact() {
     );
     assert_eq!(m.body_text(), body);
     assert!(m.data.is_ascii(), "the message is not 7-bit clean");
-    let v = wait_until("sent", || json!(s.list_ids()), |ids| ids == &json!([1]));
+    let v = wait_until("sent", || json!(mail_ids(&s)), |ids| ids == &json!([1]));
     assert_eq!(v, json!([1]));
-    let v = s.wait(1, "sent", |v| v["status"] == "sent");
+    let v = wait_mail(&s, 1, "sent", |v| v["status"] == "sent");
     assert_eq!(v["kind"], "invitation");
     assert_eq!(v["to"], "Zoë Example <zoe@example.com>");
     assert_eq!(v["subject"], subject);

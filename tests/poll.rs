@@ -19,16 +19,14 @@
 mod common;
 
 use std::collections::HashSet;
-use std::ffi::OsStr;
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::in_process::{InProcessServer, at};
 use common::*;
-use intake::clock::{Clock, ManualClock, SharedClock, SystemClock, Timestamp};
+use intake::clock::{Clock, SystemClock, Timestamp};
 use intake::config::Config;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -44,31 +42,11 @@ const MICRO: Duration = Duration::from_micros(1);
 type Key = ((i64, u32), String);
 
 // ---------------------------------------------------------------------------
-// Configuration files
+// Configuration
 // ---------------------------------------------------------------------------
 
-/// A config file in its own temp dir, passed to `serve --config`.
-struct ConfigFile {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-impl ConfigFile {
-    fn new(toml: &str) -> ConfigFile {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("intake.toml");
-        std::fs::write(&path, toml).expect("write config");
-        ConfigFile { _dir: dir, path }
-    }
-
-    fn hold_back_zero() -> ConfigFile {
-        ConfigFile::new("[poll]\nhold_back = \"0s\"\n")
-    }
-
-    fn args(&self) -> Vec<&OsStr> {
-        vec!["--config".as_ref(), self.path.as_os_str()]
-    }
-}
+/// The config of the tests that run the binary: no hold-back, so fresh records show at once.
+const HOLD_BACK_ZERO: &str = "[poll]\nhold_back = \"0s\"\n";
 
 // ---------------------------------------------------------------------------
 // HTTP client (usable from any thread, for the binary and the in-process server)
@@ -230,10 +208,6 @@ impl Client {
             }
         }
         panic!("search pagination does not end");
-    }
-
-    fn manage(&self, token: &str, method: &str, path: &str, body: Option<&Value>) -> Resp {
-        self.call(method, path, Some(token), body)
     }
 }
 
@@ -596,8 +570,7 @@ fn write_concurrently(
 
 #[test]
 fn consumer_gets_every_acknowledged_record_in_order_under_concurrent_writers() {
-    let cfg = ConfigFile::hold_back_zero();
-    let s = TestServer::start_with_args(&cfg.args());
+    let s = TestServer::start_with_config(HOLD_BACK_ZERO);
     let ep = s.create_endpoint("feed", &[]);
     let c = Client::new(s.addr());
     let key = ep.sandbox_key.as_str();
@@ -631,8 +604,7 @@ fn consumer_gets_every_acknowledged_record_in_order_under_concurrent_writers() {
 
 #[test]
 fn consumer_with_a_saved_cursor_misses_nothing_across_a_sigterm_and_restart() {
-    let cfg = ConfigFile::hold_back_zero();
-    let mut s = TestServer::start_with_args(&cfg.args());
+    let mut s = TestServer::start_with_config(HOLD_BACK_ZERO);
     let ep = s.create_endpoint("feed", &[]);
     let key = ep.sandbox_key.as_str();
     let slug = ep.slug.as_str();
@@ -731,7 +703,7 @@ fn consumer_with_a_saved_cursor_misses_nothing_across_a_sigterm_and_restart() {
         received_before < acked.len(),
         "the consumer should have been stopped with a backlog"
     );
-    s.restart_with_args(&cfg.args());
+    s.restart_with_config(HOLD_BACK_ZERO);
     let c = Client::new(s.addr());
     consumer.limits = &[1, 3, 10, 37, 100];
     let done = AtomicBool::new(false);
@@ -781,8 +753,7 @@ fn timestamp_of(k: &Key) -> Timestamp {
 
 #[test]
 fn subscribe_since_paging_and_deleted_records() {
-    let cfg = ConfigFile::hold_back_zero();
-    let s = TestServer::start_with_args(&cfg.args());
+    let s = TestServer::start_with_config(HOLD_BACK_ZERO);
     let ep = s.create_endpoint("feed", &[]);
     let c = Client::new(s.addr());
     let (slug, key) = (ep.slug.as_str(), ep.sandbox_key.as_str());
@@ -926,8 +897,7 @@ fn subscribe_since_paging_and_deleted_records() {
 
 #[test]
 fn parameters_cursors_and_auth_are_validated() {
-    let cfg = ConfigFile::hold_back_zero();
-    let s = TestServer::start_with_args(&cfg.args());
+    let s = TestServer::start_with_config(HOLD_BACK_ZERO);
     let a = s.create_endpoint("feed-a", &[]);
     let b = s.create_endpoint("feed-b", &[]);
     s.deploy(&a.slug);
@@ -1129,91 +1099,13 @@ fn default_hold_back_hides_a_fresh_record() {
 // 4. In-process server on a manual clock
 // ---------------------------------------------------------------------------
 
-/// `intake::server::start` on its own runtime, with a manual clock, over real HTTP.
-struct InProc {
-    rt: tokio::runtime::Runtime,
-    server: Option<intake::server::RunningServer>,
-    clock: Arc<ManualClock>,
-    token: String,
-    c: Client,
-    _dir: tempfile::TempDir,
-}
-
-impl InProc {
-    fn start(toml: &str, start: &str) -> InProc {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = Config::parse(toml).expect("config");
-        config.data_dir = dir.path().join("data");
-        config.listen = "127.0.0.1:0".parse().unwrap();
-        let clock = Arc::new(ManualClock::new(at(start)));
-        // redb opens a file once: provision the owner, close the store, then serve.
-        let token = {
-            let (store, _sealer) = intake::server::open_data_dir(&config).expect("open data dir");
-            intake::accounts::provision_owner(&store, clock.as_ref(), OWNER_EMAIL)
-                .expect("provision owner")
-                .token
-        };
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let shared: SharedClock = clock.clone();
-        let server = rt
-            .block_on(intake::server::start(config, shared))
-            .expect("start server");
-        let c = Client::new(server.addr());
-        InProc {
-            rt,
-            server: Some(server),
-            clock,
-            token,
-            c,
-            _dir: dir,
-        }
-    }
-
-    fn set(&self, t: &str) {
-        self.clock.set(at(t));
-    }
-
-    fn create_endpoint(&self, name: &str) -> Endpoint {
-        let r = self.c.manage(
-            &self.token,
-            "POST",
-            "/api/v1/manage/endpoints",
-            Some(&json!({"name": name})),
-        );
-        assert_status(&r, 201);
-        Endpoint::from_json(&r.json())
-    }
-
-    fn deploy(&self, slug: &str) {
-        let path = format!("/api/v1/manage/endpoints/{slug}/deploy");
-        assert_status(&self.c.manage(&self.token, "POST", &path, None), 200);
-    }
-}
-
-impl Drop for InProc {
-    fn drop(&mut self) {
-        if let Some(server) = self.server.take() {
-            self.rt.block_on(server.shutdown());
-        }
-    }
-}
-
-/// A time given as a date or RFC 3339.
-#[track_caller]
-fn at(text: &str) -> Timestamp {
-    intake::clock::parse_date_or_rfc3339(text).unwrap_or_else(|| panic!("bad time {text:?}"))
-}
-
 #[test]
 fn since_boundaries_and_hold_back_on_a_manual_clock() {
     // Default config: hold_back 60 s.
-    let s = InProc::start("", "2019-12-31T23:59:59.999999Z");
-    let ep = s.create_endpoint("feed");
-    let (c, slug, key) = (&s.c, ep.slug.as_str(), ep.sandbox_key.as_str());
+    let s = InProcessServer::start("", at("2019-12-31T23:59:59.999999Z"));
+    let ep = s.create_endpoint("feed", &[]);
+    let c = Client::new(s.addr());
+    let (c, slug, key) = (&c, ep.slug.as_str(), ep.sandbox_key.as_str());
 
     let r0 = c.create(slug, key, &json!({"r": 0}));
     s.set("2020-01-01T00:00:00Z");
@@ -1332,9 +1224,10 @@ fn since_boundaries_and_hold_back_on_a_manual_clock() {
 fn subscribe_from_now_does_not_deliver_records_created_before_the_call() {
     // Default hold_back (60 s). A record created one second before the subscribe call was
     // created before it: the subscription must not deliver it.
-    let s = InProc::start("", "2024-05-01T12:00:00Z");
-    let ep = s.create_endpoint("feed");
-    let (c, slug, key) = (&s.c, ep.slug.as_str(), ep.sandbox_key.as_str());
+    let s = InProcessServer::start("", at("2024-05-01T12:00:00Z"));
+    let ep = s.create_endpoint("feed", &[]);
+    let c = Client::new(s.addr());
+    let (c, slug, key) = (&c, ep.slug.as_str(), ep.sandbox_key.as_str());
     let earlier = c.create(slug, key, &json!({"when": "before subscribe"}));
     s.set("2024-05-01T12:00:01Z");
     let sub = subscribe(c, slug, key);
@@ -1361,15 +1254,15 @@ fn retention_purges_sandbox_after_30_days_and_production_after_60() {
     }
     assert!(Config::parse("[retention]\nproduction = \"60d\"\n").is_ok());
 
-    let s = InProc::start("", "2025-03-01T00:00:00Z");
+    let s = InProcessServer::start("", at("2025-03-01T00:00:00Z"));
     let t0 = at("2025-03-01T00:00:00Z");
     let set = |d: Duration| s.clock.set(t0.plus(d));
     // Endpoint A holds the records under test; B (created after A) holds sentinels whose
     // disappearance shows that a purge pass has got past A's partitions.
-    let a = s.create_endpoint("retained");
-    let b = s.create_endpoint("sentinels");
+    let a = s.create_endpoint("retained", &[]);
+    let b = s.create_endpoint("sentinels", &[]);
     s.deploy(&a.slug);
-    let c = &s.c;
+    let c = &Client::new(s.addr());
     let (slug, sk, pk) = (
         a.slug.as_str(),
         a.sandbox_key.as_str(),

@@ -14,14 +14,13 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use common::in_process::{InProcessServer, at};
 use common::*;
-use intake::clock::{Clock, ManualClock, SharedClock, Timestamp};
-use intake::config::Config;
+use intake::clock::{Clock, Timestamp};
 use intake::storage::{
     ENDPOINT_SLUGS, Environment, WEBHOOK_SECRETS, partition, partition_endpoint,
 };
@@ -100,7 +99,7 @@ fn assert_not_logged(log: &LogBuffer, secrets: &[String]) {
     );
 }
 
-impl TestServer {
+impl ServerClient {
     fn secret(&self, slug: &str, env: &str) -> Value {
         let r = self.manage("GET", &secret_path(slug, env), None);
         assert_status(&r, 200);
@@ -309,116 +308,9 @@ fn collaborators_view_the_secret_others_get_404_and_only_the_owner_reissues() {
 // In-process server on a manual clock
 // ---------------------------------------------------------------------------
 
-/// `intake::server::start` on its own runtime with a manual clock, over real HTTP. It can be
-/// stopped to open its store directly (redb opens a file once) and started again.
-struct InProc {
-    rt: tokio::runtime::Runtime,
-    server: Option<intake::server::RunningServer>,
-    config: Config,
-    clock: Arc<ManualClock>,
-    token: String,
-    agent: ureq::Agent,
-    base: String,
-    _dir: tempfile::TempDir,
-}
-
-impl InProc {
-    fn start() -> InProc {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = Config::parse("").expect("config");
-        config.data_dir = dir.path().join("data");
-        config.listen = "127.0.0.1:0".parse().unwrap();
-        // 2026-01-01T00:00:00Z
-        let clock = Arc::new(ManualClock::new(Timestamp(1_767_225_600_000_000)));
-        let token = {
-            let (store, _sealer) = intake::server::open_data_dir(&config).expect("open data dir");
-            intake::accounts::provision_owner(&store, clock.as_ref(), OWNER_EMAIL)
-                .expect("provision owner")
-                .token
-        };
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let mut s = InProc {
-            rt,
-            server: None,
-            config,
-            clock,
-            token,
-            agent: new_agent(Duration::from_secs(30)),
-            base: String::new(),
-            _dir: dir,
-        };
-        s.resume();
-        s
-    }
-
-    /// Starts the server (again).
-    fn resume(&mut self) {
-        let shared: SharedClock = self.clock.clone();
-        let server = self
-            .rt
-            .block_on(intake::server::start(self.config.clone(), shared))
-            .expect("start server");
-        self.base = format!("http://{}", server.addr());
-        self.server = Some(server);
-    }
-
-    /// Stops the server and runs `f` on its store and sealer.
-    fn stopped<T>(
-        &mut self,
-        f: impl FnOnce(&intake::storage::Store, &intake::crypto::Sealer) -> T,
-    ) -> T {
-        if let Some(server) = self.server.take() {
-            self.rt.block_on(server.shutdown());
-        }
-        let (store, sealer) = intake::server::open_data_dir(&self.config).expect("open data dir");
-        f(&store, &sealer)
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Resp {
-        let auth = format!("Bearer {}", self.token);
-        let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
-        let mut headers = vec![("Authorization", auth.as_str())];
-        if bytes.is_some() {
-            headers.push(("Content-Type", "application/json"));
-        }
-        let url = format!("{}{path}", self.base);
-        try_send(&self.agent, &url, method, &headers, bytes.as_deref())
-            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
-    }
-
-    fn create_endpoint(&self, name: &str) -> String {
-        let r = self.call(
-            "POST",
-            "/api/v1/manage/endpoints",
-            Some(&json!({ "name": name })),
-        );
-        assert_status(&r, 201);
-        r.json()["slug"].as_str().unwrap_or_default().to_string()
-    }
-
-    fn secret(&self, slug: &str) -> Value {
-        let r = self.call("GET", &secret_path(slug, "sandbox"), None);
-        assert_status(&r, 200);
-        r.json()
-    }
-
-    fn reissue(&self, slug: &str) -> Value {
-        let r = self.call("POST", &reissue_path(slug, "sandbox"), None);
-        assert_status(&r, 200);
-        r.json()
-    }
-}
-
-impl Drop for InProc {
-    fn drop(&mut self) {
-        if let Some(server) = self.server.take() {
-            self.rt.block_on(server.shutdown());
-        }
-    }
+/// The in-process server, its clock at 2026-01-01T00:00:00Z.
+fn in_process() -> InProcessServer {
+    InProcessServer::start("", at("2026-01-01T00:00:00Z"))
 }
 
 /// The sandbox partition of the endpoint with `slug`.
@@ -432,13 +324,13 @@ fn sandbox_partition(store: &intake::storage::Store, slug: &str) -> u64 {
 #[test]
 fn the_changeover_ends_24_hours_after_the_reissue() {
     assert_eq!(CHANGEOVER, DAY);
-    let mut s = InProc::start();
-    let slug = s.create_endpoint("Orders");
-    let first = secret_of(&s.secret(&slug));
+    let mut s = in_process();
+    let slug = s.create_endpoint("Orders", &[]).slug;
+    let first = secret_of(&s.secret(&slug, "sandbox"));
 
     s.clock.advance(HOUR);
     let reissued_at = s.clock.now();
-    let view = s.reissue(&slug);
+    let view = s.reissue(&slug, "sandbox");
     let second = secret_of(&view);
     assert_eq!(
         view["rotated_at"].as_str(),
@@ -453,11 +345,11 @@ fn the_changeover_ends_24_hours_after_the_reissue() {
     // One second before the end the changeover still runs; at the end it is over.
     s.clock.set(end.minus(SECOND));
     assert_eq!(
-        s.secret(&slug)["previous_valid_until"].as_str(),
+        s.secret(&slug, "sandbox")["previous_valid_until"].as_str(),
         Some(end.to_rfc3339().as_str())
     );
     s.clock.set(end);
-    let over = s.secret(&slug);
+    let over = s.secret(&slug, "sandbox");
     assert!(over.get("previous_valid_until").is_none(), "{over}");
     assert_eq!(secret_of(&over), second);
     assert_eq!(
@@ -484,13 +376,13 @@ fn the_changeover_ends_24_hours_after_the_reissue() {
 
 #[test]
 fn a_second_reissue_inside_the_changeover_keeps_only_the_latest_previous() {
-    let mut s = InProc::start();
-    let slug = s.create_endpoint("Orders");
-    let first = secret_of(&s.secret(&slug));
-    let second = secret_of(&s.reissue(&slug));
+    let mut s = in_process();
+    let slug = s.create_endpoint("Orders", &[]).slug;
+    let first = secret_of(&s.secret(&slug, "sandbox"));
+    let second = secret_of(&s.reissue(&slug, "sandbox"));
     s.clock.advance(HOUR);
     let last_reissue = s.clock.now();
-    let view = s.reissue(&slug);
+    let view = s.reissue(&slug, "sandbox");
     let third = secret_of(&view);
     let end = last_reissue.plus(CHANGEOVER);
     assert_eq!(
@@ -511,8 +403,8 @@ fn a_second_reissue_inside_the_changeover_keeps_only_the_latest_previous() {
 
 #[test]
 fn an_endpoint_from_before_secrets_gets_one_on_first_use() {
-    let mut s = InProc::start();
-    let slug = s.create_endpoint("Orders");
+    let mut s = in_process();
+    let slug = s.create_endpoint("Orders", &[]).slug;
     // Make the data dir look like one written before webhook secrets existed.
     s.stopped(|store, _| {
         let p = sandbox_partition(store, &slug);
@@ -528,7 +420,7 @@ fn an_endpoint_from_before_secrets_gets_one_on_first_use() {
     });
     s.resume();
 
-    let made = s.secret(&slug);
+    let made = s.secret(&slug, "sandbox");
     let secret = secret_of(&made);
     assert_eq!(key_of(&secret).len(), 32);
     assert_eq!(
@@ -536,9 +428,9 @@ fn an_endpoint_from_before_secrets_gets_one_on_first_use() {
         Some(s.clock.now().to_rfc3339().as_str())
     );
     s.clock.advance(SECOND);
-    assert_eq!(s.secret(&slug), made, "made once, then kept");
+    assert_eq!(s.secret(&slug, "sandbox"), made, "made once, then kept");
     // The production secret is made by its reissue, which then has a previous one.
-    let r = s.call("POST", &reissue_path(&slug, "production"), None);
+    let r = s.manage("POST", &reissue_path(&slug, "production"), None);
     assert_status(&r, 200);
     assert!(r.json()["previous_valid_until"].is_string(), "{}", r.text());
     assert_ne!(secret_of(&r.json()), secret);

@@ -29,11 +29,11 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::in_process::InProcessServer;
 use common::receiver::{Receiver, Reply};
 use common::smtp::SmtpServer;
 use common::*;
-use intake::clock::{Clock, ManualClock, SharedClock, SystemClock};
-use intake::config::Config;
+use intake::clock::{Clock, SystemClock};
 use intake::webhooks::dispatch::RETRY_DELAYS;
 use serde_json::{Value, json};
 
@@ -41,105 +41,13 @@ const WAIT: Duration = Duration::from_secs(30);
 const SECOND: Duration = Duration::from_secs(1);
 const PRIVATE_OK: &str = "[webhooks]\nallow_private_targets = true\n";
 
-/// `intake::server::start` on its own runtime with a manual clock, over real HTTP; it can be
-/// stopped and started again on the same data dir and clock.
-struct Server {
-    rt: tokio::runtime::Runtime,
-    server: Option<intake::server::RunningServer>,
-    config: Config,
-    clock: Arc<ManualClock>,
-    token: String,
-    agent: ureq::Agent,
-    base: String,
-    _dir: tempfile::TempDir,
+/// The in-process server on `toml`, its clock at the system's time now; it can be stopped and
+/// started again on the same data dir and clock.
+fn server(toml: &str) -> InProcessServer {
+    InProcessServer::start(toml, SystemClock.now())
 }
 
-impl Server {
-    fn start(toml: &str) -> Server {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = Config::parse(toml).expect("config");
-        config.data_dir = dir.path().join("data");
-        config.listen = "127.0.0.1:0".parse().unwrap();
-        let clock = Arc::new(ManualClock::new(SystemClock.now()));
-        let token = {
-            let (store, _sealer) = intake::server::open_data_dir(&config).expect("open data dir");
-            intake::accounts::provision_owner(&store, clock.as_ref(), OWNER_EMAIL)
-                .expect("provision owner")
-                .token
-        };
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .expect("runtime");
-        let mut s = Server {
-            rt,
-            server: None,
-            config,
-            clock,
-            token,
-            agent: new_agent(WAIT),
-            base: String::new(),
-            _dir: dir,
-        };
-        s.resume();
-        s
-    }
-
-    fn resume(&mut self) {
-        let shared: SharedClock = self.clock.clone();
-        let server = self
-            .rt
-            .block_on(intake::server::start(self.config.clone(), shared))
-            .expect("start server");
-        self.base = format!("http://{}", server.addr());
-        self.server = Some(server);
-    }
-
-    fn restart(&mut self) {
-        if let Some(server) = self.server.take() {
-            self.rt.block_on(server.shutdown());
-        }
-        self.resume();
-    }
-
-    fn send(
-        &self,
-        method: &str,
-        path: &str,
-        headers: &[(&str, &str)],
-        body: Option<&Value>,
-    ) -> Resp {
-        let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
-        let mut headers = headers.to_vec();
-        if bytes.is_some() {
-            headers.push(("Content-Type", "application/json"));
-        }
-        let url = format!("{}{path}", self.base);
-        try_send(&self.agent, &url, method, &headers, bytes.as_deref())
-            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
-    }
-
-    fn manage(&self, method: &str, path: &str, body: Option<&Value>) -> Resp {
-        let auth = format!("Bearer {}", self.token);
-        self.send(method, path, &[("Authorization", &auth)], body)
-    }
-
-    fn endpoint(&self, name: &str) -> Endpoint {
-        let r = self.manage(
-            "POST",
-            "/api/v1/manage/endpoints",
-            Some(&json!({ "name": name })),
-        );
-        assert_status(&r, 201);
-        Endpoint::from_json(&r.json())
-    }
-
-    fn deploy(&self, slug: &str) {
-        let path = format!("/api/v1/manage/endpoints/{slug}/deploy");
-        assert_status(&self.manage("POST", &path, None), 200);
-    }
-
+impl ServerClient {
     fn owner_webhook(&self, slug: &str, env: &str, config: Value) {
         let path = format!("/api/v1/manage/endpoints/{slug}/webhooks/{env}");
         assert_status(&self.manage("PUT", &path, Some(&config)), 200);
@@ -152,24 +60,9 @@ impl Server {
         r.json()["secret"].as_str().expect("secret").to_string()
     }
 
-    /// A data call with `key`, extra headers and an optional body.
-    fn data(
-        &self,
-        method: &str,
-        path: &str,
-        key: &str,
-        extra: &[(&str, &str)],
-        body: Option<&Value>,
-    ) -> Resp {
-        let auth = format!("Bearer {key}");
-        let mut headers = vec![("Authorization", auth.as_str())];
-        headers.extend_from_slice(extra);
-        self.send(method, path, &headers, body)
-    }
-
     /// Creates a record (asserts 202); returns its id.
     fn create(&self, slug: &str, key: &str, extra: &[(&str, &str)], payload: &Value) -> String {
-        let r = self.data(
+        let r = self.data_with(
             "POST",
             &format!("/api/v1/data/{slug}"),
             key,
@@ -253,14 +146,6 @@ impl Server {
     }
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(server) = self.server.take() {
-            self.rt.block_on(server.shutdown());
-        }
-    }
-}
-
 /// A sandbox endpoint whose owner webhook points at a receiver of its own that always
 /// answers 200: a write to it, once delivered, shows the scheduler has looked at the clock's
 /// current time (due deliveries are taken oldest due first, in the same look).
@@ -271,8 +156,8 @@ struct Probe {
 }
 
 impl Probe {
-    fn new(s: &Server) -> Probe {
-        let ep = s.endpoint("Probe");
+    fn new(s: &ServerClient) -> Probe {
+        let ep = s.create_endpoint("Probe", &[]);
         let receiver = Receiver::start();
         s.owner_webhook(
             &ep.slug,
@@ -286,7 +171,7 @@ impl Probe {
         }
     }
 
-    fn look(&self, s: &Server) {
+    fn look(&self, s: &ServerClient) {
         let before = self.receiver.requests().len();
         s.create(&self.slug, &self.key, &[], &json!({ "probe": before }));
         self.receiver.wait_for(before + 1, WAIT);
@@ -351,10 +236,10 @@ fn case(secret: &str, got: &common::receiver::Received, check: &str) -> Value {
 
 #[test]
 fn owner_and_caller_webhooks_deliver_every_event_with_every_header() {
-    let s = Server::start(PRIVATE_OK);
+    let s = server(PRIVATE_OK);
     let owner_rx = Receiver::start();
     let caller_rx = Receiver::start();
-    let ep = s.endpoint("Orders");
+    let ep = s.create_endpoint("Orders", &[]);
     s.owner_webhook(
         &ep.slug,
         "sandbox",
@@ -414,13 +299,13 @@ fn owner_and_caller_webhooks_deliver_every_event_with_every_header() {
     }
 
     // Replace and delete: the owner webhook reports both (no callback on these calls).
-    let r = s.data("PUT", &path, &ep.sandbox_key, &[], Some(&json!({ "n": 2 })));
+    let r = s.data("PUT", &path, &ep.sandbox_key, Some(&json!({ "n": 2 })));
     assert_status(&r, 202);
     let got = owner_rx.wait_for(2, WAIT);
     assert_eq!(got[1].json()["type"], "record.replaced");
     assert_eq!(got[1].json()["data"]["payload"], json!({ "n": 2 }));
     cases.push(case(&secret, &got[1], "verify"));
-    let r = s.data("DELETE", &path, &ep.sandbox_key, &[], None);
+    let r = s.data("DELETE", &path, &ep.sandbox_key, None);
     assert!(
         r.status == 202 || r.status == 200 || r.status == 204,
         "{}",
@@ -469,7 +354,7 @@ fn owner_and_caller_webhooks_deliver_every_event_with_every_header() {
 
     // An invalid callback URL: 400, nothing written, nothing delivered.
     for bad in ["not a url", "ftp://example.com/x", "/relative"] {
-        let r = s.data(
+        let r = s.data_with(
             "POST",
             &format!("/api/v1/data/{}", ep.slug),
             &ep.sandbox_key,
@@ -482,7 +367,6 @@ fn owner_and_caller_webhooks_deliver_every_event_with_every_header() {
         "GET",
         &format!("/api/v1/data/{}", ep.slug),
         &ep.sandbox_key,
-        &[],
         None,
     );
     assert_eq!(
@@ -515,9 +399,9 @@ fn the_spec_vector_verifies_with_standardwebhooks() {
 
 #[test]
 fn a_changeover_sends_two_signatures_for_24_hours_then_one() {
-    let s = Server::start(PRIVATE_OK);
+    let s = server(PRIVATE_OK);
     let rx = Receiver::start();
-    let ep = s.endpoint("Orders");
+    let ep = s.create_endpoint("Orders", &[]);
     s.owner_webhook(&ep.slug, "sandbox", json!({ "url": rx.url("/h") }));
     let old = s.secret(&ep.slug, "sandbox");
     s.create(&ep.slug, &ep.sandbox_key, &[], &json!({ "n": 1 }));
@@ -612,11 +496,11 @@ fn a_changeover_sends_two_signatures_for_24_hours_then_one() {
 
 #[test]
 fn the_retry_schedule_is_exact_in_production_and_sandbox() {
-    let s = Server::start(PRIVATE_OK);
+    let s = server(PRIVATE_OK);
     let probe = Probe::new(&s);
     let rx = Receiver::start();
     rx.always(Reply::status(503));
-    let ep = s.endpoint("Orders");
+    let ep = s.create_endpoint("Orders", &[]);
     s.deploy(&ep.slug);
     for env in ["sandbox", "production"] {
         s.owner_webhook(&ep.slug, env, json!({ "url": rx.url(&format!("/{env}")) }));
@@ -684,8 +568,8 @@ fn the_retry_schedule_is_exact_in_production_and_sandbox() {
 
 #[test]
 fn every_status_class_leads_to_its_outcome() {
-    let s = Server::start("[webhooks]\nallow_private_targets = true\ntimeout = \"1s\"\n");
-    let ep = s.endpoint("Orders");
+    let s = server("[webhooks]\nallow_private_targets = true\ntimeout = \"1s\"\n");
+    let ep = s.create_endpoint("Orders", &[]);
     // An HTTP date has whole seconds: the retry is due exactly then, a little under 10 min.
     let now = s.clock.now().as_micros();
     let date_secs = now.div_euclid(1_000_000) as u64 + 600;
@@ -798,9 +682,9 @@ fn every_status_class_leads_to_its_outcome() {
 
 #[test]
 fn loopback_targets_are_refused_unless_allowed() {
-    let s = Server::start("");
+    let s = server("");
     let rx = Receiver::start();
-    let ep = s.endpoint("Orders");
+    let ep = s.create_endpoint("Orders", &[]);
     s.create(
         &ep.slug,
         &ep.sandbox_key,
@@ -827,8 +711,8 @@ fn loopback_targets_are_refused_unless_allowed() {
     assert!(rx.requests().is_empty());
 
     // A listed range lets it through.
-    let s = Server::start("[webhooks]\nallowed_cidrs = [\"127.0.0.0/8\"]\n");
-    let ep = s.endpoint("Orders");
+    let s = server("[webhooks]\nallowed_cidrs = [\"127.0.0.0/8\"]\n");
+    let ep = s.create_endpoint("Orders", &[]);
     s.create(
         &ep.slug,
         &ep.sandbox_key,
@@ -840,10 +724,10 @@ fn loopback_targets_are_refused_unless_allowed() {
 
 #[test]
 fn a_restart_keeps_the_pending_retry_and_its_time() {
-    let mut s = Server::start(PRIVATE_OK);
+    let mut s = server(PRIVATE_OK);
     let rx = Receiver::start();
     rx.script([Reply::status(503)]);
-    let ep = s.endpoint("Orders");
+    let ep = s.create_endpoint("Orders", &[]);
     s.owner_webhook(&ep.slug, "sandbox", json!({ "url": rx.url("/h") }));
     s.create(&ep.slug, &ep.sandbox_key, &[], &json!({}));
     let id = s.wait_listed(&ep.slug, "", 1)[0];
@@ -873,10 +757,10 @@ fn a_given_up_production_owner_webhook_mails_the_owner_once_a_day() {
         "{PRIVATE_OK}{}",
         smtp.config_toml("Intake <intake@example.com>")
     );
-    let s = Server::start(&toml);
+    let s = server(&toml);
     let rx = Receiver::start();
     rx.always(Reply::status(400));
-    let ep = s.endpoint("Orders");
+    let ep = s.create_endpoint("Orders", &[]);
     s.deploy(&ep.slug);
     for env in ["sandbox", "production"] {
         s.owner_webhook(&ep.slug, env, json!({ "url": rx.url("/owner") }));
@@ -940,13 +824,13 @@ fn a_given_up_production_owner_webhook_mails_the_owner_once_a_day() {
 fn a_slow_receiver_with_a_long_backlog_does_not_hold_up_another() {
     // More due deliveries to the slow receiver than one look of the scheduler passes over:
     // the fast receiver's delivery, due after all of them, must still go out at once.
-    let s = Server::start(
+    let s = server(
         "[webhooks]\nallow_private_targets = true\nper_target_concurrency = 2\ntimeout = \"10s\"\n",
     );
     let slow = Receiver::start();
     slow.always(Reply::status(200).delay(Duration::from_secs(2)));
     let fast = Receiver::start();
-    let ep = s.endpoint("Orders");
+    let ep = s.create_endpoint("Orders", &[]);
     s.owner_webhook(&ep.slug, "sandbox", json!({ "url": slow.url("/slow") }));
     for n in 0..300 {
         s.create(&ep.slug, &ep.sandbox_key, &[], &json!({ "n": n }));
@@ -968,10 +852,10 @@ fn a_slow_receiver_with_a_long_backlog_does_not_hold_up_another() {
 
 #[test]
 fn a_given_up_delivery_is_delivered_by_a_manual_redelivery() {
-    let s = Server::start(PRIVATE_OK);
+    let s = server(PRIVATE_OK);
     let rx = Receiver::start();
     rx.script([Reply::status(404)]);
-    let ep = s.endpoint("Orders");
+    let ep = s.create_endpoint("Orders", &[]);
     s.owner_webhook(&ep.slug, "sandbox", json!({ "url": rx.url("/h") }));
     s.create(&ep.slug, &ep.sandbox_key, &[], &json!({}));
     let id = s.wait_listed(&ep.slug, "", 1)[0];
@@ -1041,9 +925,9 @@ impl Drop for SilentReceiver {
 fn one_endpoints_dead_receivers_leave_workers_for_the_others() {
     // 8 workers and 4 per receiver (the defaults): without a cap per endpoint, 24 deliveries
     // to 3 receivers that never answer take all 8 workers for the whole timeout.
-    let s = Server::start("[webhooks]\nallow_private_targets = true\ntimeout = \"5m\"\n");
+    let s = server("[webhooks]\nallow_private_targets = true\ntimeout = \"5m\"\n");
     let dead: Vec<SilentReceiver> = (0..3).map(|_| SilentReceiver::start()).collect();
-    let busy = s.endpoint("Busy tenant");
+    let busy = s.create_endpoint("Busy tenant", &[]);
     for n in 0..24 {
         let url = dead[n % 3].url();
         s.create(
@@ -1065,7 +949,7 @@ fn one_endpoints_dead_receivers_leave_workers_for_the_others() {
     }
 
     let fast = Receiver::start();
-    let other = s.endpoint("Other tenant");
+    let other = s.create_endpoint("Other tenant", &[]);
     s.create(
         &other.slug,
         &other.sandbox_key,

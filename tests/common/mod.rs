@@ -1,10 +1,13 @@
 //! Shared harness for the integration tests.
 //!
-//! Every test drives the real `intake` binary (`env!("CARGO_BIN_EXE_intake")`)
-//! over real HTTP on loopback, with its own temporary data directory.
+//! Tests drive the real `intake` binary (`env!("CARGO_BIN_EXE_intake")`, [`TestServer`])
+//! over real HTTP on loopback, each with its own temporary data directory; tests that need time
+//! to pass run the server in-process on a manual clock instead ([`in_process`]), still over
+//! real HTTP. Both deref to a [`ServerClient`] with the shared request helpers.
 #![allow(dead_code)]
 
 pub mod backup;
+pub mod in_process;
 pub mod receiver;
 pub mod smtp;
 pub mod visitor;
@@ -733,14 +736,14 @@ impl Endpoint {
     }
 }
 
+/// The binary under test, serving a temp data dir of its own. Derefs to its [`ServerClient`]
+/// for the request helpers.
 pub struct TestServer {
     pub dir: tempfile::TempDir,
-    pub owner_token: String,
     pub password: String,
     pub log: LogBuffer,
-    pub agent: ureq::Agent,
     proc: Option<ServeProcess>,
-    addr: SocketAddr,
+    client: ServerClient,
 }
 
 impl TestServer {
@@ -752,31 +755,27 @@ impl TestServer {
     /// binary and each test gets a private copy of that freshly initialised
     /// (never served) data dir. `tests/cli.rs` exercises `init` itself.
     pub fn start() -> TestServer {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let init = initialised_copy(dir.path());
-        let log = LogBuffer::default();
-        let proc = spawn_serve(&serve_args(dir.path()), &[], &log);
+        TestServer::start_with_args(&[])
+    }
+
+    /// The server `proc` spawned on `dir`, which `init` provisioned.
+    fn running(
+        dir: tempfile::TempDir,
+        init: InitOutput,
+        log: LogBuffer,
+        proc: ServeProcess,
+    ) -> Self {
         TestServer {
-            addr: proc.addr,
+            client: ServerClient::new(proc.addr, init.token),
             dir,
-            owner_token: init.token,
             password: init.password,
             log,
-            agent: new_agent(Duration::from_secs(30)),
             proc: Some(proc),
         }
     }
 
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().to_path_buf()
-    }
-
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
     }
 
     pub fn pid(&self) -> u32 {
@@ -804,15 +803,52 @@ impl TestServer {
     /// Starts the server again on the same data dir (new ephemeral port).
     /// The previous process must have been stopped.
     pub fn restart(&mut self) {
-        assert!(self.proc.is_none(), "restart() while the server still runs");
-        // Fresh agent: pooled connections to the old process are dead.
-        self.agent = new_agent(Duration::from_secs(30));
-        let p = spawn_serve(&serve_args(self.dir.path()), &[], &self.log);
-        self.addr = p.addr;
-        self.proc = Some(p);
+        self.restart_with_args(&[]);
+    }
+}
+
+impl std::ops::Deref for TestServer {
+    type Target = ServerClient;
+
+    fn deref(&self) -> &ServerClient {
+        &self.client
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            let _ = p.child.kill();
+            let _ = p.child.wait();
+        }
+    }
+}
+
+/// HTTP to one running server (the binary or [`in_process::InProcessServer`]): its address,
+/// an agent and the owner's token, with the request helpers the tests share.
+pub struct ServerClient {
+    pub agent: ureq::Agent,
+    pub owner_token: String,
+    addr: SocketAddr,
+}
+
+impl ServerClient {
+    /// A client with a fresh agent: connections to an earlier server are dead.
+    pub fn new(addr: SocketAddr, owner_token: String) -> ServerClient {
+        ServerClient {
+            agent: new_agent(Duration::from_secs(30)),
+            owner_token,
+            addr,
+        }
     }
 
-    // --- HTTP helpers ------------------------------------------------------
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
 
     pub fn request(
         &self,
@@ -887,7 +923,7 @@ impl TestServer {
         self.data_with(method, path, key, &[], body)
     }
 
-    /// [`TestServer::data`] with `extra` headers (for example `X-Webhook-Callback`).
+    /// [`ServerClient::data`] with `extra` headers (for example `X-Webhook-Callback`).
     pub fn data_with(
         &self,
         method: &str,
@@ -1057,15 +1093,6 @@ impl TestServer {
     }
 }
 
-impl Drop for TestServer {
-    fn drop(&mut self) {
-        if let Some(mut p) = self.proc.take() {
-            let _ = p.child.kill();
-            let _ = p.child.wait();
-        }
-    }
-}
-
 struct Template {
     dir: PathBuf,
     init: InitOutput,
@@ -1148,31 +1175,31 @@ impl TestServer {
     /// [`TestServer::start_with_args`] on a data dir the caller prepared (for example one
     /// with a small file system mounted on it).
     pub fn start_in(dir: tempfile::TempDir, extra: &[&std::ffi::OsStr]) -> TestServer {
+        TestServer::start_in_env(dir, extra, &[])
+    }
+
+    /// [`TestServer::start_in`] with extra environment variables for `serve`.
+    fn start_in_env(
+        dir: tempfile::TempDir,
+        extra: &[&std::ffi::OsStr],
+        envs: &[(&str, &str)],
+    ) -> TestServer {
         let init = initialised_copy(dir.path());
         let log = LogBuffer::default();
         let mut args = serve_args(dir.path());
         args.extend_from_slice(extra);
-        let proc = spawn_serve(&args, &[], &log);
-        TestServer {
-            addr: proc.addr,
-            dir,
-            owner_token: init.token,
-            password: init.password,
-            log,
-            agent: new_agent(Duration::from_secs(30)),
-            proc: Some(proc),
-        }
+        let proc = spawn_serve(&args, envs, &log);
+        TestServer::running(dir, init, log, proc)
     }
 
     /// [`TestServer::restart`] with extra `serve` arguments (pass the same
     /// ones as at start to keep the configuration).
     pub fn restart_with_args(&mut self, extra: &[&std::ffi::OsStr]) {
         assert!(self.proc.is_none(), "restart() while the server still runs");
-        self.agent = new_agent(Duration::from_secs(30));
         let mut args = serve_args(self.dir.path());
         args.extend_from_slice(extra);
         let p = spawn_serve(&args, &[], &self.log);
-        self.addr = p.addr;
+        self.client = ServerClient::new(p.addr, self.client.owner_token.clone());
         self.proc = Some(p);
     }
 }
@@ -1193,21 +1220,8 @@ impl TestServer {
     /// example `RUST_LOG=debug` (tests/security.rs).
     pub fn start_with_config_env(toml: &str, envs: &[(&str, &str)]) -> TestServer {
         let dir = tempfile::tempdir().expect("tempdir");
-        let init = initialised_copy(dir.path());
         let config = write_config(dir.path(), toml);
-        let log = LogBuffer::default();
-        let mut args = serve_args(dir.path());
-        args.extend(["--config".as_ref(), config.as_os_str()]);
-        let proc = spawn_serve(&args, envs, &log);
-        TestServer {
-            addr: proc.addr,
-            dir,
-            owner_token: init.token,
-            password: init.password,
-            log,
-            agent: new_agent(Duration::from_secs(30)),
-            proc: Some(proc),
-        }
+        TestServer::start_in_env(dir, &["--config".as_ref(), config.as_os_str()], envs)
     }
 
     /// [`TestServer::restart`] with the config file rewritten to `toml` (which may differ
