@@ -1,5 +1,5 @@
 #!/bin/sh
-# Installs the single intake binary as a systemd service (README, "Deployment"):
+# Installs the single intake binary as a systemd service (docs/src/deployment.md):
 #   sudo packaging/install.sh [path/to/intake]
 # puts the binary in $PREFIX/bin, the config in /etc/intake (an existing one is never
 # overwritten), the unit, the sysusers.d and tmpfiles.d snippets in /etc, creates the intake

@@ -1,6 +1,6 @@
 //! Identifiers and secrets: record ids, slugs, API keys, tokens, request ids.
 //!
-//! Formats (documented in README):
+//! Formats (documented in docs/src/errors.md):
 //! - record id: `rec_` + 26 characters of lower-case Crockford base32 encoding 128 bits: the
 //!   record's created_at in microseconds (64 bits) then 64 random bits. Ids sort by creation
 //!   time, cannot be guessed, and tell the store where the record is (see `storage`).

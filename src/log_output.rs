@@ -7,7 +7,7 @@
 //! is a system call in every request's latency, and the whole request when the file system or
 //! the pipe's reader stalls. Waking the writer thread for every line instead costs as much on
 //! a two-core machine, hence the gathering (measured: a no-match search through one connection,
-//! p50 41 → 25 µs; README, Benchmarks).
+//! p50 41 → 25 µs; docs/src/benchmarks.md).
 //!
 //! Lines keep their order: they are appended under one lock. No line is dropped: while the
 //! buffer holds [`MAX_PENDING`] bytes (a stderr that does not take them), a logging thread

@@ -1,5 +1,5 @@
 // mimalloc: the request path allocates many small, short-lived buffers; glibc's allocator
-// spent about a tenth of the CPU time there under load (see README, Benchmarks).
+// spent about a tenth of the CPU time there under load (see docs/src/benchmarks.md).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

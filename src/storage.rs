@@ -113,7 +113,7 @@ pub enum StoreError {
     Full { available: u64 },
     #[error(
         "{path} is damaged ({detail}); stop here and restore the latest backup into the data \
-         dir with `intake restore --from BACKUP.tar --force` (README, \"Backups\")"
+         dir with `intake restore --from BACKUP.tar --force` (docs/src/operations.md, \"Backups\")"
     )]
     Damaged { path: String, detail: String },
 }
@@ -320,7 +320,7 @@ pub struct AuditRow {
     pub time: Timestamp,
     pub actor_id: u64,
     pub actor_email: String,
-    /// What happened, e.g. `endpoint.deployed` (README lists them).
+    /// What happened, e.g. `endpoint.deployed` (docs/src/accounts.md lists them).
     pub action: String,
     /// What changed, as the action defines it.
     pub details: serde_json::Value,

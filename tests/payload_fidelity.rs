@@ -1,5 +1,5 @@
-//! Payloads come back exactly as sent, after the documented normalisation (README, "Data
-//! API"): insignificant whitespace removed and string escapes decoded (except the ones JSON
+//! Payloads come back exactly as sent, after the documented normalisation
+//! (docs/src/data-api.md): insignificant whitespace removed and string escapes decoded (except the ones JSON
 //! requires, written the way serde_json writes them); numbers, key order and duplicate keys
 //! exactly as sent.
 //!

@@ -1,11 +1,11 @@
 //! Handlers of the data API under `/api/v1/data/{slug}`.
 //!
-//! Checks run in this fixed order (README documents it): route and method (404/405, done by
-//! the router) → Authorization header (401) → key known (401) → endpoint for this key (404) →
-//! endpoint active (403) → key holder's account not suspended (403) → production key deployed
-//! (403) → key permission for the method (403) → monthly quota (429) → record id (400) →
-//! Content-Type (415) → body size (413) → `X-Webhook-*` headers (400) → JSON (400) →
-//! required fields (400) → Idempotency-Key (400/409).
+//! Checks run in this fixed order (docs/src/errors.md documents it): route and method
+//! (404/405, done by the router) → Authorization header (401) → key known (401) → endpoint
+//! for this key (404) → endpoint active (403) → key holder's account not suspended (403) →
+//! production key deployed (403) → key permission for the method (403) → monthly quota (429)
+//! → record id (400) → Content-Type (415) → body size (413) → `X-Webhook-*` headers (400) →
+//! JSON (400) → required fields (400) → Idempotency-Key (400/409).
 
 use http::{Method, StatusCode};
 use warp::reply::Response;

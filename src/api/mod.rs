@@ -2,8 +2,8 @@
 //! route, and a thin handler parses it, calls a service and maps the result.
 //!
 //! Routing is done here rather than with nested warp filters so that 404 vs 405 is exact, the
-//! check order of a data call is fixed and documented (README), and every log line can name
-//! its path template.
+//! check order of a data call is fixed and documented (docs/src/errors.md), and every log
+//! line can name its path template.
 
 pub(crate) mod account;
 mod backups;

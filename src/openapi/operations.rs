@@ -458,7 +458,7 @@ fn documentation_operations() -> Vec<Operation> {
                 "Prometheus metrics",
                 "The Prometheus text exposition format 0.0.4: requests by route, method and \
                  status, latencies, ingest batches and commits, search index lag, webhook \
-                 attempts and backlog, the mail outbox (README, \"Operations\"). Open unless \
+                 attempts and backlog, the mail outbox (docs/src/operations.md). Open unless \
                  `[operations] metrics_token` is set; then that token is the bearer.",
             )
             .access(Access::MetricsToken)
@@ -1066,7 +1066,7 @@ fn administration_operations() -> Vec<Operation> {
                 "A consistent copy of the store taken while the server runs (every write \
                  acknowledged before the call is in it), with the key-encryption key, as a tar \
                  archive; `intake backup --to FILE` calls this and `intake restore` reads it \
-                 (README, \"Backups\"). Keep it as secret as the data dir.",
+                 (docs/src/operations.md, \"Backups\"). Keep it as secret as the data dir.",
             )
             .ok_text(
                 "The backup archive.",

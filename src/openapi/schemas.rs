@@ -53,7 +53,7 @@ fn permissions() -> Value {
     json!({ "type": "array", "items": schema_ref("Permission"), "uniqueItems": true })
 }
 
-/// How a payload is stored (README, "Data API"; `records`).
+/// How a payload is stored (docs/src/data-api.md, "Payloads are stored as sent"; `records`).
 fn payload_storage() -> String {
     format!(
         "Stored and returned as sent, with one normalisation: whitespace between tokens is \

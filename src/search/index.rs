@@ -473,7 +473,7 @@ pub fn start(
 /// mimalloc). tantivy's indexing thread allocates a term table of about 8 MB for the first
 /// document after a commit and frees it at the commit; mimalloc returns freed pages only when
 /// the thread that freed them allocates again after a delay, which an idle indexing thread
-/// never does, so an idle server kept ~8 MB more after its first write (README, Benchmarks).
+/// never does, so an idle server kept ~8 MB more after its first write (docs/src/benchmarks.md).
 /// The cost is a few milliseconds of page faults the next time the table is allocated, once
 /// per commit at most, and only when the indexer has caught up.
 fn return_freed_memory() {

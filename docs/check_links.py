@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Checks the relative links of the user documentation: every link in docs/src/*.md,
+README.md and benches/README.md that is not a URL must name an existing file and, with a
+`#anchor`, a heading of that file.
+
+Anchors follow mdBook's rule (GitHub's is the same for these files): the heading's text
+without its Markdown, in lower case, whitespace turned into `-`, punctuation other than `-`
+and `_` dropped; a repeated heading gets `-1`, `-2`... Links inside code are not links.
+
+Usage: python3 docs/check_links.py   (from anywhere; exits 1 and names every broken link)
+"""
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FENCE = re.compile(r"^\s*(```|~~~)")
+HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
+CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+# [text](target "title") and ![alt](target); the target has no spaces or parentheses.
+INLINE_LINK = re.compile(r"!?\[(?:[^\]\\]|\\.)*\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
+REFERENCE_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s.*)?$")
+URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+
+
+def documents():
+    """The Markdown files whose links are checked."""
+    return sorted((ROOT / "docs" / "src").glob("*.md")) + [
+        ROOT / "README.md",
+        ROOT / "benches" / "README.md",
+    ]
+
+
+def prose_lines(text):
+    """(line number, line) of the lines outside fenced code blocks, code spans blanked."""
+    in_fence = False
+    for number, line in enumerate(text.splitlines(), start=1):
+        if FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        if not in_fence:
+            yield number, CODE_SPAN.sub(lambda m: " " * len(m.group(0)), line)
+
+
+def heading_text(markdown):
+    """The text a heading shows: code spans keep their content, links their text."""
+    text = CODE_SPAN.sub(lambda m: m.group(2), markdown)
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    text = re.sub(r"<[^>]+>", "", text)
+    return text.replace("*", "")
+
+
+def normalize_id(text):
+    """mdBook's `normalize_id`: alphanumerics (ASCII lower-cased), `-` and `_` kept,
+    whitespace turned into `-`, everything else dropped."""
+    kept = []
+    for ch in text:
+        if ch.isalnum() or ch in "-_":
+            kept.append(ch.lower() if ch.isascii() else ch)
+        elif ch.isspace():
+            kept.append("-")
+    return "".join(kept)
+
+
+def anchors(text):
+    """Every anchor the file's headings define, repeated headings numbered as mdBook does."""
+    seen = {}
+    found = set()
+    in_fence = False
+    for line in text.splitlines():
+        if FENCE.match(line):
+            in_fence = not in_fence
+            continue
+        match = None if in_fence else HEADING.match(line)
+        if match:
+            base = normalize_id(heading_text(match.group(2)))
+            count = seen.get(base, 0)
+            seen[base] = count + 1
+            found.add(base if count == 0 else f"{base}-{count}")
+    return found
+
+
+def links(text):
+    """(line number, target) of every link in the prose."""
+    for number, line in prose_lines(text):
+        for match in INLINE_LINK.finditer(line):
+            yield number, match.group(1)
+        definition = REFERENCE_DEFINITION.match(line)
+        if definition:
+            yield number, definition.group(1)
+
+
+def problem(source, target, anchor_cache):
+    """Why a relative link from `source` to `target` is broken, or None."""
+    path_part, _, anchor = target.partition("#")
+    destination = (source.parent / path_part).resolve() if path_part else source
+    if not destination.exists():
+        return "no such file"
+    if not anchor:
+        return None
+    if destination.is_dir() or destination.suffix != ".md":
+        return "an anchor into a file that is not Markdown"
+    if destination not in anchor_cache:
+        anchor_cache[destination] = anchors(destination.read_text(encoding="utf-8"))
+    if anchor not in anchor_cache[destination]:
+        return f"no heading with the anchor #{anchor}"
+    return None
+
+
+def main():
+    failures = []
+    checked = 0
+    anchor_cache = {}
+    for source in documents():
+        if not source.exists():
+            failures.append(f"{source.relative_to(ROOT)}: missing")
+            continue
+        for number, target in links(source.read_text(encoding="utf-8")):
+            if not target or URL_SCHEME.match(target):
+                continue  # a URL (https:, mailto:...) is not a file of this repository
+            checked += 1
+            why = problem(source, target, anchor_cache)
+            if why:
+                failures.append(f"{source.relative_to(ROOT)}:{number}: ({target}) {why}")
+    for failure in failures:
+        print(failure)
+    print(f"{checked - len(failures)} of {checked} relative links check out")
+    return 1 if failures or checked == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
