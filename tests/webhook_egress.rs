@@ -108,25 +108,36 @@ fn write_with_callback(s: &TestServer, ep: &Endpoint, url: &str) -> String {
     r.json()["id"].as_str().unwrap().to_string()
 }
 
-/// Waits until the delivery of `record_id` is no longer pending; returns it.
-fn finished_delivery(s: &TestServer, slug: &str, record_id: &str) -> Value {
+/// Waits until the delivery of `record_id` satisfies `done`; returns it with its attempt log.
+fn delivery_when(
+    s: &TestServer,
+    slug: &str,
+    record_id: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
     let path = format!("/api/v1/manage/endpoints/{slug}/deliveries?record_id={record_id}");
     let deadline = Instant::now() + WAIT;
     loop {
         let r = s.manage("GET", &path, None);
         assert_status(&r, 200);
         if let Some(d) = r.json()["data"].as_array().and_then(|d| d.first().cloned())
-            && d["state"] != "pending"
+            && done(&d)
         {
             let one = format!("/api/v1/manage/endpoints/{slug}/deliveries/{}", d["id"]);
             return s.manage("GET", &one, None).json();
         }
         assert!(
             Instant::now() < deadline,
-            "delivery of {record_id} still pending"
+            "delivery of {record_id}: {}",
+            r.text()
         );
         thread::sleep(Duration::from_millis(20));
     }
+}
+
+/// The delivery of `record_id` once it is no longer pending.
+fn finished_delivery(s: &TestServer, slug: &str, record_id: &str) -> Value {
+    delivery_when(s, slug, record_id, |d| d["state"] != "pending")
 }
 
 #[track_caller]
@@ -223,24 +234,7 @@ fn a_proxy_that_refuses_the_tunnel_is_a_retried_failure() {
     ));
     let ep = s.create_endpoint("Hooks", &[]);
     let id = write_with_callback(&s, &ep, &receiver.url("/hook"));
-    let path = format!(
-        "/api/v1/manage/endpoints/{}/deliveries?record_id={id}",
-        ep.slug
-    );
-    let deadline = Instant::now() + WAIT;
-    let delivery = loop {
-        let r = s.manage("GET", &path, None).json();
-        let d = r["data"][0].clone();
-        if d["attempts"] == 1 {
-            let one = format!(
-                "/api/v1/manage/endpoints/{}/deliveries/{}",
-                ep.slug, d["id"]
-            );
-            break s.manage("GET", &one, None).json();
-        }
-        assert!(Instant::now() < deadline, "no attempt: {r}");
-        thread::sleep(Duration::from_millis(20));
-    };
+    let delivery = delivery_when(&s, &ep.slug, &id, |d| d["attempts"] == 1);
     assert_eq!(delivery["state"], "pending", "retried: {delivery}");
     let error = delivery["attempt_log"][0]["error"]
         .as_str()
