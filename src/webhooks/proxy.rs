@@ -25,8 +25,8 @@ use crate::config::ProxyUrl;
 /// Longest CONNECT answer head read from the proxy.
 const ANSWER_HEAD_LIMIT: usize = 8192;
 
-/// The configured proxy and the hosts that bypass it.
-#[derive(Debug)]
+/// The configured proxy and the hosts that bypass it. Its `Debug` (ureq's connectors must
+/// have one) leaves the credentials out.
 pub struct OutboundProxy {
     /// `http://host:port/`, what ureq connects to for the tunnel.
     uri: http::Uri,
@@ -34,6 +34,16 @@ pub struct OutboundProxy {
     authorization: Option<String>,
     no_proxy: Vec<String>,
     resolver: DefaultResolver,
+}
+
+impl std::fmt::Debug for OutboundProxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OutboundProxy")
+            .field("uri", &self.uri)
+            .field("authorization", &self.authorization.as_ref().map(|_| "***"))
+            .field("no_proxy", &self.no_proxy)
+            .finish()
+    }
 }
 
 impl OutboundProxy {
@@ -222,6 +232,7 @@ mod tests {
             Some(format!("Basic {}", BASE64.encode("us@er:p:ss")).as_str())
         );
         assert_eq!(p.uri, uri("http://127.0.0.1:3128/"));
+        assert!(!format!("{p:?}").contains("p:ss") && !format!("{p:?}").contains("Basic"));
         // `intake check` shows the user, never the password.
         let shown = toml::Value::try_from(&url).unwrap();
         assert_eq!(shown.as_str(), Some("http://us%40er:***@127.0.0.1:3128"));
