@@ -51,6 +51,16 @@ pub enum BackupError {
     Refused(String),
 }
 
+/// A backup the server could not write is its own failure, never the caller's.
+impl From<BackupError> for crate::error::Error {
+    fn from(err: BackupError) -> Self {
+        match err {
+            BackupError::Store(err) => err.into(),
+            other => crate::error::Error::Internal(other.to_string()),
+        }
+    }
+}
+
 fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BackupError {
     let context = context.into();
     move |source| BackupError::Io { context, source }
@@ -224,7 +234,7 @@ pub fn write_scheduled(
     keep: usize,
     now: Timestamp,
 ) -> Result<PathBuf, BackupError> {
-    crate::server::create_private_dir(dir)
+    crate::private_dir::create_private_dir(dir)
         .map_err(io_err(format!("cannot create {}", dir.display())))?;
     // `20261123T041634.123456Z`: sorts by time, no `:` (awkward in file names).
     let stamp: String = now
@@ -266,7 +276,7 @@ fn rotate(dir: &Path, keep: usize) -> Result<(), BackupError> {
 /// The search index is rebuilt at the next start.
 pub fn restore(archive: &Path, data_dir: &Path, force: bool) -> Result<Manifest, BackupError> {
     check_target(data_dir, force)?;
-    crate::server::create_private_dir(data_dir)
+    crate::private_dir::create_private_dir(data_dir)
         .map_err(io_err(format!("cannot create {}", data_dir.display())))?;
     let restoring = data_dir.join(".intake.redb.restoring");
     let _ = std::fs::remove_file(&restoring);

@@ -176,16 +176,6 @@ impl From<StoreError> for Error {
     }
 }
 
-/// A backup the server could not write is its own failure, never the caller's.
-impl From<crate::backup::BackupError> for Error {
-    fn from(err: crate::backup::BackupError) -> Self {
-        match err {
-            crate::backup::BackupError::Store(err) => err.into(),
-            other => Error::Internal(other.to_string()),
-        }
-    }
-}
-
 /// Password hashing (or its task) failing is the server's own failure, never the caller's.
 impl From<crate::crypto::CryptoError> for Error {
     fn from(err: crate::crypto::CryptoError) -> Self {

@@ -77,6 +77,8 @@
 //! - [`crypto`]: hashes for key lookup, sealing of viewable keys, password hashing.
 //! - [`ids`]: record ids, slugs, keys, tokens, request ids.
 //! - [`clock`]: the injectable clock and the RFC 3339 format.
+//! - [`ticker`]: the beat of the server's periodic tasks, ending when the server stops.
+//! - [`private_dir`]: folders only their owner may read (data dir, backups).
 //! - [`quiet_panic`]: runs code whose panic becomes an error (redb panics on some damaged
 //!   pages; `storage` turns that into "restore a backup" at start).
 //! - [`health`]: the readiness checks of `GET /readyz` and the gauges `GET /metrics` reads
@@ -151,6 +153,7 @@ pub mod notifications;
 pub mod notify;
 pub mod openapi;
 pub mod poll;
+pub mod private_dir;
 pub mod quiet_panic;
 pub mod records;
 pub mod redirect;
@@ -160,6 +163,7 @@ pub mod search;
 pub mod server;
 pub mod sessions;
 pub mod storage;
+pub mod ticker;
 pub mod tls;
 pub mod usage;
 pub mod webhooks;

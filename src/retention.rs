@@ -14,11 +14,11 @@ use redb::ReadableTable;
 use crate::app::App;
 use crate::clock::Timestamp;
 use crate::config::RetentionConfig;
-use crate::server::Ticker;
 use crate::storage::{
     CHANGES, ENDPOINTS, Environment, LAST_CHANGE_SEQ, META, RECORDS, Store, StoreError, partition,
     read_counter, time_key, write_counter,
 };
+use crate::ticker::Ticker;
 
 /// How often (by the server's clock) the purge runs.
 pub const PURGE_EVERY: Duration = Duration::from_secs(3600);

@@ -11,7 +11,7 @@
 //! joined before the store is dropped.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,12 +36,14 @@ use crate::ingest::{self, Ingest};
 use crate::mail::Mailer;
 use crate::metrics::Metrics;
 use crate::poll::{InFlight, ReadAhead};
+use crate::private_dir::create_private_dir;
 use crate::redirect;
 use crate::request_log::RequestLog;
 use crate::retention;
 use crate::search;
 use crate::sessions::{self, LoginLimiter};
 use crate::storage::{Store, StoreError};
+use crate::ticker::Ticker;
 use crate::tls::{Tls, TlsError};
 use crate::usage::Usage;
 use crate::webhooks::dispatch::{DispatchParts, Dispatcher};
@@ -68,16 +70,6 @@ pub enum ServerError {
     Tls(#[from] TlsError),
     #[error("{0}")]
     Other(String),
-}
-
-/// Creates a folder (and its parents) readable only by its owner, if missing: data dirs and
-/// backup folders hold the key-encryption key.
-pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)
 }
 
 /// Opens the store of a data dir, creating the folder (mode 0700) if needed.
@@ -431,32 +423,6 @@ async fn serve(
         _ = graceful.shutdown() => {}
         _ = tokio::time::sleep(grace) => {
             log::warn!("some connections were still open after {grace:?}; closing them");
-        }
-    }
-}
-
-/// The beat of a periodic task: ticks every `period` until the server stops.
-pub struct Ticker {
-    interval: tokio::time::Interval,
-    stopped: watch::Receiver<bool>,
-}
-
-impl Ticker {
-    fn new(period: Duration, stopped: watch::Receiver<bool>) -> Ticker {
-        Ticker {
-            interval: tokio::time::interval(period),
-            stopped,
-        }
-    }
-
-    /// Waits for the next tick; `false` once the server is stopping.
-    pub async fn tick(&mut self) -> bool {
-        if *self.stopped.borrow() {
-            return false;
-        }
-        tokio::select! {
-            _ = self.interval.tick() => true,
-            _ = self.stopped.changed() => false,
         }
     }
 }
