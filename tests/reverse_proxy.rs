@@ -11,7 +11,7 @@
 mod common;
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -19,19 +19,6 @@ use common::visitor::{Visitor, login};
 use common::*;
 
 const START_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// The nginx executable: `$NGINX`, else Debian's. Missing, the test fails: it never skips.
-fn nginx_path() -> PathBuf {
-    let path = std::env::var_os("NGINX")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/sbin/nginx"));
-    assert!(
-        path.exists(),
-        "nginx not found at {}: install Debian's `nginx-light` package (.ci/run does) or set NGINX",
-        path.display()
-    );
-    path
-}
 
 /// A free port on 127.0.0.1 (free when asked; nginx binds it right after).
 fn free_port() -> u16 {
@@ -56,7 +43,7 @@ impl Nginx {
             "daemon off; master_process off; pid {};",
             dir.path().join("nginx.pid").display()
         );
-        let mut child = Command::new(nginx_path())
+        let mut child = Command::new(external_program("NGINX", "/usr/sbin/nginx", "nginx-light"))
             .arg("-p")
             .arg(dir.path())
             .arg("-e")

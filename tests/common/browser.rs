@@ -50,19 +50,6 @@ const FLAGS: [&str; 9] = [
     "--disable-dev-shm-usage",
 ];
 
-/// The Chromium executable: `$CHROMIUM`, else Debian's.
-fn chromium_path() -> PathBuf {
-    let path = std::env::var_os("CHROMIUM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
-    assert!(
-        path.exists(),
-        "Chromium not found at {}: install Debian's `chromium` package (.ci/run does) or set CHROMIUM",
-        path.display()
-    );
-    path
-}
-
 /// A running headless Chromium with a throwaway profile.
 pub struct Browser {
     browser: headless_chrome::Browser,
@@ -77,7 +64,11 @@ impl Browser {
             headless: true,
             sandbox: false,
             enable_gpu: false,
-            path: Some(chromium_path()),
+            path: Some(crate::common::external_program(
+                "CHROMIUM",
+                "/usr/bin/chromium",
+                "chromium",
+            )),
             user_data_dir: Some(profile.path().to_path_buf()),
             window_size: Some((1280, 900)),
             args,

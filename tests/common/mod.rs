@@ -49,6 +49,20 @@ pub fn intake_cmd() -> Command {
     cmd
 }
 
+/// An external program a test drives: `$env_var`, else Debian's `default` path. Missing, the
+/// test fails naming the package to install; it never skips.
+pub fn external_program(env_var: &str, default: &str, package: &str) -> PathBuf {
+    let path = std::env::var_os(env_var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(default));
+    assert!(
+        path.exists(),
+        "{} not found: install Debian's `{package}` package (.ci/run does) or set {env_var}",
+        path.display()
+    );
+    path
+}
+
 /// Runs a short-lived CLI command to completion, with a deadline.
 pub fn run_cli(cmd: &mut Command, timeout: Duration) -> Output {
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
