@@ -6,10 +6,13 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::clock::SystemClock;
-use crate::config::{Config, TlsConfig};
-use crate::notify::{self, notify};
-use crate::{accounts, backup, log_output, server};
+use crate::core::clock::SystemClock;
+use crate::core::config::{Config, TlsConfig};
+use crate::core::log_output;
+use crate::domain::accounts;
+use crate::ops::backup;
+use crate::server;
+use crate::server::notify::{self, notify};
 
 /// `intake --version`: the version, the git commit and how the binary was built (`build.rs`).
 const VERSION: &str = concat!(

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use common::in_process::{InProcessServer, at};
 use common::*;
-use intake::clock::Clock;
+use intake::core::clock::Clock;
 use serde_json::{Value, json};
 
 const MEMBER_PASSWORD: &str = "member-password-1";

@@ -9,7 +9,7 @@ mod common;
 
 use browser::Browser;
 use common::{OWNER_EMAIL, TestServer};
-use intake::openapi::examples;
+use intake::http::openapi::examples;
 use serde_json::Value;
 
 const COLLABORATOR: &str = "collab@example.com";

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use common::in_process::{InProcessServer, at};
 use common::smtp::SmtpServer;
 use common::*;
-use intake::mail::OutgoingMail;
+use intake::domain::mail::OutgoingMail;
 use serde_json::{Value, json};
 
 const MAIL: &str = "/api/v1/manage/mail";
@@ -467,7 +467,7 @@ fn six_temporary_failures_give_up() {
     let s = InProcessServer::start(&config(&smtp), at(START));
     let id = send_test(&s, "ada@example.com");
     wait_mail(&s, id, "attempt 1", |v| v["attempts"] == 1);
-    for (i, delay) in intake::mail::RETRY_DELAYS.iter().enumerate() {
+    for (i, delay) in intake::domain::mail::RETRY_DELAYS.iter().enumerate() {
         let attempt = i as u64 + 2;
         let before = get_mail(&s, id);
         assert_eq!(before["status"], "queued", "{before}");
@@ -532,7 +532,7 @@ fn mail_queued_before_the_start_is_sent_with_non_ascii_text_intact() {
             subject: subject.into(),
             body: body.clone(),
         };
-        intake::mail::enqueue(&txn, now, mail).unwrap();
+        intake::domain::mail::enqueue(&txn, now, mail).unwrap();
         // Refused before anything is written.
         let bad = OutgoingMail {
             kind: "invitation",
@@ -540,7 +540,7 @@ fn mail_queued_before_the_start_is_sent_with_non_ascii_text_intact() {
             subject: "x".into(),
             body: "x".into(),
         };
-        assert!(intake::mail::enqueue(&txn, now, bad).is_err());
+        assert!(intake::domain::mail::enqueue(&txn, now, bad).is_err());
         txn.commit().unwrap();
     });
     let got = smtp.wait_for(1, WAIT);

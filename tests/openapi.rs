@@ -1,5 +1,5 @@
 //! The OpenAPI document against the route table and the real server: every route template
-//! of `src/api/routes.rs` is documented with exactly its methods, the served documents are
+//! of `src/http/api/routes.rs` is documented with exactly its methods, the served documents are
 //! valid OpenAPI 3.1 (`openapi-spec-validator`, installed by .ci/run), and every generated
 //! code sample runs against the server with a real sandbox key.
 
@@ -9,14 +9,14 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 use common::{TestServer, assert_status};
-use intake::api::routes::Route;
-use intake::openapi::{self, examples};
+use intake::http::api::routes::Route;
+use intake::http::openapi::{self, examples};
 use serde_json::Value;
 
 /// Every API template in `Route::template` (an exhaustive match, so a new route is listed
 /// there); the dashboard's HTML pages are not part of the API.
 fn route_templates() -> Vec<&'static str> {
-    let source = include_str!("../src/api/routes.rs");
+    let source = include_str!("../src/http/api/routes.rs");
     let start = source.find("pub fn template(&self)").unwrap();
     let end = start + source[start..].find("pub fn allowed(&self)").unwrap();
     source[start..end]

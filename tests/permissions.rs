@@ -237,21 +237,21 @@ fn production_key_from_store(s: &mut TestServer, slug: &str, account_id: u64) ->
         "server did not stop cleanly"
     );
     let key = {
-        let config = intake::config::Config {
+        let config = intake::core::config::Config {
             data_dir: s.data_dir(),
             ..Default::default()
         };
         let (store, sealer) = intake::server::open_data_dir(&config).expect("open data dir");
         let txn = store.read().expect("read txn");
         let endpoint_id = txn
-            .open_table(intake::storage::ENDPOINT_SLUGS)
+            .open_table(intake::store::ENDPOINT_SLUGS)
             .unwrap()
             .get(slug)
             .unwrap()
             .expect("endpoint slug in store")
             .value();
-        let row: intake::storage::CollaboratorRow = intake::storage::from_json(
-            txn.open_table(intake::storage::COLLABORATORS)
+        let row: intake::store::CollaboratorRow = intake::store::from_json(
+            txn.open_table(intake::store::COLLABORATORS)
                 .unwrap()
                 .get((endpoint_id, account_id))
                 .unwrap()

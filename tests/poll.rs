@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 
 use common::in_process::{InProcessServer, at};
 use common::*;
-use intake::clock::{Clock, SystemClock, Timestamp};
-use intake::config::Config;
+use intake::core::clock::{Clock, SystemClock, Timestamp};
+use intake::core::config::Config;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;

@@ -20,11 +20,9 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use common::in_process::{InProcessServer, at};
 use common::*;
-use intake::clock::{Clock, Timestamp};
-use intake::storage::{
-    ENDPOINT_SLUGS, Environment, WEBHOOK_SECRETS, partition, partition_endpoint,
-};
-use intake::webhooks::secrets::{CHANGEOVER, signing_keys};
+use intake::core::clock::{Clock, Timestamp};
+use intake::domain::webhooks::secrets::{CHANGEOVER, signing_keys};
+use intake::store::{ENDPOINT_SLUGS, Environment, WEBHOOK_SECRETS, partition, partition_endpoint};
 use serde_json::{Value, json};
 
 const ENVIRONMENTS: [&str; 2] = ["sandbox", "production"];
@@ -314,7 +312,7 @@ fn in_process() -> InProcessServer {
 }
 
 /// The sandbox partition of the endpoint with `slug`.
-fn sandbox_partition(store: &intake::storage::Store, slug: &str) -> u64 {
+fn sandbox_partition(store: &intake::store::Store, slug: &str) -> u64 {
     let txn = store.read().expect("read");
     let slugs = txn.open_table(ENDPOINT_SLUGS).expect("slugs");
     let id = slugs.get(slug).expect("get").expect("slug exists").value();

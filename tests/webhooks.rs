@@ -33,8 +33,8 @@ use common::in_process::InProcessServer;
 use common::receiver::{Receiver, Reply};
 use common::smtp::SmtpServer;
 use common::*;
-use intake::clock::{Clock, SystemClock};
-use intake::webhooks::dispatch::RETRY_DELAYS;
+use intake::core::clock::{Clock, SystemClock};
+use intake::workers::webhooks::dispatch::RETRY_DELAYS;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -381,9 +381,9 @@ fn owner_and_caller_webhooks_deliver_every_event_with_every_header() {
 #[test]
 fn the_spec_vector_verifies_with_standardwebhooks() {
     let secret = "whsec_C2FVsBQIhrscChlQIMV+b5sSYspob7oD";
-    let key = intake::webhooks::signing::secret_key(secret).unwrap();
+    let key = intake::domain::webhooks::signing::secret_key(secret).unwrap();
     let body = r#"{"email":"test@example.com","username":"test_user"}"#;
-    let header = intake::webhooks::signing::signature_header(
+    let header = intake::domain::webhooks::signing::signature_header(
         &[key],
         "msg_27UH4WbU6Z5A5EzD8u03UvzRbpk",
         1_649_367_553,

@@ -7,7 +7,7 @@
 
 use std::net::IpAddr;
 
-use intake::config::{Cidr, Config, parse_duration};
+use intake::core::config::{Cidr, Config, parse_duration};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {

@@ -7,8 +7,8 @@
 
 use std::collections::HashMap;
 
-use intake::clock::Timestamp;
-use intake::cursor::{CursorKind, decode, encode};
+use intake::core::clock::Timestamp;
+use intake::core::cursor::{CursorKind, decode, encode};
 use libfuzzer_sys::fuzz_target;
 
 const KINDS: [CursorKind; 6] = [
@@ -38,15 +38,15 @@ fuzz_target!(|text: &str| {
         ("q".to_string(), "abc".to_string()),
     ]);
     for partition in PARTITIONS {
-        let poll = intake::poll::parse_request(&params, partition);
+        let poll = intake::domain::poll::parse_request(&params, partition);
         match decode(CursorKind::Poll, partition, text) {
             Some(pos) => {
                 let (start, _) = poll.expect("a poll cursor is accepted by poll");
-                assert_eq!(start, intake::poll::Start::After(pos.tiebreak));
+                assert_eq!(start, intake::domain::poll::Start::After(pos.tiebreak));
             }
             None => assert!(poll.is_err(), "poll accepted a foreign cursor"),
         }
-        let search = intake::search::parse_request(&params, partition, Timestamp(1 << 52));
+        let search = intake::domain::search::parse_request(&params, partition, Timestamp(1 << 52));
         assert_eq!(
             search.is_ok(),
             decode(CursorKind::Search, partition, text).is_some(),

@@ -12,9 +12,9 @@
 use std::collections::HashMap;
 
 use futures_util::FutureExt;
-use intake::api::MAX_DATA_BODY;
-use intake::api::reply::read_limited;
-use intake::error::Error;
+use intake::http::api::MAX_DATA_BODY;
+use intake::http::api::reply::read_limited;
+use intake::domain::error::Error;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -46,7 +46,7 @@ fuzz_target!(|data: &[u8]| {
         .chunks(usize::from(*chunk).max(1) * 512)
         .map(bytes::Bytes::copy_from_slice)
         .collect();
-    let mut stream: intake::api::BodyStream =
+    let mut stream: intake::http::api::BodyStream =
         Box::pin(futures_util::stream::iter(chunks.into_iter().map(Ok)));
     let read = read_limited(&headers, &mut stream, MAX_DATA_BODY)
         .now_or_never()
@@ -72,7 +72,7 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(&read[..], &body[..], "the body read is the body sent");
 
     let is_json = serde_json::from_slice::<serde::de::IgnoredAny>(&read).is_ok();
-    let Ok(normalized) = intake::records::normalize_payload(&read, &required) else {
+    let Ok(normalized) = intake::domain::records::normalize_payload(&read, &required) else {
         return;
     };
     assert!(is_json, "accepted a body that is not JSON");
@@ -87,7 +87,7 @@ fuzz_target!(|data: &[u8]| {
             );
         }
     }
-    let again = intake::records::normalize_payload(&normalized, &required)
+    let again = intake::domain::records::normalize_payload(&normalized, &required)
         .expect("a normalised payload must be accepted again");
     assert_eq!(again, normalized, "normalisation must be idempotent");
     if !read.contains(&b'\\') {
@@ -105,7 +105,7 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(value, sent, "the payload means what the body means");
     // Re-serialised, the payload is still accepted with the same rules.
     let reserialised = serde_json::to_vec(&value).expect("a JSON value serialises");
-    intake::records::normalize_payload(&reserialised, &required)
+    intake::domain::records::normalize_payload(&reserialised, &required)
         .expect("the re-serialised payload must be accepted");
 });
 

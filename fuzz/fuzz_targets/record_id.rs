@@ -4,7 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
-    if let Some(id) = intake::ids::RecordId::parse(text) {
+    if let Some(id) = intake::core::ids::RecordId::parse(text) {
         assert_eq!(id.to_string(), text);
     }
 });

@@ -7,11 +7,11 @@ use std::ops::Deref;
 use std::sync::Arc;
 use std::time::Duration;
 
-use intake::clock::{ManualClock, SharedClock, Timestamp};
-use intake::config::Config;
-use intake::crypto::Sealer;
+use intake::core::clock::{ManualClock, SharedClock, Timestamp};
+use intake::core::config::Config;
+use intake::core::crypto::Sealer;
 use intake::server::RunningServer;
-use intake::storage::Store;
+use intake::store::Store;
 use tokio::runtime::Runtime;
 
 use super::{OWNER_EMAIL, ServerClient};
@@ -51,8 +51,9 @@ impl InProcessServer {
         // redb opens a file once: provision the owner, close the store, then serve.
         let owner = {
             let (store, sealer) = intake::server::open_data_dir(&config).expect("open data dir");
-            let owner = intake::accounts::provision_owner(&store, clock.as_ref(), OWNER_EMAIL)
-                .expect("provision owner");
+            let owner =
+                intake::domain::accounts::provision_owner(&store, clock.as_ref(), OWNER_EMAIL)
+                    .expect("provision owner");
             prepare(&store, &sealer);
             owner
         };
@@ -142,5 +143,5 @@ fn serve(config: &Config, clock: &Arc<ManualClock>) -> (Runtime, RunningServer) 
 /// A time given as a date or RFC 3339.
 #[track_caller]
 pub fn at(text: &str) -> Timestamp {
-    intake::clock::parse_date_or_rfc3339(text).unwrap_or_else(|| panic!("bad time {text:?}"))
+    intake::core::clock::parse_date_or_rfc3339(text).unwrap_or_else(|| panic!("bad time {text:?}"))
 }

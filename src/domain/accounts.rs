@@ -1,0 +1,461 @@
+//! Accounts and their personal API tokens: provisioning the owner (`intake init`), member
+//! accounts created by accepting an invitation, authenticating the management API, passwords,
+//! and suspension.
+//!
+//! There is one server owner (role `owner`); every other account is a `member` that works on
+//! the endpoints it was invited to. Tokens are stored by SHA-256 only; the plain token is shown
+//! once, when it is created. Dashboard logins, and password changes (which end sessions), are
+//! in `sessions`. Passwords are hashed and
+//! checked off the async workers (`crypto::password_work`), before any write transaction.
+
+use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
+use serde::{Deserialize, Serialize};
+
+use crate::core::clock::{Clock, Timestamp};
+use crate::core::crypto::{hash_id, hash_password, password_work, secret_hash, verify_password};
+use crate::core::ids::{TOKEN_PREFIX, new_token, random_base32};
+use crate::domain::error::{Error, Missing, Result};
+use crate::store::{
+    ACCOUNT_EMAILS, ACCOUNTS, AccountRow, Role, Store, TOKENS, TokenRow, from_json, next_id,
+    to_json,
+};
+
+pub const MIN_PASSWORD_CHARS: usize = 10;
+const MAX_PASSWORD_CHARS: usize = 1024;
+const MAX_TOKEN_NAME_CHARS: usize = 100;
+
+/// What `intake init` prints once: the only time the password and token are shown.
+#[derive(Debug, Serialize)]
+pub struct Provisioned {
+    pub owner_email: String,
+    pub password: String,
+    pub token: String,
+}
+
+/// An account as the management API shows it.
+#[derive(Debug, Serialize)]
+pub struct AccountView {
+    pub id: u64,
+    pub email: String,
+    pub role: Role,
+    pub suspended: bool,
+    pub created_at: String,
+}
+
+impl From<&AccountRow> for AccountView {
+    fn from(row: &AccountRow) -> Self {
+        AccountView {
+            id: row.id,
+            email: row.email.clone(),
+            role: row.role,
+            suspended: row.suspended,
+            created_at: row.created_at.to_rfc3339(),
+        }
+    }
+}
+
+/// A token as listed: never the token itself.
+#[derive(Debug, Serialize)]
+pub struct TokenView {
+    pub id: String,
+    pub name: String,
+    pub created_at: String,
+}
+
+/// A token just created: the only time `token` is shown.
+#[derive(Debug, Serialize)]
+pub struct NewTokenView {
+    #[serde(flatten)]
+    pub view: TokenView,
+    pub token: String,
+}
+
+/// Body of `POST /api/v1/manage/tokens`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewToken {
+    pub name: String,
+}
+
+/// Body of `POST /api/v1/manage/account/password`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PasswordChange {
+    pub current_password: String,
+    pub new_password: String,
+}
+
+/// A password that meets the length rule, as its argon2id hash: what accounts are created
+/// and updated with. Hashing happens before the write transaction that stores it, so no
+/// writer waits for argon2.
+pub struct NewPassword {
+    hash: String,
+}
+
+impl NewPassword {
+    /// Checks and hashes `password` on the calling thread (the command line).
+    fn hash_here(password: &str) -> Result<NewPassword> {
+        valid_password(password)?;
+        let hash = hash_password(password)?;
+        Ok(NewPassword { hash })
+    }
+
+    /// [`NewPassword::hash_here`] for async code: off the async workers.
+    pub async fn hash(password: String) -> Result<NewPassword> {
+        password_work(move || NewPassword::hash_here(&password)).await?
+    }
+}
+
+/// Creates the owner account with a generated password and a first token.
+/// Refuses when the data dir already has an owner.
+pub fn provision_owner(store: &Store, clock: &dyn Clock, email: &str) -> Result<Provisioned> {
+    let email = normalize_email(email)?;
+    let password = random_base32(24);
+    let hashed = NewPassword::hash_here(&password)?;
+    let token = new_token();
+    let now = clock.now();
+
+    let txn = store.write()?;
+    {
+        refuse_second_owner(&txn)?;
+        let account = insert_account(&txn, &email, &hashed, Role::Owner, now)?;
+        insert_token(&txn, &token, account.id, "owner (intake init)", now)?;
+    }
+    txn.commit()?;
+    Ok(Provisioned {
+        owner_email: email,
+        password,
+        token,
+    })
+}
+
+/// Creates the owner account with the password the owner chose (the dashboard's first-run
+/// setup). Refuses when the data dir already has an owner.
+pub async fn create_owner(
+    store: &Store,
+    now: Timestamp,
+    email: &str,
+    password: String,
+) -> Result<AccountRow> {
+    let email = normalize_email(email)?;
+    let hashed = NewPassword::hash(password).await?;
+    let txn = store.write()?;
+    let account = {
+        refuse_second_owner(&txn)?;
+        insert_account(&txn, &email, &hashed, Role::Owner, now)?
+    };
+    txn.commit()?;
+    Ok(account)
+}
+
+fn refuse_second_owner(txn: &WriteTransaction) -> Result<()> {
+    if txn.open_table(ACCOUNTS)?.is_empty()? {
+        Ok(())
+    } else {
+        Err(Error::Conflict(
+            "This data dir already has an owner; `intake init` runs once per data dir.".into(),
+        ))
+    }
+}
+
+/// Creates a member account inside `txn` (accepting an invitation). The e-mail must be free.
+pub fn create_member(
+    txn: &WriteTransaction,
+    email: &str,
+    password: &NewPassword,
+    now: Timestamp,
+) -> Result<AccountRow> {
+    if txn.open_table(ACCOUNT_EMAILS)?.get(email)?.is_some() {
+        return Err(Error::LoginRequired);
+    }
+    insert_account(txn, email, password, Role::Member, now)
+}
+
+fn insert_account(
+    txn: &WriteTransaction,
+    email: &str,
+    password: &NewPassword,
+    role: Role,
+    now: Timestamp,
+) -> Result<AccountRow> {
+    let row = AccountRow {
+        id: next_id(txn, "next_account_id")?,
+        email: email.to_string(),
+        password_hash: password.hash.clone(),
+        role,
+        created_at: now,
+        suspended: false,
+    };
+    txn.open_table(ACCOUNTS)?
+        .insert(row.id, to_json(&row)?.as_slice())?;
+    txn.open_table(ACCOUNT_EMAILS)?.insert(email, row.id)?;
+    Ok(row)
+}
+
+fn insert_token(
+    txn: &WriteTransaction,
+    token: &str,
+    account_id: u64,
+    name: &str,
+    now: Timestamp,
+) -> Result<TokenView> {
+    let row = TokenRow {
+        account_id,
+        name: name.to_string(),
+        created_at: now,
+    };
+    let hash = secret_hash(token);
+    txn.open_table(TOKENS)?
+        .insert(&hash, to_json(&row)?.as_slice())?;
+    Ok(token_view(&hash, &row))
+}
+
+fn token_view(hash: &[u8; 32], row: &TokenRow) -> TokenView {
+    TokenView {
+        id: hash_id("tok_", hash),
+        name: row.name.clone(),
+        created_at: row.created_at.to_rfc3339(),
+    }
+}
+
+/// Whether an owner has been provisioned.
+pub fn has_owner(store: &Store) -> Result<bool> {
+    let txn = store.read()?;
+    let accounts = txn.open_table(ACCOUNTS)?;
+    Ok(!accounts.is_empty()?)
+}
+
+/// Resolves a personal API token to its (not suspended) account.
+pub fn authenticate_token(store: &Store, token: &str) -> Result<AccountRow> {
+    if !token.starts_with(TOKEN_PREFIX) {
+        return Err(Error::InvalidToken);
+    }
+    let txn = store.read()?;
+    let token_row: TokenRow = match txn.open_table(TOKENS)?.get(&secret_hash(token))? {
+        Some(v) => from_json(v.value())?,
+        None => return Err(Error::InvalidToken),
+    };
+    let account = account_by_id(&txn.open_table(ACCOUNTS)?, token_row.account_id)?
+        .ok_or(Error::InvalidToken)?;
+    active(account)
+}
+
+/// Refuses suspended accounts.
+pub fn active(account: AccountRow) -> Result<AccountRow> {
+    if account.suspended {
+        Err(Error::AccountSuspended)
+    } else {
+        Ok(account)
+    }
+}
+
+pub fn account_by_id(
+    accounts: &impl ReadableTable<u64, &'static [u8]>,
+    id: u64,
+) -> Result<Option<AccountRow>> {
+    match accounts.get(id)? {
+        Some(v) => Ok(Some(from_json(v.value())?)),
+        None => Ok(None),
+    }
+}
+
+/// The account registered under `email`, with its password checked (off the async workers).
+pub async fn check_password(store: &Store, email: &str, password: String) -> Result<AccountRow> {
+    let email = email.trim().to_lowercase();
+    let account = {
+        let txn = store.read()?;
+        match txn.open_table(ACCOUNT_EMAILS)?.get(email.as_str())? {
+            Some(id) => account_by_id(&txn.open_table(ACCOUNTS)?, id.value())?,
+            None => None,
+        }
+    };
+    // For an unknown address, spend the same argon2 work as for a real account, so the
+    // answer's timing does not reveal which addresses have accounts.
+    let hash = account.as_ref().map(|a| a.password_hash.clone());
+    let matches = password_work(move || match &hash {
+        Some(hash) => verify_password(&password, hash),
+        None => verify_password(&password, dummy_password_hash()),
+    })
+    .await?;
+    match account {
+        Some(account) if matches => Ok(account),
+        _ => Err(Error::InvalidCredentials),
+    }
+}
+
+/// A password hash with the same parameters as real ones, for unknown addresses.
+fn dummy_password_hash() -> &'static str {
+    static HASH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HASH.get_or_init(|| hash_password(&random_base32(24)).unwrap_or_default())
+}
+
+/// Creates a personal API token for `account`.
+pub fn create_token(
+    store: &Store,
+    clock: &dyn Clock,
+    account: &AccountRow,
+    new: NewToken,
+) -> Result<NewTokenView> {
+    let name = new.name.trim();
+    if name.is_empty() || name.chars().count() > MAX_TOKEN_NAME_CHARS {
+        return Err(Error::InvalidRequest(format!(
+            "`name` must be 1 to {MAX_TOKEN_NAME_CHARS} characters."
+        )));
+    }
+    let token = new_token();
+    let txn = store.write()?;
+    let view = insert_token(&txn, &token, account.id, name, clock.now())?;
+    txn.commit()?;
+    Ok(NewTokenView { view, token })
+}
+
+/// The account's tokens, oldest first.
+pub fn list_tokens(store: &Store, account: &AccountRow) -> Result<Vec<TokenView>> {
+    let txn = store.read()?;
+    let mut out = Vec::new();
+    for entry in txn.open_table(TOKENS)?.iter()? {
+        let (hash, value) = entry?;
+        let row: TokenRow = from_json(value.value())?;
+        if row.account_id == account.id {
+            out.push((row.created_at, token_view(hash.value(), &row)));
+        }
+    }
+    out.sort_by_key(|(created_at, _)| *created_at);
+    Ok(out.into_iter().map(|(_, view)| view).collect())
+}
+
+/// Revokes one of the account's tokens; it stops working at once.
+pub fn revoke_token(store: &Store, account: &AccountRow, token_id: &str) -> Result<()> {
+    let txn = store.write()?;
+    {
+        let mut tokens = txn.open_table(TOKENS)?;
+        let mut found = None;
+        for entry in tokens.iter()? {
+            let (hash, value) = entry?;
+            let row: TokenRow = from_json(value.value())?;
+            if row.account_id == account.id && hash_id("tok_", hash.value()) == token_id {
+                found = Some(*hash.value());
+                break;
+            }
+        }
+        let hash = found.ok_or(Error::NotFound(Missing::Token))?;
+        tokens.remove(&hash)?;
+    }
+    txn.commit()?;
+    Ok(())
+}
+
+/// The new password of `change`, hashed, once its current password is checked (off the async
+/// workers). [`crate::domain::sessions::change_password`] stores it with [`set_password_in`], in the
+/// commit that ends the account's other sessions.
+pub async fn check_password_change(
+    account: &AccountRow,
+    change: PasswordChange,
+) -> Result<NewPassword> {
+    let PasswordChange {
+        current_password,
+        new_password,
+    } = change;
+    let hash = account.password_hash.clone();
+    if !password_work(move || verify_password(&current_password, &hash)).await? {
+        return Err(Error::InvalidCredentials);
+    }
+    NewPassword::hash(new_password).await
+}
+
+/// Stores `password` as the account's, inside `txn`.
+pub fn set_password_in(
+    txn: &WriteTransaction,
+    account_id: u64,
+    password: NewPassword,
+) -> Result<()> {
+    update_account_in(txn, account_id, |row| row.password_hash = password.hash)?;
+    Ok(())
+}
+
+/// Every account (server owner only), oldest first.
+pub fn list_accounts(store: &Store, caller: &AccountRow) -> Result<Vec<AccountView>> {
+    require_server_owner(caller)?;
+    let txn = store.read()?;
+    let mut out = Vec::new();
+    for entry in txn.open_table(ACCOUNTS)?.iter()? {
+        let (_, value) = entry?;
+        out.push(AccountView::from(&from_json::<AccountRow>(value.value())?));
+    }
+    Ok(out)
+}
+
+/// Suspends or reinstates a member account (server owner only).
+pub fn set_suspended(
+    store: &Store,
+    caller: &AccountRow,
+    account_id: u64,
+    suspended: bool,
+) -> Result<AccountView> {
+    require_server_owner(caller)?;
+    if account_id == caller.id {
+        return Err(Error::Conflict(
+            "The owner account cannot be suspended.".into(),
+        ));
+    }
+    let row = update_account(store, account_id, |row| row.suspended = suspended)?;
+    Ok(AccountView::from(&row))
+}
+
+fn update_account(
+    store: &Store,
+    account_id: u64,
+    change: impl FnOnce(&mut AccountRow),
+) -> Result<AccountRow> {
+    let txn = store.write()?;
+    let row = update_account_in(&txn, account_id, change)?;
+    txn.commit()?;
+    Ok(row)
+}
+
+fn update_account_in(
+    txn: &WriteTransaction,
+    account_id: u64,
+    change: impl FnOnce(&mut AccountRow),
+) -> Result<AccountRow> {
+    let mut accounts = txn.open_table(ACCOUNTS)?;
+    let mut row = account_by_id(&accounts, account_id)?.ok_or(Error::NotFound(Missing::Account))?;
+    change(&mut row);
+    accounts.insert(row.id, to_json(&row)?.as_slice())?;
+    Ok(row)
+}
+
+pub fn require_server_owner(account: &AccountRow) -> Result<()> {
+    if account.role == Role::Owner {
+        Ok(())
+    } else {
+        Err(Error::ServerOwnerOnly)
+    }
+}
+
+fn valid_password(password: &str) -> Result<()> {
+    let chars = password.chars().count();
+    if (MIN_PASSWORD_CHARS..=MAX_PASSWORD_CHARS).contains(&chars) {
+        Ok(())
+    } else {
+        Err(Error::InvalidRequest(format!(
+            "The password must be {MIN_PASSWORD_CHARS} to {MAX_PASSWORD_CHARS} characters."
+        )))
+    }
+}
+
+pub fn normalize_email(email: &str) -> Result<String> {
+    let email = email.trim().to_lowercase();
+    let valid = email.len() <= 254
+        && !email.chars().any(|c| c.is_whitespace() || c.is_control())
+        && email.split_once('@').is_some_and(|(local, domain)| {
+            !local.is_empty() && !domain.contains('@') && domain.contains('.')
+        });
+    if valid {
+        Ok(email)
+    } else {
+        Err(Error::InvalidRequest(format!(
+            "`{email}` is not a valid e-mail address."
+        )))
+    }
+}

@@ -1,0 +1,665 @@
+//! Endpoints and their keys: the owner's management operations, who may see an endpoint
+//! (its owner and its collaborators), and resolving a data call's API key to the partition
+//! and permissions it carries.
+//!
+//! Collaborators and invitations are in `collaborators`, the deploy workflow in `deploy`;
+//! both change endpoints and keys through this service so the access cache stays true.
+//!
+//! Authorising a key is on the path of every data call, so resolved keys are cached in memory
+//! ([`AccessCache`]). Every change to an endpoint or key goes through [`Endpoints`] and clears
+//! the cache after its commit; a generation counter keeps a lookup that raced with such a
+//! change from putting a stale entry back.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use redb::{ReadableTable, WriteTransaction};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::core::clock::{Clock, Timestamp};
+use crate::core::crypto::{Sealer, key_id, secret_hash};
+use crate::core::ids::{new_api_key, new_slug};
+use crate::domain::accounts::account_by_id;
+use crate::domain::audit;
+use crate::domain::error::{Error, Result};
+use crate::domain::webhooks;
+use crate::store::{
+    ACCOUNTS, API_KEYS, AccountRow, ApiKeyRow, COLLABORATORS, CollaboratorRow, ENDPOINT_SLUGS,
+    ENDPOINTS, EndpointRow, Environment, Permission, Role, Store, from_json, next_id, partition,
+    to_json,
+};
+
+const MAX_NAME_CHARS: usize = 100;
+const MAX_DESCRIPTION_CHARS: usize = 2000;
+const MAX_REQUIRED_FIELDS: usize = 50;
+const MAX_FIELD_NAME_CHARS: usize = 200;
+
+/// An endpoint as the management API shows it to its owner or to a collaborator. The keys
+/// are the viewer's own: the default keys for the owner, the collaboration keys for a
+/// collaborator, whose production key is shown only once the endpoint is deployed.
+#[derive(Debug, Serialize)]
+pub struct EndpointView {
+    pub slug: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub required_fields: Vec<String>,
+    pub active: bool,
+    /// `sandbox` or `production` (deployed).
+    pub environment: Environment,
+    pub deployed: bool,
+    pub deployed_at: Option<String>,
+    pub deploy_request: Option<DeployRequestView>,
+    pub monthly_quota: Option<u64>,
+    pub created_at: String,
+    /// `owner` or `collaborator`: the viewer's relation to the endpoint.
+    pub role: &'static str,
+    pub permissions: Vec<Permission>,
+    pub sandbox_key: String,
+    pub production_key: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DeployRequestView {
+    pub requested_by: String,
+    pub requested_at: String,
+    pub note: Option<String>,
+}
+
+/// How an account relates to an endpoint it can see.
+#[derive(Debug, Clone)]
+pub enum Membership {
+    Owner,
+    Collaborator(CollaboratorRow),
+}
+
+/// Body of `POST /api/v1/manage/endpoints`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewEndpoint {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub required_fields: Vec<String>,
+}
+
+/// Body of `PATCH /api/v1/manage/endpoints/{slug}`: only the fields present change;
+/// `"description": null` clears the description.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointPatch {
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    pub description: Option<Option<String>>,
+    pub required_fields: Option<Vec<String>>,
+    pub active: Option<bool>,
+    /// `null` returns to the server-wide `[usage] monthly_quota`.
+    #[serde(default, deserialize_with = "present")]
+    pub monthly_quota: Option<Option<u64>>,
+}
+
+/// Distinguishes a field sent as `null` (`Some(None)`) from an absent one (`None`).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> std::result::Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// What an authorised data call may touch.
+#[derive(Debug, Clone)]
+pub struct DataAccess {
+    pub endpoint: Arc<EndpointRow>,
+    pub environment: Environment,
+    pub key_id: String,
+    pub partition: u64,
+}
+
+/// Cached result of resolving a key: its row, its endpoint's row, and for a collaboration
+/// key the holder's permissions and whether the holder's account is suspended.
+struct CachedKey {
+    key: ApiKeyRow,
+    endpoint: Arc<EndpointRow>,
+    /// `None` for the owner's default keys, which may do everything.
+    permissions: Option<Vec<Permission>>,
+    suspended: bool,
+}
+
+/// Keys resolved since the last change to any endpoint or key.
+#[derive(Default)]
+pub struct AccessCache {
+    inner: RwLock<CacheInner>,
+}
+
+#[derive(Default)]
+struct CacheInner {
+    generation: u64,
+    entries: HashMap<[u8; 32], Arc<CachedKey>>,
+}
+
+impl AccessCache {
+    fn get(&self, hash: &[u8; 32]) -> (Option<Arc<CachedKey>>, u64) {
+        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        (inner.entries.get(hash).cloned(), inner.generation)
+    }
+
+    /// Caches an entry read while the cache was at `generation`, unless it changed since.
+    fn insert(&self, generation: u64, hash: [u8; 32], entry: Arc<CachedKey>) {
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if inner.generation == generation {
+            inner.entries.insert(hash, entry);
+        }
+    }
+
+    fn invalidate(&self) {
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        inner.generation += 1;
+        inner.entries.clear();
+    }
+}
+
+/// The endpoint service.
+pub struct Endpoints {
+    pub(crate) store: Arc<Store>,
+    pub(crate) sealer: Sealer,
+    cache: AccessCache,
+}
+
+impl Endpoints {
+    pub fn new(store: Arc<Store>, sealer: Sealer) -> Endpoints {
+        Endpoints {
+            store,
+            sealer,
+            cache: AccessCache::default(),
+        }
+    }
+
+    /// Forgets every resolved key: call after committing any change to keys, endpoints,
+    /// collaborators or accounts.
+    pub fn invalidate_access(&self) {
+        self.cache.invalidate();
+    }
+
+    pub fn create(
+        &self,
+        clock: &dyn Clock,
+        owner: &AccountRow,
+        new: NewEndpoint,
+    ) -> Result<EndpointView> {
+        crate::domain::accounts::require_server_owner(owner)?;
+        let name = valid_name(&new.name)?;
+        let description = valid_description(new.description)?;
+        let required_fields = valid_required_fields(new.required_fields)?;
+        let sandbox_key = new_api_key(Environment::Sandbox.key_prefix());
+        let production_key = new_api_key(Environment::Production.key_prefix());
+        let now = clock.now();
+
+        let txn = self.store.write()?;
+        let row = {
+            let id = next_id(&txn, "next_endpoint_id")?;
+            let mut slugs = txn.open_table(ENDPOINT_SLUGS)?;
+            // 60 random bits make a clash vanishingly rare; retry rather than assume.
+            let mut slug = new_slug(&name);
+            while slugs.get(slug.as_str())?.is_some() {
+                slug = new_slug(&name);
+            }
+            slugs.insert(slug.as_str(), id)?;
+            let row = EndpointRow {
+                id,
+                slug,
+                name,
+                description,
+                required_fields,
+                active: true,
+                deployed: false,
+                deployed_at: None,
+                created_at: now,
+                owner_id: owner.id,
+                deploy_request: None,
+                monthly_quota: None,
+                sandbox_key_sealed: self.sealer.seal(sandbox_key.as_bytes()),
+                production_key_sealed: self.sealer.seal(production_key.as_bytes()),
+            };
+            txn.open_table(ENDPOINTS)?
+                .insert(id, to_json(&row)?.as_slice())?;
+            insert_key(&txn, &sandbox_key, id, Environment::Sandbox, now, None)?;
+            insert_key(
+                &txn,
+                &production_key,
+                id,
+                Environment::Production,
+                now,
+                None,
+            )?;
+            webhooks::secrets::create_for_endpoint(&txn, &self.sealer, id, now)?;
+            audit::record(
+                &txn,
+                now,
+                id,
+                owner,
+                "endpoint.created",
+                serde_json::json!({ "name": row.name }),
+            )?;
+            row
+        };
+        txn.commit()?;
+        self.cache.invalidate();
+        self.view(row, &Membership::Owner)
+    }
+
+    /// Every endpoint the account owns or collaborates on, oldest first.
+    pub fn list(&self, account: &AccountRow) -> Result<Vec<EndpointView>> {
+        let txn = self.store.read()?;
+        let collaborators = txn.open_table(COLLABORATORS)?;
+        let mut out = Vec::new();
+        for entry in txn.open_table(ENDPOINTS)?.iter()? {
+            let (_, value) = entry?;
+            let row: EndpointRow = from_json(value.value())?;
+            if row.owner_id == account.id {
+                out.push(self.view(row, &Membership::Owner)?);
+            } else if let Some(c) = collaborators.get((row.id, account.id))? {
+                let membership = Membership::Collaborator(from_json(c.value())?);
+                out.push(self.view(row, &membership)?);
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn get(&self, account: &AccountRow, slug: &str) -> Result<EndpointView> {
+        let (row, membership) = self.member_row(account, slug)?;
+        self.view(row, &membership)
+    }
+
+    pub fn update(
+        &self,
+        clock: &dyn Clock,
+        owner: &AccountRow,
+        slug: &str,
+        patch: EndpointPatch,
+    ) -> Result<EndpointView> {
+        // Who may change it is answered before what is wrong with the change.
+        self.owned_row(owner, slug)?;
+        let name = patch.name.as_deref().map(valid_name).transpose()?;
+        let description = patch.description.map(valid_description).transpose()?;
+        let required_fields = patch
+            .required_fields
+            .map(valid_required_fields)
+            .transpose()?;
+        if patch.monthly_quota == Some(Some(0)) {
+            return Err(Error::InvalidRequest(
+                "`monthly_quota` must be at least 1, or null for the server default.".into(),
+            ));
+        }
+        self.modify(owner, slug, |txn, actor, row| {
+            let mut changed = serde_json::Map::new();
+            if let Some(name) = name {
+                changed.insert("name".into(), name.clone().into());
+                row.name = name;
+            }
+            if let Some(description) = description {
+                changed.insert("description".into(), description.clone().into());
+                row.description = description;
+            }
+            if let Some(fields) = required_fields {
+                changed.insert("required_fields".into(), fields.clone().into());
+                row.required_fields = fields;
+            }
+            if let Some(active) = patch.active {
+                changed.insert("active".into(), active.into());
+                row.active = active;
+            }
+            if let Some(quota) = patch.monthly_quota {
+                changed.insert("monthly_quota".into(), quota.into());
+                row.monthly_quota = quota;
+            }
+            let action = match patch.active {
+                Some(false) => "endpoint.deactivated",
+                Some(true) => "endpoint.reactivated",
+                None => "endpoint.updated",
+            };
+            audit::record(txn, clock.now(), row.id, actor, action, changed.into())
+        })
+    }
+
+    /// Reads, changes and writes back one endpoint its owner changes, in one transaction;
+    /// `change` also gets the transaction, to record the audit entry and any notifications.
+    pub(crate) fn modify(
+        &self,
+        owner: &AccountRow,
+        slug: &str,
+        change: impl FnOnce(&WriteTransaction, &AccountRow, &mut EndpointRow) -> Result<()>,
+    ) -> Result<EndpointView> {
+        self.modify_as(owner, slug, true, change)
+    }
+
+    /// Like [`Endpoints::modify`] for any member of the endpoint when `owner_only` is false.
+    pub(crate) fn modify_as(
+        &self,
+        account: &AccountRow,
+        slug: &str,
+        owner_only: bool,
+        change: impl FnOnce(&WriteTransaction, &AccountRow, &mut EndpointRow) -> Result<()>,
+    ) -> Result<EndpointView> {
+        let txn = self.store.write()?;
+        let (row, membership) = {
+            let (mut row, membership) = member_in(&txn, account, slug)?;
+            if owner_only && !matches!(membership, Membership::Owner) {
+                return Err(Error::OwnerOnly);
+            }
+            change(&txn, account, &mut row)?;
+            txn.open_table(ENDPOINTS)?
+                .insert(row.id, to_json(&row)?.as_slice())?;
+            (row, membership)
+        };
+        txn.commit()?;
+        self.cache.invalidate();
+        self.view(row, &membership)
+    }
+
+    /// The endpoint with this slug, if `owner` owns it (403 for its collaborators, 404 for
+    /// everyone else).
+    pub fn owned_row(&self, owner: &AccountRow, slug: &str) -> Result<EndpointRow> {
+        match self.member_row(owner, slug)? {
+            (row, Membership::Owner) => Ok(row),
+            (_, Membership::Collaborator(_)) => Err(Error::OwnerOnly),
+        }
+    }
+
+    /// The endpoint with this slug and how `account` relates to it; 404 when it is neither
+    /// the owner nor a collaborator.
+    pub fn member_row(
+        &self,
+        account: &AccountRow,
+        slug: &str,
+    ) -> Result<(EndpointRow, Membership)> {
+        let txn = self.store.read()?;
+        member_in(&txn, account, slug)
+    }
+
+    /// Authorises a data call: the key must exist (401), belong to the endpoint named by
+    /// `slug` (404 otherwise, so a key reveals nothing about other endpoints), the endpoint
+    /// must be active (403), the key holder's account not suspended (403), a production key
+    /// needs a deployed endpoint (403), and a collaboration key needs `needed` (403).
+    pub fn authorize_data_key(
+        &self,
+        key: Option<&str>,
+        slug: &str,
+        needed: Permission,
+    ) -> Result<DataAccess> {
+        self.authorize_key(key, slug, Some(needed))
+    }
+
+    /// [`Endpoints::authorize_data_key`] for a call that any permission allows: reading what
+    /// the endpoint expects (its OpenAPI document), which every key holder needs.
+    pub fn authorize_any_data_key(&self, key: Option<&str>, slug: &str) -> Result<DataAccess> {
+        self.authorize_key(key, slug, None)
+    }
+
+    fn authorize_key(
+        &self,
+        key: Option<&str>,
+        slug: &str,
+        needed: Option<Permission>,
+    ) -> Result<DataAccess> {
+        let key = key.ok_or(Error::MissingApiKey)?;
+        if !key.starts_with(Environment::Sandbox.key_prefix())
+            && !key.starts_with(Environment::Production.key_prefix())
+        {
+            return Err(Error::InvalidApiKey);
+        }
+        let hash = secret_hash(key);
+        let resolved = match self.cache.get(&hash) {
+            (Some(hit), _) => hit,
+            (None, generation) => {
+                // Unknown keys are not cached: only keys that exist can take memory.
+                let entry = Arc::new(self.resolve_key(&hash)?.ok_or(Error::InvalidApiKey)?);
+                self.cache.insert(generation, hash, entry.clone());
+                entry
+            }
+        };
+        let endpoint = &resolved.endpoint;
+        if endpoint.slug != slug {
+            return Err(Error::EndpointNotFound);
+        }
+        if !endpoint.active {
+            return Err(Error::EndpointInactive);
+        }
+        if resolved.suspended {
+            return Err(Error::AccountSuspended);
+        }
+        if resolved.key.environment == Environment::Production && !endpoint.deployed {
+            return Err(Error::EndpointNotDeployed);
+        }
+        if let (Some(needed), Some(permissions)) = (needed, &resolved.permissions)
+            && !permissions.contains(&needed)
+        {
+            return Err(Error::MissingPermission(needed));
+        }
+        Ok(DataAccess {
+            partition: partition(endpoint.id, resolved.key.environment),
+            environment: resolved.key.environment,
+            key_id: resolved.key.key_id.clone(),
+            endpoint: endpoint.clone(),
+        })
+    }
+
+    fn resolve_key(&self, hash: &[u8; 32]) -> Result<Option<CachedKey>> {
+        let txn = self.store.read()?;
+        let key: ApiKeyRow = match txn.open_table(API_KEYS)?.get(hash)? {
+            Some(v) => from_json(v.value())?,
+            None => return Ok(None),
+        };
+        let endpoint: EndpointRow = match txn.open_table(ENDPOINTS)?.get(key.endpoint_id)? {
+            Some(v) => from_json(v.value())?,
+            None => return Ok(None),
+        };
+        let (permissions, suspended) = match key.collaborator_id {
+            None => (None, false),
+            Some(account_id) => {
+                let collaborator: CollaboratorRow = match txn
+                    .open_table(COLLABORATORS)?
+                    .get((endpoint.id, account_id))?
+                {
+                    Some(v) => from_json(v.value())?,
+                    // Removed collaborators' keys are deleted with them; be safe anyway.
+                    None => return Ok(None),
+                };
+                let suspended = account_by_id(&txn.open_table(ACCOUNTS)?, account_id)?
+                    .is_none_or(|a| a.suspended);
+                (Some(collaborator.permissions), suspended)
+            }
+        };
+        Ok(Some(CachedKey {
+            key,
+            endpoint: Arc::new(endpoint),
+            permissions,
+            suspended,
+        }))
+    }
+
+    /// The endpoint id for a slug, whoever owns it (for request logging of refused calls).
+    pub fn id_for_slug(&self, slug: &str) -> Result<Option<u64>> {
+        let txn = self.store.read()?;
+        Ok(txn
+            .open_table(ENDPOINT_SLUGS)?
+            .get(slug)?
+            .map(|v| v.value()))
+    }
+
+    /// Opens a sealed key.
+    pub(crate) fn open_key(&self, sealed: &[u8]) -> Result<String> {
+        self.sealer
+            .open_string(sealed)
+            .map_err(|e| Error::Internal(e.to_string()))
+    }
+
+    pub(crate) fn view(&self, row: EndpointRow, membership: &Membership) -> Result<EndpointView> {
+        let (role, permissions, sandbox_key, production_key) = match membership {
+            Membership::Owner => (
+                "owner",
+                Permission::ALL.to_vec(),
+                self.open_key(&row.sandbox_key_sealed)?,
+                Some(self.open_key(&row.production_key_sealed)?),
+            ),
+            Membership::Collaborator(c) => (
+                "collaborator",
+                c.permissions.clone(),
+                self.open_key(&c.sandbox_key_sealed)?,
+                if row.deployed {
+                    Some(self.open_key(&c.production_key_sealed)?)
+                } else {
+                    None
+                },
+            ),
+        };
+        let deploy_request = match &row.deploy_request {
+            Some(request) => {
+                let txn = self.store.read()?;
+                let requested_by = account_by_id(&txn.open_table(ACCOUNTS)?, request.requested_by)?
+                    .map_or_else(|| format!("account {}", request.requested_by), |a| a.email);
+                Some(DeployRequestView {
+                    requested_by,
+                    requested_at: request.requested_at.to_rfc3339(),
+                    note: request.note.clone(),
+                })
+            }
+            None => None,
+        };
+        Ok(EndpointView {
+            slug: row.slug,
+            name: row.name,
+            description: row.description,
+            required_fields: row.required_fields,
+            active: row.active,
+            environment: if row.deployed {
+                Environment::Production
+            } else {
+                Environment::Sandbox
+            },
+            deployed: row.deployed,
+            deployed_at: row.deployed_at.map(Timestamp::to_rfc3339),
+            deploy_request,
+            monthly_quota: row.monthly_quota,
+            created_at: row.created_at.to_rfc3339(),
+            role,
+            permissions,
+            sandbox_key,
+            production_key,
+        })
+    }
+}
+
+/// The endpoint with this slug inside a transaction, and how `account` relates to it.
+fn member_in(
+    txn: &impl ReadTables,
+    account: &AccountRow,
+    slug: &str,
+) -> Result<(EndpointRow, Membership)> {
+    let id = txn
+        .endpoint_slugs()?
+        .get(slug)?
+        .map(|v| v.value())
+        .ok_or(Error::EndpointNotFound)?;
+    let row: EndpointRow = match txn.endpoints()?.get(id)? {
+        Some(v) => from_json(v.value())?,
+        None => return Err(Error::EndpointNotFound),
+    };
+    if row.owner_id == account.id && account.role == Role::Owner {
+        return Ok((row, Membership::Owner));
+    }
+    match txn.collaborators()?.get((id, account.id))? {
+        Some(v) => {
+            let collaborator = from_json(v.value())?;
+            Ok((row, Membership::Collaborator(collaborator)))
+        }
+        None => Err(Error::EndpointNotFound),
+    }
+}
+
+/// Opening the tables `member_in` reads, in a read or a write transaction.
+trait ReadTables {
+    fn endpoint_slugs(&self) -> Result<impl ReadableTable<&'static str, u64>>;
+    fn endpoints(&self) -> Result<impl ReadableTable<u64, &'static [u8]>>;
+    fn collaborators(&self) -> Result<impl ReadableTable<(u64, u64), &'static [u8]>>;
+}
+
+macro_rules! read_tables {
+    ($t:ty) => {
+        impl ReadTables for $t {
+            fn endpoint_slugs(&self) -> Result<impl ReadableTable<&'static str, u64>> {
+                Ok(self.open_table(ENDPOINT_SLUGS)?)
+            }
+            fn endpoints(&self) -> Result<impl ReadableTable<u64, &'static [u8]>> {
+                Ok(self.open_table(ENDPOINTS)?)
+            }
+            fn collaborators(&self) -> Result<impl ReadableTable<(u64, u64), &'static [u8]>> {
+                Ok(self.open_table(COLLABORATORS)?)
+            }
+        }
+    };
+}
+read_tables!(redb::ReadTransaction);
+read_tables!(WriteTransaction);
+
+/// Stores a new API key (by hash) for an endpoint; `collaborator_id` for collaboration keys.
+pub(crate) fn insert_key(
+    txn: &WriteTransaction,
+    key: &str,
+    endpoint_id: u64,
+    environment: Environment,
+    now: Timestamp,
+    collaborator_id: Option<u64>,
+) -> Result<()> {
+    let hash = secret_hash(key);
+    let row = ApiKeyRow {
+        key_id: key_id(&hash),
+        endpoint_id,
+        environment,
+        created_at: now,
+        collaborator_id,
+    };
+    txn.open_table(API_KEYS)?
+        .insert(&hash, to_json(&row)?.as_slice())?;
+    Ok(())
+}
+
+fn valid_name(name: &str) -> Result<String> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > MAX_NAME_CHARS {
+        return Err(Error::InvalidRequest(format!(
+            "`name` must be 1 to {MAX_NAME_CHARS} characters."
+        )));
+    }
+    Ok(name.to_string())
+}
+
+fn valid_description(description: Option<String>) -> Result<Option<String>> {
+    match description {
+        Some(d) if d.chars().count() > MAX_DESCRIPTION_CHARS => Err(Error::InvalidRequest(
+            format!("`description` must be at most {MAX_DESCRIPTION_CHARS} characters."),
+        )),
+        Some(d) if d.trim().is_empty() => Ok(None),
+        other => Ok(other),
+    }
+}
+
+fn valid_required_fields(fields: Vec<String>) -> Result<Vec<String>> {
+    if fields.len() > MAX_REQUIRED_FIELDS {
+        return Err(Error::InvalidRequest(format!(
+            "At most {MAX_REQUIRED_FIELDS} `required_fields` can be declared."
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for field in &fields {
+        if field.is_empty() || field.chars().count() > MAX_FIELD_NAME_CHARS {
+            return Err(Error::InvalidRequest(format!(
+                "Each entry of `required_fields` must be 1 to {MAX_FIELD_NAME_CHARS} characters."
+            )));
+        }
+        if !seen.insert(field.as_str()) {
+            return Err(Error::InvalidRequest(format!(
+                "`required_fields` lists `{field}` twice."
+            )));
+        }
+    }
+    Ok(fields)
+}

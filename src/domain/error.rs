@@ -1,0 +1,203 @@
+//! The service-layer error: every way a request can be refused or fail.
+//!
+//! Services return [`Error`]; the HTTP layer maps it to a status and a stable `code` in exactly
+//! one place (`api::error`). Messages are for humans and never contain a secret.
+
+use crate::store::{Permission, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    // 400
+    #[error("The request body is not valid JSON: {0}.")]
+    InvalidJson(String),
+    #[error("The payload is missing the required field `{0}`.")]
+    MissingRequiredField(String),
+    #[error("The payload must be a JSON object because this endpoint declares required fields.")]
+    PayloadNotObject,
+    #[error("`{0}` is not a valid record id; ids look like rec_ followed by 26 characters.")]
+    InvalidRecordId(String),
+    #[error("Invalid `{name}` parameter: {reason}.")]
+    InvalidParameter { name: &'static str, reason: String },
+    #[error("{0}")]
+    InvalidRequest(String),
+    #[error("The Idempotency-Key header must be 1 to 255 printable ASCII characters.")]
+    InvalidIdempotencyKey,
+    #[error("Invalid webhook request: {0}.")]
+    InvalidWebhook(String),
+
+    // 401
+    #[error("Send the API key as `Authorization: Bearer <API_KEY>`.")]
+    MissingApiKey,
+    #[error("The API key is not valid.")]
+    InvalidApiKey,
+    #[error("Log in, or send an account token as `Authorization: Bearer <TOKEN>`.")]
+    MissingToken,
+    #[error("The account token is not valid.")]
+    InvalidToken,
+    #[error("The session has expired or was logged out; log in again.")]
+    SessionExpired,
+    #[error("The e-mail address or password is wrong.")]
+    InvalidCredentials,
+    #[error("An account with this e-mail address exists; log in, then accept the invitation.")]
+    LoginRequired,
+    #[error("Send the metrics token of the server's config as `Authorization: Bearer <TOKEN>`.")]
+    InvalidMetricsToken,
+
+    // 403
+    #[error("This endpoint is inactive; its owner can reactivate it.")]
+    EndpointInactive,
+    #[error("Production keys work only after the endpoint has been deployed.")]
+    EndpointNotDeployed,
+    #[error("This account is suspended (no subscription); its owner can reinstate it.")]
+    AccountSuspended,
+    #[error("This key lacks the `{}` permission; the endpoint owner manages permissions.", .0.as_str())]
+    MissingPermission(Permission),
+    #[error("Only the endpoint's owner can do this.")]
+    OwnerOnly,
+    #[error("Only the server's owner account can do this.")]
+    ServerOwnerOnly,
+    #[error("A change made with the session cookie must come from this server's own pages.")]
+    CrossSiteRequest,
+    #[error("This invitation was sent to another e-mail address than this account's.")]
+    InvitationForOtherAccount,
+
+    // 404
+    #[error("No endpoint with that slug exists for this key.")]
+    EndpointNotFound,
+    #[error("No record with that id exists.")]
+    RecordNotFound,
+    #[error("No route matches this path.")]
+    RouteNotFound,
+    #[error("No such {} exists.", .0.as_str())]
+    NotFound(Missing),
+
+    // 410
+    #[error("This invitation {0}; ask the endpoint owner for a new one.")]
+    InvitationGone(GoneReason),
+    #[error("No e-mail with that id exists.")]
+    MailNotFound,
+
+    // 405
+    #[error("This method is not allowed on this path; allowed: {0}.")]
+    MethodNotAllowed(&'static str),
+
+    // 409
+    #[error(
+        "This Idempotency-Key was already used with a different request body in the last 24 hours."
+    )]
+    IdempotencyConflict,
+    #[error("{0}")]
+    Conflict(String),
+
+    // 429
+    #[error(
+        "The monthly usage limit of this endpoint is reached; it resets at the start of the next month (UTC)."
+    )]
+    UsageLimitExceeded { retry_after_secs: u64 },
+    #[error("Too many failed login attempts; try again later.")]
+    TooManyLoginAttempts { retry_after_secs: u64 },
+
+    // 408
+    #[error("The request body did not arrive in time.")]
+    RequestTimeout,
+
+    // 413
+    #[error("The request body exceeds the limit of {0} bytes.")]
+    PayloadTooLarge(usize),
+
+    // 415
+    #[error("The Content-Type must be application/json.")]
+    UnsupportedMediaType,
+
+    // 5xx
+    #[error("Storage is temporarily unavailable; retry with backoff.")]
+    Unavailable(String),
+    #[error("The server's disk is full: nothing was stored. Retry with backoff.")]
+    StorageFull,
+    #[error("The server is shutting down; retry with backoff.")]
+    ShuttingDown,
+    #[error("An internal error occurred.")]
+    Internal(String),
+}
+
+/// The kinds of management objects a 404 can be about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    Invitation,
+    Collaborator,
+    Token,
+    Account,
+    Notification,
+    DeployRequest,
+    Webhook,
+    Delivery,
+}
+
+impl Missing {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Missing::Invitation => "invitation",
+            Missing::Collaborator => "collaborator",
+            Missing::Token => "token",
+            Missing::Account => "account",
+            Missing::Notification => "notification",
+            Missing::DeployRequest => "deploy request",
+            Missing::Webhook => "webhook",
+            Missing::Delivery => "delivery",
+        }
+    }
+}
+
+/// Why an invitation link no longer works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GoneReason {
+    Expired,
+    Revoked,
+    Accepted,
+}
+
+impl std::fmt::Display for GoneReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            GoneReason::Expired => "has expired",
+            GoneReason::Revoked => "was revoked",
+            GoneReason::Accepted => "was already accepted",
+        })
+    }
+}
+
+impl From<StoreError> for Error {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Corrupt(what) => Error::Internal(what),
+            StoreError::Full { .. } => Error::StorageFull,
+            other => Error::Unavailable(other.to_string()),
+        }
+    }
+}
+
+/// Password hashing (or its task) failing is the server's own failure, never the caller's.
+impl From<crate::core::crypto::CryptoError> for Error {
+    fn from(err: crate::core::crypto::CryptoError) -> Self {
+        Error::Internal(err.to_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// redb errors reach services through `?` as storage failures.
+macro_rules! store_errors {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Error {
+            fn from(err: $t) -> Self {
+                StoreError::from(err).into()
+            }
+        }
+    )*};
+}
+store_errors!(
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);

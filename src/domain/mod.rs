@@ -1,0 +1,17 @@
+//! Domain services.
+pub mod accounts;
+pub mod audit;
+pub mod collaborators;
+pub mod deploy;
+pub mod endpoints;
+pub mod error;
+pub mod health;
+pub mod mail;
+pub mod notifications;
+pub mod poll;
+pub mod records;
+pub mod retention;
+pub mod search;
+pub mod sessions;
+pub mod usage;
+pub mod webhooks;

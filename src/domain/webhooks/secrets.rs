@@ -1,0 +1,380 @@
+//! The webhook signing secrets: one per endpoint and environment, as the spec's "Webhook
+//! signing secret" and its replacement state table have them.
+//!
+//! - Both secrets of an endpoint are made in the transaction that creates it
+//!   ([`create_for_endpoint`]). Endpoints created before secrets existed have none: their
+//!   secret is made on first use (viewing it, reissuing it, or signing with it), so old data
+//!   dirs work unchanged.
+//! - A secret is stored sealed (see `crypto`) in `WEBHOOK_SECRETS`, because it must be shown
+//!   again; it never appears in a log or an audit entry.
+//! - The owner and the endpoint's collaborators can view it; only the owner can reissue it.
+//!   A reissue keeps the replaced secret as `previous` and starts a [`CHANGEOVER`] during
+//!   which webhooks carry both signatures, new first. A reissue during a changeover drops the
+//!   older previous secret: only the last two secrets ever sign.
+//! - [`signing_keys`] is what a sender asks at send time: the current key, and the previous
+//!   one while the changeover runs.
+
+use std::time::Duration;
+
+use redb::ReadableTable;
+use serde::Serialize;
+
+use super::signing::{generate_secret, secret_key};
+use crate::core::clock::Timestamp;
+use crate::core::crypto::Sealer;
+use crate::domain::audit;
+use crate::domain::error::{Error, Result};
+use crate::http::app::App;
+use crate::store::{
+    AccountRow, ENDPOINTS, Environment, Store, WEBHOOK_SECRETS, WebhookSecretRow, from_json,
+    partition, partition_endpoint, to_json,
+};
+
+/// How long after a reissue webhooks are still signed with the previous secret too.
+pub const CHANGEOVER: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// A secret as the management API shows it. `rotated_at` once the secret has been reissued;
+/// `previous_valid_until` while the changeover after that reissue runs.
+#[derive(Debug, Serialize)]
+pub struct SecretView {
+    pub environment: Environment,
+    pub secret: String,
+    pub created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rotated_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_valid_until: Option<String>,
+}
+
+/// Makes the sandbox and production secrets of a new endpoint inside its creation `txn`.
+pub fn create_for_endpoint(
+    txn: &redb::WriteTransaction,
+    sealer: &Sealer,
+    endpoint_id: u64,
+    now: Timestamp,
+) -> Result<()> {
+    let mut table = txn.open_table(WEBHOOK_SECRETS)?;
+    for environment in [Environment::Sandbox, Environment::Production] {
+        let row = new_row(sealer, now);
+        table.insert(
+            partition(endpoint_id, environment),
+            to_json(&row)?.as_slice(),
+        )?;
+    }
+    Ok(())
+}
+
+/// The secret of one environment of the endpoint, for its owner or a collaborator (404 for
+/// any other account).
+pub fn view(
+    app: &App,
+    account: &AccountRow,
+    slug: &str,
+    environment: Environment,
+) -> Result<SecretView> {
+    let (endpoint, _) = app.endpoints.member_row(account, slug)?;
+    let now = app.clock.now();
+    let sealer = &app.endpoints.sealer;
+    let row = row_or_create(&app.store, sealer, partition(endpoint.id, environment), now)?;
+    secret_view(sealer, environment, &row, now)
+}
+
+/// The owner replaces the secret of one environment (403 `owner_only` for collaborators, 404
+/// for any other account): the current secret becomes the previous one, a new one is made,
+/// and the changeover starts now. The audit entry names the environment, never a secret.
+pub fn reissue(
+    app: &App,
+    owner: &AccountRow,
+    slug: &str,
+    environment: Environment,
+) -> Result<SecretView> {
+    let endpoint = app.endpoints.owned_row(owner, slug)?;
+    let now = app.clock.now();
+    let sealer = &app.endpoints.sealer;
+    let key = partition(endpoint.id, environment);
+    let txn = app.store.write()?;
+    let row = {
+        let mut table = txn.open_table(WEBHOOK_SECRETS)?;
+        let existing: Option<WebhookSecretRow> =
+            table.get(key)?.map(|v| from_json(v.value())).transpose()?;
+        let replaced = existing.unwrap_or_else(|| new_row(sealer, now));
+        let row = reissued(sealer, replaced, now);
+        table.insert(key, to_json(&row)?.as_slice())?;
+        row
+    };
+    audit::record(
+        &txn,
+        now,
+        endpoint.id,
+        owner,
+        "webhook_secret.reissued",
+        serde_json::json!({ "environment": environment }),
+    )?;
+    txn.commit()?;
+    secret_view(sealer, environment, &row, now)
+}
+
+/// The keys to sign a webhook of `partition` with at `now`: the current key first, then the
+/// previous one while the changeover after the last reissue runs (`now < rotated_at +
+/// CHANGEOVER`). 404 `endpoint_not_found` when the partition's endpoint does not exist.
+pub fn signing_keys(
+    store: &Store,
+    sealer: &Sealer,
+    partition: u64,
+    now: Timestamp,
+) -> Result<Vec<Vec<u8>>> {
+    let row = row_or_create(store, sealer, partition, now)?;
+    keys_at(sealer, &row, now)
+}
+
+/// A row with a fresh secret and no history.
+fn new_row(sealer: &Sealer, now: Timestamp) -> WebhookSecretRow {
+    WebhookSecretRow {
+        current_sealed: sealer.seal(generate_secret().as_bytes()),
+        previous_sealed: None,
+        created_at: now,
+        rotated_at: None,
+    }
+}
+
+/// `row` after a reissue at `now`: its current secret becomes the previous one (dropping any
+/// older previous one) under a new current secret.
+fn reissued(sealer: &Sealer, row: WebhookSecretRow, now: Timestamp) -> WebhookSecretRow {
+    WebhookSecretRow {
+        current_sealed: sealer.seal(generate_secret().as_bytes()),
+        previous_sealed: Some(row.current_sealed),
+        created_at: row.created_at,
+        rotated_at: Some(now),
+    }
+}
+
+/// When the changeover of `row`'s last reissue ends, if `now` is still inside it.
+fn changeover_end(row: &WebhookSecretRow, now: Timestamp) -> Option<Timestamp> {
+    row.previous_sealed.as_ref()?;
+    let end = row.rotated_at?.plus(CHANGEOVER);
+    (now < end).then_some(end)
+}
+
+/// The signing keys of `row` at `now`, current first.
+fn keys_at(sealer: &Sealer, row: &WebhookSecretRow, now: Timestamp) -> Result<Vec<Vec<u8>>> {
+    let mut keys = vec![open_key(sealer, &row.current_sealed)?];
+    if let Some(previous) = &row.previous_sealed
+        && changeover_end(row, now).is_some()
+    {
+        keys.push(open_key(sealer, previous)?);
+    }
+    Ok(keys)
+}
+
+fn secret_view(
+    sealer: &Sealer,
+    environment: Environment,
+    row: &WebhookSecretRow,
+    now: Timestamp,
+) -> Result<SecretView> {
+    Ok(SecretView {
+        environment,
+        secret: open_secret(sealer, &row.current_sealed)?,
+        created_at: row.created_at.to_rfc3339(),
+        rotated_at: row.rotated_at.map(Timestamp::to_rfc3339),
+        previous_valid_until: changeover_end(row, now).map(Timestamp::to_rfc3339),
+    })
+}
+
+/// The stored row of `partition`, made (in a write transaction of its own) when the endpoint
+/// predates webhook secrets.
+fn row_or_create(
+    store: &Store,
+    sealer: &Sealer,
+    partition: u64,
+    now: Timestamp,
+) -> Result<WebhookSecretRow> {
+    {
+        let txn = store.read()?;
+        if let Some(v) = txn.open_table(WEBHOOK_SECRETS)?.get(partition)? {
+            return Ok(from_json(v.value())?);
+        }
+    }
+    let txn = store.write()?;
+    let row = {
+        let mut table = txn.open_table(WEBHOOK_SECRETS)?;
+        // Another request may have made it since the read.
+        let existing: Option<WebhookSecretRow> = table
+            .get(partition)?
+            .map(|v| from_json(v.value()))
+            .transpose()?;
+        match existing {
+            Some(row) => row,
+            None => {
+                let endpoint_id = partition_endpoint(partition);
+                if txn.open_table(ENDPOINTS)?.get(endpoint_id)?.is_none() {
+                    return Err(Error::EndpointNotFound);
+                }
+                let row = new_row(sealer, now);
+                table.insert(partition, to_json(&row)?.as_slice())?;
+                row
+            }
+        }
+    };
+    txn.commit()?;
+    Ok(row)
+}
+
+fn open_secret(sealer: &Sealer, sealed: &[u8]) -> Result<String> {
+    sealer
+        .open_string(sealed)
+        .map_err(|e| Error::Internal(e.to_string()))
+}
+
+/// The key bytes of a sealed secret.
+fn open_key(sealer: &Sealer, sealed: &[u8]) -> Result<Vec<u8>> {
+    secret_key(&open_secret(sealer, sealed)?)
+        .map_err(|e| Error::Internal(format!("stored webhook secret: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::core::clock::ManualClock;
+    use crate::domain::endpoints::{Endpoints, NewEndpoint};
+    use crate::store::{ENDPOINT_SLUGS, Role};
+
+    const T0: Timestamp = Timestamp(1_767_225_600_000_000);
+
+    struct Fixture {
+        _dir: tempfile::TempDir,
+        endpoints: Endpoints,
+    }
+
+    impl Fixture {
+        fn new() -> Fixture {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(&dir.path().join("intake.redb"), 1 << 20).unwrap();
+            let sealer = Sealer::load_or_create(dir.path()).unwrap();
+            Fixture {
+                endpoints: Endpoints::new(Arc::new(store), sealer),
+                _dir: dir,
+            }
+        }
+
+        fn store(&self) -> &Store {
+            &self.endpoints.store
+        }
+
+        fn sealer(&self) -> &Sealer {
+            &self.endpoints.sealer
+        }
+
+        /// Creates an endpoint; returns its id.
+        fn endpoint(&self, name: &str) -> u64 {
+            let owner = AccountRow {
+                id: 1,
+                email: "owner@example.com".into(),
+                password_hash: String::new(),
+                role: Role::Owner,
+                created_at: T0,
+                suspended: false,
+            };
+            let new = NewEndpoint {
+                name: name.into(),
+                description: None,
+                required_fields: Vec::new(),
+            };
+            let view = self
+                .endpoints
+                .create(&ManualClock::new(T0), &owner, new)
+                .unwrap();
+            let txn = self.store().read().unwrap();
+            let slugs = txn.open_table(ENDPOINT_SLUGS).unwrap();
+            slugs.get(view.slug.as_str()).unwrap().unwrap().value()
+        }
+
+        fn keys(&self, partition: u64, now: Timestamp) -> Result<Vec<Vec<u8>>> {
+            signing_keys(self.store(), self.sealer(), partition, now)
+        }
+    }
+
+    #[test]
+    fn a_new_endpoint_has_a_secret_per_environment() {
+        let f = Fixture::new();
+        let first = f.endpoint("Orders");
+        let second = f.endpoint("Leads");
+        let mut seen = Vec::new();
+        for id in [first, second] {
+            for environment in [Environment::Sandbox, Environment::Production] {
+                let keys = f.keys(partition(id, environment), T0).unwrap();
+                assert_eq!(keys.len(), 1);
+                assert_eq!(keys[0].len(), 32);
+                assert!(!seen.contains(&keys[0]));
+                seen.push(keys[0].clone());
+            }
+        }
+    }
+
+    #[test]
+    fn a_reissue_signs_with_both_keys_for_the_changeover() {
+        let f = Fixture::new();
+        let sealer = f.sealer();
+        let original = new_row(sealer, T0);
+        let k0 = keys_at(sealer, &original, T0).unwrap();
+        assert_eq!(changeover_end(&original, T0), None);
+
+        let t1 = T0.plus(Duration::from_secs(3600));
+        let once = reissued(sealer, original.clone(), t1);
+        assert_eq!(once.created_at, T0);
+        let k1 = keys_at(sealer, &once, t1).unwrap();
+        assert_eq!(k1.len(), 2);
+        assert_ne!(k1[0], k0[0]);
+        assert_eq!(k1[1], k0[0]);
+        let end = t1.plus(CHANGEOVER);
+        assert_eq!(changeover_end(&once, t1), Some(end));
+        assert_eq!(
+            keys_at(sealer, &once, end.minus(Duration::from_micros(1))).unwrap(),
+            k1
+        );
+        assert_eq!(keys_at(sealer, &once, end).unwrap(), [k1[0].clone()]);
+        assert_eq!(changeover_end(&once, end), None);
+
+        // A second reissue inside the window drops the original secret.
+        let t2 = t1.plus(Duration::from_secs(3600));
+        let twice = reissued(sealer, once, t2);
+        let k2 = keys_at(sealer, &twice, t2).unwrap();
+        assert_eq!(k2.len(), 2);
+        assert_eq!(k2[1], k1[0]);
+        assert!(!k2.contains(&k0[0]));
+        assert_eq!(
+            keys_at(sealer, &twice, t2.plus(CHANGEOVER)).unwrap(),
+            [k2[0].clone()]
+        );
+    }
+
+    #[test]
+    fn an_endpoint_from_before_secrets_gets_one_on_first_use() {
+        let f = Fixture::new();
+        let id = f.endpoint("Orders");
+        let sandbox = partition(id, Environment::Sandbox);
+        {
+            let txn = f.store().write().unwrap();
+            txn.open_table(WEBHOOK_SECRETS)
+                .unwrap()
+                .remove(sandbox)
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let made = f.keys(sandbox, T0).unwrap();
+        assert_eq!(made.len(), 1);
+        assert_eq!(made[0].len(), 32);
+        // Kept: the next use finds the same secret.
+        let later = T0.plus(Duration::from_secs(60));
+        assert_eq!(f.keys(sandbox, later).unwrap(), made);
+
+        // No secret is made for an endpoint that does not exist.
+        let missing = partition(id + 1, Environment::Sandbox);
+        assert!(matches!(f.keys(missing, T0), Err(Error::EndpointNotFound)));
+        let txn = f.store().read().unwrap();
+        let table = txn.open_table(WEBHOOK_SECRETS).unwrap();
+        assert!(table.get(missing).unwrap().is_none());
+    }
+}

@@ -1,0 +1,43 @@
+//! `POST /api/v1/manage/backups`: a consistent backup of the running server, streamed as a
+//! tar archive (see `backup`). Only the server's owner may take one: it holds every record
+//! and the key-encryption key.
+
+use http::HeaderValue;
+use warp::Reply;
+use warp::reply::Response;
+
+use super::Request;
+use super::manage::caller;
+use crate::domain::accounts;
+use crate::domain::error::{Error, Result};
+use crate::http::app::App;
+use crate::ops::backup;
+
+pub async fn create(app: &App, req: &mut Request) -> Result<Response> {
+    accounts::require_server_owner(&caller(app, req)?)?;
+    let (store, dir, now) = (
+        app.store.clone(),
+        app.config.data_dir.clone(),
+        app.clock.now(),
+    );
+    // The unnamed file lives in the data dir: the one place the service may always write.
+    let (file, manifest) =
+        tokio::task::spawn_blocking(move || backup::write_unnamed(&store, &dir, now))
+            .await
+            .map_err(|e| Error::Internal(format!("the backup task failed: {e}")))??;
+    log::info!(
+        "backup taken through the API (change sequence {})",
+        manifest.last_change_seq
+    );
+    let mut response = warp::reply::stream(backup::chunks(file)).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-tar"),
+    );
+    headers.insert(
+        http::header::CONTENT_DISPOSITION,
+        HeaderValue::from_static("attachment; filename=\"intake-backup.tar\""),
+    );
+    Ok(response)
+}

@@ -1,0 +1,184 @@
+//! Handlers of the data API under `/api/v1/data/{slug}`.
+//!
+//! Checks run in this fixed order (docs/src/errors.md documents it): route and method
+//! (404/405, done by the router) → Authorization header (401) → key known (401) → endpoint
+//! for this key (404) → endpoint active (403) → key holder's account not suspended (403) →
+//! production key deployed (403) → key permission for the method (403) → monthly quota (429)
+//! → record id (400) → Content-Type (415) → body size (413) → `X-Webhook-*` headers (400) →
+//! JSON (400) → required fields (400) → Idempotency-Key (400/409).
+
+use http::{Method, StatusCode};
+use warp::reply::Response;
+
+use super::reply::{self, bearer, query_params, read_body, require_json};
+use super::{CallLog, MAX_DATA_BODY, Request};
+use crate::core::clock::Timestamp;
+use crate::core::crypto::{key_id, secret_hash};
+use crate::domain::endpoints::DataAccess;
+use crate::domain::error::{Error, Result};
+use crate::domain::poll;
+use crate::domain::records;
+use crate::domain::search;
+use crate::domain::webhooks::deliveries::{self, Hooks};
+use crate::http::app::App;
+use crate::store::{Environment, Permission, partition};
+
+pub async fn handle(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    record_id: Option<&str>,
+    call_log: &mut CallLog,
+) -> Result<Response> {
+    let needed = match (&req.method, record_id) {
+        (&Method::POST, _) => Permission::Create,
+        (&Method::PUT, _) => Permission::Replace,
+        (&Method::DELETE, _) => Permission::Delete,
+        _ => Permission::Read,
+    };
+    let access = authorize(app, req, slug, needed, call_log)?;
+    match (&req.method, record_id) {
+        (&Method::GET, None) => {
+            let params = query_params(&req.query);
+            let limit = crate::core::cursor::limit_param(
+                &params,
+                records::LIST_LIMIT_DEFAULT,
+                records::LIST_LIMIT_MAX,
+            )?;
+            let page = records::list(
+                &app.store,
+                &access,
+                limit,
+                params.get("cursor").map(String::as_str),
+            )?;
+            Ok(reply::json_text(StatusCode::OK, page))
+        }
+        (&Method::POST, None) => {
+            // The stamp is created_at; it counts as in flight for poll until the write is
+            // stored or refused (see `poll`).
+            let stamp = app.in_flight.stamp(app.clock.as_ref());
+            let body = json_body(req).await?;
+            let idempotency_key = match req.headers.get("idempotency-key") {
+                Some(v) => Some(v.to_str().map_err(|_| Error::InvalidIdempotencyKey)?),
+                None => None,
+            };
+            let hooks = hooks(app, req, &access, stamp.at)?;
+            let accepted =
+                records::create(&app.ingest, &access, hooks, &body, idempotency_key).await?;
+            Ok(reply::json(StatusCode::ACCEPTED, &accepted))
+        }
+        (&Method::GET, Some(id)) => {
+            let id = records::parse_record_id(id)?;
+            let record = records::get(&app.store, &access, id)?;
+            Ok(reply::json_text(StatusCode::OK, record))
+        }
+        (&Method::PUT, Some(id)) => {
+            let id = records::parse_record_id(id)?;
+            let body = json_body(req).await?;
+            let hooks = hooks(app, req, &access, req.received_at)?;
+            let accepted = records::replace(&app.ingest, &access, id, hooks, &body).await?;
+            Ok(reply::json(StatusCode::ACCEPTED, &accepted))
+        }
+        (&Method::DELETE, Some(id)) => {
+            let id = records::parse_record_id(id)?;
+            let hooks = hooks(app, req, &access, req.received_at)?;
+            let accepted = records::delete(&app.ingest, &access, id, hooks).await?;
+            Ok(reply::json(StatusCode::ACCEPTED, &accepted))
+        }
+        // The router only lets the methods above through.
+        _ => Err(Error::MethodNotAllowed("GET, POST, PUT, DELETE")),
+    }
+}
+
+/// `GET /api/v1/data/{slug}/search`.
+pub fn search(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Result<Response> {
+    let access = authorize(app, req, slug, Permission::Read, call_log)?;
+    let request =
+        search::parse_request(&query_params(&req.query), access.partition, req.received_at)?;
+    let started = std::time::Instant::now();
+    let page = search::search(&app.store, &app.search, access.partition, &request)?;
+    app.metrics
+        .search_seconds
+        .observe_duration(started.elapsed());
+    Ok(reply::json_text(StatusCode::OK, page))
+}
+
+/// `GET /api/v1/data/{slug}/poll`.
+pub fn poll(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Result<Response> {
+    let access = authorize(app, req, slug, Permission::Read, call_log)?;
+    let (start, limit) = poll::parse_request(&query_params(&req.query), access.partition)?;
+    let bound = app
+        .in_flight
+        .visibility_bound(app.clock.as_ref(), app.config.poll.hold_back);
+    let page = poll::poll(&app.store, &access, start, limit, req.received_at, bound)?;
+    if let Some(after) = page.continues_after {
+        app.poll_read_ahead
+            .start(&app.store, access.partition, after, limit);
+    }
+    Ok(reply::json_text(StatusCode::OK, page.json))
+}
+
+/// Authorises the call, counts it against the monthly quota, and fills in where it is
+/// logged. A refused call on an existing endpoint is logged too (with the key id once the key
+/// is known), so the owner sees failed attempts.
+fn authorize(
+    app: &App,
+    req: &Request,
+    slug: &str,
+    needed: Permission,
+    call_log: &mut CallLog,
+) -> Result<DataAccess> {
+    let key = bearer(&req.headers);
+    match app.endpoints.authorize_data_key(key, slug, needed) {
+        Ok(access) => {
+            call_log.partition = Some(access.partition);
+            call_log.environment = Some(access.environment);
+            call_log.key_id = Some(access.key_id.clone());
+            let quota = access
+                .endpoint
+                .monthly_quota
+                .or(app.config.usage.monthly_quota);
+            app.usage.count(req.received_at, access.partition, quota)?;
+            Ok(access)
+        }
+        Err(err) => {
+            let environment = match key {
+                Some(k) if k.starts_with(Environment::Production.key_prefix()) => {
+                    Environment::Production
+                }
+                _ => Environment::Sandbox,
+            };
+            if let Ok(Some(endpoint_id)) = app.endpoints.id_for_slug(slug) {
+                call_log.partition = Some(partition(endpoint_id, environment));
+                call_log.environment = Some(environment);
+                // Refused after the key was recognised (403): say whose key it was.
+                if let (
+                    Some(key),
+                    Error::EndpointInactive
+                    | Error::AccountSuspended
+                    | Error::EndpointNotDeployed
+                    | Error::MissingPermission(_),
+                ) = (key, &err)
+                {
+                    call_log.key_id = Some(key_id(&secret_hash(key)));
+                }
+            }
+            Err(err)
+        }
+    }
+}
+
+/// The webhook context of a write, with the caller's webhook if its headers ask for one.
+fn hooks(app: &App, req: &Request, access: &DataAccess, at: Timestamp) -> Result<Hooks> {
+    Ok(Hooks {
+        endpoint_slug: access.endpoint.slug.clone(),
+        environment: access.environment,
+        at,
+        caller: deliveries::caller_webhook(&req.headers, &app.endpoints.sealer)?,
+    })
+}
+
+async fn json_body(req: &mut Request) -> Result<bytes::Bytes> {
+    require_json(&req.headers)?;
+    read_body(req, MAX_DATA_BODY).await
+}

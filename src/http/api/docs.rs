@@ -1,0 +1,60 @@
+//! Handlers of the OpenAPI documents (built by `crate::http::openapi`): the whole API at
+//! `GET /api/v1/openapi.json` (public), and one endpoint's data API with its slug, required
+//! fields and code samples filled in at `GET /api/v1/data/{slug}/openapi.json`.
+//!
+//! Who may read an endpoint's document: whoever can use or see the endpoint. That is a key
+//! of the endpoint that a data call would accept (either environment, any permission: a key
+//! holder must know the required fields to call at all), or the account token or session
+//! cookie of its owner or a collaborator. Reading it is not a data call: it is neither
+//! counted against the monthly quota nor written to the request log.
+
+use http::StatusCode;
+use warp::reply::Response;
+
+use super::Request;
+use super::manage::caller;
+use super::reply::{self, bearer};
+use crate::domain::error::{Error, Result};
+use crate::http::app::App;
+use crate::http::openapi;
+use crate::store::{EndpointRow, Environment};
+
+/// `GET /api/v1/openapi.json`.
+pub fn document(app: &App) -> Response {
+    reply::json(StatusCode::OK, &openapi::document(&app.config.public_url()))
+}
+
+/// `GET /api/v1/data/{slug}/openapi.json`.
+pub fn endpoint_document(app: &App, req: &Request, slug: &str) -> Result<Response> {
+    let endpoint = readable_endpoint(app, req, slug)?;
+    let info = openapi::EndpointInfo {
+        slug: &endpoint.slug,
+        name: &endpoint.name,
+        description: endpoint.description.as_deref(),
+        required_fields: &endpoint.required_fields,
+    };
+    Ok(reply::json(
+        StatusCode::OK,
+        &openapi::endpoint_document(&app.config.public_url(), &info),
+    ))
+}
+
+/// The endpoint, if the caller's API key, token or session may read its document.
+fn readable_endpoint(app: &App, req: &Request, slug: &str) -> Result<EndpointRow> {
+    let is_api_key = bearer(&req.headers).is_some_and(|k| {
+        k.starts_with(Environment::Sandbox.key_prefix())
+            || k.starts_with(Environment::Production.key_prefix())
+    });
+    if is_api_key {
+        let access = app
+            .endpoints
+            .authorize_any_data_key(bearer(&req.headers), slug)?;
+        return Ok(access.endpoint.as_ref().clone());
+    }
+    // Under the data path, a call with no credentials at all is missing an API key.
+    let account = caller(app, req).map_err(|err| match err {
+        Error::MissingToken => Error::MissingApiKey,
+        other => other,
+    })?;
+    Ok(app.endpoints.member_row(&account, slug)?.0)
+}

@@ -1,0 +1,147 @@
+//! The one place where service errors become HTTP statuses and stable error codes.
+//!
+//! Body of every error: `{"error": {"code", "message", "request_id"}}`.
+
+use http::StatusCode;
+use serde::Serialize;
+use warp::reply::Response;
+
+use crate::domain::error::{Error, GoneReason, Missing};
+use crate::store::Permission;
+
+/// Status and stable code of an error. Codes are part of the API: never rename one.
+pub fn status_and_code(err: &Error) -> (StatusCode, &'static str) {
+    use Error::*;
+    match err {
+        InvalidJson(_) => (StatusCode::BAD_REQUEST, "invalid_json"),
+        MissingRequiredField(_) => (StatusCode::BAD_REQUEST, "missing_required_field"),
+        PayloadNotObject => (StatusCode::BAD_REQUEST, "missing_required_field"),
+        InvalidRecordId(_) => (StatusCode::BAD_REQUEST, "invalid_record_id"),
+        InvalidParameter { .. } => (StatusCode::BAD_REQUEST, "invalid_parameter"),
+        InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
+        InvalidIdempotencyKey => (StatusCode::BAD_REQUEST, "invalid_idempotency_key"),
+        InvalidWebhook(_) => (StatusCode::BAD_REQUEST, "invalid_webhook"),
+        MissingApiKey => (StatusCode::UNAUTHORIZED, "missing_api_key"),
+        InvalidApiKey => (StatusCode::UNAUTHORIZED, "invalid_api_key"),
+        MissingToken => (StatusCode::UNAUTHORIZED, "missing_token"),
+        InvalidToken => (StatusCode::UNAUTHORIZED, "invalid_token"),
+        SessionExpired => (StatusCode::UNAUTHORIZED, "session_expired"),
+        InvalidCredentials => (StatusCode::UNAUTHORIZED, "invalid_credentials"),
+        LoginRequired => (StatusCode::UNAUTHORIZED, "login_required"),
+        InvalidMetricsToken => (StatusCode::UNAUTHORIZED, "invalid_metrics_token"),
+        EndpointInactive => (StatusCode::FORBIDDEN, "endpoint_inactive"),
+        EndpointNotDeployed => (StatusCode::FORBIDDEN, "endpoint_not_deployed"),
+        AccountSuspended => (StatusCode::FORBIDDEN, "account_suspended"),
+        CrossSiteRequest => (StatusCode::FORBIDDEN, "cross_site_request"),
+        MissingPermission(p) => (
+            StatusCode::FORBIDDEN,
+            match p {
+                Permission::Create => "missing_permission_create",
+                Permission::Read => "missing_permission_read",
+                Permission::Replace => "missing_permission_replace",
+                Permission::Delete => "missing_permission_delete",
+            },
+        ),
+        OwnerOnly => (StatusCode::FORBIDDEN, "owner_only"),
+        ServerOwnerOnly => (StatusCode::FORBIDDEN, "server_owner_only"),
+        InvitationForOtherAccount => (StatusCode::FORBIDDEN, "invitation_for_other_account"),
+        EndpointNotFound => (StatusCode::NOT_FOUND, "endpoint_not_found"),
+        RecordNotFound => (StatusCode::NOT_FOUND, "record_not_found"),
+        RouteNotFound => (StatusCode::NOT_FOUND, "route_not_found"),
+        NotFound(what) => (
+            StatusCode::NOT_FOUND,
+            match what {
+                Missing::Invitation => "invitation_not_found",
+                Missing::Collaborator => "collaborator_not_found",
+                Missing::Token => "token_not_found",
+                Missing::Account => "account_not_found",
+                Missing::Notification => "notification_not_found",
+                Missing::DeployRequest => "deploy_request_not_found",
+                Missing::Webhook => "webhook_not_found",
+                Missing::Delivery => "delivery_not_found",
+            },
+        ),
+        InvitationGone(why) => (
+            StatusCode::GONE,
+            match why {
+                GoneReason::Expired => "invitation_expired",
+                GoneReason::Revoked => "invitation_revoked",
+                GoneReason::Accepted => "invitation_already_accepted",
+            },
+        ),
+        UsageLimitExceeded { .. } => (StatusCode::TOO_MANY_REQUESTS, "usage_limit_exceeded"),
+        TooManyLoginAttempts { .. } => (StatusCode::TOO_MANY_REQUESTS, "too_many_login_attempts"),
+        MailNotFound => (StatusCode::NOT_FOUND, "mail_not_found"),
+        MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+        IdempotencyConflict => (StatusCode::CONFLICT, "idempotency_key_conflict"),
+        Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+        RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+        PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+        UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
+        Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable"),
+        StorageFull => (StatusCode::SERVICE_UNAVAILABLE, "storage_full"),
+        ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
+        Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
+    }
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: Detail<'a>,
+}
+
+#[derive(Serialize)]
+struct Detail<'a> {
+    code: &'static str,
+    message: String,
+    request_id: &'a str,
+}
+
+/// The response for an error. Server-side failures are logged here with their cause, which
+/// the client never sees.
+pub fn response(err: &Error, request_id: &str) -> Response {
+    let (status, code) = status_and_code(err);
+    let message = match err {
+        Error::Unavailable(cause) | Error::Internal(cause) => {
+            log::error!("{request_id}: {code}: {cause}");
+            err.to_string()
+        }
+        other => other.to_string(),
+    };
+    let mut response = super::reply::json(
+        status,
+        &Body {
+            error: Detail {
+                code,
+                message,
+                request_id,
+            },
+        },
+    );
+    if let Error::MethodNotAllowed(allow) = err {
+        response
+            .headers_mut()
+            .insert(http::header::ALLOW, http::HeaderValue::from_static(allow));
+    }
+    if let Error::UsageLimitExceeded { retry_after_secs }
+    | Error::TooManyLoginAttempts { retry_after_secs } = err
+    {
+        response
+            .headers_mut()
+            .insert(http::header::RETRY_AFTER, (*retry_after_secs).into());
+    }
+    if matches!(err, Error::Unavailable(_) | Error::ShuttingDown) {
+        response.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("1"),
+        );
+    }
+    // Space does not come back within a second: ask for a longer pause.
+    if matches!(err, Error::StorageFull) {
+        response.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("30"),
+        );
+    }
+    response
+}

@@ -1,0 +1,100 @@
+//! Handlers of the owner webhook settings and the delivery log under
+//! `/api/v1/manage/endpoints/{slug}/webhooks` and `…/deliveries`.
+
+use http::{Method, StatusCode};
+use warp::reply::Response;
+
+use super::Request;
+use super::manage::{body, caller, id_param};
+use super::reply::{self, query_params};
+use crate::domain::error::{Missing, Result};
+use crate::domain::records::parse_record_id;
+use crate::domain::webhooks::{log, owner};
+use crate::http::app::App;
+use crate::store::{Environment, partition};
+
+/// `GET`, `PUT`, `PATCH` and `DELETE /api/v1/manage/endpoints/{slug}/webhooks/{environment}`
+/// (endpoint owner).
+pub async fn owner_webhook(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    environment: &str,
+) -> Result<Response> {
+    let account = caller(app, req)?;
+    let environment = owner::environment_param(environment)?;
+    let view = match req.method {
+        Method::PUT => owner::put(app, &account, slug, environment, body(req).await?)?,
+        Method::PATCH => owner::set_enabled(app, &account, slug, environment, body(req).await?)?,
+        Method::DELETE => {
+            owner::delete(app, &account, slug, environment)?;
+            return Ok(reply::json(
+                StatusCode::OK,
+                &serde_json::json!({ "environment": environment, "removed": true }),
+            ));
+        }
+        _ => owner::get(app, &account, slug, environment)?,
+    };
+    Ok(reply::json(StatusCode::OK, &view))
+}
+
+/// The endpoint's two partitions, if the caller is its owner or a collaborator.
+fn member_partitions(app: &App, req: &Request, slug: &str) -> Result<[u64; 2]> {
+    let account = caller(app, req)?;
+    let (endpoint, _) = app.endpoints.member_row(&account, slug)?;
+    Ok([
+        partition(endpoint.id, Environment::Sandbox),
+        partition(endpoint.id, Environment::Production),
+    ])
+}
+
+/// `GET /api/v1/manage/endpoints/{slug}/deliveries?environment=&record_id=&limit=&cursor=`.
+pub fn deliveries(app: &App, req: &Request, slug: &str) -> Result<Response> {
+    let [sandbox, production] = member_partitions(app, req, slug)?;
+    let params = query_params(&req.query);
+    let partition = match params.get("environment") {
+        None => sandbox,
+        Some(text) => match owner::environment_param(text)? {
+            Environment::Sandbox => sandbox,
+            Environment::Production => production,
+        },
+    };
+    let record = params
+        .get("record_id")
+        .map(|text| parse_record_id(text))
+        .transpose()?;
+    let limit =
+        crate::core::cursor::limit_param(&params, log::LIST_LIMIT_DEFAULT, log::LIST_LIMIT_MAX)?;
+    let page = log::list(
+        &app.store,
+        partition,
+        record,
+        limit,
+        params.get("cursor").map(String::as_str),
+    )?;
+    Ok(reply::json(StatusCode::OK, &page))
+}
+
+/// `GET /api/v1/manage/endpoints/{slug}/deliveries/{id}`: with its body and every attempt.
+pub fn delivery(app: &App, req: &Request, slug: &str, id: &str) -> Result<Response> {
+    let partitions = member_partitions(app, req, slug)?;
+    let id = id_param(id, Missing::Delivery)?;
+    Ok(reply::json(
+        StatusCode::OK,
+        &log::detail(&app.store, partitions, id)?,
+    ))
+}
+
+/// `POST /api/v1/manage/endpoints/{slug}/deliveries/{id}/redeliver` (endpoint owner).
+pub fn redeliver(app: &App, req: &Request, slug: &str, id: &str) -> Result<Response> {
+    let account = caller(app, req)?;
+    let endpoint = app.endpoints.owned_row(&account, slug)?;
+    let partitions = [
+        partition(endpoint.id, Environment::Sandbox),
+        partition(endpoint.id, Environment::Production),
+    ];
+    let id = id_param(id, Missing::Delivery)?;
+    let view = log::redeliver(&app.store, partitions, id, app.clock.now())?;
+    app.dispatcher.wake();
+    Ok(reply::json(StatusCode::OK, &view))
+}

@@ -1,0 +1,257 @@
+//! Handlers of the management API under `/api/v1/manage`, authenticated with an account token
+//! (`Authorization: Bearer itk_...`) or the dashboard's session cookie.
+
+use http::{Method, StatusCode};
+use warp::reply::Response;
+
+use super::reply::{self, bearer, cookie, parse_json, query_params, read_body, require_json};
+use super::{MAX_MANAGE_BODY, Request};
+use crate::domain::accounts;
+use crate::domain::audit;
+use crate::domain::collaborators;
+use crate::domain::deploy;
+use crate::domain::error::{Error, Missing, Result};
+use crate::domain::sessions;
+use crate::http::app::App;
+use crate::store::{AccountRow, Environment, partition};
+use crate::workers::request_log;
+
+/// The account making a management call: from its bearer token, else its session cookie.
+pub fn caller(app: &App, req: &Request) -> Result<AccountRow> {
+    if let Some(token) = bearer(&req.headers) {
+        return accounts::authenticate_token(&app.store, token);
+    }
+    if req.headers.contains_key(http::header::AUTHORIZATION) {
+        return Err(Error::InvalidToken);
+    }
+    match caller_session(req) {
+        Some(session) => {
+            cookie_request_from_this_origin(app, req)?;
+            sessions::authenticate(&app.store, app.clock.now(), session)
+        }
+        None => Err(Error::MissingToken),
+    }
+}
+
+/// The session cookie [`caller`] authenticates a call with: none when it has `Authorization`.
+pub fn caller_session(req: &Request) -> Option<&str> {
+    if req.headers.contains_key(http::header::AUTHORIZATION) {
+        return None;
+    }
+    cookie(&req.headers, sessions::COOKIE)
+}
+
+/// The browser sends the session cookie by itself, also with a form or fetch another page
+/// makes; SameSite=Strict keeps other sites out, but not a sibling subdomain (same site). So
+/// a change the cookie authorises must come from this origin, checked as the dashboard's
+/// forms are.
+pub fn cookie_request_from_this_origin(app: &App, req: &Request) -> Result<()> {
+    let safe = req.method == Method::GET || req.method == Method::HEAD;
+    let public_url = app.config.public_url.as_deref();
+    if safe || crate::http::dashboard::security::same_origin(&req.headers, public_url) {
+        Ok(())
+    } else {
+        Err(Error::CrossSiteRequest)
+    }
+}
+
+/// A JSON request body.
+pub async fn body<T: serde::de::DeserializeOwned>(req: &mut Request) -> Result<T> {
+    require_json(&req.headers)?;
+    let bytes = read_body(req, MAX_MANAGE_BODY).await?;
+    parse_json(&bytes)
+}
+
+/// A JSON request body that may be left out entirely (no body: the default).
+pub async fn optional_body<T: serde::de::DeserializeOwned + Default>(
+    req: &mut Request,
+) -> Result<T> {
+    let bytes = read_body(req, MAX_MANAGE_BODY).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    require_json(&req.headers)?;
+    parse_json(&bytes)
+}
+
+/// A numeric id in a path; anything else names nothing (404).
+pub fn id_param(text: &str, what: Missing) -> Result<u64> {
+    text.parse().map_err(|_| Error::NotFound(what))
+}
+
+/// `GET` and `POST /api/v1/manage/endpoints`.
+pub async fn endpoints(app: &App, req: &mut Request) -> Result<Response> {
+    let account = caller(app, req)?;
+    if req.method == Method::POST {
+        let new = body(req).await?;
+        let created = app.endpoints.create(app.clock.as_ref(), &account, new)?;
+        return Ok(reply::json(StatusCode::CREATED, &created));
+    }
+    let data = app.endpoints.list(&account)?;
+    Ok(reply::json(
+        StatusCode::OK,
+        &serde_json::json!({ "data": data }),
+    ))
+}
+
+/// `GET` and `PATCH /api/v1/manage/endpoints/{slug}`.
+pub async fn endpoint(app: &App, req: &mut Request, slug: &str) -> Result<Response> {
+    let account = caller(app, req)?;
+    let view = if req.method == Method::PATCH {
+        let patch = body(req).await?;
+        app.endpoints
+            .update(app.clock.as_ref(), &account, slug, patch)?
+    } else {
+        app.endpoints.get(&account, slug)?
+    };
+    Ok(reply::json(StatusCode::OK, &view))
+}
+
+/// The deploy workflow: `POST .../deploy`, `.../deploy-request`, `.../deploy-request/approve`
+/// and `.../deploy-request/reject`.
+pub async fn deploy_step(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    step: DeployStep,
+) -> Result<Response> {
+    let account = caller(app, req)?;
+    let (status, view) = match step {
+        DeployStep::Deploy => (StatusCode::OK, deploy::deploy(app, &account, slug)?),
+        DeployStep::Request => {
+            let note = optional_body(req).await?;
+            (
+                StatusCode::CREATED,
+                deploy::request(app, &account, slug, note)?,
+            )
+        }
+        DeployStep::Approve => (StatusCode::OK, deploy::approve(app, &account, slug)?),
+        DeployStep::Reject => {
+            let note = optional_body(req).await?;
+            (StatusCode::OK, deploy::reject(app, &account, slug, note)?)
+        }
+    };
+    app.mailer.wake();
+    Ok(reply::json(status, &view))
+}
+
+pub enum DeployStep {
+    Deploy,
+    Request,
+    Approve,
+    Reject,
+}
+
+/// `GET /api/v1/manage/endpoints/{slug}/requests?environment=&limit=&cursor=`: the owner and
+/// collaborators see the endpoint's request log.
+pub fn requests(app: &App, req: &Request, slug: &str) -> Result<Response> {
+    let account = caller(app, req)?;
+    let (endpoint, _) = app.endpoints.member_row(&account, slug)?;
+    let params = query_params(&req.query);
+    let environment = match params.get("environment") {
+        None => Environment::Sandbox,
+        Some(text) => Environment::parse(text).ok_or_else(|| Error::InvalidParameter {
+            name: "environment",
+            reason: "it must be sandbox or production".into(),
+        })?,
+    };
+    let limit = crate::core::cursor::limit_param(
+        &params,
+        request_log::LIST_LIMIT_DEFAULT,
+        request_log::LIST_LIMIT_MAX,
+    )?;
+    let page = app.request_log.list(
+        partition(endpoint.id, environment),
+        limit,
+        params.get("cursor").map(String::as_str),
+    )?;
+    Ok(reply::json(StatusCode::OK, &page))
+}
+
+/// `GET` and `POST /api/v1/manage/endpoints/{slug}/invitations`.
+pub async fn invitations(app: &App, req: &mut Request, slug: &str) -> Result<Response> {
+    let owner = caller(app, req)?;
+    if req.method == Method::POST {
+        let new = body(req).await?;
+        let created = collaborators::invite(app, &owner, slug, new)?;
+        app.mailer.wake();
+        return Ok(reply::json(StatusCode::CREATED, &created));
+    }
+    let data = collaborators::list_invitations(app, &owner, slug)?;
+    Ok(reply::json(
+        StatusCode::OK,
+        &serde_json::json!({ "data": data }),
+    ))
+}
+
+/// `DELETE /api/v1/manage/endpoints/{slug}/invitations/{id}`.
+pub fn revoke_invitation(app: &App, req: &Request, slug: &str, id: &str) -> Result<Response> {
+    let owner = caller(app, req)?;
+    let id = id_param(id, Missing::Invitation)?;
+    let view = collaborators::revoke_invitation(app, &owner, slug, id)?;
+    Ok(reply::json(StatusCode::OK, &view))
+}
+
+/// `GET /api/v1/manage/endpoints/{slug}/collaborators`.
+pub fn collaborators(app: &App, req: &Request, slug: &str) -> Result<Response> {
+    let owner = caller(app, req)?;
+    let data = collaborators::list_collaborators(app, &owner, slug)?;
+    Ok(reply::json(
+        StatusCode::OK,
+        &serde_json::json!({ "data": data }),
+    ))
+}
+
+/// `PATCH` (permissions) and `DELETE` (remove)
+/// `/api/v1/manage/endpoints/{slug}/collaborators/{account_id}`.
+pub async fn collaborator(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    account_id: &str,
+) -> Result<Response> {
+    let owner = caller(app, req)?;
+    let account_id = id_param(account_id, Missing::Collaborator)?;
+    if req.method == Method::DELETE {
+        collaborators::remove(app, &owner, slug, account_id)?;
+        return Ok(reply::json(
+            StatusCode::OK,
+            &serde_json::json!({ "account_id": account_id, "removed": true }),
+        ));
+    }
+    let change = body(req).await?;
+    let view = collaborators::set_permissions(app, &owner, slug, account_id, change)?;
+    Ok(reply::json(StatusCode::OK, &view))
+}
+
+/// `GET /api/v1/manage/endpoints/{slug}/audit?limit=&before=`.
+pub fn audit_log(app: &App, req: &Request, slug: &str) -> Result<Response> {
+    let owner = caller(app, req)?;
+    let endpoint = app.endpoints.owned_row(&owner, slug)?;
+    let params = query_params(&req.query);
+    let limit = crate::core::cursor::limit_param(&params, 50, 200)?;
+    let before = match params.get("before") {
+        None => None,
+        Some(text) => Some(text.parse().map_err(|_| Error::InvalidParameter {
+            name: "before",
+            reason: "it must be an audit entry id".into(),
+        })?),
+    };
+    let data = audit::list(&app.store, endpoint.id, limit, before)?;
+    Ok(reply::json(
+        StatusCode::OK,
+        &serde_json::json!({ "data": data }),
+    ))
+}
+
+/// `GET /api/v1/manage/endpoints/{slug}/usage`.
+pub fn usage(app: &App, req: &Request, slug: &str) -> Result<Response> {
+    let owner = caller(app, req)?;
+    let endpoint = app.endpoints.owned_row(&owner, slug)?;
+    let months = app.usage.months(endpoint.id)?;
+    let quota = endpoint.monthly_quota.or(app.config.usage.monthly_quota);
+    Ok(reply::json(
+        StatusCode::OK,
+        &serde_json::json!({ "monthly_quota": quota, "months": months }),
+    ))
+}

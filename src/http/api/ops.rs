@@ -1,0 +1,44 @@
+//! The operations routes: `GET /readyz` and `GET /metrics` (`/healthz` answers in `api`).
+//! None needs an account; `/metrics` needs the configured metrics token when one is set.
+
+use http::StatusCode;
+use subtle::ConstantTimeEq;
+use warp::reply::Response;
+
+use super::{Request, reply};
+use crate::core::crypto::sha256;
+use crate::domain::error::{Error, Result};
+use crate::domain::health;
+use crate::http::app::App;
+
+/// `GET /readyz`: 200 when every check passes, else 503; the body lists the checks.
+pub fn ready(app: &App) -> Result<Response> {
+    let readiness = health::readiness(app);
+    let status = if readiness.ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    Ok(reply::json(status, &readiness))
+}
+
+/// `GET /metrics`: the Prometheus text exposition.
+pub fn metrics(app: &App, req: &Request) -> Result<Response> {
+    if let Some(token) = &app.config.operations.metrics_token {
+        // Compared as hashes: constant time, and the length of the token does not leak.
+        let sent = reply::bearer(&req.headers).unwrap_or_default();
+        let matches: bool = sha256(sent.as_bytes())
+            .ct_eq(&sha256(token.expose().as_bytes()))
+            .into();
+        if !matches {
+            return Err(Error::InvalidMetricsToken);
+        }
+    }
+    let text = app.metrics.render(&health::metrics_state(app)?);
+    let mut response = Response::new(text.into());
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    Ok(response)
+}

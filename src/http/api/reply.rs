@@ -1,0 +1,154 @@
+//! Response helpers and request parsing shared by the handlers.
+
+use std::collections::HashMap;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use http::{HeaderMap, StatusCode, header};
+use serde::Serialize;
+use warp::reply::Response;
+
+use super::{BodyStream, Request};
+use crate::domain::error::{Error, Result};
+
+/// A JSON response.
+pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_else(|e| {
+        log::error!("cannot serialise a response: {e}");
+        br#"{"error":{"code":"internal_error","message":"An internal error occurred."}}"#.to_vec()
+    });
+    json_text(status, body)
+}
+
+/// A response whose body is JSON text already (record pages, written by `records`).
+pub fn json_text(status: StatusCode, body: impl Into<Bytes>) -> Response {
+    let mut response = Response::new(body.into().into());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The token of an `Authorization: Bearer <token>` header, if well-formed.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
+/// The value of cookie `name` from the request's `Cookie` headers.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, v)| *k == name && !v.is_empty())
+        .map(|(_, v)| v)
+}
+
+/// Refuses anything but `application/json` (optionally with `charset=utf-8`).
+pub fn require_json(headers: &HeaderMap) -> Result<()> {
+    let value = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .ok_or(Error::UnsupportedMediaType)?;
+    let mut parts = value.split(';').map(str::trim);
+    let essence_ok = parts
+        .next()
+        .is_some_and(|m| m.eq_ignore_ascii_case("application/json"));
+    let params_ok = parts.all(|p| {
+        p.split_once('=').is_some_and(|(k, v)| {
+            k.trim().eq_ignore_ascii_case("charset")
+                && v.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")
+        })
+    });
+    if essence_ok && params_ok {
+        Ok(())
+    } else {
+        Err(Error::UnsupportedMediaType)
+    }
+}
+
+/// Reads the body, refusing it as soon as it is known to exceed `limit`: from the declared
+/// Content-Length before reading anything, otherwise while streaming. A body still arriving
+/// at the request's deadline is refused (408): a client trickling bytes holds no handler.
+pub async fn read_body(req: &mut Request, limit: usize) -> Result<Bytes> {
+    let deadline = req.body_deadline;
+    tokio::time::timeout_at(deadline, read_limited(&req.headers, &mut req.body, limit))
+        .await
+        .map_err(|_| Error::RequestTimeout)?
+}
+
+/// [`read_body`] without the deadline: the size rule alone (413 from the declared length, or
+/// as soon as the streamed body passes `limit`).
+pub async fn read_limited(
+    headers: &HeaderMap,
+    body: &mut BodyStream,
+    limit: usize,
+) -> Result<Bytes> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(Error::PayloadTooLarge(limit));
+    }
+    let mut buf = BytesMut::with_capacity(declared.map_or(8192, |n| n as usize));
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| {
+            Error::InvalidRequest(format!("The request body could not be read: {e}."))
+        })?;
+        if buf.len() + chunk.len() > limit {
+            return Err(Error::PayloadTooLarge(limit));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
+
+/// Query parameters; the first occurrence of a name wins.
+pub fn query_params(query: &str) -> HashMap<String, String> {
+    let mut params = HashMap::new();
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        params
+            .entry(k.into_owned())
+            .or_insert_with(|| v.into_owned());
+    }
+    params
+}
+
+/// Parses a JSON request body into `T`: text that is not JSON is `invalid_json`, JSON of the
+/// wrong shape (unknown or missing field, wrong type) is `invalid_request`.
+pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
+    serde_json::from_slice(body).map_err(|e| match e.classify() {
+        serde_json::error::Category::Data => {
+            Error::InvalidRequest(format!("Invalid request body: {e}."))
+        }
+        _ => Error::InvalidJson(e.to_string()),
+    })
+}
+
+/// Consumes what is left of a request body if it is already buffered (at most `limit`
+/// bytes), without waiting for the network. Returns whether the body is now finished: if it
+/// is not, the connection cannot carry another request and must be closed.
+pub fn drain_buffered(body: &mut BodyStream, limit: usize) -> bool {
+    use futures_util::FutureExt;
+    let mut drained = 0;
+    loop {
+        match body.next().now_or_never() {
+            Some(None) => return true,
+            Some(Some(Ok(chunk))) => {
+                drained += chunk.len();
+                if drained > limit {
+                    return false;
+                }
+            }
+            Some(Some(Err(_))) | None => return false,
+        }
+    }
+}

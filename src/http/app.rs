@@ -1,0 +1,41 @@
+//! The shared state of a running server: the store and the services' handles.
+
+use std::sync::Arc;
+
+use crate::core::clock::SharedClock;
+use crate::core::config::Config;
+use crate::core::metrics::Metrics;
+use crate::domain::endpoints::Endpoints;
+use crate::domain::mail::Mailer;
+use crate::domain::poll::{InFlight, ReadAhead};
+use crate::domain::search::SearchIndex;
+use crate::domain::sessions::LoginLimiter;
+use crate::domain::usage::Usage;
+use crate::store::Store;
+use crate::workers::ingest::Ingest;
+use crate::workers::request_log::RequestLog;
+use crate::workers::webhooks::dispatch::Dispatcher;
+
+pub struct App {
+    pub config: Config,
+    pub store: Arc<Store>,
+    pub endpoints: Endpoints,
+    pub clock: SharedClock,
+    pub ingest: Ingest,
+    pub request_log: RequestLog,
+    pub search: Arc<SearchIndex>,
+    /// Creates stamped but not yet stored: poll's visibility bound.
+    pub in_flight: InFlight,
+    /// Warms the cache with a draining poll consumer's next page.
+    pub poll_read_ahead: ReadAhead,
+    pub usage: Usage,
+    pub logins: LoginLimiter,
+    /// The outbox worker: wake it after committing a transaction that queued e-mail.
+    pub mailer: Mailer,
+    /// The webhook dispatcher: wake it after committing a transaction that made deliveries due.
+    pub dispatcher: Dispatcher,
+    /// The dashboard's state (the first-run setup link).
+    pub dashboard: crate::http::dashboard::Dashboard,
+    /// Counters and histograms for `GET /metrics`.
+    pub metrics: Arc<Metrics>,
+}

@@ -1,0 +1,133 @@
+//! The Collaborators tab (endpoint owner): invite by e-mail with the collaboration key's
+//! permissions, pending invitations with their link, the collaborators with a Permissions
+//! editor, and removal.
+
+use askama::Template;
+
+use super::endpoints::EndpointHead;
+use super::form::Form;
+use super::page::{Layout, Outcome, redirect, render};
+use super::visitor::{signed_in, user_form};
+use crate::domain::collaborators::{
+    self, CollaboratorView, InvitationView, NewInvitation, PermissionsChange,
+};
+use crate::domain::error::Missing;
+use crate::http::api::Request;
+use crate::http::api::manage::id_param;
+use crate::http::app::App;
+use crate::store::Permission;
+
+/// One checkbox of a Permissions editor.
+struct PermissionBox {
+    name: &'static str,
+    checked: bool,
+}
+
+/// The four checkboxes, ticked for `permissions`.
+fn boxes(permissions: &[Permission]) -> Vec<PermissionBox> {
+    Permission::ALL
+        .into_iter()
+        .map(|p| PermissionBox {
+            name: p.as_str(),
+            checked: permissions.contains(&p),
+        })
+        .collect()
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/collaborators.html")]
+struct CollaboratorsPage {
+    layout: Layout,
+    head: EndpointHead,
+    invitations: Vec<InvitationView>,
+    /// Each collaborator with the checkboxes of their permissions.
+    collaborators: Vec<(CollaboratorView, Vec<PermissionBox>)>,
+    smtp_configured: bool,
+    /// The invite form's checkboxes: create and read ticked.
+    invite_boxes: Vec<PermissionBox>,
+}
+
+/// `GET /dashboard/endpoints/{slug}/collaborators`.
+pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    let head = EndpointHead::load(app, &user, slug, "collaborators")?;
+    let mut invitations = collaborators::list_invitations(app, &user.account, slug)?;
+    invitations.retain(|i| i.status == "pending");
+    let page = CollaboratorsPage {
+        layout: user.layout(
+            app,
+            format!("{} · Collaborators", head.ep.name),
+            "endpoints",
+            req,
+        ),
+        invitations,
+        collaborators: collaborators::list_collaborators(app, &user.account, slug)?
+            .into_iter()
+            .map(|c| {
+                let boxes = boxes(&c.permissions);
+                (c, boxes)
+            })
+            .collect(),
+        smtp_configured: app.mailer.smtp_configured(),
+        invite_boxes: boxes(&[Permission::Create, Permission::Read]),
+        head,
+    };
+    render(&page)
+}
+
+/// The permissions ticked in a form.
+fn ticked(form: &Form) -> Vec<Permission> {
+    Permission::ALL
+        .into_iter()
+        .filter(|p| form.all("permission").any(|v| v == p.as_str()))
+        .collect()
+}
+
+fn back(slug: &str, done: &str) -> Outcome {
+    Ok(redirect(&format!(
+        "/dashboard/endpoints/{slug}/collaborators?done={done}"
+    )))
+}
+
+/// `POST …/invitations`: invite an e-mail address.
+pub async fn invite(app: &App, req: &mut Request, slug: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    let form = user_form(app, req, &user).await?;
+    let new = NewInvitation {
+        email: form.text("email").to_string(),
+        permissions: ticked(&form),
+    };
+    collaborators::invite(app, &user.account, slug, new)?;
+    app.mailer.wake();
+    back(slug, "invited")
+}
+
+/// `POST …/invitations/{id}/revoke`.
+pub async fn revoke(app: &App, req: &mut Request, slug: &str, id: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    user_form(app, req, &user).await?;
+    let id = id_param(id, Missing::Invitation)?;
+    collaborators::revoke_invitation(app, &user.account, slug, id)?;
+    back(slug, "revoked")
+}
+
+/// `POST …/collaborators/{account_id}/permissions`: the Permissions editor.
+pub async fn set_permissions(app: &App, req: &mut Request, slug: &str, id: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    let form = user_form(app, req, &user).await?;
+    let id = id_param(id, Missing::Collaborator)?;
+    let change = PermissionsChange {
+        permissions: ticked(&form),
+    };
+    collaborators::set_permissions(app, &user.account, slug, id, change)?;
+    back(slug, "permissions")
+}
+
+/// `POST …/collaborators/{account_id}/remove`.
+pub async fn remove(app: &App, req: &mut Request, slug: &str, id: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    user_form(app, req, &user).await?;
+    let id = id_param(id, Missing::Collaborator)?;
+    collaborators::remove(app, &user.account, slug, id)?;
+    back(slug, "removed")
+}

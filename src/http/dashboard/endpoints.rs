@@ -1,0 +1,264 @@
+//! Endpoint pages: the list with the create form, and the detail page with its Sandbox and
+//! Production tabs (keys, webhook signing secrets, deploy workflow, settings, active switch).
+//! Every other endpoint tab starts with the same header ([`EndpointHead`]).
+
+use askama::Template;
+
+use super::form::Form;
+use super::page::{Failure, Layout, Outcome, redirect, render};
+use super::visitor::{User, signed_in, user_form};
+use crate::domain::deploy::{self, Note};
+use crate::domain::endpoints::{EndpointPatch, EndpointView, NewEndpoint};
+use crate::domain::webhooks::secrets::{self, SecretView};
+use crate::http::api::Request;
+use crate::http::app::App;
+use crate::store::Environment;
+
+/// The header of every tab of an endpoint: name, badges, base URL, tabs.
+pub struct EndpointHead {
+    pub ep: EndpointView,
+    /// The tab shown: `sandbox`, `production`, `collaborators`, `webhooks`, `requests`,
+    /// `deliveries`, `usage` or `test` (the API test page).
+    pub tab: &'static str,
+    pub base_url: String,
+    pub owner: bool,
+}
+
+impl EndpointHead {
+    pub fn load(
+        app: &App,
+        user: &User,
+        slug: &str,
+        tab: &'static str,
+    ) -> Result<EndpointHead, Failure> {
+        let ep = app.endpoints.get(&user.account, slug)?;
+        Ok(EndpointHead {
+            base_url: format!("{}/api/v1/data/{}", app.config.public_url(), ep.slug),
+            owner: ep.role == "owner",
+            ep,
+            tab,
+        })
+    }
+
+    /// The path of this endpoint's pages.
+    pub fn path(&self) -> String {
+        format!("/dashboard/endpoints/{}", self.ep.slug)
+    }
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/endpoints.html")]
+struct ListPage {
+    layout: Layout,
+    endpoints: Vec<EndpointView>,
+    can_create: bool,
+    error: Option<String>,
+    name: String,
+}
+
+fn list_page(
+    app: &App,
+    req: &Request,
+    user: &User,
+    error: Option<String>,
+    name: String,
+) -> Outcome {
+    let page = ListPage {
+        layout: user.layout(app, "Endpoints", "endpoints", req),
+        endpoints: app.endpoints.list(&user.account)?,
+        can_create: crate::domain::accounts::require_server_owner(&user.account).is_ok(),
+        error,
+        name,
+    };
+    render(&page)
+}
+
+/// `GET /dashboard/endpoints`.
+pub fn list(app: &App, req: &Request) -> Outcome {
+    let user = signed_in(app, req)?;
+    list_page(app, req, &user, None, String::new())
+}
+
+/// `POST /dashboard/endpoints`: creates an endpoint from its name.
+pub async fn create(app: &App, req: &mut Request) -> Outcome {
+    let user = signed_in(app, req)?;
+    let form = user_form(app, req, &user).await?;
+    let new = NewEndpoint {
+        name: form.text("name").to_string(),
+        description: None,
+        required_fields: Vec::new(),
+    };
+    match app.endpoints.create(app.clock.as_ref(), &user.account, new) {
+        Ok(created) => Ok(redirect(&format!(
+            "/dashboard/endpoints/{}?done=created",
+            created.slug
+        ))),
+        Err(err @ crate::domain::error::Error::InvalidRequest(_)) => list_page(
+            app,
+            req,
+            &user,
+            Some(err.to_string()),
+            form.text("name").to_string(),
+        ),
+        Err(err) => Err(err.into()),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/endpoint.html")]
+struct DetailPage {
+    layout: Layout,
+    head: EndpointHead,
+    environment: &'static str,
+    /// The viewer's key of this environment; `None` on the Production tab before deploying.
+    key: Option<String>,
+    secret: Option<SecretView>,
+    required_fields_text: String,
+}
+
+/// `GET /dashboard/endpoints/{slug}` (Sandbox tab) and `…/production` (Production tab).
+pub fn detail(app: &App, req: &Request, slug: &str, environment: Environment) -> Outcome {
+    let user = signed_in(app, req)?;
+    let head = EndpointHead::load(app, &user, slug, environment.as_str())?;
+    let (key, secret) = match environment {
+        Environment::Sandbox => (Some(head.ep.sandbox_key.clone()), true),
+        Environment::Production if head.ep.deployed => (head.ep.production_key.clone(), true),
+        Environment::Production => (None, false),
+    };
+    let secret = match secret {
+        true => Some(secrets::view(app, &user.account, slug, environment)?),
+        false => None,
+    };
+    let page = DetailPage {
+        layout: user.layout(app, head.ep.name.clone(), "endpoints", req),
+        required_fields_text: head.ep.required_fields.join("\n"),
+        environment: environment.as_str(),
+        key,
+        secret,
+        head,
+    };
+    render(&page)
+}
+
+/// Required fields as typed: one per line or separated by commas.
+fn field_list(text: &str) -> Vec<String> {
+    text.split(['\n', ','])
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// `POST …/settings`: name, description and required fields (owner).
+pub async fn save_settings(app: &App, req: &mut Request, slug: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    let form = user_form(app, req, &user).await?;
+    let description = form.text("description").trim();
+    let patch = EndpointPatch {
+        name: Some(form.text("name").to_string()),
+        description: Some((!description.is_empty()).then(|| description.to_string())),
+        required_fields: Some(field_list(form.text("required_fields"))),
+        ..EndpointPatch::default()
+    };
+    app.endpoints
+        .update(app.clock.as_ref(), &user.account, slug, patch)?;
+    Ok(redirect(&format!("/dashboard/endpoints/{slug}?done=saved")))
+}
+
+/// `POST …/active`: the active switch (owner).
+pub async fn set_active(app: &App, req: &mut Request, slug: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    let form = user_form(app, req, &user).await?;
+    let active = form.text("active") == "true";
+    let patch = EndpointPatch {
+        active: Some(active),
+        ..EndpointPatch::default()
+    };
+    app.endpoints
+        .update(app.clock.as_ref(), &user.account, slug, patch)?;
+    let done = if active { "activated" } else { "deactivated" };
+    Ok(redirect(&format!(
+        "/dashboard/endpoints/{slug}?done={done}"
+    )))
+}
+
+/// One step of the deploy workflow.
+#[derive(Clone, Copy)]
+pub enum DeployStep {
+    /// Collaborator: "Request deploy".
+    Request,
+    /// Owner: "Approve".
+    Approve,
+    /// Owner: "Reject".
+    Reject,
+    /// Owner: "Deploy now".
+    Deploy,
+}
+
+/// `POST …/deploy-request`, `…/deploy-request/approve`, `…/deploy-request/reject`,
+/// `…/deploy`.
+pub async fn deploy_step(app: &App, req: &mut Request, slug: &str, step: DeployStep) -> Outcome {
+    let user = signed_in(app, req)?;
+    let form: Form = user_form(app, req, &user).await?;
+    let note = || {
+        let text = form.text("note").trim();
+        Note {
+            note: (!text.is_empty()).then(|| text.to_string()),
+        }
+    };
+    let (done, tab) = match step {
+        DeployStep::Request => {
+            deploy::request(app, &user.account, slug, note())?;
+            ("requested", "")
+        }
+        DeployStep::Approve => {
+            deploy::approve(app, &user.account, slug)?;
+            ("approved", "/production")
+        }
+        DeployStep::Reject => {
+            deploy::reject(app, &user.account, slug, note())?;
+            ("rejected", "")
+        }
+        DeployStep::Deploy => {
+            deploy::deploy(app, &user.account, slug)?;
+            ("deployed", "/production")
+        }
+    };
+    app.mailer.wake();
+    Ok(redirect(&format!(
+        "/dashboard/endpoints/{slug}{tab}?done={done}"
+    )))
+}
+
+/// `POST …/webhook-secrets/{environment}/reissue` (owner).
+pub async fn reissue_secret(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    environment: Environment,
+) -> Outcome {
+    let user = signed_in(app, req)?;
+    user_form(app, req, &user).await?;
+    secrets::reissue(app, &user.account, slug, environment)?;
+    let tab = match environment {
+        Environment::Sandbox => "",
+        Environment::Production => "/production",
+    };
+    Ok(redirect(&format!(
+        "/dashboard/endpoints/{slug}{tab}?done=reissued"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn required_fields_split_on_lines_and_commas() {
+        assert_eq!(
+            field_list(" email,\n total \n\n,name "),
+            ["email", "total", "name"]
+        );
+        assert!(field_list("  \n ").is_empty());
+    }
+}

@@ -1,0 +1,261 @@
+//! The log tabs of an endpoint: the request log (filter by environment and status class,
+//! paginated), the webhook delivery log with each delivery's attempts and manual redelivery,
+//! and this month's usage with the requests-per-day chart and the webhook success rate.
+//! Every list is one page at a time (a cursor from the service), never the whole log.
+
+use askama::Template;
+
+use super::chart;
+use super::endpoints::EndpointHead;
+use super::page::{Layout, Outcome, Pager, redirect, render};
+use super::visitor::{signed_in, user_form};
+use crate::domain::error::{Error, Missing};
+use crate::domain::usage::MonthUsage;
+use crate::domain::webhooks::log::{self, DeliveryDetail, DeliveryView, Outcomes};
+use crate::http::api::Request;
+use crate::http::api::manage::id_param;
+use crate::http::api::reply::query_params;
+use crate::http::app::App;
+use crate::store::{DeliveryState, Environment, partition};
+use crate::workers::request_log::{EntryView, StatusFilter};
+
+/// Entries per page of the request log.
+const REQUESTS_PER_PAGE: usize = 50;
+/// Deliveries per page of the delivery log.
+const DELIVERIES_PER_PAGE: usize = 25;
+/// The success rate counts at most this many of the month's newest deliveries.
+const OUTCOMES_CAP: usize = 5_000;
+
+/// The `environment` query parameter (sandbox by default).
+fn environment(params: &std::collections::HashMap<String, String>) -> Result<Environment, Error> {
+    match params.get("environment").map(String::as_str) {
+        None | Some("") => Ok(Environment::Sandbox),
+        Some(text) => crate::domain::webhooks::owner::environment_param(text),
+    }
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/requests.html")]
+struct RequestsPage {
+    layout: Layout,
+    head: EndpointHead,
+    environment: &'static str,
+    status: String,
+    entries: Vec<EntryView>,
+    pager: Pager,
+}
+
+/// `GET /dashboard/endpoints/{slug}/requests?environment=&status=&cursor=`.
+pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    let head = EndpointHead::load(app, &user, slug, "requests")?;
+    let (endpoint, _) = app.endpoints.member_row(&user.account, slug)?;
+    let params = query_params(&req.query);
+    let environment = environment(&params)?;
+    let status = params.get("status").cloned().unwrap_or_default();
+    let filter = match status.as_str() {
+        "" => StatusFilter::Any,
+        "2xx" => StatusFilter::Class(2),
+        "4xx" => StatusFilter::Class(4),
+        "5xx" => StatusFilter::Class(5),
+        _ => {
+            return Err(Error::InvalidParameter {
+                name: "status",
+                reason: "it must be 2xx, 4xx or 5xx".into(),
+            }
+            .into());
+        }
+    };
+    let cursor = params.get("cursor").map(String::as_str);
+    let page = app.request_log.list_matching(
+        partition(endpoint.id, environment),
+        REQUESTS_PER_PAGE,
+        cursor,
+        filter,
+    )?;
+    let pager = Pager::new(
+        &format!("{}/requests", head.path()),
+        &[("environment", environment.as_str()), ("status", &status)],
+        cursor,
+        page.pagination.next_cursor,
+    );
+    let page = RequestsPage {
+        layout: user.layout(
+            app,
+            format!("{} · Requests", head.ep.name),
+            "endpoints",
+            req,
+        ),
+        head,
+        environment: environment.as_str(),
+        status,
+        entries: page.data,
+        pager,
+    };
+    render(&page)
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/deliveries.html")]
+struct DeliveriesPage {
+    layout: Layout,
+    head: EndpointHead,
+    environment: &'static str,
+    deliveries: Vec<DeliveryView>,
+    pager: Pager,
+}
+
+/// The endpoint's two partitions, for a member of it.
+fn partitions(
+    app: &App,
+    account: &crate::store::AccountRow,
+    slug: &str,
+) -> Result<[u64; 2], Error> {
+    let (endpoint, _) = app.endpoints.member_row(account, slug)?;
+    Ok([
+        partition(endpoint.id, Environment::Sandbox),
+        partition(endpoint.id, Environment::Production),
+    ])
+}
+
+/// `GET /dashboard/endpoints/{slug}/deliveries?environment=&cursor=`.
+pub fn deliveries(app: &App, req: &Request, slug: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    let head = EndpointHead::load(app, &user, slug, "deliveries")?;
+    let [sandbox, production] = partitions(app, &user.account, slug)?;
+    let params = query_params(&req.query);
+    let environment = environment(&params)?;
+    let part = match environment {
+        Environment::Sandbox => sandbox,
+        Environment::Production => production,
+    };
+    let cursor = params.get("cursor").map(String::as_str);
+    let page = log::list(&app.store, part, None, DELIVERIES_PER_PAGE, cursor)?;
+    let pager = Pager::new(
+        &format!("{}/deliveries", head.path()),
+        &[("environment", environment.as_str())],
+        cursor,
+        page.pagination.next_cursor,
+    );
+    let page = DeliveriesPage {
+        layout: user.layout(
+            app,
+            format!("{} · Deliveries", head.ep.name),
+            "endpoints",
+            req,
+        ),
+        head,
+        environment: environment.as_str(),
+        deliveries: page.data,
+        pager,
+    };
+    render(&page)
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/delivery.html")]
+struct DeliveryPage {
+    layout: Layout,
+    head: EndpointHead,
+    detail: DeliveryDetail,
+    /// The owner may redeliver a given-up delivery.
+    can_redeliver: bool,
+}
+
+/// `GET /dashboard/endpoints/{slug}/deliveries/{id}`: every attempt.
+pub fn delivery(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    let head = EndpointHead::load(app, &user, slug, "deliveries")?;
+    let id = id_param(id, Missing::Delivery)?;
+    let detail = log::detail(&app.store, partitions(app, &user.account, slug)?, id)?;
+    let page = DeliveryPage {
+        layout: user.layout(app, format!("Delivery {id}"), "endpoints", req),
+        can_redeliver: head.owner && detail.delivery.state == DeliveryState::GivenUp,
+        head,
+        detail,
+    };
+    render(&page)
+}
+
+/// `POST …/deliveries/{id}/redeliver` (owner).
+pub async fn redeliver(app: &App, req: &mut Request, slug: &str, id: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    user_form(app, req, &user).await?;
+    let endpoint = app.endpoints.owned_row(&user.account, slug)?;
+    let id = id_param(id, Missing::Delivery)?;
+    let partitions = [
+        partition(endpoint.id, Environment::Sandbox),
+        partition(endpoint.id, Environment::Production),
+    ];
+    log::redeliver(&app.store, partitions, id, app.clock.now())?;
+    app.dispatcher.wake();
+    Ok(redirect(&format!(
+        "/dashboard/endpoints/{slug}/deliveries/{id}?done=redelivered"
+    )))
+}
+
+/// Webhook outcomes of one environment this month, as the page shows them.
+struct Rate {
+    environment: &'static str,
+    outcomes: Outcomes,
+    /// Delivered among finished deliveries, in percent; `None` before any finished.
+    percent: Option<u64>,
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/usage.html")]
+struct UsagePage {
+    layout: Layout,
+    head: EndpointHead,
+    month: String,
+    this_month: Option<MonthUsage>,
+    months: Vec<MonthUsage>,
+    quota: Option<u64>,
+    chart: String,
+    rates: Vec<Rate>,
+    outcomes_cap: usize,
+}
+
+/// `GET /dashboard/endpoints/{slug}/usage` (owner).
+pub fn usage(app: &App, req: &Request, slug: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    let head = EndpointHead::load(app, &user, slug, "usage")?;
+    let endpoint = app.endpoints.owned_row(&user.account, slug)?;
+    let now = app.clock.now();
+    let month_start = now.start_of_month();
+    let (year, month) = now.year_month();
+    let month = format!("{year:04}-{month:02}");
+    let days = app.usage.days(endpoint.id, month_start, now)?;
+    let mut rates = Vec::new();
+    for environment in [Environment::Sandbox, Environment::Production] {
+        let outcomes = log::outcomes_since(
+            &app.store,
+            partition(endpoint.id, environment),
+            month_start,
+            OUTCOMES_CAP,
+        )?;
+        let finished = outcomes.delivered + outcomes.given_up;
+        rates.push(Rate {
+            environment: environment.as_str(),
+            percent: (finished > 0).then(|| outcomes.delivered * 100 / finished),
+            outcomes,
+        });
+    }
+    let mut months = app.usage.months(endpoint.id)?;
+    let this_month = months
+        .iter()
+        .position(|m| m.month == month)
+        .map(|i| months.remove(i));
+    let page = UsagePage {
+        layout: user.layout(app, format!("{} · Usage", head.ep.name), "endpoints", req),
+        head,
+        month,
+        this_month,
+        months,
+        quota: endpoint.monthly_quota.or(app.config.usage.monthly_quota),
+        chart: chart::requests_per_day(&days),
+        rates,
+        outcomes_cap: OUTCOMES_CAP,
+    };
+    render(&page)
+}

@@ -1,0 +1,118 @@
+//! The dashboard: server-rendered HTML pages at `/dashboard` (and the invitation links at
+//! `/invitations/{token}`) for owners and collaborators, on top of the same service functions
+//! as the management API.
+//!
+//! - `router`: which page or form a path and method name.
+//! - `visitor`: who is asking (session cookie → account), and the CSRF-checked form post.
+//! - `security`: the security headers of every response and the CSRF token.
+//! - `page`: the layout shared by every page, rendering, redirects, and service errors shown
+//!   as an error page with the API's error code.
+//! - `form`, `assets` (embedded CSS and JavaScript), `setup` (the first-run link), `chart`
+//!   (the inline SVG of the usage page).
+//! - Pages, one module per concept: `auth` (login, logout, setup, invitations), `endpoints`
+//!   (list, create, detail, keys, secrets, deploy, settings), `collaborators`, `hooks` (owner
+//!   webhook settings), `logs` (request log, delivery log, usage), `inbox` (notifications,
+//!   mail outbox), `testpage` (the sandbox API test page, built from the endpoint's OpenAPI
+//!   document).
+//!
+//! Templates are in `templates/dashboard/`, compiled into the binary by askama.
+
+mod assets;
+mod auth;
+mod chart;
+mod collaborators;
+mod endpoints;
+mod form;
+mod hooks;
+mod inbox;
+mod logs;
+mod page;
+mod router;
+pub mod security;
+pub mod setup;
+mod testpage;
+mod visitor;
+
+use http::{HeaderValue, header};
+use warp::reply::Response;
+
+use crate::core::clock::Timestamp;
+use crate::core::config::Config;
+use crate::domain::accounts;
+use crate::domain::error::Result;
+use crate::http::api::Request;
+use crate::http::app::App;
+use crate::store::Store;
+use setup::{SETUP_TTL, SetupLink};
+
+/// The dashboard's state in a running server.
+#[derive(Default)]
+pub struct Dashboard {
+    /// The first-run setup link, while the data dir has no owner.
+    pub setup: setup::SetupLink,
+}
+
+impl Dashboard {
+    /// The dashboard's state for a server starting on `store`. Without an owner account, a
+    /// one-time setup link is made and printed in the log (the alternative to `intake init`);
+    /// `config.public_url()` must already name the listening address.
+    pub fn start(store: &Store, config: &Config, now: Timestamp) -> Result<Dashboard> {
+        let mut dashboard = Dashboard::default();
+        if !accounts::has_owner(store)? {
+            let (link, token) = SetupLink::issue(now);
+            dashboard.setup = link;
+            log::warn!(
+                "this data dir has no owner account yet; create it at {}/dashboard/setup?token={token} \
+                 (works once, for {} minutes), or provision one with: \
+                 intake init --data-dir {} --owner-email you@example.com",
+                config.public_url(),
+                SETUP_TTL.as_secs() / 60,
+                config.data_dir.display()
+            );
+        }
+        Ok(dashboard)
+    }
+}
+
+/// Whether `path` is the dashboard's (the router gives it to [`handle`]).
+pub fn owns(path: &str) -> bool {
+    path == "/dashboard" || path.starts_with("/dashboard/") || path.starts_with("/invitations/")
+}
+
+/// Answers one dashboard request: a page, a redirect, an asset, or an error page; always
+/// with the security headers. Pages are never cached (they show keys and secrets).
+pub async fn handle(app: &App, req: &mut Request, path: &str) -> Response {
+    let mut response = match router::route(app, req, path).await {
+        Ok(response) => response,
+        Err(failure) => page::failure(req, path, failure),
+    };
+    security::harden(&mut response);
+    let headers = response.headers_mut();
+    if !headers.contains_key(header::CACHE_CONTROL) {
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn owns_its_paths_only() {
+        for path in [
+            "/dashboard",
+            "/dashboard/",
+            "/dashboard/endpoints/x",
+            "/invitations/inv_1",
+        ] {
+            assert!(super::owns(path), "{path}");
+        }
+        for path in [
+            "/dashboards",
+            "/api/v1/invitations/inv_1",
+            "/healthz",
+            "/invitations",
+        ] {
+            assert!(!super::owns(path), "{path}");
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! HTTP.
+pub mod api;
+pub mod app;
+pub mod dashboard;
+pub mod forwarded;
+pub mod openapi;

@@ -1,0 +1,633 @@
+//! The OpenAPI 3.1 description of the whole HTTP API, built from Rust.
+//!
+//! Every operation is declared once, in [`operations::all`], as an [`Operation`]: its method
+//! and path template (the route table's, `api::routes`), who may call it ([`Access`]), its
+//! parameters, request body, success response with an example, and the error codes that only
+//! it can answer. The errors every caller of a kind can meet (a missing key, a suspended
+//! account, an unknown slug, a bad body...) follow from `Access`, the path and the body, so
+//! they are written once here ([`Operation::error_codes`]). From those declarations come:
+//!
+//! - [`document`]: the document served at `GET /api/v1/openapi.json`;
+//! - [`endpoint_document`]: one endpoint's data API, its slug and required fields filled in,
+//!   with code samples (`x-codeSamples`), served at `GET /api/v1/data/{slug}/openapi.json`;
+//! - [`examples`]: curl, JavaScript and Python snippets for the seven data operations.
+//!
+//! `tests/openapi.rs` keeps the document true: it checks it against the route table, calls
+//! every operation and provokes every documented status over HTTP, and validates the bodies
+//! against the documented schemas.
+
+pub mod examples;
+mod operations;
+mod schemas;
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::store::Permission;
+
+pub use operations::all as operations;
+
+/// Who may call an operation; decides its security requirement and the errors of
+/// authentication and authorisation it can answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// No credentials.
+    Public,
+    /// An API key of the endpoint whose key holder has this permission (data calls).
+    DataKey(Permission),
+    /// An account token or session cookie (management calls).
+    Account(Who),
+    /// An API key of the endpoint (any permission), or the token or session of its owner or
+    /// a collaborator.
+    KeyOrMember,
+    /// The invitation token in the path is the credential; a token or session is optional.
+    Invitation,
+    /// Open, unless `[operations] metrics_token` is set: then that token as a bearer.
+    MetricsToken,
+}
+
+/// Which accounts may make a management call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Who {
+    /// Any account, about itself.
+    Any,
+    /// The server's owner account (`intake init`).
+    ServerOwner,
+    /// The endpoint's owner or one of its collaborators.
+    Member,
+    /// The endpoint's owner (its collaborators get 403 `owner_only`).
+    Owner,
+}
+
+/// Where a parameter goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum In {
+    Path,
+    Query,
+    Header,
+}
+
+impl In {
+    fn as_str(self) -> &'static str {
+        match self {
+            In::Path => "path",
+            In::Query => "query",
+            In::Header => "header",
+        }
+    }
+}
+
+/// One parameter. `sample` is the value code samples send (only parameters with one are
+/// sent by them).
+#[derive(Clone, Debug)]
+pub struct Param {
+    pub name: &'static str,
+    pub at: In,
+    pub required: bool,
+    pub description: &'static str,
+    pub schema: Value,
+    pub sample: Option<&'static str>,
+}
+
+/// What kind of request body, which decides its errors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyKind {
+    /// A record payload (100 KB; required fields apply).
+    Payload,
+    /// A management body (64 KB) that must be sent.
+    Json,
+    /// A management body that may be left out entirely.
+    OptionalJson,
+}
+
+#[derive(Clone, Debug)]
+pub struct Body {
+    pub kind: BodyKind,
+    pub schema: Value,
+    pub example: Value,
+}
+
+/// A response that is not an error: the success, and any other documented outcome.
+#[derive(Clone, Debug)]
+pub struct Success {
+    pub status: u16,
+    pub description: &'static str,
+    /// `application/json` unless the operation answers text.
+    pub content_type: &'static str,
+    pub schema: Value,
+    pub example: Value,
+}
+
+/// One operation: a method on a path template of the route table.
+#[derive(Clone, Debug)]
+pub struct Operation {
+    /// Lower case, as OpenAPI writes it.
+    pub method: &'static str,
+    pub path: &'static str,
+    pub id: &'static str,
+    pub tag: &'static str,
+    pub summary: &'static str,
+    pub description: &'static str,
+    pub access: Access,
+    /// Query and header parameters; path parameters follow from the template.
+    pub params: Vec<Param>,
+    pub body: Option<Body>,
+    pub success: Success,
+    /// Other non-error outcomes (such as `/readyz`'s 503 with the same body).
+    pub also: Vec<Success>,
+    /// The errors only this operation answers, on top of [`Operation::error_codes`]'s.
+    pub errors: Vec<(u16, &'static [&'static str])>,
+    /// OpenAPI links of the success response: (name, target operation id, its parameters as
+    /// runtime expressions), so a client (and the stateful conformance run) can follow a
+    /// create to the resource it made.
+    pub links: Vec<(&'static str, &'static str, Value)>,
+}
+
+const JSON: &str = "application/json";
+
+/// The tag of the seven data operations.
+pub const DATA_TAG: &str = "Data";
+
+/// A reference to a schema in `components`.
+pub fn schema_ref(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+impl Operation {
+    pub fn new(method: &'static str, path: &'static str, id: &'static str) -> Operation {
+        Operation {
+            method,
+            path,
+            id,
+            tag: "",
+            summary: "",
+            description: "",
+            access: Access::Public,
+            params: Vec::new(),
+            body: None,
+            success: Success {
+                status: 200,
+                description: "",
+                content_type: JSON,
+                schema: json!({}),
+                example: Value::Null,
+            },
+            also: Vec::new(),
+            errors: Vec::new(),
+            links: Vec::new(),
+        }
+    }
+
+    pub fn tag(mut self, tag: &'static str) -> Self {
+        self.tag = tag;
+        self
+    }
+
+    pub fn summary(mut self, summary: &'static str, description: &'static str) -> Self {
+        self.summary = summary;
+        self.description = description;
+        self
+    }
+
+    pub fn access(mut self, access: Access) -> Self {
+        self.access = access;
+        self
+    }
+
+    pub fn param(mut self, param: Param) -> Self {
+        self.params.push(param);
+        self
+    }
+
+    pub fn body(mut self, kind: BodyKind, schema: Value, example: Value) -> Self {
+        self.body = Some(Body {
+            kind,
+            schema,
+            example,
+        });
+        self
+    }
+
+    pub fn ok(
+        mut self,
+        status: u16,
+        description: &'static str,
+        schema: Value,
+        example: Value,
+    ) -> Self {
+        self.success = Success {
+            status,
+            description,
+            content_type: JSON,
+            schema,
+            example,
+        };
+        self
+    }
+
+    /// The success is text of `content_type`, such as `example`.
+    pub fn ok_text(
+        mut self,
+        description: &'static str,
+        content_type: &'static str,
+        example: &'static str,
+    ) -> Self {
+        self.success = Success {
+            status: 200,
+            description,
+            content_type,
+            schema: json!({ "type": "string" }),
+            example: Value::String(example.into()),
+        };
+        self
+    }
+
+    /// Another outcome that is not an error, answered as JSON.
+    pub fn also(
+        mut self,
+        status: u16,
+        description: &'static str,
+        schema: Value,
+        example: Value,
+    ) -> Self {
+        self.also.push(Success {
+            status,
+            description,
+            content_type: JSON,
+            schema,
+            example,
+        });
+        self
+    }
+
+    pub fn error(mut self, status: u16, codes: &'static [&'static str]) -> Self {
+        self.errors.push((status, codes));
+        self
+    }
+
+    /// A link from the success response to operation `target` with these `parameters`.
+    pub fn link(mut self, name: &'static str, target: &'static str, parameters: Value) -> Self {
+        self.links.push((name, target, parameters));
+        self
+    }
+
+    /// The path parameters, in the order of the template.
+    pub fn path_params(&self) -> Vec<Param> {
+        self.path
+            .split('/')
+            .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
+            .map(operations::path_param)
+            .collect()
+    }
+
+    /// Every error status this operation can answer with its stable codes: the ones that
+    /// follow from its access, path and body, then its own. 5xx answers (storage trouble,
+    /// shutting down) are the 500 and 503 responses of every operation.
+    pub fn error_codes(&self) -> BTreeMap<u16, Vec<&'static str>> {
+        let mut codes: BTreeMap<u16, Vec<&'static str>> = BTreeMap::new();
+        let mut add = |status: u16, list: &[&'static str]| {
+            let entry = codes.entry(status).or_default();
+            for code in list {
+                if !entry.contains(code) {
+                    entry.push(code);
+                }
+            }
+        };
+        let has_slug = self.path.contains("{slug}");
+        match self.access {
+            Access::Public | Access::Invitation => {}
+            Access::MetricsToken => add(401, &["invalid_metrics_token"]),
+            Access::DataKey(permission) => {
+                add(401, &["missing_api_key", "invalid_api_key"]);
+                add(
+                    403,
+                    &[
+                        "endpoint_inactive",
+                        "account_suspended",
+                        "endpoint_not_deployed",
+                        missing_permission(permission),
+                    ],
+                );
+                add(404, &["endpoint_not_found"]);
+                add(429, &["usage_limit_exceeded"]);
+            }
+            Access::Account(who) => {
+                add(401, &["missing_token", "invalid_token", "session_expired"]);
+                add(403, &["account_suspended"]);
+                match who {
+                    Who::ServerOwner => add(403, &["server_owner_only"]),
+                    Who::Owner => add(403, &["owner_only"]),
+                    Who::Any | Who::Member => {}
+                }
+                if has_slug {
+                    add(404, &["endpoint_not_found"]);
+                }
+            }
+            Access::KeyOrMember => {
+                add(
+                    401,
+                    &[
+                        "missing_api_key",
+                        "invalid_api_key",
+                        "invalid_token",
+                        "session_expired",
+                    ],
+                );
+                add(
+                    403,
+                    &[
+                        "endpoint_inactive",
+                        "account_suspended",
+                        "endpoint_not_deployed",
+                    ],
+                );
+                add(404, &["endpoint_not_found"]);
+            }
+        }
+        // A session cookie authorises a change only from this server's own pages.
+        if matches!(self.access, Access::Account(_) | Access::Invitation) && self.method != "get" {
+            add(403, &["cross_site_request"]);
+        }
+        if self.path.contains("{record_id}") {
+            add(400, &["invalid_record_id"]);
+        }
+        if let Some(body) = &self.body {
+            match body.kind {
+                BodyKind::Payload => add(400, &["invalid_json", "missing_required_field"]),
+                BodyKind::Json | BodyKind::OptionalJson => {
+                    add(400, &["invalid_json", "invalid_request"])
+                }
+            }
+            add(413, &["payload_too_large"]);
+            add(415, &["unsupported_media_type"]);
+        }
+        for (status, list) in &self.errors {
+            add(*status, list);
+        }
+        codes
+    }
+}
+
+fn missing_permission(permission: Permission) -> &'static str {
+    match permission {
+        Permission::Create => "missing_permission_create",
+        Permission::Read => "missing_permission_read",
+        Permission::Replace => "missing_permission_replace",
+        Permission::Delete => "missing_permission_delete",
+    }
+}
+
+/// The whole API, with `base_url` as its server.
+pub fn document(base_url: &str) -> Value {
+    let mut paths = Map::new();
+    for op in operations() {
+        let item = paths
+            .entry(op.path)
+            .or_insert_with(|| Value::Object(Map::new()));
+        item[op.method] = operation_json(&op, &op.path_params());
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": info("intake API", API_DESCRIPTION),
+        "servers": [{ "url": base_url }],
+        "tags": schemas::tags(),
+        "paths": paths,
+        "webhooks": schemas::webhooks(),
+        "components": schemas::components(),
+    })
+}
+
+/// What an endpoint's own document is built from.
+pub struct EndpointInfo<'a> {
+    pub slug: &'a str,
+    pub name: &'a str,
+    pub description: Option<&'a str>,
+    pub required_fields: &'a [String],
+}
+
+/// One endpoint's data API: the seven data operations on its own paths (no `{slug}`), its
+/// payload schema with its required fields, and `x-codeSamples` (curl, JavaScript, Python)
+/// with a placeholder key and record id.
+pub fn endpoint_document(base_url: &str, endpoint: &EndpointInfo) -> Value {
+    let mut paths = Map::new();
+    let context = examples::Context {
+        base_url,
+        slug: endpoint.slug,
+        required_fields: endpoint.required_fields,
+        key: None,
+        record_id: None,
+    };
+    for op in operations().into_iter().filter(|op| op.tag == DATA_TAG) {
+        let path = op.path.replace("{slug}", endpoint.slug);
+        let params: Vec<Param> = op
+            .path_params()
+            .into_iter()
+            .filter(|p| p.name != "slug")
+            .collect();
+        let mut value = operation_json(&op, &params);
+        if let Some(body) = value.pointer_mut("/requestBody/content/application~1json") {
+            body["schema"] = schemas::payload(endpoint.required_fields);
+            body["example"] = examples::payload(endpoint.required_fields);
+        }
+        value["x-codeSamples"] = examples::for_operation(&op, &context)
+            .iter()
+            .map(|s| json!({ "lang": s.lang, "label": s.label, "source": s.source }))
+            .collect();
+        let item = paths
+            .entry(path)
+            .or_insert_with(|| Value::Object(Map::new()));
+        item[op.method] = value;
+    }
+    let mut description = format!(
+        "The data API of the endpoint `{}` ({}). {}",
+        endpoint.slug, endpoint.name, ENDPOINT_DESCRIPTION
+    );
+    if let Some(text) = endpoint.description {
+        description = format!("{text}\n\n{description}");
+    }
+    if !endpoint.required_fields.is_empty() {
+        description.push_str(&format!(
+            "\n\nRequired fields of every payload: {}.",
+            endpoint
+                .required_fields
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": info(&format!("{} (intake data API)", endpoint.name), &description),
+        "servers": [{ "url": base_url }],
+        "tags": [schemas::tags()[0].clone()],
+        "paths": paths,
+        "webhooks": schemas::webhooks(),
+        "components": schemas::components(),
+    })
+}
+
+const API_DESCRIPTION: &str = "intake's data API (records: create, read one, list, search, \
+poll, replace, delete) and management API (endpoints, keys, collaborators, invitations, \
+deploy, notifications, audit, usage, webhooks, mail, accounts, tokens, sessions). Every \
+error is `{\"error\": {\"code\", \"message\", \"request_id\"}}` with a stable `code`; each \
+response below lists the codes it can carry. Every response has an `X-Request-Id` header. \
+A method a path does not list answers 405 `method_not_allowed` with an `Allow` header; an \
+unknown path 404 `route_not_found`.";
+
+const ENDPOINT_DESCRIPTION: &str = "Authenticate with `Authorization: Bearer <API key>`: a \
+sandbox key (`tm_test_…`) works on sandbox data, a production key (`tm_live_…`) on \
+production data once the endpoint is deployed. Each operation carries code samples \
+(`x-codeSamples`: curl, JavaScript, Python) with the placeholders `YOUR_SANDBOX_KEY` and \
+`YOUR_RECORD_ID`.";
+
+fn info(title: &str, description: &str) -> Value {
+    json!({
+        "title": title,
+        "version": env!("CARGO_PKG_VERSION"),
+        "description": description,
+        "license": { "name": "MIT", "identifier": "MIT" },
+    })
+}
+
+/// The operation object of `op`, with these path parameters.
+fn operation_json(op: &Operation, path_params: &[Param]) -> Value {
+    let mut value = json!({
+        "operationId": op.id,
+        "tags": [op.tag],
+        "summary": op.summary,
+        "description": op.description,
+        "security": security(op.access),
+    });
+    let params: Vec<Value> = path_params
+        .iter()
+        .chain(&op.params)
+        .map(param_json)
+        .collect();
+    if !params.is_empty() {
+        value["parameters"] = Value::Array(params);
+    }
+    if let Some(body) = &op.body {
+        let limit = match body.kind {
+            BodyKind::Payload => "102,400",
+            BodyKind::Json | BodyKind::OptionalJson => "65,536",
+        };
+        value["requestBody"] = json!({
+            "required": body.kind != BodyKind::OptionalJson,
+            "description": format!(
+                "`application/json` (optionally `; charset=utf-8`), at most {limit} bytes."
+            ),
+            "content": { "application/json": { "schema": body.schema, "example": body.example } },
+        });
+    }
+    let mut responses = Map::new();
+    for outcome in std::iter::once(&op.success).chain(&op.also) {
+        let mut response = json!({
+            "description": outcome.description,
+            "headers": { "X-Request-Id": { "$ref": "#/components/headers/X-Request-Id" } },
+            "content": { outcome.content_type: {
+                "schema": outcome.schema,
+                "example": outcome.example,
+            } },
+        });
+        if op.id == "login" || op.id == "acceptInvitation" {
+            response["headers"]["Set-Cookie"] =
+                json!({ "$ref": "#/components/headers/Set-Cookie" });
+        }
+        if outcome.status == op.success.status && !op.links.is_empty() {
+            let links: Map<String, Value> = op
+                .links
+                .iter()
+                .map(|(name, target, parameters)| {
+                    let link = json!({ "operationId": target, "parameters": parameters });
+                    ((*name).to_string(), link)
+                })
+                .collect();
+            response["links"] = Value::Object(links);
+        }
+        responses.insert(outcome.status.to_string(), response);
+    }
+    for (status, codes) in op.error_codes() {
+        responses.insert(status.to_string(), error_response(status, &codes));
+    }
+    // Server-side trouble, listed by status rather than as `default` so that a client (and
+    // the conformance run, tests/conformance) can tell an undocumented status from these.
+    // `/readyz` documents its own 503.
+    responses
+        .entry("500")
+        .or_insert_with(|| error_response(500, &["internal_error"]));
+    responses.entry("503").or_insert_with(|| {
+        let mut unavailable = error_response(
+            503,
+            &["storage_unavailable", "storage_full", "shutting_down"],
+        );
+        unavailable["description"] = json!(
+            "Error codes: `storage_unavailable`, `storage_full` (the data dir's disk is below \
+             `[storage] min_free_mb`), `shutting_down`. The request was not processed: retry \
+             with backoff after `Retry-After`."
+        );
+        unavailable
+    });
+    // A body that does not arrive within `[http] body_timeout`.
+    if value.get("requestBody").is_some() {
+        responses
+            .entry("408")
+            .or_insert_with(|| error_response(408, &["request_timeout"]));
+    }
+    value["responses"] = Value::Object(responses);
+    value
+}
+
+fn security(access: Access) -> Value {
+    match access {
+        Access::Public => json!([]),
+        Access::DataKey(_) => json!([{ "apiKey": [] }]),
+        Access::Account(_) => json!([{ "accountToken": [] }, { "sessionCookie": [] }]),
+        Access::KeyOrMember => {
+            json!([{ "apiKey": [] }, { "accountToken": [] }, { "sessionCookie": [] }])
+        }
+        Access::Invitation => json!([{}, { "accountToken": [] }, { "sessionCookie": [] }]),
+        Access::MetricsToken => json!([{}, { "metricsToken": [] }]),
+    }
+}
+
+fn param_json(p: &Param) -> Value {
+    let mut value = json!({
+        "name": p.name,
+        "in": p.at.as_str(),
+        "required": p.required,
+        "description": p.description,
+        "schema": p.schema,
+    });
+    if let Some(sample) = p.sample {
+        value["example"] = Value::String(sample.into());
+    }
+    value
+}
+
+/// An error response carrying one of `codes`: the `Error` schema narrowed to them.
+fn error_response(status: u16, codes: &[&str]) -> Value {
+    let mut headers = json!({ "X-Request-Id": { "$ref": "#/components/headers/X-Request-Id" } });
+    if status == 429 || status == 503 {
+        headers["Retry-After"] = json!({ "$ref": "#/components/headers/Retry-After" });
+    }
+    json!({
+        "description": format!(
+            "Error codes: {}.",
+            codes.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+        ),
+        "headers": headers,
+        "content": { "application/json": {
+            "schema": {
+                "allOf": [schema_ref("Error")],
+                "properties": { "error": { "properties": { "code": { "enum": codes } } } },
+            },
+            "example": { "error": {
+                "code": codes.first(),
+                "message": "A sentence for humans saying what was wrong.",
+                "request_id": "req_0f3k9x2m4n8p1q7r",
+            } },
+        } },
+    })
+}

@@ -1,0 +1,485 @@
+//! The shared parts of the OpenAPI document: the schemas of every body the API sends or takes
+//! (`components`), the security schemes, the tags, and the webhooks intake sends.
+
+use serde_json::{Value, json};
+
+use super::schema_ref;
+
+fn string() -> Value {
+    json!({ "type": "string" })
+}
+
+/// An RFC 3339 time in UTC with microseconds, as intake writes them.
+fn time() -> Value {
+    json!({ "type": "string", "format": "date-time" })
+}
+
+fn nullable(schema: Value) -> Value {
+    json!({ "anyOf": [schema, { "type": "null" }] })
+}
+
+fn string_enum(values: &[&str]) -> Value {
+    json!({ "type": "string", "enum": values })
+}
+
+fn integer() -> Value {
+    json!({ "type": "integer", "minimum": 0 })
+}
+
+fn object(properties: Value, required: &[&str]) -> Value {
+    json!({ "type": "object", "properties": properties, "required": required })
+}
+
+/// `{"data": [item]}`.
+pub fn list_of(item: &str) -> Value {
+    object(
+        json!({ "data": { "type": "array", "items": schema_ref(item) } }),
+        &["data"],
+    )
+}
+
+/// `{"data": [item], "pagination": {"next_cursor"?}}`.
+pub fn page_of(item: &str) -> Value {
+    object(
+        json!({
+            "data": { "type": "array", "items": schema_ref(item) },
+            "pagination": schema_ref("Pagination"),
+        }),
+        &["data", "pagination"],
+    )
+}
+
+fn permissions() -> Value {
+    json!({ "type": "array", "items": schema_ref("Permission"), "uniqueItems": true })
+}
+
+/// How a payload is stored (docs/src/data-api.md, "Payloads are stored as sent"; `records`).
+fn payload_storage() -> String {
+    format!(
+        "Stored and returned as sent, with one normalisation: whitespace between tokens is \
+         removed, and strings are written with only the escapes JSON requires (`\\\"`, `\\\\` \
+         and control characters), so `\"\\u00e9\"` comes back as `\"é\"`. Numbers keep their \
+         exact text (`123456789012345678901234567890`, `1E2` and `-0` come back as sent), and so \
+         do key order and repeated keys. Arrays and objects nest at most {} deep.",
+        crate::domain::records::MAX_DEPTH
+    )
+}
+
+/// A record payload of an endpoint with these required fields: any JSON when there are none,
+/// else an object in which each is present and not `null`.
+pub fn payload(required_fields: &[String]) -> Value {
+    if required_fields.is_empty() {
+        let description = "Any JSON value, at most 102,400 bytes of UTF-8.";
+        return json!({ "description": format!("{description} {}", payload_storage()) });
+    }
+    let properties: serde_json::Map<String, Value> = required_fields
+        .iter()
+        .map(|f| (f.clone(), json!({ "not": { "type": "null" } })))
+        .collect();
+    json!({
+        "type": "object",
+        "description": format!(
+            "A JSON object with the endpoint's required fields present and not `null`; other \
+             fields are kept as sent. {}",
+            payload_storage()
+        ),
+        "properties": properties,
+        "required": required_fields,
+    })
+}
+
+pub fn tags() -> Value {
+    json!([
+        { "name": super::DATA_TAG, "description": "Records of one endpoint, with an API key." },
+        { "name": "Documentation", "description": "This document and each endpoint's own." },
+        { "name": "Session", "description": "Dashboard login and the session cookie." },
+        { "name": "Invitations", "description": "Invitation links, opened by the invitee." },
+        { "name": "Account", "description": "The caller's own account, tokens and notifications." },
+        { "name": "Endpoints", "description": "Endpoints, their deploy workflow, logs and usage." },
+        { "name": "Collaborators", "description": "Invitations sent and collaborators of an endpoint." },
+        { "name": "Webhooks", "description": "Owner webhooks, signing secrets and the delivery log." },
+        { "name": "Administration", "description": "Accounts and the mail outbox (server owner)." },
+        { "name": "Health", "description": "Liveness, readiness and metrics, for load balancers and Prometheus." },
+    ])
+}
+
+pub fn components() -> Value {
+    json!({
+        "securitySchemes": {
+            "apiKey": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "An endpoint's API key: `tm_test_…` (sandbox data) or `tm_live_…` \
+                    (production data, once deployed). The owner's default keys carry every \
+                    permission; a collaboration key those its owner granted.",
+            },
+            "accountToken": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "A personal account token, `itk_…` (`intake init` prints the \
+                    owner's; `POST /api/v1/manage/tokens` makes more).",
+            },
+            "sessionCookie": {
+                "type": "apiKey",
+                "in": "cookie",
+                "name": crate::domain::sessions::COOKIE,
+                "description": "The dashboard's session cookie, set by `POST /api/v1/auth/login`.",
+            },
+            "metricsToken": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "`[operations] metrics_token` from the server's config, when set.",
+            },
+        },
+        "headers": {
+            "X-Request-Id": {
+                "description": "The request's id (`req_…`), also in every error body and log line.",
+                "schema": { "type": "string", "pattern": "^req_" },
+            },
+            "Retry-After": {
+                "description": "Seconds to wait before trying again.",
+                "schema": { "type": "integer", "minimum": 1 },
+            },
+            "Set-Cookie": {
+                "description": "The session cookie: HttpOnly, SameSite=Strict, Secure over https.",
+                "schema": string(),
+            },
+        },
+        "schemas": schemas(),
+    })
+}
+
+/// The schemas, in three groups (one `json!` each would exceed the macro recursion limit).
+fn schemas() -> Value {
+    let mut all = serde_json::Map::new();
+    for group in [data_schemas(), management_schemas(), webhook_schemas()] {
+        if let Value::Object(map) = group {
+            all.extend(map);
+        }
+    }
+    Value::Object(all)
+}
+
+fn data_schemas() -> Value {
+    json!({
+        "Error": object(json!({ "error": object(json!({
+            "code": { "type": "string", "description": "Stable: never renamed." },
+            "message": { "type": "string", "description": "For humans; may change." },
+            "request_id": { "type": "string" },
+        }), &["code", "message", "request_id"]) }), &["error"]),
+        "RecordId": {
+            "type": "string",
+            "pattern": "^rec_[0-9a-hjkmnp-tv-z]{26}$",
+            "description": "`rec_` and 26 characters of lower-case Crockford base32.",
+        },
+        "Payload": payload(&[]),
+        "Permission": string_enum(&["create", "read", "replace", "delete"]),
+        "Environment": string_enum(&["sandbox", "production"]),
+        "Record": object(json!({
+            "id": schema_ref("RecordId"),
+            "payload": schema_ref("Payload"),
+            "created_at": time(),
+            "updated_at": time(),
+        }), &["id", "payload", "created_at", "updated_at"]),
+        "Accepted": object(json!({
+            "id": schema_ref("RecordId"),
+            "created_at": { "type": "string", "format": "date-time", "description": "Creates only." },
+            "status": { "const": "accepted" },
+        }), &["id", "status"]),
+        "Pagination": object(json!({
+            "next_cursor": { "type": "string", "description": "Present only when more exist." },
+        }), &[]),
+        "RecordPage": page_of("Record"),
+        "PollPage": {
+            "type": "object",
+            "properties": {
+                "data": { "type": "array", "items": schema_ref("Record") },
+                "next_cursor": { "type": "string", "description": "A backlog remains: call again at once." },
+                "poll_cursor": { "type": "string", "description": "Caught up: call again later." },
+            },
+            "required": ["data"],
+            "oneOf": [{ "required": ["next_cursor"] }, { "required": ["poll_cursor"] }],
+        },
+        "Health": object(json!({ "status": { "const": "ok" } }), &["status"]),
+        "Readiness": object(json!({
+            "ready": { "type": "boolean" },
+            "checks": { "type": "array", "items": object(json!({
+                "name": { "enum": ["storage", "ingest_writer", "search_index"] },
+                "ok": { "type": "boolean" },
+                "problem": { "type": "string", "description": "Why the check failed." },
+            }), &["name", "ok"]) },
+        }), &["ready", "checks"]),
+        "OpenApiDocument": {
+            "type": "object",
+            "description": "An OpenAPI 3.1 document.",
+            "properties": { "openapi": { "const": "3.1.0" } },
+            "required": ["openapi", "info", "paths"],
+        },
+    })
+}
+
+fn management_schemas() -> Value {
+    json!({
+        "DeployRequest": object(json!({
+            "requested_by": string(),
+            "requested_at": time(),
+            "note": nullable(string()),
+        }), &["requested_by", "requested_at", "note"]),
+        "Endpoint": object(json!({
+            "slug": string(),
+            "name": string(),
+            "description": nullable(string()),
+            "required_fields": { "type": "array", "items": string() },
+            "active": { "type": "boolean" },
+            "environment": schema_ref("Environment"),
+            "deployed": { "type": "boolean" },
+            "deployed_at": nullable(time()),
+            "deploy_request": nullable(schema_ref("DeployRequest")),
+            "monthly_quota": nullable(integer()),
+            "created_at": time(),
+            "role": string_enum(&["owner", "collaborator"]),
+            "permissions": permissions(),
+            "sandbox_key": { "type": "string", "pattern": "^tm_test_" },
+            "production_key": nullable(json!({ "type": "string", "pattern": "^tm_live_" })),
+        }), &["slug", "name", "description", "required_fields", "active", "environment",
+              "deployed", "deployed_at", "deploy_request", "monthly_quota", "created_at", "role",
+              "permissions", "sandbox_key", "production_key"]),
+        "Account": object(json!({
+            "id": integer(),
+            "email": string(),
+            "role": string_enum(&["owner", "member"]),
+            "suspended": { "type": "boolean" },
+            "created_at": time(),
+        }), &["id", "email", "role", "suspended", "created_at"]),
+        "Session": object(json!({
+            "account": schema_ref("Account"),
+            "expires_at": time(),
+        }), &["account", "expires_at"]),
+        "Token": object(json!({
+            "id": { "type": "string", "pattern": "^tok_" },
+            "name": string(),
+            "created_at": time(),
+        }), &["id", "name", "created_at"]),
+        "NewToken": {
+            "allOf": [schema_ref("Token")],
+            "properties": { "token": { "type": "string", "pattern": "^itk_", "description": "Shown only this once." } },
+            "required": ["token"],
+        },
+        "Notification": object(json!({
+            "id": integer(),
+            "kind": string(),
+            "endpoint_slug": string(),
+            "message": string(),
+            "created_at": time(),
+            "read": { "type": "boolean" },
+            "read_at": nullable(time()),
+        }), &["id", "kind", "endpoint_slug", "message", "created_at", "read", "read_at"]),
+        "Invitation": object(json!({
+            "id": integer(),
+            "email": string(),
+            "permissions": permissions(),
+            "status": string_enum(&["pending", "accepted", "revoked", "expired"]),
+            "created_at": time(),
+            "expires_at": time(),
+            "accept_url": nullable(string()),
+            "mail_id": integer(),
+        }), &["id", "email", "permissions", "status", "created_at", "expires_at", "accept_url", "mail_id"]),
+        "InvitationPreview": object(json!({
+            "endpoint_name": string(),
+            "email": string(),
+            "permissions": permissions(),
+            "invited_by": string(),
+            "expires_at": time(),
+            "account_exists": { "type": "boolean" },
+        }), &["endpoint_name", "email", "permissions", "invited_by", "expires_at", "account_exists"]),
+        "Acceptance": object(json!({
+            "account": schema_ref("Account"),
+            "endpoint": schema_ref("Endpoint"),
+        }), &["account", "endpoint"]),
+        "Collaborator": object(json!({
+            "account_id": integer(),
+            "email": string(),
+            "suspended": { "type": "boolean" },
+            "permissions": permissions(),
+            "added_at": time(),
+            "sandbox_key_id": string(),
+            "production_key_id": string(),
+        }), &["account_id", "email", "suspended", "permissions", "added_at", "sandbox_key_id", "production_key_id"]),
+        "AuditEntry": object(json!({
+            "id": integer(),
+            "time": time(),
+            "actor": object(json!({ "id": integer(), "email": string() }), &["id", "email"]),
+            "action": string(),
+            "details": { "type": "object" },
+        }), &["id", "time", "actor", "action", "details"]),
+        "RequestLogEntry": object(json!({
+            "time": time(),
+            "method": string(),
+            "route": string(),
+            "status": integer(),
+            "key_id": nullable(string()),
+            "latency_ms": { "type": "number" },
+            "environment": schema_ref("Environment"),
+            "request_id": string(),
+        }), &["time", "method", "route", "status", "key_id", "latency_ms", "environment", "request_id"]),
+        "Usage": object(json!({
+            "monthly_quota": nullable(integer()),
+            "months": { "type": "array", "items": object(json!({
+                "month": { "type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$" },
+                "sandbox": integer(),
+                "production": integer(),
+            }), &["month", "sandbox", "production"]) },
+        }), &["monthly_quota", "months"]),
+    })
+}
+
+fn webhook_schemas() -> Value {
+    json!({
+        "WebhookSecret": object(json!({
+            "environment": schema_ref("Environment"),
+            "secret": { "type": "string", "pattern": "^whsec_" },
+            "created_at": time(),
+            "rotated_at": time(),
+            "previous_valid_until": time(),
+        }), &["environment", "secret", "created_at"]),
+        "OwnerWebhook": object(json!({
+            "environment": schema_ref("Environment"),
+            "url": string(),
+            "auth_header": nullable(string()),
+            "auth_value_set": { "type": "boolean" },
+            "enabled": { "type": "boolean" },
+            "updated_at": time(),
+        }), &["environment", "url", "auth_header", "auth_value_set", "enabled", "updated_at"]),
+        "Delivery": object(json!({
+            "id": integer(),
+            "record_id": schema_ref("RecordId"),
+            "kind": string_enum(&["owner", "caller"]),
+            "url": string(),
+            "state": string_enum(&["pending", "delivered", "given_up"]),
+            "attempts": integer(),
+            "max_attempts": integer(),
+            "next_attempt_at": nullable(time()),
+            "created_at": time(),
+            "finished_at": nullable(time()),
+        }), &["id", "record_id", "kind", "url", "state", "attempts", "max_attempts",
+              "next_attempt_at", "created_at", "finished_at"]),
+        "DeliveryDetail": {
+            "allOf": [schema_ref("Delivery")],
+            "properties": {
+                "body": { "type": "string", "description": "The exact bytes every attempt sends." },
+                "attempt_log": { "type": "array", "items": object(json!({
+                    "attempt": integer(),
+                    "started_at": time(),
+                    "duration_ms": { "type": "number" },
+                    "url": string(),
+                    "request_headers": { "type": "array", "items": {
+                        "type": "array", "prefixItems": [string(), string()], "minItems": 2, "maxItems": 2,
+                    } },
+                    "status": nullable(integer()),
+                    "error": nullable(string()),
+                    "response_body": nullable(string()),
+                    "outcome": string_enum(&["delivered", "retry", "given_up"]),
+                }), &["attempt", "started_at", "duration_ms", "url", "request_headers", "status",
+                      "error", "response_body", "outcome"]) },
+            },
+            "required": ["body", "attempt_log"],
+        },
+        "Mail": object(json!({
+            "id": integer(),
+            "kind": string(),
+            "to": string(),
+            "subject": string(),
+            "status": string_enum(&["queued", "sent", "failed"]),
+            "attempts": integer(),
+            "last_error": nullable(string()),
+            "created_at": time(),
+            "next_attempt_at": nullable(time()),
+            "sent_at": nullable(time()),
+            "body": { "type": "string", "description": "In the single-message view only." },
+        }), &["id", "kind", "to", "subject", "status", "attempts", "last_error", "created_at",
+              "next_attempt_at", "sent_at"]),
+        "MailPage": {
+            "allOf": [page_of("Mail")],
+            "properties": { "smtp_configured": { "type": "boolean" } },
+            "required": ["smtp_configured"],
+        },
+        "WebhookEvent": object(json!({
+            "type": string_enum(&["record.created", "record.replaced", "record.deleted"]),
+            "timestamp": { "type": "string", "format": "date-time", "description": "When the write was processed." },
+            "data": object(json!({
+                "id": schema_ref("RecordId"),
+                "endpoint": { "type": "string", "description": "The endpoint's slug." },
+                "environment": schema_ref("Environment"),
+                "created_at": time(),
+                "payload": {
+                    "description": "The record's payload (the new one for `record.replaced`); \
+                        absent for `record.deleted`.",
+                },
+            }), &["id", "endpoint", "environment", "created_at"]),
+        }), &["type", "timestamp", "data"]),
+    })
+}
+
+/// The webhooks intake sends after a write is processed, one per event type.
+pub fn webhooks() -> Value {
+    let events = [
+        ("record.created", "A record was created."),
+        (
+            "record.replaced",
+            "A record's payload was replaced (the body carries the new one).",
+        ),
+        (
+            "record.deleted",
+            "A record was deleted (the body carries no payload).",
+        ),
+    ];
+    let header = |name: &str, description: &str| {
+        json!({ "name": name, "in": "header", "required": true, "description": description,
+                "schema": string() })
+    };
+    let mut out = serde_json::Map::new();
+    for (kind, summary) in events {
+        let example = json!({
+            "type": kind,
+            "timestamp": "2026-11-22T09:00:00.123456Z",
+            "data": {
+                "id": "rec_01m80m0sfsv1yd0kcm7nw4m58e",
+                "endpoint": "orders-7k2m9x4q1w8p",
+                "environment": "production",
+                "created_at": "2026-11-22T09:00:00.120000Z",
+                "payload": { "email": "ada@example.com" },
+            },
+        });
+        let mut example = example;
+        if kind == "record.deleted"
+            && let Some(data) = example["data"].as_object_mut()
+        {
+            data.remove("payload");
+        }
+        out.insert(kind.into(), json!({ "post": {
+            "operationId": format!("webhook_{}", kind.replace('.', "_")),
+            "tags": ["Webhooks"],
+            "summary": summary,
+            "description": "Sent to the owner webhook of the record's environment and to the \
+                caller webhook the write asked for (`X-Webhook-Callback`), each a separate \
+                delivery with its own retries, signed following Standard Webhooks with the \
+                environment's signing secret. Any 2xx is success; 5xx (but 501, 505), 429, 3xx, \
+                timeouts (15 s) and connection errors are retried (production 6 attempts, \
+                sandbox 4); other answers give up.",
+            "parameters": [
+                header("webhook-id", "The record id: the same on every attempt, to deduplicate."),
+                header("webhook-timestamp", "Unix seconds of this attempt."),
+                header("webhook-signature", "Space-separated `v1,<base64 HMAC-SHA256>` entries over \
+                    `{webhook-id}.{webhook-timestamp}.{body}`; two during a secret changeover."),
+                header("User-Agent", "`svc-Webhook/<version>`."),
+                header("X-svc-Record-Id", "The record id."),
+                header("X-svc-Delivery-Attempt", "1, 2, …"),
+            ],
+            "requestBody": { "required": true, "content": { "application/json": {
+                "schema": schema_ref("WebhookEvent"), "example": example,
+            } } },
+            "responses": { "2XX": { "description": "Received (not necessarily processed)." } },
+        } }));
+    }
+    Value::Object(out)
+}

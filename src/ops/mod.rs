@@ -1,0 +1,2 @@
+//! Operations.
+pub mod backup;

@@ -1,0 +1,489 @@
+//! Starting and stopping the daemon: open the data dir, start the background workers, accept
+//! connections, and shut down gracefully.
+//!
+//! Shutdown order matters for the durability promise: stop accepting, let in-flight requests
+//! finish (each write in them is committed before its response), then stop the ingest writer
+//! after it has committed whatever is still queued, then flush the request log. The webhook
+//! dispatcher and the mail thread are told to stop after the HTTP drain and joined last: the
+//! dispatcher's attempts in flight finish within the webhook timeout and their outcomes are
+//! committed (undelivered deliveries stay due for the next start), and the mail thread may be
+//! waiting on an SMTP server (what it has not sent stays queued in the outbox). Both are
+//! joined before the store is dropped.
+
+pub mod first_byte;
+pub mod notify;
+pub mod redirect;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::{Semaphore, oneshot, watch};
+use tokio::task::JoinHandle;
+
+use crate::core::clock::SharedClock;
+use crate::core::config::{Config, HttpConfig};
+use crate::core::crypto::{CryptoError, Sealer};
+use crate::core::metrics::Metrics;
+use crate::core::private_dir::create_private_dir;
+use crate::domain::endpoints::Endpoints;
+use crate::domain::mail::Mailer;
+use crate::domain::poll::{InFlight, ReadAhead};
+use crate::http::api;
+use crate::http::app::App;
+use crate::http::dashboard::Dashboard;
+use crate::ops::backup::{self, BackupError};
+use crate::server::first_byte::FirstByteDeadline;
+use crate::workers::ingest::{self, Ingest};
+
+use crate::core::ticker::Ticker;
+use crate::domain::retention;
+use crate::domain::search;
+use crate::domain::sessions::{self, LoginLimiter};
+use crate::domain::usage::Usage;
+use crate::server::tls::{Tls, TlsError};
+use crate::store::{Store, StoreError};
+use crate::workers::request_log::RequestLog;
+use crate::workers::webhooks::dispatch::{DispatchParts, Dispatcher};
+
+/// How often expired Idempotency-Keys and sessions are swept.
+const EXPIRY_SWEEP: Duration = Duration::from_secs(600);
+/// How often the usage counters are saved.
+const USAGE_FLUSH: Duration = Duration::from_secs(1);
+/// Longest a client may take to complete the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Crypto(#[from] CryptoError),
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Opens the store of a data dir, creating the folder (mode 0700) if needed.
+pub fn open_data_dir(config: &Config) -> Result<(Store, Sealer), ServerError> {
+    let dir = &config.data_dir;
+    create_private_dir(dir).map_err(|source| ServerError::Io {
+        context: format!("cannot create data dir {}", dir.display()),
+        source,
+    })?;
+    let store = Store::open(&config.db_path(), config.storage.cache_mb * 1024 * 1024)?
+        .reserve_free_space(config.storage.min_free_bytes());
+    let sealer = Sealer::load_or_create(dir)?;
+    Ok((store, sealer))
+}
+
+/// Opens the request-log store of a data dir (see `request_log`).
+fn open_request_log(config: &Config) -> Result<Store, ServerError> {
+    // The log is written in batches and read a page at a time: a small cache serves it.
+    Ok(
+        Store::open_request_log(&config.request_log_path(), 8 * 1024 * 1024)?
+            .reserve_free_space(config.storage.min_free_bytes()),
+    )
+}
+
+/// A server running in the background of the current tokio runtime.
+pub struct RunningServer {
+    addr: SocketAddr,
+    app: Arc<App>,
+    tls: Option<Arc<Tls>>,
+    redirect_addr: Option<SocketAddr>,
+    stop: Option<oneshot::Sender<()>>,
+    done: JoinHandle<()>,
+}
+
+impl RunningServer {
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Where the plain-HTTP redirect listener listens, when configured.
+    pub fn redirect_addr(&self) -> Option<SocketAddr> {
+        self.redirect_addr
+    }
+
+    /// Reads the TLS certificate files again (SIGHUP); open connections are not touched. A
+    /// failure keeps the certificate served so far.
+    pub fn reload_tls(&self) -> Result<(), TlsError> {
+        match &self.tls {
+            Some(tls) => {
+                tls.reload()?;
+                log::info!(
+                    "TLS certificate reloaded (SHA-256 fingerprint {})",
+                    tls.fingerprint()
+                );
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// A backup into `[backup] dir` (SIGUSR1), keeping the newest `keep`; returns its path.
+    pub async fn backup_scheduled(&self) -> Result<PathBuf, BackupError> {
+        let app = self.app.clone();
+        let Some(dir) = app.config.backup.dir.clone() else {
+            return Err(BackupError::Refused(
+                "no backup folder is configured ([backup] dir)".into(),
+            ));
+        };
+        tokio::task::spawn_blocking(move || {
+            let config = &app.config;
+            backup::write_scheduled(
+                &app.store,
+                &config.data_dir,
+                &dir,
+                config.backup.keep,
+                app.clock.now(),
+            )
+        })
+        .await
+        .map_err(|e| BackupError::Io {
+            context: "the backup task failed".into(),
+            source: std::io::Error::other(e),
+        })?
+    }
+
+    /// Graceful shutdown: returns once every acknowledged write is committed and the workers
+    /// have stopped.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Err(err) = self.done.await {
+            log::error!("server task failed: {err}");
+        }
+    }
+}
+
+/// Opens the data dir, starts the workers and binds the listener.
+pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServer, ServerError> {
+    let (store, sealer) = open_data_dir(&config)?;
+    let store = Arc::new(store);
+    // Certificate problems stop the start before anything listens.
+    let tls = match &config.tls {
+        Some(tls_config) => Some(Arc::new(Tls::load(tls_config, &config.data_dir)?)),
+        None => None,
+    };
+    let listener = TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| ServerError::Io {
+            context: format!("cannot listen on {}", config.listen),
+            source,
+        })?;
+    let addr = listener.local_addr().map_err(|source| ServerError::Io {
+        context: "cannot read the listening address".into(),
+        source,
+    })?;
+    // Links in e-mails need the real port when the config asked for any free one (`:0`):
+    // `public_url()` defaults to `listen`. `public_url` itself stays as configured (set, it is
+    // also the origin the dashboard's forms must come from).
+    config.listen = addr;
+    let dashboard = Dashboard::start(&store, &config, clock.now())
+        .map_err(|e| ServerError::Other(e.to_string()))?;
+    let redirect = match config.tls.as_ref().and_then(|t| t.redirect_listen) {
+        Some(at) => Some(
+            redirect::bind(
+                at,
+                config.public_url(),
+                connection_builder(&config.http).http1_only(),
+            )
+            .await?,
+        ),
+        None => None,
+    };
+    let spawn_err = |source| ServerError::Io {
+        context: "cannot start a worker thread".into(),
+        source,
+    };
+    let (search, indexer, indexer_thread) =
+        search::index::start(&config.data_dir, store.clone(), config.search.indexer_nice)
+            .map_err(|e| ServerError::Other(e.to_string()))?;
+    let metrics = Arc::new(Metrics::default());
+    let (mailer, mail_thread) =
+        Mailer::start(store.clone(), config.smtp.clone(), clock.clone()).map_err(spawn_err)?;
+    let (dispatcher, dispatch_threads) = Dispatcher::start(
+        DispatchParts {
+            store: store.clone(),
+            sealer: sealer.clone(),
+            clock: clock.clone(),
+            mailer: mailer.clone(),
+            public_url: config.public_url(),
+            metrics: metrics.clone(),
+        },
+        &config.webhooks,
+    )
+    .map_err(spawn_err)?;
+    let (ingest, writer) = Ingest::start(store.clone(), metrics.clone(), {
+        let (indexer, dispatcher) = (indexer.clone(), dispatcher.clone());
+        // Cheap when the commit made no delivery: the scheduler finds nothing new due.
+        Box::new(move || {
+            indexer.changed();
+            dispatcher.wake();
+        })
+    })
+    .map_err(spawn_err)?;
+    let log_store = Arc::new(open_request_log(&config)?);
+    let (request_log, log_thread) =
+        RequestLog::start(log_store, clock.clone(), config.request_log.retention)
+            .map_err(spawn_err)?;
+    let grace = config.shutdown.grace;
+    let app = Arc::new(App {
+        endpoints: Endpoints::new(store.clone(), sealer),
+        usage: Usage::new(store.clone()),
+        logins: LoginLimiter::new(&config.accounts),
+        config,
+        store,
+        clock,
+        ingest,
+        request_log,
+        search,
+        in_flight: InFlight::default(),
+        poll_read_ahead: ReadAhead::default(),
+        mailer,
+        dispatcher,
+        dashboard,
+        metrics,
+    });
+    let (stop, stopped) = oneshot::channel();
+    let tls_for_serve = tls.clone();
+    let redirect_addr = redirect.as_ref().map(|(addr, _)| *addr);
+    let redirect_task = redirect;
+    // The periodic tasks stop between two runs, never in the middle of one: their blocking
+    // work holds the store, which must be released when `shutdown` returns.
+    let (stop_periodic, periodic_stopped) = watch::channel(false);
+    let ticker = |period| Ticker::new(period, periodic_stopped.clone());
+    let periodic = [
+        tokio::spawn(sweep_expired(app.clone(), ticker(EXPIRY_SWEEP))),
+        tokio::spawn(flush_usage(app.clone(), ticker(USAGE_FLUSH))),
+        tokio::spawn(retention::run_schedule(
+            app.clone(),
+            ticker(retention::SCHEDULE_TICK),
+            {
+                let indexer = indexer.clone();
+                move || indexer.changed()
+            },
+        )),
+    ];
+    let done = tokio::spawn({
+        let app = app.clone();
+        async move {
+            serve(listener, app.clone(), tls_for_serve, stopped, grace).await;
+            app.poll_read_ahead.stop().await;
+            if let Some((_, redirector)) = redirect_task {
+                redirector.abort();
+            }
+            let _ = stop_periodic.send(true);
+            for task in periodic {
+                let _ = task.await;
+            }
+            if let Err(err) = app.usage.flush(app.clock.now()) {
+                log::error!("cannot save usage counters: {err}");
+            }
+            // Webhook attempts in flight finish (bounded by the timeout) and their outcomes are
+            // committed while the ingest writer drains; the mail thread may be in the middle
+            // of an SMTP exchange: ask both to stop now, join them last.
+            app.dispatcher.shutdown();
+            app.mailer.shutdown();
+            app.ingest.shutdown().await;
+            let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+            indexer.shutdown();
+            let _ = tokio::task::spawn_blocking(move || indexer_thread.join()).await;
+            app.request_log.shutdown();
+            let _ = tokio::task::spawn_blocking(move || log_thread.join()).await;
+            let _ = tokio::task::spawn_blocking(move || dispatch_threads.join()).await;
+            let _ = tokio::task::spawn_blocking(move || mail_thread.join()).await;
+            log::info!("shutdown complete");
+        }
+    });
+    match &tls {
+        Some(tls) => log::info!(
+            "listening on https://{addr} (certificate SHA-256 fingerprint {})",
+            tls.fingerprint()
+        ),
+        None => log::info!("listening on http://{addr}"),
+    }
+    if let Some(at) = redirect_addr {
+        log::info!("redirecting plain HTTP on {at} to https");
+    }
+    Ok(RunningServer {
+        addr,
+        app,
+        tls,
+        redirect_addr,
+        stop: Some(stop),
+        done,
+    })
+}
+
+/// Accepts connections until `stopped` fires, then drains them for at most `grace`. With
+/// `tls`, each connection is a TLS handshake first (bounded by [`HANDSHAKE_TIMEOUT`]).
+async fn serve(
+    listener: TcpListener,
+    app: Arc<App>,
+    tls: Option<Arc<Tls>>,
+    mut stopped: oneshot::Receiver<()>,
+    grace: Duration,
+) {
+    let builder = connection_builder(&app.config.http);
+    let (http1, http2) = (builder.clone().http1_only(), builder.http2_only());
+    let header_timeout = app.config.http.header_timeout;
+    let connections = Arc::new(Semaphore::new(app.config.http.max_connections));
+    let service = warp::service(api::filter(app));
+    let graceful = GracefulShutdown::new();
+    loop {
+        // At the connection cap, stop accepting until one closes: waiting clients queue in
+        // the listen backlog instead of each taking a socket and a task.
+        let permit = tokio::select! {
+            permit = connections.clone().acquire_owned() => match permit {
+                Ok(permit) => permit,
+                Err(_) => break,
+            },
+            _ = &mut stopped => break,
+        };
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
+                    Err(err) => {
+                        // Out of file descriptors and similar: back off instead of spinning.
+                        log::warn!("accept failed: {err}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                // The peer's address reaches `api` as a request extension, which resolves the
+                // client's address from it (`forwarded`).
+                let inner = TowerToHyperService::new(service.clone());
+                let with_peer = hyper::service::service_fn(
+                    move |mut req: http::Request<hyper::body::Incoming>| {
+                        req.extensions_mut().insert(api::PeerAddr(peer.ip()));
+                        hyper::service::Service::call(&inner, req)
+                    },
+                );
+                let (http1, http2, watcher) = (http1.clone(), http2.clone(), graceful.watcher());
+                let acceptor = tls.as_ref().map(|tls| tls.acceptor().clone());
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let served = match acceptor {
+                        None => {
+                            let stream = FirstByteDeadline::new(stream, header_timeout);
+                            let connection = http1
+                                .serve_connection_with_upgrades(TokioIo::new(stream), with_peer);
+                            watcher.watch(connection.into_owned()).await
+                        }
+                        Some(acceptor) => {
+                            let handshake =
+                                tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+                            let stream = match handshake.await {
+                                Ok(Ok(stream)) => stream,
+                                Ok(Err(err)) => {
+                                    log::debug!("TLS handshake with {peer} failed: {err}");
+                                    return;
+                                }
+                                Err(_) => {
+                                    log::debug!("TLS handshake with {peer} timed out");
+                                    return;
+                                }
+                            };
+                            let builder = if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+                                http2
+                            } else {
+                                http1
+                            };
+                            let stream = FirstByteDeadline::new(stream, header_timeout);
+                            let connection = builder
+                                .serve_connection_with_upgrades(TokioIo::new(stream), with_peer);
+                            watcher.watch(connection.into_owned()).await
+                        }
+                    };
+                    if let Err(err) = served {
+                        log::debug!("connection ended with an error: {err}");
+                    }
+                });
+            }
+            _ = &mut stopped => break,
+        }
+    }
+    drop(listener);
+    log::info!("shutting down: waiting for in-flight requests");
+    tokio::select! {
+        _ = graceful.shutdown() => {}
+        _ = tokio::time::sleep(grace) => {
+            log::warn!("some connections were still open after {grace:?}; closing them");
+        }
+    }
+}
+
+/// The HTTP/1.1 and HTTP/2 connection settings every listener uses: a client gets
+/// `header_timeout` to send its request head, and an idle keep-alive connection is closed
+/// after the same time, so slow or silent clients cannot hold connections open.
+///
+/// Each connection is served as one protocol decided up front (`http1_only`, or
+/// `http2_only` when TLS negotiated `h2` by ALPN): sniffing for the HTTP/2 preface would
+/// wait for a silent client's first byte with no timeout at all. Plain-text HTTP/2 (h2c)
+/// is therefore not offered.
+pub(crate) fn connection_builder(http: &HttpConfig) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(http.header_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(http.header_timeout)
+        .keep_alive_timeout(http.header_timeout);
+    builder
+}
+
+/// Forgets expired Idempotency-Keys and dashboard sessions.
+async fn sweep_expired(app: Arc<App>, mut ticker: Ticker) {
+    while ticker.tick().await {
+        let app = app.clone();
+        let swept = tokio::task::spawn_blocking(move || {
+            let now = app.clock.now();
+            let keys = ingest::purge_expired_idempotency(&app.store, now, 10_000)?;
+            let sessions = sessions::purge_expired(&app.store, now)?;
+            Ok::<_, crate::domain::error::Error>((keys, sessions))
+        })
+        .await;
+        match swept {
+            Ok(Ok((keys, sessions))) => {
+                log::debug!("forgot {keys} expired idempotency keys and {sessions} sessions")
+            }
+            Ok(Err(err)) => log::error!("expiry sweep failed: {err}"),
+            Err(err) => log::error!("expiry sweep task failed: {err}"),
+        }
+    }
+}
+
+/// Saves the usage counters every second (see `usage`).
+async fn flush_usage(app: Arc<App>, mut ticker: Ticker) {
+    while ticker.tick().await {
+        let app = app.clone();
+        let flushed = tokio::task::spawn_blocking(move || app.usage.flush(app.clock.now())).await;
+        match flushed {
+            Ok(Ok(())) => {}
+            Ok(Err(err)) => log::error!("cannot save usage counters: {err}"),
+            Err(err) => log::error!("usage flush task failed: {err}"),
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! The mail worker.
+pub mod smtp;
+pub mod worker;

@@ -1,0 +1,5 @@
+//! Workers.
+pub mod ingest;
+pub mod mail;
+pub mod request_log;
+pub mod webhooks;

@@ -1,0 +1,856 @@
+//! The dispatcher: sends due deliveries, applies the retry policy, records every attempt.
+//!
+//! Three kinds of threads share one [`Dispatcher`] state:
+//!
+//! - **The scheduler** (`webhook-scheduler`) looks at `DELIVERIES_DUE` (entries due by the
+//!   injected clock) when woken (after each ingest commit, after a manual redelivery, after a
+//!   worker or the result writer finishes) and at least every [`TICK`] of real time, so
+//!   clock-driven retries become due without a wake-up. It claims a due delivery only when a
+//!   worker can start it at once: fewer than `workers` attempts in flight, fewer than
+//!   `per_target_concurrency` to its receiver (scheme, host and port), fewer than
+//!   `per_endpoint_concurrency` (half the workers by default) for its endpoint, and, for a
+//!   retry (a delivery attempted before), fewer than half the workers busy with retries. So
+//!   one slow or failing receiver holds at most its own share of the workers, one endpoint's
+//!   receivers (one tenant's) can never take the whole pool from the others, and first
+//!   attempts never wait behind a backlog of retries. Deliveries it cannot start stay due for
+//!   the next look. The due list carries each delivery's receiver and retry flag, and the
+//!   scheduler remembers each delivery's endpoint once it has read its row, so passing one
+//!   over costs no row read; a look passes over at most [`PASS_OVER_LIMIT`] and the next goes
+//!   on from there, so a long backlog for one busy receiver neither makes every look slow nor
+//!   hides the deliveries behind it.
+//! - **The workers** (`webhook-worker`, `[webhooks] workers` of them) sign and send one
+//!   delivery at a time (`send`), then hand the outcome to the result writer.
+//! - **The result writer** (`webhook-results`) commits outcomes in groups, like the ingest
+//!   writer: it takes every outcome waiting at that moment and writes, in one transaction,
+//!   each attempt's `AttemptRow`, the delivery's new state, attempts and next attempt time,
+//!   its `DELIVERIES_DUE` entry (removed, or moved to the retry time), and the owner's failure
+//!   e-mail. Under load many attempts share one fsync; with one in flight it costs one.
+//!
+//! **Claims and at-least-once.** A claimed delivery is held in memory (`State::claimed`) from
+//! the scheduler's claim until its outcome is committed, so it is not taken twice. That lease
+//! lives as long as the attempt, which the timeout bounds, plus one commit; nothing about it
+//! is persisted, so nothing can go stale: after a crash or restart every unfinished delivery
+//! is simply due again at its persisted due time. A delivery can thus reach a receiver twice
+//! (an answer whose outcome was not yet committed), never zero times, and a pending retry is
+//! neither lost nor sent before its time. Receivers deduplicate by `webhook-id`. The
+//! scheduler snapshots the claims together with its read transaction, so a claim released by
+//! a commit its snapshot does not show yet still counts.
+//!
+//! **Retry policy** ([`verdict`]): any 2xx is delivered. 5xx except 501 and 505, 429, 3xx
+//! (redirects are not followed), timeouts, connection, DNS and TLS errors are retried after [`RETRY_DELAYS`] (the spec's 30 s, 2 min, 10 min, 1 h, 4 h) until the
+//! delivery's `max_attempts` (production 6, sandbox 4; a manual redelivery adds a fresh
+//! budget and restarts the schedule). Any other 4xx, 501 and 505 give up at once, and so does
+//! a target the SSRF guard refuses: a rule's answer does not change on a retry. A 429's
+//! `Retry-After` only lengthens the wait, and values over 4 hours are ignored.
+//!
+//! **Failure e-mail.** When an owner webhook in production is given up, the endpoint owner is
+//! e-mailed in the same transaction, at most once per endpoint per UTC day (`FAILURE_MAILS`),
+//! with no follow-up or recovery notice; never for caller webhooks or in sandbox.
+//!
+//! **Shutdown.** [`Dispatcher::shutdown`] stops the scheduler claiming; workers finish the
+//! attempt in hand (bounded by the timeout) and start no other; the result writer commits
+//! every outcome and stops once the workers have; [`DispatchThreads::join`] waits for all.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Bound;
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use redb::{ReadableTable, WriteTransaction};
+
+use super::send::{Exchange, Sender};
+use crate::core::clock::{MICROS_PER_SECOND, SharedClock, Timestamp};
+use crate::core::config::WebhooksConfig;
+use crate::core::crypto::Sealer;
+use crate::core::ids::RecordId;
+use crate::core::metrics::Metrics;
+use crate::domain::error::{Error, Result};
+use crate::domain::mail::{self, Mailer, OutgoingMail};
+use crate::domain::webhooks::{deliveries, secrets, signing};
+use crate::store::{
+    ACCOUNTS, AccountRow, AttemptRow, DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, DeliveryRow,
+    DeliveryState, ENDPOINTS, EndpointRow, Environment, FAILURE_MAILS, Store, WebhookKind,
+    from_json, partition_endpoint, partition_environment, time_key, to_json,
+};
+
+/// Waits after the 1st, 2nd… failed attempt of a budget (the spec's retry schedule).
+pub const RETRY_DELAYS: [Duration; 5] = [
+    Duration::from_secs(30),
+    Duration::from_secs(120),
+    Duration::from_secs(600),
+    Duration::from_secs(3600),
+    Duration::from_secs(4 * 3600),
+];
+/// The `User-Agent` of every delivery; receivers may allowlist the `svc-Webhook/` prefix.
+pub const USER_AGENT: &str = concat!("svc-Webhook/", env!("CARGO_PKG_VERSION"));
+/// What the attempt log shows instead of the signature and the auth value.
+pub const REDACTED: &str = "[redacted]";
+/// Longest real-time wait between looks at the clock.
+const TICK: Duration = Duration::from_secs(1);
+/// Due entries one look may pass over (claimed, their receiver or the retry share full)
+/// before it stops; the next look goes on from there. So a large backlog for one busy
+/// receiver costs each look a bounded amount, and every due entry still gets its turn.
+const PASS_OVER_LIMIT: usize = 256;
+/// Most outcomes committed in one transaction.
+const MAX_BATCH: usize = 512;
+/// Most delivery → endpoint pairs the scheduler remembers; it starts over when full.
+const ENDPOINTS_REMEMBERED: usize = 1 << 16;
+
+/// What an attempt means for its delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Delivered,
+    Retry(Duration),
+    GivenUp,
+}
+
+impl Verdict {
+    fn outcome(self) -> &'static str {
+        match self {
+            Verdict::Delivered => "delivered",
+            Verdict::Retry(_) => "retry",
+            Verdict::GivenUp => "given_up",
+        }
+    }
+}
+
+/// The retry policy: what the `exchange` of the next attempt of `row` leads to.
+pub fn verdict(row: &DeliveryRow, exchange: &Exchange) -> Verdict {
+    let retry_after = match exchange {
+        Exchange::Answered {
+            status,
+            retry_after,
+            ..
+        } => match status {
+            200..=299 => return Verdict::Delivered,
+            501 | 505 => return Verdict::GivenUp,
+            429 => *retry_after,
+            400..=499 => return Verdict::GivenUp,
+            _ => None,
+        },
+        Exchange::Failed(_) => None,
+        Exchange::Refused(_) => return Verdict::GivenUp,
+    };
+    let attempts = row.attempts.saturating_add(1);
+    if attempts >= row.max_attempts {
+        return Verdict::GivenUp;
+    }
+    // A manual redelivery adds a budget: its schedule starts from the beginning.
+    let budget = deliveries::max_attempts(partition_environment(row.partition));
+    let before_budget = row.max_attempts.saturating_sub(budget);
+    let index = attempts.saturating_sub(before_budget).saturating_sub(1) as usize;
+    let delay = RETRY_DELAYS[index.min(RETRY_DELAYS.len() - 1)];
+    Verdict::Retry(retry_after.map_or(delay, |wait| wait.max(delay)))
+}
+
+/// Handle of the dispatcher; cheap to clone.
+#[derive(Clone)]
+pub struct Dispatcher {
+    shared: Arc<Shared>,
+}
+
+/// Joins the dispatcher's threads after [`Dispatcher::shutdown`].
+pub struct DispatchThreads(Vec<JoinHandle<()>>);
+
+impl DispatchThreads {
+    pub fn join(self) {
+        for handle in self.0 {
+            if handle.join().is_err() {
+                log::error!("a webhook dispatcher thread panicked");
+            }
+        }
+    }
+}
+
+/// What the dispatcher needs from the server.
+pub struct DispatchParts {
+    pub store: Arc<Store>,
+    pub sealer: Sealer,
+    pub clock: SharedClock,
+    pub mailer: Mailer,
+    /// Base of the delivery-log links in failure e-mails.
+    pub public_url: String,
+    /// Where attempt outcomes are counted (`GET /metrics`).
+    pub metrics: Arc<Metrics>,
+}
+
+impl Dispatcher {
+    /// Starts the scheduler, the workers and the result writer.
+    pub fn start(
+        parts: DispatchParts,
+        config: &WebhooksConfig,
+    ) -> std::io::Result<(Dispatcher, DispatchThreads)> {
+        let shared = Arc::new(Shared::default());
+        let ctx = Arc::new(Context {
+            parts,
+            sender: Sender::new(config).map_err(std::io::Error::other)?,
+            shared: shared.clone(),
+            workers: config.workers,
+            retry_workers: (config.workers / 2).max(1),
+            per_target: config.per_target_concurrency,
+            per_endpoint: config.per_endpoint_concurrency(),
+        });
+        let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
+        let (results_tx, results_rx) = mpsc::channel::<Attempted>();
+        let jobs_rx = Arc::new(Mutex::new(jobs_rx));
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new().name(name.into()).spawn(f)
+        };
+        let mut threads = Vec::with_capacity(config.workers + 2);
+        threads.push(spawn("webhook-results", {
+            let ctx = ctx.clone();
+            Box::new(move || write_results(&ctx, &results_rx))
+        })?);
+        for _ in 0..config.workers {
+            let (ctx, jobs, results) = (ctx.clone(), jobs_rx.clone(), results_tx.clone());
+            threads.push(spawn(
+                "webhook-worker",
+                Box::new(move || work(&ctx, &jobs, &results)),
+            )?);
+        }
+        drop(results_tx);
+        threads.push(spawn("webhook-scheduler", {
+            let ctx = ctx.clone();
+            Box::new(move || schedule(&ctx, &jobs_tx))
+        })?);
+        log::info!(
+            "webhooks: {} workers, at most {} per receiver and {} per endpoint, timeout {:?}{}",
+            config.workers,
+            config.per_target_concurrency,
+            config.per_endpoint_concurrency(),
+            config.timeout,
+            if config.proxy.is_some() {
+                ", through the configured proxy"
+            } else {
+                ""
+            }
+        );
+        Ok((Dispatcher { shared }, DispatchThreads(threads)))
+    }
+
+    /// Tells the scheduler that deliveries may be due; call it after the commit.
+    pub fn wake(&self) {
+        self.shared.wake();
+    }
+
+    /// Stops claiming deliveries; attempts in flight finish and their outcomes are committed.
+    /// Join the [`DispatchThreads`] to wait.
+    pub fn shutdown(&self) {
+        self.shared.state().stopping = true;
+        self.shared.changed.notify_all();
+    }
+}
+
+/// The claims, the slots in use and the wake-up flags.
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    woken: bool,
+    stopping: bool,
+    /// Deliveries taken by a worker whose outcome is not committed yet.
+    claimed: HashSet<u64>,
+    /// Attempts in flight, of them retries, per receiver and per endpoint.
+    busy: usize,
+    busy_retries: usize,
+    busy_targets: HashMap<String, usize>,
+    busy_endpoints: HashMap<u64, usize>,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Counters and a set updated in single steps: a panic elsewhere leaves them usable.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn wake(&self) {
+        self.state().woken = true;
+        self.changed.notify_all();
+    }
+
+    fn stopping(&self) -> bool {
+        self.state().stopping
+    }
+
+    /// Waits for a wake-up or [`TICK`]; `false` once stopping.
+    fn wait(&self) -> bool {
+        let mut state = self.state();
+        if !state.woken && !state.stopping {
+            state = self
+                .changed
+                .wait_timeout(state, TICK)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        state.woken = false;
+        !state.stopping
+    }
+
+    /// A worker is done with `job`'s attempt (its claim stays until the commit).
+    fn free_slot(&self, job: &Job) {
+        let mut state = self.state();
+        state.busy = state.busy.saturating_sub(1);
+        if job.retry {
+            state.busy_retries = state.busy_retries.saturating_sub(1);
+        }
+        count_down(&mut state.busy_targets, &job.target);
+        count_down(&mut state.busy_endpoints, &job.endpoint);
+    }
+
+    fn release(&self, ids: impl IntoIterator<Item = u64>) {
+        let mut state = self.state();
+        for id in ids {
+            state.claimed.remove(&id);
+        }
+        state.woken = true;
+        self.changed.notify_all();
+    }
+}
+
+/// One attempt fewer for `key`, forgetting it at zero.
+fn count_down<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, key: &K) {
+    if let Some(n) = counts.get_mut(key) {
+        *n = n.saturating_sub(1);
+        if *n == 0 {
+            counts.remove(key);
+        }
+    }
+}
+
+struct Context {
+    parts: DispatchParts,
+    sender: Sender,
+    shared: Arc<Shared>,
+    workers: usize,
+    retry_workers: usize,
+    per_target: usize,
+    per_endpoint: usize,
+}
+
+/// A `DELIVERIES_DUE` key: when due, and the delivery id.
+type DueKey = (u64, u64);
+
+/// A claimed delivery on its way to a worker.
+struct Job {
+    row: DeliveryRow,
+    target: String,
+    endpoint: u64,
+    retry: bool,
+}
+
+/// An attempt's outcome on its way to the result writer.
+struct Attempted {
+    delivery_id: u64,
+    attempt: AttemptRow,
+    verdict: Verdict,
+    /// When the answer (or failure) came, by the server's clock: a retry is due from here.
+    finished_at: Timestamp,
+}
+
+/// The scheduler's loop, until stopping.
+fn schedule(ctx: &Context, jobs: &mpsc::Sender<Job>) {
+    let mut resume_after = None;
+    let mut endpoints = HashMap::new();
+    loop {
+        if endpoints.len() >= ENDPOINTS_REMEMBERED {
+            endpoints.clear();
+        }
+        resume_after = claim_due(ctx, jobs, resume_after, &mut endpoints).unwrap_or_else(|err| {
+            log::error!("webhooks: cannot read the due deliveries: {err}");
+            None
+        });
+        if !ctx.shared.wait() {
+            return;
+        }
+    }
+}
+
+/// Claims the due deliveries a worker can start now and hands them over, oldest first or
+/// going on just after `resume_after`. Returns where the next look goes on from when this one
+/// stopped at [`PASS_OVER_LIMIT`]. `endpoints` remembers the endpoint of each delivery whose
+/// row was read, so a delivery of an endpoint at its share is passed over without a read.
+fn claim_due(
+    ctx: &Context,
+    jobs: &mpsc::Sender<Job>,
+    resume_after: Option<DueKey>,
+    endpoints: &mut HashMap<u64, u64>,
+) -> Result<Option<DueKey>> {
+    let now = ctx.parts.clock.now();
+    let (txn, claimed) = {
+        let state = ctx.shared.state();
+        if state.stopping || state.busy >= ctx.workers {
+            return Ok(resume_after);
+        }
+        (ctx.parts.store.read()?, state.claimed.clone())
+    };
+    let due = txn.open_table(DELIVERIES_DUE)?;
+    let deliveries = txn.open_table(DELIVERIES)?;
+    let last_due = (time_key(now), u64::MAX);
+    let entries = match resume_after {
+        Some(after) if after < last_due => due
+            .range((Bound::Excluded(after), Bound::Included(last_due)))?
+            .chain(due.range(..=after)?),
+        // The empty second range only gives both arms one type.
+        _ => due.range(..=last_due)?.chain(due.range(..(0, 0))?),
+    };
+    let mut passed_over = 0;
+    for entry in entries {
+        let (key, value) = entry?;
+        let (due_key, (retry, target)) = (key.value(), value.value());
+        let id = due_key.1;
+        let endpoint_has_room = |state: &State, endpoint: u64| {
+            state.busy_endpoints.get(&endpoint).copied().unwrap_or(0) < ctx.per_endpoint
+        };
+        let startable = !claimed.contains(&id) && {
+            // Workers only free slots, so a delivery that fits now still fits after the read.
+            let state = ctx.shared.state();
+            if state.stopping || state.busy >= ctx.workers {
+                return Ok(None);
+            }
+            let target_busy = state.busy_targets.get(target).copied().unwrap_or(0);
+            !(retry && state.busy_retries >= ctx.retry_workers)
+                && target_busy < ctx.per_target
+                && endpoints
+                    .get(&id)
+                    .is_none_or(|endpoint| endpoint_has_room(&state, *endpoint))
+        };
+        let row = match startable {
+            true => match deliveries.get(id)? {
+                Some(v) => Some(from_json::<DeliveryRow>(v.value())?),
+                None => None,
+            },
+            false => None,
+        };
+        let row = row.filter(|row| {
+            let endpoint = partition_endpoint(row.partition);
+            endpoints.insert(id, endpoint);
+            row.state == DeliveryState::Pending && endpoint_has_room(&ctx.shared.state(), endpoint)
+        });
+        let Some(row) = row else {
+            passed_over += 1;
+            if passed_over >= PASS_OVER_LIMIT {
+                return Ok(Some(due_key));
+            }
+            continue;
+        };
+        let job = Job {
+            target: target.to_string(),
+            endpoint: partition_endpoint(row.partition),
+            retry,
+            row,
+        };
+        {
+            let mut state = ctx.shared.state();
+            if state.stopping {
+                return Ok(None);
+            }
+            state.claimed.insert(id);
+            state.busy += 1;
+            state.busy_retries += usize::from(job.retry);
+            *state.busy_targets.entry(job.target.clone()).or_default() += 1;
+            *state.busy_endpoints.entry(job.endpoint).or_default() += 1;
+        }
+        if jobs.send(job).is_err() {
+            return Ok(None);
+        }
+    }
+    Ok(None)
+}
+
+/// A worker's loop: one attempt at a time, until the scheduler is gone.
+fn work(ctx: &Context, jobs: &Mutex<Receiver<Job>>, results: &mpsc::Sender<Attempted>) {
+    loop {
+        let job = jobs.lock().unwrap_or_else(PoisonError::into_inner).recv();
+        let Ok(job) = job else {
+            return;
+        };
+        if ctx.shared.stopping() {
+            // Not started: it stays due for the next start.
+            ctx.shared.free_slot(&job);
+            ctx.shared.release([job.row.id]);
+            continue;
+        }
+        let attempted = attempt(ctx, &job.row);
+        ctx.shared.free_slot(&job);
+        if results.send(attempted).is_err() {
+            return;
+        }
+        ctx.shared.wake();
+    }
+}
+
+/// Signs and sends the next attempt of `row`.
+fn attempt(ctx: &Context, row: &DeliveryRow) -> Attempted {
+    let number = row.attempts.saturating_add(1);
+    let started_at = ctx.parts.clock.now();
+    let started = Instant::now();
+    let (exchange, request_headers) = match request_headers(ctx, row, number, started_at) {
+        Ok(headers) => {
+            let exchange = ctx
+                .sender
+                .send(&row.url, &headers, row.body.as_bytes(), started_at);
+            (exchange, redacted(headers, row.auth_header.as_deref()))
+        }
+        Err(err) => (
+            Exchange::Failed(format!("cannot prepare the request: {err}")),
+            Vec::new(),
+        ),
+    };
+    let verdict = verdict(row, &exchange);
+    let (status, error, response_body) = match exchange {
+        Exchange::Answered { status, body, .. } => (Some(status), None, Some(body)),
+        Exchange::Failed(error) | Exchange::Refused(error) => (None, Some(error), None),
+    };
+    Attempted {
+        delivery_id: row.id,
+        attempt: AttemptRow {
+            attempt: number,
+            started_at,
+            duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+            url: row.url.clone(),
+            request_headers,
+            status,
+            error,
+            response_body,
+            outcome: verdict.outcome().to_string(),
+        },
+        verdict,
+        finished_at: ctx.parts.clock.now(),
+    }
+}
+
+/// Every header of attempt `number`, signed at `now` with the keys valid then.
+fn request_headers(
+    ctx: &Context,
+    row: &DeliveryRow,
+    number: u32,
+    now: Timestamp,
+) -> Result<Vec<(String, String)>> {
+    let record_id = RecordId(row.record_id).to_string();
+    let timestamp = now.as_micros().div_euclid(MICROS_PER_SECOND);
+    let keys = secrets::signing_keys(&ctx.parts.store, &ctx.parts.sealer, row.partition, now)?;
+    let signature = signing::signature_header(&keys, &record_id, timestamp, row.body.as_bytes());
+    let mut headers: Vec<(String, String)> = [
+        ("User-Agent", USER_AGENT.to_string()),
+        ("Content-Type", "application/json".to_string()),
+        ("X-svc-Record-Id", record_id.clone()),
+        ("X-svc-Delivery-Attempt", number.to_string()),
+        ("webhook-id", record_id),
+        ("webhook-timestamp", timestamp.to_string()),
+        ("webhook-signature", signature),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_string(), value))
+    .collect();
+    if let (Some(name), Some(sealed)) = (&row.auth_header, &row.auth_value_sealed) {
+        let value = ctx
+            .parts
+            .sealer
+            .open_string(sealed)
+            .map_err(|e| Error::Internal(format!("the receiver's auth value: {e}")))?;
+        headers.push((name.clone(), value));
+    }
+    Ok(headers)
+}
+
+/// The headers as the attempt log keeps them: signature and auth value replaced.
+fn redacted(headers: Vec<(String, String)>, auth_header: Option<&str>) -> Vec<(String, String)> {
+    headers
+        .into_iter()
+        .map(|(name, value)| {
+            let secret = name.eq_ignore_ascii_case("webhook-signature")
+                || auth_header.is_some_and(|a| name.eq_ignore_ascii_case(a));
+            let value = if secret { REDACTED.to_string() } else { value };
+            (name, value)
+        })
+        .collect()
+}
+
+/// The result writer's loop: commits outcomes in groups until every worker has stopped.
+fn write_results(ctx: &Context, results: &Receiver<Attempted>) {
+    while let Ok(first) = results.recv() {
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match results.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        match commit(ctx, &batch) {
+            Ok(mailed) => {
+                if mailed {
+                    ctx.parts.mailer.wake();
+                }
+                for a in &batch {
+                    log_attempt(a);
+                    count_attempt(&ctx.parts.metrics, a.verdict);
+                }
+            }
+            // The deliveries stay due as they were: they are attempted again.
+            Err(err) => log::error!(
+                "webhooks: cannot record {} attempt outcome(s); they will be attempted again: \
+                 {err}",
+                batch.len()
+            ),
+        }
+        ctx.shared.release(batch.iter().map(|a| a.delivery_id));
+    }
+}
+
+fn count_attempt(metrics: &Metrics, verdict: Verdict) {
+    let counter = match verdict {
+        Verdict::Delivered => &metrics.webhook_delivered,
+        Verdict::Retry(_) => &metrics.webhook_retry,
+        Verdict::GivenUp => &metrics.webhook_given_up,
+    };
+    counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn log_attempt(a: &Attempted) {
+    let answer = match (&a.attempt.status, &a.attempt.error) {
+        (Some(status), _) => format!("HTTP {status}"),
+        (None, Some(error)) => error.clone(),
+        (None, None) => String::new(),
+    };
+    let (id, n) = (a.delivery_id, a.attempt.attempt);
+    match a.verdict {
+        Verdict::Delivered => log::debug!("webhook delivery {id} delivered (attempt {n})"),
+        Verdict::Retry(wait) => {
+            log::info!("webhook delivery {id} attempt {n}: {answer}; retry in {wait:?}")
+        }
+        Verdict::GivenUp => {
+            log::warn!("webhook delivery {id} given up after attempt {n}: {answer}")
+        }
+    }
+}
+
+/// Writes a group of outcomes in one transaction; returns whether a failure e-mail was queued.
+fn commit(ctx: &Context, batch: &[Attempted]) -> Result<bool> {
+    let txn = ctx.parts.store.write()?;
+    let mut mailed = false;
+    {
+        let mut deliveries = txn.open_table(DELIVERIES)?;
+        let mut due = txn.open_table(DELIVERIES_DUE)?;
+        let mut attempts = txn.open_table(DELIVERY_ATTEMPTS)?;
+        for a in batch {
+            let mut row: DeliveryRow = match deliveries.get(a.delivery_id)? {
+                Some(v) => from_json(v.value())?,
+                None => continue,
+            };
+            if row.state != DeliveryState::Pending
+                || row.attempts.saturating_add(1) != a.attempt.attempt
+            {
+                continue;
+            }
+            if let Some(at) = row.next_attempt_at {
+                due.remove((time_key(at), row.id))?;
+            }
+            row.attempts = a.attempt.attempt;
+            match a.verdict {
+                Verdict::Delivered | Verdict::GivenUp => {
+                    row.state = if a.verdict == Verdict::Delivered {
+                        DeliveryState::Delivered
+                    } else {
+                        DeliveryState::GivenUp
+                    };
+                    row.next_attempt_at = None;
+                    row.finished_at = Some(a.finished_at);
+                }
+                Verdict::Retry(wait) => {
+                    let at = a.finished_at.plus(wait);
+                    row.next_attempt_at = Some(at);
+                    deliveries::mark_due(&mut due, &row, at)?;
+                }
+            }
+            attempts.insert((row.id, a.attempt.attempt), to_json(&a.attempt)?.as_slice())?;
+            deliveries.insert(row.id, to_json(&row)?.as_slice())?;
+            if a.verdict == Verdict::GivenUp
+                && row.kind == WebhookKind::Owner
+                && partition_environment(row.partition) == Environment::Production
+            {
+                mailed |= failure_mail(&txn, &ctx.parts.public_url, &row, &a.attempt)?;
+            }
+        }
+    }
+    txn.commit()?;
+    Ok(mailed)
+}
+
+/// Queues the owner's e-mail about given-up `row` unless the endpoint had one today (UTC);
+/// returns whether it did.
+fn failure_mail(
+    txn: &WriteTransaction,
+    public_url: &str,
+    row: &DeliveryRow,
+    last: &AttemptRow,
+) -> Result<bool> {
+    let Some(now) = row.finished_at else {
+        return Ok(false);
+    };
+    let endpoint_id = partition_endpoint(row.partition);
+    let day = u64::try_from(now.as_micros().div_euclid(MICROS_PER_SECOND * 86_400)).unwrap_or(0);
+    let mut mailed = txn.open_table(FAILURE_MAILS)?;
+    if mailed.get((endpoint_id, day))?.is_some() {
+        return Ok(false);
+    }
+    let endpoint: EndpointRow = match txn.open_table(ENDPOINTS)?.get(endpoint_id)? {
+        Some(v) => from_json(v.value())?,
+        None => return Ok(false),
+    };
+    let owner: AccountRow = match txn.open_table(ACCOUNTS)?.get(endpoint.owner_id)? {
+        Some(v) => from_json(v.value())?,
+        None => return Ok(false),
+    };
+    mailed.insert((endpoint_id, day), ())?;
+    let last_result = match (&last.status, &last.error) {
+        (Some(status), _) => format!("HTTP {status}"),
+        (None, Some(error)) => error.clone(),
+        (None, None) => "no answer".into(),
+    };
+    let log_url = format!(
+        "{public_url}/api/v1/manage/endpoints/{}/deliveries/{}",
+        endpoint.slug, row.id
+    );
+    let body = format!(
+        "A webhook of your endpoint \"{name}\" ({slug}) in production was given up after \
+         {attempts} attempt(s).\n\n\
+         Endpoint:     {name} ({slug}), production\n\
+         Record id:    {record}\n\
+         Receiver URL: {url}\n\
+         Last result:  {last_result}\n\n\
+         Every attempt, with the receiver's answers, is in the delivery log:\n  {log_url}\n\
+         (GET {public_url}/api/v1/manage/endpoints/{slug}/deliveries?environment=production \
+         lists them all.) Once the receiver works again you can send it again with\n  \
+         POST {log_url}/redeliver\n\n\
+         You get at most one such e-mail per endpoint per day, and no notice when deliveries \
+         succeed again.\n",
+        name = endpoint.name,
+        slug = endpoint.slug,
+        attempts = row.attempts,
+        record = RecordId(row.record_id),
+        url = row.url,
+    );
+    mail::enqueue(
+        txn,
+        now,
+        OutgoingMail {
+            kind: "webhook_failed",
+            to: owner.email,
+            subject: format!("Webhook delivery failed: {} (production)", endpoint.name),
+            body,
+        },
+    )?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::partition;
+
+    fn row(environment: Environment, attempts: u32, max_attempts: u32) -> DeliveryRow {
+        DeliveryRow {
+            id: 1,
+            partition: partition(7, environment),
+            record_id: 1,
+            kind: WebhookKind::Owner,
+            url: "https://example.com/hook".into(),
+            auth_header: None,
+            auth_value_sealed: None,
+            body: "{}".into(),
+            state: DeliveryState::Pending,
+            attempts,
+            max_attempts,
+            next_attempt_at: None,
+            created_at: Timestamp(0),
+            finished_at: None,
+        }
+    }
+
+    fn answer(status: u16, retry_after: Option<u64>) -> Exchange {
+        Exchange::Answered {
+            status,
+            retry_after: retry_after.map(Duration::from_secs),
+            body: String::new(),
+        }
+    }
+
+    #[test]
+    fn statuses_map_to_the_spec_outcomes() {
+        let first = row(Environment::Production, 0, 6);
+        let retry = Verdict::Retry(RETRY_DELAYS[0]);
+        for status in [200, 202, 204, 299] {
+            assert_eq!(verdict(&first, &answer(status, None)), Verdict::Delivered);
+        }
+        for status in [500, 502, 503, 504, 599, 429, 301, 302, 307, 308] {
+            assert_eq!(verdict(&first, &answer(status, None)), retry, "{status}");
+        }
+        for status in [400, 401, 403, 404, 409, 410, 422, 501, 505] {
+            assert_eq!(
+                verdict(&first, &answer(status, None)),
+                Verdict::GivenUp,
+                "{status}"
+            );
+        }
+        let failed = Exchange::Failed("connection refused".into());
+        assert_eq!(verdict(&first, &failed), retry);
+        let refused = Exchange::Refused("target address 10.0.0.1 is not allowed".into());
+        assert_eq!(verdict(&first, &refused), Verdict::GivenUp);
+    }
+
+    #[test]
+    fn the_schedule_follows_the_budget_of_each_environment() {
+        let failed = Exchange::Failed("timeout".into());
+        for (environment, budget) in [(Environment::Production, 6), (Environment::Sandbox, 4)] {
+            for attempts in 0..budget - 1 {
+                let r = row(environment, attempts, budget);
+                assert_eq!(
+                    verdict(&r, &failed),
+                    Verdict::Retry(RETRY_DELAYS[attempts as usize]),
+                    "{environment:?} after attempt {}",
+                    attempts + 1
+                );
+            }
+            let last = row(environment, budget - 1, budget);
+            assert_eq!(verdict(&last, &failed), Verdict::GivenUp);
+        }
+        // A redelivery's fresh budget restarts the schedule.
+        let again = row(Environment::Sandbox, 4, 8);
+        assert_eq!(verdict(&again, &failed), Verdict::Retry(RETRY_DELAYS[0]));
+        let again = row(Environment::Sandbox, 7, 8);
+        assert_eq!(verdict(&again, &failed), Verdict::GivenUp);
+    }
+
+    #[test]
+    fn retry_after_only_lengthens_the_wait() {
+        let first = row(Environment::Production, 0, 6);
+        let wait = |secs| verdict(&first, &answer(429, Some(secs)));
+        assert_eq!(wait(5), Verdict::Retry(Duration::from_secs(30)));
+        assert_eq!(wait(90), Verdict::Retry(Duration::from_secs(90)));
+        // Only a 429's Retry-After counts (send reads it only there).
+        let later = row(Environment::Production, 3, 6);
+        assert_eq!(
+            verdict(&later, &answer(429, Some(60))),
+            Verdict::Retry(RETRY_DELAYS[3])
+        );
+    }
+
+    #[test]
+    fn the_log_hides_the_signature_and_the_auth_value() {
+        let headers = vec![
+            ("webhook-id".to_string(), "rec_1".to_string()),
+            ("webhook-signature".to_string(), "v1,abc".to_string()),
+            ("x-api-key".to_string(), "s3cret".to_string()),
+        ];
+        let logged = redacted(headers, Some("X-Api-Key"));
+        assert_eq!(logged[0].1, "rec_1");
+        assert_eq!(logged[1].1, REDACTED);
+        assert_eq!(logged[2], ("x-api-key".to_string(), REDACTED.to_string()));
+    }
+}

@@ -1,0 +1,4 @@
+//! The webhook dispatcher.
+pub mod dispatch;
+pub mod proxy;
+pub mod send;
