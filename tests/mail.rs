@@ -525,23 +525,26 @@ fn mail_queued_before_the_start_is_sent_with_non_ascii_text_intact() {
         + "\nend\n";
     let now = at(START);
     let s = InProcessServer::start_with(&config(&smtp), now, |store, _| {
-        let txn = store.write().unwrap();
         let mail = OutgoingMail {
             kind: "invitation",
             to: "Zoë Example <zoe@example.com>".into(),
             subject: subject.into(),
             body: body.clone(),
         };
-        intake::domain::mail::enqueue(&txn, now, mail).unwrap();
-        // Refused before anything is written.
+
         let bad = OutgoingMail {
             kind: "invitation",
             to: "not an address".into(),
             subject: "x".into(),
             body: "x".into(),
         };
-        assert!(intake::domain::mail::enqueue(&txn, now, bad).is_err());
-        txn.commit().unwrap();
+        intake::store::write(store, |tx| {
+            intake::domain::mail::enqueue(tx, now, mail.clone())?;
+            // Refused before anything is written.
+            assert!(intake::domain::mail::enqueue(tx, now, bad.clone()).is_err());
+            Ok::<_, intake::domain::error::Error>(())
+        })
+        .unwrap();
     });
     let got = smtp.wait_for(1, WAIT);
     let m = &got[0];

@@ -312,7 +312,7 @@ fn in_process() -> InProcessServer {
 }
 
 /// The sandbox partition of the endpoint with `slug`.
-fn sandbox_partition(store: &intake::store::Store, slug: &str) -> u64 {
+fn sandbox_partition(store: &intake::store::RedbStore, slug: &str) -> u64 {
     let txn = store.read().expect("read");
     let slugs = txn.open_table(ENDPOINT_SLUGS).expect("slugs");
     let id = slugs.get(slug).expect("get").expect("slug exists").value();

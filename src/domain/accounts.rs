@@ -16,7 +16,7 @@ use crate::core::crypto::{hash_id, hash_password, password_work, secret_hash, ve
 use crate::core::ids::{TOKEN_PREFIX, new_token, random_base32};
 use crate::domain::error::{Error, Missing, Result};
 use crate::store::{
-    ACCOUNT_EMAILS, ACCOUNTS, AccountRow, Role, Store, TOKENS, TokenRow, from_json, next_id,
+    ACCOUNT_EMAILS, ACCOUNTS, AccountRow, RedbStore, Role, TOKENS, TokenRow, from_json, next_id,
     to_json,
 };
 
@@ -108,7 +108,7 @@ impl NewPassword {
 
 /// Creates the owner account with a generated password and a first token.
 /// Refuses when the data dir already has an owner.
-pub fn provision_owner(store: &Store, clock: &dyn Clock, email: &str) -> Result<Provisioned> {
+pub fn provision_owner(store: &RedbStore, clock: &dyn Clock, email: &str) -> Result<Provisioned> {
     let email = normalize_email(email)?;
     let password = random_base32(24);
     let hashed = NewPassword::hash_here(&password)?;
@@ -132,7 +132,7 @@ pub fn provision_owner(store: &Store, clock: &dyn Clock, email: &str) -> Result<
 /// Creates the owner account with the password the owner chose (the dashboard's first-run
 /// setup). Refuses when the data dir already has an owner.
 pub async fn create_owner(
-    store: &Store,
+    store: &RedbStore,
     now: Timestamp,
     email: &str,
     password: String,
@@ -219,14 +219,14 @@ fn token_view(hash: &[u8; 32], row: &TokenRow) -> TokenView {
 }
 
 /// Whether an owner has been provisioned.
-pub fn has_owner(store: &Store) -> Result<bool> {
+pub fn has_owner(store: &RedbStore) -> Result<bool> {
     let txn = store.read()?;
     let accounts = txn.open_table(ACCOUNTS)?;
     Ok(!accounts.is_empty()?)
 }
 
 /// Resolves a personal API token to its (not suspended) account.
-pub fn authenticate_token(store: &Store, token: &str) -> Result<AccountRow> {
+pub fn authenticate_token(store: &RedbStore, token: &str) -> Result<AccountRow> {
     if !token.starts_with(TOKEN_PREFIX) {
         return Err(Error::InvalidToken);
     }
@@ -260,7 +260,11 @@ pub fn account_by_id(
 }
 
 /// The account registered under `email`, with its password checked (off the async workers).
-pub async fn check_password(store: &Store, email: &str, password: String) -> Result<AccountRow> {
+pub async fn check_password(
+    store: &RedbStore,
+    email: &str,
+    password: String,
+) -> Result<AccountRow> {
     let email = email.trim().to_lowercase();
     let account = {
         let txn = store.read()?;
@@ -291,7 +295,7 @@ fn dummy_password_hash() -> &'static str {
 
 /// Creates a personal API token for `account`.
 pub fn create_token(
-    store: &Store,
+    store: &RedbStore,
     clock: &dyn Clock,
     account: &AccountRow,
     new: NewToken,
@@ -310,7 +314,7 @@ pub fn create_token(
 }
 
 /// The account's tokens, oldest first.
-pub fn list_tokens(store: &Store, account: &AccountRow) -> Result<Vec<TokenView>> {
+pub fn list_tokens(store: &RedbStore, account: &AccountRow) -> Result<Vec<TokenView>> {
     let txn = store.read()?;
     let mut out = Vec::new();
     for entry in txn.open_table(TOKENS)?.iter()? {
@@ -325,7 +329,7 @@ pub fn list_tokens(store: &Store, account: &AccountRow) -> Result<Vec<TokenView>
 }
 
 /// Revokes one of the account's tokens; it stops working at once.
-pub fn revoke_token(store: &Store, account: &AccountRow, token_id: &str) -> Result<()> {
+pub fn revoke_token(store: &RedbStore, account: &AccountRow, token_id: &str) -> Result<()> {
     let txn = store.write()?;
     {
         let mut tokens = txn.open_table(TOKENS)?;
@@ -374,7 +378,7 @@ pub fn set_password_in(
 }
 
 /// Every account (server owner only), oldest first.
-pub fn list_accounts(store: &Store, caller: &AccountRow) -> Result<Vec<AccountView>> {
+pub fn list_accounts(store: &RedbStore, caller: &AccountRow) -> Result<Vec<AccountView>> {
     require_server_owner(caller)?;
     let txn = store.read()?;
     let mut out = Vec::new();
@@ -387,7 +391,7 @@ pub fn list_accounts(store: &Store, caller: &AccountRow) -> Result<Vec<AccountVi
 
 /// Suspends or reinstates a member account (server owner only).
 pub fn set_suspended(
-    store: &Store,
+    store: &RedbStore,
     caller: &AccountRow,
     account_id: u64,
     suspended: bool,
@@ -403,7 +407,7 @@ pub fn set_suspended(
 }
 
 fn update_account(
-    store: &Store,
+    store: &RedbStore,
     account_id: u64,
     change: impl FnOnce(&mut AccountRow),
 ) -> Result<AccountRow> {

@@ -1,12 +1,11 @@
 //! The audit log: every change to an endpoint (who, when, what), appended in the same
 //! transaction as the change itself, and listed newest first to the endpoint's owner.
 
-use redb::WriteTransaction;
 use serde::Serialize;
 
 use crate::core::clock::Timestamp;
 use crate::domain::error::Result;
-use crate::store::{AUDIT, AccountRow, AuditRow, Store, from_json, next_id, to_json};
+use crate::store::{AccountRow, AuditRow, IdKind, Store, WriteTx};
 
 /// An audit entry as the management API shows it.
 #[derive(Debug, Serialize)]
@@ -24,9 +23,9 @@ pub struct Actor {
     pub email: String,
 }
 
-/// Appends an entry for `endpoint_id` inside `txn`.
+/// Appends an entry for `endpoint_id` to the change being written in `tx`.
 pub fn record(
-    txn: &WriteTransaction,
+    tx: &mut dyn WriteTx,
     now: Timestamp,
     endpoint_id: u64,
     actor: &AccountRow,
@@ -34,36 +33,30 @@ pub fn record(
     details: serde_json::Value,
 ) -> Result<()> {
     let row = AuditRow {
-        id: next_id(txn, "next_audit_id")?,
+        id: tx.next_id(IdKind::Audit)?,
         time: now,
         actor_id: actor.id,
         actor_email: actor.email.clone(),
         action: action.to_string(),
         details,
     };
-    txn.open_table(AUDIT)?
-        .insert((endpoint_id, row.id), to_json(&row)?.as_slice())?;
+    tx.append_audit(endpoint_id, &row)?;
     Ok(())
 }
 
 /// The endpoint's entries, newest first: at most `limit` older than `before` (an entry id).
 pub fn list(
-    store: &Store,
+    store: &dyn Store,
     endpoint_id: u64,
     limit: usize,
     before: Option<u64>,
 ) -> Result<Vec<AuditView>> {
-    let txn = store.read()?;
-    let table = txn.open_table(AUDIT)?;
-    let upper = before.unwrap_or(u64::MAX);
-    let mut out = Vec::new();
-    for entry in table.range((endpoint_id, 0)..(endpoint_id, upper))?.rev() {
-        if out.len() == limit {
-            break;
-        }
-        let (_, value) = entry?;
-        let row: AuditRow = from_json(value.value())?;
-        out.push(AuditView {
+    let rows = store
+        .read()?
+        .audit_page(endpoint_id, before.unwrap_or(u64::MAX), limit)?;
+    Ok(rows
+        .into_iter()
+        .map(|row| AuditView {
             id: row.id,
             time: row.time.to_rfc3339(),
             actor: Actor {
@@ -72,7 +65,6 @@ pub fn list(
             },
             action: row.action,
             details: row.details,
-        });
-    }
-    Ok(out)
+        })
+        .collect())
 }

@@ -21,6 +21,7 @@ use crate::domain::error::{Error, GoneReason, Missing, Result};
 use crate::domain::mail::{self, OutgoingMail};
 use crate::domain::notifications;
 use crate::http::app::App;
+use crate::store::RedbWrite;
 use crate::store::{
     ACCOUNT_EMAILS, ACCOUNTS, API_KEYS, AccountRow, COLLABORATORS, CollaboratorRow, ENDPOINTS,
     EndpointRow, Environment, INVITATION_TOKENS, INVITATIONS, InvitationRow, InvitationStatus,
@@ -146,7 +147,7 @@ pub fn invite(
         }
         let expires_at = now.plus(app.config.accounts.invitation_ttl);
         let mail_id = mail::enqueue(
-            &txn,
+            &mut RedbWrite::over(&txn),
             now,
             OutgoingMail {
                 kind: "invitation",
@@ -185,7 +186,7 @@ pub fn invite(
         txn.open_table(INVITATION_TOKENS)?
             .insert(&secret_hash(&token), row.id)?;
         audit::record(
-            &txn,
+            &mut RedbWrite::over(&txn),
             now,
             endpoint.id,
             owner,
@@ -302,7 +303,7 @@ pub fn revoke_invitation(
             row.decided_at = Some(now);
             invitations.insert(id, to_json(&row)?.as_slice())?;
             audit::record(
-                &txn,
+                &mut RedbWrite::over(&txn),
                 now,
                 endpoint.id,
                 owner,
@@ -490,7 +491,7 @@ fn join(app: &App, token: &str, joiner: Joiner) -> Result<(AccountRow, EndpointV
         txn.open_table(INVITATIONS)?
             .insert(invitation.id, to_json(&invitation)?.as_slice())?;
         audit::record(
-            &txn,
+            &mut RedbWrite::over(&txn),
             now,
             endpoint.id,
             &account,
@@ -498,7 +499,7 @@ fn join(app: &App, token: &str, joiner: Joiner) -> Result<(AccountRow, EndpointV
             serde_json::json!({ "invitation_id": invitation.id, "permissions": invitation.permissions }),
         )?;
         notifications::notify(
-            &txn,
+            &mut RedbWrite::over(&txn),
             now,
             endpoint.owner_id,
             "invitation_accepted",
@@ -578,7 +579,7 @@ pub fn set_permissions(
         let before = std::mem::replace(&mut row.permissions, permissions);
         collaborators.insert((endpoint.id, account_id), to_json(&row)?.as_slice())?;
         audit::record(
-            &txn,
+            &mut RedbWrite::over(&txn),
             now,
             endpoint.id,
             owner,
@@ -604,7 +605,7 @@ pub fn remove(app: &App, owner: &AccountRow, slug: &str, account_id: u64) -> Res
         collaborators.remove((endpoint.id, account_id))?;
         delete_keys(app, &txn, &row)?;
         audit::record(
-            &txn,
+            &mut RedbWrite::over(&txn),
             now,
             endpoint.id,
             owner,

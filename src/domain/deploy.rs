@@ -18,6 +18,7 @@ use crate::domain::error::{Error, Missing, Result};
 use crate::domain::mail::{self, OutgoingMail};
 use crate::domain::notifications;
 use crate::http::app::App;
+use crate::store::RedbWrite;
 use crate::store::{ACCOUNTS, AccountRow, COLLABORATORS, DeployRequestRow, EndpointRow};
 
 const MAX_NOTE_CHARS: usize = 2000;
@@ -54,7 +55,7 @@ pub fn request(app: &App, account: &AccountRow, slug: &str, note: Note) -> Resul
                 note: note.clone(),
             });
             audit::record(
-                txn,
+                &mut RedbWrite::over(txn),
                 now,
                 row.id,
                 actor,
@@ -88,7 +89,7 @@ pub fn deploy(app: &App, owner: &AccountRow, slug: &str) -> Result<EndpointView>
         row.deployed = true;
         row.deployed_at = Some(now);
         audit::record(
-            txn,
+            &mut RedbWrite::over(txn),
             now,
             row.id,
             actor,
@@ -125,7 +126,7 @@ pub fn reject(app: &App, owner: &AccountRow, slug: &str, note: Note) -> Result<E
             .take()
             .ok_or(Error::NotFound(Missing::DeployRequest))?;
         audit::record(
-            txn,
+            &mut RedbWrite::over(txn),
             now,
             row.id,
             actor,
@@ -163,7 +164,7 @@ fn tell(
 ) -> Result<()> {
     let now = app.clock.now();
     notifications::notify(
-        txn,
+        &mut RedbWrite::over(txn),
         now,
         account_id,
         kind,
@@ -172,7 +173,7 @@ fn tell(
     )?;
     if let Some(account) = account_by_id(&txn.open_table(ACCOUNTS)?, account_id)? {
         mail::enqueue(
-            txn,
+            &mut RedbWrite::over(txn),
             now,
             OutgoingMail {
                 kind,

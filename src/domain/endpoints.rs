@@ -23,10 +23,11 @@ use crate::domain::accounts::account_by_id;
 use crate::domain::audit;
 use crate::domain::error::{Error, Result};
 use crate::domain::webhooks;
+use crate::store::RedbWrite;
 use crate::store::{
     ACCOUNTS, API_KEYS, AccountRow, ApiKeyRow, COLLABORATORS, CollaboratorRow, ENDPOINT_SLUGS,
-    ENDPOINTS, EndpointRow, Environment, Permission, Role, Store, from_json, next_id, partition,
-    to_json,
+    ENDPOINTS, EndpointRow, Environment, Permission, RedbStore, Role, from_json, next_id,
+    partition, to_json,
 };
 
 const MAX_NAME_CHARS: usize = 100;
@@ -124,10 +125,13 @@ struct CachedKey {
     suspended: bool,
 }
 
-/// Keys resolved since the last change to any endpoint or key.
-#[derive(Default)]
+/// Keys resolved since the last change to any endpoint or key; clones share one cache.
+///
+/// Per node: with several nodes on one store, every node's cache is cleared by the
+/// after-commit path of a change made on any node (`domain::handles::AfterCommit`).
+#[derive(Clone, Default)]
 pub struct AccessCache {
-    inner: RwLock<CacheInner>,
+    inner: Arc<RwLock<CacheInner>>,
 }
 
 #[derive(Default)]
@@ -150,7 +154,8 @@ impl AccessCache {
         }
     }
 
-    fn invalidate(&self) {
+    /// Forgets every resolved key.
+    pub fn invalidate(&self) {
         let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
         inner.generation += 1;
         inner.entries.clear();
@@ -159,17 +164,17 @@ impl AccessCache {
 
 /// The endpoint service.
 pub struct Endpoints {
-    pub(crate) store: Arc<Store>,
+    pub(crate) store: Arc<RedbStore>,
     pub(crate) sealer: Sealer,
     cache: AccessCache,
 }
 
 impl Endpoints {
-    pub fn new(store: Arc<Store>, sealer: Sealer) -> Endpoints {
+    pub fn new(store: Arc<RedbStore>, sealer: Sealer, cache: AccessCache) -> Endpoints {
         Endpoints {
             store,
             sealer,
-            cache: AccessCache::default(),
+            cache,
         }
     }
 
@@ -232,7 +237,7 @@ impl Endpoints {
             )?;
             webhooks::secrets::create_for_endpoint(&txn, &self.sealer, id, now)?;
             audit::record(
-                &txn,
+                &mut RedbWrite::over(&txn),
                 now,
                 id,
                 owner,
@@ -316,7 +321,14 @@ impl Endpoints {
                 Some(true) => "endpoint.reactivated",
                 None => "endpoint.updated",
             };
-            audit::record(txn, clock.now(), row.id, actor, action, changed.into())
+            audit::record(
+                &mut RedbWrite::over(txn),
+                clock.now(),
+                row.id,
+                actor,
+                action,
+                changed.into(),
+            )
         })
     }
 

@@ -16,7 +16,6 @@
 use std::sync::Arc;
 
 use lettre::message::Mailbox;
-use redb::WriteTransaction;
 use serde::Serialize;
 
 use crate::core::clock::{SharedClock, Timestamp};
@@ -24,7 +23,8 @@ use crate::core::config::SmtpConfig;
 use crate::core::cursor::{self, CursorKind, Position};
 use crate::domain::error::{Error, Result};
 use crate::domain::records::Pagination;
-use crate::store::{MailRow, MailStatus, OUTBOX, Store, from_json, next_id, time_key, to_json};
+use crate::store::RedbWrite;
+use crate::store::{IdKind, MailRow, MailStatus, OUTBOX, RedbStore, WriteTx, from_json, time_key};
 
 pub use crate::workers::mail::worker::{KEEP_FINISHED, MAX_ATTEMPTS, RETRY_DELAYS};
 use crate::workers::mail::{smtp, worker};
@@ -47,9 +47,9 @@ pub struct OutgoingMail {
 /// Queues `mail` in the outbox as part of `txn`; returns the message id. The mail worker
 /// picks it up after the commit (call [`Mailer::wake`] then). A recipient that is not an
 /// e-mail address is refused here, so nothing unsendable is stored.
-pub fn enqueue(txn: &WriteTransaction, now: Timestamp, mail: OutgoingMail) -> Result<u64> {
+pub fn enqueue(tx: &mut dyn WriteTx, now: Timestamp, mail: OutgoingMail) -> Result<u64> {
     let to = parse_recipient(&mail.to)?.to_string();
-    let id = next_id(txn, "next_mail_id")?;
+    let id = tx.next_id(IdKind::Mail)?;
     let row = MailRow {
         id,
         kind: mail.kind.to_string(),
@@ -63,8 +63,7 @@ pub fn enqueue(txn: &WriteTransaction, now: Timestamp, mail: OutgoingMail) -> Re
         next_attempt_at: now,
         sent_at: None,
     };
-    txn.open_table(OUTBOX)?
-        .insert(id, to_json(&row)?.as_slice())?;
+    tx.insert_mail(&row)?;
     Ok(id)
 }
 
@@ -139,7 +138,7 @@ pub struct MailPage {
 /// Handle of the mail worker; cheap to clone.
 #[derive(Clone)]
 pub struct Mailer {
-    store: Arc<Store>,
+    store: Arc<RedbStore>,
     clock: SharedClock,
     smtp_configured: bool,
     signal: Arc<worker::Signal>,
@@ -160,7 +159,7 @@ impl Mailer {
     /// Starts the worker thread. With `smtp` absent it sends nothing and only notes, once per
     /// message, that it is waiting for `[smtp]`.
     pub fn start(
-        store: Arc<Store>,
+        store: Arc<RedbStore>,
         smtp: Option<SmtpConfig>,
         clock: SharedClock,
     ) -> std::io::Result<(Mailer, MailThread)> {
@@ -205,7 +204,7 @@ impl Mailer {
     /// worker; returns the message id.
     pub fn queue(&self, mail: OutgoingMail) -> Result<u64> {
         let txn = self.store.write()?;
-        let id = enqueue(&txn, self.clock.now(), mail)?;
+        let id = enqueue(&mut RedbWrite::over(&txn), self.clock.now(), mail)?;
         txn.commit()?;
         self.wake();
         Ok(id)

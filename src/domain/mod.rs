@@ -5,6 +5,7 @@ pub mod collaborators;
 pub mod deploy;
 pub mod endpoints;
 pub mod error;
+pub mod handles;
 pub mod health;
 pub mod mail;
 pub mod notifications;

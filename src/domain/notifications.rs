@@ -2,12 +2,12 @@
 //! the management API and the dashboard until marked read. Written in the same transaction as
 //! the event that causes them.
 
-use redb::{ReadableTable, WriteTransaction};
 use serde::Serialize;
 
 use crate::core::clock::Timestamp;
 use crate::domain::error::{Error, Missing, Result};
-use crate::store::{NOTIFICATIONS, NotificationRow, Store, from_json, next_id, to_json};
+use crate::domain::handles::Handles;
+use crate::store::{IdKind, NotificationRow, Store, WriteTx};
 
 #[derive(Debug, Serialize)]
 pub struct NotificationView {
@@ -34,9 +34,9 @@ impl From<NotificationRow> for NotificationView {
     }
 }
 
-/// Adds a notification for `account_id` inside `txn`.
+/// Adds a notification for `account_id` to the change being written in `tx`.
 pub fn notify(
-    txn: &WriteTransaction,
+    tx: &mut dyn WriteTx,
     now: Timestamp,
     account_id: u64,
     kind: &str,
@@ -44,53 +44,44 @@ pub fn notify(
     message: String,
 ) -> Result<()> {
     let row = NotificationRow {
-        id: next_id(txn, "next_notification_id")?,
+        id: tx.next_id(IdKind::Notification)?,
         kind: kind.to_string(),
         endpoint_slug: endpoint_slug.to_string(),
         message,
         created_at: now,
         read_at: None,
     };
-    txn.open_table(NOTIFICATIONS)?
-        .insert((account_id, row.id), to_json(&row)?.as_slice())?;
+    tx.put_notification(account_id, &row)?;
     Ok(())
 }
 
 /// The account's notifications, newest first (only unread ones if `unread_only`).
-pub fn list(store: &Store, account_id: u64, unread_only: bool) -> Result<Vec<NotificationView>> {
-    let txn = store.read()?;
-    let table = txn.open_table(NOTIFICATIONS)?;
-    let mut out = Vec::new();
-    for entry in table.range((account_id, 0)..=(account_id, u64::MAX))?.rev() {
-        let (_, value) = entry?;
-        let row: NotificationRow = from_json(value.value())?;
-        if !unread_only || row.read_at.is_none() {
-            out.push(NotificationView::from(row));
-        }
-    }
-    Ok(out)
+pub fn list(
+    store: &dyn Store,
+    account_id: u64,
+    unread_only: bool,
+) -> Result<Vec<NotificationView>> {
+    Ok(store
+        .read()?
+        .notifications(account_id)?
+        .into_iter()
+        .filter(|row| !unread_only || row.read_at.is_none())
+        .map(NotificationView::from)
+        .collect())
 }
 
 /// Marks one of the account's notifications read (idempotent).
-pub fn mark_read(
-    store: &Store,
-    now: Timestamp,
-    account_id: u64,
-    id: u64,
-) -> Result<NotificationView> {
-    let txn = store.write()?;
-    let row = {
-        let mut table = txn.open_table(NOTIFICATIONS)?;
-        let mut row: NotificationRow = match table.get((account_id, id))? {
-            Some(v) => from_json(v.value())?,
-            None => return Err(Error::NotFound(Missing::Notification)),
-        };
+pub fn mark_read(handles: &Handles, account_id: u64, id: u64) -> Result<NotificationView> {
+    let now = handles.now();
+    let row = handles.write(|tx| {
+        let mut row = tx
+            .notification(account_id, id)?
+            .ok_or(Error::NotFound(Missing::Notification))?;
         if row.read_at.is_none() {
             row.read_at = Some(now);
-            table.insert((account_id, id), to_json(&row)?.as_slice())?;
+            tx.put_notification(account_id, &row)?;
         }
-        row
-    };
-    txn.commit()?;
+        Ok(row)
+    })?;
     Ok(row.into())
 }

@@ -31,7 +31,7 @@ use crate::core::ids::RecordId;
 use crate::domain::endpoints::DataAccess;
 use crate::domain::error::{Error, Result};
 use crate::domain::records::RecordsBody;
-use crate::store::{RECORDS, Store, time_key};
+use crate::store::{RECORDS, RedbStore, time_key};
 
 pub const LIMIT_DEFAULT: usize = 100;
 pub const LIMIT_MAX: usize = 100;
@@ -160,7 +160,7 @@ fn first_id_at(t: Timestamp) -> u128 {
 /// One poll at time `now`: records after `start` and below `bound`, oldest first, at most
 /// `limit`.
 pub fn poll(
-    store: &Store,
+    store: &RedbStore,
     access: &DataAccess,
     start: Start,
     limit: usize,
@@ -240,7 +240,7 @@ impl Default for ReadAhead {
 
 impl ReadAhead {
     /// Starts reading the `limit` records of `partition` after `after`, unless one is running.
-    pub fn start(&self, store: &Arc<Store>, partition: u64, after: u128, limit: usize) {
+    pub fn start(&self, store: &Arc<RedbStore>, partition: u64, after: u128, limit: usize) {
         let Ok(permit) = self.running.clone().try_acquire_owned() else {
             return;
         };
@@ -265,7 +265,7 @@ impl ReadAhead {
 }
 
 /// Walks the next `limit` records of `partition` after `after`, which loads their pages.
-fn read_ahead(store: &Store, partition: u64, after: u128, limit: usize) -> Result<()> {
+fn read_ahead(store: &RedbStore, partition: u64, after: u128, limit: usize) -> Result<()> {
     let txn = store.read()?;
     let records = txn.open_table(RECORDS)?;
     let next = Excluded((partition, after));
@@ -286,7 +286,7 @@ mod tests {
     #[tokio::test]
     async fn a_stopped_read_ahead_holds_no_store_and_starts_no_more() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Store::open(&dir.path().join("t.redb"), 1 << 20).unwrap());
+        let store = Arc::new(RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap());
         let read_ahead = ReadAhead::default();
         read_ahead.start(&store, 1, 0, LIMIT_MAX);
         read_ahead.stop().await;

@@ -29,7 +29,7 @@ use crate::core::ids::RecordId;
 use crate::domain::endpoints::DataAccess;
 use crate::domain::error::{Error, Result};
 use crate::domain::webhooks::deliveries::Hooks;
-use crate::store::{RECORDS, Store, decode_record, time_key};
+use crate::store::{RECORDS, RedbStore, decode_record, time_key};
 use crate::workers::ingest::{IdempotencyClaim, Ingest, Write, WriteOp, WriteOutcome};
 
 pub const LIST_LIMIT_DEFAULT: usize = 10;
@@ -400,7 +400,7 @@ pub async fn delete(
 }
 
 /// The JSON of one record.
-pub fn get(store: &Store, access: &DataAccess, id: RecordId) -> Result<String> {
+pub fn get(store: &RedbStore, access: &DataAccess, id: RecordId) -> Result<String> {
     let txn = store.read()?;
     let records = txn.open_table(RECORDS)?;
     let value = records
@@ -411,7 +411,7 @@ pub fn get(store: &Store, access: &DataAccess, id: RecordId) -> Result<String> {
 
 /// Newest first, `limit` records after `cursor`: the JSON of the page.
 pub fn list(
-    store: &Store,
+    store: &RedbStore,
     access: &DataAccess,
     limit: usize,
     cursor: Option<&str>,

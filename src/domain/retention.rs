@@ -16,8 +16,8 @@ use crate::core::config::RetentionConfig;
 use crate::core::ticker::Ticker;
 use crate::http::app::App;
 use crate::store::{
-    CHANGES, ENDPOINTS, Environment, LAST_CHANGE_SEQ, META, RECORDS, Store, StoreError, partition,
-    read_counter, time_key, write_counter,
+    CHANGES, ENDPOINTS, Environment, LAST_CHANGE_SEQ, META, RECORDS, RedbStore, StoreError,
+    partition, read_counter, time_key, write_counter,
 };
 
 /// How often (by the server's clock) the purge runs.
@@ -30,7 +30,7 @@ const PURGE_CHUNK: usize = 2_000;
 
 /// Deletes every record past its environment's retention at `now`; returns how many.
 pub fn purge_expired(
-    store: &Store,
+    store: &RedbStore,
     now: Timestamp,
     retention: &RetentionConfig,
 ) -> Result<usize, StoreError> {
@@ -57,7 +57,7 @@ pub fn purge_expired(
 }
 
 /// Deletes the records of `p` with an id below `cutoff`, in chunks.
-fn purge_partition(store: &Store, p: u64, cutoff: u128) -> Result<usize, StoreError> {
+fn purge_partition(store: &RedbStore, p: u64, cutoff: u128) -> Result<usize, StoreError> {
     let mut total = 0;
     loop {
         let txn = store.write()?;

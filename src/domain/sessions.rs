@@ -21,7 +21,7 @@ use crate::core::crypto::secret_hash;
 use crate::core::ids::random_base32;
 use crate::domain::accounts::{self, account_by_id};
 use crate::domain::error::{Error, Result};
-use crate::store::{ACCOUNTS, AccountRow, SESSIONS, SessionRow, Store, from_json, to_json};
+use crate::store::{ACCOUNTS, AccountRow, RedbStore, SESSIONS, SessionRow, from_json, to_json};
 
 /// Name of the session cookie.
 pub const COOKIE: &str = "intake_session";
@@ -44,7 +44,7 @@ pub struct Opened {
 
 /// Checks a login against the rate limit and the password, then opens a session.
 pub async fn login(
-    store: &Store,
+    store: &RedbStore,
     clock: &dyn Clock,
     limiter: &LoginLimiter,
     login: Login,
@@ -62,7 +62,12 @@ pub async fn login(
 /// Opens a session for an account that just proved who it is. The password it proved must
 /// still be the account's when the session is stored: a password change committed while the
 /// old password was being checked ends every session, and must end this one too.
-pub fn open(store: &Store, now: Timestamp, ttl: Duration, account: AccountRow) -> Result<Opened> {
+pub fn open(
+    store: &RedbStore,
+    now: Timestamp,
+    ttl: Duration,
+    account: AccountRow,
+) -> Result<Opened> {
     let token = format!("{SESSION_PREFIX}{}", random_base32(32));
     let row = SessionRow {
         account_id: account.id,
@@ -85,7 +90,7 @@ pub fn open(store: &Store, now: Timestamp, ttl: Duration, account: AccountRow) -
 }
 
 /// The account of a live session.
-pub fn authenticate(store: &Store, now: Timestamp, token: &str) -> Result<AccountRow> {
+pub fn authenticate(store: &RedbStore, now: Timestamp, token: &str) -> Result<AccountRow> {
     let txn = store.read()?;
     let row: SessionRow = match txn.open_table(SESSIONS)?.get(&secret_hash(token))? {
         Some(v) => from_json(v.value())?,
@@ -100,7 +105,7 @@ pub fn authenticate(store: &Store, now: Timestamp, token: &str) -> Result<Accoun
 }
 
 /// Ends a session; logging out twice is fine.
-pub fn logout(store: &Store, token: &str) -> Result<()> {
+pub fn logout(store: &RedbStore, token: &str) -> Result<()> {
     let txn = store.write()?;
     txn.open_table(SESSIONS)?.remove(&secret_hash(token))?;
     txn.commit()?;
@@ -116,7 +121,7 @@ pub fn logout(store: &Store, token: &str) -> Result<()> {
 /// The check of the current password counts against the login limits like a login, so a
 /// stolen session or token cannot guess it faster than the login form could.
 pub async fn change_password(
-    store: &Store,
+    store: &RedbStore,
     clock: &dyn Clock,
     limiter: &LoginLimiter,
     client: Option<IpAddr>,
@@ -150,7 +155,7 @@ fn end_all_but(txn: &WriteTransaction, account_id: u64, keep: Option<&str>) -> R
 }
 
 /// Deletes expired sessions; returns how many.
-pub fn purge_expired(store: &Store, now: Timestamp) -> Result<usize> {
+pub fn purge_expired(store: &RedbStore, now: Timestamp) -> Result<usize> {
     let txn = store.write()?;
     let purged = remove_sessions(&txn, |_, row| row.expires_at <= now)?;
     txn.commit()?;
@@ -350,7 +355,7 @@ mod tests {
     #[tokio::test]
     async fn a_session_is_not_opened_with_a_password_changed_meanwhile() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("t.redb"), 1 << 20).unwrap();
+        let store = RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap();
         let clock = crate::core::clock::ManualClock::new(NOW);
         let owner = accounts::provision_owner(&store, &clock, "o@example.com").unwrap();
         // The login checked the password of this row...

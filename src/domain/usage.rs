@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::core::clock::Timestamp;
 use crate::domain::error::{Error, Result};
-use crate::store::{Environment, Store, USAGE, USAGE_DAYS, partition};
+use crate::store::{Environment, RedbStore, USAGE, USAGE_DAYS, partition};
 
 /// A month as stored: `yyyymm`.
 fn month_key(t: Timestamp) -> u32 {
@@ -40,7 +40,7 @@ struct Counter {
 
 /// The usage counters of a running server.
 pub struct Usage {
-    store: Arc<Store>,
+    store: Arc<RedbStore>,
     counters: Mutex<Counters>,
 }
 
@@ -70,7 +70,7 @@ pub struct MonthUsage {
 }
 
 impl Usage {
-    pub fn new(store: Arc<Store>) -> Usage {
+    pub fn new(store: Arc<RedbStore>) -> Usage {
         Usage {
             store,
             counters: Mutex::default(),

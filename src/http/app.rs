@@ -6,19 +6,22 @@ use crate::core::clock::SharedClock;
 use crate::core::config::Config;
 use crate::core::metrics::Metrics;
 use crate::domain::endpoints::Endpoints;
+use crate::domain::handles::Handles;
 use crate::domain::mail::Mailer;
 use crate::domain::poll::{InFlight, ReadAhead};
 use crate::domain::search::SearchIndex;
 use crate::domain::sessions::LoginLimiter;
 use crate::domain::usage::Usage;
-use crate::store::Store;
+use crate::store::RedbStore;
 use crate::workers::ingest::Ingest;
 use crate::workers::request_log::RequestLog;
 use crate::workers::webhooks::dispatch::Dispatcher;
 
 pub struct App {
     pub config: Config,
-    pub store: Arc<Store>,
+    pub store: Arc<RedbStore>,
+    /// The store, the clock and the after-commit path, as services take them.
+    pub handles: Handles,
     pub endpoints: Endpoints,
     pub clock: SharedClock,
     pub ingest: Ingest,

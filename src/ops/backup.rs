@@ -3,7 +3,7 @@
 //! A backup is one tar archive (`tar -tf` lists it) of three members:
 //! - `intake-backup.json`: the [`Manifest`] (format, intake version, time, change sequence).
 //! - `intake.redb`: every table of the main store, copied from one read transaction
-//!   ([`Store::snapshot_into`]): every write acknowledged before the backup began is in it,
+//!   ([`RedbStore::snapshot_into`]): every write acknowledged before the backup began is in it,
 //!   and writers go on meanwhile.
 //! - `master.key`: the key-encryption key. API keys, webhook secrets and receivers' auth
 //!   values are sealed under it, so a store without its key cannot serve them: keep backups
@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::clock::Timestamp;
 use crate::core::crypto::{self, MASTER_KEY_FILE};
-use crate::store::{Store, StoreError};
+use crate::store::{RedbStore, StoreError};
 
 /// Name of the manifest member.
 const MANIFEST: &str = "intake-backup.json";
@@ -80,7 +80,7 @@ pub struct Manifest {
 /// written beside `out` under a temporary name and renamed when complete, so `out` is either
 /// a whole backup or absent (or the file it replaces).
 pub fn write(
-    store: &Store,
+    store: &RedbStore,
     data_dir: &Path,
     out: &Path,
     now: Timestamp,
@@ -107,7 +107,7 @@ pub fn write(
 }
 
 fn write_parts(
-    store: &Store,
+    store: &RedbStore,
     data_dir: &Path,
     archive: &Path,
     copy: &Path,
@@ -193,7 +193,7 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
 /// open at its start: the management API streams it, and nothing is left behind however the
 /// download ends.
 pub fn write_unnamed(
-    store: &Store,
+    store: &RedbStore,
     dir: &Path,
     now: Timestamp,
 ) -> Result<(File, Manifest), BackupError> {
@@ -228,7 +228,7 @@ pub fn save(archive: &mut dyn Read, to: &Path) -> Result<u64, BackupError> {
 /// A backup into the configured folder (SIGUSR1), named by its time, then deletes all but
 /// the newest `keep` backups there. Returns the new backup's path.
 pub fn write_scheduled(
-    store: &Store,
+    store: &RedbStore,
     data_dir: &Path,
     dir: &Path,
     keep: usize,
@@ -282,7 +282,7 @@ pub fn restore(archive: &Path, data_dir: &Path, force: bool) -> Result<Manifest,
     let _ = std::fs::remove_file(&restoring);
     let result = unpack(archive, &restoring).and_then(|(manifest, key)| {
         // Opening checks the schema version and that the file is a sound redb store.
-        drop(Store::open(&restoring, 1024 * 1024)?);
+        drop(RedbStore::open(&restoring, 1024 * 1024)?);
         replace_data(data_dir, &restoring, &key)?;
         Ok(manifest)
     });

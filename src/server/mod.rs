@@ -33,7 +33,8 @@ use crate::core::config::{Config, HttpConfig};
 use crate::core::crypto::{CryptoError, Sealer};
 use crate::core::metrics::Metrics;
 use crate::core::private_dir::create_private_dir;
-use crate::domain::endpoints::Endpoints;
+use crate::domain::endpoints::{AccessCache, Endpoints};
+use crate::domain::handles::{AfterCommit, Handles};
 use crate::domain::mail::Mailer;
 use crate::domain::poll::{InFlight, ReadAhead};
 use crate::http::api;
@@ -41,6 +42,7 @@ use crate::http::app::App;
 use crate::http::dashboard::Dashboard;
 use crate::ops::backup::{self, BackupError};
 use crate::server::first_byte::FirstByteDeadline;
+use crate::store::Effects;
 use crate::workers::ingest::{self, Ingest};
 
 use crate::core::ticker::Ticker;
@@ -49,7 +51,7 @@ use crate::domain::search;
 use crate::domain::sessions::{self, LoginLimiter};
 use crate::domain::usage::Usage;
 use crate::server::tls::{Tls, TlsError};
-use crate::store::{Store, StoreError};
+use crate::store::{RedbStore, StoreError};
 use crate::workers::request_log::RequestLog;
 use crate::workers::webhooks::dispatch::{DispatchParts, Dispatcher};
 
@@ -78,25 +80,46 @@ pub enum ServerError {
 }
 
 /// Opens the store of a data dir, creating the folder (mode 0700) if needed.
-pub fn open_data_dir(config: &Config) -> Result<(Store, Sealer), ServerError> {
+pub fn open_data_dir(config: &Config) -> Result<(RedbStore, Sealer), ServerError> {
     let dir = &config.data_dir;
     create_private_dir(dir).map_err(|source| ServerError::Io {
         context: format!("cannot create data dir {}", dir.display()),
         source,
     })?;
-    let store = Store::open(&config.db_path(), config.storage.cache_mb * 1024 * 1024)?
+    let store = RedbStore::open(&config.db_path(), config.storage.cache_mb * 1024 * 1024)?
         .reserve_free_space(config.storage.min_free_bytes());
     let sealer = Sealer::load_or_create(dir)?;
     Ok((store, sealer))
 }
 
 /// Opens the request-log store of a data dir (see `request_log`).
-fn open_request_log(config: &Config) -> Result<Store, ServerError> {
+fn open_request_log(config: &Config) -> Result<RedbStore, ServerError> {
     // The log is written in batches and read a page at a time: a small cache serves it.
     Ok(
-        Store::open_request_log(&config.request_log_path(), 8 * 1024 * 1024)?
+        RedbStore::open_request_log(&config.request_log_path(), 8 * 1024 * 1024)?
             .reserve_free_space(config.storage.min_free_bytes()),
     )
+}
+
+/// The after-commit path of this node: wakes its workers and clears its access cache.
+struct Wakers {
+    mailer: Mailer,
+    dispatcher: Dispatcher,
+    access_cache: AccessCache,
+}
+
+impl AfterCommit for Wakers {
+    fn committed(&self, effects: Effects) {
+        if effects.access_changed {
+            self.access_cache.invalidate();
+        }
+        if effects.mail_queued {
+            self.mailer.wake();
+        }
+        if effects.deliveries_due {
+            self.dispatcher.wake();
+        }
+    }
 }
 
 /// A server running in the background of the current tokio runtime.
@@ -244,8 +267,19 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         RequestLog::start(log_store, clock.clone(), config.request_log.retention)
             .map_err(spawn_err)?;
     let grace = config.shutdown.grace;
+    let access_cache = AccessCache::default();
+    let handles = Handles::new(
+        store.clone(),
+        clock.clone(),
+        Arc::new(Wakers {
+            mailer: mailer.clone(),
+            dispatcher: dispatcher.clone(),
+            access_cache: access_cache.clone(),
+        }),
+    );
     let app = Arc::new(App {
-        endpoints: Endpoints::new(store.clone(), sealer),
+        endpoints: Endpoints::new(store.clone(), sealer, access_cache),
+        handles,
         usage: Usage::new(store.clone()),
         logins: LoginLimiter::new(&config.accounts),
         config,

@@ -33,7 +33,8 @@ use crate::domain::error::Error;
 use crate::domain::webhooks::deliveries::{DeliveryTables, Event, Hooks};
 use crate::store::{
     CHANGES, IDEMPOTENCY, IDEMPOTENCY_EXPIRY, IdempotencyRow, LAST_CHANGE_SEQ, META, RECORDS,
-    Store, StoreError, encode_record, from_json, read_counter, time_key, to_json, write_counter,
+    RedbStore, StoreError, encode_record, from_json, read_counter, time_key, to_json,
+    write_counter,
 };
 
 /// How many writes one transaction takes at most.
@@ -128,7 +129,7 @@ impl Ingest {
     /// Starts the writer thread. `on_commit` runs after every successful commit (it wakes the
     /// consumers of the change log; it must not block).
     pub fn start(
-        store: Arc<Store>,
+        store: Arc<RedbStore>,
         metrics: Arc<Metrics>,
         on_commit: Box<dyn Fn() + Send>,
     ) -> std::io::Result<(Ingest, WriterThread)> {
@@ -190,7 +191,7 @@ struct WriterStats {
 
 /// What the writer thread owns besides its queue.
 struct Writer {
-    store: Arc<Store>,
+    store: Arc<RedbStore>,
     metrics: Arc<Metrics>,
     failing: Arc<AtomicBool>,
     on_commit: Box<dyn Fn() + Send>,
@@ -286,7 +287,7 @@ struct Tables<'txn> {
 /// Applies a batch in one durable transaction. The outer error aborts everything; the inner
 /// results are per operation.
 fn apply_batch(
-    store: &Store,
+    store: &RedbStore,
     ops: &[&Write],
 ) -> Result<Vec<Result<WriteOutcome, Error>>, StoreError> {
     let txn = store.write()?;
@@ -446,7 +447,7 @@ fn claimed(
 
 /// Forgets Idempotency-Keys older than the TTL, at most `max` per call. Returns how many went.
 pub fn purge_expired_idempotency(
-    store: &Store,
+    store: &RedbStore,
     now: Timestamp,
     max: usize,
 ) -> Result<usize, StoreError> {

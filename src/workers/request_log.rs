@@ -24,7 +24,7 @@ use crate::core::cursor::{self, CursorKind, Position};
 use crate::domain::error::{Error, Result};
 use crate::domain::records::{Page, Pagination};
 use crate::store::{
-    REQUEST_LOG, RequestLogRow, Store, StoreError, from_json, time_from_key, time_key, to_json,
+    REQUEST_LOG, RedbStore, RequestLogRow, StoreError, from_json, time_from_key, time_key, to_json,
 };
 
 const CHANNEL_CAPACITY: usize = 16_384;
@@ -48,7 +48,7 @@ enum Message {
 /// Handle for recording entries; cheap to clone.
 #[derive(Clone)]
 pub struct RequestLog {
-    store: Arc<Store>,
+    store: Arc<RedbStore>,
     tx: SyncSender<Message>,
     dropped: Arc<AtomicU64>,
 }
@@ -79,7 +79,7 @@ pub struct EntryView {
 impl RequestLog {
     /// Starts the writer thread on the request-log store.
     pub fn start(
-        store: Arc<Store>,
+        store: Arc<RedbStore>,
         clock: SharedClock,
         retention: Duration,
     ) -> std::io::Result<(RequestLog, LogThread)> {
@@ -121,7 +121,7 @@ impl RequestLog {
 }
 
 fn writer_loop(
-    store: &Store,
+    store: &RedbStore,
     clock: &dyn crate::core::clock::Clock,
     retention: Duration,
     rx: Receiver<Message>,
@@ -167,7 +167,7 @@ fn writer_loop(
 }
 
 fn write_batch(
-    store: &Store,
+    store: &RedbStore,
     sequence: &mut u64,
     batch: &[(u64, RequestLogRow)],
 ) -> Result<(), StoreError> {
@@ -187,7 +187,7 @@ fn write_batch(
 }
 
 /// Deletes entries older than `cutoff` in every partition, in bounded transactions.
-pub fn purge(store: &Store, cutoff: Timestamp) -> Result<usize, StoreError> {
+pub fn purge(store: &RedbStore, cutoff: Timestamp) -> Result<usize, StoreError> {
     let cut = time_key(cutoff);
     let mut total = 0;
     let mut next_partition = Some(0u64);

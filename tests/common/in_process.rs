@@ -11,7 +11,7 @@ use intake::core::clock::{ManualClock, SharedClock, Timestamp};
 use intake::core::config::Config;
 use intake::core::crypto::Sealer;
 use intake::server::RunningServer;
-use intake::store::Store;
+use intake::store::RedbStore;
 use tokio::runtime::Runtime;
 
 use super::{OWNER_EMAIL, ServerClient};
@@ -41,7 +41,7 @@ impl InProcessServer {
     pub fn start_with(
         toml: &str,
         now: Timestamp,
-        prepare: impl FnOnce(&Store, &Sealer),
+        prepare: impl FnOnce(&RedbStore, &Sealer),
     ) -> InProcessServer {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = Config::parse(toml).expect("config");
@@ -96,7 +96,7 @@ impl InProcessServer {
 
     /// Stops the server and runs `f` on its store and sealer (redb opens a file once);
     /// [`InProcessServer::resume`] serves again.
-    pub fn stopped<T>(&mut self, f: impl FnOnce(&Store, &Sealer) -> T) -> T {
+    pub fn stopped<T>(&mut self, f: impl FnOnce(&RedbStore, &Sealer) -> T) -> T {
         self.stop();
         let (store, sealer) = intake::server::open_data_dir(&self.config).expect("open data dir");
         f(&store, &sealer)

@@ -36,7 +36,7 @@ use tantivy::{
 
 use super::tokenizer::{TrigramTokenizer, covering_trigrams, fold_case, payload_text};
 use crate::store::{
-    CHANGES, CHANGES_TRIMMED_UPTO, LAST_CHANGE_SEQ, META, RECORDS, Store, StoreError,
+    CHANGES, CHANGES_TRIMMED_UPTO, LAST_CHANGE_SEQ, META, RECORDS, RedbStore, StoreError,
     decode_record, read_counter, write_counter,
 };
 
@@ -406,7 +406,7 @@ impl IndexerThread {
 /// durable writes, and searches cover what it has not reached yet from the store.
 pub fn start(
     data_dir: &Path,
-    store: Arc<Store>,
+    store: Arc<RedbStore>,
     nice: i32,
 ) -> Result<(Arc<SearchIndex>, Notifier, IndexerThread), IndexError> {
     let dir = data_dir.join(DIR);
@@ -495,7 +495,7 @@ fn lower_priority(nice: i32) {
 
 /// A saved position the log can no longer continue from (trimmed past it, or a store older
 /// than the index, as after a restore) means the index must be rebuilt.
-fn is_behind_the_log(store: &Store, position: u64) -> Result<bool, IndexError> {
+fn is_behind_the_log(store: &RedbStore, position: u64) -> Result<bool, IndexError> {
     let txn = store.read()?;
     let meta = txn.open_table(META)?;
     let trimmed = read_counter(&meta, CHANGES_TRIMMED_UPTO)?;
@@ -553,7 +553,7 @@ fn register_tokenizer(index: &Index) {
 }
 
 struct Indexer {
-    store: Arc<Store>,
+    store: Arc<RedbStore>,
     writer: IndexWriter,
     reader: IndexReader,
     fields: Fields,

@@ -49,7 +49,7 @@ use crate::core::cursor::{self, CursorKind, Position};
 use crate::core::ids::RecordId;
 use crate::domain::error::{Error, Result};
 use crate::domain::records::{PageTail, Pagination, RecordsBody};
-use crate::store::{CHANGES, RECORDS, Store, decode_record, time_key};
+use crate::store::{CHANGES, RECORDS, RedbStore, decode_record, time_key};
 pub use index::SearchIndex;
 use matcher::Matcher;
 pub use tokenizer::{fold_case, fold_case_into, payload_text};
@@ -138,7 +138,7 @@ pub fn parse_request(
 
 /// Runs a search in partition `p`; see the module docs for how it stays exact.
 pub fn search(
-    store: &Store,
+    store: &RedbStore,
     index: &SearchIndex,
     p: u64,
     request: &SearchRequest,
@@ -149,7 +149,7 @@ pub fn search(
 /// [`search`] with `budget` as the most records read from the store by a scan or from the
 /// unindexed tail (tests use small budgets to reach the bounds with few records).
 fn search_within(
-    store: &Store,
+    store: &RedbStore,
     index: &SearchIndex,
     p: u64,
     request: &SearchRequest,
@@ -406,7 +406,7 @@ mod tests {
 
     /// Applies changes as the ingest writer does, in one commit: the record row (`None`
     /// deletes it) and an entry in the change log.
-    fn write(store: &Store, changes: &[(u64, u128, Option<String>)]) {
+    fn write(store: &RedbStore, changes: &[(u64, u128, Option<String>)]) {
         let txn = store.write().expect("write transaction");
         let mut seq = read_counter(&txn.open_table(META).expect("meta"), LAST_CHANGE_SEQ)
             .expect("change counter");
@@ -444,7 +444,7 @@ mod tests {
     }
 
     /// Every record of `P` containing `q`, newest first, by reading the whole partition.
-    fn brute_force(store: &Store, q: &str) -> Vec<String> {
+    fn brute_force(store: &RedbStore, q: &str) -> Vec<String> {
         let q = fold_case(q);
         let txn = store.read().expect("read");
         let records = txn.open_table(RECORDS).expect("records");
@@ -461,7 +461,7 @@ mod tests {
 
     /// Pages through a search to its end; returns every id and the first page's JSON.
     fn search_all(
-        store: &Store,
+        store: &RedbStore,
         index: &SearchIndex,
         q: &str,
         limit: usize,
@@ -508,7 +508,7 @@ mod tests {
         let seed = rand::random::<u64>();
         let mut rng = StdRng::seed_from_u64(seed);
         let dir = tempfile::tempdir().expect("temp dir");
-        let store = Arc::new(Store::open(&dir.path().join("t.redb"), 1 << 22).expect("store"));
+        let store = Arc::new(RedbStore::open(&dir.path().join("t.redb"), 1 << 22).expect("store"));
 
         // Indexed: 80 records, and a few in the other partition.
         let base = 1_700_000_000_000_000u128;

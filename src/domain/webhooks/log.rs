@@ -11,7 +11,7 @@ use crate::domain::error::{Error, Missing, Result};
 use crate::domain::webhooks::deliveries::displayed_url;
 use crate::store::{
     AttemptRow, DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, DeliveryRow, DeliveryState,
-    PARTITION_DELIVERIES, RECORD_DELIVERIES, Store, WebhookKind, from_json, to_json,
+    PARTITION_DELIVERIES, RECORD_DELIVERIES, RedbStore, WebhookKind, from_json, to_json,
 };
 
 pub const LIST_LIMIT_DEFAULT: usize = 20;
@@ -78,7 +78,7 @@ fn view(row: &DeliveryRow) -> DeliveryView {
 /// The deliveries of one partition (endpoint and environment), newest first; only those of
 /// `record` when given.
 pub fn list(
-    store: &Store,
+    store: &RedbStore,
     partition: u64,
     record: Option<RecordId>,
     limit: usize,
@@ -155,7 +155,7 @@ fn delivery_in(
 }
 
 /// One delivery of the endpoint with every attempt.
-pub fn detail(store: &Store, partitions: [u64; 2], id: u64) -> Result<DeliveryDetail> {
+pub fn detail(store: &RedbStore, partitions: [u64; 2], id: u64) -> Result<DeliveryDetail> {
     let txn = store.read()?;
     let row = delivery_in(&txn.open_table(DELIVERIES)?, partitions, id)?;
     let mut attempt_log = Vec::new();
@@ -186,7 +186,7 @@ pub fn detail(store: &Store, partitions: [u64; 2], id: u64) -> Result<DeliveryDe
 
 /// Re-arms a given-up delivery: due at once, with a fresh budget of attempts. Returns it.
 pub fn redeliver(
-    store: &Store,
+    store: &RedbStore,
     partitions: [u64; 2],
     id: u64,
     now: Timestamp,
@@ -233,7 +233,7 @@ pub struct Outcomes {
 /// Counts the outcomes of the deliveries of `partition` created at or after `since`, newest
 /// first, looking at no more than `cap` of them so a busy month stays cheap to show.
 pub fn outcomes_since(
-    store: &Store,
+    store: &RedbStore,
     partition: u64,
     since: Timestamp,
     cap: usize,

@@ -11,6 +11,7 @@ use crate::domain::audit;
 use crate::domain::error::{Error, Missing, Result};
 use crate::domain::webhooks::deliveries::{displayed_url, valid_auth_header, valid_url};
 use crate::http::app::App;
+use crate::store::RedbWrite;
 use crate::store::{
     AccountRow, Environment, OWNER_WEBHOOKS, OwnerWebhookRow, from_json, partition, to_json,
 };
@@ -128,7 +129,7 @@ pub fn put(
         to_json(&row)?.as_slice(),
     )?;
     audit::record(
-        &txn,
+        &mut RedbWrite::over(&txn),
         now,
         endpoint.id,
         owner,
@@ -168,7 +169,7 @@ pub fn set_enabled(
         "webhook.disabled"
     };
     audit::record(
-        &txn,
+        &mut RedbWrite::over(&txn),
         now,
         endpoint.id,
         owner,
@@ -192,7 +193,7 @@ pub fn delete(app: &App, owner: &AccountRow, slug: &str, environment: Environmen
         return Err(Error::NotFound(Missing::Webhook));
     }
     audit::record(
-        &txn,
+        &mut RedbWrite::over(&txn),
         now,
         endpoint.id,
         owner,

@@ -25,8 +25,9 @@ use crate::core::crypto::Sealer;
 use crate::domain::audit;
 use crate::domain::error::{Error, Result};
 use crate::http::app::App;
+use crate::store::RedbWrite;
 use crate::store::{
-    AccountRow, ENDPOINTS, Environment, Store, WEBHOOK_SECRETS, WebhookSecretRow, from_json,
+    AccountRow, ENDPOINTS, Environment, RedbStore, WEBHOOK_SECRETS, WebhookSecretRow, from_json,
     partition, partition_endpoint, to_json,
 };
 
@@ -103,7 +104,7 @@ pub fn reissue(
         row
     };
     audit::record(
-        &txn,
+        &mut RedbWrite::over(&txn),
         now,
         endpoint.id,
         owner,
@@ -118,7 +119,7 @@ pub fn reissue(
 /// previous one while the changeover after the last reissue runs (`now < rotated_at +
 /// CHANGEOVER`). 404 `endpoint_not_found` when the partition's endpoint does not exist.
 pub fn signing_keys(
-    store: &Store,
+    store: &RedbStore,
     sealer: &Sealer,
     partition: u64,
     now: Timestamp,
@@ -184,7 +185,7 @@ fn secret_view(
 /// The stored row of `partition`, made (in a write transaction of its own) when the endpoint
 /// predates webhook secrets.
 fn row_or_create(
-    store: &Store,
+    store: &RedbStore,
     sealer: &Sealer,
     partition: u64,
     now: Timestamp,
@@ -251,15 +252,15 @@ mod tests {
     impl Fixture {
         fn new() -> Fixture {
             let dir = tempfile::tempdir().unwrap();
-            let store = Store::open(&dir.path().join("intake.redb"), 1 << 20).unwrap();
+            let store = RedbStore::open(&dir.path().join("intake.redb"), 1 << 20).unwrap();
             let sealer = Sealer::load_or_create(dir.path()).unwrap();
             Fixture {
-                endpoints: Endpoints::new(Arc::new(store), sealer),
+                endpoints: Endpoints::new(Arc::new(store), sealer, Default::default()),
                 _dir: dir,
             }
         }
 
-        fn store(&self) -> &Store {
+        fn store(&self) -> &RedbStore {
             &self.endpoints.store
         }
 

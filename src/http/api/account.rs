@@ -189,7 +189,7 @@ pub fn notifications(app: &App, req: &Request) -> Result<Response> {
             });
         }
     };
-    let data = notifications::list(&app.store, account.id, unread_only)?;
+    let data = notifications::list(app.store.as_ref(), account.id, unread_only)?;
     Ok(reply::json(
         StatusCode::OK,
         &serde_json::json!({ "data": data }),
@@ -200,7 +200,7 @@ pub fn notifications(app: &App, req: &Request) -> Result<Response> {
 pub fn mark_read(app: &App, req: &Request, id: &str) -> Result<Response> {
     let account = caller(app, req)?;
     let id = id_param(id, crate::domain::error::Missing::Notification)?;
-    let view = notifications::mark_read(&app.store, app.clock.now(), account.id, id)?;
+    let view = notifications::mark_read(&app.handles, account.id, id)?;
     Ok(reply::json(StatusCode::OK, &view))
 }
 

@@ -237,7 +237,7 @@ pub fn audit_log(app: &App, req: &Request, slug: &str) -> Result<Response> {
             reason: "it must be an audit entry id".into(),
         })?),
     };
-    let data = audit::list(&app.store, endpoint.id, limit, before)?;
+    let data = audit::list(app.store.as_ref(), endpoint.id, limit, before)?;
     Ok(reply::json(
         StatusCode::OK,
         &serde_json::json!({ "data": data }),

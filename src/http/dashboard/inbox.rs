@@ -29,7 +29,7 @@ pub fn notifications(app: &App, req: &Request) -> Outcome {
     let user = signed_in(app, req)?;
     let page = NotificationsPage {
         layout: user.layout(app, "Notifications", "notifications", req),
-        notifications: notifications::list(&app.store, user.account.id, false)?,
+        notifications: notifications::list(app.store.as_ref(), user.account.id, false)?,
     };
     render(&page)
 }
@@ -39,7 +39,7 @@ pub async fn mark_read(app: &App, req: &mut Request, id: &str) -> Outcome {
     let user = signed_in(app, req)?;
     user_form(app, req, &user).await?;
     let id = id_param(id, Missing::Notification)?;
-    notifications::mark_read(&app.store, app.clock.now(), user.account.id, id)?;
+    notifications::mark_read(&app.handles, user.account.id, id)?;
     Ok(redirect("/dashboard/notifications?done=read"))
 }
 

@@ -30,7 +30,8 @@ impl User {
         req: &Request,
     ) -> Layout {
         // The unread count is a nicety: a failure to read it must not fail the page.
-        let unread = notifications::list(&app.store, self.account.id, true).map_or(0, |n| n.len());
+        let unread =
+            notifications::list(app.store.as_ref(), self.account.id, true).map_or(0, |n| n.len());
         let nav = Nav {
             email: self.account.email.clone(),
             server_owner: accounts::require_server_owner(&self.account).is_ok(),

@@ -13,7 +13,7 @@ use redb::ReadableTable;
 
 use super::smtp::{Outcome, Sender};
 use crate::core::clock::{Clock, Timestamp};
-use crate::store::{MailRow, MailStatus, OUTBOX, Store, StoreError, from_json, to_json};
+use crate::store::{MailRow, MailStatus, OUTBOX, RedbStore, StoreError, from_json, to_json};
 
 /// Waits between attempts after a transient failure: 1 min, 5 min, 30 min, 2 h, 6 h.
 pub const RETRY_DELAYS: [Duration; 5] = [
@@ -96,7 +96,7 @@ impl Signal {
 }
 
 /// The thread's loop, until [`Signal::stop`].
-pub(crate) fn run(store: &Store, clock: &dyn Clock, sender: Option<&Sender>, signal: &Signal) {
+pub(crate) fn run(store: &RedbStore, clock: &dyn Clock, sender: Option<&Sender>, signal: &Signal) {
     if sender.is_none() {
         match queued(store) {
             Ok(rows) if !rows.is_empty() => log::info!(
@@ -139,7 +139,7 @@ pub(crate) fn run(store: &Store, clock: &dyn Clock, sender: Option<&Sender>, sig
 }
 
 /// Queued rows, oldest first.
-fn queued(store: &Store) -> Result<Vec<MailRow>, StoreError> {
+fn queued(store: &RedbStore) -> Result<Vec<MailRow>, StoreError> {
     let txn = store.read()?;
     let table = txn.open_table(OUTBOX)?;
     let mut rows = Vec::new();
@@ -155,7 +155,7 @@ fn queued(store: &Store) -> Result<Vec<MailRow>, StoreError> {
 
 /// Attempts every queued message that is due; returns when the next one will be.
 fn deliver_due(
-    store: &Store,
+    store: &RedbStore,
     clock: &dyn Clock,
     sender: &Sender,
     signal: &Signal,
@@ -201,7 +201,7 @@ fn deliver_due(
 /// Writes the outcome of an attempt on the row; returns the updated row (`None` if it is
 /// gone, which only a concurrent purge of a finished row could cause).
 fn record_attempt(
-    store: &Store,
+    store: &RedbStore,
     id: u64,
     outcome: &Outcome,
     now: Timestamp,
@@ -251,7 +251,7 @@ pub(crate) fn after_attempt(row: &mut MailRow, outcome: &Outcome, now: Timestamp
 
 /// Without `[smtp]`: logs each queued message once (recipient and subject, never the body)
 /// and marks it with [`NO_SMTP`]; it stays queued.
-fn note_unsent(store: &Store) -> Result<(), StoreError> {
+fn note_unsent(store: &RedbStore) -> Result<(), StoreError> {
     let fresh: Vec<MailRow> = queued(store)?
         .into_iter()
         .filter(|row| row.last_error.as_deref() != Some(NO_SMTP))
@@ -278,7 +278,7 @@ fn note_unsent(store: &Store) -> Result<(), StoreError> {
 }
 
 /// Deletes sent and failed messages created before `cutoff`; returns how many.
-fn purge(store: &Store, cutoff: Timestamp) -> Result<usize, StoreError> {
+fn purge(store: &RedbStore, cutoff: Timestamp) -> Result<usize, StoreError> {
     let expired: Vec<u64> = {
         let txn = store.read()?;
         let table = txn.open_table(OUTBOX)?;
@@ -364,7 +364,7 @@ mod tests {
     #[test]
     fn purge_keeps_queued_and_recent_messages() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("t.redb"), 1 << 20).unwrap();
+        let store = RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap();
         let old = Timestamp(1_000_000);
         let cutoff = old.plus(Duration::from_secs(1));
         let rows = [

@@ -69,9 +69,10 @@ use crate::core::metrics::Metrics;
 use crate::domain::error::{Error, Result};
 use crate::domain::mail::{self, Mailer, OutgoingMail};
 use crate::domain::webhooks::{deliveries, secrets, signing};
+use crate::store::RedbWrite;
 use crate::store::{
     ACCOUNTS, AccountRow, AttemptRow, DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, DeliveryRow,
-    DeliveryState, ENDPOINTS, EndpointRow, Environment, FAILURE_MAILS, Store, WebhookKind,
+    DeliveryState, ENDPOINTS, EndpointRow, Environment, FAILURE_MAILS, RedbStore, WebhookKind,
     from_json, partition_endpoint, partition_environment, time_key, to_json,
 };
 
@@ -166,7 +167,7 @@ impl DispatchThreads {
 
 /// What the dispatcher needs from the server.
 pub struct DispatchParts {
-    pub store: Arc<Store>,
+    pub store: Arc<RedbStore>,
     pub sealer: Sealer,
     pub clock: SharedClock,
     pub mailer: Mailer,
@@ -737,7 +738,7 @@ fn failure_mail(
         url = row.url,
     );
     mail::enqueue(
-        txn,
+        &mut RedbWrite::over(txn),
         now,
         OutgoingMail {
             kind: "webhook_failed",

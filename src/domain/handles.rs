@@ -1,0 +1,49 @@
+//! The handles every service is given (never the whole server state): the store, the clock,
+//! and the one after-commit path.
+
+use std::sync::Arc;
+
+use crate::core::clock::{SharedClock, Timestamp};
+use crate::domain::error::Result;
+use crate::store::{self, Effects, Store, WriteTx};
+
+/// What happens after a commit: wake the workers and clear the caches its [`Effects`] name.
+/// The server wires it to the mail worker, the dispatcher and the access cache; a multi-node
+/// backend must also tell the other nodes (their access caches, their workers).
+pub trait AfterCommit: Send + Sync {
+    fn committed(&self, effects: Effects);
+}
+
+/// The store, the clock and the after-commit path; cheap to clone.
+#[derive(Clone)]
+pub struct Handles {
+    pub store: Arc<dyn Store>,
+    pub clock: SharedClock,
+    after_commit: Arc<dyn AfterCommit>,
+}
+
+impl Handles {
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: SharedClock,
+        after_commit: Arc<dyn AfterCommit>,
+    ) -> Handles {
+        Handles {
+            store,
+            clock,
+            after_commit,
+        }
+    }
+
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// Runs `work` in one durable write transaction, then carries out what the commit requires:
+    /// the only way services write, so no change forgets to wake a worker or clear a cache.
+    pub fn write<T>(&self, work: impl FnMut(&mut dyn WriteTx) -> Result<T>) -> Result<T> {
+        let (value, effects) = store::write(self.store.as_ref(), work)?;
+        self.after_commit.committed(effects);
+        Ok(value)
+    }
+}

@@ -1,0 +1,317 @@
+//! The redb backend: one `intake.redb` file holding every table, and `requests.redb` for the
+//! request log. The only code of the crate that names redb or a table.
+//!
+//! Layout and invariants:
+//! - A *partition* is one endpoint in one environment: `endpoint_id << 1 | env`. Sandbox and
+//!   production data never share a partition, so no query can mix them.
+//! - `RECORDS` is keyed `(partition, record_id)`. A record id starts with its created_at in
+//!   microseconds (see `ids`), so the key order is `(created_at, random tiebreak)`: list
+//!   (newest first) and poll (oldest first) are range scans, and a single read is a point
+//!   lookup. One write touches one B-tree.
+//! - API keys and tokens are keyed by the SHA-256 of the secret; plain secrets are only kept
+//!   sealed (see `crypto`).
+//! - Most rows are JSON (`to_json`, `from_json`); ids are counters in `META` (`next_id`).
+
+mod accounts;
+mod endpoints;
+mod mail;
+pub mod tables;
+mod tx;
+
+pub use tx::RedbWrite;
+
+use std::path::{Path, PathBuf};
+
+use redb::{
+    Database, Key, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, Value,
+    WriteTransaction,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::core::quiet_panic;
+use crate::store::StoreError;
+pub use tables::*;
+
+const SCHEMA_VERSION: &[u8] = b"1";
+
+macro_rules! redb_errors {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StoreError {
+            fn from(err: $t) -> Self {
+                StoreError::from_redb(err.into())
+            }
+        }
+    )*};
+}
+redb_errors!(
+    redb::Error,
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);
+
+impl StoreError {
+    fn from_redb(err: redb::Error) -> StoreError {
+        StoreError::Backend(Box::new(err))
+    }
+}
+
+pub fn to_json<T: Serialize>(row: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(row).map_err(|e| StoreError::Corrupt(format!("cannot encode row: {e}")))
+}
+
+pub fn from_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| StoreError::Corrupt(format!("cannot decode row: {e}")))
+}
+
+/// The open database.
+pub struct RedbStore {
+    db: Database,
+    /// The folder holding the file, whose file system [`RedbStore::write`] checks for space.
+    dir: PathBuf,
+    /// Least free space for a write transaction to begin; 0 turns the check off.
+    min_free: u64,
+}
+
+impl RedbStore {
+    /// Opens (or creates) the redb file and makes sure every table exists.
+    /// Opens (or creates) the main file, `intake.redb`, and makes sure every table exists.
+    /// `cache_bytes` bounds redb's page cache, which is most of the server's memory.
+    pub fn open(path: &Path, cache_bytes: usize) -> Result<RedbStore, StoreError> {
+        RedbStore::open_with(path, cache_bytes, |txn| {
+            visit_main_tables(&mut Creator { txn })
+        })
+    }
+
+    /// Copies every table of `intake.redb` into a new redb file at `path`, all read in one
+    /// transaction: a consistent snapshot that contains every commit made before it began and
+    /// nothing committed while it runs. Writers are not blocked meanwhile. Returns the last
+    /// change-log sequence the copy contains.
+    pub fn snapshot_into(&self, path: &Path) -> Result<u64, StoreError> {
+        let from = self.db.begin_read()?;
+        let last_change = read_counter(&from.open_table(META)?, LAST_CHANGE_SEQ)?;
+        let copy = Database::builder().create(path)?;
+        let to = copy.begin_write()?;
+        visit_main_tables(&mut Copier {
+            from: &from,
+            to: &to,
+        })?;
+        to.commit()?;
+        Ok(last_change)
+    }
+
+    /// Opens (or creates) `requests.redb`, the request log. It is a file of its own so that
+    /// logging every call never holds the write lock the data path commits under.
+    pub fn open_request_log(path: &Path, cache_bytes: usize) -> Result<RedbStore, StoreError> {
+        RedbStore::open_with(path, cache_bytes, |txn| {
+            txn.open_table(REQUEST_LOG)?;
+            Ok(())
+        })
+    }
+
+    /// Opens the file and checks its schema. Damage found there (redb reports some as
+    /// `Corrupted`, and panics on others) is [`StoreError::Damaged`], naming the file and the
+    /// remedy, never a panic.
+    fn open_with(
+        path: &Path,
+        cache_bytes: usize,
+        create_tables: impl FnOnce(&WriteTransaction) -> Result<(), StoreError>,
+    ) -> Result<RedbStore, StoreError> {
+        let damaged = |detail: String| StoreError::Damaged {
+            path: path.display().to_string(),
+            detail,
+        };
+        match quiet_panic::catch(|| RedbStore::open_unchecked(path, cache_bytes, create_tables)) {
+            Err(panic) => Err(damaged(format!("redb: {panic}"))),
+            Ok(Err(StoreError::Backend(err))) => match err.downcast::<redb::Error>() {
+                Ok(err) => match *err {
+                    redb::Error::Corrupted(detail) => Err(damaged(detail)),
+                    err => Err(StoreError::from_redb(err)),
+                },
+                Err(err) => Err(StoreError::Backend(err)),
+            },
+            Ok(result) => result,
+        }
+    }
+
+    fn open_unchecked(
+        path: &Path,
+        cache_bytes: usize,
+        create_tables: impl FnOnce(&WriteTransaction) -> Result<(), StoreError>,
+    ) -> Result<RedbStore, StoreError> {
+        let db = Database::builder()
+            .set_cache_size(cache_bytes)
+            .create(path)?;
+        let txn = db.begin_write()?;
+        {
+            let mut meta = txn.open_table(META)?;
+            let version = meta.get("schema_version")?.map(|v| v.value().to_vec());
+            match version {
+                None => {
+                    meta.insert("schema_version", SCHEMA_VERSION)?;
+                }
+                Some(v) if v == SCHEMA_VERSION => {}
+                Some(v) => {
+                    return Err(StoreError::Schema(String::from_utf8_lossy(&v).into_owned()));
+                }
+            }
+        }
+        create_tables(&txn)?;
+        txn.commit()?;
+        Ok(RedbStore {
+            db,
+            dir: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            min_free: 0,
+        })
+    }
+
+    pub fn read(&self) -> Result<ReadTransaction, StoreError> {
+        Ok(self.db.begin_read()?)
+    }
+
+    /// A write transaction; its commit is durable (fsync) when it returns.
+    ///
+    /// Refused with [`StoreError::Full`] while the file system has less than the reserve set
+    /// by [`RedbStore::reserve_free_space`]: redb turns any failed write (a full disk included)
+    /// into a permanent failure of the open database, reads too, until it is opened again.
+    /// Checking before every write transaction keeps a full disk from ever reaching redb, so
+    /// writes fail cleanly while the disk is full and work again as soon as space returns.
+    pub fn write(&self) -> Result<WriteTransaction, StoreError> {
+        self.check_free_space()?;
+        Ok(self.db.begin_write()?)
+    }
+
+    /// Sets the least free space (bytes) on the data dir's file system for writes to begin.
+    pub fn reserve_free_space(mut self, bytes: u64) -> RedbStore {
+        self.min_free = bytes;
+        self
+    }
+
+    /// `Err(StoreError::Full)` while a write transaction would be refused for lack of space.
+    pub fn check_free_space(&self) -> Result<(), StoreError> {
+        if self.min_free == 0 {
+            return Ok(());
+        }
+        // A file system that cannot tell its free space is not refused: the write decides.
+        let Ok(stat) = rustix::fs::statvfs(&self.dir) else {
+            return Ok(());
+        };
+        let available = stat.f_bavail.saturating_mul(stat.f_frsize);
+        if available < self.min_free {
+            return Err(StoreError::Full { available });
+        }
+        Ok(())
+    }
+}
+
+/// Something done to each table of `intake.redb` (see [`visit_main_tables`]).
+trait TableVisitor {
+    fn visit<K: Key + 'static, V: Value + 'static>(
+        &mut self,
+        table: TableDefinition<'static, K, V>,
+    ) -> Result<(), StoreError>;
+}
+
+/// Every table of `intake.redb`: the one list that creating the store and copying it for a
+/// backup both follow, so a new table is never left out of backups.
+fn visit_main_tables(v: &mut impl TableVisitor) -> Result<(), StoreError> {
+    v.visit(META)?;
+    v.visit(ACCOUNTS)?;
+    v.visit(ACCOUNT_EMAILS)?;
+    v.visit(TOKENS)?;
+    v.visit(ENDPOINTS)?;
+    v.visit(ENDPOINT_SLUGS)?;
+    v.visit(API_KEYS)?;
+    v.visit(RECORDS)?;
+    v.visit(CHANGES)?;
+    v.visit(IDEMPOTENCY)?;
+    v.visit(IDEMPOTENCY_EXPIRY)?;
+    v.visit(OUTBOX)?;
+    v.visit(SESSIONS)?;
+    v.visit(INVITATIONS)?;
+    v.visit(INVITATION_TOKENS)?;
+    v.visit(COLLABORATORS)?;
+    v.visit(NOTIFICATIONS)?;
+    v.visit(AUDIT)?;
+    v.visit(USAGE)?;
+    v.visit(USAGE_DAYS)?;
+    v.visit(OWNER_WEBHOOKS)?;
+    v.visit(DELIVERIES)?;
+    v.visit(DELIVERIES_DUE)?;
+    v.visit(PARTITION_DELIVERIES)?;
+    v.visit(RECORD_DELIVERIES)?;
+    v.visit(DELIVERY_ATTEMPTS)?;
+    v.visit(FAILURE_MAILS)?;
+    v.visit(WEBHOOK_SECRETS)?;
+    Ok(())
+}
+
+/// Makes sure each table exists.
+struct Creator<'a> {
+    txn: &'a WriteTransaction,
+}
+
+impl TableVisitor for Creator<'_> {
+    fn visit<K: Key + 'static, V: Value + 'static>(
+        &mut self,
+        table: TableDefinition<'static, K, V>,
+    ) -> Result<(), StoreError> {
+        self.txn.open_table(table)?;
+        Ok(())
+    }
+}
+
+/// Copies each table, row by row, from a read snapshot into a new file's write transaction.
+struct Copier<'a> {
+    from: &'a ReadTransaction,
+    to: &'a WriteTransaction,
+}
+
+impl TableVisitor for Copier<'_> {
+    fn visit<K: Key + 'static, V: Value + 'static>(
+        &mut self,
+        table: TableDefinition<'static, K, V>,
+    ) -> Result<(), StoreError> {
+        let source = self.from.open_table(table)?;
+        let mut target = self.to.open_table(table)?;
+        for row in source.iter()? {
+            let (key, value) = row?;
+            target.insert(key.value(), value.value())?;
+        }
+        Ok(())
+    }
+}
+
+/// Takes the next value of a counter kept in `META` (starting at 1).
+pub fn next_id(txn: &WriteTransaction, counter: &str) -> Result<u64, StoreError> {
+    let next = read_counter(&txn.open_table(META)?, counter)? + 1;
+    write_counter(txn, counter, next)?;
+    Ok(next)
+}
+
+/// A counter kept in `META`; 0 when never written.
+pub fn read_counter(
+    meta: &impl ReadableTable<&'static str, &'static [u8]>,
+    counter: &str,
+) -> Result<u64, StoreError> {
+    match meta.get(counter)? {
+        Some(v) => {
+            let bytes: [u8; 8] = v
+                .value()
+                .try_into()
+                .map_err(|_| StoreError::Corrupt(format!("counter {counter}")))?;
+            Ok(u64::from_be_bytes(bytes))
+        }
+        None => Ok(0),
+    }
+}
+
+pub fn write_counter(txn: &WriteTransaction, counter: &str, value: u64) -> Result<(), StoreError> {
+    txn.open_table(META)?
+        .insert(counter, value.to_be_bytes().as_slice())?;
+    Ok(())
+}

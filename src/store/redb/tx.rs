@@ -1,0 +1,117 @@
+//! The redb transactions behind [`ReadTx`] and [`WriteTx`], and [`Store`] for [`RedbStore`].
+//!
+//! Every read is written once, against [`Tables`], which both a read snapshot and a write
+//! transaction provide: a write transaction reads its own changes.
+
+use redb::{
+    Key, ReadOnlyTable, ReadTransaction, ReadableDatabase, Table, TableDefinition, Value,
+    WriteTransaction,
+};
+
+use super::{RedbStore, next_id};
+use crate::store::{Effects, IdKind, ReadTx, Store, StoreError, WriteTx};
+
+/// Opens tables for reading: a read snapshot or a write transaction.
+pub trait Tables {
+    type Readable<'a, K: Key + 'static, V: Value + 'static>: redb::ReadableTable<K, V>
+    where
+        Self: 'a;
+
+    fn open<K: Key + 'static, V: Value + 'static>(
+        &self,
+        table: TableDefinition<'static, K, V>,
+    ) -> Result<Self::Readable<'_, K, V>, StoreError>;
+}
+
+/// A read snapshot.
+pub struct RedbRead(pub(super) ReadTransaction);
+
+impl Tables for RedbRead {
+    type Readable<'a, K: Key + 'static, V: Value + 'static>
+        = ReadOnlyTable<K, V>
+    where
+        Self: 'a;
+
+    fn open<K: Key + 'static, V: Value + 'static>(
+        &self,
+        table: TableDefinition<'static, K, V>,
+    ) -> Result<ReadOnlyTable<K, V>, StoreError> {
+        Ok(self.0.open_table(table)?)
+    }
+}
+
+/// A write transaction and what its changes will require after the commit.
+pub struct RedbWrite<'t> {
+    pub(super) txn: &'t WriteTransaction,
+    pub(super) effects: Effects,
+}
+
+impl<'t> RedbWrite<'t> {
+    /// Transitional: typed changes inside a redb transaction that a service not yet on the
+    /// seam opened itself (the effects are the caller's to carry out).
+    pub fn over(txn: &'t WriteTransaction) -> RedbWrite<'t> {
+        RedbWrite {
+            txn,
+            effects: Effects::default(),
+        }
+    }
+
+    /// Opens a table to change it.
+    pub(super) fn table<K: Key + 'static, V: Value + 'static>(
+        &self,
+        table: TableDefinition<'static, K, V>,
+    ) -> Result<Table<'_, K, V>, StoreError> {
+        Ok(self.txn.open_table(table)?)
+    }
+}
+
+impl Tables for RedbWrite<'_> {
+    type Readable<'a, K: Key + 'static, V: Value + 'static>
+        = Table<'a, K, V>
+    where
+        Self: 'a;
+
+    fn open<K: Key + 'static, V: Value + 'static>(
+        &self,
+        table: TableDefinition<'static, K, V>,
+    ) -> Result<Table<'_, K, V>, StoreError> {
+        self.table(table)
+    }
+}
+
+impl ReadTx for RedbRead {}
+impl ReadTx for RedbWrite<'_> {}
+
+impl WriteTx for RedbWrite<'_> {
+    fn next_id(&mut self, kind: IdKind) -> Result<u64, StoreError> {
+        let counter = match kind {
+            IdKind::Account => "next_account_id",
+            IdKind::Endpoint => "next_endpoint_id",
+            IdKind::Invitation => "next_invitation_id",
+            IdKind::Notification => "next_notification_id",
+            IdKind::Audit => "next_audit_id",
+            IdKind::Mail => "next_mail_id",
+        };
+        next_id(self.txn, counter)
+    }
+}
+
+impl Store for RedbStore {
+    fn read(&self) -> Result<Box<dyn ReadTx + '_>, StoreError> {
+        Ok(Box::new(RedbRead(self.db.begin_read()?)))
+    }
+
+    fn write_with(
+        &self,
+        work: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StoreError>,
+    ) -> Result<Effects, StoreError> {
+        self.check_free_space()?;
+        let txn = self.db.begin_write()?;
+        let mut tx = RedbWrite::over(&txn);
+        // Dropping an uncommitted redb transaction aborts it: a failed `work` writes nothing.
+        work(&mut tx)?;
+        let effects = tx.effects;
+        txn.commit()?;
+        Ok(effects)
+    }
+}

@@ -1,0 +1,424 @@
+//! The rows every backend keeps: plain data types, no storage types. Services build and read
+//! them; each backend decides how to lay them out (redb keeps most as JSON, see `redb`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::clock::Timestamp;
+
+/// sandbox or production.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Environment {
+    Sandbox,
+    Production,
+}
+
+impl Environment {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Environment::Sandbox => "sandbox",
+            Environment::Production => "production",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Environment> {
+        match s {
+            "sandbox" => Some(Environment::Sandbox),
+            "production" => Some(Environment::Production),
+            _ => None,
+        }
+    }
+
+    /// The API key prefix of this environment.
+    pub fn key_prefix(self) -> &'static str {
+        match self {
+            Environment::Sandbox => "tm_test_",
+            Environment::Production => "tm_live_",
+        }
+    }
+}
+
+/// The partition of one endpoint's data in one environment.
+pub fn partition(endpoint_id: u64, env: Environment) -> u64 {
+    (endpoint_id << 1) | u64::from(env == Environment::Production)
+}
+
+/// The environment of a partition.
+pub fn partition_environment(partition: u64) -> Environment {
+    if partition & 1 == 1 {
+        Environment::Production
+    } else {
+        Environment::Sandbox
+    }
+}
+
+/// The endpoint a partition belongs to (the inverse of [`partition`] for the endpoint id).
+pub fn partition_endpoint(partition: u64) -> u64 {
+    partition >> 1
+}
+
+/// Stored times are non-negative microseconds.
+pub fn time_key(t: Timestamp) -> u64 {
+    u64::try_from(t.as_micros()).unwrap_or(0)
+}
+
+pub fn time_from_key(k: u64) -> Timestamp {
+    Timestamp(i64::try_from(k).unwrap_or(i64::MAX))
+}
+
+/// What an account may do on this server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The operator (`intake init`): creates endpoints, invites, deploys, manages accounts.
+    Owner,
+    /// An account created by accepting an invitation: works on the endpoints it joined.
+    Member,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AccountRow {
+    pub id: u64,
+    pub email: String,
+    pub password_hash: String,
+    pub role: Role,
+    pub created_at: Timestamp,
+    /// A suspended account ("no subscription") cannot log in, and its tokens and
+    /// collaboration keys are refused with 403.
+    #[serde(default)]
+    pub suspended: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TokenRow {
+    pub account_id: u64,
+    pub name: String,
+    pub created_at: Timestamp,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SessionRow {
+    pub account_id: u64,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+/// What a collaboration key may call. `read` covers GET single, list, search and poll.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Permission {
+    Create,
+    Read,
+    Replace,
+    Delete,
+}
+
+impl Permission {
+    pub const ALL: [Permission; 4] = [
+        Permission::Create,
+        Permission::Read,
+        Permission::Replace,
+        Permission::Delete,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Permission::Create => "create",
+            Permission::Read => "read",
+            Permission::Replace => "replace",
+            Permission::Delete => "delete",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum InvitationStatus {
+    Pending,
+    Accepted,
+    Revoked,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct InvitationRow {
+    pub id: u64,
+    pub endpoint_id: u64,
+    pub email: String,
+    pub permissions: Vec<Permission>,
+    pub status: InvitationStatus,
+    pub invited_by: u64,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+    /// The link token, sealed, so the owner can see the link when no e-mail can be sent.
+    #[serde(with = "base64_bytes")]
+    pub token_sealed: Vec<u8>,
+    /// The outbox message that carries the invitation.
+    pub mail_id: u64,
+    pub accepted_by: Option<u64>,
+    pub decided_at: Option<Timestamp>,
+}
+
+/// A collaborator's membership of one endpoint and its collaboration keys.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CollaboratorRow {
+    pub endpoint_id: u64,
+    pub account_id: u64,
+    pub permissions: Vec<Permission>,
+    pub invitation_id: u64,
+    pub added_at: Timestamp,
+    #[serde(with = "base64_bytes")]
+    pub sandbox_key_sealed: Vec<u8>,
+    #[serde(with = "base64_bytes")]
+    pub production_key_sealed: Vec<u8>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NotificationRow {
+    pub id: u64,
+    /// `endpoint_deployed`, `deploy_requested`, `deploy_request_rejected`,
+    /// `invitation_accepted`.
+    pub kind: String,
+    pub endpoint_slug: String,
+    pub message: String,
+    pub created_at: Timestamp,
+    pub read_at: Option<Timestamp>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AuditRow {
+    pub id: u64,
+    pub time: Timestamp,
+    pub actor_id: u64,
+    pub actor_email: String,
+    /// What happened, e.g. `endpoint.deployed` (docs/src/accounts.md lists them).
+    pub action: String,
+    /// What changed, as the action defines it.
+    pub details: serde_json::Value,
+}
+
+/// A collaborator's pending request to deploy an endpoint.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DeployRequestRow {
+    pub requested_by: u64,
+    pub requested_at: Timestamp,
+    pub note: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct EndpointRow {
+    pub id: u64,
+    pub slug: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub required_fields: Vec<String>,
+    pub active: bool,
+    pub deployed: bool,
+    pub deployed_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub owner_id: u64,
+    /// The collaborator's request to deploy, while one is pending.
+    #[serde(default)]
+    pub deploy_request: Option<DeployRequestRow>,
+    /// Data calls allowed per month and environment; `None` uses `[usage] monthly_quota`.
+    #[serde(default)]
+    pub monthly_quota: Option<u64>,
+    /// The default keys, sealed with the data dir's key-encryption key (see `crypto`).
+    #[serde(with = "base64_bytes")]
+    pub sandbox_key_sealed: Vec<u8>,
+    #[serde(with = "base64_bytes")]
+    pub production_key_sealed: Vec<u8>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ApiKeyRow {
+    pub key_id: String,
+    pub endpoint_id: u64,
+    pub environment: Environment,
+    pub created_at: Timestamp,
+    /// The collaborator holding this key; `None` for the endpoint's default (owner) keys,
+    /// which carry every permission.
+    #[serde(default)]
+    pub collaborator_id: Option<u64>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct IdempotencyRow {
+    /// SHA-256 (hex) of the normalised payload of the original request.
+    pub payload_hash: String,
+    pub record_id: String,
+    pub created_at: Timestamp,
+}
+
+/// The owner's webhook of one endpoint in one environment.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OwnerWebhookRow {
+    pub url: String,
+    /// Name of the custom auth header sent with every delivery, if any.
+    pub auth_header: Option<String>,
+    /// Its value, sealed (see `crypto`).
+    #[serde(default, with = "base64_bytes_opt")]
+    pub auth_value_sealed: Option<Vec<u8>>,
+    pub enabled: bool,
+    pub updated_at: Timestamp,
+}
+
+/// Who asked for a delivery.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WebhookKind {
+    /// Configured by the endpoint's owner; failures are e-mailed (production only).
+    Owner,
+    /// Requested by the API caller with `X-Webhook-Callback` on the write.
+    Caller,
+}
+
+/// Where a delivery is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeliveryState {
+    /// Waiting for its first or next attempt (listed in `DELIVERIES_DUE`).
+    Pending,
+    /// A receiver answered 2xx.
+    Delivered,
+    /// No attempt left, or an answer that is not retried.
+    GivenUp,
+}
+
+/// One webhook delivery: one write to one receiver, with its fixed body.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DeliveryRow {
+    pub id: u64,
+    pub partition: u64,
+    pub record_id: u128,
+    pub kind: WebhookKind,
+    pub url: String,
+    pub auth_header: Option<String>,
+    #[serde(default, with = "base64_bytes_opt")]
+    pub auth_value_sealed: Option<Vec<u8>>,
+    /// The JSON body, fixed when the write was committed; signed afresh on every attempt.
+    pub body: String,
+    pub state: DeliveryState,
+    /// Attempts made so far.
+    pub attempts: u32,
+    pub max_attempts: u32,
+    /// When the next attempt is due, while pending.
+    pub next_attempt_at: Option<Timestamp>,
+    pub created_at: Timestamp,
+    pub finished_at: Option<Timestamp>,
+}
+
+/// One delivery attempt as it went.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct AttemptRow {
+    pub attempt: u32,
+    pub started_at: Timestamp,
+    pub duration_us: u64,
+    pub url: String,
+    /// The request headers, with the signature and any auth value left out.
+    pub request_headers: Vec<(String, String)>,
+    /// The receiver's status code, if it answered.
+    pub status: Option<u16>,
+    /// Why there was no usable answer (timeout, connection refused, refused target...).
+    pub error: Option<String>,
+    /// The start of the response body (at most `webhooks::RESPONSE_BODY_LIMIT` bytes).
+    pub response_body: Option<String>,
+    /// What happened next: `delivered`, `retry`, or `given_up`.
+    pub outcome: String,
+}
+
+/// Where an outgoing e-mail is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MailStatus {
+    /// Waiting for its first or next attempt (or for SMTP to be configured).
+    Queued,
+    Sent,
+    /// Given up: the SMTP server refused it permanently or every attempt failed.
+    Failed,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MailRow {
+    pub id: u64,
+    /// What caused it, e.g. `invitation`, `deployed`, `test`.
+    pub kind: String,
+    pub to: String,
+    pub subject: String,
+    pub body: String,
+    pub status: MailStatus,
+    pub attempts: u32,
+    /// The SMTP server's answer (or the connection error) of the last failed attempt.
+    pub last_error: Option<String>,
+    pub created_at: Timestamp,
+    pub next_attempt_at: Timestamp,
+    pub sent_at: Option<Timestamp>,
+}
+
+/// The webhook signing secret of one endpoint in one environment. Both secrets are the
+/// `whsec_…` text, sealed like the keys (see `crypto`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WebhookSecretRow {
+    /// The secret webhooks are signed with.
+    #[serde(with = "base64_bytes")]
+    pub current_sealed: Vec<u8>,
+    /// The secret the last reissue replaced: webhooks carry its signature too until the
+    /// changeover after `rotated_at` ends.
+    #[serde(default, with = "base64_bytes_opt")]
+    pub previous_sealed: Option<Vec<u8>>,
+    /// When the first secret of this endpoint and environment was made.
+    pub created_at: Timestamp,
+    /// When the secret was last reissued.
+    pub rotated_at: Option<Timestamp>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RequestLogRow {
+    pub time: Timestamp,
+    pub method: String,
+    pub route: String,
+    pub status: u16,
+    pub key_id: Option<String>,
+    pub latency_us: u64,
+    pub environment: Environment,
+    pub request_id: String,
+}
+
+/// Byte fields of JSON rows as base64 text rather than arrays of numbers.
+mod base64_bytes {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = <&str>::deserialize(d)?;
+        STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Optional byte fields of JSON rows as base64 text or `null`.
+mod base64_bytes_opt {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match bytes {
+            Some(bytes) => s.serialize_some(&STANDARD.encode(bytes)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        match Option::<&str>::deserialize(d)? {
+            Some(text) => STANDARD
+                .decode(text)
+                .map(Some)
+                .map_err(serde::de::Error::custom),
+            None => Ok(None),
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! Webhooks: the owner's settings, signing secrets, deliveries and their attempts.
