@@ -18,3 +18,6 @@ pub trait AccountsWrite {
         row: &NotificationRow,
     ) -> Result<(), StoreError>;
 }
+
+/// Units of work of their own transaction.
+pub trait AccountsStore {}

@@ -9,3 +9,6 @@ pub trait MailWrite {
     /// `mail_queued`.
     fn insert_mail(&mut self, row: &MailRow) -> Result<(), StoreError>;
 }
+
+/// Units of work of their own transaction.
+pub trait MailStore {}

@@ -25,10 +25,14 @@
 //! Rows ([`rows`]) are plain data: every backend keeps the same fields.
 
 pub mod accounts;
+pub mod changes;
 pub mod endpoints;
 pub mod mail;
+pub mod records;
 pub mod redb;
+pub mod request_log;
 pub mod rows;
+pub mod usage;
 pub mod webhooks;
 
 pub use rows::*;
@@ -89,11 +93,22 @@ pub enum IdKind {
 }
 
 /// One consistent snapshot of the store: every read of it sees the same commits.
-pub trait ReadTx: accounts::AccountsRead + endpoints::EndpointsRead + mail::MailRead {}
+pub trait ReadTx:
+    accounts::AccountsRead
+    + endpoints::EndpointsRead
+    + mail::MailRead
+    + records::RecordsRead
+    + webhooks::WebhooksRead
+{
+}
 
 /// One write transaction: reads see its own changes; all of it commits, or none.
 pub trait WriteTx:
-    ReadTx + accounts::AccountsWrite + endpoints::EndpointsWrite + mail::MailWrite
+    ReadTx
+    + accounts::AccountsWrite
+    + endpoints::EndpointsWrite
+    + mail::MailWrite
+    + webhooks::WebhooksWrite
 {
     /// A new id of `kind`: higher than every id of that kind committed before.
     fn next_id(&mut self, kind: IdKind) -> Result<u64, StoreError>;
@@ -101,7 +116,17 @@ pub trait WriteTx:
 
 /// A store: the data of one intake installation (one data dir, or one database shared by
 /// several nodes).
-pub trait Store: Send + Sync {
+pub trait Store:
+    Send
+    + Sync
+    + accounts::AccountsStore
+    + changes::ChangesStore
+    + endpoints::EndpointsStore
+    + mail::MailStore
+    + records::RecordsStore
+    + usage::UsageStore
+    + webhooks::WebhooksStore
+{
     /// A snapshot to read from.
     fn read(&self) -> Result<Box<dyn ReadTx + '_>, StoreError>;
 

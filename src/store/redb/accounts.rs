@@ -40,3 +40,5 @@ impl AccountsWrite for RedbWrite<'_> {
         Ok(())
     }
 }
+
+impl crate::store::accounts::AccountsStore for super::RedbStore {}

@@ -33,3 +33,5 @@ impl EndpointsWrite for RedbWrite<'_> {
         Ok(())
     }
 }
+
+impl crate::store::endpoints::EndpointsStore for super::RedbStore {}

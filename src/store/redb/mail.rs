@@ -15,3 +15,5 @@ impl MailWrite for RedbWrite<'_> {
         Ok(())
     }
 }
+
+impl crate::store::mail::MailStore for super::RedbStore {}

@@ -13,10 +13,14 @@
 //! - Most rows are JSON (`to_json`, `from_json`); ids are counters in `META` (`next_id`).
 
 mod accounts;
+mod changes;
 mod endpoints;
 mod mail;
+mod records;
 pub mod tables;
 mod tx;
+mod usage;
+mod webhooks;
 
 pub use tx::RedbWrite;
 
