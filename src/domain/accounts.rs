@@ -16,9 +16,9 @@ use crate::core::crypto::{hash_id, hash_password, password_work, secret_hash, ve
 use crate::core::ids::{TOKEN_PREFIX, new_token, random_base32};
 use crate::domain::error::{Error, Missing, Result};
 use crate::store::{
-    ACCOUNT_EMAILS, ACCOUNTS, AccountRow, RedbStore, Role, TOKENS, TokenRow, from_json, next_id,
-    to_json,
+    ACCOUNT_EMAILS, ACCOUNTS, AccountRow, RedbStore, Role, TOKENS, TokenRow, from_json, to_json,
 };
+use crate::store::{IdKind, RedbWrite, WriteTx};
 
 pub const MIN_PASSWORD_CHARS: usize = 10;
 const MAX_PASSWORD_CHARS: usize = 1024;
@@ -118,7 +118,13 @@ pub fn provision_owner(store: &RedbStore, clock: &dyn Clock, email: &str) -> Res
     let txn = store.write()?;
     {
         refuse_second_owner(&txn)?;
-        let account = insert_account(&txn, &email, &hashed, Role::Owner, now)?;
+        let account = insert_account(
+            &mut RedbWrite::over(&txn),
+            &email,
+            &hashed,
+            Role::Owner,
+            now,
+        )?;
         insert_token(&txn, &token, account.id, "owner (intake init)", now)?;
     }
     txn.commit()?;
@@ -142,7 +148,13 @@ pub async fn create_owner(
     let txn = store.write()?;
     let account = {
         refuse_second_owner(&txn)?;
-        insert_account(&txn, &email, &hashed, Role::Owner, now)?
+        insert_account(
+            &mut RedbWrite::over(&txn),
+            &email,
+            &hashed,
+            Role::Owner,
+            now,
+        )?
     };
     txn.commit()?;
     Ok(account)
@@ -158,37 +170,35 @@ fn refuse_second_owner(txn: &WriteTransaction) -> Result<()> {
     }
 }
 
-/// Creates a member account inside `txn` (accepting an invitation). The e-mail must be free.
+/// Creates a member account in `tx` (accepting an invitation). The e-mail must be free.
 pub fn create_member(
-    txn: &WriteTransaction,
+    tx: &mut dyn WriteTx,
     email: &str,
     password: &NewPassword,
     now: Timestamp,
 ) -> Result<AccountRow> {
-    if txn.open_table(ACCOUNT_EMAILS)?.get(email)?.is_some() {
+    if tx.account_by_email(email)?.is_some() {
         return Err(Error::LoginRequired);
     }
-    insert_account(txn, email, password, Role::Member, now)
+    insert_account(tx, email, password, Role::Member, now)
 }
 
 fn insert_account(
-    txn: &WriteTransaction,
+    tx: &mut dyn WriteTx,
     email: &str,
     password: &NewPassword,
     role: Role,
     now: Timestamp,
 ) -> Result<AccountRow> {
     let row = AccountRow {
-        id: next_id(txn, "next_account_id")?,
+        id: tx.next_id(IdKind::Account)?,
         email: email.to_string(),
         password_hash: password.hash.clone(),
         role,
         created_at: now,
         suspended: false,
     };
-    txn.open_table(ACCOUNTS)?
-        .insert(row.id, to_json(&row)?.as_slice())?;
-    txn.open_table(ACCOUNT_EMAILS)?.insert(email, row.id)?;
+    tx.insert_account(&row)?;
     Ok(row)
 }
 

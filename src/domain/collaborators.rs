@@ -439,9 +439,12 @@ fn join(app: &App, token: &str, joiner: Joiner) -> Result<(AccountRow, EndpointV
                     },
                 );
             }
-            Joiner::NewAccount(Some(password)) => {
-                accounts::create_member(&txn, &invitation.email, &password, now)?
-            }
+            Joiner::NewAccount(Some(password)) => accounts::create_member(
+                &mut RedbWrite::over(&txn),
+                &invitation.email,
+                &password,
+                now,
+            )?,
         };
         let endpoint: EndpointRow = match txn.open_table(ENDPOINTS)?.get(invitation.endpoint_id)? {
             Some(v) => from_json(v.value())?,

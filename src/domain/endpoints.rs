@@ -235,7 +235,12 @@ impl Endpoints {
                 now,
                 None,
             )?;
-            webhooks::secrets::create_for_endpoint(&txn, &self.sealer, id, now)?;
+            webhooks::secrets::create_for_endpoint(
+                &mut RedbWrite::over(&txn),
+                &self.sealer,
+                id,
+                now,
+            )?;
             audit::record(
                 &mut RedbWrite::over(&txn),
                 now,

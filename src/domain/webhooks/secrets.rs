@@ -26,6 +26,7 @@ use crate::domain::audit;
 use crate::domain::error::{Error, Result};
 use crate::http::app::App;
 use crate::store::RedbWrite;
+use crate::store::WriteTx;
 use crate::store::{
     AccountRow, ENDPOINTS, Environment, RedbStore, WEBHOOK_SECRETS, WebhookSecretRow, from_json,
     partition, partition_endpoint, to_json,
@@ -49,18 +50,13 @@ pub struct SecretView {
 
 /// Makes the sandbox and production secrets of a new endpoint inside its creation `txn`.
 pub fn create_for_endpoint(
-    txn: &redb::WriteTransaction,
+    tx: &mut dyn WriteTx,
     sealer: &Sealer,
     endpoint_id: u64,
     now: Timestamp,
 ) -> Result<()> {
-    let mut table = txn.open_table(WEBHOOK_SECRETS)?;
     for environment in [Environment::Sandbox, Environment::Production] {
-        let row = new_row(sealer, now);
-        table.insert(
-            partition(endpoint_id, environment),
-            to_json(&row)?.as_slice(),
-        )?;
+        tx.put_webhook_secret(partition(endpoint_id, environment), &new_row(sealer, now))?;
     }
     Ok(())
 }
