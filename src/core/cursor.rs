@@ -10,7 +10,14 @@ use std::collections::HashMap;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
-use crate::domain::error::{Error, Result};
+/// A `cursor` or `limit` parameter that cannot be used (the service error's
+/// `invalid_parameter`).
+#[derive(Debug, thiserror::Error)]
+#[error("Invalid `{name}` parameter: {reason}.")]
+pub struct InvalidParameter {
+    pub name: &'static str,
+    pub reason: String,
+}
 
 /// Which listing a cursor belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,20 +53,24 @@ pub fn encode(kind: CursorKind, partition: u64, pos: Position) -> String {
 
 /// The `cursor` parameter of a listing: 400 `invalid_parameter` for anything that is not a
 /// cursor of this kind for this partition.
-pub fn parse(kind: CursorKind, partition: u64, text: &str) -> Result<Position> {
-    decode(kind, partition, text).ok_or_else(|| Error::InvalidParameter {
+pub fn parse(kind: CursorKind, partition: u64, text: &str) -> Result<Position, InvalidParameter> {
+    decode(kind, partition, text).ok_or_else(|| InvalidParameter {
         name: "cursor",
         reason: "it is not a cursor returned by this listing".into(),
     })
 }
 
 /// The `limit` parameter: `default` when absent, else an integer in `1..=max`.
-pub fn limit_param(params: &HashMap<String, String>, default: usize, max: usize) -> Result<usize> {
+pub fn limit_param(
+    params: &HashMap<String, String>,
+    default: usize,
+    max: usize,
+) -> Result<usize, InvalidParameter> {
     match params.get("limit") {
         None => Ok(default),
         Some(text) => match text.parse::<usize>() {
             Ok(n) if (1..=max).contains(&n) => Ok(n),
-            _ => Err(Error::InvalidParameter {
+            _ => Err(InvalidParameter {
                 name: "limit",
                 reason: format!("it must be an integer from 1 to {max}"),
             }),

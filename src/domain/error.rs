@@ -176,6 +176,15 @@ impl From<StoreError> for Error {
     }
 }
 
+impl From<crate::core::cursor::InvalidParameter> for Error {
+    fn from(err: crate::core::cursor::InvalidParameter) -> Self {
+        Error::InvalidParameter {
+            name: err.name,
+            reason: err.reason,
+        }
+    }
+}
+
 /// Password hashing (or its task) failing is the server's own failure, never the caller's.
 impl From<crate::core::crypto::CryptoError> for Error {
     fn from(err: crate::core::crypto::CryptoError) -> Self {
