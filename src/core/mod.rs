@@ -1,4 +1,20 @@
-//! Core helpers: the bottom layer, which imports nothing else of the crate.
+//! Core helpers: the bottom layer, which knows nothing of endpoints, records or requests and
+//! imports nothing else of the crate.
+//!
+//! - [`clock`]: the injectable clock every time comes from, and the RFC 3339 format.
+//! - [`ids`]: record ids, slugs, keys, tokens, request ids.
+//! - [`crypto`]: hashes for key lookup, sealing of viewable secrets, password hashing.
+//! - [`cursor`]: opaque, partition-checked pagination cursors and the `limit` rule.
+//! - [`config`]: the TOML file, defaults, duration syntax, `INTAKE_*` environment overrides,
+//!   and the masked TOML printout of `intake check`.
+//! - [`metrics`]: counters and histograms kept while running and the Prometheus rendering.
+//! - [`log_output`]: where log lines go: a background thread writes them to stderr, so a
+//!   request never waits on a `write` of its log line.
+//! - [`ticker`]: the beat of the server's periodic tasks, ending when the server stops.
+//! - [`private_dir`]: folders only their owner may read (data dir, backups).
+//! - [`quiet_panic`]: runs code whose panic becomes an error (redb panics on some damaged
+//!   pages; the store turns that into "restore a backup" at start).
+
 pub mod clock;
 pub mod config;
 pub mod crypto;

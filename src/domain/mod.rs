@@ -1,4 +1,36 @@
-//! Domain services.
+//! Domain services: the rules of every operation, above the store and below HTTP.
+//!
+//! Services take explicit handles ([`handles::Handles`]: the store, the clock and the
+//! after-commit path; the sealer; caches), never the server's state. Every write goes through
+//! `Handles::write`: one durable transaction, then the one after-commit path.
+//!
+//! - [`records`]: create / read / list / replace / delete; payload validation (stored as sent:
+//!   only whitespace and string escapes normalised, numbers untouched) and required-field
+//!   rules; `RecordsBody`, the one writer of record JSON.
+//! - [`poll`]: the oldest-first feed, the in-flight registry that keeps it gap-free, and the
+//!   read-ahead for a draining consumer.
+//! - [`search`]: substring search: query rules, the exact-results planner (index or
+//!   newest-first store walk), the allocation-free substring test, case folding and the
+//!   positional trigram tokenizer.
+//! - [`endpoints`]: endpoints, their keys, who may see them, and authorising a data call's key
+//!   with its permissions (cached until the next change).
+//! - [`collaborators`]: invitations, accepting them, collaboration keys and permissions.
+//! - [`deploy`]: the deploy workflow: requests, approval, rejection, direct deploy.
+//! - [`accounts`]: the owner and member accounts, personal API tokens, suspension.
+//! - [`sessions`]: dashboard login, session cookies, and the failed-login limit.
+//! - [`notifications`]: stored notifications per account.
+//! - [`audit`]: the per-endpoint audit log of every change.
+//! - [`usage`]: monthly data-call counters and the quota (429), per-day counts for the chart.
+//! - [`retention`]: the scheduled purge of records past their environment's retention.
+//! - [`health`]: the readiness checks of `GET /readyz` and the gauges of `GET /metrics`.
+//! - [`mail`]: the outbox: a message is queued in the transaction of the change that causes
+//!   it and sent later by the mail worker.
+//! - [`webhooks`]: owner and caller webhooks: the deliveries a write makes, the owner's
+//!   settings, the delivery log and redelivery, Standard Webhooks signing, the signing
+//!   secrets with their 24-hour changeover.
+//! - [`error`]: the service error.
+//! - [`handles`]: the handles every service is given.
+
 pub mod accounts;
 pub mod audit;
 pub mod collaborators;
