@@ -8,17 +8,14 @@
 //! in `sessions`. Passwords are hashed and
 //! checked off the async workers (`crypto::password_work`), before any write transaction.
 
-use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use crate::core::clock::{Clock, Timestamp};
 use crate::core::crypto::{hash_id, hash_password, password_work, secret_hash, verify_password};
 use crate::core::ids::{TOKEN_PREFIX, new_token, random_base32};
 use crate::domain::error::{Error, Missing, Result};
-use crate::store::{
-    ACCOUNT_EMAILS, ACCOUNTS, AccountRow, RedbStore, Role, TOKENS, TokenRow, from_json, to_json,
-};
-use crate::store::{IdKind, RedbWrite, WriteTx};
+use crate::domain::handles::Handles;
+use crate::store::{self, AccountRow, IdKind, Role, Store, TokenRow, WriteTx};
 
 pub const MIN_PASSWORD_CHARS: usize = 10;
 const MAX_PASSWORD_CHARS: usize = 1024;
@@ -107,27 +104,18 @@ impl NewPassword {
 }
 
 /// Creates the owner account with a generated password and a first token.
-/// Refuses when the data dir already has an owner.
-pub fn provision_owner(store: &RedbStore, clock: &dyn Clock, email: &str) -> Result<Provisioned> {
+/// Refuses when the data dir already has an owner. Runs from the command line, on a store no
+/// server has open, so nothing waits on the commit's effects.
+pub fn provision_owner(store: &dyn Store, clock: &dyn Clock, email: &str) -> Result<Provisioned> {
     let email = normalize_email(email)?;
     let password = random_base32(24);
     let hashed = NewPassword::hash_here(&password)?;
     let token = new_token();
     let now = clock.now();
-
-    let txn = store.write()?;
-    {
-        refuse_second_owner(&txn)?;
-        let account = insert_account(
-            &mut RedbWrite::over(&txn),
-            &email,
-            &hashed,
-            Role::Owner,
-            now,
-        )?;
-        insert_token(&txn, &token, account.id, "owner (intake init)", now)?;
-    }
-    txn.commit()?;
+    store::write(store, |tx| {
+        let account = insert_owner(tx, &email, &hashed, now)?;
+        insert_token(tx, &token, account.id, "owner (intake init)", now)
+    })?;
     Ok(Provisioned {
         owner_email: email,
         password,
@@ -138,36 +126,29 @@ pub fn provision_owner(store: &RedbStore, clock: &dyn Clock, email: &str) -> Res
 /// Creates the owner account with the password the owner chose (the dashboard's first-run
 /// setup). Refuses when the data dir already has an owner.
 pub async fn create_owner(
-    store: &RedbStore,
+    handles: &Handles,
     now: Timestamp,
     email: &str,
     password: String,
 ) -> Result<AccountRow> {
     let email = normalize_email(email)?;
     let hashed = NewPassword::hash(password).await?;
-    let txn = store.write()?;
-    let account = {
-        refuse_second_owner(&txn)?;
-        insert_account(
-            &mut RedbWrite::over(&txn),
-            &email,
-            &hashed,
-            Role::Owner,
-            now,
-        )?
-    };
-    txn.commit()?;
-    Ok(account)
+    handles.write(|tx| insert_owner(tx, &email, &hashed, now))
 }
 
-fn refuse_second_owner(txn: &WriteTransaction) -> Result<()> {
-    if txn.open_table(ACCOUNTS)?.is_empty()? {
-        Ok(())
-    } else {
-        Err(Error::Conflict(
+/// Stores the owner account in `tx`, unless the data dir has one.
+fn insert_owner(
+    tx: &mut dyn WriteTx,
+    email: &str,
+    password: &NewPassword,
+    now: Timestamp,
+) -> Result<AccountRow> {
+    if tx.any_account()? {
+        return Err(Error::Conflict(
             "This data dir already has an owner; `intake init` runs once per data dir.".into(),
-        ))
+        ));
     }
+    insert_account(tx, email, password, Role::Owner, now)
 }
 
 /// Creates a member account in `tx` (accepting an invitation). The e-mail must be free.
@@ -202,8 +183,9 @@ fn insert_account(
     Ok(row)
 }
 
+/// Stores a personal token of `account_id` in `tx`; only its hash is kept.
 fn insert_token(
-    txn: &WriteTransaction,
+    tx: &mut dyn WriteTx,
     token: &str,
     account_id: u64,
     name: &str,
@@ -215,8 +197,7 @@ fn insert_token(
         created_at: now,
     };
     let hash = secret_hash(token);
-    txn.open_table(TOKENS)?
-        .insert(&hash, to_json(&row)?.as_slice())?;
+    tx.insert_token(&hash, &row)?;
     Ok(token_view(&hash, &row))
 }
 
@@ -229,23 +210,21 @@ fn token_view(hash: &[u8; 32], row: &TokenRow) -> TokenView {
 }
 
 /// Whether an owner has been provisioned.
-pub fn has_owner(store: &RedbStore) -> Result<bool> {
-    let txn = store.read()?;
-    let accounts = txn.open_table(ACCOUNTS)?;
-    Ok(!accounts.is_empty()?)
+pub fn has_owner(store: &dyn Store) -> Result<bool> {
+    Ok(store.read()?.any_account()?)
 }
 
 /// Resolves a personal API token to its (not suspended) account.
-pub fn authenticate_token(store: &RedbStore, token: &str) -> Result<AccountRow> {
+pub fn authenticate_token(store: &dyn Store, token: &str) -> Result<AccountRow> {
     if !token.starts_with(TOKEN_PREFIX) {
         return Err(Error::InvalidToken);
     }
-    let txn = store.read()?;
-    let token_row: TokenRow = match txn.open_table(TOKENS)?.get(&secret_hash(token))? {
-        Some(v) => from_json(v.value())?,
-        None => return Err(Error::InvalidToken),
-    };
-    let account = account_by_id(&txn.open_table(ACCOUNTS)?, token_row.account_id)?
+    let snapshot = store.read()?;
+    let token_row = snapshot
+        .token(&secret_hash(token))?
+        .ok_or(Error::InvalidToken)?;
+    let account = snapshot
+        .account(token_row.account_id)?
         .ok_or(Error::InvalidToken)?;
     active(account)
 }
@@ -259,30 +238,14 @@ pub fn active(account: AccountRow) -> Result<AccountRow> {
     }
 }
 
-pub fn account_by_id(
-    accounts: &impl ReadableTable<u64, &'static [u8]>,
-    id: u64,
-) -> Result<Option<AccountRow>> {
-    match accounts.get(id)? {
-        Some(v) => Ok(Some(from_json(v.value())?)),
-        None => Ok(None),
-    }
-}
-
 /// The account registered under `email`, with its password checked (off the async workers).
 pub async fn check_password(
-    store: &RedbStore,
+    store: &dyn Store,
     email: &str,
     password: String,
 ) -> Result<AccountRow> {
     let email = email.trim().to_lowercase();
-    let account = {
-        let txn = store.read()?;
-        match txn.open_table(ACCOUNT_EMAILS)?.get(email.as_str())? {
-            Some(id) => account_by_id(&txn.open_table(ACCOUNTS)?, id.value())?,
-            None => None,
-        }
-    };
+    let account = store.read()?.account_by_email(&email)?;
     // For an unknown address, spend the same argon2 work as for a real account, so the
     // answer's timing does not reveal which addresses have accounts.
     let hash = account.as_ref().map(|a| a.password_hash.clone());
@@ -305,8 +268,7 @@ fn dummy_password_hash() -> &'static str {
 
 /// Creates a personal API token for `account`.
 pub fn create_token(
-    store: &RedbStore,
-    clock: &dyn Clock,
+    handles: &Handles,
     account: &AccountRow,
     new: NewToken,
 ) -> Result<NewTokenView> {
@@ -317,46 +279,32 @@ pub fn create_token(
         )));
     }
     let token = new_token();
-    let txn = store.write()?;
-    let view = insert_token(&txn, &token, account.id, name, clock.now())?;
-    txn.commit()?;
+    let now = handles.now();
+    let view = handles.write(|tx| insert_token(tx, &token, account.id, name, now))?;
     Ok(NewTokenView { view, token })
 }
 
 /// The account's tokens, oldest first.
-pub fn list_tokens(store: &RedbStore, account: &AccountRow) -> Result<Vec<TokenView>> {
-    let txn = store.read()?;
-    let mut out = Vec::new();
-    for entry in txn.open_table(TOKENS)?.iter()? {
-        let (hash, value) = entry?;
-        let row: TokenRow = from_json(value.value())?;
-        if row.account_id == account.id {
-            out.push((row.created_at, token_view(hash.value(), &row)));
-        }
-    }
-    out.sort_by_key(|(created_at, _)| *created_at);
-    Ok(out.into_iter().map(|(_, view)| view).collect())
+pub fn list_tokens(store: &dyn Store, account: &AccountRow) -> Result<Vec<TokenView>> {
+    let mut tokens = store.read()?.tokens(account.id)?;
+    tokens.sort_by_key(|(_, row)| row.created_at);
+    Ok(tokens
+        .iter()
+        .map(|(hash, row)| token_view(hash, row))
+        .collect())
 }
 
 /// Revokes one of the account's tokens; it stops working at once.
-pub fn revoke_token(store: &RedbStore, account: &AccountRow, token_id: &str) -> Result<()> {
-    let txn = store.write()?;
-    {
-        let mut tokens = txn.open_table(TOKENS)?;
-        let mut found = None;
-        for entry in tokens.iter()? {
-            let (hash, value) = entry?;
-            let row: TokenRow = from_json(value.value())?;
-            if row.account_id == account.id && hash_id("tok_", hash.value()) == token_id {
-                found = Some(*hash.value());
-                break;
-            }
-        }
-        let hash = found.ok_or(Error::NotFound(Missing::Token))?;
-        tokens.remove(&hash)?;
-    }
-    txn.commit()?;
-    Ok(())
+pub fn revoke_token(handles: &Handles, account: &AccountRow, token_id: &str) -> Result<()> {
+    handles.write(|tx| {
+        let (hash, _) = tx
+            .tokens(account.id)?
+            .into_iter()
+            .find(|(hash, _)| hash_id("tok_", hash) == token_id)
+            .ok_or(Error::NotFound(Missing::Token))?;
+        tx.delete_token(&hash)?;
+        Ok(())
+    })
 }
 
 /// The new password of `change`, hashed, once its current password is checked (off the async
@@ -377,31 +325,40 @@ pub async fn check_password_change(
     NewPassword::hash(new_password).await
 }
 
-/// Stores `password` as the account's, inside `txn`.
+/// Stores `password` as the account's, in `tx`.
 pub fn set_password_in(
-    txn: &WriteTransaction,
+    tx: &mut dyn WriteTx,
     account_id: u64,
-    password: NewPassword,
+    password: &NewPassword,
 ) -> Result<()> {
-    update_account_in(txn, account_id, |row| row.password_hash = password.hash)?;
+    update_account_in(tx, account_id, |row| {
+        row.password_hash.clone_from(&password.hash)
+    })?;
     Ok(())
 }
 
+/// Accounts read at a time while listing them all.
+const ACCOUNTS_PAGE: usize = 500;
+
 /// Every account (server owner only), oldest first.
-pub fn list_accounts(store: &RedbStore, caller: &AccountRow) -> Result<Vec<AccountView>> {
+pub fn list_accounts(store: &dyn Store, caller: &AccountRow) -> Result<Vec<AccountView>> {
     require_server_owner(caller)?;
-    let txn = store.read()?;
+    let snapshot = store.read()?;
     let mut out = Vec::new();
-    for entry in txn.open_table(ACCOUNTS)?.iter()? {
-        let (_, value) = entry?;
-        out.push(AccountView::from(&from_json::<AccountRow>(value.value())?));
+    let mut after = 0;
+    loop {
+        let page = snapshot.accounts_page(after, ACCOUNTS_PAGE)?;
+        out.extend(page.iter().map(AccountView::from));
+        match page.last() {
+            Some(last) if page.len() == ACCOUNTS_PAGE => after = last.id,
+            _ => return Ok(out),
+        }
     }
-    Ok(out)
 }
 
 /// Suspends or reinstates a member account (server owner only).
 pub fn set_suspended(
-    store: &RedbStore,
+    handles: &Handles,
     caller: &AccountRow,
     account_id: u64,
     suspended: bool,
@@ -412,30 +369,22 @@ pub fn set_suspended(
             "The owner account cannot be suspended.".into(),
         ));
     }
-    let row = update_account(store, account_id, |row| row.suspended = suspended)?;
+    let row =
+        handles.write(|tx| update_account_in(tx, account_id, |row| row.suspended = suspended))?;
     Ok(AccountView::from(&row))
 }
 
-fn update_account(
-    store: &RedbStore,
-    account_id: u64,
-    change: impl FnOnce(&mut AccountRow),
-) -> Result<AccountRow> {
-    let txn = store.write()?;
-    let row = update_account_in(&txn, account_id, change)?;
-    txn.commit()?;
-    Ok(row)
-}
-
+/// Changes the account's row in `tx`.
 fn update_account_in(
-    txn: &WriteTransaction,
+    tx: &mut dyn WriteTx,
     account_id: u64,
-    change: impl FnOnce(&mut AccountRow),
+    change: impl Fn(&mut AccountRow),
 ) -> Result<AccountRow> {
-    let mut accounts = txn.open_table(ACCOUNTS)?;
-    let mut row = account_by_id(&accounts, account_id)?.ok_or(Error::NotFound(Missing::Account))?;
+    let mut row = tx
+        .account(account_id)?
+        .ok_or(Error::NotFound(Missing::Account))?;
     change(&mut row);
-    accounts.insert(row.id, to_json(&row)?.as_slice())?;
+    tx.put_account(&row)?;
     Ok(row)
 }
 

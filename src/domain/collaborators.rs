@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::clock::Timestamp;
 use crate::core::crypto::{key_id, secret_hash};
 use crate::core::ids::{new_api_key, random_base32};
-use crate::domain::accounts::{self, NewPassword, account_by_id, normalize_email};
+use crate::domain::accounts::{self, NewPassword, normalize_email};
 use crate::domain::audit;
 use crate::domain::endpoints::{EndpointView, Membership, insert_key};
 use crate::domain::error::{Error, GoneReason, Missing, Result};
@@ -23,9 +23,9 @@ use crate::domain::notifications;
 use crate::http::app::App;
 use crate::store::RedbWrite;
 use crate::store::{
-    ACCOUNT_EMAILS, ACCOUNTS, API_KEYS, AccountRow, COLLABORATORS, CollaboratorRow, ENDPOINTS,
-    EndpointRow, Environment, INVITATION_TOKENS, INVITATIONS, InvitationRow, InvitationStatus,
-    Permission, from_json, next_id, to_json,
+    ACCOUNT_EMAILS, API_KEYS, AccountRow, COLLABORATORS, CollaboratorRow, ENDPOINTS, EndpointRow,
+    Environment, INVITATION_TOKENS, INVITATIONS, InvitationRow, InvitationStatus, Permission,
+    from_json, next_id, to_json,
 };
 
 const INVITATION_PREFIX: &str = "inv_";
@@ -356,9 +356,9 @@ pub fn preview(app: &App, token: &str) -> Result<InvitationPreview> {
         Some(v) => from_json(v.value())?,
         None => return Err(Error::NotFound(Missing::Invitation)),
     };
-    let accounts = txn.open_table(ACCOUNTS)?;
-    let invited_by =
-        account_by_id(&accounts, row.invited_by)?.map_or_else(String::new, |a| a.email);
+    let invited_by = crate::store::Store::read(app.store.as_ref())?
+        .account(row.invited_by)?
+        .map_or_else(String::new, |a| a.email);
     let account_exists = txn
         .open_table(ACCOUNT_EMAILS)?
         .get(row.email.as_str())?
@@ -530,7 +530,7 @@ pub fn list_collaborators(
 ) -> Result<Vec<CollaboratorView>> {
     let endpoint = app.endpoints.owned_row(owner, slug)?;
     let txn = app.store.read()?;
-    let accounts = txn.open_table(ACCOUNTS)?;
+    let accounts = crate::store::Store::read(app.store.as_ref())?;
     let mut out = Vec::new();
     for entry in txn
         .open_table(COLLABORATORS)?
@@ -538,7 +538,7 @@ pub fn list_collaborators(
     {
         let (_, value) = entry?;
         let row: CollaboratorRow = from_json(value.value())?;
-        let account = account_by_id(&accounts, row.account_id)?;
+        let account = accounts.account(row.account_id)?;
         out.push(collaborator_view(app, row, account.as_ref())?);
     }
     out.sort_by(|a, b| a.added_at.cmp(&b.added_at));
@@ -593,7 +593,7 @@ pub fn set_permissions(
     };
     txn.commit()?;
     app.endpoints.invalidate_access();
-    let account = account_by_id(&app.store.read()?.open_table(ACCOUNTS)?, account_id)?;
+    let account = crate::store::Store::read(app.store.as_ref())?.account(account_id)?;
     collaborator_view(app, row, account.as_ref())
 }
 

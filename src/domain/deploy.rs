@@ -11,7 +11,6 @@
 use redb::{ReadableTable, WriteTransaction};
 use serde::Deserialize;
 
-use crate::domain::accounts::account_by_id;
 use crate::domain::audit;
 use crate::domain::endpoints::EndpointView;
 use crate::domain::error::{Error, Missing, Result};
@@ -19,7 +18,8 @@ use crate::domain::mail::{self, OutgoingMail};
 use crate::domain::notifications;
 use crate::http::app::App;
 use crate::store::RedbWrite;
-use crate::store::{ACCOUNTS, AccountRow, COLLABORATORS, DeployRequestRow, EndpointRow};
+use crate::store::accounts::AccountsRead;
+use crate::store::{AccountRow, COLLABORATORS, DeployRequestRow, EndpointRow};
 
 const MAX_NOTE_CHARS: usize = 2000;
 
@@ -171,7 +171,7 @@ fn tell(
         &endpoint.slug,
         message.to_string(),
     )?;
-    if let Some(account) = account_by_id(&txn.open_table(ACCOUNTS)?, account_id)? {
+    if let Some(account) = RedbWrite::over(txn).account(account_id)? {
         mail::enqueue(
             &mut RedbWrite::over(txn),
             now,

@@ -19,15 +19,13 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::core::clock::{Clock, Timestamp};
 use crate::core::crypto::{Sealer, key_id, secret_hash};
 use crate::core::ids::{new_api_key, new_slug};
-use crate::domain::accounts::account_by_id;
 use crate::domain::audit;
 use crate::domain::error::{Error, Result};
 use crate::domain::webhooks;
 use crate::store::RedbWrite;
 use crate::store::{
-    ACCOUNTS, API_KEYS, AccountRow, ApiKeyRow, COLLABORATORS, CollaboratorRow, ENDPOINT_SLUGS,
-    ENDPOINTS, EndpointRow, Environment, Permission, RedbStore, Role, from_json, next_id,
-    partition, to_json,
+    API_KEYS, AccountRow, ApiKeyRow, COLLABORATORS, CollaboratorRow, ENDPOINT_SLUGS, ENDPOINTS,
+    EndpointRow, Environment, Permission, RedbStore, Role, from_json, next_id, partition, to_json,
 };
 
 const MAX_NAME_CHARS: usize = 100;
@@ -480,7 +478,8 @@ impl Endpoints {
                     // Removed collaborators' keys are deleted with them; be safe anyway.
                     None => return Ok(None),
                 };
-                let suspended = account_by_id(&txn.open_table(ACCOUNTS)?, account_id)?
+                let suspended = crate::store::Store::read(self.store.as_ref())?
+                    .account(account_id)?
                     .is_none_or(|a| a.suspended);
                 (Some(collaborator.permissions), suspended)
             }
@@ -530,8 +529,8 @@ impl Endpoints {
         };
         let deploy_request = match &row.deploy_request {
             Some(request) => {
-                let txn = self.store.read()?;
-                let requested_by = account_by_id(&txn.open_table(ACCOUNTS)?, request.requested_by)?
+                let requested_by = crate::store::Store::read(self.store.as_ref())?
+                    .account(request.requested_by)?
                     .map_or_else(|| format!("account {}", request.requested_by), |a| a.email);
                 Some(DeployRequestView {
                     requested_by,

@@ -2,26 +2,27 @@
 //!
 //! A session is a random token in an HttpOnly cookie; the store keeps only its SHA-256 with
 //! the account and an absolute expiry (`[accounts] session_ttl`); changing the password ends
-//! the account's other sessions (`end_all_but`). Failed logins are counted per (account,
-//! client address) and per client address in a sliding window (`LoginLimiter`, in memory: a
-//! restart forgets them, which only ever helps a legitimate user). The client address is the
-//! one `forwarded` resolves: behind trusted proxies, the one they forward.
+//! the account's other sessions. Failed logins are counted per (account, client address) and
+//! per client address in a sliding window, behind [`LoginThrottle`]; this server's
+//! [`LoginLimiter`] keeps them in memory: a restart forgets them, which only ever helps a
+//! legitimate user. The client address is the one `forwarded` resolves: behind trusted
+//! proxies, the one they forward.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use redb::{ReadableTable, WriteTransaction};
 use serde::Deserialize;
 
-use crate::core::clock::{Clock, Timestamp};
+use crate::core::clock::Timestamp;
 use crate::core::config::AccountsConfig;
 use crate::core::crypto::secret_hash;
 use crate::core::ids::random_base32;
-use crate::domain::accounts::{self, account_by_id};
+use crate::domain::accounts;
 use crate::domain::error::{Error, Result};
-use crate::store::{ACCOUNTS, AccountRow, RedbStore, SESSIONS, SessionRow, from_json, to_json};
+use crate::domain::handles::Handles;
+use crate::store::{AccountRow, SessionRow, Store};
 
 /// Name of the session cookie.
 pub const COOKIE: &str = "intake_session";
@@ -42,46 +43,49 @@ pub struct Opened {
     pub expires_at: Timestamp,
 }
 
-/// Checks a login against the rate limit and the password, then opens a session.
+/// Checks a login against the rate limit and the password, then opens a session that lasts
+/// `ttl`.
 pub async fn login(
-    store: &RedbStore,
-    clock: &dyn Clock,
-    limiter: &LoginLimiter,
+    handles: &Handles,
+    throttle: &dyn LoginThrottle,
+    ttl: Duration,
     login: Login,
     client: Option<IpAddr>,
 ) -> Result<Opened> {
-    let now = clock.now();
+    let now = handles.now();
     let email = login.email.trim().to_lowercase();
-    let attempt = limiter.reserve(now, &email, client)?;
-    let account = accounts::check_password(store, &email, login.password).await?;
-    attempt.succeeded();
+    // Returning before `succeeded` leaves the failure counted.
+    let attempt = throttle.reserve(now, &email, client)?;
+    let account = accounts::check_password(handles.store.as_ref(), &email, login.password).await?;
+    throttle.succeeded(attempt);
     let account = accounts::active(account)?;
-    open(store, now, limiter.session_ttl, account)
+    open(handles, now, ttl, account)
 }
 
 /// Opens a session for an account that just proved who it is. The password it proved must
 /// still be the account's when the session is stored: a password change committed while the
 /// old password was being checked ends every session, and must end this one too.
 pub fn open(
-    store: &RedbStore,
+    handles: &Handles,
     now: Timestamp,
     ttl: Duration,
     account: AccountRow,
 ) -> Result<Opened> {
     let token = format!("{SESSION_PREFIX}{}", random_base32(32));
+    let hash = secret_hash(&token);
     let row = SessionRow {
         account_id: account.id,
         created_at: now,
         expires_at: now.plus(ttl),
     };
-    let txn = store.write()?;
-    let current = account_by_id(&txn.open_table(ACCOUNTS)?, account.id)?;
-    if current.is_none_or(|current| current.password_hash != account.password_hash) {
-        return Err(Error::InvalidCredentials);
-    }
-    txn.open_table(SESSIONS)?
-        .insert(&secret_hash(&token), to_json(&row)?.as_slice())?;
-    txn.commit()?;
+    handles.write(|tx| {
+        let current = tx.account(account.id)?;
+        if current.is_none_or(|current| current.password_hash != account.password_hash) {
+            return Err(Error::InvalidCredentials);
+        }
+        tx.insert_session(&hash, &row)?;
+        Ok(())
+    })?;
     Ok(Opened {
         token,
         account,
@@ -90,26 +94,24 @@ pub fn open(
 }
 
 /// The account of a live session.
-pub fn authenticate(store: &RedbStore, now: Timestamp, token: &str) -> Result<AccountRow> {
-    let txn = store.read()?;
-    let row: SessionRow = match txn.open_table(SESSIONS)?.get(&secret_hash(token))? {
-        Some(v) => from_json(v.value())?,
-        None => return Err(Error::SessionExpired),
-    };
+pub fn authenticate(store: &dyn Store, now: Timestamp, token: &str) -> Result<AccountRow> {
+    let snapshot = store.read()?;
+    let row = snapshot
+        .session(&secret_hash(token))?
+        .ok_or(Error::SessionExpired)?;
     if row.expires_at <= now {
         return Err(Error::SessionExpired);
     }
-    let account =
-        account_by_id(&txn.open_table(ACCOUNTS)?, row.account_id)?.ok_or(Error::SessionExpired)?;
+    let account = snapshot
+        .account(row.account_id)?
+        .ok_or(Error::SessionExpired)?;
     accounts::active(account)
 }
 
 /// Ends a session; logging out twice is fine.
-pub fn logout(store: &RedbStore, token: &str) -> Result<()> {
-    let txn = store.write()?;
-    txn.open_table(SESSIONS)?.remove(&secret_hash(token))?;
-    txn.commit()?;
-    Ok(())
+pub fn logout(handles: &Handles, token: &str) -> Result<()> {
+    let hash = secret_hash(token);
+    handles.write(|tx| Ok(tx.delete_session(&hash)?))
 }
 
 /// Changes the account's password after checking the current one, and ends every other
@@ -121,81 +123,79 @@ pub fn logout(store: &RedbStore, token: &str) -> Result<()> {
 /// The check of the current password counts against the login limits like a login, so a
 /// stolen session or token cannot guess it faster than the login form could.
 pub async fn change_password(
-    store: &RedbStore,
-    clock: &dyn Clock,
-    limiter: &LoginLimiter,
+    handles: &Handles,
+    throttle: &dyn LoginThrottle,
     client: Option<IpAddr>,
     account: &AccountRow,
     change: accounts::PasswordChange,
     keep_session: Option<&str>,
 ) -> Result<()> {
-    let attempt = limiter.reserve(clock.now(), &account.email, client)?;
+    let attempt = throttle.reserve(handles.now(), &account.email, client)?;
     let password = match accounts::check_password_change(account, change).await {
-        // Dropping the attempt leaves the failure counted.
+        // Returning before `succeeded` leaves the failure counted.
         Err(Error::InvalidCredentials) => return Err(Error::InvalidCredentials),
         checked => {
-            attempt.succeeded();
+            throttle.succeeded(attempt);
             checked?
         }
     };
-    let txn = store.write()?;
-    accounts::set_password_in(&txn, account.id, password)?;
-    end_all_but(&txn, account.id, keep_session)?;
-    txn.commit()?;
-    Ok(())
-}
-
-/// Ends every session of the account except `keep` (a password change) inside `txn`.
-fn end_all_but(txn: &WriteTransaction, account_id: u64, keep: Option<&str>) -> Result<()> {
-    let keep = keep.map(secret_hash);
-    remove_sessions(txn, |hash, row| {
-        row.account_id == account_id && Some(*hash) != keep
-    })?;
-    Ok(())
+    let keep = keep_session.map(secret_hash);
+    handles.write(|tx| {
+        accounts::set_password_in(tx, account.id, &password)?;
+        tx.delete_sessions_of(account.id, keep.as_ref())?;
+        Ok(())
+    })
 }
 
 /// Deletes expired sessions; returns how many.
-pub fn purge_expired(store: &RedbStore, now: Timestamp) -> Result<usize> {
-    let txn = store.write()?;
-    let purged = remove_sessions(&txn, |_, row| row.expires_at <= now)?;
-    txn.commit()?;
-    Ok(purged)
+pub fn purge_expired(store: &dyn Store, now: Timestamp) -> Result<usize> {
+    Ok(store.purge_expired_sessions(now)?)
 }
 
-/// Deletes the sessions `ended` picks; returns how many.
-fn remove_sessions(
-    txn: &WriteTransaction,
-    ended: impl Fn(&[u8; 32], &SessionRow) -> bool,
-) -> Result<usize> {
-    let mut sessions = txn.open_table(SESSIONS)?;
-    let mut picked = Vec::new();
-    for entry in sessions.iter()? {
-        let (hash, value) = entry?;
-        let row: SessionRow = from_json(value.value())?;
-        if ended(hash.value(), &row) {
-            picked.push(*hash.value());
-        }
-    }
-    for hash in &picked {
-        sessions.remove(hash)?;
-    }
-    Ok(picked.len())
-}
-
-/// Failed logins in a sliding window, counted per (account, client address) and per client
-/// address, never per account alone: a count that any address could fill would let anyone
-/// lock the account holder out. Someone guessing one account's password from many addresses
-/// gets `per_account` guesses per address, each address `per_address` over all accounts, and
-/// every guess costs an argon2 check.
+/// The login rate limit, as the login and password-change calls use it: an attempt takes its
+/// failure slot before its password is checked ([`LoginThrottle::reserve`], which checks the
+/// limit and counts in one step), so parallel attempts cannot all pass the check before any
+/// failure is counted; only a right password gives the slot back
+/// ([`LoginThrottle::succeeded`]). An attempt never given back stays a failure (a wrong
+/// password, or a client that went away meanwhile).
 ///
-/// An attempt takes its failure slot before its password is checked ([`LoginLimiter::reserve`],
-/// one lock for the check and the count), so parallel attempts cannot all pass the check
-/// before any failure is counted; only a right password gives the slot back.
+/// [`LoginLimiter`] counts in this process's memory, which is right for one server. Several
+/// nodes behind one address must share the counts, or each node multiplies the limits: a
+/// multi-node implementation keeps the failures per (account, address) and per address in a
+/// shared store as counters that expire after the window (Redis `INCR` with `EXPIRE`, or rows
+/// with a time in the database), reserves with one atomic check-and-count, and gives a slot
+/// back by removing that one failure.
+pub trait LoginThrottle: Send + Sync {
+    /// Counts an attempt of `email` from `client` at `now` as failed, or refuses it with
+    /// [`Error::TooManyLoginAttempts`] while the account at this address, or the address, is
+    /// at its limit.
+    fn reserve(&self, now: Timestamp, email: &str, client: Option<IpAddr>) -> Result<Reservation>;
+
+    /// The password of a reserved attempt was right: the account starts afresh at this
+    /// address, and the address gets this attempt's slot back (but keeps its other failures,
+    /// which may be guesses at other accounts).
+    fn succeeded(&self, attempt: Reservation);
+}
+
+/// A failure counted by [`LoginThrottle::reserve`] while the password is checked: who tried,
+/// from where (as counted: see [`limited_address`]), and when.
+#[derive(Debug)]
+pub struct Reservation {
+    pub email: String,
+    pub address: Option<IpAddr>,
+    pub at: Timestamp,
+}
+
+/// The [`LoginThrottle`] of one server: failed logins in a sliding window, in memory,
+/// counted per (account, client address) and per client address, never per account alone: a
+/// count that any address could fill would let anyone lock the account holder out. Someone
+/// guessing one account's password from many addresses gets `per_account` guesses per
+/// address, each address `per_address` over all accounts, and every guess costs an argon2
+/// check. One lock covers the check and the count of a reservation.
 pub struct LoginLimiter {
     per_account: u32,
     per_address: u32,
     window: Duration,
-    session_ttl: Duration,
     failures: Mutex<Failures>,
 }
 
@@ -208,21 +208,12 @@ struct Failures {
     by_address: HashMap<IpAddr, VecDeque<Timestamp>>,
 }
 
-/// A login attempt holding its failure slot while the password is checked. Dropping it leaves
-/// the failure counted (a wrong password, or a client that went away meanwhile).
-struct Attempt<'a> {
-    limiter: &'a LoginLimiter,
-    pair: Pair,
-    at: Timestamp,
-}
-
 impl LoginLimiter {
     pub fn new(config: &AccountsConfig) -> LoginLimiter {
         LoginLimiter {
             per_account: config.login_failures_per_account,
             per_address: config.login_failures_per_address,
             window: config.login_window,
-            session_ttl: config.session_ttl,
             failures: Mutex::default(),
         }
     }
@@ -231,9 +222,24 @@ impl LoginLimiter {
         self.failures.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Counts an attempt as failed, or refuses it with 429 while the account at this address,
-    /// or the address, is at its limit.
-    fn reserve(&self, now: Timestamp, email: &str, client: Option<IpAddr>) -> Result<Attempt<'_>> {
+    /// When the oldest failure leaves the window, if `failures` is at `limit`.
+    fn wait(
+        &self,
+        failures: &mut VecDeque<Timestamp>,
+        since: Timestamp,
+        limit: u32,
+    ) -> Option<Timestamp> {
+        while failures.front().is_some_and(|t| *t <= since) {
+            failures.pop_front();
+        }
+        (failures.len() >= limit as usize)
+            .then(|| failures.front().map(|t| t.plus(self.window)))
+            .flatten()
+    }
+}
+
+impl LoginThrottle for LoginLimiter {
+    fn reserve(&self, now: Timestamp, email: &str, client: Option<IpAddr>) -> Result<Reservation> {
         let client = client.map(limited_address);
         let pair: Pair = (email.to_string(), client);
         let since = now.minus(self.window);
@@ -253,14 +259,10 @@ impl LoginLimiter {
                 retry_after_secs: secs_until(now, until),
             });
         }
-        failures
-            .by_pair
-            .entry(pair.clone())
-            .or_default()
-            .push_back(now);
         if let Some(ip) = client {
             failures.by_address.entry(ip).or_default().push_back(now);
         }
+        failures.by_pair.entry(pair).or_default().push_back(now);
         // Bound memory under a flood of made-up e-mail addresses: forget stale entries.
         if failures.by_pair.len() > 10_000 {
             failures
@@ -270,42 +272,19 @@ impl LoginLimiter {
                 .by_address
                 .retain(|_, f| f.back().is_some_and(|t| *t > since));
         }
-        Ok(Attempt {
-            limiter: self,
-            pair,
+        Ok(Reservation {
+            email: email.to_string(),
+            address: client,
             at: now,
         })
     }
 
-    /// When the oldest failure leaves the window, if `failures` is at `limit`.
-    fn wait(
-        &self,
-        failures: &mut VecDeque<Timestamp>,
-        since: Timestamp,
-        limit: u32,
-    ) -> Option<Timestamp> {
-        while failures.front().is_some_and(|t| *t <= since) {
-            failures.pop_front();
-        }
-        (failures.len() >= limit as usize)
-            .then(|| failures.front().map(|t| t.plus(self.window)))
-            .flatten()
-    }
-
-    pub fn session_ttl(&self) -> Duration {
-        self.session_ttl
-    }
-}
-
-impl Attempt<'_> {
-    /// The password was right: the account starts afresh at this address, and the address
-    /// gets this attempt's slot back (but keeps its other failures, which may be guesses at
-    /// other accounts).
-    fn succeeded(self) {
-        let mut failures = self.limiter.failures();
-        failures.by_pair.remove(&self.pair);
-        if let Some(slots) = self.pair.1.and_then(|ip| failures.by_address.get_mut(&ip))
-            && let Some(mine) = slots.iter().rposition(|t| *t == self.at)
+    fn succeeded(&self, attempt: Reservation) {
+        let mut failures = self.failures();
+        let Reservation { email, address, at } = attempt;
+        failures.by_pair.remove(&(email, address));
+        if let Some(slots) = address.and_then(|ip| failures.by_address.get_mut(&ip))
+            && let Some(mine) = slots.iter().rposition(|t| *t == at)
         {
             slots.remove(mine);
         }
@@ -332,7 +311,19 @@ fn secs_until(now: Timestamp, until: Timestamp) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
+    use crate::core::clock::ManualClock;
+    use crate::domain::handles::AfterCommit;
+    use crate::store::{Effects, RedbStore};
+
+    /// No server runs here: no worker to wake, no cache to clear.
+    struct NothingAfterCommit;
+
+    impl AfterCommit for NothingAfterCommit {
+        fn committed(&self, _: Effects) {}
+    }
 
     const NOW: Timestamp = Timestamp(1_800_000_000_000_000);
 
@@ -348,36 +339,40 @@ mod tests {
         Some(text.parse().unwrap())
     }
 
-    fn refused(result: Result<Attempt<'_>>) -> bool {
+    fn refused(result: Result<Reservation>) -> bool {
         matches!(result, Err(Error::TooManyLoginAttempts { .. }))
     }
 
     #[tokio::test]
     async fn a_session_is_not_opened_with_a_password_changed_meanwhile() {
         let dir = tempfile::tempdir().unwrap();
-        let store = RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap();
-        let clock = crate::core::clock::ManualClock::new(NOW);
-        let owner = accounts::provision_owner(&store, &clock, "o@example.com").unwrap();
+        let store = Arc::new(RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap());
+        let clock = Arc::new(ManualClock::new(NOW));
+        let handles = Handles::new(store.clone(), clock.clone(), Arc::new(NothingAfterCommit));
+        let owner =
+            accounts::provision_owner(store.as_ref(), clock.as_ref(), "o@example.com").unwrap();
         // The login checked the password of this row...
-        let checked = accounts::check_password(&store, "o@example.com", owner.password.clone())
-            .await
-            .unwrap();
+        let checked =
+            accounts::check_password(store.as_ref(), "o@example.com", owner.password.clone())
+                .await
+                .unwrap();
         // ...and the password changed before the session was stored.
         let change = accounts::PasswordChange {
             current_password: owner.password,
             new_password: "second-password".into(),
         };
         let limiter = limiter(5, 20);
-        change_password(&store, &clock, &limiter, None, &checked, change, None)
+        change_password(&handles, &limiter, None, &checked, change, None)
             .await
             .unwrap();
         let ttl = Duration::from_secs(3600);
-        let stale = open(&store, NOW, ttl, checked);
+        let stale = open(&handles, NOW, ttl, checked);
         assert!(matches!(stale, Err(Error::InvalidCredentials)));
-        let fresh = accounts::check_password(&store, "o@example.com", "second-password".into())
-            .await
-            .unwrap();
-        assert!(open(&store, NOW, ttl, fresh).is_ok());
+        let fresh =
+            accounts::check_password(store.as_ref(), "o@example.com", "second-password".into())
+                .await
+                .unwrap();
+        assert!(open(&handles, NOW, ttl, fresh).is_ok());
     }
 
     #[test]
@@ -418,7 +413,7 @@ mod tests {
         let _ = limiter.reserve(NOW, "guess@example.com", a);
         limiter
             .reserve(NOW, "owner@example.com", a)
-            .map(Attempt::succeeded)
+            .map(|attempt| limiter.succeeded(attempt))
             .unwrap();
         // The owner starts afresh at `a`: two more failures before it is refused.
         let _ = limiter.reserve(NOW, "owner@example.com", a);

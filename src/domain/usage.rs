@@ -3,19 +3,21 @@
 //! feeds the dashboard's requests-per-day chart.
 //!
 //! Counting must not add an fsync to every call (most are reads), so counters live in memory
-//! and are written to the `USAGE` table in one batch every second and at shutdown. A crash can
-//! forget at most the last second of counts: the quota is a soft business limit, and this
-//! errs in the caller's favour.
+//! and the calls counted since the last flush are added to the store ([`UsageStore`]) in one
+//! batch every second and at shutdown. A crash can forget at most the last second of counts:
+//! the quota is a soft business limit, and this errs in the caller's favour.
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ops::RangeInclusive;
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 
 use crate::core::clock::Timestamp;
 use crate::domain::error::{Error, Result};
-use crate::store::{Environment, RedbStore, USAGE, USAGE_DAYS, partition};
+use crate::store::usage::CallsDelta;
+use crate::store::{Environment, Store, partition};
 
 /// A month as stored: `yyyymm`.
 fn month_key(t: Timestamp) -> u32 {
@@ -29,26 +31,22 @@ fn day_key(t: Timestamp) -> u32 {
     u32::try_from(year.clamp(0, 9999)).unwrap_or(0) * 10_000 + month * 100 + day
 }
 
-type Table = redb::TableDefinition<'static, (u64, u32), u64>;
-
-#[derive(Debug, Default)]
-struct Counter {
-    count: u64,
-    /// Changed since the last flush.
-    dirty: bool,
-}
-
 /// The usage counters of a running server.
 pub struct Usage {
-    store: Arc<RedbStore>,
+    store: Arc<dyn Store>,
     counters: Mutex<Counters>,
 }
 
-/// The counters in memory, by (partition, month) and by (partition, day).
+/// The counters in memory.
 #[derive(Default)]
 struct Counters {
-    months: HashMap<(u64, u32), Counter>,
-    days: HashMap<(u64, u32), Counter>,
+    /// Calls by (partition, month) and by (partition, day) as this server knows them: the
+    /// stored count when first touched, plus the calls counted here since. The quota and the
+    /// views read these.
+    months: HashMap<(u64, u32), u64>,
+    days: HashMap<(u64, u32), u64>,
+    /// Calls counted here and not yet added to the store, by (partition, month, day).
+    unflushed: HashMap<(u64, u32, u32), u64>,
 }
 
 /// One day of an endpoint's usage.
@@ -70,19 +68,29 @@ pub struct MonthUsage {
 }
 
 impl Usage {
-    pub fn new(store: Arc<RedbStore>) -> Usage {
+    pub fn new(store: Arc<dyn Store>) -> Usage {
         Usage {
             store,
             counters: Mutex::default(),
         }
     }
 
+    fn counters(&self) -> std::sync::MutexGuard<'_, Counters> {
+        self.counters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Counts one data call of `partition` at `now`, or refuses it with 429 when the month's
     /// count has reached `quota`. Refused calls are not counted.
     pub fn count(&self, now: Timestamp, partition: u64, quota: Option<u64>) -> Result<()> {
-        let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
-        let month = self.counter(&mut counters.months, USAGE, (partition, month_key(now)))?;
-        if quota.is_some_and(|q| month.count >= q) {
+        let (month, day) = (month_key(now), day_key(now));
+        let mut counters = self.counters();
+        let Counters {
+            months,
+            days,
+            unflushed,
+        } = &mut *counters;
+        let month_calls = self.counter(months, (partition, month), Period::Month)?;
+        if quota.is_some_and(|q| *month_calls >= q) {
             let reset = now.start_of_next_month();
             // Rounded up: waiting the advertised time must be enough.
             let micros = u64::try_from(reset.as_micros() - now.as_micros()).unwrap_or(0);
@@ -90,101 +98,113 @@ impl Usage {
                 retry_after_secs: micros.div_ceil(1_000_000).max(1),
             });
         }
-        month.count += 1;
-        month.dirty = true;
-        let day = self.counter(&mut counters.days, USAGE_DAYS, (partition, day_key(now)))?;
-        day.count += 1;
-        day.dirty = true;
+        *month_calls += 1;
+        *self.counter(days, (partition, day), Period::Day)? += 1;
+        *unflushed.entry((partition, month, day)).or_default() += 1;
         Ok(())
     }
 
-    /// The counter of `key`, loaded from `table` when first touched.
+    /// The count of `key`, loaded from the store when first touched.
     fn counter<'c>(
         &self,
-        counters: &'c mut HashMap<(u64, u32), Counter>,
-        table: Table,
+        counters: &'c mut HashMap<(u64, u32), u64>,
         key: (u64, u32),
-    ) -> Result<&'c mut Counter> {
+        period: Period,
+    ) -> Result<&'c mut u64> {
         Ok(match counters.entry(key) {
             Entry::Occupied(entry) => entry.into_mut(),
-            Entry::Vacant(entry) => entry.insert(Counter {
-                count: self.stored(table, key)?,
-                dirty: false,
-            }),
+            Entry::Vacant(entry) => {
+                let stored = self.stored(period, key.0, key.1..=key.1)?;
+                entry.insert(stored.first().map_or(0, |&(_, calls)| calls))
+            }
         })
     }
 
-    fn stored(&self, table: Table, key: (u64, u32)) -> Result<u64> {
-        let txn = self.store.read()?;
-        Ok(txn.open_table(table)?.get(key)?.map_or(0, |v| v.value()))
+    /// The stored counts of `partition` per period in `periods`, oldest first.
+    fn stored(
+        &self,
+        period: Period,
+        partition: u64,
+        periods: RangeInclusive<u32>,
+    ) -> Result<Vec<(u32, u64)>> {
+        Ok(match period {
+            Period::Month => self.store.monthly_calls(partition, periods)?,
+            Period::Day => self.store.daily_calls(partition, periods)?,
+        })
     }
 
-    /// Writes changed counters in one commit and forgets clean counters of past months and
-    /// days.
-    pub fn flush(&self, now: Timestamp) -> Result<()> {
-        let (months, days) = {
-            let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
-            (
-                take_dirty(&mut counters.months, month_key(now)),
-                take_dirty(&mut counters.days, day_key(now)),
-            )
+    /// The counts of the endpoint's two partitions (sandbox, production) per period in
+    /// `periods`: the stored ones, overridden by this server's counters (which include the
+    /// calls it has not flushed yet).
+    fn per_period(
+        &self,
+        period: Period,
+        endpoint_id: u64,
+        periods: RangeInclusive<u32>,
+    ) -> Result<BTreeMap<u32, [u64; 2]>> {
+        let parts = [
+            partition(endpoint_id, Environment::Sandbox),
+            partition(endpoint_id, Environment::Production),
+        ];
+        let mut counts: BTreeMap<u32, [u64; 2]> = BTreeMap::new();
+        for (i, part) in parts.iter().enumerate() {
+            for (at, calls) in self.stored(period, *part, periods.clone())? {
+                counts.entry(at).or_default()[i] = calls;
+            }
+        }
+        let counters = self.counters();
+        let known = match period {
+            Period::Month => &counters.months,
+            Period::Day => &counters.days,
         };
-        if months.is_empty() && days.is_empty() {
-            return Ok(());
-        }
-        let result = (|| -> Result<()> {
-            let txn = self.store.write()?;
-            for (table, dirty) in [(USAGE, &months), (USAGE_DAYS, &days)] {
-                let mut table = txn.open_table(table)?;
-                for (key, count) in dirty {
-                    table.insert(*key, *count)?;
-                }
+        for ((part, at), calls) in known {
+            if let Some(i) = parts.iter().position(|p| p == part)
+                && periods.contains(at)
+            {
+                counts.entry(*at).or_default()[i] = *calls;
             }
-            txn.commit()?;
+        }
+        Ok(counts)
+    }
+
+    /// Adds the calls counted since the last flush to the store in one commit (kept for the
+    /// next flush when it fails), and forgets the counters of past months and days that hold
+    /// nothing unflushed.
+    pub fn flush(&self, now: Timestamp) -> Result<()> {
+        let deltas: Vec<CallsDelta> = self
+            .counters()
+            .unflushed
+            .drain()
+            .map(|((partition, month, day), calls)| CallsDelta {
+                partition,
+                month,
+                day,
+                calls,
+            })
+            .collect();
+        let result = if deltas.is_empty() {
             Ok(())
-        })();
+        } else {
+            self.store.add_calls(&deltas)
+        };
+        let mut counters = self.counters();
         if result.is_err() {
-            // Keep them for the next flush.
-            let mut counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
-            let Counters { months: m, days: d } = &mut *counters;
-            for (map, dirty) in [(m, &months), (d, &days)] {
-                for (key, _) in dirty {
-                    if let Some(c) = map.get_mut(key) {
-                        c.dirty = true;
-                    }
-                }
+            for delta in &deltas {
+                *counters
+                    .unflushed
+                    .entry((delta.partition, delta.month, delta.day))
+                    .or_default() += delta.calls;
             }
         }
-        result
+        counters.forget_past(month_key(now), day_key(now));
+        Ok(result?)
     }
 
     /// Calls per day of the endpoint from `from` to `to` (inclusive, UTC days), one entry per
     /// day, counting calls not yet flushed.
     pub fn days(&self, endpoint_id: u64, from: Timestamp, to: Timestamp) -> Result<Vec<DayUsage>> {
-        let parts = [
-            partition(endpoint_id, Environment::Sandbox),
-            partition(endpoint_id, Environment::Production),
-        ];
         let (first, last) = (day_key(from), day_key(to));
-        let mut counts: std::collections::BTreeMap<u32, [u64; 2]> = Default::default();
-        {
-            let txn = self.store.read()?;
-            let table = txn.open_table(USAGE_DAYS)?;
-            for (i, part) in parts.iter().enumerate() {
-                for entry in table.range((*part, first)..=(*part, last))? {
-                    let (key, value) = entry?;
-                    counts.entry(key.value().1).or_default()[i] = value.value();
-                }
-            }
-        }
-        let counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
-        for ((part, day), counter) in &counters.days {
-            if let Some(i) = parts.iter().position(|p| p == part) {
-                if (first..=last).contains(day) {
-                    counts.entry(*day).or_default()[i] = counter.count;
-                }
-            }
-        }
+        let counts = self.per_period(Period::Day, endpoint_id, first..=last)?;
         let mut out = Vec::new();
         let mut day = from;
         while day_key(day) <= last {
@@ -207,37 +227,11 @@ impl Usage {
 
     /// Every month with calls on the endpoint, newest first, counting calls not yet flushed.
     pub fn months(&self, endpoint_id: u64) -> Result<Vec<MonthUsage>> {
-        let mut by_month: std::collections::BTreeMap<u32, (u64, u64)> = Default::default();
-        let sandbox = partition(endpoint_id, Environment::Sandbox);
-        let production = partition(endpoint_id, Environment::Production);
-        let mut add = |part: u64, month: u32, count: u64| {
-            let entry = by_month.entry(month).or_default();
-            if part == production {
-                entry.1 = count;
-            } else {
-                entry.0 = count;
-            }
-        };
-        {
-            let txn = self.store.read()?;
-            let table = txn.open_table(USAGE)?;
-            for part in [sandbox, production] {
-                for entry in table.range((part, 0)..=(part, u32::MAX))? {
-                    let (key, value) = entry?;
-                    add(part, key.value().1, value.value());
-                }
-            }
-        }
-        let counters = self.counters.lock().unwrap_or_else(|e| e.into_inner());
-        for ((part, month), counter) in counters.months.iter() {
-            if *part == sandbox || *part == production {
-                add(*part, *month, counter.count);
-            }
-        }
+        let by_month = self.per_period(Period::Month, endpoint_id, 0..=u32::MAX)?;
         Ok(by_month
             .into_iter()
             .rev()
-            .map(|(month, (sandbox, production))| MonthUsage {
+            .map(|(month, [sandbox, production])| MonthUsage {
                 month: format!("{:04}-{:02}", month / 100, month % 100),
                 sandbox,
                 production,
@@ -246,15 +240,24 @@ impl Usage {
     }
 }
 
-/// The dirty counters of `map` (marked clean), after forgetting clean ones older than
-/// `current`.
-fn take_dirty(map: &mut HashMap<(u64, u32), Counter>, current: u32) -> Vec<((u64, u32), u64)> {
-    map.retain(|(_, period), c| c.dirty || *period >= current);
-    map.iter_mut()
-        .filter(|(_, c)| c.dirty)
-        .map(|(k, c)| {
-            c.dirty = false;
-            (*k, c.count)
-        })
-        .collect()
+/// A counting period of the usage counters.
+#[derive(Clone, Copy)]
+enum Period {
+    Month,
+    Day,
+}
+
+impl Counters {
+    /// Forgets the counters of months before `month` and days before `day`, except those with
+    /// calls still to flush: the store has the rest, and only the current period is counted.
+    fn forget_past(&mut self, month: u32, day: u32) {
+        let pending_months: HashSet<(u64, u32)> =
+            self.unflushed.keys().map(|&(p, m, _)| (p, m)).collect();
+        let pending_days: HashSet<(u64, u32)> =
+            self.unflushed.keys().map(|&(p, _, d)| (p, d)).collect();
+        self.months
+            .retain(|key, _| key.1 >= month || pending_months.contains(key));
+        self.days
+            .retain(|key, _| key.1 >= day || pending_days.contains(key));
+    }
 }

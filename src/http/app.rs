@@ -10,7 +10,7 @@ use crate::domain::handles::Handles;
 use crate::domain::mail::Mailer;
 use crate::domain::poll::{InFlight, ReadAhead};
 use crate::domain::search::SearchIndex;
-use crate::domain::sessions::LoginLimiter;
+use crate::domain::sessions::LoginThrottle;
 use crate::domain::usage::Usage;
 use crate::store::RedbStore;
 use crate::workers::ingest::Ingest;
@@ -32,7 +32,7 @@ pub struct App {
     /// Warms the cache with a draining poll consumer's next page.
     pub poll_read_ahead: ReadAhead,
     pub usage: Usage,
-    pub logins: LoginLimiter,
+    pub logins: Box<dyn LoginThrottle>,
     /// The outbox worker: wake it after committing a transaction that queued e-mail.
     pub mailer: Mailer,
     /// The webhook dispatcher: wake it after committing a transaction that made deliveries due.

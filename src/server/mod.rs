@@ -218,7 +218,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     // `public_url()` defaults to `listen`. `public_url` itself stays as configured (set, it is
     // also the origin the dashboard's forms must come from).
     config.listen = addr;
-    let dashboard = Dashboard::start(&store, &config, clock.now())
+    let dashboard = Dashboard::start(store.as_ref(), &config, clock.now())
         .map_err(|e| ServerError::Other(e.to_string()))?;
     let redirect = match config.tls.as_ref().and_then(|t| t.redirect_listen) {
         Some(at) => Some(
@@ -281,7 +281,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         endpoints: Endpoints::new(store.clone(), sealer, access_cache),
         handles,
         usage: Usage::new(store.clone()),
-        logins: LoginLimiter::new(&config.accounts),
+        logins: Box::new(LoginLimiter::new(&config.accounts)),
         config,
         store,
         clock,
@@ -495,7 +495,7 @@ async fn sweep_expired(app: Arc<App>, mut ticker: Ticker) {
         let swept = tokio::task::spawn_blocking(move || {
             let now = app.clock.now();
             let keys = ingest::purge_expired_idempotency(&app.store, now, 10_000)?;
-            let sessions = sessions::purge_expired(&app.store, now)?;
+            let sessions = sessions::purge_expired(app.store.as_ref(), now)?;
             Ok::<_, crate::domain::error::Error>((keys, sessions))
         })
         .await;

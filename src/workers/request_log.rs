@@ -6,8 +6,9 @@
 //! entries older than the configured retention. If the channel is full (storage far behind),
 //! entries are dropped and counted in the log rather than slowing the API down.
 //!
-//! The log lives in its own redb file (`requests.redb`): redb has one writer at a time per
-//! file, and a batch of log inserts must never make a data write wait for its commit.
+//! The log is a store of its own ([`RequestLogStore`]; on redb the file `requests.redb`): redb
+//! has one writer at a time per file, and a batch of log inserts must never make a data write
+//! wait for its commit.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,16 +17,14 @@ use std::sync::mpsc::{
 };
 use std::time::Duration;
 
-use redb::ReadableTable;
 use serde::Serialize;
 
-use crate::core::clock::{SharedClock, Timestamp};
+use crate::core::clock::{Clock, SharedClock, Timestamp};
 use crate::core::cursor::{self, CursorKind, Position};
 use crate::domain::error::{Error, Result};
 use crate::domain::records::{Page, Pagination};
-use crate::store::{
-    REQUEST_LOG, RedbStore, RequestLogRow, StoreError, from_json, time_from_key, time_key, to_json,
-};
+use crate::store::request_log::{LogPosition, RequestLogStore, StatusFilter};
+use crate::store::{RequestLogRow, time_from_key};
 
 const CHANNEL_CAPACITY: usize = 16_384;
 /// A batch can take everything the channel holds: one commit per window keeps up with any
@@ -34,7 +33,6 @@ const MAX_BATCH: usize = CHANNEL_CAPACITY;
 /// How long the writer gathers entries before committing a batch.
 const BATCH_WINDOW: Duration = Duration::from_millis(200);
 const PURGE_EVERY: Duration = Duration::from_secs(3600);
-const PURGE_CHUNK: usize = 10_000;
 
 pub const LIST_LIMIT_DEFAULT: usize = 50;
 pub const LIST_LIMIT_MAX: usize = 100;
@@ -48,7 +46,7 @@ enum Message {
 /// Handle for recording entries; cheap to clone.
 #[derive(Clone)]
 pub struct RequestLog {
-    store: Arc<RedbStore>,
+    store: Arc<dyn RequestLogStore>,
     tx: SyncSender<Message>,
     dropped: Arc<AtomicU64>,
 }
@@ -76,10 +74,25 @@ pub struct EntryView {
     pub request_id: String,
 }
 
+impl EntryView {
+    fn new(at: LogPosition, row: RequestLogRow) -> EntryView {
+        EntryView {
+            time: time_from_key(at.time).to_rfc3339(),
+            method: row.method,
+            route: row.route,
+            status: row.status,
+            key_id: row.key_id,
+            latency_ms: row.latency_us as f64 / 1000.0,
+            environment: row.environment.as_str(),
+            request_id: row.request_id,
+        }
+    }
+}
+
 impl RequestLog {
     /// Starts the writer thread on the request-log store.
     pub fn start(
-        store: Arc<RedbStore>,
+        store: Arc<dyn RequestLogStore>,
         clock: SharedClock,
         retention: Duration,
     ) -> std::io::Result<(RequestLog, LogThread)> {
@@ -88,7 +101,7 @@ impl RequestLog {
             .name("request-log".into())
             .spawn({
                 let store = store.clone();
-                move || writer_loop(&store, clock.as_ref(), retention, rx)
+                move || writer_loop(store.as_ref(), clock.as_ref(), retention, rx)
             })?;
         Ok((
             RequestLog {
@@ -121,12 +134,11 @@ impl RequestLog {
 }
 
 fn writer_loop(
-    store: &RedbStore,
-    clock: &dyn crate::core::clock::Clock,
+    store: &dyn RequestLogStore,
+    clock: &dyn Clock,
     retention: Duration,
     rx: Receiver<Message>,
 ) {
-    let mut sequence = u64::try_from(clock.now().as_micros()).unwrap_or(0);
     let mut last_purge: Option<Timestamp> = None;
     let mut stopping = false;
     while !stopping {
@@ -150,14 +162,14 @@ fn writer_loop(
                     Err(TryRecvError::Empty) => break,
                 }
             }
-            if let Err(err) = write_batch(store, &mut sequence, &batch) {
+            if let Err(err) = store.append_requests(&batch) {
                 log::error!("could not write {} request-log entries: {err}", batch.len());
             }
         }
         let now = clock.now();
         if last_purge.is_none_or(|t| t.plus(PURGE_EVERY) <= now) {
             last_purge = Some(now);
-            match purge(store, now.minus(retention)) {
+            match store.purge_requests_before(now.minus(retention)) {
                 Ok(0) => {}
                 Ok(n) => log::info!("request log: purged {n} entries past retention"),
                 Err(err) => log::error!("request-log purge failed: {err}"),
@@ -165,86 +177,6 @@ fn writer_loop(
         }
     }
 }
-
-fn write_batch(
-    store: &RedbStore,
-    sequence: &mut u64,
-    batch: &[(u64, RequestLogRow)],
-) -> Result<(), StoreError> {
-    let txn = store.write()?;
-    {
-        let mut table = txn.open_table(REQUEST_LOG)?;
-        for (partition, row) in batch {
-            *sequence += 1;
-            table.insert(
-                (*partition, time_key(row.time), *sequence),
-                to_json(row)?.as_slice(),
-            )?;
-        }
-    }
-    txn.commit()?;
-    Ok(())
-}
-
-/// Deletes entries older than `cutoff` in every partition, in bounded transactions.
-pub fn purge(store: &RedbStore, cutoff: Timestamp) -> Result<usize, StoreError> {
-    let cut = time_key(cutoff);
-    let mut total = 0;
-    let mut next_partition = Some(0u64);
-    while let Some(partition) = next_partition {
-        // The first entry at or after this partition names the next partition to visit.
-        let found = {
-            let txn = store.read()?;
-            let table = txn.open_table(REQUEST_LOG)?;
-            let first = table.range((partition, 0, 0)..)?.next().transpose()?;
-            first.map(|(k, _)| k.value().0)
-        };
-        let Some(partition) = found else { break };
-        loop {
-            let txn = store.write()?;
-            let removed = {
-                let mut table = txn.open_table(REQUEST_LOG)?;
-                let keys: Vec<(u64, u64, u64)> = table
-                    .range((partition, 0, 0)..(partition, cut, 0))?
-                    .take(PURGE_CHUNK)
-                    .map(|e| e.map(|(k, _)| k.value()))
-                    .collect::<Result<_, _>>()?;
-                for key in &keys {
-                    table.remove(*key)?;
-                }
-                keys.len()
-            };
-            txn.commit()?;
-            total += removed;
-            if removed < PURGE_CHUNK {
-                break;
-            }
-        }
-        next_partition = partition.checked_add(1);
-    }
-    Ok(total)
-}
-
-/// Which entries a listing shows, by response status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StatusFilter {
-    Any,
-    /// One class: 2 for 2xx, 4 for 4xx, 5 for 5xx...
-    Class(u16),
-}
-
-impl StatusFilter {
-    fn matches(self, status: u16) -> bool {
-        match self {
-            StatusFilter::Any => true,
-            StatusFilter::Class(class) => status / 100 == class,
-        }
-    }
-}
-
-/// A filtered listing reads at most this many entries per page, so a rare status cannot make
-/// one page read the whole log; the page then ends early with a cursor to read on.
-const FILTER_SCAN_LIMIT: usize = 5_000;
 
 impl RequestLog {
     /// The entries of one partition, newest first.
@@ -265,63 +197,35 @@ impl RequestLog {
         cursor: Option<&str>,
         filter: StatusFilter,
     ) -> Result<Page<EntryView>> {
-        let store = &self.store;
-        let upper = match cursor {
+        let before = match cursor {
             Some(text) => {
                 let pos = cursor::parse(CursorKind::RequestLog, partition, text)?;
-                let seq = u64::try_from(pos.tiebreak).map_err(|_| Error::InvalidParameter {
-                    name: "cursor",
-                    reason: "it is not a cursor returned by this listing".into(),
-                })?;
-                std::ops::Bound::Excluded((partition, pos.time, seq))
+                let sequence =
+                    u64::try_from(pos.tiebreak).map_err(|_| Error::InvalidParameter {
+                        name: "cursor",
+                        reason: "it is not a cursor returned by this listing".into(),
+                    })?;
+                Some(LogPosition {
+                    time: pos.time,
+                    sequence,
+                })
             }
-            None => std::ops::Bound::Included((partition, u64::MAX, u64::MAX)),
+            None => None,
         };
-        let txn = store.read()?;
-        let table = txn.open_table(REQUEST_LOG)?;
-        let mut data = Vec::with_capacity(limit);
-        let mut last = None;
-        let mut more = false;
-        for (scanned, entry) in table
-            .range::<(u64, u64, u64)>((std::ops::Bound::Included((partition, 0, 0)), upper))?
-            .rev()
-            .enumerate()
-        {
-            let (key, value) = entry?;
-            if data.len() == limit || scanned == FILTER_SCAN_LIMIT {
-                more = true;
-                break;
-            }
-            let (_, time, seq) = key.value();
-            let row: RequestLogRow = from_json(value.value())?;
-            if !filter.matches(row.status) {
-                last = Some(Position {
-                    time,
-                    tiebreak: u128::from(seq),
-                });
-                continue;
-            }
-            data.push(EntryView {
-                time: time_from_key(time).to_rfc3339(),
-                method: row.method,
-                route: row.route,
-                status: row.status,
-                key_id: row.key_id,
-                latency_ms: row.latency_us as f64 / 1000.0,
-                environment: row.environment.as_str(),
-                request_id: row.request_id,
-            });
-            last = Some(Position {
-                time,
-                tiebreak: u128::from(seq),
-            });
-        }
-        let next_cursor = match (more, last) {
-            (true, Some(pos)) => Some(cursor::encode(CursorKind::RequestLog, partition, pos)),
-            _ => None,
-        };
+        let page = self.store.requests_page(partition, before, limit, filter)?;
+        let next_cursor = page.next.map(|at| {
+            let pos = Position {
+                time: at.time,
+                tiebreak: u128::from(at.sequence),
+            };
+            cursor::encode(CursorKind::RequestLog, partition, pos)
+        });
         Ok(Page {
-            data,
+            data: page
+                .entries
+                .into_iter()
+                .map(|(at, row)| EntryView::new(at, row))
+                .collect(),
             pagination: Pagination { next_cursor },
         })
     }

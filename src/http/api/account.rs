@@ -21,9 +21,9 @@ use crate::store::AccountRow;
 pub async fn login(app: &App, req: &mut Request) -> Result<Response> {
     let login = body(req).await?;
     let opened = sessions::login(
-        &app.store,
-        app.clock.as_ref(),
-        &app.logins,
+        &app.handles,
+        app.logins.as_ref(),
+        app.config.accounts.session_ttl,
         login,
         req.client,
     )
@@ -50,7 +50,7 @@ fn with_session(
     status: StatusCode,
     value: &impl serde::Serialize,
 ) -> Response {
-    let max_age = app.logins.session_ttl().as_secs();
+    let max_age = app.config.accounts.session_ttl.as_secs();
     let mut response = reply::json(status, value);
     set_cookie(app, &mut response, &opened.token, max_age);
     response
@@ -74,9 +74,9 @@ pub(crate) fn set_cookie(app: &App, response: &mut Response, value: &str, max_ag
 /// Opens a session (with the configured lifetime) for an account that just proved who it is.
 pub(crate) fn open_session(app: &App, account: AccountRow) -> Result<sessions::Opened> {
     sessions::open(
-        &app.store,
+        &app.handles,
         app.clock.now(),
-        app.logins.session_ttl(),
+        app.config.accounts.session_ttl,
         account,
     )
 }
@@ -85,7 +85,7 @@ pub(crate) fn open_session(app: &App, account: AccountRow) -> Result<sessions::O
 pub fn logout(app: &App, req: &Request) -> Result<Response> {
     if let Some(token) = cookie(&req.headers, COOKIE) {
         cookie_request_from_this_origin(app, req)?;
-        sessions::logout(&app.store, token)?;
+        sessions::logout(&app.handles, token)?;
     }
     let mut response = reply::json(StatusCode::OK, &serde_json::json!({ "logged_out": true }));
     set_cookie(app, &mut response, "", 0);
@@ -103,9 +103,8 @@ pub async fn change_password(app: &App, req: &mut Request) -> Result<Response> {
     let account = caller(app, req)?;
     let change = body(req).await?;
     sessions::change_password(
-        &app.store,
-        app.clock.as_ref(),
-        &app.logins,
+        &app.handles,
+        app.logins.as_ref(),
         req.client,
         &account,
         change,
@@ -120,10 +119,10 @@ pub async fn tokens(app: &App, req: &mut Request) -> Result<Response> {
     let account = caller(app, req)?;
     if req.method == http::Method::POST {
         let new = body(req).await?;
-        let created = accounts::create_token(&app.store, app.clock.as_ref(), &account, new)?;
+        let created = accounts::create_token(&app.handles, &account, new)?;
         return Ok(reply::json(StatusCode::CREATED, &created));
     }
-    let data = accounts::list_tokens(&app.store, &account)?;
+    let data = accounts::list_tokens(app.store.as_ref(), &account)?;
     Ok(reply::json(
         StatusCode::OK,
         &serde_json::json!({ "data": data }),
@@ -133,7 +132,7 @@ pub async fn tokens(app: &App, req: &mut Request) -> Result<Response> {
 /// `DELETE /api/v1/manage/tokens/{id}`.
 pub fn revoke_token(app: &App, req: &Request, id: &str) -> Result<Response> {
     let account = caller(app, req)?;
-    accounts::revoke_token(&app.store, &account, id)?;
+    accounts::revoke_token(&app.handles, &account, id)?;
     Ok(reply::json(
         StatusCode::OK,
         &serde_json::json!({ "id": id, "revoked": true }),
@@ -143,7 +142,7 @@ pub fn revoke_token(app: &App, req: &Request, id: &str) -> Result<Response> {
 /// `GET /api/v1/manage/accounts` (server owner).
 pub fn list_accounts(app: &App, req: &Request) -> Result<Response> {
     let account = caller(app, req)?;
-    let data = accounts::list_accounts(&app.store, &account)?;
+    let data = accounts::list_accounts(app.store.as_ref(), &account)?;
     Ok(reply::json(
         StatusCode::OK,
         &serde_json::json!({ "data": data }),
@@ -163,11 +162,9 @@ pub async fn account_by_id(app: &App, req: &mut Request, id: &str) -> Result<Res
     let id = id_param(id, crate::domain::error::Missing::Account)?;
     let view = if req.method == http::Method::PATCH {
         let patch: AccountPatch = body(req).await?;
-        let view = accounts::set_suspended(&app.store, &caller_account, id, patch.suspended)?;
-        app.endpoints.invalidate_access();
-        view
+        accounts::set_suspended(&app.handles, &caller_account, id, patch.suspended)?
     } else {
-        accounts::list_accounts(&app.store, &caller_account)?
+        accounts::list_accounts(app.store.as_ref(), &caller_account)?
             .into_iter()
             .find(|a| a.id == id)
             .ok_or(Error::NotFound(crate::domain::error::Missing::Account))?

@@ -19,7 +19,7 @@ use crate::workers::request_log;
 /// The account making a management call: from its bearer token, else its session cookie.
 pub fn caller(app: &App, req: &Request) -> Result<AccountRow> {
     if let Some(token) = bearer(&req.headers) {
-        return accounts::authenticate_token(&app.store, token);
+        return accounts::authenticate_token(app.store.as_ref(), token);
     }
     if req.headers.contains_key(http::header::AUTHORIZATION) {
         return Err(Error::InvalidToken);
@@ -27,7 +27,7 @@ pub fn caller(app: &App, req: &Request) -> Result<AccountRow> {
     match caller_session(req) {
         Some(session) => {
             cookie_request_from_this_origin(app, req)?;
-            sessions::authenticate(&app.store, app.clock.now(), session)
+            sessions::authenticate(app.store.as_ref(), app.clock.now(), session)
         }
         None => Err(Error::MissingToken),
     }

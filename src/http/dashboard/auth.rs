@@ -49,7 +49,7 @@ fn into_session(app: &App, opened: &Opened, to: &str) -> Response {
         app,
         &mut response,
         &opened.token,
-        app.logins.session_ttl().as_secs(),
+        app.config.accounts.session_ttl.as_secs(),
     );
     response
 }
@@ -107,9 +107,9 @@ pub async fn login(app: &App, req: &mut Request) -> Outcome {
         password: form.text("password").to_string(),
     };
     let opened = sessions::login(
-        &app.store,
-        app.clock.as_ref(),
-        &app.logins,
+        &app.handles,
+        app.logins.as_ref(),
+        app.config.accounts.session_ttl,
         attempt,
         req.client,
     )
@@ -136,7 +136,7 @@ pub async fn login(app: &App, req: &mut Request) -> Outcome {
 pub async fn logout(app: &App, req: &mut Request) -> Outcome {
     let user: User = signed_in(app, req)?;
     user_form(app, req, &user).await?;
-    sessions::logout(&app.store, user.session())?;
+    sessions::logout(&app.handles, user.session())?;
     let mut response = redirect("/dashboard/login");
     set_cookie(app, &mut response, "", 0);
     Ok(response)
@@ -207,7 +207,7 @@ pub async fn setup(app: &App, req: &mut Request) -> Outcome {
         );
     }
     let now = app.clock.now();
-    let account = match accounts::create_owner(&app.store, now, &email, password).await {
+    let account = match accounts::create_owner(&app.handles, now, &email, password).await {
         Ok(account) => account,
         Err(err @ Error::InvalidRequest(_)) => {
             return setup_form(app, req, token, email, Some(err.to_string()));

@@ -16,8 +16,9 @@ use crate::http::api::Request;
 use crate::http::api::manage::id_param;
 use crate::http::api::reply::query_params;
 use crate::http::app::App;
+use crate::store::request_log::StatusFilter;
 use crate::store::{DeliveryState, Environment, partition};
-use crate::workers::request_log::{EntryView, StatusFilter};
+use crate::workers::request_log::EntryView;
 
 /// Entries per page of the request log.
 const REQUESTS_PER_PAGE: usize = 50;

@@ -42,7 +42,7 @@ use crate::domain::accounts;
 use crate::domain::error::Result;
 use crate::http::api::Request;
 use crate::http::app::App;
-use crate::store::RedbStore;
+use crate::store::Store;
 use setup::{SETUP_TTL, SetupLink};
 
 /// The dashboard's state in a running server.
@@ -56,7 +56,7 @@ impl Dashboard {
     /// The dashboard's state for a server starting on `store`. Without an owner account, a
     /// one-time setup link is made and printed in the log (the alternative to `intake init`);
     /// `config.public_url()` must already name the listening address.
-    pub fn start(store: &RedbStore, config: &Config, now: Timestamp) -> Result<Dashboard> {
+    pub fn start(store: &dyn Store, config: &Config, now: Timestamp) -> Result<Dashboard> {
         let mut dashboard = Dashboard::default();
         if !accounts::has_owner(store)? {
             let (link, token) = SetupLink::issue(now);

@@ -50,7 +50,7 @@ impl User {
 /// The logged-in account, or [`Failure::Login`] (redirect to the login page).
 pub fn signed_in(app: &App, req: &Request) -> Result<User, Failure> {
     let session = cookie(&req.headers, sessions::COOKIE).ok_or(Failure::Login)?;
-    let account = match sessions::authenticate(&app.store, app.clock.now(), session) {
+    let account = match sessions::authenticate(app.store.as_ref(), app.clock.now(), session) {
         Ok(account) => account,
         Err(Error::SessionExpired) => return Err(Failure::Login),
         Err(err) => return Err(Failure::Service(err)),

@@ -17,6 +17,7 @@ mod changes;
 mod endpoints;
 mod mail;
 mod records;
+mod request_log;
 pub mod tables;
 mod tx;
 mod usage;
