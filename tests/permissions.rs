@@ -242,23 +242,15 @@ fn production_key_from_store(s: &mut TestServer, slug: &str, account_id: u64) ->
             ..Default::default()
         };
         let (store, sealer) = intake::server::open_data_dir(&config).expect("open data dir");
-        let txn = store.read().expect("read txn");
-        let endpoint_id = txn
-            .open_table(intake::store::ENDPOINT_SLUGS)
+        let snapshot = intake::store::Store::read(&store).expect("read snapshot");
+        let endpoint_id = snapshot
+            .endpoint_id_by_slug(slug)
             .unwrap()
-            .get(slug)
+            .expect("endpoint slug in store");
+        let row = snapshot
+            .collaborator(endpoint_id, account_id)
             .unwrap()
-            .expect("endpoint slug in store")
-            .value();
-        let row: intake::store::CollaboratorRow = intake::store::from_json(
-            txn.open_table(intake::store::COLLABORATORS)
-                .unwrap()
-                .get((endpoint_id, account_id))
-                .unwrap()
-                .expect("collaborator row in store")
-                .value(),
-        )
-        .unwrap();
+            .expect("collaborator row in store");
         sealer
             .open_string(&row.production_key_sealed)
             .expect("unseal production key")

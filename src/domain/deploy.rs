@@ -8,18 +8,15 @@
 //!
 //! Every transition is one commit with its audit entry, notifications and outbox messages.
 
-use redb::{ReadableTable, WriteTransaction};
 use serde::Deserialize;
 
+use crate::core::clock::Timestamp;
 use crate::domain::audit;
-use crate::domain::endpoints::EndpointView;
+use crate::domain::endpoints::{EndpointView, Endpoints};
 use crate::domain::error::{Error, Missing, Result};
 use crate::domain::mail::{self, OutgoingMail};
 use crate::domain::notifications;
-use crate::http::app::App;
-use crate::store::RedbWrite;
-use crate::store::accounts::AccountsRead;
-use crate::store::{AccountRow, COLLABORATORS, DeployRequestRow, EndpointRow};
+use crate::store::{AccountRow, DeployRequestRow, EndpointRow, WriteTx};
 
 const MAX_NOTE_CHARS: usize = 2000;
 
@@ -30,58 +27,65 @@ pub struct Note {
     pub note: Option<String>,
 }
 
-/// A collaborator asks the owner to deploy.
-pub fn request(app: &App, account: &AccountRow, slug: &str, note: Note) -> Result<EndpointView> {
+/// A collaborator asks the owner to deploy. `public_url` is the server's, for the e-mail.
+pub fn request(
+    endpoints: &Endpoints,
+    public_url: &str,
+    account: &AccountRow,
+    slug: &str,
+    note: Note,
+) -> Result<EndpointView> {
     let note = valid_note(note)?;
-    let now = app.clock.now();
-    app.endpoints
-        .modify_as(account, slug, false, |txn, actor, row| {
-            if row.owner_id == actor.id {
-                return Err(Error::Conflict(
-                    "You own this endpoint: deploy it directly.".into(),
-                ));
-            }
-            if row.deployed {
-                return Err(Error::Conflict("This endpoint is already deployed.".into()));
-            }
-            if row.deploy_request.is_some() {
-                return Err(Error::Conflict(
-                    "A deploy request is already pending for this endpoint.".into(),
-                ));
-            }
-            row.deploy_request = Some(DeployRequestRow {
-                requested_by: actor.id,
-                requested_at: now,
-                note: note.clone(),
-            });
-            audit::record(
-                &mut RedbWrite::over(txn),
-                now,
-                row.id,
-                actor,
-                "deploy.requested",
-                serde_json::json!({ "note": note }),
-            )?;
-            let message = format!(
-                "{} asks you to deploy \"{}\" to production.",
-                actor.email, row.name
-            );
-            tell(
-                app,
-                txn,
-                row,
-                row.owner_id,
-                "deploy_requested",
-                &message,
-                "Deploy request",
-            )
-        })
+    let now = endpoints.handles.now();
+    endpoints.modify_as(account, slug, false, |tx, actor, row| {
+        if row.owner_id == actor.id {
+            return Err(Error::Conflict(
+                "You own this endpoint: deploy it directly.".into(),
+            ));
+        }
+        if row.deployed {
+            return Err(Error::Conflict("This endpoint is already deployed.".into()));
+        }
+        if row.deploy_request.is_some() {
+            return Err(Error::Conflict(
+                "A deploy request is already pending for this endpoint.".into(),
+            ));
+        }
+        row.deploy_request = Some(DeployRequestRow {
+            requested_by: actor.id,
+            requested_at: now,
+            note: note.clone(),
+        });
+        audit::record(
+            tx,
+            now,
+            row.id,
+            actor,
+            "deploy.requested",
+            serde_json::json!({ "note": note }),
+        )?;
+        let message = format!(
+            "{} asks you to deploy \"{}\" to production.",
+            actor.email, row.name
+        );
+        let notice = Notice {
+            kind: "deploy_requested",
+            message: &message,
+            subject: "Deploy request",
+        };
+        tell(tx, now, public_url, row, row.owner_id, &notice)
+    })
 }
 
 /// The owner deploys: directly, or by approving the pending request. Idempotent once deployed.
-pub fn deploy(app: &App, owner: &AccountRow, slug: &str) -> Result<EndpointView> {
-    let now = app.clock.now();
-    app.endpoints.modify(owner, slug, |txn, actor, row| {
+pub fn deploy(
+    endpoints: &Endpoints,
+    public_url: &str,
+    owner: &AccountRow,
+    slug: &str,
+) -> Result<EndpointView> {
+    let now = endpoints.handles.now();
+    endpoints.modify(owner, slug, |tx, actor, row| {
         if row.deployed {
             return Ok(());
         }
@@ -89,7 +93,7 @@ pub fn deploy(app: &App, owner: &AccountRow, slug: &str) -> Result<EndpointView>
         row.deployed = true;
         row.deployed_at = Some(now);
         audit::record(
-            &mut RedbWrite::over(txn),
+            tx,
             now,
             row.id,
             actor,
@@ -100,33 +104,49 @@ pub fn deploy(app: &App, owner: &AccountRow, slug: &str) -> Result<EndpointView>
             "\"{}\" is deployed: your production key (tm_live_) works now. Find it on the endpoint's Production tab.",
             row.name
         );
-        for account_id in collaborator_ids(txn, row.id)? {
-            tell(app, txn, row, account_id, "endpoint_deployed", &message, "Deployed")?;
+        let notice = Notice {
+            kind: "endpoint_deployed",
+            message: &message,
+            subject: "Deployed",
+        };
+        for collaborator in tx.collaborators(row.id)? {
+            tell(tx, now, public_url, row, collaborator.account_id, &notice)?;
         }
         Ok(())
     })
 }
 
 /// The owner approves the pending request: deploys. 404 when no request is pending.
-pub fn approve(app: &App, owner: &AccountRow, slug: &str) -> Result<EndpointView> {
-    let endpoint = app.endpoints.owned_row(owner, slug)?;
+pub fn approve(
+    endpoints: &Endpoints,
+    public_url: &str,
+    owner: &AccountRow,
+    slug: &str,
+) -> Result<EndpointView> {
+    let endpoint = endpoints.owned_row(owner, slug)?;
     if endpoint.deploy_request.is_none() {
         return Err(Error::NotFound(Missing::DeployRequest));
     }
-    deploy(app, owner, slug)
+    deploy(endpoints, public_url, owner, slug)
 }
 
 /// The owner rejects the pending request; the endpoint stays in the sandbox.
-pub fn reject(app: &App, owner: &AccountRow, slug: &str, note: Note) -> Result<EndpointView> {
+pub fn reject(
+    endpoints: &Endpoints,
+    public_url: &str,
+    owner: &AccountRow,
+    slug: &str,
+    note: Note,
+) -> Result<EndpointView> {
     let note = valid_note(note)?;
-    let now = app.clock.now();
-    app.endpoints.modify(owner, slug, |txn, actor, row| {
+    let now = endpoints.handles.now();
+    endpoints.modify(owner, slug, |tx, actor, row| {
         let request = row
             .deploy_request
             .take()
             .ok_or(Error::NotFound(Missing::DeployRequest))?;
         audit::record(
-            &mut RedbWrite::over(txn),
+            tx,
             now,
             row.id,
             actor,
@@ -140,68 +160,55 @@ pub fn reject(app: &App, owner: &AccountRow, slug: &str, note: Note) -> Result<E
             ),
             None => format!("Your deploy request for \"{}\" was declined.", row.name),
         };
-        tell(
-            app,
-            txn,
-            row,
-            request.requested_by,
-            "deploy_request_rejected",
-            &message,
-            "Deploy request declined",
-        )
+        let notice = Notice {
+            kind: "deploy_request_rejected",
+            message: &message,
+            subject: "Deploy request declined",
+        };
+        tell(tx, now, public_url, row, request.requested_by, &notice)
     })
 }
 
-/// Notifies an account and e-mails it the same message, inside `txn`.
+/// What [`tell`] sends: the notification's kind and text, and the e-mail's subject.
+struct Notice<'m> {
+    kind: &'static str,
+    message: &'m str,
+    subject: &'m str,
+}
+
+/// Notifies an account and e-mails it the same message, inside `tx`.
 fn tell(
-    app: &App,
-    txn: &WriteTransaction,
+    tx: &mut dyn WriteTx,
+    now: Timestamp,
+    public_url: &str,
     endpoint: &EndpointRow,
     account_id: u64,
-    kind: &'static str,
-    message: &str,
-    subject: &str,
+    notice: &Notice,
 ) -> Result<()> {
-    let now = app.clock.now();
     notifications::notify(
-        &mut RedbWrite::over(txn),
+        tx,
         now,
         account_id,
-        kind,
+        notice.kind,
         &endpoint.slug,
-        message.to_string(),
+        notice.message.to_string(),
     )?;
-    if let Some(account) = RedbWrite::over(txn).account(account_id)? {
+    if let Some(account) = tx.account(account_id)? {
         mail::enqueue(
-            &mut RedbWrite::over(txn),
+            tx,
             now,
             OutgoingMail {
-                kind,
+                kind: notice.kind,
                 to: account.email,
-                subject: format!("{subject}: {}", endpoint.name),
+                subject: format!("{}: {}", notice.subject, endpoint.name),
                 body: format!(
-                    "{message}\n\nEndpoint: {} ({})\n{}/api/v1/manage/endpoints/{}\n",
-                    endpoint.name,
-                    endpoint.slug,
-                    app.config.public_url(),
-                    endpoint.slug
+                    "{}\n\nEndpoint: {} ({})\n{public_url}/api/v1/manage/endpoints/{}\n",
+                    notice.message, endpoint.name, endpoint.slug, endpoint.slug
                 ),
             },
         )?;
     }
     Ok(())
-}
-
-fn collaborator_ids(txn: &WriteTransaction, endpoint_id: u64) -> Result<Vec<u64>> {
-    let mut ids = Vec::new();
-    for entry in txn
-        .open_table(COLLABORATORS)?
-        .range((endpoint_id, 0)..=(endpoint_id, u64::MAX))?
-    {
-        let (key, _) = entry?;
-        ids.push(key.value().1);
-    }
-    Ok(ids)
 }
 
 fn valid_note(note: Note) -> Result<Option<String>> {

@@ -3,29 +3,29 @@
 //! and permissions it carries.
 //!
 //! Collaborators and invitations are in `collaborators`, the deploy workflow in `deploy`;
-//! both change endpoints and keys through this service so the access cache stays true.
+//! both read and change endpoints through this service.
 //!
 //! Authorising a key is on the path of every data call, so resolved keys are cached in memory
-//! ([`AccessCache`]). Every change to an endpoint or key goes through [`Endpoints`] and clears
-//! the cache after its commit; a generation counter keeps a lookup that raced with such a
-//! change from putting a stale entry back.
+//! ([`AccessCache`]). Every write of an endpoint, key or collaborator reports
+//! `access_changed`, and the after-commit path of [`Handles::write`] clears the cache; a
+//! generation counter keeps a lookup that raced with such a change from putting a stale entry
+//! back.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use redb::{ReadableTable, WriteTransaction};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::core::clock::{Clock, Timestamp};
+use crate::core::clock::Timestamp;
 use crate::core::crypto::{Sealer, key_id, secret_hash};
 use crate::core::ids::{new_api_key, new_slug};
 use crate::domain::audit;
 use crate::domain::error::{Error, Result};
+use crate::domain::handles::Handles;
 use crate::domain::webhooks;
-use crate::store::RedbWrite;
 use crate::store::{
-    API_KEYS, AccountRow, ApiKeyRow, COLLABORATORS, CollaboratorRow, ENDPOINT_SLUGS, ENDPOINTS,
-    EndpointRow, Environment, Permission, RedbStore, Role, from_json, next_id, partition, to_json,
+    AccountRow, ApiKeyRow, CollaboratorRow, EndpointRow, Environment, IdKind, Permission, ReadTx,
+    Role, WriteTx, partition,
 };
 
 const MAX_NAME_CHARS: usize = 100;
@@ -162,114 +162,107 @@ impl AccessCache {
 
 /// The endpoint service.
 pub struct Endpoints {
-    pub(crate) store: Arc<RedbStore>,
+    pub(crate) handles: Handles,
     pub(crate) sealer: Sealer,
     cache: AccessCache,
 }
 
 impl Endpoints {
-    pub fn new(store: Arc<RedbStore>, sealer: Sealer, cache: AccessCache) -> Endpoints {
+    pub fn new(handles: Handles, sealer: Sealer, cache: AccessCache) -> Endpoints {
         Endpoints {
-            store,
+            handles,
             sealer,
             cache,
         }
     }
 
-    /// Forgets every resolved key: call after committing any change to keys, endpoints,
-    /// collaborators or accounts.
+    /// Forgets every resolved key: call after committing a change to accounts that was not
+    /// written through [`Handles::write`] (whose after-commit path does it).
     pub fn invalidate_access(&self) {
         self.cache.invalidate();
     }
 
-    pub fn create(
-        &self,
-        clock: &dyn Clock,
-        owner: &AccountRow,
-        new: NewEndpoint,
-    ) -> Result<EndpointView> {
+    pub fn create(&self, owner: &AccountRow, new: NewEndpoint) -> Result<EndpointView> {
         crate::domain::accounts::require_server_owner(owner)?;
         let name = valid_name(&new.name)?;
         let description = valid_description(new.description)?;
         let required_fields = valid_required_fields(new.required_fields)?;
-        let sandbox_key = new_api_key(Environment::Sandbox.key_prefix());
-        let production_key = new_api_key(Environment::Production.key_prefix());
-        let now = clock.now();
-
-        let txn = self.store.write()?;
-        let row = {
-            let id = next_id(&txn, "next_endpoint_id")?;
-            let mut slugs = txn.open_table(ENDPOINT_SLUGS)?;
-            // 60 random bits make a clash vanishingly rare; retry rather than assume.
-            let mut slug = new_slug(&name);
-            while slugs.get(slug.as_str())?.is_some() {
-                slug = new_slug(&name);
-            }
-            slugs.insert(slug.as_str(), id)?;
-            let row = EndpointRow {
-                id,
-                slug,
-                name,
-                description,
-                required_fields,
-                active: true,
-                deployed: false,
-                deployed_at: None,
-                created_at: now,
-                owner_id: owner.id,
-                deploy_request: None,
-                monthly_quota: None,
-                sandbox_key_sealed: self.sealer.seal(sandbox_key.as_bytes()),
-                production_key_sealed: self.sealer.seal(production_key.as_bytes()),
-            };
-            txn.open_table(ENDPOINTS)?
-                .insert(id, to_json(&row)?.as_slice())?;
-            insert_key(&txn, &sandbox_key, id, Environment::Sandbox, now, None)?;
-            insert_key(
-                &txn,
-                &production_key,
-                id,
-                Environment::Production,
-                now,
-                None,
-            )?;
-            webhooks::secrets::create_for_endpoint(
-                &mut RedbWrite::over(&txn),
-                &self.sealer,
-                id,
-                now,
-            )?;
-            audit::record(
-                &mut RedbWrite::over(&txn),
-                now,
-                id,
-                owner,
-                "endpoint.created",
-                serde_json::json!({ "name": row.name }),
-            )?;
-            row
+        let keys = NewKeys::generate(&self.sealer);
+        let template = EndpointRow {
+            id: 0,
+            slug: String::new(),
+            name,
+            description,
+            required_fields,
+            active: true,
+            deployed: false,
+            deployed_at: None,
+            created_at: self.handles.now(),
+            owner_id: owner.id,
+            deploy_request: None,
+            monthly_quota: None,
+            sandbox_key_sealed: keys.sandbox_sealed.clone(),
+            production_key_sealed: keys.production_sealed.clone(),
         };
-        txn.commit()?;
-        self.cache.invalidate();
+        // 60 random bits make a clash vanishingly rare; retry rather than assume.
+        let row = loop {
+            let candidate = EndpointRow {
+                slug: new_slug(&template.name),
+                ..template.clone()
+            };
+            let created = self
+                .handles
+                .write(|tx| self.insert_new(tx, &candidate, &keys, owner))?;
+            if let Some(row) = created {
+                break row;
+            }
+        };
         self.view(row, &Membership::Owner)
+    }
+
+    /// Stores `candidate` as a new endpoint with its keys, webhook secrets and audit entry;
+    /// `None` (nothing written) when its slug is taken.
+    fn insert_new(
+        &self,
+        tx: &mut dyn WriteTx,
+        candidate: &EndpointRow,
+        keys: &NewKeys,
+        owner: &AccountRow,
+    ) -> Result<Option<EndpointRow>> {
+        if tx.endpoint_id_by_slug(&candidate.slug)?.is_some() {
+            return Ok(None);
+        }
+        let now = candidate.created_at;
+        let row = EndpointRow {
+            id: tx.next_id(IdKind::Endpoint)?,
+            ..candidate.clone()
+        };
+        tx.insert_endpoint(&row)?;
+        keys.insert(tx, row.id, now, None)?;
+        webhooks::secrets::create_for_endpoint(tx, &self.sealer, row.id, now)?;
+        audit::record(
+            tx,
+            now,
+            row.id,
+            owner,
+            "endpoint.created",
+            serde_json::json!({ "name": row.name }),
+        )?;
+        Ok(Some(row))
     }
 
     /// Every endpoint the account owns or collaborates on, oldest first.
     pub fn list(&self, account: &AccountRow) -> Result<Vec<EndpointView>> {
-        let txn = self.store.read()?;
-        let collaborators = txn.open_table(COLLABORATORS)?;
-        let mut out = Vec::new();
-        for entry in txn.open_table(ENDPOINTS)?.iter()? {
-            let (_, value) = entry?;
-            let row: EndpointRow = from_json(value.value())?;
-            if row.owner_id == account.id {
-                out.push(self.view(row, &Membership::Owner)?);
-            } else if let Some(c) = collaborators.get((row.id, account.id))? {
-                let membership = Membership::Collaborator(from_json(c.value())?);
-                out.push(self.view(row, &membership)?);
-            }
-        }
-        Ok(out)
+        let rows = self.handles.store.read()?.endpoints_of(account.id)?;
+        rows.into_iter()
+            .map(|(row, collaborator)| {
+                let membership = match collaborator {
+                    None => Membership::Owner,
+                    Some(c) => Membership::Collaborator(c),
+                };
+                self.view(row, &membership)
+            })
+            .collect()
     }
 
     pub fn get(&self, account: &AccountRow, slug: &str) -> Result<EndpointView> {
@@ -279,7 +272,6 @@ impl Endpoints {
 
     pub fn update(
         &self,
-        clock: &dyn Clock,
         owner: &AccountRow,
         slug: &str,
         patch: EndpointPatch,
@@ -297,19 +289,20 @@ impl Endpoints {
                 "`monthly_quota` must be at least 1, or null for the server default.".into(),
             ));
         }
-        self.modify(owner, slug, |txn, actor, row| {
+        let now = self.handles.now();
+        self.modify(owner, slug, |tx, actor, row| {
             let mut changed = serde_json::Map::new();
-            if let Some(name) = name {
+            if let Some(name) = &name {
                 changed.insert("name".into(), name.clone().into());
-                row.name = name;
+                row.name = name.clone();
             }
-            if let Some(description) = description {
+            if let Some(description) = &description {
                 changed.insert("description".into(), description.clone().into());
-                row.description = description;
+                row.description = description.clone();
             }
-            if let Some(fields) = required_fields {
+            if let Some(fields) = &required_fields {
                 changed.insert("required_fields".into(), fields.clone().into());
-                row.required_fields = fields;
+                row.required_fields = fields.clone();
             }
             if let Some(active) = patch.active {
                 changed.insert("active".into(), active.into());
@@ -324,24 +317,18 @@ impl Endpoints {
                 Some(true) => "endpoint.reactivated",
                 None => "endpoint.updated",
             };
-            audit::record(
-                &mut RedbWrite::over(txn),
-                clock.now(),
-                row.id,
-                actor,
-                action,
-                changed.into(),
-            )
+            audit::record(tx, now, row.id, actor, action, changed.into())
         })
     }
 
     /// Reads, changes and writes back one endpoint its owner changes, in one transaction;
     /// `change` also gets the transaction, to record the audit entry and any notifications.
+    /// It may run more than once (see [`Handles::write`]).
     pub(crate) fn modify(
         &self,
         owner: &AccountRow,
         slug: &str,
-        change: impl FnOnce(&WriteTransaction, &AccountRow, &mut EndpointRow) -> Result<()>,
+        change: impl FnMut(&mut dyn WriteTx, &AccountRow, &mut EndpointRow) -> Result<()>,
     ) -> Result<EndpointView> {
         self.modify_as(owner, slug, true, change)
     }
@@ -352,21 +339,17 @@ impl Endpoints {
         account: &AccountRow,
         slug: &str,
         owner_only: bool,
-        change: impl FnOnce(&WriteTransaction, &AccountRow, &mut EndpointRow) -> Result<()>,
+        mut change: impl FnMut(&mut dyn WriteTx, &AccountRow, &mut EndpointRow) -> Result<()>,
     ) -> Result<EndpointView> {
-        let txn = self.store.write()?;
-        let (row, membership) = {
-            let (mut row, membership) = member_in(&txn, account, slug)?;
+        let (row, membership) = self.handles.write(|tx| {
+            let (mut row, membership) = member_in(&*tx, account, slug)?;
             if owner_only && !matches!(membership, Membership::Owner) {
                 return Err(Error::OwnerOnly);
             }
-            change(&txn, account, &mut row)?;
-            txn.open_table(ENDPOINTS)?
-                .insert(row.id, to_json(&row)?.as_slice())?;
-            (row, membership)
-        };
-        txn.commit()?;
-        self.cache.invalidate();
+            change(tx, account, &mut row)?;
+            tx.put_endpoint(&row)?;
+            Ok((row, membership))
+        })?;
         self.view(row, &membership)
     }
 
@@ -386,8 +369,7 @@ impl Endpoints {
         account: &AccountRow,
         slug: &str,
     ) -> Result<(EndpointRow, Membership)> {
-        let txn = self.store.read()?;
-        member_in(&txn, account, slug)
+        member_in(&*self.handles.store.read()?, account, slug)
     }
 
     /// Authorises a data call: the key must exist (401), belong to the endpoint named by
@@ -457,30 +439,23 @@ impl Endpoints {
         })
     }
 
+    /// Everything a key allows, read from one snapshot.
     fn resolve_key(&self, hash: &[u8; 32]) -> Result<Option<CachedKey>> {
-        let txn = self.store.read()?;
-        let key: ApiKeyRow = match txn.open_table(API_KEYS)?.get(hash)? {
-            Some(v) => from_json(v.value())?,
-            None => return Ok(None),
+        let snapshot = self.handles.store.read()?;
+        let Some(key) = snapshot.api_key(hash)? else {
+            return Ok(None);
         };
-        let endpoint: EndpointRow = match txn.open_table(ENDPOINTS)?.get(key.endpoint_id)? {
-            Some(v) => from_json(v.value())?,
-            None => return Ok(None),
+        let Some(endpoint) = snapshot.endpoint(key.endpoint_id)? else {
+            return Ok(None);
         };
         let (permissions, suspended) = match key.collaborator_id {
             None => (None, false),
             Some(account_id) => {
-                let collaborator: CollaboratorRow = match txn
-                    .open_table(COLLABORATORS)?
-                    .get((endpoint.id, account_id))?
-                {
-                    Some(v) => from_json(v.value())?,
-                    // Removed collaborators' keys are deleted with them; be safe anyway.
-                    None => return Ok(None),
+                // Removed collaborators' keys are deleted with them; be safe anyway.
+                let Some(collaborator) = snapshot.collaborator(endpoint.id, account_id)? else {
+                    return Ok(None);
                 };
-                let suspended = crate::store::Store::read(self.store.as_ref())?
-                    .account(account_id)?
-                    .is_none_or(|a| a.suspended);
+                let suspended = snapshot.account(account_id)?.is_none_or(|a| a.suspended);
                 (Some(collaborator.permissions), suspended)
             }
         };
@@ -494,11 +469,7 @@ impl Endpoints {
 
     /// The endpoint id for a slug, whoever owns it (for request logging of refused calls).
     pub fn id_for_slug(&self, slug: &str) -> Result<Option<u64>> {
-        let txn = self.store.read()?;
-        Ok(txn
-            .open_table(ENDPOINT_SLUGS)?
-            .get(slug)?
-            .map(|v| v.value()))
+        Ok(self.handles.store.read()?.endpoint_id_by_slug(slug)?)
     }
 
     /// Opens a sealed key.
@@ -529,7 +500,10 @@ impl Endpoints {
         };
         let deploy_request = match &row.deploy_request {
             Some(request) => {
-                let requested_by = crate::store::Store::read(self.store.as_ref())?
+                let requested_by = self
+                    .handles
+                    .store
+                    .read()?
                     .account(request.requested_by)?
                     .map_or_else(|| format!("account {}", request.requested_by), |a| a.email);
                 Some(DeployRequestView {
@@ -564,78 +538,70 @@ impl Endpoints {
     }
 }
 
-/// The endpoint with this slug inside a transaction, and how `account` relates to it.
-fn member_in(
-    txn: &impl ReadTables,
+/// The endpoint with this slug as `tx` sees it, and how `account` relates to it.
+fn member_in<R: ReadTx + ?Sized>(
+    tx: &R,
     account: &AccountRow,
     slug: &str,
 ) -> Result<(EndpointRow, Membership)> {
-    let id = txn
-        .endpoint_slugs()?
-        .get(slug)?
-        .map(|v| v.value())
+    let id = tx
+        .endpoint_id_by_slug(slug)?
         .ok_or(Error::EndpointNotFound)?;
-    let row: EndpointRow = match txn.endpoints()?.get(id)? {
-        Some(v) => from_json(v.value())?,
-        None => return Err(Error::EndpointNotFound),
-    };
+    let row = tx.endpoint(id)?.ok_or(Error::EndpointNotFound)?;
     if row.owner_id == account.id && account.role == Role::Owner {
         return Ok((row, Membership::Owner));
     }
-    match txn.collaborators()?.get((id, account.id))? {
-        Some(v) => {
-            let collaborator = from_json(v.value())?;
-            Ok((row, Membership::Collaborator(collaborator)))
-        }
+    match tx.collaborator(id, account.id)? {
+        Some(collaborator) => Ok((row, Membership::Collaborator(collaborator))),
         None => Err(Error::EndpointNotFound),
     }
 }
 
-/// Opening the tables `member_in` reads, in a read or a write transaction.
-trait ReadTables {
-    fn endpoint_slugs(&self) -> Result<impl ReadableTable<&'static str, u64>>;
-    fn endpoints(&self) -> Result<impl ReadableTable<u64, &'static [u8]>>;
-    fn collaborators(&self) -> Result<impl ReadableTable<(u64, u64), &'static [u8]>>;
+/// A new pair of API keys, one per environment, with their sealed copies: made before the
+/// write, so a write that runs again stores the same keys.
+pub(crate) struct NewKeys {
+    sandbox: String,
+    production: String,
+    pub(crate) sandbox_sealed: Vec<u8>,
+    pub(crate) production_sealed: Vec<u8>,
 }
 
-macro_rules! read_tables {
-    ($t:ty) => {
-        impl ReadTables for $t {
-            fn endpoint_slugs(&self) -> Result<impl ReadableTable<&'static str, u64>> {
-                Ok(self.open_table(ENDPOINT_SLUGS)?)
-            }
-            fn endpoints(&self) -> Result<impl ReadableTable<u64, &'static [u8]>> {
-                Ok(self.open_table(ENDPOINTS)?)
-            }
-            fn collaborators(&self) -> Result<impl ReadableTable<(u64, u64), &'static [u8]>> {
-                Ok(self.open_table(COLLABORATORS)?)
-            }
+impl NewKeys {
+    pub(crate) fn generate(sealer: &Sealer) -> NewKeys {
+        let sandbox = new_api_key(Environment::Sandbox.key_prefix());
+        let production = new_api_key(Environment::Production.key_prefix());
+        NewKeys {
+            sandbox_sealed: sealer.seal(sandbox.as_bytes()),
+            production_sealed: sealer.seal(production.as_bytes()),
+            sandbox,
+            production,
         }
-    };
-}
-read_tables!(redb::ReadTransaction);
-read_tables!(WriteTransaction);
+    }
 
-/// Stores a new API key (by hash) for an endpoint; `collaborator_id` for collaboration keys.
-pub(crate) fn insert_key(
-    txn: &WriteTransaction,
-    key: &str,
-    endpoint_id: u64,
-    environment: Environment,
-    now: Timestamp,
-    collaborator_id: Option<u64>,
-) -> Result<()> {
-    let hash = secret_hash(key);
-    let row = ApiKeyRow {
-        key_id: key_id(&hash),
-        endpoint_id,
-        environment,
-        created_at: now,
-        collaborator_id,
-    };
-    txn.open_table(API_KEYS)?
-        .insert(&hash, to_json(&row)?.as_slice())?;
-    Ok(())
+    /// Stores both keys (by hash) for an endpoint; `collaborator_id` for collaboration keys.
+    pub(crate) fn insert(
+        &self,
+        tx: &mut dyn WriteTx,
+        endpoint_id: u64,
+        now: Timestamp,
+        collaborator_id: Option<u64>,
+    ) -> Result<()> {
+        for (key, environment) in [
+            (&self.sandbox, Environment::Sandbox),
+            (&self.production, Environment::Production),
+        ] {
+            let hash = secret_hash(key);
+            let row = ApiKeyRow {
+                key_id: key_id(&hash),
+                endpoint_id,
+                environment,
+                created_at: now,
+                collaborator_id,
+            };
+            tx.insert_api_key(&hash, &row)?;
+        }
+        Ok(())
+    }
 }
 
 fn valid_name(name: &str) -> Result<String> {

@@ -47,3 +47,15 @@ impl Handles {
         Ok(value)
     }
 }
+
+#[cfg(test)]
+impl Handles {
+    /// Handles whose commits wake nothing: for unit tests of services without workers.
+    pub(crate) fn detached(store: Arc<dyn Store>, clock: SharedClock) -> Handles {
+        struct Nothing;
+        impl AfterCommit for Nothing {
+            fn committed(&self, _: Effects) {}
+        }
+        Handles::new(store, clock, Arc::new(Nothing))
+    }
+}

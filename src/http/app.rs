@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::core::clock::SharedClock;
 use crate::core::config::Config;
 use crate::core::metrics::Metrics;
+use crate::domain::collaborators::Collaborators;
 use crate::domain::endpoints::Endpoints;
 use crate::domain::handles::Handles;
 use crate::domain::mail::Mailer;
@@ -41,4 +42,15 @@ pub struct App {
     pub dashboard: crate::http::dashboard::Dashboard,
     /// Counters and histograms for `GET /metrics`.
     pub metrics: Arc<Metrics>,
+}
+
+impl App {
+    /// The collaborator service over this server's endpoints, with its invitation settings.
+    pub fn collaborators(&self) -> Collaborators<'_> {
+        Collaborators::new(
+            &self.endpoints,
+            self.config.public_url(),
+            self.config.accounts.invitation_ttl,
+        )
+    }
 }

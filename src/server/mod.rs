@@ -278,7 +278,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         }),
     );
     let app = Arc::new(App {
-        endpoints: Endpoints::new(store.clone(), sealer, access_cache),
+        endpoints: Endpoints::new(handles.clone(), sealer, access_cache),
         handles,
         usage: Usage::new(store.clone()),
         logins: Box::new(LoginLimiter::new(&config.accounts)),

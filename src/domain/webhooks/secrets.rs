@@ -236,12 +236,14 @@ mod tests {
     use super::*;
     use crate::core::clock::ManualClock;
     use crate::domain::endpoints::{Endpoints, NewEndpoint};
-    use crate::store::{ENDPOINT_SLUGS, Role};
+    use crate::domain::handles::Handles;
+    use crate::store::Role;
 
     const T0: Timestamp = Timestamp(1_767_225_600_000_000);
 
     struct Fixture {
         _dir: tempfile::TempDir,
+        store: Arc<RedbStore>,
         endpoints: Endpoints,
     }
 
@@ -249,15 +251,18 @@ mod tests {
         fn new() -> Fixture {
             let dir = tempfile::tempdir().unwrap();
             let store = RedbStore::open(&dir.path().join("intake.redb"), 1 << 20).unwrap();
+            let store = Arc::new(store);
             let sealer = Sealer::load_or_create(dir.path()).unwrap();
+            let handles = Handles::detached(store.clone(), Arc::new(ManualClock::new(T0)));
             Fixture {
-                endpoints: Endpoints::new(Arc::new(store), sealer, Default::default()),
+                endpoints: Endpoints::new(handles, sealer, Default::default()),
+                store,
                 _dir: dir,
             }
         }
 
         fn store(&self) -> &RedbStore {
-            &self.endpoints.store
+            &self.store
         }
 
         fn sealer(&self) -> &Sealer {
@@ -279,13 +284,8 @@ mod tests {
                 description: None,
                 required_fields: Vec::new(),
             };
-            let view = self
-                .endpoints
-                .create(&ManualClock::new(T0), &owner, new)
-                .unwrap();
-            let txn = self.store().read().unwrap();
-            let slugs = txn.open_table(ENDPOINT_SLUGS).unwrap();
-            slugs.get(view.slug.as_str()).unwrap().unwrap().value()
+            let view = self.endpoints.create(&owner, new).unwrap();
+            self.endpoints.id_for_slug(&view.slug).unwrap().unwrap()
         }
 
         fn keys(&self, partition: u64, now: Timestamp) -> Result<Vec<Vec<u8>>> {

@@ -10,7 +10,7 @@ use super::manage::{
 };
 use super::reply::{self, cookie};
 use crate::domain::accounts::{self, AccountView};
-use crate::domain::collaborators::{self, Acceptor};
+use crate::domain::collaborators::Acceptor;
 use crate::domain::error::{Error, Result};
 use crate::domain::notifications;
 use crate::domain::sessions::{self, COOKIE};
@@ -203,7 +203,7 @@ pub fn mark_read(app: &App, req: &Request, id: &str) -> Result<Response> {
 
 /// `GET /api/v1/invitations/{token}`: what the link offers (the token is the credential).
 pub fn invitation(app: &App, token: &str) -> Result<Response> {
-    let preview = collaborators::preview(app, token)?;
+    let preview = app.collaborators().preview(token)?;
     Ok(reply::json(StatusCode::OK, &preview))
 }
 
@@ -220,7 +220,7 @@ pub async fn accept_invitation(app: &App, req: &mut Request, token: &str) -> Res
         None => Acceptor::NewAccount(optional_body(req).await?),
     };
     let is_new = matches!(acceptor, Acceptor::NewAccount(_));
-    let (account, endpoint) = collaborators::accept(app, token, acceptor).await?;
+    let (account, endpoint) = app.collaborators().accept(token, acceptor).await?;
     let body = accepted_body(&account, &endpoint);
     if is_new {
         let opened = open_session(app, account)?;

@@ -8,7 +8,6 @@ use super::reply::{self, bearer, cookie, parse_json, query_params, read_body, re
 use super::{MAX_MANAGE_BODY, Request};
 use crate::domain::accounts;
 use crate::domain::audit;
-use crate::domain::collaborators;
 use crate::domain::deploy;
 use crate::domain::error::{Error, Missing, Result};
 use crate::domain::sessions;
@@ -84,7 +83,7 @@ pub async fn endpoints(app: &App, req: &mut Request) -> Result<Response> {
     let account = caller(app, req)?;
     if req.method == Method::POST {
         let new = body(req).await?;
-        let created = app.endpoints.create(app.clock.as_ref(), &account, new)?;
+        let created = app.endpoints.create(&account, new)?;
         return Ok(reply::json(StatusCode::CREATED, &created));
     }
     let data = app.endpoints.list(&account)?;
@@ -99,8 +98,7 @@ pub async fn endpoint(app: &App, req: &mut Request, slug: &str) -> Result<Respon
     let account = caller(app, req)?;
     let view = if req.method == Method::PATCH {
         let patch = body(req).await?;
-        app.endpoints
-            .update(app.clock.as_ref(), &account, slug, patch)?
+        app.endpoints.update(&account, slug, patch)?
     } else {
         app.endpoints.get(&account, slug)?
     };
@@ -116,22 +114,31 @@ pub async fn deploy_step(
     step: DeployStep,
 ) -> Result<Response> {
     let account = caller(app, req)?;
+    let (endpoints, public_url) = (&app.endpoints, &app.config.public_url());
     let (status, view) = match step {
-        DeployStep::Deploy => (StatusCode::OK, deploy::deploy(app, &account, slug)?),
+        DeployStep::Deploy => (
+            StatusCode::OK,
+            deploy::deploy(endpoints, public_url, &account, slug)?,
+        ),
         DeployStep::Request => {
             let note = optional_body(req).await?;
             (
                 StatusCode::CREATED,
-                deploy::request(app, &account, slug, note)?,
+                deploy::request(endpoints, public_url, &account, slug, note)?,
             )
         }
-        DeployStep::Approve => (StatusCode::OK, deploy::approve(app, &account, slug)?),
+        DeployStep::Approve => (
+            StatusCode::OK,
+            deploy::approve(endpoints, public_url, &account, slug)?,
+        ),
         DeployStep::Reject => {
             let note = optional_body(req).await?;
-            (StatusCode::OK, deploy::reject(app, &account, slug, note)?)
+            (
+                StatusCode::OK,
+                deploy::reject(endpoints, public_url, &account, slug, note)?,
+            )
         }
     };
-    app.mailer.wake();
     Ok(reply::json(status, &view))
 }
 
@@ -173,11 +180,10 @@ pub async fn invitations(app: &App, req: &mut Request, slug: &str) -> Result<Res
     let owner = caller(app, req)?;
     if req.method == Method::POST {
         let new = body(req).await?;
-        let created = collaborators::invite(app, &owner, slug, new)?;
-        app.mailer.wake();
+        let created = app.collaborators().invite(&owner, slug, new)?;
         return Ok(reply::json(StatusCode::CREATED, &created));
     }
-    let data = collaborators::list_invitations(app, &owner, slug)?;
+    let data = app.collaborators().list_invitations(&owner, slug)?;
     Ok(reply::json(
         StatusCode::OK,
         &serde_json::json!({ "data": data }),
@@ -188,14 +194,14 @@ pub async fn invitations(app: &App, req: &mut Request, slug: &str) -> Result<Res
 pub fn revoke_invitation(app: &App, req: &Request, slug: &str, id: &str) -> Result<Response> {
     let owner = caller(app, req)?;
     let id = id_param(id, Missing::Invitation)?;
-    let view = collaborators::revoke_invitation(app, &owner, slug, id)?;
+    let view = app.collaborators().revoke_invitation(&owner, slug, id)?;
     Ok(reply::json(StatusCode::OK, &view))
 }
 
 /// `GET /api/v1/manage/endpoints/{slug}/collaborators`.
 pub fn collaborators(app: &App, req: &Request, slug: &str) -> Result<Response> {
     let owner = caller(app, req)?;
-    let data = collaborators::list_collaborators(app, &owner, slug)?;
+    let data = app.collaborators().list_collaborators(&owner, slug)?;
     Ok(reply::json(
         StatusCode::OK,
         &serde_json::json!({ "data": data }),
@@ -213,14 +219,16 @@ pub async fn collaborator(
     let owner = caller(app, req)?;
     let account_id = id_param(account_id, Missing::Collaborator)?;
     if req.method == Method::DELETE {
-        collaborators::remove(app, &owner, slug, account_id)?;
+        app.collaborators().remove(&owner, slug, account_id)?;
         return Ok(reply::json(
             StatusCode::OK,
             &serde_json::json!({ "account_id": account_id, "removed": true }),
         ));
     }
     let change = body(req).await?;
-    let view = collaborators::set_permissions(app, &owner, slug, account_id, change)?;
+    let view = app
+        .collaborators()
+        .set_permissions(&owner, slug, account_id, change)?;
     Ok(reply::json(StatusCode::OK, &view))
 }
 

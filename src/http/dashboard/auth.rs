@@ -10,7 +10,7 @@ use super::page::{Failure, Layout, Outcome, redirect, render_with, safe_next};
 use super::security;
 use super::visitor::{User, maybe_signed_in, signed_in, user_form, visitor_form};
 use crate::domain::accounts;
-use crate::domain::collaborators::{self, Acceptance, Acceptor, InvitationPreview};
+use crate::domain::collaborators::{Acceptance, Acceptor, InvitationPreview};
 use crate::domain::error::Error;
 use crate::domain::sessions::{self, Login, Opened};
 use crate::http::api::Request;
@@ -238,7 +238,7 @@ struct InvitationPage {
 }
 
 fn invitation_form(app: &App, req: &Request, token: &str, error: Option<String>) -> Outcome {
-    let invitation = collaborators::preview(app, token)?;
+    let invitation = app.collaborators().preview(token)?;
     let user = maybe_signed_in(app, req)?;
     let (layout, csrf) = match &user {
         Some(user) => (user.layout(app, "Invitation", "endpoints", req), None),
@@ -297,7 +297,7 @@ pub async fn accept_invitation(app: &App, req: &mut Request, token: &str) -> Out
             (Acceptor::NewAccount(acceptance), true)
         }
     };
-    let (account, endpoint) = match collaborators::accept(app, token, acceptor).await {
+    let (account, endpoint) = match app.collaborators().accept(token, acceptor).await {
         Ok(accepted) => accepted,
         Err(err @ Error::InvalidRequest(_)) => {
             return invitation_form(app, req, token, Some(err.to_string()));

@@ -9,7 +9,7 @@ use super::form::Form;
 use super::page::{Layout, Outcome, redirect, render};
 use super::visitor::{signed_in, user_form};
 use crate::domain::collaborators::{
-    self, CollaboratorView, InvitationView, NewInvitation, PermissionsChange,
+    CollaboratorView, InvitationView, NewInvitation, PermissionsChange,
 };
 use crate::domain::error::Missing;
 use crate::http::api::Request;
@@ -51,7 +51,7 @@ struct CollaboratorsPage {
 pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
     let user = signed_in(app, req)?;
     let head = EndpointHead::load(app, &user, slug, "collaborators")?;
-    let mut invitations = collaborators::list_invitations(app, &user.account, slug)?;
+    let mut invitations = app.collaborators().list_invitations(&user.account, slug)?;
     invitations.retain(|i| i.status == "pending");
     let page = CollaboratorsPage {
         layout: user.layout(
@@ -61,7 +61,9 @@ pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
             req,
         ),
         invitations,
-        collaborators: collaborators::list_collaborators(app, &user.account, slug)?
+        collaborators: app
+            .collaborators()
+            .list_collaborators(&user.account, slug)?
             .into_iter()
             .map(|c| {
                 let boxes = boxes(&c.permissions);
@@ -97,8 +99,7 @@ pub async fn invite(app: &App, req: &mut Request, slug: &str) -> Outcome {
         email: form.text("email").to_string(),
         permissions: ticked(&form),
     };
-    collaborators::invite(app, &user.account, slug, new)?;
-    app.mailer.wake();
+    app.collaborators().invite(&user.account, slug, new)?;
     back(slug, "invited")
 }
 
@@ -107,7 +108,8 @@ pub async fn revoke(app: &App, req: &mut Request, slug: &str, id: &str) -> Outco
     let user = signed_in(app, req)?;
     user_form(app, req, &user).await?;
     let id = id_param(id, Missing::Invitation)?;
-    collaborators::revoke_invitation(app, &user.account, slug, id)?;
+    app.collaborators()
+        .revoke_invitation(&user.account, slug, id)?;
     back(slug, "revoked")
 }
 
@@ -119,7 +121,8 @@ pub async fn set_permissions(app: &App, req: &mut Request, slug: &str, id: &str)
     let change = PermissionsChange {
         permissions: ticked(&form),
     };
-    collaborators::set_permissions(app, &user.account, slug, id, change)?;
+    app.collaborators()
+        .set_permissions(&user.account, slug, id, change)?;
     back(slug, "permissions")
 }
 
@@ -128,6 +131,6 @@ pub async fn remove(app: &App, req: &mut Request, slug: &str, id: &str) -> Outco
     let user = signed_in(app, req)?;
     user_form(app, req, &user).await?;
     let id = id_param(id, Missing::Collaborator)?;
-    collaborators::remove(app, &user.account, slug, id)?;
+    app.collaborators().remove(&user.account, slug, id)?;
     back(slug, "removed")
 }

@@ -88,7 +88,7 @@ pub async fn create(app: &App, req: &mut Request) -> Outcome {
         description: None,
         required_fields: Vec::new(),
     };
-    match app.endpoints.create(app.clock.as_ref(), &user.account, new) {
+    match app.endpoints.create(&user.account, new) {
         Ok(created) => Ok(redirect(&format!(
             "/dashboard/endpoints/{}?done=created",
             created.slug
@@ -160,8 +160,7 @@ pub async fn save_settings(app: &App, req: &mut Request, slug: &str) -> Outcome 
         required_fields: Some(field_list(form.text("required_fields"))),
         ..EndpointPatch::default()
     };
-    app.endpoints
-        .update(app.clock.as_ref(), &user.account, slug, patch)?;
+    app.endpoints.update(&user.account, slug, patch)?;
     Ok(redirect(&format!("/dashboard/endpoints/{slug}?done=saved")))
 }
 
@@ -174,8 +173,7 @@ pub async fn set_active(app: &App, req: &mut Request, slug: &str) -> Outcome {
         active: Some(active),
         ..EndpointPatch::default()
     };
-    app.endpoints
-        .update(app.clock.as_ref(), &user.account, slug, patch)?;
+    app.endpoints.update(&user.account, slug, patch)?;
     let done = if active { "activated" } else { "deactivated" };
     Ok(redirect(&format!(
         "/dashboard/endpoints/{slug}?done={done}"
@@ -206,25 +204,25 @@ pub async fn deploy_step(app: &App, req: &mut Request, slug: &str, step: DeployS
             note: (!text.is_empty()).then(|| text.to_string()),
         }
     };
+    let (endpoints, public_url) = (&app.endpoints, &app.config.public_url());
     let (done, tab) = match step {
         DeployStep::Request => {
-            deploy::request(app, &user.account, slug, note())?;
+            deploy::request(endpoints, public_url, &user.account, slug, note())?;
             ("requested", "")
         }
         DeployStep::Approve => {
-            deploy::approve(app, &user.account, slug)?;
+            deploy::approve(endpoints, public_url, &user.account, slug)?;
             ("approved", "/production")
         }
         DeployStep::Reject => {
-            deploy::reject(app, &user.account, slug, note())?;
+            deploy::reject(endpoints, public_url, &user.account, slug, note())?;
             ("rejected", "")
         }
         DeployStep::Deploy => {
-            deploy::deploy(app, &user.account, slug)?;
+            deploy::deploy(endpoints, public_url, &user.account, slug)?;
             ("deployed", "/production")
         }
     };
-    app.mailer.wake();
     Ok(redirect(&format!(
         "/dashboard/endpoints/{slug}{tab}?done={done}"
     )))
