@@ -176,12 +176,6 @@ impl Endpoints {
         }
     }
 
-    /// Forgets every resolved key: call after committing a change to accounts that was not
-    /// written through [`Handles::write`] (whose after-commit path does it).
-    pub fn invalidate_access(&self) {
-        self.cache.invalidate();
-    }
-
     pub fn create(&self, owner: &AccountRow, new: NewEndpoint) -> Result<EndpointView> {
         crate::domain::accounts::require_server_owner(owner)?;
         let name = valid_name(&new.name)?;
