@@ -307,7 +307,9 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         tokio::spawn(sweep_expired(app.clone(), ticker(EXPIRY_SWEEP))),
         tokio::spawn(flush_usage(app.clone(), ticker(USAGE_FLUSH))),
         tokio::spawn(retention::run_schedule(
-            app.clone(),
+            app.handles.store.clone(),
+            app.clock.clone(),
+            app.config.retention.clone(),
             ticker(retention::SCHEDULE_TICK),
             {
                 let indexer = indexer.clone();
