@@ -1,7 +1,7 @@
 //! The data operations on records: create, read one, list, replace, delete.
 //!
-//! Writes are validated here, then handed to the ingest writer (`ingest`) and answered once
-//! durable. Reads go straight to the store, one snapshot per request.
+//! Writes are validated here, then queued for the ingest writer (`domain::ingest`) and answered
+//! once durable. Reads go straight to the store, one snapshot per request.
 //!
 //! Payload rules: the body must be one UTF-8 JSON document, at most [`MAX_DEPTH`] arrays and
 //! objects deep. It is stored as sent but for this normalisation, and that text is the
@@ -30,10 +30,10 @@ use crate::core::cursor::{self, CursorKind, Position};
 use crate::core::ids::RecordId;
 use crate::domain::endpoints::DataAccess;
 use crate::domain::error::{Error, Result};
+use crate::domain::ingest::{IDEMPOTENCY_TTL, Ingest, Write};
 use crate::domain::webhooks::deliveries::Hooks;
-use crate::store::records::ScanOrder;
+use crate::store::records::{IdempotencyClaim, RecordWrite, ScanOrder, WriteOutcome};
 use crate::store::{Store, StoreError, time_key};
-use crate::workers::ingest::{IdempotencyClaim, Ingest, Write, WriteOp, WriteOutcome};
 
 pub const LIST_LIMIT_DEFAULT: usize = 10;
 pub const LIST_LIMIT_MAX: usize = 30;
@@ -351,16 +351,17 @@ pub async fn create(
             valid_idempotency_key(key).map(|key| IdempotencyClaim {
                 key: key.to_string(),
                 payload_hash: hex(&sha256(&payload)),
+                ttl: IDEMPOTENCY_TTL,
             })
         })
         .transpose()?;
-    let op = WriteOp::Create {
+    let record = RecordWrite::Create {
         partition: access.partition,
         id: RecordId::generate(hooks.at),
         payload,
         idempotency,
     };
-    match ingest.submit(Write { op, hooks }).await? {
+    match ingest.submit(Write { record, hooks }).await? {
         WriteOutcome::Created { id, created_at } | WriteOutcome::Replayed { id, created_at } => {
             Ok(Accepted {
                 id: id.to_string(),
@@ -380,13 +381,13 @@ pub async fn replace(
     body: &[u8],
 ) -> Result<Accepted> {
     let payload = normalize_payload(body, &access.endpoint.required_fields)?;
-    let op = WriteOp::Replace {
+    let record = RecordWrite::Replace {
         partition: access.partition,
         id,
         updated_at: hooks.at,
         payload,
     };
-    ingest.submit(Write { op, hooks }).await?;
+    ingest.submit(Write { record, hooks }).await?;
     Ok(Accepted {
         id: id.to_string(),
         created_at: None,
@@ -400,11 +401,11 @@ pub async fn delete(
     id: RecordId,
     hooks: Hooks,
 ) -> Result<Accepted> {
-    let op = WriteOp::Delete {
+    let record = RecordWrite::Delete {
         partition: access.partition,
         id,
     };
-    ingest.submit(Write { op, hooks }).await?;
+    ingest.submit(Write { record, hooks }).await?;
     Ok(Accepted {
         id: id.to_string(),
         created_at: None,
