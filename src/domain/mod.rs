@@ -39,6 +39,7 @@ pub mod endpoints;
 pub mod error;
 pub mod handles;
 pub mod health;
+pub mod ingest;
 pub mod mail;
 pub mod notifications;
 pub mod poll;

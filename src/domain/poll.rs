@@ -27,16 +27,23 @@ use serde::Serialize;
 
 use crate::core::clock::{Clock, Timestamp, parse_date_or_rfc3339};
 use crate::core::cursor::{self, CursorKind, Position};
-use crate::core::ids::RecordId;
 use crate::domain::endpoints::DataAccess;
 use crate::domain::error::{Error, Result};
-use crate::domain::records::RecordsBody;
-use crate::store::{RECORDS, RedbStore, time_key};
+use crate::domain::records::{RecordsBody, first_id_at};
+use crate::store::Store;
+use crate::store::records::ScanOrder;
 
 pub const LIMIT_DEFAULT: usize = 100;
 pub const LIMIT_MAX: usize = 100;
 
 /// Creates that have been stamped but not yet stored or refused.
+///
+/// This registry lives in the memory of the one server process that stamps and stores every
+/// create. Several nodes writing one store would each stamp creates the others cannot see, so
+/// a multi-node backend must provide the bound itself: each node publishes the low-water mark
+/// of its stamps in flight (its oldest, or its clock when it has none) in the store under a
+/// lease it renews, and a poll's bound is the lowest mark of the nodes whose lease is live (a
+/// node whose lease lapsed has no writes left that could commit).
 #[derive(Default)]
 pub struct InFlight {
     state: Mutex<State>,
@@ -152,15 +159,10 @@ pub fn parse_request(params: &HashMap<String, String>, partition: u64) -> Result
     Ok((start, limit))
 }
 
-/// The smallest record id with this created_at.
-fn first_id_at(t: Timestamp) -> u128 {
-    u128::from(time_key(t)) << 64
-}
-
 /// One poll at time `now`: records after `start` and below `bound`, oldest first, at most
 /// `limit`.
 pub fn poll(
-    store: &RedbStore,
+    store: &dyn Store,
     access: &DataAccess,
     start: Start,
     limit: usize,
@@ -186,26 +188,28 @@ pub fn poll(
     };
     let mut body = RecordsBody::new(limit);
     let mut last = None;
-    if after < below {
-        let txn = store.read()?;
-        let records = txn.open_table(RECORDS)?;
-        for entry in records.range((Excluded((p, after)), Included((p, below - 1))))? {
-            let (key, value) = entry?;
-            let id = key.value().1;
-            if body.len() == limit {
-                // One more exists below the bound: a backlog remains.
-                let json = body.finish(&PollTail {
-                    next_cursor: last.map(encode),
-                    poll_cursor: None,
-                })?;
-                return Ok(PollPage {
-                    json,
-                    continues_after: last,
-                });
-            }
-            body.push(RecordId(id), value.value())?;
-            last = Some(id);
-        }
+    let more = after < below
+        && store.read()?.record_page(
+            p,
+            (Excluded(after), Included(below - 1)),
+            ScanOrder::OldestFirst,
+            limit,
+            &mut |record| {
+                body.push(record.id, record.updated_at, record.payload)?;
+                last = Some(record.id.0);
+                Ok(())
+            },
+        )?;
+    if more {
+        // One more exists below the bound: a backlog remains.
+        let json = body.finish(&PollTail {
+            next_cursor: last.map(encode),
+            poll_cursor: None,
+        })?;
+        return Ok(PollPage {
+            json,
+            continues_after: last,
+        });
     }
     // Caught up: everything below the bound has been delivered.
     let caught_up_to = last.unwrap_or(after).max(below.saturating_sub(1));
@@ -240,13 +244,13 @@ impl Default for ReadAhead {
 
 impl ReadAhead {
     /// Starts reading the `limit` records of `partition` after `after`, unless one is running.
-    pub fn start(&self, store: &Arc<RedbStore>, partition: u64, after: u128, limit: usize) {
+    pub fn start(&self, store: &Arc<dyn Store>, partition: u64, after: u128, limit: usize) {
         let Ok(permit) = self.running.clone().try_acquire_owned() else {
             return;
         };
         let store = store.clone();
         tokio::task::spawn_blocking(move || {
-            if let Err(err) = read_ahead(&store, partition, after, limit) {
+            if let Err(err) = read_ahead(store.as_ref(), partition, after, limit) {
                 log::debug!("poll read-ahead: {err}");
             }
             // The store goes first: once `stop` has the permit, no read-ahead holds the store.
@@ -265,16 +269,14 @@ impl ReadAhead {
 }
 
 /// Walks the next `limit` records of `partition` after `after`, which loads their pages.
-fn read_ahead(store: &RedbStore, partition: u64, after: u128, limit: usize) -> Result<()> {
-    let txn = store.read()?;
-    let records = txn.open_table(RECORDS)?;
-    let next = Excluded((partition, after));
-    for entry in records
-        .range((next, Included((partition, u128::MAX))))?
-        .take(limit)
-    {
-        entry?;
-    }
+fn read_ahead(store: &dyn Store, partition: u64, after: u128, limit: usize) -> Result<()> {
+    store.read()?.record_page(
+        partition,
+        (Excluded(after), Included(u128::MAX)),
+        ScanOrder::OldestFirst,
+        limit,
+        &mut |_| Ok(()),
+    )?;
     Ok(())
 }
 
@@ -282,11 +284,13 @@ fn read_ahead(store: &RedbStore, partition: u64, after: u128, limit: usize) -> R
 mod tests {
     use super::*;
     use crate::core::clock::ManualClock;
+    use crate::store::RedbStore;
 
     #[tokio::test]
     async fn a_stopped_read_ahead_holds_no_store_and_starts_no_more() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap());
+        let store: Arc<dyn Store> =
+            Arc::new(RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap());
         let read_ahead = ReadAhead::default();
         read_ahead.start(&store, 1, 0, LIMIT_MAX);
         read_ahead.stop().await;

@@ -1,7 +1,7 @@
 //! The data operations on records: create, read one, list, replace, delete.
 //!
-//! Writes are validated here, then handed to the ingest writer (`ingest`) and answered once
-//! durable. Reads go straight to the store.
+//! Writes are validated here, then queued for the ingest writer (`domain::ingest`) and answered
+//! once durable. Reads go straight to the store, one snapshot per request.
 //!
 //! Payload rules: the body must be one UTF-8 JSON document, at most [`MAX_DEPTH`] arrays and
 //! objects deep. It is stored as sent but for this normalisation, and that text is the
@@ -19,18 +19,21 @@
 //! the payload must be a JSON object in which each of them is present and not `null`.
 
 use std::collections::HashMap;
+use std::ops::Bound::{Excluded, Included};
 
 use serde::Serialize;
 use serde::de::IgnoredAny;
 
+use crate::core::clock::Timestamp;
 use crate::core::crypto::sha256;
 use crate::core::cursor::{self, CursorKind, Position};
 use crate::core::ids::RecordId;
 use crate::domain::endpoints::DataAccess;
 use crate::domain::error::{Error, Result};
+use crate::domain::ingest::{IDEMPOTENCY_TTL, Ingest, Write};
 use crate::domain::webhooks::deliveries::Hooks;
-use crate::store::{RECORDS, RedbStore, decode_record, time_key};
-use crate::workers::ingest::{IdempotencyClaim, Ingest, Write, WriteOp, WriteOutcome};
+use crate::store::records::{IdempotencyClaim, RecordWrite, ScanOrder, WriteOutcome};
+use crate::store::{Store, StoreError, time_key};
 
 pub const LIST_LIMIT_DEFAULT: usize = 10;
 pub const LIST_LIMIT_MAX: usize = 30;
@@ -66,7 +69,7 @@ pub struct Pagination {
 }
 
 /// A response body listing records, `{"data":[record,...],...}`, written straight from
-/// stored values (see [`push_record`]). One writer serves list, search and poll.
+/// the stored payloads (see [`push_record`]). One writer serves list, search and poll.
 pub struct RecordsBody {
     json: String,
     count: usize,
@@ -89,12 +92,17 @@ impl RecordsBody {
         }
     }
 
-    /// Appends the record stored under `id` as `value`.
-    pub fn push(&mut self, id: RecordId, value: &[u8]) -> Result<()> {
+    /// Appends the record `id`, last written at `updated_at` with `payload`.
+    pub fn push(
+        &mut self,
+        id: RecordId,
+        updated_at: Timestamp,
+        payload: &[u8],
+    ) -> Result<(), StoreError> {
         if self.count > 0 {
             self.json.push(',');
         }
-        push_record(&mut self.json, id, value)?;
+        push_record(&mut self.json, id, updated_at, payload)?;
         self.count += 1;
         if self.count == 1 {
             // Room for the rest of the page at the first record's size, saving the copies
@@ -131,9 +139,9 @@ impl RecordsBody {
 }
 
 /// The JSON of one stored record as the API shows it.
-pub fn record_json(id: RecordId, value: &[u8]) -> Result<String> {
-    let mut json = String::with_capacity(value.len() + 128);
-    push_record(&mut json, id, value)?;
+pub fn record_json(id: RecordId, updated_at: Timestamp, payload: &[u8]) -> Result<String> {
+    let mut json = String::with_capacity(payload.len() + 128);
+    push_record(&mut json, id, updated_at, payload)?;
     Ok(json)
 }
 
@@ -142,11 +150,16 @@ pub fn record_json(id: RecordId, value: &[u8]) -> Result<String> {
 /// The payload's bytes are copied as they are: the store only holds payloads that
 /// [`normalize_payload`] wrote as compact JSON, so reading does not parse them again (that
 /// parse, with the copies around it, was most of the cost of a poll page). Only the UTF-8
-/// check stays, so a damaged value cannot put invalid text into a response.
-fn push_record(out: &mut String, id: RecordId, value: &[u8]) -> Result<()> {
-    let (updated_at, payload) = decode_record(value)?;
+/// check stays, so a damaged value cannot put invalid text into a response: such a payload is
+/// corrupt stored data.
+fn push_record(
+    out: &mut String,
+    id: RecordId,
+    updated_at: Timestamp,
+    payload: &[u8],
+) -> Result<(), StoreError> {
     let payload = std::str::from_utf8(payload)
-        .map_err(|_| Error::Internal(format!("stored payload of {id} is not UTF-8")))?;
+        .map_err(|_| StoreError::Corrupt(format!("stored payload of {id} is not UTF-8")))?;
     out.push_str(r#"{"id":""#);
     id.push_to(out);
     out.push_str(r#"","payload":"#);
@@ -338,16 +351,17 @@ pub async fn create(
             valid_idempotency_key(key).map(|key| IdempotencyClaim {
                 key: key.to_string(),
                 payload_hash: hex(&sha256(&payload)),
+                ttl: IDEMPOTENCY_TTL,
             })
         })
         .transpose()?;
-    let op = WriteOp::Create {
+    let record = RecordWrite::Create {
         partition: access.partition,
         id: RecordId::generate(hooks.at),
         payload,
         idempotency,
     };
-    match ingest.submit(Write { op, hooks }).await? {
+    match ingest.submit(Write { record, hooks }).await? {
         WriteOutcome::Created { id, created_at } | WriteOutcome::Replayed { id, created_at } => {
             Ok(Accepted {
                 id: id.to_string(),
@@ -367,13 +381,13 @@ pub async fn replace(
     body: &[u8],
 ) -> Result<Accepted> {
     let payload = normalize_payload(body, &access.endpoint.required_fields)?;
-    let op = WriteOp::Replace {
+    let record = RecordWrite::Replace {
         partition: access.partition,
         id,
         updated_at: hooks.at,
         payload,
     };
-    ingest.submit(Write { op, hooks }).await?;
+    ingest.submit(Write { record, hooks }).await?;
     Ok(Accepted {
         id: id.to_string(),
         created_at: None,
@@ -387,11 +401,11 @@ pub async fn delete(
     id: RecordId,
     hooks: Hooks,
 ) -> Result<Accepted> {
-    let op = WriteOp::Delete {
+    let record = RecordWrite::Delete {
         partition: access.partition,
         id,
     };
-    ingest.submit(Write { op, hooks }).await?;
+    ingest.submit(Write { record, hooks }).await?;
     Ok(Accepted {
         id: id.to_string(),
         created_at: None,
@@ -400,46 +414,39 @@ pub async fn delete(
 }
 
 /// The JSON of one record.
-pub fn get(store: &RedbStore, access: &DataAccess, id: RecordId) -> Result<String> {
-    let txn = store.read()?;
-    let records = txn.open_table(RECORDS)?;
-    let value = records
-        .get((access.partition, id.0))?
+pub fn get(store: &dyn Store, access: &DataAccess, id: RecordId) -> Result<String> {
+    let record = store
+        .read()?
+        .record(access.partition, id)?
         .ok_or(Error::RecordNotFound)?;
-    record_json(id, value.value())
+    record_json(record.id, record.updated_at, &record.payload)
 }
 
 /// Newest first, `limit` records after `cursor`: the JSON of the page.
 pub fn list(
-    store: &RedbStore,
+    store: &dyn Store,
     access: &DataAccess,
     limit: usize,
     cursor: Option<&str>,
 ) -> Result<String> {
-    use std::ops::Bound::{Excluded, Included};
     let p = access.partition;
     let upper = match cursor {
-        Some(text) => Excluded((p, cursor::parse(CursorKind::RecordList, p, text)?.tiebreak)),
-        None => Included((p, u128::MAX)),
+        Some(text) => Excluded(cursor::parse(CursorKind::RecordList, p, text)?.tiebreak),
+        None => Included(u128::MAX),
     };
-    let txn = store.read()?;
-    let records = txn.open_table(RECORDS)?;
     let mut body = RecordsBody::new(limit);
     let mut last = None;
-    let mut more = false;
-    for entry in records
-        .range::<(u64, u128)>((Included((p, 0)), upper))?
-        .rev()
-    {
-        let (key, value) = entry?;
-        if body.len() == limit {
-            more = true;
-            break;
-        }
-        let id = RecordId(key.value().1);
-        body.push(id, value.value())?;
-        last = Some(id);
-    }
+    let more = store.read()?.record_page(
+        p,
+        (Included(0), upper),
+        ScanOrder::NewestFirst,
+        limit,
+        &mut |record| {
+            body.push(record.id, record.updated_at, record.payload)?;
+            last = Some(record.id);
+            Ok(())
+        },
+    )?;
     let next_cursor = match (more, last) {
         (true, Some(id)) => Some(cursor::encode(
             CursorKind::RecordList,
@@ -454,6 +461,11 @@ pub fn list(
     body.finish(&PageTail {
         pagination: Pagination { next_cursor },
     })
+}
+
+/// The smallest record id with this created_at: ids below it were created before `t`.
+pub fn first_id_at(t: Timestamp) -> u128 {
+    u128::from(time_key(t)) << 64
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -635,8 +647,6 @@ mod tests {
 
     #[test]
     fn record_bodies_are_the_json_the_api_documents() {
-        use crate::core::clock::Timestamp;
-        use crate::store::encode_record;
         let created = Timestamp(1_700_000_000_000_001);
         let updated = Timestamp(1_700_000_100_000_000);
         let a = RecordId::generate(created);
@@ -651,13 +661,13 @@ mod tests {
                 "updated_at": updated.to_rfc3339(),
             })
         };
-        let one = record_json(a, &encode_record(updated, &payload)).unwrap();
+        let one = record_json(a, updated, &payload).unwrap();
         let one: serde_json::Value = serde_json::from_str(&one).unwrap();
         assert_eq!(one, expected(a));
 
         let mut body = RecordsBody::new(2);
         for id in [a, b] {
-            body.push(id, &encode_record(updated, &payload)).unwrap();
+            body.push(id, updated, &payload).unwrap();
         }
         assert_eq!(body.len(), 2);
         let tail = PageTail {
@@ -686,10 +696,13 @@ mod tests {
 
     #[test]
     fn a_stored_value_that_is_not_utf8_is_refused_not_sent() {
-        let id = RecordId::generate(crate::core::clock::Timestamp(1));
-        let value = crate::store::encode_record(crate::core::clock::Timestamp(1), b"\"\xff\"");
-        assert!(matches!(record_json(id, &value), Err(Error::Internal(_))));
-        assert!(RecordsBody::new(1).push(id, &value).is_err());
+        let id = RecordId::generate(Timestamp(1));
+        let payload = b"\"\xff\"";
+        assert!(matches!(
+            record_json(id, Timestamp(1), payload),
+            Err(Error::Internal(_))
+        ));
+        assert!(RecordsBody::new(1).push(id, Timestamp(1), payload).is_err());
     }
 
     #[test]

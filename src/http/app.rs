@@ -8,13 +8,13 @@ use crate::core::metrics::Metrics;
 use crate::domain::collaborators::Collaborators;
 use crate::domain::endpoints::Endpoints;
 use crate::domain::handles::Handles;
+use crate::domain::ingest::Ingest;
 use crate::domain::mail::Mailer;
 use crate::domain::poll::{InFlight, ReadAhead};
 use crate::domain::search::SearchIndex;
 use crate::domain::sessions::LoginThrottle;
 use crate::domain::usage::Usage;
 use crate::store::RedbStore;
-use crate::workers::ingest::Ingest;
 use crate::workers::request_log::RequestLog;
 use crate::workers::webhooks::dispatch::Dispatcher;
 

@@ -35,6 +35,7 @@ use crate::core::metrics::Metrics;
 use crate::core::private_dir::create_private_dir;
 use crate::domain::endpoints::{AccessCache, Endpoints};
 use crate::domain::handles::{AfterCommit, Handles};
+use crate::domain::ingest::purge_expired_idempotency;
 use crate::domain::mail::Mailer;
 use crate::domain::poll::{InFlight, ReadAhead};
 use crate::http::api;
@@ -43,7 +44,7 @@ use crate::http::dashboard::Dashboard;
 use crate::ops::backup::{self, BackupError};
 use crate::server::first_byte::FirstByteDeadline;
 use crate::store::Effects;
-use crate::workers::ingest::{self, Ingest};
+use crate::workers::ingest;
 
 use crate::core::ticker::Ticker;
 use crate::domain::retention;
@@ -253,12 +254,19 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         &config.webhooks,
     )
     .map_err(spawn_err)?;
-    let (ingest, writer) = Ingest::start(store.clone(), metrics.clone(), {
-        let (indexer, dispatcher) = (indexer.clone(), dispatcher.clone());
-        // Cheap when the commit made no delivery: the scheduler finds nothing new due.
-        Box::new(move || {
+    let access_cache = AccessCache::default();
+    let wakers = Arc::new(Wakers {
+        mailer: mailer.clone(),
+        dispatcher: dispatcher.clone(),
+        access_cache: access_cache.clone(),
+    });
+    let (ingest, writer) = ingest::start(store.clone(), metrics.clone(), {
+        let (indexer, wakers) = (indexer.clone(), wakers.clone());
+        // Each commit appends to the change log the indexer follows; what else it requires
+        // takes the after-commit path of every write.
+        Box::new(move |effects| {
             indexer.changed();
-            dispatcher.wake();
+            wakers.committed(effects);
         })
     })
     .map_err(spawn_err)?;
@@ -267,16 +275,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         RequestLog::start(log_store, clock.clone(), config.request_log.retention)
             .map_err(spawn_err)?;
     let grace = config.shutdown.grace;
-    let access_cache = AccessCache::default();
-    let handles = Handles::new(
-        store.clone(),
-        clock.clone(),
-        Arc::new(Wakers {
-            mailer: mailer.clone(),
-            dispatcher: dispatcher.clone(),
-            access_cache: access_cache.clone(),
-        }),
-    );
+    let handles = Handles::new(store.clone(), clock.clone(), wakers);
     let app = Arc::new(App {
         endpoints: Endpoints::new(handles.clone(), sealer, access_cache),
         handles,
@@ -307,7 +306,9 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         tokio::spawn(sweep_expired(app.clone(), ticker(EXPIRY_SWEEP))),
         tokio::spawn(flush_usage(app.clone(), ticker(USAGE_FLUSH))),
         tokio::spawn(retention::run_schedule(
-            app.clone(),
+            app.handles.store.clone(),
+            app.clock.clone(),
+            app.config.retention.clone(),
             ticker(retention::SCHEDULE_TICK),
             {
                 let indexer = indexer.clone();
@@ -494,7 +495,7 @@ async fn sweep_expired(app: Arc<App>, mut ticker: Ticker) {
         let app = app.clone();
         let swept = tokio::task::spawn_blocking(move || {
             let now = app.clock.now();
-            let keys = ingest::purge_expired_idempotency(&app.store, now, 10_000)?;
+            let keys = purge_expired_idempotency(app.store.as_ref(), now, 10_000)?;
             let sessions = sessions::purge_expired(app.store.as_ref(), now)?;
             Ok::<_, crate::domain::error::Error>((keys, sessions))
         })

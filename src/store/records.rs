@@ -1,5 +1,201 @@
-//! Records: the data operations' rows (records, idempotency keys) and the batch apply of the ingest writer.
+//! Records: the data operations' rows (records, idempotency keys), the batch apply of the
+//! ingest writer, and the record scans of list, poll and retention.
+//!
+//! A record id begins with its created_at in microseconds ([`RecordId`]), so id order is
+//! creation order and every page is a range of ids of one partition.
+//!
+//! Every applied create, replace and delete is appended to the change log in the same commit
+//! (the search index follows it, see `store::changes`): only the store appends to it, in
+//! [`RecordsStore::apply_batch`] and [`RecordsStore::purge_partition_before`].
 
-pub trait RecordsRead {}
+use std::ops::Bound;
+use std::time::Duration;
 
-pub trait RecordsStore {}
+use crate::core::clock::Timestamp;
+use crate::core::ids::RecordId;
+use crate::store::{Effects, OwnerWebhookRow, StoreError, WebhookKind};
+
+/// A stored record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordRow {
+    pub id: RecordId,
+    /// When it was created or last replaced.
+    pub updated_at: Timestamp,
+    /// Its payload text: normalised JSON (see `domain::records`).
+    pub payload: Vec<u8>,
+}
+
+/// A stored record as a scan hands it over, borrowed from the store (a page is written out
+/// without copying each payload first).
+#[derive(Clone, Copy, Debug)]
+pub struct RecordRef<'a> {
+    pub id: RecordId,
+    pub updated_at: Timestamp,
+    pub payload: &'a [u8],
+}
+
+/// The order of a scan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanOrder {
+    OldestFirst,
+    NewestFirst,
+}
+
+/// One data write.
+#[derive(Debug)]
+pub enum RecordWrite {
+    Create {
+        partition: u64,
+        /// Carries the record's created_at.
+        id: RecordId,
+        /// Normalised payload JSON.
+        payload: Vec<u8>,
+        idempotency: Option<IdempotencyClaim>,
+    },
+    Replace {
+        partition: u64,
+        id: RecordId,
+        updated_at: Timestamp,
+        payload: Vec<u8>,
+    },
+    Delete {
+        partition: u64,
+        id: RecordId,
+    },
+}
+
+/// An `Idempotency-Key` sent with a create.
+#[derive(Debug)]
+pub struct IdempotencyClaim {
+    pub key: String,
+    /// SHA-256 (hex) of the normalised payload.
+    pub payload_hash: String,
+    /// How long a claim holds: an older one is forgotten and the create goes ahead.
+    pub ttl: Duration,
+}
+
+/// What a committed batch did with one of its writes. A refused write (the last two) changed
+/// nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOutcome {
+    Created {
+        id: RecordId,
+        created_at: Timestamp,
+    },
+    /// A retry with a known Idempotency-Key: the original answer, nothing new written.
+    Replayed {
+        id: RecordId,
+        created_at: Timestamp,
+    },
+    Replaced,
+    Deleted,
+    /// A replace or delete of a record that does not exist.
+    NotFound,
+    /// A known Idempotency-Key sent with a different payload.
+    IdempotencyConflict,
+}
+
+/// What an applied write changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChangeKind {
+    Created,
+    Replaced,
+    Deleted,
+}
+
+/// An applied write, as its webhooks report it.
+#[derive(Clone, Copy, Debug)]
+pub struct Change<'a> {
+    pub partition: u64,
+    pub id: RecordId,
+    pub kind: ChangeKind,
+    /// The payload after the write (`None` for a delete).
+    pub payload: Option<&'a [u8]>,
+}
+
+/// A webhook delivery to create with a change: pending, its first attempt due at once.
+#[derive(Clone, Debug)]
+pub struct NewDelivery {
+    pub kind: WebhookKind,
+    pub url: String,
+    pub auth_header: Option<String>,
+    pub auth_value_sealed: Option<Vec<u8>>,
+    /// The finished JSON body.
+    pub body: String,
+    pub max_attempts: u32,
+    /// When the write was received: the delivery's creation and first due time.
+    pub created_at: Timestamp,
+}
+
+/// Decides the webhook deliveries of an applied write: which receivers, and the body they get.
+///
+/// That is domain policy (`domain::webhooks::deliveries`), while the delivery rows must be
+/// written in the commit of the write itself, so an acknowledged write never loses its
+/// webhooks. The store therefore asks this, per applied write, inside the batch; it must only
+/// compute (the batch may be applied again by a backend that retries it).
+pub trait DeliveryPlanner {
+    /// The deliveries of `change`, given the owner's webhook of its partition, if one is set.
+    fn deliveries(
+        &self,
+        change: &Change<'_>,
+        owner_webhook: Option<OwnerWebhookRow>,
+    ) -> Result<Vec<NewDelivery>, StoreError>;
+}
+
+/// One write of a batch with what decides its webhooks.
+#[derive(Clone, Copy)]
+pub struct BatchWrite<'a> {
+    pub write: &'a RecordWrite,
+    pub webhooks: &'a dyn DeliveryPlanner,
+}
+
+/// What a committed batch did: one outcome per write, in order, and what the commit requires
+/// (`deliveries_due` when it created webhook deliveries).
+#[derive(Debug)]
+pub struct AppliedBatch {
+    pub outcomes: Vec<WriteOutcome>,
+    pub effects: Effects,
+}
+
+pub trait RecordsRead {
+    /// The record `id` of `partition`.
+    fn record(&self, partition: u64, id: RecordId) -> Result<Option<RecordRow>, StoreError>;
+
+    /// Hands the records of `partition` whose ids lie within `ids` to `visit`, in `order`, at
+    /// most `limit` of them; returns whether another record lies within `ids` after them.
+    fn record_page(
+        &self,
+        partition: u64,
+        ids: (Bound<u128>, Bound<u128>),
+        order: ScanOrder,
+        limit: usize,
+        visit: &mut dyn FnMut(RecordRef<'_>) -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError>;
+
+    /// Every partition holding at least one record, in ascending order.
+    fn record_partitions(&self) -> Result<Vec<u64>, StoreError>;
+}
+
+/// Units of work of their own durable transaction.
+pub trait RecordsStore {
+    /// Applies `writes` in one durable transaction: the records, their idempotency claims,
+    /// their change-log entries and their webhook deliveries. The outer error means nothing
+    /// was written; each write's outcome (refusals included) is in the [`AppliedBatch`].
+    fn apply_batch(&self, writes: &[BatchWrite<'_>]) -> Result<AppliedBatch, StoreError>;
+
+    /// Deletes at most `limit` records of `partition` with ids below `below`, oldest first,
+    /// logging each delete in the change log; returns how many.
+    fn purge_partition_before(
+        &self,
+        partition: u64,
+        below: u128,
+        limit: usize,
+    ) -> Result<usize, StoreError>;
+
+    /// Forgets at most `limit` Idempotency-Key claims made before `cutoff`; returns how many.
+    fn purge_idempotency_before(
+        &self,
+        cutoff: Timestamp,
+        limit: usize,
+    ) -> Result<usize, StoreError>;
+}

@@ -379,7 +379,8 @@ fn page(p: u64, found: Vec<(u128, Vec<u8>)>, next_below: Option<u128>) -> Result
     });
     let mut body = RecordsBody::new(found.len());
     for (id, value) in &found {
-        body.push(RecordId(*id), value)?;
+        let (updated_at, payload) = decode_record(value)?;
+        body.push(RecordId(*id), updated_at, payload)?;
     }
     body.finish(&PageTail {
         pagination: Pagination { next_cursor },

@@ -1,10 +1,12 @@
-//! Creating webhook deliveries: in the commit of the write that causes them.
+//! The webhook deliveries of a write: who gets one and what it says, decided in the commit of
+//! the write that causes them.
 //!
 //! Every applied create, replace or delete produces one delivery per receiver: the endpoint
 //! owner's webhook for that environment (when configured and enabled) and the caller's
-//! (`X-Webhook-Callback` on the write). The delivery row holds the finished JSON body and the
-//! target, and is listed in `DELIVERIES_DUE` at once; the dispatcher signs and sends it. Being
-//! part of the write's commit, a delivery exists exactly when its write was acknowledged.
+//! (`X-Webhook-Callback` on the write). The store applies the write and asks its [`Hooks`]
+//! (a `store::records::DeliveryPlanner`) for these deliveries, then writes them, due at once,
+//! in the same commit; the dispatcher signs and sends them. Being part of the write's commit,
+//! a delivery exists exactly when its write was acknowledged.
 //!
 //! The body follows the Standard Webhooks recommendation (`type`, `timestamp`, `data`):
 //!
@@ -18,19 +20,14 @@
 //! write was received; `payload` is the record's payload after the write (absent for deletes).
 
 use http::{HeaderMap, HeaderName, HeaderValue};
-use redb::{ReadableTable, Table, WriteTransaction};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::core::clock::Timestamp;
 use crate::core::crypto::Sealer;
-use crate::core::ids::RecordId;
 use crate::domain::error::{Error, Result};
-use crate::store::{
-    DELIVERIES, DELIVERIES_DUE, DeliveryRow, DeliveryState, Environment, META, OWNER_WEBHOOKS,
-    OwnerWebhookRow, PARTITION_DELIVERIES, RECORD_DELIVERIES, StoreError, WebhookKind, from_json,
-    read_counter, time_key, to_json, write_counter,
-};
+use crate::store::records::{Change, ChangeKind, DeliveryPlanner, NewDelivery};
+use crate::store::{Environment, OwnerWebhookRow, StoreError, WebhookKind};
 
 /// The callback URL header of a write.
 pub const CALLBACK_HEADER: &str = "x-webhook-callback";
@@ -40,7 +37,6 @@ pub const AUTH_HEADER: &str = "x-webhook-auth";
 pub const AUTH_NAME_HEADER: &str = "x-webhook-auth-header";
 const DEFAULT_AUTH_NAME: &str = "authorization";
 const MAX_URL_CHARS: usize = 2048;
-const NEXT_DELIVERY_ID: &str = "next_delivery_id";
 
 /// Headers about the connection or the message framing (RFC 9110 §7.6.1, `Expect`), and
 /// every `Proxy-*` name besides: never an auth header.
@@ -66,32 +62,6 @@ const RESERVED_HEADERS: [&str; 10] = [
     "transfer-encoding",
 ];
 
-/// The `DELIVERIES_DUE` table, open for writing.
-pub type DueTable<'txn> = Table<'txn, (u64, u64), (bool, &'static str)>;
-
-/// Lists `row` as due at `at`, with what the dispatcher needs to pass over it cheaply.
-pub fn mark_due(due: &mut DueTable, row: &DeliveryRow, at: Timestamp) -> Result<(), StoreError> {
-    let receiver = receiver_of(&row.url);
-    due.insert(
-        (time_key(at), row.id),
-        (row.attempts > 0, receiver.as_str()),
-    )?;
-    Ok(())
-}
-
-/// The receiver a delivery counts against for concurrency: scheme, host and port.
-pub fn receiver_of(url: &str) -> String {
-    match url.parse::<http::Uri>() {
-        Ok(uri) => format!(
-            "{}://{}",
-            uri.scheme_str().unwrap_or_default(),
-            uri.authority().map(|a| a.as_str()).unwrap_or_default()
-        )
-        .to_ascii_lowercase(),
-        Err(_) => url.to_string(),
-    }
-}
-
 /// Attempts a delivery gets in all: the spec's production 6, sandbox 4.
 pub fn max_attempts(environment: Environment) -> u32 {
     match environment {
@@ -101,7 +71,8 @@ pub fn max_attempts(environment: Environment) -> u32 {
 }
 
 /// What a write needs for its webhooks: the context of the event body, and the caller's
-/// webhook if it asked for one.
+/// webhook if it asked for one. As the write's [`DeliveryPlanner`], it decides the write's
+/// deliveries when the store applies it.
 #[derive(Debug, Clone)]
 pub struct Hooks {
     pub endpoint_slug: String,
@@ -224,24 +195,6 @@ fn shorten(text: &str) -> String {
     text.chars().take(100).collect()
 }
 
-/// The kind of change a delivery reports.
-#[derive(Debug, Clone, Copy)]
-pub enum Event {
-    Created,
-    Replaced,
-    Deleted,
-}
-
-impl Event {
-    fn type_name(self) -> &'static str {
-        match self {
-            Event::Created => "record.created",
-            Event::Replaced => "record.replaced",
-            Event::Deleted => "record.deleted",
-        }
-    }
-}
-
 #[derive(Serialize)]
 struct Body<'a> {
     #[serde(rename = "type")]
@@ -260,137 +213,61 @@ struct BodyData<'a> {
     payload: Option<&'a RawValue>,
 }
 
-/// The delivery tables of one write transaction (the ingest writer's batch).
-pub struct DeliveryTables<'txn> {
-    owner_webhooks: Table<'txn, u64, &'static [u8]>,
-    deliveries: Table<'txn, u64, &'static [u8]>,
-    due: DueTable<'txn>,
-    by_partition: Table<'txn, (u64, u64), u128>,
-    by_record: Table<'txn, (u64, u128, u64), ()>,
-    last_id: u64,
-    first_id: u64,
-}
-
-impl<'txn> DeliveryTables<'txn> {
-    pub fn open(txn: &'txn WriteTransaction) -> Result<DeliveryTables<'txn>, StoreError> {
-        let last_id = read_counter(&txn.open_table(META)?, NEXT_DELIVERY_ID)?;
-        Ok(DeliveryTables {
-            owner_webhooks: txn.open_table(OWNER_WEBHOOKS)?,
-            deliveries: txn.open_table(DELIVERIES)?,
-            due: txn.open_table(DELIVERIES_DUE)?,
-            by_partition: txn.open_table(PARTITION_DELIVERIES)?,
-            by_record: txn.open_table(RECORD_DELIVERIES)?,
-            last_id,
-            first_id: last_id,
-        })
-    }
-
-    /// Whether this batch created deliveries (the dispatcher should look).
-    pub fn created_any(&self) -> bool {
-        self.last_id != self.first_id
-    }
-
-    /// Saves the delivery id counter; call before the commit.
-    pub fn finish(self, txn: &WriteTransaction) -> Result<(), StoreError> {
-        let (last, first) = (self.last_id, self.first_id);
-        drop(self);
-        if last != first {
-            write_counter(txn, NEXT_DELIVERY_ID, last)?;
+impl DeliveryPlanner for Hooks {
+    /// One delivery per receiver: the owner's webhook of the partition when it is enabled, and
+    /// the caller's when the write asked for one, all with the same body.
+    fn deliveries(
+        &self,
+        change: &Change<'_>,
+        owner_webhook: Option<OwnerWebhookRow>,
+    ) -> Result<Vec<NewDelivery>, StoreError> {
+        let owner = owner_webhook.filter(|o| o.enabled);
+        if owner.is_none() && self.caller.is_none() {
+            return Ok(Vec::new());
         }
-        Ok(())
-    }
-
-    /// Creates the deliveries of one applied write. `payload` is the normalised payload after
-    /// the write (`None` for a delete).
-    pub fn create_for_write(
-        &mut self,
-        partition: u64,
-        id: RecordId,
-        event: Event,
-        payload: Option<&[u8]>,
-        hooks: &Hooks,
-    ) -> Result<(), StoreError> {
-        let owner: Option<OwnerWebhookRow> = match self.owner_webhooks.get(partition)? {
-            Some(v) => Some(from_json(v.value())?),
-            None => None,
-        };
-        let owner = owner.filter(|o| o.enabled);
-        if owner.is_none() && hooks.caller.is_none() {
-            return Ok(());
-        }
-        let body = event_body(id, event, payload, hooks)?;
-        if let Some(owner) = owner {
-            self.insert(
-                partition,
-                id,
-                WebhookKind::Owner,
-                owner.url,
-                owner.auth_header,
-                owner.auth_value_sealed,
-                &body,
-                hooks,
-            )?;
-        }
-        if let Some(caller) = &hooks.caller {
-            self.insert(
-                partition,
-                id,
-                WebhookKind::Caller,
-                caller.url.clone(),
-                Some(caller.auth_header.clone()),
-                caller.auth_value_sealed.clone(),
-                &body,
-                hooks,
-            )?;
-        }
-        Ok(())
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn insert(
-        &mut self,
-        partition: u64,
-        record_id: RecordId,
-        kind: WebhookKind,
-        url: String,
-        auth_header: Option<String>,
-        auth_value_sealed: Option<Vec<u8>>,
-        body: &str,
-        hooks: &Hooks,
-    ) -> Result<(), StoreError> {
-        self.last_id += 1;
-        let row = DeliveryRow {
-            id: self.last_id,
-            partition,
-            record_id: record_id.0,
+        let body = event_body(change, self)?;
+        let delivery = |kind, url, auth_header, auth_value_sealed| NewDelivery {
             kind,
             url,
             auth_header,
             auth_value_sealed,
-            body: body.to_string(),
-            state: DeliveryState::Pending,
-            attempts: 0,
-            max_attempts: max_attempts(hooks.environment),
-            next_attempt_at: Some(hooks.at),
-            created_at: hooks.at,
-            finished_at: None,
+            body: body.clone(),
+            max_attempts: max_attempts(self.environment),
+            created_at: self.at,
         };
-        self.deliveries.insert(row.id, to_json(&row)?.as_slice())?;
-        mark_due(&mut self.due, &row, hooks.at)?;
-        self.by_partition.insert((partition, row.id), record_id.0)?;
-        self.by_record
-            .insert((partition, record_id.0, row.id), ())?;
-        Ok(())
+        let mut deliveries = Vec::with_capacity(2);
+        if let Some(owner) = owner {
+            deliveries.push(delivery(
+                WebhookKind::Owner,
+                owner.url,
+                owner.auth_header,
+                owner.auth_value_sealed,
+            ));
+        }
+        if let Some(caller) = &self.caller {
+            deliveries.push(delivery(
+                WebhookKind::Caller,
+                caller.url.clone(),
+                Some(caller.auth_header.clone()),
+                caller.auth_value_sealed.clone(),
+            ));
+        }
+        Ok(deliveries)
     }
 }
 
-fn event_body(
-    id: RecordId,
-    event: Event,
-    payload: Option<&[u8]>,
-    hooks: &Hooks,
-) -> Result<String, StoreError> {
-    let payload = match payload {
+/// The event `type` of a change.
+fn event_type(kind: ChangeKind) -> &'static str {
+    match kind {
+        ChangeKind::Created => "record.created",
+        ChangeKind::Replaced => "record.replaced",
+        ChangeKind::Deleted => "record.deleted",
+    }
+}
+
+fn event_body(change: &Change<'_>, hooks: &Hooks) -> Result<String, StoreError> {
+    let id = change.id;
+    let payload = match change.payload {
         Some(bytes) => Some(
             std::str::from_utf8(bytes)
                 .ok()
@@ -400,7 +277,7 @@ fn event_body(
         None => None,
     };
     let body = Body {
-        kind: event.type_name(),
+        kind: event_type(change.kind),
         timestamp: hooks.at.to_rfc3339(),
         data: BodyData {
             id: id.to_string(),
@@ -416,7 +293,7 @@ fn event_body(
 
 #[cfg(test)]
 mod tests {
-    use super::{displayed_url, receiver_of, valid_auth_header, valid_url};
+    use super::{displayed_url, valid_auth_header, valid_url};
 
     #[test]
     fn stored_credentials_are_masked_in_views() {
@@ -470,18 +347,5 @@ mod tests {
         }
         assert_eq!(valid_auth_header("X-Api-Key").unwrap(), "x-api-key");
         assert_eq!(valid_auth_header("Authorization").unwrap(), "authorization");
-    }
-
-    #[test]
-    fn receivers_are_scheme_host_and_port() {
-        assert_eq!(
-            receiver_of("https://Hooks.Example.com:8443/a?b=1"),
-            "https://hooks.example.com:8443"
-        );
-        assert_eq!(receiver_of("http://example.com/x"), "http://example.com");
-        assert_ne!(
-            receiver_of("http://a.example/x"),
-            receiver_of("http://b.example/x")
-        );
     }
 }

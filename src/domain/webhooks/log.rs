@@ -208,11 +208,7 @@ pub fn redeliver(
         row.next_attempt_at = Some(now);
         row.finished_at = None;
         deliveries.insert(id, to_json(&row)?.as_slice())?;
-        crate::domain::webhooks::deliveries::mark_due(
-            &mut txn.open_table(DELIVERIES_DUE)?,
-            &row,
-            now,
-        )?;
+        crate::store::redb::mark_due(&mut txn.open_table(DELIVERIES_DUE)?, &row, now)?;
         row
     };
     txn.commit()?;

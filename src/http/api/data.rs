@@ -46,7 +46,7 @@ pub async fn handle(
                 records::LIST_LIMIT_MAX,
             )?;
             let page = records::list(
-                &app.store,
+                app.store.as_ref(),
                 &access,
                 limit,
                 params.get("cursor").map(String::as_str),
@@ -69,7 +69,7 @@ pub async fn handle(
         }
         (&Method::GET, Some(id)) => {
             let id = records::parse_record_id(id)?;
-            let record = records::get(&app.store, &access, id)?;
+            let record = records::get(app.store.as_ref(), &access, id)?;
             Ok(reply::json_text(StatusCode::OK, record))
         }
         (&Method::PUT, Some(id)) => {
@@ -110,10 +110,17 @@ pub fn poll(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Res
     let bound = app
         .in_flight
         .visibility_bound(app.clock.as_ref(), app.config.poll.hold_back);
-    let page = poll::poll(&app.store, &access, start, limit, req.received_at, bound)?;
+    let page = poll::poll(
+        app.store.as_ref(),
+        &access,
+        start,
+        limit,
+        req.received_at,
+        bound,
+    )?;
     if let Some(after) = page.continues_after {
         app.poll_read_ahead
-            .start(&app.store, access.partition, after, limit);
+            .start(&app.handles.store, access.partition, after, limit);
     }
     Ok(reply::json_text(StatusCode::OK, page.json))
 }

@@ -14,6 +14,7 @@
 
 mod accounts;
 mod changes;
+mod deliveries;
 mod endpoints;
 mod mail;
 mod records;
@@ -24,6 +25,9 @@ mod usage;
 mod webhooks;
 
 pub use tx::RedbWrite;
+// Transitional: the dispatcher and the delivery log list deliveries as due through their own
+// redb transactions until they are on the seam.
+pub use deliveries::mark_due;
 
 use std::path::{Path, PathBuf};
 

@@ -1,9 +1,383 @@
-//! [`RecordsRead`] and [`RecordsStore`] on redb.
+//! [`RecordsRead`] and [`RecordsStore`] on redb: the `RECORDS` scans, and the ingest batch and
+//! retention purge, which are the only writers of the change log (`CHANGES`, `META`
+//! `last_change_seq`).
 
-use super::RedbStore;
+use std::ops::Bound;
+
+use redb::{ReadableTable, Table, WriteTransaction};
+
+use super::deliveries::DeliveryTables;
 use super::tx::Tables;
-use crate::store::records::{RecordsRead, RecordsStore};
+use super::{
+    CHANGES, IDEMPOTENCY, IDEMPOTENCY_EXPIRY, LAST_CHANGE_SEQ, META, RECORDS, RedbStore,
+    decode_record, encode_record, from_json, read_counter, to_json, write_counter,
+};
+use crate::core::clock::Timestamp;
+use crate::core::ids::RecordId;
+use crate::store::records::{
+    AppliedBatch, BatchWrite, Change, ChangeKind, IdempotencyClaim, RecordRef, RecordRow,
+    RecordWrite, RecordsRead, RecordsStore, ScanOrder, WriteOutcome,
+};
+use crate::store::{Effects, IdempotencyRow, StoreError, time_key};
 
-impl<T: Tables> RecordsRead for T {}
+impl<T: Tables> RecordsRead for T {
+    fn record(&self, partition: u64, id: RecordId) -> Result<Option<RecordRow>, StoreError> {
+        match self.open(RECORDS)?.get((partition, id.0))? {
+            Some(value) => {
+                let (updated_at, payload) = decode_record(value.value())?;
+                Ok(Some(RecordRow {
+                    id,
+                    updated_at,
+                    payload: payload.to_vec(),
+                }))
+            }
+            None => Ok(None),
+        }
+    }
 
-impl RecordsStore for RedbStore {}
+    fn record_page(
+        &self,
+        partition: u64,
+        ids: (Bound<u128>, Bound<u128>),
+        order: ScanOrder,
+        limit: usize,
+        visit: &mut dyn FnMut(RecordRef<'_>) -> Result<(), StoreError>,
+    ) -> Result<bool, StoreError> {
+        let records = self.open(RECORDS)?;
+        let key = |bound: Bound<u128>| bound.map(|id| (partition, id));
+        let range = records.range::<(u64, u128)>((key(ids.0), key(ids.1)))?;
+        match order {
+            ScanOrder::OldestFirst => visit_page(range, limit, visit),
+            ScanOrder::NewestFirst => visit_page(range.rev(), limit, visit),
+        }
+    }
+
+    fn record_partitions(&self) -> Result<Vec<u64>, StoreError> {
+        let records = self.open(RECORDS)?;
+        let mut partitions = Vec::new();
+        let mut from = Some(0);
+        // One seek per partition: the first key at or after the end of the previous one.
+        while let Some(start) = from {
+            let Some(entry) = records.range((start, 0u128)..)?.next() else {
+                break;
+            };
+            let partition = entry?.0.value().0;
+            partitions.push(partition);
+            from = partition.checked_add(1);
+        }
+        Ok(partitions)
+    }
+}
+
+/// Hands at most `limit` entries to `visit`; whether one more follows.
+fn visit_page<'a>(
+    entries: impl Iterator<
+        Item = Result<
+            (
+                redb::AccessGuard<'a, (u64, u128)>,
+                redb::AccessGuard<'a, &'static [u8]>,
+            ),
+            redb::StorageError,
+        >,
+    >,
+    limit: usize,
+    visit: &mut dyn FnMut(RecordRef<'_>) -> Result<(), StoreError>,
+) -> Result<bool, StoreError> {
+    for (visited, entry) in entries.enumerate() {
+        let (key, value) = entry?;
+        if visited == limit {
+            return Ok(true);
+        }
+        let (updated_at, payload) = decode_record(value.value())?;
+        visit(RecordRef {
+            id: RecordId(key.value().1),
+            updated_at,
+            payload,
+        })?;
+    }
+    Ok(false)
+}
+
+impl RecordsStore for RedbStore {
+    fn apply_batch(&self, writes: &[BatchWrite<'_>]) -> Result<AppliedBatch, StoreError> {
+        let txn = self.write()?;
+        let (outcomes, deliveries_due) = {
+            let mut batch = BatchTables::open(&txn)?;
+            let outcomes = writes
+                .iter()
+                .map(|write| batch.apply(write))
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            (outcomes, batch.finish(&txn)?)
+        };
+        txn.commit()?;
+        Ok(AppliedBatch {
+            outcomes,
+            effects: Effects {
+                deliveries_due,
+                ..Effects::default()
+            },
+        })
+    }
+
+    fn purge_partition_before(
+        &self,
+        partition: u64,
+        below: u128,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        let txn = self.write()?;
+        let removed = {
+            let mut records = txn.open_table(RECORDS)?;
+            let ids: Vec<u128> = records
+                .range((partition, 0)..(partition, below))?
+                .take(limit)
+                .map(|e| e.map(|(k, _)| k.value().1))
+                .collect::<Result<_, _>>()?;
+            let mut log = ChangeLog::open(&txn)?;
+            for id in &ids {
+                records.remove((partition, *id))?;
+                log.append(partition, *id)?;
+            }
+            log.finish(&txn)?;
+            ids.len()
+        };
+        txn.commit()?;
+        Ok(removed)
+    }
+
+    fn purge_idempotency_before(
+        &self,
+        cutoff: Timestamp,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        let cutoff = time_key(cutoff);
+        let txn = self.write()?;
+        let mut purged = 0;
+        {
+            let mut expiry = txn.open_table(IDEMPOTENCY_EXPIRY)?;
+            let mut keys = txn.open_table(IDEMPOTENCY)?;
+            let mut doomed = Vec::new();
+            for entry in expiry.range((0u64, 0u64, "")..(cutoff, 0u64, ""))? {
+                let (key, _) = entry?;
+                let (stored, partition, idem) = key.value();
+                doomed.push((stored, partition, idem.to_string()));
+                if doomed.len() >= limit {
+                    break;
+                }
+            }
+            for (stored, partition, idem) in &doomed {
+                expiry.remove((*stored, *partition, idem.as_str()))?;
+                // Only drop the claim if it is still the one this expiry entry describes.
+                let current: Option<IdempotencyRow> = keys
+                    .get((*partition, idem.as_str()))?
+                    .map(|v| from_json(v.value()))
+                    .transpose()?;
+                if current.is_some_and(|row| time_key(row.created_at) == *stored) {
+                    keys.remove((*partition, idem.as_str()))?;
+                }
+                purged += 1;
+            }
+        }
+        txn.commit()?;
+        Ok(purged)
+    }
+}
+
+/// Appends to the change log within one write transaction.
+struct ChangeLog<'txn> {
+    changes: Table<'txn, u64, (u64, u128)>,
+    /// The last change sequence written.
+    last_seq: u64,
+    first_seq: u64,
+}
+
+impl<'txn> ChangeLog<'txn> {
+    fn open(txn: &'txn WriteTransaction) -> Result<ChangeLog<'txn>, StoreError> {
+        let last_seq = read_counter(&txn.open_table(META)?, LAST_CHANGE_SEQ)?;
+        Ok(ChangeLog {
+            changes: txn.open_table(CHANGES)?,
+            last_seq,
+            first_seq: last_seq,
+        })
+    }
+
+    fn append(&mut self, partition: u64, id: u128) -> Result<(), StoreError> {
+        self.last_seq += 1;
+        self.changes.insert(self.last_seq, (partition, id))?;
+        Ok(())
+    }
+
+    /// Saves the last sequence written; call before the commit.
+    fn finish(self, txn: &WriteTransaction) -> Result<(), StoreError> {
+        if self.last_seq != self.first_seq {
+            write_counter(txn, LAST_CHANGE_SEQ, self.last_seq)?;
+        }
+        Ok(())
+    }
+}
+
+/// The tables one ingest batch works on, each opened once.
+struct BatchTables<'txn> {
+    records: Table<'txn, (u64, u128), &'static [u8]>,
+    idempotency: Table<'txn, (u64, &'static str), &'static [u8]>,
+    idempotency_expiry: Table<'txn, (u64, u64, &'static str), ()>,
+    log: ChangeLog<'txn>,
+    deliveries: DeliveryTables<'txn>,
+}
+
+impl<'txn> BatchTables<'txn> {
+    fn open(txn: &'txn WriteTransaction) -> Result<BatchTables<'txn>, StoreError> {
+        Ok(BatchTables {
+            records: txn.open_table(RECORDS)?,
+            idempotency: txn.open_table(IDEMPOTENCY)?,
+            idempotency_expiry: txn.open_table(IDEMPOTENCY_EXPIRY)?,
+            log: ChangeLog::open(txn)?,
+            deliveries: DeliveryTables::open(txn)?,
+        })
+    }
+
+    /// Saves the counters; returns whether deliveries were created.
+    fn finish(self, txn: &WriteTransaction) -> Result<bool, StoreError> {
+        self.log.finish(txn)?;
+        self.deliveries.finish(txn)
+    }
+
+    /// Applies one write; if it changed a record, logs it in the change log and creates its
+    /// webhook deliveries.
+    fn apply(&mut self, batch_write: &BatchWrite<'_>) -> Result<WriteOutcome, StoreError> {
+        let write = batch_write.write;
+        let outcome = self.apply_to_records(write)?;
+        let change = match (write, &outcome) {
+            (
+                RecordWrite::Create {
+                    partition, payload, ..
+                },
+                WriteOutcome::Created { id, .. },
+            ) => Some((
+                *partition,
+                *id,
+                ChangeKind::Created,
+                Some(payload.as_slice()),
+            )),
+            (
+                RecordWrite::Replace {
+                    partition,
+                    id,
+                    payload,
+                    ..
+                },
+                WriteOutcome::Replaced,
+            ) => Some((
+                *partition,
+                *id,
+                ChangeKind::Replaced,
+                Some(payload.as_slice()),
+            )),
+            (RecordWrite::Delete { partition, id }, WriteOutcome::Deleted) => {
+                Some((*partition, *id, ChangeKind::Deleted, None))
+            }
+            _ => None,
+        };
+        if let Some((partition, id, kind, payload)) = change {
+            self.log.append(partition, id.0)?;
+            let change = Change {
+                partition,
+                id,
+                kind,
+                payload,
+            };
+            self.deliveries.create_for(&change, batch_write.webhooks)?;
+        }
+        Ok(outcome)
+    }
+
+    fn apply_to_records(&mut self, write: &RecordWrite) -> Result<WriteOutcome, StoreError> {
+        match write {
+            RecordWrite::Create {
+                partition,
+                id,
+                payload,
+                idempotency,
+            } => {
+                let created_at = id.created_at();
+                if let Some(claim) = idempotency {
+                    if let Some(known) = self.claimed(*partition, claim, created_at)? {
+                        return Ok(known);
+                    }
+                }
+                self.records.insert(
+                    (*partition, id.0),
+                    encode_record(created_at, payload).as_slice(),
+                )?;
+                if let Some(claim) = idempotency {
+                    let row = IdempotencyRow {
+                        payload_hash: claim.payload_hash.clone(),
+                        record_id: id.to_string(),
+                        created_at,
+                    };
+                    self.idempotency
+                        .insert((*partition, claim.key.as_str()), to_json(&row)?.as_slice())?;
+                    self.idempotency_expiry
+                        .insert((time_key(created_at), *partition, claim.key.as_str()), ())?;
+                }
+                Ok(WriteOutcome::Created {
+                    id: *id,
+                    created_at,
+                })
+            }
+            RecordWrite::Replace {
+                partition,
+                id,
+                updated_at,
+                payload,
+            } => {
+                if self.records.get((*partition, id.0))?.is_none() {
+                    return Ok(WriteOutcome::NotFound);
+                }
+                self.records.insert(
+                    (*partition, id.0),
+                    encode_record(*updated_at, payload).as_slice(),
+                )?;
+                Ok(WriteOutcome::Replaced)
+            }
+            RecordWrite::Delete { partition, id } => {
+                if self.records.remove((*partition, id.0))?.is_none() {
+                    return Ok(WriteOutcome::NotFound);
+                }
+                Ok(WriteOutcome::Deleted)
+            }
+        }
+    }
+
+    /// Checks an Idempotency-Key: `Some` outcome when it is known and fresh (the original
+    /// outcome, or a conflict); `None` when the create should go ahead. Drops an expired claim.
+    fn claimed(
+        &mut self,
+        partition: u64,
+        claim: &IdempotencyClaim,
+        now: Timestamp,
+    ) -> Result<Option<WriteOutcome>, StoreError> {
+        let row: IdempotencyRow = match self.idempotency.get((partition, claim.key.as_str()))? {
+            Some(v) => from_json(v.value())?,
+            None => return Ok(None),
+        };
+        if row.created_at.plus(claim.ttl) <= now {
+            self.idempotency_expiry.remove((
+                time_key(row.created_at),
+                partition,
+                claim.key.as_str(),
+            ))?;
+            self.idempotency.remove((partition, claim.key.as_str()))?;
+            return Ok(None);
+        }
+        if row.payload_hash != claim.payload_hash {
+            return Ok(Some(WriteOutcome::IdempotencyConflict));
+        }
+        let id = RecordId::parse(&row.record_id)
+            .ok_or_else(|| StoreError::Corrupt("record id in an idempotency row".into()))?;
+        Ok(Some(WriteOutcome::Replayed {
+            id,
+            created_at: row.created_at,
+        }))
+    }
+}

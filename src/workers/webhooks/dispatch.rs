@@ -666,7 +666,7 @@ fn commit(ctx: &Context, batch: &[Attempted]) -> Result<bool> {
                 Verdict::Retry(wait) => {
                     let at = a.finished_at.plus(wait);
                     row.next_attempt_at = Some(at);
-                    deliveries::mark_due(&mut due, &row, at)?;
+                    crate::store::redb::mark_due(&mut due, &row, at)?;
                 }
             }
             attempts.insert((row.id, a.attempt.attempt), to_json(&a.attempt)?.as_slice())?;

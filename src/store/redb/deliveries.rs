@@ -1,0 +1,145 @@
+//! Creating webhook deliveries in the ingest batch's transaction, and the due index every
+//! delivery is listed in while pending.
+
+use redb::{ReadableTable, Table, WriteTransaction};
+
+use super::{
+    DELIVERIES, DELIVERIES_DUE, META, OWNER_WEBHOOKS, PARTITION_DELIVERIES, RECORD_DELIVERIES,
+    from_json, read_counter, to_json, write_counter,
+};
+use crate::core::clock::Timestamp;
+use crate::core::ids::RecordId;
+use crate::store::records::{Change, DeliveryPlanner, NewDelivery};
+use crate::store::{DeliveryRow, DeliveryState, OwnerWebhookRow, StoreError, time_key};
+
+/// `META` counter of the last delivery id handed out.
+const NEXT_DELIVERY_ID: &str = "next_delivery_id";
+
+/// The `DELIVERIES_DUE` table, open for writing.
+pub type DueTable<'txn> = Table<'txn, (u64, u64), (bool, &'static str)>;
+
+/// Lists `row` as due at `at`, with what the dispatcher needs to pass over it cheaply.
+pub fn mark_due(due: &mut DueTable, row: &DeliveryRow, at: Timestamp) -> Result<(), StoreError> {
+    let receiver = receiver_of(&row.url);
+    due.insert(
+        (time_key(at), row.id),
+        (row.attempts > 0, receiver.as_str()),
+    )?;
+    Ok(())
+}
+
+/// The receiver a delivery counts against for concurrency: scheme, host and port.
+fn receiver_of(url: &str) -> String {
+    match url.parse::<http::Uri>() {
+        Ok(uri) => format!(
+            "{}://{}",
+            uri.scheme_str().unwrap_or_default(),
+            uri.authority().map(|a| a.as_str()).unwrap_or_default()
+        )
+        .to_ascii_lowercase(),
+        Err(_) => url.to_string(),
+    }
+}
+
+/// The delivery tables of one write transaction (the ingest batch), each opened once.
+pub(super) struct DeliveryTables<'txn> {
+    owner_webhooks: Table<'txn, u64, &'static [u8]>,
+    deliveries: Table<'txn, u64, &'static [u8]>,
+    due: DueTable<'txn>,
+    by_partition: Table<'txn, (u64, u64), u128>,
+    by_record: Table<'txn, (u64, u128, u64), ()>,
+    last_id: u64,
+    first_id: u64,
+}
+
+impl<'txn> DeliveryTables<'txn> {
+    pub(super) fn open(txn: &'txn WriteTransaction) -> Result<DeliveryTables<'txn>, StoreError> {
+        let last_id = read_counter(&txn.open_table(META)?, NEXT_DELIVERY_ID)?;
+        Ok(DeliveryTables {
+            owner_webhooks: txn.open_table(OWNER_WEBHOOKS)?,
+            deliveries: txn.open_table(DELIVERIES)?,
+            due: txn.open_table(DELIVERIES_DUE)?,
+            by_partition: txn.open_table(PARTITION_DELIVERIES)?,
+            by_record: txn.open_table(RECORD_DELIVERIES)?,
+            last_id,
+            first_id: last_id,
+        })
+    }
+
+    /// Saves the delivery id counter (call before the commit); returns whether deliveries were
+    /// created (the dispatcher should look).
+    pub(super) fn finish(self, txn: &WriteTransaction) -> Result<bool, StoreError> {
+        let (last, first) = (self.last_id, self.first_id);
+        // The tables close first: the counter is written through a table of its own.
+        drop(self);
+        if last != first {
+            write_counter(txn, NEXT_DELIVERY_ID, last)?;
+        }
+        Ok(last != first)
+    }
+
+    /// Creates the deliveries `planner` decides for one applied write.
+    pub(super) fn create_for(
+        &mut self,
+        change: &Change<'_>,
+        planner: &dyn DeliveryPlanner,
+    ) -> Result<(), StoreError> {
+        let owner: Option<OwnerWebhookRow> = match self.owner_webhooks.get(change.partition)? {
+            Some(v) => Some(from_json(v.value())?),
+            None => None,
+        };
+        for delivery in planner.deliveries(change, owner)? {
+            self.insert(change.partition, change.id, delivery)?;
+        }
+        Ok(())
+    }
+
+    fn insert(
+        &mut self,
+        partition: u64,
+        record_id: RecordId,
+        new: NewDelivery,
+    ) -> Result<(), StoreError> {
+        self.last_id += 1;
+        let row = DeliveryRow {
+            id: self.last_id,
+            partition,
+            record_id: record_id.0,
+            kind: new.kind,
+            url: new.url,
+            auth_header: new.auth_header,
+            auth_value_sealed: new.auth_value_sealed,
+            body: new.body,
+            state: DeliveryState::Pending,
+            attempts: 0,
+            max_attempts: new.max_attempts,
+            next_attempt_at: Some(new.created_at),
+            created_at: new.created_at,
+            finished_at: None,
+        };
+        self.deliveries.insert(row.id, to_json(&row)?.as_slice())?;
+        mark_due(&mut self.due, &row, new.created_at)?;
+        self.by_partition.insert((partition, row.id), record_id.0)?;
+        self.by_record
+            .insert((partition, record_id.0, row.id), ())?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::receiver_of;
+
+    #[test]
+    fn receivers_are_scheme_host_and_port() {
+        assert_eq!(
+            receiver_of("https://Hooks.Example.com:8443/a?b=1"),
+            "https://hooks.example.com:8443"
+        );
+        assert_eq!(receiver_of("http://example.com/x"), "http://example.com");
+        assert_ne!(
+            receiver_of("http://a.example/x"),
+            receiver_of("http://b.example/x")
+        );
+    }
+}
