@@ -60,8 +60,8 @@
 //! - [`usage`]: monthly data-call counters and the quota (429), and per-day counts for the
 //!   dashboard's chart.
 //! - [`mail`]: the outbox of e-mails and the worker that sends them over SMTP: a message is
-//!   queued in the transaction of the change that causes it (`mail::enqueue`), the caller
-//!   wakes the `Mailer` after the commit, and the mail thread (`mail::worker`) sends due
+//!   queued in the transaction of the change that causes it (`mail::enqueue`), that commit
+//!   wakes the mail worker (`workers::mail`), and its thread (`mail::worker`) sends due
 //!   messages with lettre (`mail::smtp`), writing each outcome and the retry schedule back on
 //!   the row; without `[smtp]` messages stay queued.
 //! - [`webhooks`]: owner and caller webhooks: deliveries made in the commit of their write

@@ -7,13 +7,13 @@ use crate::core::config::Config;
 use crate::core::metrics::Metrics;
 use crate::domain::endpoints::Endpoints;
 use crate::domain::handles::Handles;
-use crate::domain::mail::Mailer;
 use crate::domain::poll::{InFlight, ReadAhead};
 use crate::domain::search::SearchIndex;
 use crate::domain::sessions::LoginLimiter;
 use crate::domain::usage::Usage;
 use crate::store::RedbStore;
 use crate::workers::ingest::Ingest;
+use crate::workers::mail::Mailer;
 use crate::workers::request_log::RequestLog;
 use crate::workers::webhooks::dispatch::Dispatcher;
 
@@ -33,7 +33,7 @@ pub struct App {
     pub poll_read_ahead: ReadAhead,
     pub usage: Usage,
     pub logins: LoginLimiter,
-    /// The outbox worker: wake it after committing a transaction that queued e-mail.
+    /// The outbox worker (woken by the after-commit path of a commit that queued e-mail).
     pub mailer: Mailer,
     /// The webhook dispatcher: wake it after committing a transaction that made deliveries due.
     pub dispatcher: Dispatcher,

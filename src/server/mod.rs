@@ -35,7 +35,6 @@ use crate::core::metrics::Metrics;
 use crate::core::private_dir::create_private_dir;
 use crate::domain::endpoints::{AccessCache, Endpoints};
 use crate::domain::handles::{AfterCommit, Handles};
-use crate::domain::mail::Mailer;
 use crate::domain::poll::{InFlight, ReadAhead};
 use crate::http::api;
 use crate::http::app::App;
@@ -44,6 +43,7 @@ use crate::ops::backup::{self, BackupError};
 use crate::server::first_byte::FirstByteDeadline;
 use crate::store::Effects;
 use crate::workers::ingest::{self, Ingest};
+use crate::workers::mail::Mailer;
 
 use crate::core::ticker::Ticker;
 use crate::domain::retention;

@@ -67,7 +67,7 @@ use crate::core::crypto::Sealer;
 use crate::core::ids::RecordId;
 use crate::core::metrics::Metrics;
 use crate::domain::error::{Error, Result};
-use crate::domain::mail::{self, Mailer, OutgoingMail};
+use crate::domain::mail::{self, OutgoingMail};
 use crate::domain::webhooks::{deliveries, secrets, signing};
 use crate::store::RedbWrite;
 use crate::store::{
@@ -75,6 +75,7 @@ use crate::store::{
     DeliveryState, ENDPOINTS, EndpointRow, Environment, FAILURE_MAILS, RedbStore, WebhookKind,
     from_json, partition_endpoint, partition_environment, time_key, to_json,
 };
+use crate::workers::mail::Mailer;
 
 /// Waits after the 1st, 2nd… failed attempt of a budget (the spec's retry schedule).
 pub const RETRY_DELAYS: [Duration; 5] = [
