@@ -1,7 +1,7 @@
 //! Endpoints and who may use them: keys, collaborators, invitations, the deploy workflow, and
 //! the audit log of every change.
 
-use crate::store::{AuditRow, StoreError};
+use crate::store::{AuditRow, EndpointRow, StoreError};
 
 pub trait EndpointsRead {
     /// The endpoint's audit entries with ids below `before`, newest first, at most `limit`.
@@ -11,6 +11,10 @@ pub trait EndpointsRead {
         before: u64,
         limit: usize,
     ) -> Result<Vec<AuditRow>, StoreError>;
+
+    fn endpoint(&self, id: u64) -> Result<Option<EndpointRow>, StoreError>;
+
+    fn endpoint_by_slug(&self, slug: &str) -> Result<Option<EndpointRow>, StoreError>;
 }
 
 pub trait EndpointsWrite {

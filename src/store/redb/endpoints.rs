@@ -3,9 +3,9 @@
 use redb::ReadableTable;
 
 use super::tx::{RedbWrite, Tables};
-use super::{AUDIT, from_json, to_json};
+use super::{AUDIT, ENDPOINT_SLUGS, ENDPOINTS, from_json, to_json};
 use crate::store::endpoints::{EndpointsRead, EndpointsWrite};
-use crate::store::{AuditRow, StoreError};
+use crate::store::{AuditRow, EndpointRow, StoreError};
 
 impl<T: Tables> EndpointsRead for T {
     fn audit_page(
@@ -23,6 +23,20 @@ impl<T: Tables> EndpointsRead for T {
             out.push(from_json(entry?.1.value())?);
         }
         Ok(out)
+    }
+
+    fn endpoint(&self, id: u64) -> Result<Option<EndpointRow>, StoreError> {
+        match self.open(ENDPOINTS)?.get(id)? {
+            Some(value) => Ok(Some(from_json(value.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn endpoint_by_slug(&self, slug: &str) -> Result<Option<EndpointRow>, StoreError> {
+        match self.open(ENDPOINT_SLUGS)?.get(slug)? {
+            Some(id) => self.endpoint(id.value()),
+            None => Ok(None),
+        }
     }
 }
 
