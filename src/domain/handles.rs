@@ -47,3 +47,11 @@ impl Handles {
         Ok(value)
     }
 }
+
+/// The after-commit path of a store that no worker or cache follows (a stopped server's data
+/// dir opened by a tool or a test): nothing to do.
+pub struct Unattended;
+
+impl AfterCommit for Unattended {
+    fn committed(&self, _: Effects) {}
+}

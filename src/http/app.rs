@@ -35,7 +35,8 @@ pub struct App {
     pub logins: LoginLimiter,
     /// The outbox worker (woken by the after-commit path of a commit that queued e-mail).
     pub mailer: Mailer,
-    /// The webhook dispatcher: wake it after committing a transaction that made deliveries due.
+    /// The webhook dispatcher (woken by the after-commit path of a commit that made
+    /// deliveries due).
     pub dispatcher: Dispatcher,
     /// The dashboard's state (the first-run setup link).
     pub dashboard: crate::http::dashboard::Dashboard,

@@ -241,18 +241,28 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     let metrics = Arc::new(Metrics::default());
     let (mailer, mail_thread) =
         Mailer::start(store.clone(), config.smtp.clone(), clock.clone()).map_err(spawn_err)?;
-    let (dispatcher, dispatch_threads) = Dispatcher::start(
-        DispatchParts {
-            store: store.clone(),
-            sealer: sealer.clone(),
-            clock: clock.clone(),
+    let dispatcher = Dispatcher::default();
+    let access_cache = AccessCache::default();
+    let handles = Handles::new(
+        store.clone(),
+        clock.clone(),
+        Arc::new(Wakers {
             mailer: mailer.clone(),
-            public_url: config.public_url(),
-            metrics: metrics.clone(),
-        },
-        &config.webhooks,
-    )
-    .map_err(spawn_err)?;
+            dispatcher: dispatcher.clone(),
+            access_cache: access_cache.clone(),
+        }),
+    );
+    let dispatch_threads = dispatcher
+        .start(
+            DispatchParts {
+                handles: handles.clone(),
+                sealer: sealer.clone(),
+                public_url: config.public_url(),
+                metrics: metrics.clone(),
+            },
+            &config.webhooks,
+        )
+        .map_err(spawn_err)?;
     let (ingest, writer) = Ingest::start(store.clone(), metrics.clone(), {
         let (indexer, dispatcher) = (indexer.clone(), dispatcher.clone());
         // Cheap when the commit made no delivery: the scheduler finds nothing new due.
@@ -267,16 +277,6 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         RequestLog::start(log_store, clock.clone(), config.request_log.retention)
             .map_err(spawn_err)?;
     let grace = config.shutdown.grace;
-    let access_cache = AccessCache::default();
-    let handles = Handles::new(
-        store.clone(),
-        clock.clone(),
-        Arc::new(Wakers {
-            mailer: mailer.clone(),
-            dispatcher: dispatcher.clone(),
-            access_cache: access_cache.clone(),
-        }),
-    );
     let app = Arc::new(App {
         endpoints: Endpoints::new(store.clone(), sealer, access_cache),
         handles,
