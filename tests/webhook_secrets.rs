@@ -21,8 +21,9 @@ use base64::engine::general_purpose::STANDARD;
 use common::in_process::{InProcessServer, at};
 use common::*;
 use intake::core::clock::{Clock, Timestamp};
+use intake::domain::handles::Handles;
 use intake::domain::webhooks::secrets::{CHANGEOVER, signing_keys};
-use intake::store::{ENDPOINT_SLUGS, Environment, WEBHOOK_SECRETS, partition, partition_endpoint};
+use intake::store::{Environment, partition, partition_endpoint};
 use serde_json::{Value, json};
 
 const ENVIRONMENTS: [&str; 2] = ["sandbox", "production"];
@@ -312,11 +313,10 @@ fn in_process() -> InProcessServer {
 }
 
 /// The sandbox partition of the endpoint with `slug`.
-fn sandbox_partition(store: &intake::store::RedbStore, slug: &str) -> u64 {
-    let txn = store.read().expect("read");
-    let slugs = txn.open_table(ENDPOINT_SLUGS).expect("slugs");
-    let id = slugs.get(slug).expect("get").expect("slug exists").value();
-    partition(id, Environment::Sandbox)
+fn sandbox_partition(handles: &Handles, slug: &str) -> u64 {
+    let snapshot = handles.store.read().expect("read");
+    let endpoint_id = snapshot.endpoint_id_by_slug(slug).expect("get");
+    partition(endpoint_id.expect("slug exists"), Environment::Sandbox)
 }
 
 #[test]
@@ -357,16 +357,16 @@ fn the_changeover_ends_24_hours_after_the_reissue() {
 
     // What a sender signs with: the new key first, the previous one until the end.
     let (new, old) = (key_of(&second), key_of(&first));
-    s.stopped(|store, sealer| {
-        let p = sandbox_partition(store, &slug);
-        let keys = |t: Timestamp| signing_keys(store, sealer, p, t).expect("signing keys");
+    s.stopped(|handles, sealer| {
+        let p = sandbox_partition(handles, &slug);
+        let keys = |t: Timestamp| signing_keys(handles, sealer, p, t).expect("signing keys");
         assert_eq!(keys(reissued_at), [new.clone(), old.clone()]);
         assert_eq!(keys(end.minus(SECOND)), [new.clone(), old.clone()]);
         assert_eq!(keys(end), vec![new.clone()]);
         assert_eq!(keys(end.plus(DAY)), vec![new.clone()]);
         // The other environment was not reissued.
         let production = partition(partition_endpoint(p), Environment::Production);
-        let keys = signing_keys(store, sealer, production, reissued_at).expect("keys");
+        let keys = signing_keys(handles, sealer, production, reissued_at).expect("keys");
         assert_eq!(keys.len(), 1);
         assert!(keys[0] != new && keys[0] != old);
     });
@@ -389,9 +389,9 @@ fn a_second_reissue_inside_the_changeover_keeps_only_the_latest_previous() {
     );
 
     let (k1, k2, k3) = (key_of(&first), key_of(&second), key_of(&third));
-    s.stopped(|store, sealer| {
-        let p = sandbox_partition(store, &slug);
-        let keys = |t: Timestamp| signing_keys(store, sealer, p, t).expect("signing keys");
+    s.stopped(|handles, sealer| {
+        let p = sandbox_partition(handles, &slug);
+        let keys = |t: Timestamp| signing_keys(handles, sealer, p, t).expect("signing keys");
         assert_eq!(keys(last_reissue), [k3.clone(), k2.clone()]);
         assert!(!keys(last_reissue).contains(&k1));
         assert_eq!(keys(end.minus(SECOND)), [k3.clone(), k2.clone()]);
@@ -404,17 +404,16 @@ fn an_endpoint_from_before_secrets_gets_one_on_first_use() {
     let mut s = in_process();
     let slug = s.create_endpoint("Orders", &[]).slug;
     // Make the data dir look like one written before webhook secrets existed.
-    s.stopped(|store, _| {
-        let p = sandbox_partition(store, &slug);
-        let txn = store.write().expect("write");
-        {
-            let mut table = txn.open_table(WEBHOOK_SECRETS).expect("table");
-            table.remove(p).expect("remove");
-            table
-                .remove(partition(partition_endpoint(p), Environment::Production))
-                .expect("remove");
-        }
-        txn.commit().expect("commit");
+    s.stopped(|handles, _| {
+        let p = sandbox_partition(handles, &slug);
+        let production = partition(partition_endpoint(p), Environment::Production);
+        handles
+            .write(|tx| {
+                tx.delete_webhook_secret(p)?;
+                tx.delete_webhook_secret(production)?;
+                Ok(())
+            })
+            .expect("remove");
     });
     s.resume();
 

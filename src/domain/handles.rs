@@ -48,14 +48,10 @@ impl Handles {
     }
 }
 
-#[cfg(test)]
-impl Handles {
-    /// Handles whose commits wake nothing: for unit tests of services without workers.
-    pub(crate) fn detached(store: Arc<dyn Store>, clock: SharedClock) -> Handles {
-        struct Nothing;
-        impl AfterCommit for Nothing {
-            fn committed(&self, _: Effects) {}
-        }
-        Handles::new(store, clock, Arc::new(Nothing))
-    }
+/// The after-commit path of a store that no worker or cache follows (a stopped server's data
+/// dir opened by a tool or a test): nothing to do.
+pub struct Unattended;
+
+impl AfterCommit for Unattended {
+    fn committed(&self, _: Effects) {}
 }

@@ -1,33 +1,42 @@
-//! Outgoing e-mail: the outbox, and the worker that delivers it over SMTP.
+//! Outgoing e-mail: the outbox and its retry policy.
 //!
-//! A message is first written to the `OUTBOX` table, inside the same transaction as the change
-//! that causes it, so an invitation never exists without its e-mail and vice versa.
-//! Delivery happens later, outside any request: after its commit the caller wakes the
-//! [`Mailer`], whose thread (`worker`) sends every due message through the `[smtp]` server
-//! (`smtp`) and writes the outcome back on the row, so the management API can show a
-//! self-hoster why a message did not arrive.
+//! A message is first written to the outbox, inside the same transaction as the change that
+//! causes it ([`enqueue`]), so an invitation never exists without its e-mail and vice versa.
+//! That commit reports `mail_queued`, which wakes the mail worker (`workers::mail`); it sends
+//! every due message through the `[smtp]` server and writes the outcome back on the row, so
+//! the management API ([`list`], [`get`]) can show a self-hoster why a message did not
+//! arrive.
 //!
 //! A message is `queued` until it is `sent`, or `failed` when the server refuses it for good
 //! (5xx) or after [`MAX_ATTEMPTS`] transient failures ([`RETRY_DELAYS`] apart). Without
 //! `[smtp]` messages stay queued and are sent once the server is restarted with it. Delivery
 //! is at least once: a crash between the server's acceptance and the row update sends the
-//! message again after the restart.
+//! message again after the restart. Sent and failed messages are kept [`KEEP_FINISHED`].
 
-use std::sync::Arc;
+use std::time::Duration;
 
 use lettre::message::Mailbox;
 use serde::Serialize;
 
-use crate::core::clock::{SharedClock, Timestamp};
-use crate::core::config::SmtpConfig;
+use crate::core::clock::Timestamp;
 use crate::core::cursor::{self, CursorKind, Position};
 use crate::domain::error::{Error, Result};
+use crate::domain::handles::Handles;
 use crate::domain::records::Pagination;
-use crate::store::RedbWrite;
-use crate::store::{IdKind, MailRow, MailStatus, OUTBOX, RedbStore, WriteTx, from_json, time_key};
+use crate::store::{IdKind, MailRow, MailStatus, Store, WriteTx, time_key};
 
-pub use crate::workers::mail::worker::{KEEP_FINISHED, MAX_ATTEMPTS, RETRY_DELAYS};
-use crate::workers::mail::{smtp, worker};
+/// Waits between attempts after a transient failure: 1 min, 5 min, 30 min, 2 h, 6 h.
+pub const RETRY_DELAYS: [Duration; 5] = [
+    Duration::from_secs(60),
+    Duration::from_secs(300),
+    Duration::from_secs(1800),
+    Duration::from_secs(7200),
+    Duration::from_secs(21_600),
+];
+/// Attempts in all before a message is `failed`.
+pub const MAX_ATTEMPTS: u32 = RETRY_DELAYS.len() as u32 + 1;
+/// How long sent and failed messages are kept (by `created_at`); queued ones are kept.
+pub const KEEP_FINISHED: Duration = Duration::from_secs(30 * 86_400);
 
 pub const LIST_LIMIT_DEFAULT: usize = 20;
 pub const LIST_LIMIT_MAX: usize = 100;
@@ -44,9 +53,9 @@ pub struct OutgoingMail {
     pub body: String,
 }
 
-/// Queues `mail` in the outbox as part of `txn`; returns the message id. The mail worker
-/// picks it up after the commit (call [`Mailer::wake`] then). A recipient that is not an
-/// e-mail address is refused here, so nothing unsendable is stored.
+/// Queues `mail` in the outbox as part of the change being written in `tx`; returns the
+/// message id. The commit wakes the mail worker. A recipient that is not an e-mail address is
+/// refused here, so nothing unsendable is stored.
 pub fn enqueue(tx: &mut dyn WriteTx, now: Timestamp, mail: OutgoingMail) -> Result<u64> {
     let to = parse_recipient(&mail.to)?.to_string();
     let id = tx.next_id(IdKind::Mail)?;
@@ -135,131 +144,57 @@ pub struct MailPage {
     pub smtp_configured: bool,
 }
 
-/// Handle of the mail worker; cheap to clone.
-#[derive(Clone)]
-pub struct Mailer {
-    store: Arc<RedbStore>,
-    clock: SharedClock,
+/// Queues one message on its own (not as part of another change); returns its id.
+pub fn queue(handles: &Handles, mail: OutgoingMail) -> Result<u64> {
+    let now = handles.now();
+    handles.write(|tx| enqueue(tx, now, mail.clone()))
+}
+
+/// The outbox, newest first, without bodies. `smtp_configured` is shown with it: without
+/// `[smtp]` nothing is sent.
+pub fn list(
+    store: &dyn Store,
+    limit: usize,
+    cursor: Option<&str>,
     smtp_configured: bool,
-    signal: Arc<worker::Signal>,
-}
-
-/// Joins the mail thread after [`Mailer::shutdown`].
-pub struct MailThread(std::thread::JoinHandle<()>);
-
-impl MailThread {
-    pub fn join(self) {
-        if self.0.join().is_err() {
-            log::error!("the mail thread panicked");
+) -> Result<MailPage> {
+    let before = match cursor {
+        Some(text) => {
+            let pos = cursor::parse(CursorKind::Mail, OUTBOX_PARTITION, text)?;
+            let id = u64::try_from(pos.tiebreak).map_err(|_| Error::InvalidParameter {
+                name: "cursor",
+                reason: "it is not a cursor returned by this listing".into(),
+            })?;
+            Some(id)
         }
-    }
-}
-
-impl Mailer {
-    /// Starts the worker thread. With `smtp` absent it sends nothing and only notes, once per
-    /// message, that it is waiting for `[smtp]`.
-    pub fn start(
-        store: Arc<RedbStore>,
-        smtp: Option<SmtpConfig>,
-        clock: SharedClock,
-    ) -> std::io::Result<(Mailer, MailThread)> {
-        let signal = Arc::new(worker::Signal::default());
-        let smtp_configured = smtp.is_some();
-        let sender = smtp.as_ref().map(smtp::Sender::new);
-        match &sender {
-            Some(sender) => log::info!("mail: sending through {}", sender.describe()),
-            None => log::info!("mail: no [smtp] configured; e-mails stay queued in the outbox"),
-        }
-        let handle = std::thread::Builder::new().name("mail".into()).spawn({
-            let (store, clock, signal) = (store.clone(), clock.clone(), signal.clone());
-            move || worker::run(&store, clock.as_ref(), sender.as_ref(), &signal)
-        })?;
-        Ok((
-            Mailer {
-                store,
-                clock,
-                smtp_configured,
-                signal,
-            },
-            MailThread(handle),
-        ))
-    }
-
-    /// Tells the worker that messages were queued; call it after the commit.
-    pub fn wake(&self) {
-        self.signal.wake();
-    }
-
-    /// Asks the worker to stop after the message it is sending, if any; join its
-    /// [`MailThread`] to wait. Unsent messages stay queued for the next start.
-    pub fn shutdown(&self) {
-        self.signal.stop();
-    }
-
-    pub fn smtp_configured(&self) -> bool {
-        self.smtp_configured
-    }
-
-    /// Queues one message on its own (not as part of another change), commits and wakes the
-    /// worker; returns the message id.
-    pub fn queue(&self, mail: OutgoingMail) -> Result<u64> {
-        let txn = self.store.write()?;
-        let id = enqueue(&mut RedbWrite::over(&txn), self.clock.now(), mail)?;
-        txn.commit()?;
-        self.wake();
-        Ok(id)
-    }
-
-    /// The outbox, newest first, without bodies.
-    pub fn list(&self, limit: usize, cursor: Option<&str>) -> Result<MailPage> {
-        let upper = match cursor {
-            Some(text) => {
-                let pos = cursor::parse(CursorKind::Mail, OUTBOX_PARTITION, text)?;
-                let id = u64::try_from(pos.tiebreak).map_err(|_| Error::InvalidParameter {
-                    name: "cursor",
-                    reason: "it is not a cursor returned by this listing".into(),
-                })?;
-                std::ops::Bound::Excluded(id)
-            }
-            None => std::ops::Bound::Unbounded,
-        };
-        let txn = self.store.read()?;
-        let table = txn.open_table(OUTBOX)?;
-        let mut data = Vec::with_capacity(limit);
-        let mut last = None;
-        let mut more = false;
-        for entry in table
-            .range::<u64>((std::ops::Bound::Unbounded, upper))?
-            .rev()
-        {
-            let (_, value) = entry?;
-            if data.len() == limit {
-                more = true;
-                break;
-            }
-            let row: MailRow = from_json(value.value())?;
-            last = Some(Position {
+        None => None,
+    };
+    let mut rows = store.read()?.mail_page(before, limit.saturating_add(1))?;
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let next_cursor = match (more, rows.last()) {
+        (true, Some(row)) => Some(cursor::encode(
+            CursorKind::Mail,
+            OUTBOX_PARTITION,
+            Position {
                 time: time_key(row.created_at),
                 tiebreak: u128::from(row.id),
-            });
-            data.push(MailView::new(row, false));
-        }
-        let next_cursor = match (more, last) {
-            (true, Some(pos)) => Some(cursor::encode(CursorKind::Mail, OUTBOX_PARTITION, pos)),
-            _ => None,
-        };
-        Ok(MailPage {
-            data,
-            pagination: Pagination { next_cursor },
-            smtp_configured: self.smtp_configured,
-        })
-    }
+            },
+        )),
+        _ => None,
+    };
+    Ok(MailPage {
+        data: rows
+            .into_iter()
+            .map(|row| MailView::new(row, false))
+            .collect(),
+        pagination: Pagination { next_cursor },
+        smtp_configured,
+    })
+}
 
-    /// One message, body included.
-    pub fn get(&self, id: u64) -> Result<MailView> {
-        let txn = self.store.read()?;
-        let table = txn.open_table(OUTBOX)?;
-        let value = table.get(id)?.ok_or(Error::MailNotFound)?;
-        Ok(MailView::new(from_json(value.value())?, true))
-    }
+/// One message, body included.
+pub fn get(store: &dyn Store, id: u64) -> Result<MailView> {
+    let row = store.read()?.mail(id)?.ok_or(Error::MailNotFound)?;
+    Ok(MailView::new(row, true))
 }

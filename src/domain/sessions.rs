@@ -315,6 +315,7 @@ mod tests {
 
     use super::*;
     use crate::core::clock::ManualClock;
+    use crate::domain::handles::Unattended;
     use crate::store::RedbStore;
 
     const NOW: Timestamp = Timestamp(1_800_000_000_000_000);
@@ -340,7 +341,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap());
         let clock = Arc::new(ManualClock::new(NOW));
-        let handles = Handles::detached(store.clone(), clock.clone());
+        let handles = Handles::new(store.clone(), clock.clone(), Arc::new(Unattended));
         let owner =
             accounts::provision_owner(store.as_ref(), clock.as_ref(), "o@example.com").unwrap();
         // The login checked the password of this row...

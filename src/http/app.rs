@@ -9,12 +9,12 @@ use crate::domain::collaborators::Collaborators;
 use crate::domain::endpoints::Endpoints;
 use crate::domain::handles::Handles;
 use crate::domain::ingest::Ingest;
-use crate::domain::mail::Mailer;
 use crate::domain::poll::{InFlight, ReadAhead};
 use crate::domain::search::SearchIndex;
 use crate::domain::sessions::LoginThrottle;
 use crate::domain::usage::Usage;
 use crate::store::RedbStore;
+use crate::workers::mail::Mailer;
 use crate::workers::request_log::RequestLog;
 use crate::workers::webhooks::dispatch::Dispatcher;
 
@@ -34,9 +34,10 @@ pub struct App {
     pub poll_read_ahead: ReadAhead,
     pub usage: Usage,
     pub logins: Box<dyn LoginThrottle>,
-    /// The outbox worker: wake it after committing a transaction that queued e-mail.
+    /// The outbox worker (woken by the after-commit path of a commit that queued e-mail).
     pub mailer: Mailer,
-    /// The webhook dispatcher: wake it after committing a transaction that made deliveries due.
+    /// The webhook dispatcher (woken by the after-commit path of a commit that made
+    /// deliveries due).
     pub dispatcher: Dispatcher,
     /// The dashboard's state (the first-run setup link).
     pub dashboard: crate::http::dashboard::Dashboard,

@@ -36,7 +36,6 @@ use crate::core::private_dir::create_private_dir;
 use crate::domain::endpoints::{AccessCache, Endpoints};
 use crate::domain::handles::{AfterCommit, Handles};
 use crate::domain::ingest::purge_expired_idempotency;
-use crate::domain::mail::Mailer;
 use crate::domain::poll::{InFlight, ReadAhead};
 use crate::http::api;
 use crate::http::app::App;
@@ -45,6 +44,7 @@ use crate::ops::backup::{self, BackupError};
 use crate::server::first_byte::FirstByteDeadline;
 use crate::store::Effects;
 use crate::workers::ingest;
+use crate::workers::mail::Mailer;
 
 use crate::core::ticker::Ticker;
 use crate::domain::retention;
@@ -242,24 +242,25 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     let metrics = Arc::new(Metrics::default());
     let (mailer, mail_thread) =
         Mailer::start(store.clone(), config.smtp.clone(), clock.clone()).map_err(spawn_err)?;
-    let (dispatcher, dispatch_threads) = Dispatcher::start(
-        DispatchParts {
-            store: store.clone(),
-            sealer: sealer.clone(),
-            clock: clock.clone(),
-            mailer: mailer.clone(),
-            public_url: config.public_url(),
-            metrics: metrics.clone(),
-        },
-        &config.webhooks,
-    )
-    .map_err(spawn_err)?;
+    let dispatcher = Dispatcher::default();
     let access_cache = AccessCache::default();
     let wakers = Arc::new(Wakers {
         mailer: mailer.clone(),
         dispatcher: dispatcher.clone(),
         access_cache: access_cache.clone(),
     });
+    let handles = Handles::new(store.clone(), clock.clone(), wakers.clone());
+    let dispatch_threads = dispatcher
+        .start(
+            DispatchParts {
+                handles: handles.clone(),
+                sealer: sealer.clone(),
+                public_url: config.public_url(),
+                metrics: metrics.clone(),
+            },
+            &config.webhooks,
+        )
+        .map_err(spawn_err)?;
     let (ingest, writer) = ingest::start(store.clone(), metrics.clone(), {
         let (indexer, wakers) = (indexer.clone(), wakers.clone());
         // Each commit appends to the change log the indexer follows; what else it requires
@@ -275,7 +276,6 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         RequestLog::start(log_store, clock.clone(), config.request_log.retention)
             .map_err(spawn_err)?;
     let grace = config.shutdown.grace;
-    let handles = Handles::new(store.clone(), clock.clone(), wakers);
     let app = Arc::new(App {
         endpoints: Endpoints::new(handles.clone(), sealer, access_cache),
         handles,

@@ -118,6 +118,8 @@ pub struct Change<'a> {
 pub struct NewDelivery {
     pub kind: WebhookKind,
     pub url: String,
+    /// The receiver its attempts count against (see `webhooks::DueDelivery`).
+    pub receiver: String,
     pub auth_header: Option<String>,
     pub auth_value_sealed: Option<Vec<u8>>,
     /// The finished JSON body.

@@ -1,10 +1,92 @@
 //! Webhooks: the owner's settings, signing secrets, deliveries and their attempts.
+//!
+//! The dispatcher works through these traits inside its own transactions rather than through
+//! store-level units: its scheduler reads the due list and the rows it claims from one snapshot
+//! ([`WebhooksRead::due_deliveries`], [`WebhooksRead::deliveries`]), taken together with its
+//! in-memory claims, and its result writer records a group of outcomes
+//! ([`WebhooksWrite::record_outcomes`]) in the same transaction as the owners' failure e-mails
+//! (`mail::enqueue` needs that [`crate::store::WriteTx`]), committed through the one
+//! after-commit path.
 
-use crate::store::{StoreError, WebhookSecretRow};
+use crate::core::clock::Timestamp;
+use crate::store::{AttemptRow, DeliveryRow, OwnerWebhookRow, StoreError, WebhookSecretRow};
+
+/// A pending delivery in the due list: when it is due, and what the dispatcher needs to pass
+/// over it without reading its row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DueDelivery {
+    pub due_at: Timestamp,
+    pub id: u64,
+    /// It was attempted before (the next attempt is a retry).
+    pub retry: bool,
+    /// The receiver its attempts count against: `scheme://host:port` of its URL.
+    pub receiver: String,
+}
+
+impl DueDelivery {
+    /// Its place in the due list, which is ordered by `(due_at, id)`.
+    pub fn position(&self) -> (Timestamp, u64) {
+        (self.due_at, self.id)
+    }
+}
+
+/// The outcome of one attempt, as the dispatcher records it.
+#[derive(Clone, Debug)]
+pub struct AttemptOutcome {
+    pub delivery_id: u64,
+    /// The attempt as it went; `attempt.attempt` is its number.
+    pub attempt: AttemptRow,
+    pub next: AfterAttempt,
+}
+
+/// Where a delivery goes after an attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AfterAttempt {
+    /// Delivered, finished at `at`.
+    Delivered { at: Timestamp },
+    /// Given up, finished at `at`.
+    GivenUp { at: Timestamp },
+    /// Still pending: due again at `at`, to `receiver` (see [`DueDelivery`]).
+    Retry { at: Timestamp, receiver: String },
+}
 
 pub trait WebhooksRead {
     /// The signing secret of one partition (endpoint and environment).
     fn webhook_secret(&self, partition: u64) -> Result<Option<WebhookSecretRow>, StoreError>;
+
+    /// The owner webhook of one partition.
+    fn owner_webhook(&self, partition: u64) -> Result<Option<OwnerWebhookRow>, StoreError>;
+
+    fn delivery(&self, id: u64) -> Result<Option<DeliveryRow>, StoreError>;
+
+    /// The deliveries with these ids that exist, in the order of `ids`.
+    fn deliveries(&self, ids: &[u64]) -> Result<Vec<DeliveryRow>, StoreError>;
+
+    /// The partition's deliveries (only those of `record` when given) with ids below
+    /// `before`, newest first, at most `limit`.
+    fn delivery_page(
+        &self,
+        partition: u64,
+        record: Option<u128>,
+        before: u64,
+        limit: usize,
+    ) -> Result<Vec<DeliveryRow>, StoreError>;
+
+    /// Every attempt of a delivery, oldest first.
+    fn delivery_attempts(&self, id: u64) -> Result<Vec<AttemptRow>, StoreError>;
+
+    /// The due list up to `now`, in its order, starting just after `after` when given and
+    /// going on from its start up to `after` (inclusive) once past `now`; at most `limit`.
+    fn due_deliveries(
+        &self,
+        now: Timestamp,
+        after: Option<(Timestamp, u64)>,
+        limit: usize,
+    ) -> Result<Vec<DueDelivery>, StoreError>;
+
+    /// Whether the owner of `endpoint_id` was e-mailed about a given-up delivery on `day`
+    /// (days since 1970-01-01, UTC).
+    fn failure_mailed(&self, endpoint_id: u64, day: u64) -> Result<bool, StoreError>;
 }
 
 pub trait WebhooksWrite {
@@ -13,7 +95,39 @@ pub trait WebhooksWrite {
         partition: u64,
         row: &WebhookSecretRow,
     ) -> Result<(), StoreError>;
+
+    /// Removes the signing secret of a partition; whether there was one.
+    fn delete_webhook_secret(&mut self, partition: u64) -> Result<bool, StoreError>;
+
+    fn put_owner_webhook(
+        &mut self,
+        partition: u64,
+        row: &OwnerWebhookRow,
+    ) -> Result<(), StoreError>;
+
+    /// Removes the owner webhook of a partition; whether there was one.
+    fn delete_owner_webhook(&mut self, partition: u64) -> Result<bool, StoreError>;
+
+    /// Replaces a delivery's row (its place in the due list is [`WebhooksWrite::put_due`]'s).
+    fn put_delivery(&mut self, row: &DeliveryRow) -> Result<(), StoreError>;
+
+    /// Lists a delivery as due; reports `deliveries_due`.
+    fn put_due(&mut self, due: &DueDelivery) -> Result<(), StoreError>;
+
+    /// Records a group of attempts: each attempt's row, its delivery's attempts, state and
+    /// next attempt time, and its place in the due list (removed, or moved to the retry).
+    /// An outcome whose delivery is no longer pending, or whose attempt is not the next one,
+    /// is skipped. Returns the deliveries this group gave up; reports `deliveries_due` when a
+    /// retry was listed.
+    fn record_outcomes(
+        &mut self,
+        outcomes: &[AttemptOutcome],
+    ) -> Result<Vec<DeliveryRow>, StoreError>;
+
+    /// Notes that the owner of `endpoint_id` was e-mailed on `day` (see
+    /// [`WebhooksRead::failure_mailed`]).
+    fn insert_failure_mail(&mut self, endpoint_id: u64, day: u64) -> Result<(), StoreError>;
 }
 
-/// Units of work of their own transaction (the dispatcher's claims and outcomes).
+/// Units of work of their own transaction: none (see the module's doc).
 pub trait WebhooksStore {}

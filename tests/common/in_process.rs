@@ -10,6 +10,7 @@ use std::time::Duration;
 use intake::core::clock::{ManualClock, SharedClock, Timestamp};
 use intake::core::config::Config;
 use intake::core::crypto::Sealer;
+use intake::domain::handles::{Handles, Unattended};
 use intake::server::RunningServer;
 use intake::store::RedbStore;
 use tokio::runtime::Runtime;
@@ -94,12 +95,14 @@ impl InProcessServer {
         self.resume();
     }
 
-    /// Stops the server and runs `f` on its store and sealer (redb opens a file once);
-    /// [`InProcessServer::resume`] serves again.
-    pub fn stopped<T>(&mut self, f: impl FnOnce(&RedbStore, &Sealer) -> T) -> T {
+    /// Stops the server and runs `f` on handles of its store (on the server's clock, with no
+    /// worker to wake) and its sealer (redb opens a file once); [`InProcessServer::resume`]
+    /// serves again.
+    pub fn stopped<T>(&mut self, f: impl FnOnce(&Handles, &Sealer) -> T) -> T {
         self.stop();
         let (store, sealer) = intake::server::open_data_dir(&self.config).expect("open data dir");
-        f(&store, &sealer)
+        let handles = Handles::new(Arc::new(store), self.clock.clone(), Arc::new(Unattended));
+        f(&handles, &sealer)
     }
 
     /// Sets the clock to `t` (a date or RFC 3339).

@@ -62,6 +62,19 @@ const RESERVED_HEADERS: [&str; 10] = [
     "transfer-encoding",
 ];
 
+/// The receiver a delivery counts against for concurrency: scheme, host and port.
+pub fn receiver_of(url: &str) -> String {
+    match url.parse::<http::Uri>() {
+        Ok(uri) => format!(
+            "{}://{}",
+            uri.scheme_str().unwrap_or_default(),
+            uri.authority().map(|a| a.as_str()).unwrap_or_default()
+        )
+        .to_ascii_lowercase(),
+        Err(_) => url.to_string(),
+    }
+}
+
 /// Attempts a delivery gets in all: the spec's production 6, sandbox 4.
 pub fn max_attempts(environment: Environment) -> u32 {
     match environment {
@@ -226,8 +239,9 @@ impl DeliveryPlanner for Hooks {
             return Ok(Vec::new());
         }
         let body = event_body(change, self)?;
-        let delivery = |kind, url, auth_header, auth_value_sealed| NewDelivery {
+        let delivery = |kind, url: String, auth_header, auth_value_sealed| NewDelivery {
             kind,
+            receiver: receiver_of(&url),
             url,
             auth_header,
             auth_value_sealed,
@@ -293,7 +307,20 @@ fn event_body(change: &Change<'_>, hooks: &Hooks) -> Result<String, StoreError> 
 
 #[cfg(test)]
 mod tests {
-    use super::{displayed_url, valid_auth_header, valid_url};
+    use super::{displayed_url, receiver_of, valid_auth_header, valid_url};
+
+    #[test]
+    fn receivers_are_scheme_host_and_port() {
+        assert_eq!(
+            receiver_of("https://Hooks.Example.com:8443/a?b=1"),
+            "https://hooks.example.com:8443"
+        );
+        assert_eq!(receiver_of("http://example.com/x"), "http://example.com");
+        assert_ne!(
+            receiver_of("http://a.example/x"),
+            receiver_of("http://b.example/x")
+        );
+    }
 
     #[test]
     fn stored_credentials_are_masked_in_views() {

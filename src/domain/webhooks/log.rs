@@ -1,18 +1,17 @@
 //! The delivery log: every delivery of an endpoint (newest first, per environment or per
 //! record) with every attempt, and manual redelivery of a given-up delivery.
 
-use redb::ReadableTable;
 use serde::Serialize;
 
 use crate::core::clock::Timestamp;
 use crate::core::cursor::{self, CursorKind, Position};
 use crate::core::ids::RecordId;
 use crate::domain::error::{Error, Missing, Result};
-use crate::domain::webhooks::deliveries::displayed_url;
-use crate::store::{
-    AttemptRow, DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, DeliveryRow, DeliveryState,
-    PARTITION_DELIVERIES, RECORD_DELIVERIES, RedbStore, WebhookKind, from_json, to_json,
-};
+use crate::domain::handles::Handles;
+use crate::domain::records::Pagination;
+use crate::domain::webhooks::deliveries::{displayed_url, max_attempts, receiver_of};
+use crate::store::webhooks::DueDelivery;
+use crate::store::{DeliveryRow, DeliveryState, ReadTx, Store, WebhookKind, partition_environment};
 
 pub const LIST_LIMIT_DEFAULT: usize = 20;
 pub const LIST_LIMIT_MAX: usize = 100;
@@ -57,7 +56,7 @@ pub struct AttemptView {
 #[derive(Debug, Serialize)]
 pub struct DeliveryPage {
     pub data: Vec<DeliveryView>,
-    pub pagination: crate::domain::records::Pagination,
+    pub pagination: Pagination,
 }
 
 fn view(row: &DeliveryRow) -> DeliveryView {
@@ -78,7 +77,7 @@ fn view(row: &DeliveryRow) -> DeliveryView {
 /// The deliveries of one partition (endpoint and environment), newest first; only those of
 /// `record` when given.
 pub fn list(
-    store: &RedbStore,
+    store: &dyn Store,
     partition: u64,
     record: Option<RecordId>,
     limit: usize,
@@ -88,84 +87,46 @@ pub fn list(
         Some(text) => cursor::parse(CursorKind::Delivery, partition, text)?.tiebreak as u64,
         None => u64::MAX,
     };
-    let txn = store.read()?;
-    let deliveries = txn.open_table(DELIVERIES)?;
-    let mut ids = Vec::with_capacity(limit + 1);
-    match record {
-        None => {
-            for entry in txn
-                .open_table(PARTITION_DELIVERIES)?
-                .range((partition, 0)..(partition, before))?
-                .rev()
-                .take(limit + 1)
-            {
-                ids.push(entry?.0.value().1);
-            }
-        }
-        Some(record) => {
-            for entry in txn
-                .open_table(RECORD_DELIVERIES)?
-                .range((partition, record.0, 0)..(partition, record.0, before))?
-                .rev()
-                .take(limit + 1)
-            {
-                ids.push(entry?.0.value().2);
-            }
-        }
-    }
-    let more = ids.len() > limit;
-    ids.truncate(limit);
-    let mut data = Vec::with_capacity(ids.len());
-    for id in &ids {
-        if let Some(v) = deliveries.get(*id)? {
-            data.push(view(&from_json(v.value())?));
-        }
-    }
-    let next_cursor = match (more, ids.last()) {
+    let mut rows = store.read()?.delivery_page(
+        partition,
+        record.map(|r| r.0),
+        before,
+        limit.saturating_add(1),
+    )?;
+    let more = rows.len() > limit;
+    rows.truncate(limit);
+    let next_cursor = match (more, rows.last()) {
         (true, Some(last)) => Some(cursor::encode(
             CursorKind::Delivery,
             partition,
             Position {
                 time: 0,
-                tiebreak: u128::from(*last),
+                tiebreak: u128::from(last.id),
             },
         )),
         _ => None,
     };
     Ok(DeliveryPage {
-        data,
-        pagination: crate::domain::records::Pagination { next_cursor },
+        data: rows.iter().map(view).collect(),
+        pagination: Pagination { next_cursor },
     })
 }
 
 /// The delivery `id` of one of `partitions` (the endpoint's two environments).
-fn delivery_in(
-    table: &impl ReadableTable<u64, &'static [u8]>,
-    partitions: [u64; 2],
-    id: u64,
-) -> Result<DeliveryRow> {
-    let row: DeliveryRow = match table.get(id)? {
-        Some(v) => from_json(v.value())?,
-        None => return Err(Error::NotFound(Missing::Delivery)),
-    };
-    if !partitions.contains(&row.partition) {
-        return Err(Error::NotFound(Missing::Delivery));
-    }
-    Ok(row)
+fn delivery_in(tx: &(impl ReadTx + ?Sized), partitions: [u64; 2], id: u64) -> Result<DeliveryRow> {
+    tx.delivery(id)?
+        .filter(|row| partitions.contains(&row.partition))
+        .ok_or(Error::NotFound(Missing::Delivery))
 }
 
 /// One delivery of the endpoint with every attempt.
-pub fn detail(store: &RedbStore, partitions: [u64; 2], id: u64) -> Result<DeliveryDetail> {
-    let txn = store.read()?;
-    let row = delivery_in(&txn.open_table(DELIVERIES)?, partitions, id)?;
-    let mut attempt_log = Vec::new();
-    for entry in txn
-        .open_table(DELIVERY_ATTEMPTS)?
-        .range((id, 0)..=(id, u32::MAX))?
-    {
-        let (_, value) = entry?;
-        let a: AttemptRow = from_json(value.value())?;
-        attempt_log.push(AttemptView {
+pub fn detail(store: &dyn Store, partitions: [u64; 2], id: u64) -> Result<DeliveryDetail> {
+    let snapshot = store.read()?;
+    let row = delivery_in(snapshot.as_ref(), partitions, id)?;
+    let attempt_log = snapshot
+        .delivery_attempts(id)?
+        .into_iter()
+        .map(|a| AttemptView {
             attempt: a.attempt,
             started_at: a.started_at.to_rfc3339(),
             duration_ms: a.duration_us as f64 / 1000.0,
@@ -175,8 +136,8 @@ pub fn detail(store: &RedbStore, partitions: [u64; 2], id: u64) -> Result<Delive
             error: a.error,
             response_body: a.response_body,
             outcome: a.outcome,
-        });
-    }
+        })
+        .collect();
     Ok(DeliveryDetail {
         delivery: view(&row),
         body: row.body,
@@ -185,33 +146,29 @@ pub fn detail(store: &RedbStore, partitions: [u64; 2], id: u64) -> Result<Delive
 }
 
 /// Re-arms a given-up delivery: due at once, with a fresh budget of attempts. Returns it.
-pub fn redeliver(
-    store: &RedbStore,
-    partitions: [u64; 2],
-    id: u64,
-    now: Timestamp,
-) -> Result<DeliveryView> {
-    let txn = store.write()?;
-    let row = {
-        let mut deliveries = txn.open_table(DELIVERIES)?;
-        let mut row = delivery_in(&deliveries, partitions, id)?;
+pub fn redeliver(handles: &Handles, partitions: [u64; 2], id: u64) -> Result<DeliveryView> {
+    let now = handles.now();
+    let row = handles.write(|tx| {
+        let mut row = delivery_in(tx, partitions, id)?;
         if row.state != DeliveryState::GivenUp {
             return Err(Error::Conflict(
                 "Only a given-up delivery can be redelivered.".into(),
             ));
         }
-        let budget = crate::domain::webhooks::deliveries::max_attempts(
-            crate::store::partition_environment(row.partition),
-        );
+        let budget = max_attempts(partition_environment(row.partition));
         row.state = DeliveryState::Pending;
         row.max_attempts = row.attempts + budget;
         row.next_attempt_at = Some(now);
         row.finished_at = None;
-        deliveries.insert(id, to_json(&row)?.as_slice())?;
-        crate::store::redb::mark_due(&mut txn.open_table(DELIVERIES_DUE)?, &row, now)?;
-        row
-    };
-    txn.commit()?;
+        tx.put_delivery(&row)?;
+        tx.put_due(&DueDelivery {
+            due_at: now,
+            id,
+            retry: row.attempts > 0,
+            receiver: receiver_of(&row.url),
+        })?;
+        Ok(row)
+    })?;
     Ok(view(&row))
 }
 
@@ -226,41 +183,42 @@ pub struct Outcomes {
     pub capped: bool,
 }
 
+/// Deliveries read at a time while counting outcomes.
+const OUTCOMES_PAGE: usize = 256;
+
 /// Counts the outcomes of the deliveries of `partition` created at or after `since`, newest
 /// first, looking at no more than `cap` of them so a busy month stays cheap to show.
 pub fn outcomes_since(
-    store: &RedbStore,
+    store: &dyn Store,
     partition: u64,
     since: Timestamp,
     cap: usize,
 ) -> Result<Outcomes> {
-    let txn = store.read()?;
-    let deliveries = txn.open_table(DELIVERIES)?;
+    let snapshot = store.read()?;
     let mut outcomes = Outcomes::default();
     let mut seen = 0;
-    for entry in txn
-        .open_table(PARTITION_DELIVERIES)?
-        .range((partition, 0)..=(partition, u64::MAX))?
-        .rev()
-    {
-        let id = entry?.0.value().1;
-        let Some(value) = deliveries.get(id)? else {
-            continue;
-        };
-        let row: DeliveryRow = from_json(value.value())?;
-        if row.created_at < since {
-            break;
+    let mut before = u64::MAX;
+    loop {
+        let page = snapshot.delivery_page(partition, None, before, OUTCOMES_PAGE)?;
+        let last_page = page.len() < OUTCOMES_PAGE;
+        for row in page {
+            if row.created_at < since {
+                return Ok(outcomes);
+            }
+            if seen == cap {
+                outcomes.capped = true;
+                return Ok(outcomes);
+            }
+            seen += 1;
+            before = row.id;
+            match row.state {
+                DeliveryState::Delivered => outcomes.delivered += 1,
+                DeliveryState::GivenUp => outcomes.given_up += 1,
+                DeliveryState::Pending => outcomes.pending += 1,
+            }
         }
-        if seen == cap {
-            outcomes.capped = true;
-            break;
-        }
-        seen += 1;
-        match row.state {
-            DeliveryState::Delivered => outcomes.delivered += 1,
-            DeliveryState::GivenUp => outcomes.given_up += 1,
-            DeliveryState::Pending => outcomes.pending += 1,
+        if last_page {
+            return Ok(outcomes);
         }
     }
-    Ok(outcomes)
 }

@@ -10,16 +10,14 @@
 //!   at a given time (two during the 24-hour changeover after a reissue).
 //! - [`deliveries`]: creating deliveries in the commit of the write that causes them.
 //! - [`owner`]: the owner webhook of each endpoint and environment.
-//! - [`dispatch`]: the dispatcher: a scheduler thread claims due deliveries for a pool of
-//!   workers (capped per receiver, retries at most half of them), the retry policy, and a
-//!   result writer that commits every attempt, the next due time and the owner's failure
-//!   e-mail in groups.
-//! - [`send`]: the HTTP side of one attempt with ureq: no redirects, one timeout, the SSRF
-//!   guard on resolved addresses, the bounded response body, `Retry-After`, no proxy from
-//!   the environment.
-//! - [`proxy`]: the explicit outbound proxy (`[webhooks] proxy`, `no_proxy`): a CONNECT
-//!   tunnel to the target address the guard checked.
 //! - [`log`]: the delivery log with every attempt, and manual redelivery.
+//!
+//! Sending lives in `workers::webhooks`: the dispatcher (`dispatch`: a scheduler thread claims
+//! due deliveries for a pool of workers, capped per receiver, retries at most half of them;
+//! the retry policy; a result writer that commits every attempt, the next due time and the
+//! owner's failure e-mail in groups), the HTTP side of one attempt (`send`: no redirects, one
+//! timeout, the SSRF guard on resolved addresses, the body bounded by [`RESPONSE_BODY_LIMIT`],
+//! `Retry-After`, no proxy from the environment) and the explicit outbound proxy (`proxy`).
 
 pub mod deliveries;
 pub mod log;
@@ -27,4 +25,6 @@ pub mod owner;
 pub mod secrets;
 pub mod signing;
 
-pub use crate::workers::webhooks::send::RESPONSE_BODY_LIMIT;
+/// How much of a receiver's response body an attempt keeps in the delivery log (bytes; cut at
+/// a character boundary, invalid UTF-8 replaced).
+pub const RESPONSE_BODY_LIMIT: usize = 4096;

@@ -4,17 +4,15 @@
 //! shown again (the view says only whether one is set). Changes apply to deliveries created
 //! afterwards; a delivery keeps the target it was created with.
 
-use redb::ReadableTable;
 use serde::{Deserialize, Serialize};
 
+use crate::core::crypto::Sealer;
 use crate::domain::audit;
+use crate::domain::endpoints::Endpoints;
 use crate::domain::error::{Error, Missing, Result};
+use crate::domain::handles::Handles;
 use crate::domain::webhooks::deliveries::{displayed_url, valid_auth_header, valid_url};
-use crate::http::app::App;
-use crate::store::RedbWrite;
-use crate::store::{
-    AccountRow, Environment, OWNER_WEBHOOKS, OwnerWebhookRow, from_json, partition, to_json,
-};
+use crate::store::{AccountRow, Environment, OwnerWebhookRow, Store, partition};
 
 /// Body of `PUT /api/v1/manage/endpoints/{slug}/webhooks/{environment}`.
 #[derive(Debug, Deserialize)]
@@ -70,32 +68,31 @@ pub fn environment_param(text: &str) -> Result<Environment> {
 }
 
 pub fn get(
-    app: &App,
+    endpoints: &Endpoints,
+    store: &dyn Store,
     owner: &AccountRow,
     slug: &str,
     environment: Environment,
 ) -> Result<OwnerWebhookView> {
-    let endpoint = app.endpoints.owned_row(owner, slug)?;
-    let txn = app.store.read()?;
-    let row: OwnerWebhookRow = match txn
-        .open_table(OWNER_WEBHOOKS)?
-        .get(partition(endpoint.id, environment))?
-    {
-        Some(v) => from_json(v.value())?,
-        None => return Err(Error::NotFound(Missing::Webhook)),
-    };
+    let endpoint = endpoints.owned_row(owner, slug)?;
+    let row = store
+        .read()?
+        .owner_webhook(partition(endpoint.id, environment))?
+        .ok_or(Error::NotFound(Missing::Webhook))?;
     Ok(view(environment, &row))
 }
 
 /// Sets (replaces) the owner webhook of one environment.
 pub fn put(
-    app: &App,
+    endpoints: &Endpoints,
+    handles: &Handles,
+    sealer: &Sealer,
     owner: &AccountRow,
     slug: &str,
     environment: Environment,
     config: OwnerWebhookConfig,
 ) -> Result<OwnerWebhookView> {
-    let endpoint = app.endpoints.owned_row(owner, slug)?;
+    let endpoint = endpoints.owned_row(owner, slug)?;
     let url = valid_url(&config.url)?;
     let auth_header = match (&config.auth_header, &config.auth_value) {
         (_, None) if config.auth_header.is_some() => {
@@ -113,93 +110,69 @@ pub fn put(
             )?)
         }
     };
-    let now = app.clock.now();
+    let now = handles.now();
     let row = OwnerWebhookRow {
         url,
         auth_header,
-        auth_value_sealed: config
-            .auth_value
-            .map(|v| app.endpoints.sealer.seal(v.as_bytes())),
+        auth_value_sealed: config.auth_value.map(|v| sealer.seal(v.as_bytes())),
         enabled: config.enabled,
         updated_at: now,
     };
-    let txn = app.store.write()?;
-    txn.open_table(OWNER_WEBHOOKS)?.insert(
-        partition(endpoint.id, environment),
-        to_json(&row)?.as_slice(),
-    )?;
-    audit::record(
-        &mut RedbWrite::over(&txn),
-        now,
-        endpoint.id,
-        owner,
-        "webhook.configured",
-        serde_json::json!({ "environment": environment, "url": row.url, "enabled": row.enabled }),
-    )?;
-    txn.commit()?;
+    handles.write(|tx| {
+        tx.put_owner_webhook(partition(endpoint.id, environment), &row)?;
+        let details =
+            serde_json::json!({ "environment": environment, "url": row.url, "enabled": row.enabled });
+        audit::record(tx, now, endpoint.id, owner, "webhook.configured", details)
+    })?;
     Ok(view(environment, &row))
 }
 
 /// Switches the owner webhook of one environment on or off.
 pub fn set_enabled(
-    app: &App,
+    endpoints: &Endpoints,
+    handles: &Handles,
     owner: &AccountRow,
     slug: &str,
     environment: Environment,
     change: EnabledChange,
 ) -> Result<OwnerWebhookView> {
-    let endpoint = app.endpoints.owned_row(owner, slug)?;
-    let now = app.clock.now();
+    let endpoint = endpoints.owned_row(owner, slug)?;
+    let now = handles.now();
     let key = partition(endpoint.id, environment);
-    let txn = app.store.write()?;
-    let row = {
-        let mut table = txn.open_table(OWNER_WEBHOOKS)?;
-        let mut row: OwnerWebhookRow = match table.get(key)? {
-            Some(v) => from_json(v.value())?,
-            None => return Err(Error::NotFound(Missing::Webhook)),
-        };
-        row.enabled = change.enabled;
-        row.updated_at = now;
-        table.insert(key, to_json(&row)?.as_slice())?;
-        row
-    };
     let action = if change.enabled {
         "webhook.enabled"
     } else {
         "webhook.disabled"
     };
-    audit::record(
-        &mut RedbWrite::over(&txn),
-        now,
-        endpoint.id,
-        owner,
-        action,
-        serde_json::json!({ "environment": environment }),
-    )?;
-    txn.commit()?;
+    let row = handles.write(|tx| {
+        let mut row = tx
+            .owner_webhook(key)?
+            .ok_or(Error::NotFound(Missing::Webhook))?;
+        row.enabled = change.enabled;
+        row.updated_at = now;
+        tx.put_owner_webhook(key, &row)?;
+        let details = serde_json::json!({ "environment": environment });
+        audit::record(tx, now, endpoint.id, owner, action, details)?;
+        Ok(row)
+    })?;
     Ok(view(environment, &row))
 }
 
 /// Removes the owner webhook of one environment; deliveries already created still run.
-pub fn delete(app: &App, owner: &AccountRow, slug: &str, environment: Environment) -> Result<()> {
-    let endpoint = app.endpoints.owned_row(owner, slug)?;
-    let now = app.clock.now();
-    let txn = app.store.write()?;
-    let removed = txn
-        .open_table(OWNER_WEBHOOKS)?
-        .remove(partition(endpoint.id, environment))?
-        .is_some();
-    if !removed {
-        return Err(Error::NotFound(Missing::Webhook));
-    }
-    audit::record(
-        &mut RedbWrite::over(&txn),
-        now,
-        endpoint.id,
-        owner,
-        "webhook.removed",
-        serde_json::json!({ "environment": environment }),
-    )?;
-    txn.commit()?;
-    Ok(())
+pub fn delete(
+    endpoints: &Endpoints,
+    handles: &Handles,
+    owner: &AccountRow,
+    slug: &str,
+    environment: Environment,
+) -> Result<()> {
+    let endpoint = endpoints.owned_row(owner, slug)?;
+    let now = handles.now();
+    handles.write(|tx| {
+        if !tx.delete_owner_webhook(partition(endpoint.id, environment))? {
+            return Err(Error::NotFound(Missing::Webhook));
+        }
+        let details = serde_json::json!({ "environment": environment });
+        audit::record(tx, now, endpoint.id, owner, "webhook.removed", details)
+    })
 }

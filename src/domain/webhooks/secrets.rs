@@ -5,8 +5,8 @@
 //!   ([`create_for_endpoint`]). Endpoints created before secrets existed have none: their
 //!   secret is made on first use (viewing it, reissuing it, or signing with it), so old data
 //!   dirs work unchanged.
-//! - A secret is stored sealed (see `crypto`) in `WEBHOOK_SECRETS`, because it must be shown
-//!   again; it never appears in a log or an audit entry.
+//! - A secret is stored sealed (see `crypto`), because it must be shown again; it never
+//!   appears in a log or an audit entry.
 //! - The owner and the endpoint's collaborators can view it; only the owner can reissue it.
 //!   A reissue keeps the replaced secret as `previous` and starts a [`CHANGEOVER`] during
 //!   which webhooks carry both signatures, new first. A reissue during a changeover drops the
@@ -16,20 +16,17 @@
 
 use std::time::Duration;
 
-use redb::ReadableTable;
 use serde::Serialize;
 
 use super::signing::{generate_secret, secret_key};
 use crate::core::clock::Timestamp;
 use crate::core::crypto::Sealer;
 use crate::domain::audit;
+use crate::domain::endpoints::Endpoints;
 use crate::domain::error::{Error, Result};
-use crate::http::app::App;
-use crate::store::RedbWrite;
-use crate::store::WriteTx;
+use crate::domain::handles::Handles;
 use crate::store::{
-    AccountRow, ENDPOINTS, Environment, RedbStore, WEBHOOK_SECRETS, WebhookSecretRow, from_json,
-    partition, partition_endpoint, to_json,
+    AccountRow, Environment, WebhookSecretRow, WriteTx, partition, partition_endpoint,
 };
 
 /// How long after a reissue webhooks are still signed with the previous secret too.
@@ -64,15 +61,16 @@ pub fn create_for_endpoint(
 /// The secret of one environment of the endpoint, for its owner or a collaborator (404 for
 /// any other account).
 pub fn view(
-    app: &App,
+    endpoints: &Endpoints,
+    handles: &Handles,
+    sealer: &Sealer,
     account: &AccountRow,
     slug: &str,
     environment: Environment,
 ) -> Result<SecretView> {
-    let (endpoint, _) = app.endpoints.member_row(account, slug)?;
-    let now = app.clock.now();
-    let sealer = &app.endpoints.sealer;
-    let row = row_or_create(&app.store, sealer, partition(endpoint.id, environment), now)?;
+    let (endpoint, _) = endpoints.member_row(account, slug)?;
+    let now = handles.now();
+    let row = row_or_create(handles, sealer, partition(endpoint.id, environment), now)?;
     secret_view(sealer, environment, &row, now)
 }
 
@@ -80,34 +78,34 @@ pub fn view(
 /// for any other account): the current secret becomes the previous one, a new one is made,
 /// and the changeover starts now. The audit entry names the environment, never a secret.
 pub fn reissue(
-    app: &App,
+    endpoints: &Endpoints,
+    handles: &Handles,
+    sealer: &Sealer,
     owner: &AccountRow,
     slug: &str,
     environment: Environment,
 ) -> Result<SecretView> {
-    let endpoint = app.endpoints.owned_row(owner, slug)?;
-    let now = app.clock.now();
-    let sealer = &app.endpoints.sealer;
+    let endpoint = endpoints.owned_row(owner, slug)?;
+    let now = handles.now();
     let key = partition(endpoint.id, environment);
-    let txn = app.store.write()?;
-    let row = {
-        let mut table = txn.open_table(WEBHOOK_SECRETS)?;
-        let existing: Option<WebhookSecretRow> =
-            table.get(key)?.map(|v| from_json(v.value())).transpose()?;
-        let replaced = existing.unwrap_or_else(|| new_row(sealer, now));
-        let row = reissued(sealer, replaced, now);
-        table.insert(key, to_json(&row)?.as_slice())?;
-        row
-    };
-    audit::record(
-        &mut RedbWrite::over(&txn),
-        now,
-        endpoint.id,
-        owner,
-        "webhook_secret.reissued",
-        serde_json::json!({ "environment": environment }),
-    )?;
-    txn.commit()?;
+    // Made before the write, which may run more than once: the secrets it stores are these.
+    let made_now = new_row(sealer, now);
+    let replacement = fresh_secret(sealer);
+    let row = handles.write(|tx| {
+        let replaced = tx.webhook_secret(key)?.unwrap_or_else(|| made_now.clone());
+        let row = reissued(replaced, replacement.clone(), now);
+        tx.put_webhook_secret(key, &row)?;
+        let details = serde_json::json!({ "environment": environment });
+        audit::record(
+            tx,
+            now,
+            endpoint.id,
+            owner,
+            "webhook_secret.reissued",
+            details,
+        )?;
+        Ok(row)
+    })?;
     secret_view(sealer, environment, &row, now)
 }
 
@@ -115,19 +113,24 @@ pub fn reissue(
 /// previous one while the changeover after the last reissue runs (`now < rotated_at +
 /// CHANGEOVER`). 404 `endpoint_not_found` when the partition's endpoint does not exist.
 pub fn signing_keys(
-    store: &RedbStore,
+    handles: &Handles,
     sealer: &Sealer,
     partition: u64,
     now: Timestamp,
 ) -> Result<Vec<Vec<u8>>> {
-    let row = row_or_create(store, sealer, partition, now)?;
+    let row = row_or_create(handles, sealer, partition, now)?;
     keys_at(sealer, &row, now)
+}
+
+/// A new secret, sealed.
+fn fresh_secret(sealer: &Sealer) -> Vec<u8> {
+    sealer.seal(generate_secret().as_bytes())
 }
 
 /// A row with a fresh secret and no history.
 fn new_row(sealer: &Sealer, now: Timestamp) -> WebhookSecretRow {
     WebhookSecretRow {
-        current_sealed: sealer.seal(generate_secret().as_bytes()),
+        current_sealed: fresh_secret(sealer),
         previous_sealed: None,
         created_at: now,
         rotated_at: None,
@@ -135,10 +138,10 @@ fn new_row(sealer: &Sealer, now: Timestamp) -> WebhookSecretRow {
 }
 
 /// `row` after a reissue at `now`: its current secret becomes the previous one (dropping any
-/// older previous one) under a new current secret.
-fn reissued(sealer: &Sealer, row: WebhookSecretRow, now: Timestamp) -> WebhookSecretRow {
+/// older previous one) under `replacement`, a new sealed secret.
+fn reissued(row: WebhookSecretRow, replacement: Vec<u8>, now: Timestamp) -> WebhookSecretRow {
     WebhookSecretRow {
-        current_sealed: sealer.seal(generate_secret().as_bytes()),
+        current_sealed: replacement,
         previous_sealed: Some(row.current_sealed),
         created_at: row.created_at,
         rotated_at: Some(now),
@@ -181,40 +184,26 @@ fn secret_view(
 /// The stored row of `partition`, made (in a write transaction of its own) when the endpoint
 /// predates webhook secrets.
 fn row_or_create(
-    store: &RedbStore,
+    handles: &Handles,
     sealer: &Sealer,
     partition: u64,
     now: Timestamp,
 ) -> Result<WebhookSecretRow> {
-    {
-        let txn = store.read()?;
-        if let Some(v) = txn.open_table(WEBHOOK_SECRETS)?.get(partition)? {
-            return Ok(from_json(v.value())?);
-        }
+    if let Some(row) = handles.store.read()?.webhook_secret(partition)? {
+        return Ok(row);
     }
-    let txn = store.write()?;
-    let row = {
-        let mut table = txn.open_table(WEBHOOK_SECRETS)?;
+    let made = new_row(sealer, now);
+    handles.write(|tx| {
         // Another request may have made it since the read.
-        let existing: Option<WebhookSecretRow> = table
-            .get(partition)?
-            .map(|v| from_json(v.value()))
-            .transpose()?;
-        match existing {
-            Some(row) => row,
-            None => {
-                let endpoint_id = partition_endpoint(partition);
-                if txn.open_table(ENDPOINTS)?.get(endpoint_id)?.is_none() {
-                    return Err(Error::EndpointNotFound);
-                }
-                let row = new_row(sealer, now);
-                table.insert(partition, to_json(&row)?.as_slice())?;
-                row
-            }
+        if let Some(row) = tx.webhook_secret(partition)? {
+            return Ok(row);
         }
-    };
-    txn.commit()?;
-    Ok(row)
+        if tx.endpoint(partition_endpoint(partition))?.is_none() {
+            return Err(Error::EndpointNotFound);
+        }
+        tx.put_webhook_secret(partition, &made)?;
+        Ok(made.clone())
+    })
 }
 
 fn open_secret(sealer: &Sealer, sealed: &[u8]) -> Result<String> {
@@ -235,34 +224,31 @@ mod tests {
 
     use super::*;
     use crate::core::clock::ManualClock;
-    use crate::domain::endpoints::{Endpoints, NewEndpoint};
-    use crate::domain::handles::Handles;
-    use crate::store::Role;
+    use crate::domain::endpoints::NewEndpoint;
+    use crate::domain::handles::Unattended;
+    use crate::store::{RedbStore, Role};
 
     const T0: Timestamp = Timestamp(1_767_225_600_000_000);
 
     struct Fixture {
         _dir: tempfile::TempDir,
-        store: Arc<RedbStore>,
         endpoints: Endpoints,
+        handles: Handles,
     }
 
     impl Fixture {
         fn new() -> Fixture {
             let dir = tempfile::tempdir().unwrap();
-            let store = RedbStore::open(&dir.path().join("intake.redb"), 1 << 20).unwrap();
-            let store = Arc::new(store);
+            let store =
+                Arc::new(RedbStore::open(&dir.path().join("intake.redb"), 1 << 20).unwrap());
             let sealer = Sealer::load_or_create(dir.path()).unwrap();
-            let handles = Handles::detached(store.clone(), Arc::new(ManualClock::new(T0)));
+            let clock = Arc::new(ManualClock::new(T0));
+            let handles = Handles::new(store, clock, Arc::new(Unattended));
             Fixture {
-                endpoints: Endpoints::new(handles, sealer, Default::default()),
-                store,
+                endpoints: Endpoints::new(handles.clone(), sealer, Default::default()),
+                handles,
                 _dir: dir,
             }
-        }
-
-        fn store(&self) -> &RedbStore {
-            &self.store
         }
 
         fn sealer(&self) -> &Sealer {
@@ -289,7 +275,7 @@ mod tests {
         }
 
         fn keys(&self, partition: u64, now: Timestamp) -> Result<Vec<Vec<u8>>> {
-            signing_keys(self.store(), self.sealer(), partition, now)
+            signing_keys(&self.handles, self.sealer(), partition, now)
         }
     }
 
@@ -319,7 +305,7 @@ mod tests {
         assert_eq!(changeover_end(&original, T0), None);
 
         let t1 = T0.plus(Duration::from_secs(3600));
-        let once = reissued(sealer, original.clone(), t1);
+        let once = reissued(original.clone(), fresh_secret(sealer), t1);
         assert_eq!(once.created_at, T0);
         let k1 = keys_at(sealer, &once, t1).unwrap();
         assert_eq!(k1.len(), 2);
@@ -336,7 +322,7 @@ mod tests {
 
         // A second reissue inside the window drops the original secret.
         let t2 = t1.plus(Duration::from_secs(3600));
-        let twice = reissued(sealer, once, t2);
+        let twice = reissued(once, fresh_secret(sealer), t2);
         let k2 = keys_at(sealer, &twice, t2).unwrap();
         assert_eq!(k2.len(), 2);
         assert_eq!(k2[1], k1[0]);
@@ -352,14 +338,9 @@ mod tests {
         let f = Fixture::new();
         let id = f.endpoint("Orders");
         let sandbox = partition(id, Environment::Sandbox);
-        {
-            let txn = f.store().write().unwrap();
-            txn.open_table(WEBHOOK_SECRETS)
-                .unwrap()
-                .remove(sandbox)
-                .unwrap();
-            txn.commit().unwrap();
-        }
+        f.handles
+            .write(|tx| Ok(tx.delete_webhook_secret(sandbox)?))
+            .unwrap();
         let made = f.keys(sandbox, T0).unwrap();
         assert_eq!(made.len(), 1);
         assert_eq!(made[0].len(), 32);
@@ -370,8 +351,7 @@ mod tests {
         // No secret is made for an endpoint that does not exist.
         let missing = partition(id + 1, Environment::Sandbox);
         assert!(matches!(f.keys(missing, T0), Err(Error::EndpointNotFound)));
-        let txn = f.store().read().unwrap();
-        let table = txn.open_table(WEBHOOK_SECRETS).unwrap();
-        assert!(table.get(missing).unwrap().is_none());
+        let snapshot = f.handles.store.read().unwrap();
+        assert!(snapshot.webhook_secret(missing).unwrap().is_none());
     }
 }

@@ -24,16 +24,37 @@ pub async fn owner_webhook(
     let account = caller(app, req)?;
     let environment = owner::environment_param(environment)?;
     let view = match req.method {
-        Method::PUT => owner::put(app, &account, slug, environment, body(req).await?)?,
-        Method::PATCH => owner::set_enabled(app, &account, slug, environment, body(req).await?)?,
+        Method::PUT => owner::put(
+            &app.endpoints,
+            &app.handles,
+            &app.endpoints.sealer,
+            &account,
+            slug,
+            environment,
+            body(req).await?,
+        )?,
+        Method::PATCH => owner::set_enabled(
+            &app.endpoints,
+            &app.handles,
+            &account,
+            slug,
+            environment,
+            body(req).await?,
+        )?,
         Method::DELETE => {
-            owner::delete(app, &account, slug, environment)?;
+            owner::delete(&app.endpoints, &app.handles, &account, slug, environment)?;
             return Ok(reply::json(
                 StatusCode::OK,
                 &serde_json::json!({ "environment": environment, "removed": true }),
             ));
         }
-        _ => owner::get(app, &account, slug, environment)?,
+        _ => owner::get(
+            &app.endpoints,
+            app.store.as_ref(),
+            &account,
+            slug,
+            environment,
+        )?,
     };
     Ok(reply::json(StatusCode::OK, &view))
 }
@@ -66,7 +87,7 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Result<Response> {
     let limit =
         crate::core::cursor::limit_param(&params, log::LIST_LIMIT_DEFAULT, log::LIST_LIMIT_MAX)?;
     let page = log::list(
-        &app.store,
+        app.store.as_ref(),
         partition,
         record,
         limit,
@@ -81,7 +102,7 @@ pub fn delivery(app: &App, req: &Request, slug: &str, id: &str) -> Result<Respon
     let id = id_param(id, Missing::Delivery)?;
     Ok(reply::json(
         StatusCode::OK,
-        &log::detail(&app.store, partitions, id)?,
+        &log::detail(app.store.as_ref(), partitions, id)?,
     ))
 }
 
@@ -94,7 +115,6 @@ pub fn redeliver(app: &App, req: &Request, slug: &str, id: &str) -> Result<Respo
         partition(endpoint.id, Environment::Production),
     ];
     let id = id_param(id, Missing::Delivery)?;
-    let view = log::redeliver(&app.store, partitions, id, app.clock.now())?;
-    app.dispatcher.wake();
+    let view = log::redeliver(&app.handles, partitions, id)?;
     Ok(reply::json(StatusCode::OK, &view))
 }

@@ -27,9 +27,12 @@ pub fn list(app: &App, req: &Request) -> Result<Response> {
     owner(app, req)?;
     let params = query_params(&req.query);
     let limit = cursor::limit_param(&params, mail::LIST_LIMIT_DEFAULT, mail::LIST_LIMIT_MAX)?;
-    let page = app
-        .mailer
-        .list(limit, params.get("cursor").map(String::as_str))?;
+    let page = mail::list(
+        app.store.as_ref(),
+        limit,
+        params.get("cursor").map(String::as_str),
+        app.mailer.smtp_configured(),
+    )?;
     Ok(reply::json(StatusCode::OK, &page))
 }
 
@@ -40,7 +43,10 @@ pub fn get(app: &App, req: &Request, id: &str) -> Result<Response> {
         name: "id",
         reason: "it must be the numeric id of an e-mail".into(),
     })?;
-    Ok(reply::json(StatusCode::OK, &app.mailer.get(id)?))
+    Ok(reply::json(
+        StatusCode::OK,
+        &mail::get(app.store.as_ref(), id)?,
+    ))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -55,9 +61,7 @@ pub async fn test(app: &App, req: &mut Request) -> Result<Response> {
     let account = owner(app, req)?;
     let request: TestRequest = optional_body(req).await?;
     let to = request.to.unwrap_or(account.email);
-    let id = app
-        .mailer
-        .queue(mail::test_mail(&to, &app.config.public_url()))?;
+    let id = mail::queue(&app.handles, mail::test_mail(&to, &app.config.public_url()))?;
     Ok(reply::json(
         StatusCode::ACCEPTED,
         &serde_json::json!({"id": id, "status": "queued"}),

@@ -16,13 +16,27 @@ use crate::store::Environment;
 /// `GET .../webhook-secrets/{environment}`.
 pub fn secret(app: &App, req: &Request, slug: &str, environment: Environment) -> Result<Response> {
     let account = caller(app, req)?;
-    let view = secrets::view(app, &account, slug, environment)?;
+    let view = secrets::view(
+        &app.endpoints,
+        &app.handles,
+        &app.endpoints.sealer,
+        &account,
+        slug,
+        environment,
+    )?;
     Ok(reply::json(StatusCode::OK, &view))
 }
 
 /// `POST .../webhook-secrets/{environment}/reissue`: takes no body.
 pub fn reissue(app: &App, req: &Request, slug: &str, environment: Environment) -> Result<Response> {
     let owner = caller(app, req)?;
-    let view = secrets::reissue(app, &owner, slug, environment)?;
+    let view = secrets::reissue(
+        &app.endpoints,
+        &app.handles,
+        &app.endpoints.sealer,
+        &owner,
+        slug,
+        environment,
+    )?;
     Ok(reply::json(StatusCode::OK, &view))
 }

@@ -126,7 +126,14 @@ pub fn detail(app: &App, req: &Request, slug: &str, environment: Environment) ->
         Environment::Production => (None, false),
     };
     let secret = match secret {
-        true => Some(secrets::view(app, &user.account, slug, environment)?),
+        true => Some(secrets::view(
+            &app.endpoints,
+            &app.handles,
+            &app.endpoints.sealer,
+            &user.account,
+            slug,
+            environment,
+        )?),
         false => None,
     };
     let page = DetailPage {
@@ -237,7 +244,14 @@ pub async fn reissue_secret(
 ) -> Outcome {
     let user = signed_in(app, req)?;
     user_form(app, req, &user).await?;
-    secrets::reissue(app, &user.account, slug, environment)?;
+    secrets::reissue(
+        &app.endpoints,
+        &app.handles,
+        &app.endpoints.sealer,
+        &user.account,
+        slug,
+        environment,
+    )?;
     let tab = match environment {
         Environment::Sandbox => "",
         Environment::Production => "/production",

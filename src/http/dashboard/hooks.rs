@@ -32,7 +32,13 @@ pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
     let head = EndpointHead::load(app, &user, slug, "webhooks")?;
     let mut settings = Vec::new();
     for environment in [Environment::Sandbox, Environment::Production] {
-        let current = match owner::get(app, &user.account, slug, environment) {
+        let current = match owner::get(
+            &app.endpoints,
+            app.store.as_ref(),
+            &user.account,
+            slug,
+            environment,
+        ) {
             Ok(view) => Some(view),
             Err(Error::NotFound(Missing::Webhook)) => None,
             Err(err) => return Err(err.into()),
@@ -76,7 +82,15 @@ pub async fn save(app: &App, req: &mut Request, slug: &str, environment: &str) -
         auth_value: optional("auth_value"),
         enabled: form.checked("enabled"),
     };
-    owner::put(app, &user.account, slug, environment, config)?;
+    owner::put(
+        &app.endpoints,
+        &app.handles,
+        &app.endpoints.sealer,
+        &user.account,
+        slug,
+        environment,
+        config,
+    )?;
     back(slug, "webhook")
 }
 
@@ -85,6 +99,12 @@ pub async fn delete(app: &App, req: &mut Request, slug: &str, environment: &str)
     let user = signed_in(app, req)?;
     user_form(app, req, &user).await?;
     let environment = owner::environment_param(environment)?;
-    owner::delete(app, &user.account, slug, environment)?;
+    owner::delete(
+        &app.endpoints,
+        &app.handles,
+        &user.account,
+        slug,
+        environment,
+    )?;
     back(slug, "webhook-removed")
 }

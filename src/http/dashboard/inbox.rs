@@ -59,7 +59,12 @@ pub fn mail(app: &App, req: &Request) -> Outcome {
     accounts::require_server_owner(&user.account)?;
     let params = query_params(&req.query);
     let cursor = params.get("cursor").map(String::as_str);
-    let page = app.mailer.list(MAIL_PER_PAGE, cursor)?;
+    let page = mail::list(
+        app.store.as_ref(),
+        MAIL_PER_PAGE,
+        cursor,
+        app.mailer.smtp_configured(),
+    )?;
     let pager = Pager::new("/dashboard/mail", &[], cursor, page.pagination.next_cursor);
     let page = MailPage {
         layout: user.layout(app, "Mail", "mail", req),
@@ -80,7 +85,6 @@ pub async fn send_test(app: &App, req: &mut Request) -> Outcome {
         "" => user.account.email.clone(),
         to => to.to_string(),
     };
-    app.mailer
-        .queue(mail::test_mail(&to, &app.config.public_url()))?;
+    mail::queue(&app.handles, mail::test_mail(&to, &app.config.public_url()))?;
     Ok(redirect("/dashboard/mail?done=mail"))
 }

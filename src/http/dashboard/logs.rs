@@ -131,7 +131,7 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Outcome {
         Environment::Production => production,
     };
     let cursor = params.get("cursor").map(String::as_str);
-    let page = log::list(&app.store, part, None, DELIVERIES_PER_PAGE, cursor)?;
+    let page = log::list(app.store.as_ref(), part, None, DELIVERIES_PER_PAGE, cursor)?;
     let pager = Pager::new(
         &format!("{}/deliveries", head.path()),
         &[("environment", environment.as_str())],
@@ -168,7 +168,11 @@ pub fn delivery(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
     let user = signed_in(app, req)?;
     let head = EndpointHead::load(app, &user, slug, "deliveries")?;
     let id = id_param(id, Missing::Delivery)?;
-    let detail = log::detail(&app.store, partitions(app, &user.account, slug)?, id)?;
+    let detail = log::detail(
+        app.store.as_ref(),
+        partitions(app, &user.account, slug)?,
+        id,
+    )?;
     let page = DeliveryPage {
         layout: user.layout(app, format!("Delivery {id}"), "endpoints", req),
         can_redeliver: head.owner && detail.delivery.state == DeliveryState::GivenUp,
@@ -188,8 +192,7 @@ pub async fn redeliver(app: &App, req: &mut Request, slug: &str, id: &str) -> Ou
         partition(endpoint.id, Environment::Sandbox),
         partition(endpoint.id, Environment::Production),
     ];
-    log::redeliver(&app.store, partitions, id, app.clock.now())?;
-    app.dispatcher.wake();
+    log::redeliver(&app.handles, partitions, id)?;
     Ok(redirect(&format!(
         "/dashboard/endpoints/{slug}/deliveries/{id}?done=redelivered"
     )))
@@ -230,7 +233,7 @@ pub fn usage(app: &App, req: &Request, slug: &str) -> Outcome {
     let mut rates = Vec::new();
     for environment in [Environment::Sandbox, Environment::Production] {
         let outcomes = log::outcomes_since(
-            &app.store,
+            app.store.as_ref(),
             partition(endpoint.id, environment),
             month_start,
             OUTCOMES_CAP,

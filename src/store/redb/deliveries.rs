@@ -3,49 +3,24 @@
 
 use redb::{ReadableTable, Table, WriteTransaction};
 
+use super::webhooks::list_due;
 use super::{
     DELIVERIES, DELIVERIES_DUE, META, OWNER_WEBHOOKS, PARTITION_DELIVERIES, RECORD_DELIVERIES,
     from_json, read_counter, to_json, write_counter,
 };
-use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::store::records::{Change, DeliveryPlanner, NewDelivery};
-use crate::store::{DeliveryRow, DeliveryState, OwnerWebhookRow, StoreError, time_key};
+use crate::store::webhooks::DueDelivery;
+use crate::store::{DeliveryRow, DeliveryState, OwnerWebhookRow, StoreError};
 
 /// `META` counter of the last delivery id handed out.
 const NEXT_DELIVERY_ID: &str = "next_delivery_id";
-
-/// The `DELIVERIES_DUE` table, open for writing.
-pub type DueTable<'txn> = Table<'txn, (u64, u64), (bool, &'static str)>;
-
-/// Lists `row` as due at `at`, with what the dispatcher needs to pass over it cheaply.
-pub fn mark_due(due: &mut DueTable, row: &DeliveryRow, at: Timestamp) -> Result<(), StoreError> {
-    let receiver = receiver_of(&row.url);
-    due.insert(
-        (time_key(at), row.id),
-        (row.attempts > 0, receiver.as_str()),
-    )?;
-    Ok(())
-}
-
-/// The receiver a delivery counts against for concurrency: scheme, host and port.
-fn receiver_of(url: &str) -> String {
-    match url.parse::<http::Uri>() {
-        Ok(uri) => format!(
-            "{}://{}",
-            uri.scheme_str().unwrap_or_default(),
-            uri.authority().map(|a| a.as_str()).unwrap_or_default()
-        )
-        .to_ascii_lowercase(),
-        Err(_) => url.to_string(),
-    }
-}
 
 /// The delivery tables of one write transaction (the ingest batch), each opened once.
 pub(super) struct DeliveryTables<'txn> {
     owner_webhooks: Table<'txn, u64, &'static [u8]>,
     deliveries: Table<'txn, u64, &'static [u8]>,
-    due: DueTable<'txn>,
+    due: Table<'txn, (u64, u64), (bool, &'static str)>,
     by_partition: Table<'txn, (u64, u64), u128>,
     by_record: Table<'txn, (u64, u128, u64), ()>,
     last_id: u64,
@@ -118,28 +93,18 @@ impl<'txn> DeliveryTables<'txn> {
             finished_at: None,
         };
         self.deliveries.insert(row.id, to_json(&row)?.as_slice())?;
-        mark_due(&mut self.due, &row, new.created_at)?;
+        list_due(
+            &mut self.due,
+            &DueDelivery {
+                due_at: new.created_at,
+                id: row.id,
+                retry: false,
+                receiver: new.receiver,
+            },
+        )?;
         self.by_partition.insert((partition, row.id), record_id.0)?;
         self.by_record
             .insert((partition, record_id.0, row.id), ())?;
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::receiver_of;
-
-    #[test]
-    fn receivers_are_scheme_host_and_port() {
-        assert_eq!(
-            receiver_of("https://Hooks.Example.com:8443/a?b=1"),
-            "https://hooks.example.com:8443"
-        );
-        assert_eq!(receiver_of("http://example.com/x"), "http://example.com");
-        assert_ne!(
-            receiver_of("http://a.example/x"),
-            receiver_of("http://b.example/x")
-        );
     }
 }

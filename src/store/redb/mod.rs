@@ -27,7 +27,6 @@ mod webhooks;
 pub use tx::RedbWrite;
 // Transitional: the dispatcher and the delivery log list deliveries as due through their own
 // redb transactions until they are on the seam.
-pub use deliveries::mark_due;
 
 use std::path::{Path, PathBuf};
 

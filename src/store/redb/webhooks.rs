@@ -1,11 +1,42 @@
 //! [`WebhooksRead`], [`WebhooksWrite`] and [`WebhooksStore`] on redb.
 
-use redb::ReadableTable;
+use std::ops::Bound;
+
+use redb::{ReadableTable, Table};
 
 use super::tx::{RedbWrite, Tables};
-use super::{RedbStore, WEBHOOK_SECRETS, from_json, to_json};
-use crate::store::webhooks::{WebhooksRead, WebhooksStore, WebhooksWrite};
-use crate::store::{StoreError, WebhookSecretRow};
+use super::{
+    DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, FAILURE_MAILS, OWNER_WEBHOOKS,
+    PARTITION_DELIVERIES, RECORD_DELIVERIES, RedbStore, WEBHOOK_SECRETS, from_json, to_json,
+};
+use crate::core::clock::Timestamp;
+use crate::store::webhooks::{
+    AfterAttempt, AttemptOutcome, DueDelivery, WebhooksRead, WebhooksStore, WebhooksWrite,
+};
+use crate::store::{
+    AttemptRow, DeliveryRow, DeliveryState, OwnerWebhookRow, StoreError, WebhookSecretRow,
+    time_from_key, time_key,
+};
+
+/// A `DELIVERIES_DUE` key: `(due_at_us, delivery id)`.
+type DueKey = (u64, u64);
+
+fn due_key((due_at, id): (Timestamp, u64)) -> DueKey {
+    (time_key(due_at), id)
+}
+
+/// Lists a delivery in the due list (`DELIVERIES_DUE`), with what the dispatcher needs to pass
+/// over it without reading its row: every pending delivery is listed by this one function.
+pub(super) fn list_due(
+    due: &mut Table<'_, DueKey, (bool, &'static str)>,
+    entry: &DueDelivery,
+) -> Result<(), StoreError> {
+    due.insert(
+        due_key(entry.position()),
+        (entry.retry, entry.receiver.as_str()),
+    )?;
+    Ok(())
+}
 
 impl<T: Tables> WebhooksRead for T {
     fn webhook_secret(&self, partition: u64) -> Result<Option<WebhookSecretRow>, StoreError> {
@@ -13,6 +44,102 @@ impl<T: Tables> WebhooksRead for T {
             Some(value) => Ok(Some(from_json(value.value())?)),
             None => Ok(None),
         }
+    }
+
+    fn owner_webhook(&self, partition: u64) -> Result<Option<OwnerWebhookRow>, StoreError> {
+        match self.open(OWNER_WEBHOOKS)?.get(partition)? {
+            Some(value) => Ok(Some(from_json(value.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn delivery(&self, id: u64) -> Result<Option<DeliveryRow>, StoreError> {
+        Ok(self.deliveries(&[id])?.pop())
+    }
+
+    fn deliveries(&self, ids: &[u64]) -> Result<Vec<DeliveryRow>, StoreError> {
+        let table = self.open(DELIVERIES)?;
+        let mut rows = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(value) = table.get(*id)? {
+                rows.push(from_json(value.value())?);
+            }
+        }
+        Ok(rows)
+    }
+
+    fn delivery_page(
+        &self,
+        partition: u64,
+        record: Option<u128>,
+        before: u64,
+        limit: usize,
+    ) -> Result<Vec<DeliveryRow>, StoreError> {
+        let mut ids = Vec::with_capacity(limit);
+        match record {
+            None => {
+                let index = self.open(PARTITION_DELIVERIES)?;
+                for entry in index.range((partition, 0)..(partition, before))?.rev() {
+                    if ids.len() == limit {
+                        break;
+                    }
+                    ids.push(entry?.0.value().1);
+                }
+            }
+            Some(record) => {
+                let index = self.open(RECORD_DELIVERIES)?;
+                let range = (partition, record, 0)..(partition, record, before);
+                for entry in index.range(range)?.rev() {
+                    if ids.len() == limit {
+                        break;
+                    }
+                    ids.push(entry?.0.value().2);
+                }
+            }
+        }
+        self.deliveries(&ids)
+    }
+
+    fn delivery_attempts(&self, id: u64) -> Result<Vec<AttemptRow>, StoreError> {
+        let table = self.open(DELIVERY_ATTEMPTS)?;
+        let mut attempts = Vec::new();
+        for entry in table.range((id, 0)..=(id, u32::MAX))? {
+            attempts.push(from_json(entry?.1.value())?);
+        }
+        Ok(attempts)
+    }
+
+    fn due_deliveries(
+        &self,
+        now: Timestamp,
+        after: Option<(Timestamp, u64)>,
+        limit: usize,
+    ) -> Result<Vec<DueDelivery>, StoreError> {
+        let due = self.open(DELIVERIES_DUE)?;
+        let last_due = (time_key(now), u64::MAX);
+        let entries = match after.map(due_key) {
+            Some(after) if after < last_due => due
+                .range((Bound::Excluded(after), Bound::Included(last_due)))?
+                .chain(due.range(..=after)?),
+            // The empty second range only gives both arms one type.
+            _ => due.range(..=last_due)?.chain(due.range(..(0, 0))?),
+        };
+        let mut out = Vec::new();
+        for entry in entries.take(limit) {
+            let (key, value) = entry?;
+            let ((due_at, id), (retry, receiver)) = (key.value(), value.value());
+            out.push(DueDelivery {
+                due_at: time_from_key(due_at),
+                id,
+                retry,
+                receiver: receiver.to_string(),
+            });
+        }
+        Ok(out)
+    }
+
+    fn failure_mailed(&self, endpoint_id: u64, day: u64) -> Result<bool, StoreError> {
+        Ok(self.open(FAILURE_MAILS)?.get((endpoint_id, day))?.is_some())
     }
 }
 
@@ -26,6 +153,101 @@ impl WebhooksWrite for RedbWrite<'_> {
             .insert(partition, to_json(row)?.as_slice())?;
         Ok(())
     }
+
+    fn delete_webhook_secret(&mut self, partition: u64) -> Result<bool, StoreError> {
+        Ok(self.table(WEBHOOK_SECRETS)?.remove(partition)?.is_some())
+    }
+
+    fn put_owner_webhook(
+        &mut self,
+        partition: u64,
+        row: &OwnerWebhookRow,
+    ) -> Result<(), StoreError> {
+        self.table(OWNER_WEBHOOKS)?
+            .insert(partition, to_json(row)?.as_slice())?;
+        Ok(())
+    }
+
+    fn delete_owner_webhook(&mut self, partition: u64) -> Result<bool, StoreError> {
+        Ok(self.table(OWNER_WEBHOOKS)?.remove(partition)?.is_some())
+    }
+
+    fn put_delivery(&mut self, row: &DeliveryRow) -> Result<(), StoreError> {
+        self.table(DELIVERIES)?
+            .insert(row.id, to_json(row)?.as_slice())?;
+        Ok(())
+    }
+
+    fn put_due(&mut self, due: &DueDelivery) -> Result<(), StoreError> {
+        list_due(&mut self.table(DELIVERIES_DUE)?, due)?;
+        self.effects.deliveries_due = true;
+        Ok(())
+    }
+
+    fn record_outcomes(
+        &mut self,
+        outcomes: &[AttemptOutcome],
+    ) -> Result<Vec<DeliveryRow>, StoreError> {
+        let mut given_up = Vec::new();
+        let mut retries = false;
+        {
+            let mut deliveries = self.table(DELIVERIES)?;
+            let mut due = self.table(DELIVERIES_DUE)?;
+            let mut attempts = self.table(DELIVERY_ATTEMPTS)?;
+            for outcome in outcomes {
+                let number = outcome.attempt.attempt;
+                let mut row: DeliveryRow = match deliveries.get(outcome.delivery_id)? {
+                    Some(value) => from_json(value.value())?,
+                    None => continue,
+                };
+                if row.state != DeliveryState::Pending || row.attempts.saturating_add(1) != number {
+                    continue;
+                }
+                if let Some(at) = row.next_attempt_at {
+                    due.remove(due_key((at, row.id)))?;
+                }
+                row.attempts = number;
+                match &outcome.next {
+                    AfterAttempt::Delivered { at } => {
+                        finish(&mut row, DeliveryState::Delivered, *at)
+                    }
+                    AfterAttempt::GivenUp { at } => finish(&mut row, DeliveryState::GivenUp, *at),
+                    AfterAttempt::Retry { at, receiver } => {
+                        row.next_attempt_at = Some(*at);
+                        list_due(
+                            &mut due,
+                            &DueDelivery {
+                                due_at: *at,
+                                id: row.id,
+                                retry: row.attempts > 0,
+                                receiver: receiver.clone(),
+                            },
+                        )?;
+                        retries = true;
+                    }
+                }
+                attempts.insert((row.id, number), to_json(&outcome.attempt)?.as_slice())?;
+                deliveries.insert(row.id, to_json(&row)?.as_slice())?;
+                if row.state == DeliveryState::GivenUp {
+                    given_up.push(row);
+                }
+            }
+        }
+        self.effects.deliveries_due |= retries;
+        Ok(given_up)
+    }
+
+    fn insert_failure_mail(&mut self, endpoint_id: u64, day: u64) -> Result<(), StoreError> {
+        self.table(FAILURE_MAILS)?.insert((endpoint_id, day), ())?;
+        Ok(())
+    }
+}
+
+/// `row` finished in `state` at `at`.
+fn finish(row: &mut DeliveryRow, state: DeliveryState, at: Timestamp) {
+    row.state = state;
+    row.next_attempt_at = None;
+    row.finished_at = Some(at);
 }
 
 impl WebhooksStore for RedbStore {}

@@ -4,35 +4,24 @@
 //! [`super::Mailer::wake`] it scans the outbox; on a tick it scans only when the earliest
 //! retry it knows of is due by the injected clock, so tests move time instead of waiting for
 //! the schedule. Each attempt runs outside any transaction; its outcome is written in a small
-//! write transaction of its own.
+//! write transaction of its own. The thread's writes queue no mail, so they need no
+//! after-commit work and go to the store directly.
 
+use std::ops::ControlFlow;
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
-use redb::ReadableTable;
-
 use super::smtp::{Outcome, Sender};
 use crate::core::clock::{Clock, Timestamp};
-use crate::store::{MailRow, MailStatus, OUTBOX, RedbStore, StoreError, from_json, to_json};
+use crate::domain::mail::{KEEP_FINISHED, MAX_ATTEMPTS, RETRY_DELAYS};
+use crate::store::{self, MailRow, MailStatus, Store, StoreError};
 
-/// Waits between attempts after a transient failure: 1 min, 5 min, 30 min, 2 h, 6 h.
-pub const RETRY_DELAYS: [Duration; 5] = [
-    Duration::from_secs(60),
-    Duration::from_secs(300),
-    Duration::from_secs(1800),
-    Duration::from_secs(7200),
-    Duration::from_secs(21_600),
-];
-/// Attempts in all before a message is `failed`.
-pub const MAX_ATTEMPTS: u32 = RETRY_DELAYS.len() as u32 + 1;
-/// How long sent and failed messages are kept (by `created_at`); queued ones are kept.
-pub const KEEP_FINISHED: Duration = Duration::from_secs(30 * 86_400);
 /// How often (by the server's clock) finished messages are purged.
 const PURGE_EVERY: Duration = Duration::from_secs(3600);
 /// Longest real-time sleep between looks at the clock.
 const TICK: Duration = Duration::from_secs(1);
-/// Most rows deleted per purge transaction.
-const PURGE_CHUNK: usize = 1000;
+/// Queued messages read at a time.
+const QUEUED_PAGE: usize = 256;
 /// `last_error` of a message waiting for `[smtp]`.
 pub(crate) const NO_SMTP: &str =
     "no SMTP server is configured; add an [smtp] section to the config file and restart";
@@ -96,14 +85,13 @@ impl Signal {
 }
 
 /// The thread's loop, until [`Signal::stop`].
-pub(crate) fn run(store: &RedbStore, clock: &dyn Clock, sender: Option<&Sender>, signal: &Signal) {
+pub(crate) fn run(store: &dyn Store, clock: &dyn Clock, sender: Option<&Sender>, signal: &Signal) {
     if sender.is_none() {
-        match queued(store) {
-            Ok(rows) if !rows.is_empty() => log::info!(
-                "mail: {} e-mails are queued and wait for [smtp] to be configured",
-                rows.len()
-            ),
-            Ok(_) => {}
+        match count_queued(store) {
+            Ok(0) => {}
+            Ok(n) => {
+                log::info!("mail: {n} e-mails are queued and wait for [smtp] to be configured")
+            }
             Err(err) => log::error!("mail: cannot read the outbox: {err}"),
         }
     }
@@ -124,7 +112,7 @@ pub(crate) fn run(store: &RedbStore, clock: &dyn Clock, sender: Option<&Sender>,
         }
         if next_purge <= now {
             next_purge = now.plus(PURGE_EVERY);
-            match purge(store, now.minus(KEEP_FINISHED)) {
+            match store.purge_mail(now.minus(KEEP_FINISHED)) {
                 Ok(0) => {}
                 Ok(n) => log::info!("mail: purged {n} sent or failed e-mails older than 30 days"),
                 Err(err) => log::error!("mail: purge failed: {err}"),
@@ -138,42 +126,61 @@ pub(crate) fn run(store: &RedbStore, clock: &dyn Clock, sender: Option<&Sender>,
     }
 }
 
-/// Queued rows, oldest first.
-fn queued(store: &RedbStore) -> Result<Vec<MailRow>, StoreError> {
-    let txn = store.read()?;
-    let table = txn.open_table(OUTBOX)?;
-    let mut rows = Vec::new();
-    for entry in table.iter()? {
-        let (_, value) = entry?;
-        let row: MailRow = from_json(value.value())?;
-        if row.status == MailStatus::Queued {
-            rows.push(row);
+/// Runs `each` on every queued message, oldest first, reading them a page at a time.
+fn for_each_queued(
+    store: &dyn Store,
+    mut each: impl FnMut(MailRow) -> Result<ControlFlow<()>, StoreError>,
+) -> Result<(), StoreError> {
+    let mut after = 0;
+    loop {
+        let page = store.read()?.queued_mail(after, QUEUED_PAGE)?;
+        let last_page = page.len() < QUEUED_PAGE;
+        for row in page {
+            after = row.id;
+            if each(row)?.is_break() {
+                return Ok(());
+            }
+        }
+        if last_page {
+            return Ok(());
         }
     }
-    Ok(rows)
+}
+
+fn count_queued(store: &dyn Store) -> Result<usize, StoreError> {
+    let mut count = 0;
+    for_each_queued(store, |_| {
+        count += 1;
+        Ok(ControlFlow::Continue(()))
+    })?;
+    Ok(count)
+}
+
+/// `next_due`, made `t` if that is earlier.
+fn keep_earliest(next_due: &mut Option<Timestamp>, t: Timestamp) {
+    *next_due = Some(next_due.map_or(t, |due| due.min(t)));
 }
 
 /// Attempts every queued message that is due; returns when the next one will be.
 fn deliver_due(
-    store: &RedbStore,
+    store: &dyn Store,
     clock: &dyn Clock,
     sender: &Sender,
     signal: &Signal,
 ) -> Result<Option<Timestamp>, StoreError> {
     let now = clock.now();
     let mut next_due: Option<Timestamp> = None;
-    let mut later = |t: Timestamp| next_due = Some(next_due.map_or(t, |due| due.min(t)));
-    for row in queued(store)? {
+    for_each_queued(store, |row| {
         if row.next_attempt_at > now {
-            later(row.next_attempt_at);
-            continue;
+            keep_earliest(&mut next_due, row.next_attempt_at);
+            return Ok(ControlFlow::Continue(()));
         }
         if signal.stopping() {
-            break;
+            return Ok(ControlFlow::Break(()));
         }
         let outcome = sender.send(&row, clock.now());
         let Some(row) = record_attempt(store, row.id, &outcome, clock.now())? else {
-            continue;
+            return Ok(ControlFlow::Continue(()));
         };
         match &outcome {
             Outcome::Sent => log::info!("mail {} sent to {}", row.id, row.to),
@@ -192,33 +199,30 @@ fn deliver_due(
             ),
         }
         if row.status == MailStatus::Queued {
-            later(row.next_attempt_at);
+            keep_earliest(&mut next_due, row.next_attempt_at);
         }
-    }
+        Ok(ControlFlow::Continue(()))
+    })?;
     Ok(next_due)
 }
 
 /// Writes the outcome of an attempt on the row; returns the updated row (`None` if it is
 /// gone, which only a concurrent purge of a finished row could cause).
 fn record_attempt(
-    store: &RedbStore,
+    store: &dyn Store,
     id: u64,
     outcome: &Outcome,
     now: Timestamp,
 ) -> Result<Option<MailRow>, StoreError> {
-    let txn = store.write()?;
-    let row = {
-        let mut table = txn.open_table(OUTBOX)?;
-        let mut row: MailRow = match table.get(id)? {
-            Some(value) => from_json(value.value())?,
-            None => return Ok(None),
+    let (row, _) = store::write(store, |tx| {
+        let Some(mut row) = tx.mail(id)? else {
+            return Ok::<_, StoreError>(None);
         };
         after_attempt(&mut row, outcome, now);
-        table.insert(id, to_json(&row)?.as_slice())?;
-        row
-    };
-    txn.commit()?;
-    Ok(Some(row))
+        tx.put_mail(&row)?;
+        Ok(Some(row))
+    })?;
+    Ok(row)
 }
 
 /// The retry policy: what an attempt's outcome does to the row.
@@ -251,58 +255,33 @@ pub(crate) fn after_attempt(row: &mut MailRow, outcome: &Outcome, now: Timestamp
 
 /// Without `[smtp]`: logs each queued message once (recipient and subject, never the body)
 /// and marks it with [`NO_SMTP`]; it stays queued.
-fn note_unsent(store: &RedbStore) -> Result<(), StoreError> {
-    let fresh: Vec<MailRow> = queued(store)?
-        .into_iter()
-        .filter(|row| row.last_error.as_deref() != Some(NO_SMTP))
-        .collect();
+fn note_unsent(store: &dyn Store) -> Result<(), StoreError> {
+    let mut fresh = Vec::new();
+    for_each_queued(store, |row| {
+        if row.last_error.as_deref() != Some(NO_SMTP) {
+            fresh.push(row);
+        }
+        Ok(ControlFlow::Continue(()))
+    })?;
     if fresh.is_empty() {
         return Ok(());
     }
-    let txn = store.write()?;
-    {
-        let mut table = txn.open_table(OUTBOX)?;
-        for mut row in fresh {
-            log::info!(
-                "mail {} not sent (no [smtp] configured): to {}, subject {:?}",
-                row.id,
-                row.to,
-                row.subject
-            );
-            row.last_error = Some(NO_SMTP.to_string());
-            table.insert(row.id, to_json(&row)?.as_slice())?;
-        }
+    for row in &mut fresh {
+        log::info!(
+            "mail {} not sent (no [smtp] configured): to {}, subject {:?}",
+            row.id,
+            row.to,
+            row.subject
+        );
+        row.last_error = Some(NO_SMTP.to_string());
     }
-    txn.commit()?;
+    store::write(store, |tx| {
+        for row in &fresh {
+            tx.put_mail(row)?;
+        }
+        Ok::<_, StoreError>(())
+    })?;
     Ok(())
-}
-
-/// Deletes sent and failed messages created before `cutoff`; returns how many.
-fn purge(store: &RedbStore, cutoff: Timestamp) -> Result<usize, StoreError> {
-    let expired: Vec<u64> = {
-        let txn = store.read()?;
-        let table = txn.open_table(OUTBOX)?;
-        let mut ids = Vec::new();
-        for entry in table.iter()? {
-            let (key, value) = entry?;
-            let row: MailRow = from_json(value.value())?;
-            if row.status != MailStatus::Queued && row.created_at < cutoff {
-                ids.push(key.value());
-            }
-        }
-        ids
-    };
-    for chunk in expired.chunks(PURGE_CHUNK) {
-        let txn = store.write()?;
-        {
-            let mut table = txn.open_table(OUTBOX)?;
-            for id in chunk {
-                table.remove(*id)?;
-            }
-        }
-        txn.commit()?;
-    }
-    Ok(expired.len())
 }
 
 #[cfg(test)]
@@ -364,7 +343,8 @@ mod tests {
     #[test]
     fn purge_keeps_queued_and_recent_messages() {
         let dir = tempfile::tempdir().unwrap();
-        let store = RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap();
+        let redb = crate::store::RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap();
+        let store: &dyn Store = &redb;
         let old = Timestamp(1_000_000);
         let cutoff = old.plus(Duration::from_secs(1));
         let rows = [
@@ -373,9 +353,7 @@ mod tests {
             (3, MailStatus::Queued, old),
             (4, MailStatus::Sent, cutoff),
         ];
-        let txn = store.write().unwrap();
-        {
-            let mut table = txn.open_table(OUTBOX).unwrap();
+        store::write(store, |tx| {
             for (id, status, created_at) in rows {
                 let row = MailRow {
                     id,
@@ -383,16 +361,23 @@ mod tests {
                     created_at,
                     ..queued_row()
                 };
-                table.insert(id, to_json(&row).unwrap().as_slice()).unwrap();
+                tx.put_mail(&row)?;
             }
-        }
-        txn.commit().unwrap();
-        assert_eq!(purge(&store, cutoff).unwrap(), 2);
-        let left: Vec<u64> = queued(&store).unwrap().iter().map(|r| r.id).collect();
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+        assert_eq!(store.purge_mail(cutoff).unwrap(), 2);
+        let left: Vec<u64> = store
+            .read()
+            .unwrap()
+            .queued_mail(0, 10)
+            .unwrap()
+            .iter()
+            .map(|r| r.id)
+            .collect();
         assert_eq!(left, [3]);
-        let txn = store.read().unwrap();
-        let table = txn.open_table(OUTBOX).unwrap();
-        assert!(table.get(4).unwrap().is_some());
-        assert!(table.get(1).unwrap().is_none());
+        let snapshot = store.read().unwrap();
+        assert!(snapshot.mail(4).unwrap().is_some());
+        assert!(snapshot.mail(1).unwrap().is_none());
     }
 }

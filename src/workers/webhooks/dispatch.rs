@@ -2,7 +2,7 @@
 //!
 //! Three kinds of threads share one [`Dispatcher`] state:
 //!
-//! - **The scheduler** (`webhook-scheduler`) looks at `DELIVERIES_DUE` (entries due by the
+//! - **The scheduler** (`webhook-scheduler`) looks at the due list (entries due by the
 //!   injected clock) when woken (after each ingest commit, after a manual redelivery, after a
 //!   worker or the result writer finishes) and at least every [`TICK`] of real time, so
 //!   clock-driven retries become due without a wake-up. It claims a due delivery only when a
@@ -17,14 +17,16 @@
 //!   scheduler remembers each delivery's endpoint once it has read its row, so passing one
 //!   over costs no row read; a look passes over at most [`PASS_OVER_LIMIT`] and the next goes
 //!   on from there, so a long backlog for one busy receiver neither makes every look slow nor
-//!   hides the deliveries behind it.
+//!   hides the deliveries behind it. The rows it claims are read from its snapshot a group at
+//!   a time: the delivery at hand and the ones after it that fit the free slots.
 //! - **The workers** (`webhook-worker`, `[webhooks] workers` of them) sign and send one
 //!   delivery at a time (`send`), then hand the outcome to the result writer.
 //! - **The result writer** (`webhook-results`) commits outcomes in groups, like the ingest
 //!   writer: it takes every outcome waiting at that moment and writes, in one transaction,
 //!   each attempt's `AttemptRow`, the delivery's new state, attempts and next attempt time,
-//!   its `DELIVERIES_DUE` entry (removed, or moved to the retry time), and the owner's failure
-//!   e-mail. Under load many attempts share one fsync; with one in flight it costs one.
+//!   its place in the due list (removed, or moved to the retry time), and the owner's failure
+//!   e-mail, whose commit wakes the mail worker. Under load many attempts share one fsync;
+//!   with one in flight it costs one.
 //!
 //! **Claims and at-least-once.** A claimed delivery is held in memory (`State::claimed`) from
 //! the scheduler's claim until its outcome is committed, so it is not taken twice. That lease
@@ -37,43 +39,42 @@
 //! a commit its snapshot does not show yet still counts.
 //!
 //! **Retry policy** ([`verdict`]): any 2xx is delivered. 5xx except 501 and 505, 429, 3xx
-//! (redirects are not followed), timeouts, connection, DNS and TLS errors are retried after [`RETRY_DELAYS`] (the spec's 30 s, 2 min, 10 min, 1 h, 4 h) until the
-//! delivery's `max_attempts` (production 6, sandbox 4; a manual redelivery adds a fresh
-//! budget and restarts the schedule). Any other 4xx, 501 and 505 give up at once, and so does
+//! (redirects are not followed), timeouts, connection, DNS and TLS errors are retried after
+//! [`RETRY_DELAYS`] (the spec's 30 s, 2 min, 10 min, 1 h, 4 h) until the delivery's
+//! `max_attempts` (production 6, sandbox 4; a manual redelivery adds a fresh budget and
+//! restarts the schedule). Any other 4xx, 501 and 505 give up at once, and so does
 //! a target the SSRF guard refuses: a rule's answer does not change on a retry. A 429's
 //! `Retry-After` only lengthens the wait, and values over 4 hours are ignored.
 //!
 //! **Failure e-mail.** When an owner webhook in production is given up, the endpoint owner is
-//! e-mailed in the same transaction, at most once per endpoint per UTC day (`FAILURE_MAILS`),
-//! with no follow-up or recovery notice; never for caller webhooks or in sandbox.
+//! e-mailed in the same transaction, at most once per endpoint per UTC day (the store notes
+//! each day's e-mail), with no follow-up or recovery notice; never for caller webhooks or in
+//! sandbox.
 //!
 //! **Shutdown.** [`Dispatcher::shutdown`] stops the scheduler claiming; workers finish the
 //! attempt in hand (bounded by the timeout) and start no other; the result writer commits
 //! every outcome and stops once the workers have; [`DispatchThreads::join`] waits for all.
 
 use std::collections::{HashMap, HashSet};
-use std::ops::Bound;
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use redb::{ReadableTable, WriteTransaction};
-
 use super::send::{Exchange, Sender};
-use crate::core::clock::{MICROS_PER_SECOND, SharedClock, Timestamp};
+use crate::core::clock::{MICROS_PER_SECOND, Timestamp};
 use crate::core::config::WebhooksConfig;
 use crate::core::crypto::Sealer;
 use crate::core::ids::RecordId;
 use crate::core::metrics::Metrics;
 use crate::domain::error::{Error, Result};
-use crate::domain::mail::{self, Mailer, OutgoingMail};
+use crate::domain::handles::Handles;
+use crate::domain::mail::{self, OutgoingMail};
 use crate::domain::webhooks::{deliveries, secrets, signing};
-use crate::store::RedbWrite;
+use crate::store::webhooks::{AfterAttempt, AttemptOutcome, DueDelivery};
 use crate::store::{
-    ACCOUNTS, AccountRow, AttemptRow, DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, DeliveryRow,
-    DeliveryState, ENDPOINTS, EndpointRow, Environment, FAILURE_MAILS, RedbStore, WebhookKind,
-    from_json, partition_endpoint, partition_environment, time_key, to_json,
+    AttemptRow, DeliveryRow, DeliveryState, Environment, ReadTx, WebhookKind, WriteTx,
+    partition_endpoint, partition_environment,
 };
 
 /// Waits after the 1st, 2nd… failed attempt of a budget (the spec's retry schedule).
@@ -146,8 +147,9 @@ pub fn verdict(row: &DeliveryRow, exchange: &Exchange) -> Verdict {
     Verdict::Retry(retry_after.map_or(delay, |wait| wait.max(delay)))
 }
 
-/// Handle of the dispatcher; cheap to clone.
-#[derive(Clone)]
+/// Handle of the dispatcher; cheap to clone. It exists before its threads (so the after-commit
+/// path the dispatcher writes through can hold it): [`Dispatcher::start`] starts them.
+#[derive(Clone, Default)]
 pub struct Dispatcher {
     shared: Arc<Shared>,
 }
@@ -167,10 +169,10 @@ impl DispatchThreads {
 
 /// What the dispatcher needs from the server.
 pub struct DispatchParts {
-    pub store: Arc<RedbStore>,
+    /// The store, the clock, and the after-commit path (a failure e-mail wakes the mail
+    /// worker).
+    pub handles: Handles,
     pub sealer: Sealer,
-    pub clock: SharedClock,
-    pub mailer: Mailer,
     /// Base of the delivery-log links in failure e-mails.
     pub public_url: String,
     /// Where attempt outcomes are counted (`GET /metrics`).
@@ -180,14 +182,14 @@ pub struct DispatchParts {
 impl Dispatcher {
     /// Starts the scheduler, the workers and the result writer.
     pub fn start(
+        &self,
         parts: DispatchParts,
         config: &WebhooksConfig,
-    ) -> std::io::Result<(Dispatcher, DispatchThreads)> {
-        let shared = Arc::new(Shared::default());
+    ) -> std::io::Result<DispatchThreads> {
         let ctx = Arc::new(Context {
             parts,
             sender: Sender::new(config).map_err(std::io::Error::other)?,
-            shared: shared.clone(),
+            shared: self.shared.clone(),
             workers: config.workers,
             retry_workers: (config.workers / 2).max(1),
             per_target: config.per_target_concurrency,
@@ -228,10 +230,11 @@ impl Dispatcher {
                 ""
             }
         );
-        Ok((Dispatcher { shared }, DispatchThreads(threads)))
+        Ok(DispatchThreads(threads))
     }
 
-    /// Tells the scheduler that deliveries may be due; call it after the commit.
+    /// Tells the scheduler that deliveries may be due; the after-commit path and the ingest
+    /// writer call it.
     pub fn wake(&self) {
         self.shared.wake();
     }
@@ -255,13 +258,46 @@ struct Shared {
 struct State {
     woken: bool,
     stopping: bool,
-    /// Deliveries taken by a worker whose outcome is not committed yet.
+    /// Deliveries taken by a worker whose outcome is not committed yet: this process's leases.
+    /// They live only here, which is enough while one process dispatches from the store. With
+    /// several nodes dispatching from one shared store, the store must keep the claims: a
+    /// claim taken atomically with a lease (an expiry a little past the attempt timeout plus
+    /// one commit), released by the outcome's commit, and claimable by any node once its lease
+    /// has run out, so a node that dies mid-attempt delays its deliveries by one lease and
+    /// never holds them for good.
     claimed: HashSet<u64>,
-    /// Attempts in flight, of them retries, per receiver and per endpoint.
+    slots: Slots,
+}
+
+/// Attempts in flight: in all, of them retries, per receiver and per endpoint.
+#[derive(Clone, Default)]
+struct Slots {
     busy: usize,
     busy_retries: usize,
     busy_targets: HashMap<String, usize>,
     busy_endpoints: HashMap<u64, usize>,
+}
+
+impl Slots {
+    /// One more attempt in flight (its endpoint once known).
+    fn take(&mut self, target: &str, endpoint: Option<u64>, retry: bool) {
+        self.busy += 1;
+        self.busy_retries += usize::from(retry);
+        *self.busy_targets.entry(target.to_string()).or_default() += 1;
+        if let Some(endpoint) = endpoint {
+            *self.busy_endpoints.entry(endpoint).or_default() += 1;
+        }
+    }
+
+    /// `job`'s attempt is no longer in flight.
+    fn free(&mut self, job: &Job) {
+        self.busy = self.busy.saturating_sub(1);
+        if job.retry {
+            self.busy_retries = self.busy_retries.saturating_sub(1);
+        }
+        count_down(&mut self.busy_targets, &job.target);
+        count_down(&mut self.busy_endpoints, &job.endpoint);
+    }
 }
 
 impl Shared {
@@ -295,13 +331,7 @@ impl Shared {
 
     /// A worker is done with `job`'s attempt (its claim stays until the commit).
     fn free_slot(&self, job: &Job) {
-        let mut state = self.state();
-        state.busy = state.busy.saturating_sub(1);
-        if job.retry {
-            state.busy_retries = state.busy_retries.saturating_sub(1);
-        }
-        count_down(&mut state.busy_targets, &job.target);
-        count_down(&mut state.busy_endpoints, &job.endpoint);
+        self.state().slots.free(job);
     }
 
     fn release(&self, ids: impl IntoIterator<Item = u64>) {
@@ -334,8 +364,61 @@ struct Context {
     per_endpoint: usize,
 }
 
-/// A `DELIVERIES_DUE` key: when due, and the delivery id.
-type DueKey = (u64, u64);
+impl Context {
+    /// Whether every worker is busy, or the dispatcher is stopping: nothing can be claimed.
+    fn full(&self, state: &State) -> bool {
+        state.stopping || state.slots.busy >= self.workers
+    }
+
+    /// Whether a worker could start `entry` besides the attempts in `slots` (`endpoint` when
+    /// the scheduler knows it), the pool having a free worker.
+    fn fits(&self, slots: &Slots, entry: &DueDelivery, endpoint: Option<u64>) -> bool {
+        let target_busy = slots
+            .busy_targets
+            .get(&entry.receiver)
+            .copied()
+            .unwrap_or(0);
+        !(entry.retry && slots.busy_retries >= self.retry_workers)
+            && target_busy < self.per_target
+            && endpoint.is_none_or(|endpoint| self.endpoint_has_room(slots, endpoint))
+    }
+
+    fn endpoint_has_room(&self, slots: &Slots, endpoint: u64) -> bool {
+        slots.busy_endpoints.get(&endpoint).copied().unwrap_or(0) < self.per_endpoint
+    }
+
+    /// `first` (which fits now) and the entries of `later` that would fit too if those before
+    /// them were claimed: the rows a look is likely to claim next, read together.
+    fn likely_claims(
+        &self,
+        first: &DueDelivery,
+        later: &[DueDelivery],
+        claimed: &HashSet<u64>,
+        endpoints: &HashMap<u64, u64>,
+    ) -> Vec<u64> {
+        let mut slots = self.shared.state().slots.clone();
+        slots.take(
+            &first.receiver,
+            endpoints.get(&first.id).copied(),
+            first.retry,
+        );
+        let mut ids = vec![first.id];
+        for entry in later {
+            if slots.busy >= self.workers {
+                break;
+            }
+            let endpoint = endpoints.get(&entry.id).copied();
+            if !claimed.contains(&entry.id) && self.fits(&slots, entry, endpoint) {
+                slots.take(&entry.receiver, endpoint, entry.retry);
+                ids.push(entry.id);
+            }
+        }
+        ids
+    }
+}
+
+/// A place in the due list: when due, and the delivery id.
+type DuePosition = (Timestamp, u64);
 
 /// A claimed delivery on its way to a worker.
 struct Job {
@@ -347,11 +430,8 @@ struct Job {
 
 /// An attempt's outcome on its way to the result writer.
 struct Attempted {
-    delivery_id: u64,
-    attempt: AttemptRow,
+    outcome: AttemptOutcome,
     verdict: Verdict,
-    /// When the answer (or failure) came, by the server's clock: a retry is due from here.
-    finished_at: Timestamp,
 }
 
 /// The scheduler's loop, until stopping.
@@ -374,76 +454,69 @@ fn schedule(ctx: &Context, jobs: &mpsc::Sender<Job>) {
 
 /// Claims the due deliveries a worker can start now and hands them over, oldest first or
 /// going on just after `resume_after`. Returns where the next look goes on from when this one
-/// stopped at [`PASS_OVER_LIMIT`]. `endpoints` remembers the endpoint of each delivery whose
-/// row was read, so a delivery of an endpoint at its share is passed over without a read.
+/// stopped at [`PASS_OVER_LIMIT`] (or read as much of the due list as one look may).
+/// `endpoints` remembers the endpoint of each delivery whose row was read, so a delivery of an
+/// endpoint at its share is passed over without a read.
 fn claim_due(
     ctx: &Context,
     jobs: &mpsc::Sender<Job>,
-    resume_after: Option<DueKey>,
+    resume_after: Option<DuePosition>,
     endpoints: &mut HashMap<u64, u64>,
-) -> Result<Option<DueKey>> {
-    let now = ctx.parts.clock.now();
-    let (txn, claimed) = {
+) -> Result<Option<DuePosition>> {
+    let now = ctx.parts.handles.now();
+    let (snapshot, claimed) = {
         let state = ctx.shared.state();
-        if state.stopping || state.busy >= ctx.workers {
+        if ctx.full(&state) {
             return Ok(resume_after);
         }
-        (ctx.parts.store.read()?, state.claimed.clone())
+        (ctx.parts.handles.store.read()?, state.claimed.clone())
     };
-    let due = txn.open_table(DELIVERIES_DUE)?;
-    let deliveries = txn.open_table(DELIVERIES)?;
-    let last_due = (time_key(now), u64::MAX);
-    let entries = match resume_after {
-        Some(after) if after < last_due => due
-            .range((Bound::Excluded(after), Bound::Included(last_due)))?
-            .chain(due.range(..=after)?),
-        // The empty second range only gives both arms one type.
-        _ => due.range(..=last_due)?.chain(due.range(..(0, 0))?),
-    };
+    let look_limit = PASS_OVER_LIMIT + ctx.workers;
+    let due = snapshot.due_deliveries(now, resume_after, look_limit)?;
+    let mut rows = HashMap::new();
     let mut passed_over = 0;
-    for entry in entries {
-        let (key, value) = entry?;
-        let (due_key, (retry, target)) = (key.value(), value.value());
-        let id = due_key.1;
-        let endpoint_has_room = |state: &State, endpoint: u64| {
-            state.busy_endpoints.get(&endpoint).copied().unwrap_or(0) < ctx.per_endpoint
-        };
+    for (index, entry) in due.iter().enumerate() {
+        let id = entry.id;
         let startable = !claimed.contains(&id) && {
             // Workers only free slots, so a delivery that fits now still fits after the read.
             let state = ctx.shared.state();
-            if state.stopping || state.busy >= ctx.workers {
+            if ctx.full(&state) {
                 return Ok(None);
             }
-            let target_busy = state.busy_targets.get(target).copied().unwrap_or(0);
-            !(retry && state.busy_retries >= ctx.retry_workers)
-                && target_busy < ctx.per_target
-                && endpoints
-                    .get(&id)
-                    .is_none_or(|endpoint| endpoint_has_room(&state, *endpoint))
+            ctx.fits(&state.slots, entry, endpoints.get(&id).copied())
         };
         let row = match startable {
-            true => match deliveries.get(id)? {
-                Some(v) => Some(from_json::<DeliveryRow>(v.value())?),
-                None => None,
-            },
+            true => {
+                let later = &due[index + 1..];
+                read_row(
+                    ctx,
+                    snapshot.as_ref(),
+                    &mut rows,
+                    entry,
+                    later,
+                    &claimed,
+                    endpoints,
+                )?
+            }
             false => None,
         };
         let row = row.filter(|row| {
             let endpoint = partition_endpoint(row.partition);
             endpoints.insert(id, endpoint);
-            row.state == DeliveryState::Pending && endpoint_has_room(&ctx.shared.state(), endpoint)
+            row.state == DeliveryState::Pending
+                && ctx.endpoint_has_room(&ctx.shared.state().slots, endpoint)
         });
         let Some(row) = row else {
             passed_over += 1;
             if passed_over >= PASS_OVER_LIMIT {
-                return Ok(Some(due_key));
+                return Ok(Some(entry.position()));
             }
             continue;
         };
         let job = Job {
-            target: target.to_string(),
+            target: entry.receiver.clone(),
             endpoint: partition_endpoint(row.partition),
-            retry,
+            retry: entry.retry,
             row,
         };
         {
@@ -452,16 +525,38 @@ fn claim_due(
                 return Ok(None);
             }
             state.claimed.insert(id);
-            state.busy += 1;
-            state.busy_retries += usize::from(job.retry);
-            *state.busy_targets.entry(job.target.clone()).or_default() += 1;
-            *state.busy_endpoints.entry(job.endpoint).or_default() += 1;
+            state.slots.take(&job.target, Some(job.endpoint), job.retry);
         }
         if jobs.send(job).is_err() {
             return Ok(None);
         }
     }
-    Ok(None)
+    match due.last() {
+        Some(last) if due.len() == look_limit => Ok(Some(last.position())),
+        _ => Ok(None),
+    }
+}
+
+/// The row of due `entry`, from `rows` or else read from `snapshot` together with the rows of
+/// the entries of `later` the look is likely to claim next (one read for a group, not one per
+/// row). `None` when the delivery is gone.
+fn read_row(
+    ctx: &Context,
+    snapshot: &dyn ReadTx,
+    rows: &mut HashMap<u64, Option<DeliveryRow>>,
+    entry: &DueDelivery,
+    later: &[DueDelivery],
+    claimed: &HashSet<u64>,
+    endpoints: &HashMap<u64, u64>,
+) -> Result<Option<DeliveryRow>> {
+    if !rows.contains_key(&entry.id) {
+        let ids = ctx.likely_claims(entry, later, claimed, endpoints);
+        rows.extend(ids.iter().map(|id| (*id, None)));
+        for row in snapshot.deliveries(&ids)? {
+            rows.insert(row.id, Some(row));
+        }
+    }
+    Ok(rows.remove(&entry.id).flatten())
 }
 
 /// A worker's loop: one attempt at a time, until the scheduler is gone.
@@ -477,7 +572,7 @@ fn work(ctx: &Context, jobs: &Mutex<Receiver<Job>>, results: &mpsc::Sender<Attem
             ctx.shared.release([job.row.id]);
             continue;
         }
-        let attempted = attempt(ctx, &job.row);
+        let attempted = attempt(ctx, &job);
         ctx.shared.free_slot(&job);
         if results.send(attempted).is_err() {
             return;
@@ -486,10 +581,11 @@ fn work(ctx: &Context, jobs: &Mutex<Receiver<Job>>, results: &mpsc::Sender<Attem
     }
 }
 
-/// Signs and sends the next attempt of `row`.
-fn attempt(ctx: &Context, row: &DeliveryRow) -> Attempted {
+/// Signs and sends the next attempt of `job`'s delivery.
+fn attempt(ctx: &Context, job: &Job) -> Attempted {
+    let row = &job.row;
     let number = row.attempts.saturating_add(1);
-    let started_at = ctx.parts.clock.now();
+    let started_at = ctx.parts.handles.now();
     let started = Instant::now();
     let (exchange, request_headers) = match request_headers(ctx, row, number, started_at) {
         Ok(headers) => {
@@ -508,21 +604,34 @@ fn attempt(ctx: &Context, row: &DeliveryRow) -> Attempted {
         Exchange::Answered { status, body, .. } => (Some(status), None, Some(body)),
         Exchange::Failed(error) | Exchange::Refused(error) => (None, Some(error), None),
     };
+    let attempt = AttemptRow {
+        attempt: number,
+        started_at,
+        duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
+        url: row.url.clone(),
+        request_headers,
+        status,
+        error,
+        response_body,
+        outcome: verdict.outcome().to_string(),
+    };
+    // When the answer (or failure) came, by the server's clock: a retry is due from here.
+    let at = ctx.parts.handles.now();
+    let next = match verdict {
+        Verdict::Delivered => AfterAttempt::Delivered { at },
+        Verdict::GivenUp => AfterAttempt::GivenUp { at },
+        Verdict::Retry(wait) => AfterAttempt::Retry {
+            at: at.plus(wait),
+            receiver: job.target.clone(),
+        },
+    };
     Attempted {
-        delivery_id: row.id,
-        attempt: AttemptRow {
-            attempt: number,
-            started_at,
-            duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-            url: row.url.clone(),
-            request_headers,
-            status,
-            error,
-            response_body,
-            outcome: verdict.outcome().to_string(),
+        outcome: AttemptOutcome {
+            delivery_id: row.id,
+            attempt,
+            next,
         },
         verdict,
-        finished_at: ctx.parts.clock.now(),
     }
 }
 
@@ -535,7 +644,7 @@ fn request_headers(
 ) -> Result<Vec<(String, String)>> {
     let record_id = RecordId(row.record_id).to_string();
     let timestamp = now.as_micros().div_euclid(MICROS_PER_SECOND);
-    let keys = secrets::signing_keys(&ctx.parts.store, &ctx.parts.sealer, row.partition, now)?;
+    let keys = secrets::signing_keys(&ctx.parts.handles, &ctx.parts.sealer, row.partition, now)?;
     let signature = signing::signature_header(&keys, &record_id, timestamp, row.body.as_bytes());
     let mut headers: Vec<(String, String)> = [
         ("User-Agent", USER_AGENT.to_string()),
@@ -583,24 +692,24 @@ fn write_results(ctx: &Context, results: &Receiver<Attempted>) {
                 Err(_) => break,
             }
         }
-        match commit(ctx, &batch) {
-            Ok(mailed) => {
-                if mailed {
-                    ctx.parts.mailer.wake();
-                }
-                for a in &batch {
-                    log_attempt(a);
-                    count_attempt(&ctx.parts.metrics, a.verdict);
+        let (outcomes, verdicts): (Vec<AttemptOutcome>, Vec<Verdict>) =
+            batch.into_iter().map(|a| (a.outcome, a.verdict)).unzip();
+        match commit(ctx, &outcomes) {
+            Ok(()) => {
+                for (outcome, verdict) in outcomes.iter().zip(verdicts) {
+                    log_attempt(outcome, verdict);
+                    count_attempt(&ctx.parts.metrics, verdict);
                 }
             }
             // The deliveries stay due as they were: they are attempted again.
             Err(err) => log::error!(
                 "webhooks: cannot record {} attempt outcome(s); they will be attempted again: \
                  {err}",
-                batch.len()
+                outcomes.len()
             ),
         }
-        ctx.shared.release(batch.iter().map(|a| a.delivery_id));
+        ctx.shared
+            .release(outcomes.iter().map(|outcome| outcome.delivery_id));
     }
 }
 
@@ -613,14 +722,14 @@ fn count_attempt(metrics: &Metrics, verdict: Verdict) {
     counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
 }
 
-fn log_attempt(a: &Attempted) {
-    let answer = match (&a.attempt.status, &a.attempt.error) {
+fn log_attempt(outcome: &AttemptOutcome, verdict: Verdict) {
+    let answer = match (&outcome.attempt.status, &outcome.attempt.error) {
         (Some(status), _) => format!("HTTP {status}"),
         (None, Some(error)) => error.clone(),
         (None, None) => String::new(),
     };
-    let (id, n) = (a.delivery_id, a.attempt.attempt);
-    match a.verdict {
+    let (id, n) = (outcome.delivery_id, outcome.attempt.attempt);
+    match verdict {
         Verdict::Delivered => log::debug!("webhook delivery {id} delivered (attempt {n})"),
         Verdict::Retry(wait) => {
             log::info!("webhook delivery {id} attempt {n}: {answer}; retry in {wait:?}")
@@ -631,84 +740,48 @@ fn log_attempt(a: &Attempted) {
     }
 }
 
-/// Writes a group of outcomes in one transaction; returns whether a failure e-mail was queued.
-fn commit(ctx: &Context, batch: &[Attempted]) -> Result<bool> {
-    let txn = ctx.parts.store.write()?;
-    let mut mailed = false;
-    {
-        let mut deliveries = txn.open_table(DELIVERIES)?;
-        let mut due = txn.open_table(DELIVERIES_DUE)?;
-        let mut attempts = txn.open_table(DELIVERY_ATTEMPTS)?;
-        for a in batch {
-            let mut row: DeliveryRow = match deliveries.get(a.delivery_id)? {
-                Some(v) => from_json(v.value())?,
-                None => continue,
-            };
-            if row.state != DeliveryState::Pending
-                || row.attempts.saturating_add(1) != a.attempt.attempt
-            {
-                continue;
-            }
-            if let Some(at) = row.next_attempt_at {
-                due.remove((time_key(at), row.id))?;
-            }
-            row.attempts = a.attempt.attempt;
-            match a.verdict {
-                Verdict::Delivered | Verdict::GivenUp => {
-                    row.state = if a.verdict == Verdict::Delivered {
-                        DeliveryState::Delivered
-                    } else {
-                        DeliveryState::GivenUp
-                    };
-                    row.next_attempt_at = None;
-                    row.finished_at = Some(a.finished_at);
-                }
-                Verdict::Retry(wait) => {
-                    let at = a.finished_at.plus(wait);
-                    row.next_attempt_at = Some(at);
-                    crate::store::redb::mark_due(&mut due, &row, at)?;
-                }
-            }
-            attempts.insert((row.id, a.attempt.attempt), to_json(&a.attempt)?.as_slice())?;
-            deliveries.insert(row.id, to_json(&row)?.as_slice())?;
-            if a.verdict == Verdict::GivenUp
-                && row.kind == WebhookKind::Owner
-                && partition_environment(row.partition) == Environment::Production
-            {
-                mailed |= failure_mail(&txn, &ctx.parts.public_url, &row, &a.attempt)?;
+/// Writes a group of outcomes in one transaction, with the failure e-mails of the owner
+/// webhooks in production it gave up.
+fn commit(ctx: &Context, outcomes: &[AttemptOutcome]) -> Result<()> {
+    ctx.parts.handles.write(|tx| {
+        let given_up = tx.record_outcomes(outcomes)?;
+        for row in given_up.iter().filter(|row| mails_owner(row)) {
+            if let Some(last) = outcomes.iter().find(|o| o.delivery_id == row.id) {
+                failure_mail(tx, &ctx.parts.public_url, row, &last.attempt)?;
             }
         }
-    }
-    txn.commit()?;
-    Ok(mailed)
+        Ok(())
+    })
 }
 
-/// Queues the owner's e-mail about given-up `row` unless the endpoint had one today (UTC);
-/// returns whether it did.
+/// Whether the owner hears of `row` being given up: an owner webhook in production.
+fn mails_owner(row: &DeliveryRow) -> bool {
+    row.kind == WebhookKind::Owner
+        && partition_environment(row.partition) == Environment::Production
+}
+
+/// Queues the owner's e-mail about given-up `row` unless the endpoint had one today (UTC).
 fn failure_mail(
-    txn: &WriteTransaction,
+    tx: &mut dyn WriteTx,
     public_url: &str,
     row: &DeliveryRow,
     last: &AttemptRow,
-) -> Result<bool> {
+) -> Result<()> {
     let Some(now) = row.finished_at else {
-        return Ok(false);
+        return Ok(());
     };
     let endpoint_id = partition_endpoint(row.partition);
     let day = u64::try_from(now.as_micros().div_euclid(MICROS_PER_SECOND * 86_400)).unwrap_or(0);
-    let mut mailed = txn.open_table(FAILURE_MAILS)?;
-    if mailed.get((endpoint_id, day))?.is_some() {
-        return Ok(false);
+    if tx.failure_mailed(endpoint_id, day)? {
+        return Ok(());
     }
-    let endpoint: EndpointRow = match txn.open_table(ENDPOINTS)?.get(endpoint_id)? {
-        Some(v) => from_json(v.value())?,
-        None => return Ok(false),
+    let Some(endpoint) = tx.endpoint(endpoint_id)? else {
+        return Ok(());
     };
-    let owner: AccountRow = match txn.open_table(ACCOUNTS)?.get(endpoint.owner_id)? {
-        Some(v) => from_json(v.value())?,
-        None => return Ok(false),
+    let Some(owner) = tx.account(endpoint.owner_id)? else {
+        return Ok(());
     };
-    mailed.insert((endpoint_id, day), ())?;
+    tx.insert_failure_mail(endpoint_id, day)?;
     let last_result = match (&last.status, &last.error) {
         (Some(status), _) => format!("HTTP {status}"),
         (None, Some(error)) => error.clone(),
@@ -738,7 +811,7 @@ fn failure_mail(
         url = row.url,
     );
     mail::enqueue(
-        &mut RedbWrite::over(txn),
+        tx,
         now,
         OutgoingMail {
             kind: "webhook_failed",
@@ -747,7 +820,7 @@ fn failure_mail(
             body,
         },
     )?;
-    Ok(true)
+    Ok(())
 }
 
 #[cfg(test)]

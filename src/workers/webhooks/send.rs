@@ -39,10 +39,8 @@ use super::proxy::{OutboundProxy, ProxyTunnel};
 
 use crate::core::clock::Timestamp;
 use crate::core::config::{Cidr, WebhooksConfig};
+use crate::domain::webhooks::RESPONSE_BODY_LIMIT;
 
-/// How much of a receiver's response body an attempt keeps (bytes; cut at a character
-/// boundary, invalid UTF-8 replaced).
-pub const RESPONSE_BODY_LIMIT: usize = 4096;
 /// Longest `Retry-After` honoured; a longer one is ignored (the spec's cap).
 pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(4 * 3600);
 

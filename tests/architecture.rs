@@ -1,0 +1,188 @@
+//! Holds the code to the dependency rules of ARCHITECTURE.md ("Dependency rules"): every rule
+//! line there is checked against the `crate::` paths and external crate names in `src/`.
+//!
+//! Two forms of rule line are understood:
+//! - ``- `src/domain/` never imports `crate::workers`, `crate::http`.``: no file under the
+//!   folder (or the single file) uses any of those paths, in a `use` line, a grouped
+//!   `use crate::{...}` or inline;
+//! - ``- Only `src/store/redb/` names `redb`.``: no file outside the folder uses the external
+//!   crate `redb` (`redb::...` not preceded by another path segment).
+
+use std::path::{Path, PathBuf};
+
+const ARCHITECTURE: &str = include_str!("../ARCHITECTURE.md");
+
+#[derive(Debug)]
+enum Rule {
+    NeverImports { place: String, paths: Vec<String> },
+    OnlyNames { place: String, krate: String },
+}
+
+/// The text between each pair of backticks of `line`.
+fn quoted(line: &str) -> Vec<String> {
+    line.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+fn rules() -> Vec<Rule> {
+    let section = ARCHITECTURE
+        .split("\n## ")
+        .find(|s| s.starts_with("Dependency rules"))
+        .expect("ARCHITECTURE.md has a \"Dependency rules\" section");
+    let mut rules = Vec::new();
+    for line in section.lines().filter(|l| l.starts_with("- ")) {
+        let names = quoted(line);
+        if line.contains(" never imports ") {
+            let (place, paths) = names.split_first().expect("a rule names its place");
+            rules.push(Rule::NeverImports {
+                place: place.clone(),
+                paths: paths.to_vec(),
+            });
+        } else if line.starts_with("- Only ") && line.contains(" names ") {
+            assert_eq!(
+                names.len(),
+                2,
+                "`Only `X` names `crate`.` takes two names: {line}"
+            );
+            rules.push(Rule::OnlyNames {
+                place: names[0].clone(),
+                krate: names[1].clone(),
+            });
+        }
+    }
+    assert!(rules.len() >= 8, "too few rules were read: {rules:?}");
+    rules
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read src/") {
+        let path = entry.expect("dir entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The code of a file without its `//` comments (doc comments included).
+fn code(text: &str) -> String {
+    text.lines()
+        .map(|line| match line.find("//") {
+            Some(at) => &line[..at],
+            None => line,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every `crate::...` path the code names, grouped imports expanded one level
+/// (`use crate::{a, b::c}` gives `crate::a` and `crate::b::c`).
+fn crate_paths(code: &str) -> Vec<String> {
+    let mut paths = Vec::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("crate::") {
+        let before = rest[..at].chars().next_back();
+        rest = &rest[at + "crate::".len()..];
+        if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':' || c == '$') {
+            continue; // `$crate::`, `intake_crate::`...
+        }
+        if let Some(group) = rest.strip_prefix('{') {
+            let end = group.find('}').unwrap_or(group.len());
+            for item in group[..end].split(',') {
+                paths.push(format!("crate::{}", item.trim()));
+            }
+        } else {
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .unwrap_or(rest.len());
+            paths.push(format!("crate::{}", &rest[..end]));
+        }
+    }
+    paths
+}
+
+/// Whether `path` is `module` or inside it.
+fn within(path: &str, module: &str) -> bool {
+    path == module || path.starts_with(&format!("{module}::"))
+}
+
+/// Whether the code names the external crate `krate` (`krate::` not after another segment).
+fn names_crate(code: &str, krate: &str) -> bool {
+    let needle = format!("{krate}::");
+    code.match_indices(&needle).any(|(at, _)| {
+        let before = code[..at].chars().next_back();
+        !before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+    })
+}
+
+#[test]
+fn the_code_keeps_the_dependency_rules_of_architecture_md() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    files.sort();
+    let mut broken = Vec::new();
+    for file in &files {
+        let relative = file
+            .strip_prefix(root)
+            .expect("under the crate")
+            .to_string_lossy()
+            .into_owned();
+        let text = std::fs::read_to_string(file).expect("read a source file");
+        let code = code(&text);
+        let paths = crate_paths(&code);
+        for rule in rules() {
+            match &rule {
+                Rule::NeverImports {
+                    place,
+                    paths: forbidden,
+                } if relative.starts_with(place) => {
+                    for path in &paths {
+                        if let Some(module) = forbidden.iter().find(|m| within(path, m)) {
+                            broken.push(format!(
+                                "{relative} imports {path} (`{place}` never imports `{module}`)"
+                            ));
+                        }
+                    }
+                }
+                Rule::OnlyNames { place, krate }
+                    if !relative.starts_with(place) && names_crate(&code, krate) =>
+                {
+                    broken.push(format!("{relative} names `{krate}` (only `{place}` may)"));
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        broken.is_empty(),
+        "dependency rules broken:\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn the_checker_sees_imports_in_every_form() {
+    let code = code(
+        "use crate::store::Store;\nuse crate::{http, workers::ingest};\n\
+         fn f() { crate::server::start(); } // crate::cli::run\n$crate::x",
+    );
+    assert_eq!(
+        crate_paths(&code),
+        [
+            "crate::store::Store",
+            "crate::http",
+            "crate::workers::ingest",
+            "crate::server::start"
+        ]
+    );
+    assert!(within("crate::http::api::x", "crate::http::api"));
+    assert!(!within("crate::http::apis", "crate::http::api"));
+    assert!(names_crate("use redb::ReadableTable;", "redb"));
+    assert!(names_crate("x: redb::Error", "redb"));
+    assert!(!names_crate("use crate::store::redb::RedbStore;", "redb"));
+}
