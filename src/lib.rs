@@ -7,7 +7,7 @@
 //! each write to the record tables and appending it to the change log in the same commit) →
 //! 202. The same commit stores the write's webhook deliveries (`webhooks::deliveries`); after
 //! it the webhook dispatcher (`webhooks::dispatch`) is woken and sends them, and the search
-//! indexer (`search::index`) follows the change log into the tantivy index. Reads go `api` → `records` → `storage` directly; searches go `api` →
+//! indexer (`workers::search`) follows the change log into the tantivy index. Reads go `api` → `records` → `storage` directly; searches go `api` →
 //! `search`, which joins the index with the unindexed tail of the change log and verifies
 //! every hit in `storage`; polls go `api` → `poll`, which only shows records below the
 //! visibility bound of the creates still in flight. `retention` deletes expired records
@@ -42,10 +42,10 @@
 //!   durable.
 //! - [`search`]: substring search: query rules, the exact-results algorithm and its planner
 //!   (index or newest-first store walk), the allocation-free substring test
-//!   (`search::matcher`), case folding and the positional trigram tokenizer, and
-//!   (`search::index`) the tantivy index with its indexer thread (at a lower CPU priority,
-//!   `[search] indexer_nice`) and the per-snapshot view
-//!   (searcher plus each segment's id columns) that queries read.
+//!   (`search::matcher`), case folding and the positional trigram tokenizer, and the index
+//!   as the planner reads it (`search::index`). The tantivy index, its indexer thread (at a
+//!   lower CPU priority, `[search] indexer_nice`) and the per-snapshot view (searcher plus
+//!   each segment's id columns) that queries read are a worker (`workers::search`).
 //! - [`poll`]: the oldest-first feed, the in-flight registry that keeps it gap-free, and the
 //!   read-ahead that warms the cache with a draining consumer's next page.
 //! - [`retention`]: the scheduled purge of records past their environment's retention.

@@ -31,7 +31,7 @@ use crate::core::ids::RecordId;
 use crate::domain::endpoints::DataAccess;
 use crate::domain::error::{Error, Result};
 use crate::domain::records::RecordsBody;
-use crate::store::{RECORDS, RedbStore, time_key};
+use crate::store::{RECORDS, RedbStore, decode_record, time_key};
 
 pub const LIMIT_DEFAULT: usize = 100;
 pub const LIMIT_MAX: usize = 100;
@@ -203,7 +203,8 @@ pub fn poll(
                     continues_after: last,
                 });
             }
-            body.push(RecordId(id), value.value())?;
+            let (updated_at, payload) = decode_record(value.value())?;
+            body.push(RecordId(id), updated_at, payload)?;
             last = Some(id);
         }
     }

@@ -23,13 +23,14 @@ use std::collections::HashMap;
 use serde::Serialize;
 use serde::de::IgnoredAny;
 
+use crate::core::clock::Timestamp;
 use crate::core::crypto::sha256;
 use crate::core::cursor::{self, CursorKind, Position};
 use crate::core::ids::RecordId;
 use crate::domain::endpoints::DataAccess;
 use crate::domain::error::{Error, Result};
 use crate::domain::webhooks::deliveries::Hooks;
-use crate::store::{RECORDS, RedbStore, decode_record, time_key};
+use crate::store::{RECORDS, RedbStore, StoreError, decode_record, time_key};
 use crate::workers::ingest::{IdempotencyClaim, Ingest, Write, WriteOp, WriteOutcome};
 
 pub const LIST_LIMIT_DEFAULT: usize = 10;
@@ -66,7 +67,7 @@ pub struct Pagination {
 }
 
 /// A response body listing records, `{"data":[record,...],...}`, written straight from
-/// stored values (see [`push_record`]). One writer serves list, search and poll.
+/// the stored payloads (see [`push_record`]). One writer serves list, search and poll.
 pub struct RecordsBody {
     json: String,
     count: usize,
@@ -89,12 +90,17 @@ impl RecordsBody {
         }
     }
 
-    /// Appends the record stored under `id` as `value`.
-    pub fn push(&mut self, id: RecordId, value: &[u8]) -> Result<()> {
+    /// Appends the record `id`, last written at `updated_at` with `payload`.
+    pub fn push(
+        &mut self,
+        id: RecordId,
+        updated_at: Timestamp,
+        payload: &[u8],
+    ) -> Result<(), StoreError> {
         if self.count > 0 {
             self.json.push(',');
         }
-        push_record(&mut self.json, id, value)?;
+        push_record(&mut self.json, id, updated_at, payload)?;
         self.count += 1;
         if self.count == 1 {
             // Room for the rest of the page at the first record's size, saving the copies
@@ -131,9 +137,9 @@ impl RecordsBody {
 }
 
 /// The JSON of one stored record as the API shows it.
-pub fn record_json(id: RecordId, value: &[u8]) -> Result<String> {
-    let mut json = String::with_capacity(value.len() + 128);
-    push_record(&mut json, id, value)?;
+pub fn record_json(id: RecordId, updated_at: Timestamp, payload: &[u8]) -> Result<String> {
+    let mut json = String::with_capacity(payload.len() + 128);
+    push_record(&mut json, id, updated_at, payload)?;
     Ok(json)
 }
 
@@ -142,11 +148,16 @@ pub fn record_json(id: RecordId, value: &[u8]) -> Result<String> {
 /// The payload's bytes are copied as they are: the store only holds payloads that
 /// [`normalize_payload`] wrote as compact JSON, so reading does not parse them again (that
 /// parse, with the copies around it, was most of the cost of a poll page). Only the UTF-8
-/// check stays, so a damaged value cannot put invalid text into a response.
-fn push_record(out: &mut String, id: RecordId, value: &[u8]) -> Result<()> {
-    let (updated_at, payload) = decode_record(value)?;
+/// check stays, so a damaged value cannot put invalid text into a response: such a payload is
+/// corrupt stored data.
+fn push_record(
+    out: &mut String,
+    id: RecordId,
+    updated_at: Timestamp,
+    payload: &[u8],
+) -> Result<(), StoreError> {
     let payload = std::str::from_utf8(payload)
-        .map_err(|_| Error::Internal(format!("stored payload of {id} is not UTF-8")))?;
+        .map_err(|_| StoreError::Corrupt(format!("stored payload of {id} is not UTF-8")))?;
     out.push_str(r#"{"id":""#);
     id.push_to(out);
     out.push_str(r#"","payload":"#);
@@ -406,7 +417,8 @@ pub fn get(store: &RedbStore, access: &DataAccess, id: RecordId) -> Result<Strin
     let value = records
         .get((access.partition, id.0))?
         .ok_or(Error::RecordNotFound)?;
-    record_json(id, value.value())
+    let (updated_at, payload) = decode_record(value.value())?;
+    record_json(id, updated_at, payload)
 }
 
 /// Newest first, `limit` records after `cursor`: the JSON of the page.
@@ -437,7 +449,8 @@ pub fn list(
             break;
         }
         let id = RecordId(key.value().1);
-        body.push(id, value.value())?;
+        let (updated_at, payload) = decode_record(value.value())?;
+        body.push(id, updated_at, payload)?;
         last = Some(id);
     }
     let next_cursor = match (more, last) {
@@ -635,8 +648,6 @@ mod tests {
 
     #[test]
     fn record_bodies_are_the_json_the_api_documents() {
-        use crate::core::clock::Timestamp;
-        use crate::store::encode_record;
         let created = Timestamp(1_700_000_000_000_001);
         let updated = Timestamp(1_700_000_100_000_000);
         let a = RecordId::generate(created);
@@ -651,13 +662,13 @@ mod tests {
                 "updated_at": updated.to_rfc3339(),
             })
         };
-        let one = record_json(a, &encode_record(updated, &payload)).unwrap();
+        let one = record_json(a, updated, &payload).unwrap();
         let one: serde_json::Value = serde_json::from_str(&one).unwrap();
         assert_eq!(one, expected(a));
 
         let mut body = RecordsBody::new(2);
         for id in [a, b] {
-            body.push(id, &encode_record(updated, &payload)).unwrap();
+            body.push(id, updated, &payload).unwrap();
         }
         assert_eq!(body.len(), 2);
         let tail = PageTail {
@@ -686,10 +697,13 @@ mod tests {
 
     #[test]
     fn a_stored_value_that_is_not_utf8_is_refused_not_sent() {
-        let id = RecordId::generate(crate::core::clock::Timestamp(1));
-        let value = crate::store::encode_record(crate::core::clock::Timestamp(1), b"\"\xff\"");
-        assert!(matches!(record_json(id, &value), Err(Error::Internal(_))));
-        assert!(RecordsBody::new(1).push(id, &value).is_err());
+        let id = RecordId::generate(Timestamp(1));
+        let payload = b"\"\xff\"";
+        assert!(matches!(
+            record_json(id, Timestamp(1), payload),
+            Err(Error::Internal(_))
+        ));
+        assert!(RecordsBody::new(1).push(id, Timestamp(1), payload).is_err());
     }
 
     #[test]
