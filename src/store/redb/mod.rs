@@ -15,6 +15,7 @@
 mod accounts;
 mod changes;
 mod endpoints;
+mod gauges;
 mod mail;
 mod records;
 pub mod tables;
