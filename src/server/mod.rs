@@ -169,7 +169,7 @@ impl RunningServer {
         tokio::task::spawn_blocking(move || {
             let config = &app.config;
             backup::write_scheduled(
-                &app.store,
+                app.store.as_ref(),
                 &config.data_dir,
                 &dir,
                 config.backup.keep,

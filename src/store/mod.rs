@@ -25,6 +25,7 @@
 //! Rows ([`rows`]) are plain data: every backend keeps the same fields.
 
 pub mod accounts;
+pub mod backup;
 pub mod changes;
 pub mod endpoints;
 pub mod mail;
