@@ -479,7 +479,7 @@ pub struct RequestLogConfig {
     pub retention: Duration,
 }
 
-/// `[search]`: the search indexer (see `search::index`).
+/// `[search]`: the search indexer (see `workers::search`).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SearchConfig {
