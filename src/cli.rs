@@ -320,7 +320,8 @@ fn take_backup(remote: &RemoteArgs, to: &std::path::Path) -> Result<(), String> 
 
 /// `intake restore`: puts a backup in place of the data of a stopped server's data dir.
 fn restore(from: &std::path::Path, config: &Config, force: bool) -> Result<(), String> {
-    let manifest = backup::restore(from, &config.data_dir, force).map_err(|e| e.to_string())?;
+    let manifest = backup::restore::<crate::store::redb::RedbStore>(from, &config.data_dir, force)
+        .map_err(|e| e.to_string())?;
     println!(
         "Restored the backup of {} (intake {}, change sequence {}) into {}.",
         manifest.created_at,

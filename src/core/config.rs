@@ -27,6 +27,11 @@ pub enum ConfigError {
     Env { variable: String, message: String },
 }
 
+/// The store's file in the data dir (and its member in a backup archive).
+pub const STORE_FILE: &str = "intake.redb";
+/// The request log's file in the data dir.
+pub const REQUEST_LOG_FILE: &str = "requests.redb";
+
 /// The effective configuration of one server.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -474,7 +479,7 @@ pub struct RequestLogConfig {
     pub retention: Duration,
 }
 
-/// `[search]`: the search indexer (see `search::index`).
+/// `[search]`: the search indexer (see `workers::search`).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SearchConfig {
@@ -824,11 +829,11 @@ impl Config {
     }
 
     pub fn db_path(&self) -> PathBuf {
-        self.data_dir.join("intake.redb")
+        self.data_dir.join(STORE_FILE)
     }
 
     pub fn request_log_path(&self) -> PathBuf {
-        self.data_dir.join("requests.redb")
+        self.data_dir.join(REQUEST_LOG_FILE)
     }
 }
 

@@ -6,20 +6,38 @@
 //! index is built and at most `[operations] ready_max_index_lag` change-log entries behind.
 
 use std::io::Write as _;
+use std::path::Path;
 
-use redb::{ReadableTable, ReadableTableMetadata};
 use serde::Serialize;
 
+use crate::core::clock::Timestamp;
 use crate::core::metrics::State;
 use crate::domain::error::Result;
-use crate::http::app::App;
-use crate::store::{
-    DELIVERIES_DUE, LAST_CHANGE_SEQ, META, MailRow, MailStatus, OUTBOX, from_json, read_counter,
-    time_key,
-};
+use crate::domain::search::SearchIndex;
+use crate::store::Store;
 
 /// The file written and removed by the storage check.
 const PROBE_FILE: &str = ".readyz-probe";
+
+/// What readiness and the gauges look at: the running server's parts, and the ingest writer's
+/// state as its caller read it just now.
+pub struct Vitals<'a> {
+    pub store: &'a dyn Store,
+    pub index: &'a dyn SearchIndex,
+    pub writer: WriterState,
+    pub data_dir: &'a Path,
+}
+
+/// The ingest writer's state.
+#[derive(Clone, Copy, Debug)]
+pub struct WriterState {
+    /// Whether the writer thread still takes writes.
+    pub alive: bool,
+    /// Whether its latest commit failed.
+    pub last_commit_failed: bool,
+    /// Writes queued and not yet taken.
+    pub queue_depth: usize,
+}
 
 /// The answer of `GET /readyz`.
 #[derive(Debug, Serialize)]
@@ -47,12 +65,13 @@ impl Check {
     }
 }
 
-/// Runs every readiness check (blocking: it writes and syncs a file).
-pub fn readiness(app: &App) -> Readiness {
+/// Runs every readiness check (blocking: it writes and syncs a file). The index may be at
+/// most `max_index_lag` change-log entries behind.
+pub fn readiness(vitals: &Vitals<'_>, max_index_lag: u64) -> Readiness {
     let checks = vec![
-        Check::new("storage", storage_problem(app)),
-        Check::new("ingest_writer", writer_problem(app)),
-        Check::new("search_index", index_problem(app)),
+        Check::new("storage", storage_problem(vitals)),
+        Check::new("ingest_writer", writer_problem(vitals.writer)),
+        Check::new("search_index", index_problem(vitals, max_index_lag)),
     ];
     Readiness {
         ready: checks.iter().all(|c| c.ok),
@@ -60,14 +79,14 @@ pub fn readiness(app: &App) -> Readiness {
     }
 }
 
-fn storage_problem(app: &App) -> Option<String> {
-    if app.ingest.last_commit_failed() {
+fn storage_problem(vitals: &Vitals<'_>) -> Option<String> {
+    if vitals.writer.last_commit_failed {
         return Some("the latest write commit failed".into());
     }
-    if let Err(err) = app.store.check_free_space() {
+    if let Err(err) = vitals.store.check_writable() {
         return Some(format!("writes are refused: {err}"));
     }
-    let path = app.config.data_dir.join(PROBE_FILE);
+    let path = vitals.data_dir.join(PROBE_FILE);
     let probe = std::fs::File::create(&path).and_then(|mut file| {
         file.write_all(b"ok")?;
         file.sync_all()
@@ -79,17 +98,16 @@ fn storage_problem(app: &App) -> Option<String> {
     }
 }
 
-fn writer_problem(app: &App) -> Option<String> {
-    (!app.ingest.writer_alive()).then(|| "the ingest writer has stopped".into())
+fn writer_problem(writer: WriterState) -> Option<String> {
+    (!writer.alive).then(|| "the ingest writer has stopped".into())
 }
 
-fn index_problem(app: &App) -> Option<String> {
-    let snapshot = app.search.snapshot();
+fn index_problem(vitals: &Vitals<'_>, bound: u64) -> Option<String> {
+    let snapshot = vitals.index.snapshot();
     if snapshot.view.is_none() {
         return Some("the search index is being built".into());
     }
-    let bound = app.config.operations.ready_max_index_lag;
-    match index_lag(app) {
+    match index_lag(vitals) {
         Ok(lag) if lag <= bound => None,
         Ok(lag) => Some(format!(
             "the search index is {lag} changes behind (at most {bound} allowed)"
@@ -99,42 +117,22 @@ fn index_problem(app: &App) -> Option<String> {
 }
 
 /// Change-log entries committed to the store and not yet covered by the index.
-fn index_lag(app: &App) -> Result<u64> {
-    let position = app.search.snapshot().position;
-    let txn = app.store.read()?;
-    let last = read_counter(&txn.open_table(META)?, LAST_CHANGE_SEQ)?;
+fn index_lag(vitals: &Vitals<'_>) -> Result<u64> {
+    let position = vitals.index.snapshot().position;
+    let last = vitals.store.change_log_bounds()?.last;
     Ok(last.saturating_sub(position))
 }
 
 /// The gauges of `GET /metrics`, read now.
-pub fn metrics_state(app: &App) -> Result<State> {
-    let now = time_key(app.clock.now());
-    let txn = app.store.read()?;
-    let due = txn.open_table(DELIVERIES_DUE)?;
-    let webhook_pending = due.len()?;
-    let mut webhook_retry_backlog = 0;
-    for entry in due.range((now.saturating_add(1), 0)..)? {
-        entry?;
-        webhook_retry_backlog += 1;
-    }
-    let (mut mail_queued, mut mail_sent, mut mail_failed) = (0, 0, 0);
-    for entry in txn.open_table(OUTBOX)?.iter()? {
-        let (_, row) = entry?;
-        let row: MailRow = from_json(row.value())?;
-        match row.status {
-            MailStatus::Queued => mail_queued += 1,
-            MailStatus::Sent => mail_sent += 1,
-            MailStatus::Failed => mail_failed += 1,
-        }
-    }
-    drop(txn);
+pub fn metrics_state(vitals: &Vitals<'_>, now: Timestamp) -> Result<State> {
+    let gauges = vitals.store.gauges(now)?;
     Ok(State {
-        ingest_queue_depth: app.ingest.queue_depth(),
-        webhook_pending,
-        webhook_retry_backlog,
-        mail_queued,
-        mail_sent,
-        mail_failed,
-        search_index_lag: index_lag(app)?,
+        ingest_queue_depth: vitals.writer.queue_depth,
+        webhook_pending: gauges.webhook_pending,
+        webhook_retry_backlog: gauges.webhook_retry_backlog,
+        mail_queued: gauges.mail_queued,
+        mail_sent: gauges.mail_sent,
+        mail_failed: gauges.mail_failed,
+        search_index_lag: index_lag(vitals)?,
     })
 }

@@ -2,14 +2,14 @@
 //!
 //! A backup is one tar archive (`tar -tf` lists it) of three members:
 //! - `intake-backup.json`: the [`Manifest`] (format, intake version, time, change sequence).
-//! - `intake.redb`: every table of the main store, copied from one read transaction
-//!   ([`RedbStore::snapshot_into`]): every write acknowledged before the backup began is in it,
-//!   and writers go on meanwhile.
+//! - the store file ([`STORE_FILE`]): every table of the main store, copied from one read
+//!   snapshot ([`BackupSource::snapshot_into`]): every write acknowledged before the backup
+//!   began is in it, and writers go on meanwhile.
 //! - `master.key`: the key-encryption key. API keys, webhook secrets and receivers' auth
 //!   values are sealed under it, so a store without its key cannot serve them: keep backups
 //!   as secret as the data dir.
 //!
-//! Not in it: the request log (`requests.redb`, a short-lived operational log that starts
+//! Not in it: the request log ([`REQUEST_LOG_FILE`], a short-lived operational log that starts
 //! empty after a restore) and the search index (derived from the store, rebuilt at the first
 //! start after a restore because `search/` is missing).
 
@@ -20,13 +20,13 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::core::clock::Timestamp;
+use crate::core::config::{REQUEST_LOG_FILE, STORE_FILE};
 use crate::core::crypto::{self, MASTER_KEY_FILE};
-use crate::store::{RedbStore, StoreError};
+use crate::store::StoreError;
+use crate::store::backup::{BackupSource, StoreFile};
 
 /// Name of the manifest member.
 const MANIFEST: &str = "intake-backup.json";
-/// Name of the store member, and of the store in a data dir.
-const STORE_FILE: &str = "intake.redb";
 /// Version of the archive layout; restore refuses others.
 const FORMAT: u32 = 1;
 /// File names of the backups taken on SIGUSR1: the prefix, a UTC time stamp, the suffix.
@@ -34,7 +34,7 @@ const SCHEDULED_PREFIX: &str = "intake-backup-";
 const SCHEDULED_SUFFIX: &str = ".tar";
 /// What a forced restore replaces in a data dir; anything else there (a config file, TLS
 /// files) is left alone.
-const DATA_FILES: [&str; 4] = [STORE_FILE, "requests.redb", MASTER_KEY_FILE, "search"];
+const DATA_FILES: [&str; 4] = [STORE_FILE, REQUEST_LOG_FILE, MASTER_KEY_FILE, "search"];
 
 #[derive(Debug, thiserror::Error)]
 pub enum BackupError {
@@ -80,15 +80,15 @@ pub struct Manifest {
 /// written beside `out` under a temporary name and renamed when complete, so `out` is either
 /// a whole backup or absent (or the file it replaces).
 pub fn write(
-    store: &RedbStore,
+    store: &dyn BackupSource,
     data_dir: &Path,
     out: &Path,
     now: Timestamp,
 ) -> Result<Manifest, BackupError> {
     let partial = sibling(out, ".partial");
-    let copy = sibling(out, ".redb.partial");
-    // Leftovers of a crashed backup: redb would open the copy and add to it, and the archive
-    // is created exclusively. Start from nothing.
+    let copy = sibling(out, ".store.partial");
+    // Leftovers of a crashed backup: the store would open the copy and add to it, and the
+    // archive is created exclusively. Start from nothing.
     let _ = std::fs::remove_file(&copy);
     let _ = std::fs::remove_file(&partial);
     let result = write_parts(store, data_dir, &partial, &copy, now);
@@ -107,7 +107,7 @@ pub fn write(
 }
 
 fn write_parts(
-    store: &RedbStore,
+    store: &dyn BackupSource,
     data_dir: &Path,
     archive: &Path,
     copy: &Path,
@@ -193,7 +193,7 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
 /// open at its start: the management API streams it, and nothing is left behind however the
 /// download ends.
 pub fn write_unnamed(
-    store: &RedbStore,
+    store: &dyn BackupSource,
     dir: &Path,
     now: Timestamp,
 ) -> Result<(File, Manifest), BackupError> {
@@ -228,7 +228,7 @@ pub fn save(archive: &mut dyn Read, to: &Path) -> Result<u64, BackupError> {
 /// A backup into the configured folder (SIGUSR1), named by its time, then deletes all but
 /// the newest `keep` backups there. Returns the new backup's path.
 pub fn write_scheduled(
-    store: &RedbStore,
+    store: &dyn BackupSource,
     data_dir: &Path,
     dir: &Path,
     keep: usize,
@@ -271,18 +271,21 @@ fn rotate(dir: &Path, keep: usize) -> Result<(), BackupError> {
     Ok(())
 }
 
-/// Restores the backup `archive` into `data_dir`. Refuses a data dir a server runs on, and
-/// one that is not empty unless `force`, which replaces its data files ([`DATA_FILES`]).
-/// The search index is rebuilt at the next start.
-pub fn restore(archive: &Path, data_dir: &Path, force: bool) -> Result<Manifest, BackupError> {
-    check_target(data_dir, force)?;
+/// Restores the backup `archive` into `data_dir`, whose store file is `S`'s. Refuses a data
+/// dir a server runs on, and one that is not empty unless `force`, which replaces its data
+/// files ([`DATA_FILES`]). The search index is rebuilt at the next start.
+pub fn restore<S: StoreFile>(
+    archive: &Path,
+    data_dir: &Path,
+    force: bool,
+) -> Result<Manifest, BackupError> {
+    check_target::<S>(data_dir, force)?;
     crate::core::private_dir::create_private_dir(data_dir)
         .map_err(io_err(format!("cannot create {}", data_dir.display())))?;
-    let restoring = data_dir.join(".intake.redb.restoring");
+    let restoring = data_dir.join(format!(".{STORE_FILE}.restoring"));
     let _ = std::fs::remove_file(&restoring);
     let result = unpack(archive, &restoring).and_then(|(manifest, key)| {
-        // Opening checks the schema version and that the file is a sound redb store.
-        drop(RedbStore::open(&restoring, 1024 * 1024)?);
+        S::check(&restoring)?;
         replace_data(data_dir, &restoring, &key)?;
         Ok(manifest)
     });
@@ -291,13 +294,10 @@ pub fn restore(archive: &Path, data_dir: &Path, force: bool) -> Result<Manifest,
 }
 
 /// Refuses a data dir that a running server holds, or that is not empty (unless `force`).
-fn check_target(data_dir: &Path, force: bool) -> Result<(), BackupError> {
+fn check_target<S: StoreFile>(data_dir: &Path, force: bool) -> Result<(), BackupError> {
     let store = data_dir.join(STORE_FILE);
-    // redb holds an exclusive lock on an open store; whatever else is wrong with a store
-    // that opens (or fails otherwise), a forced restore replaces it.
-    if store.exists()
-        && let Err(redb::DatabaseError::DatabaseAlreadyOpen) = redb::Database::open(&store)
-    {
+    // Whatever else is wrong with a store that is not in use, a forced restore replaces it.
+    if store.exists() && S::in_use(&store) {
         return Err(BackupError::Refused(format!(
             "a server is running on {}; stop it before restoring",
             data_dir.display()

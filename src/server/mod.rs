@@ -48,12 +48,12 @@ use crate::workers::mail::Mailer;
 
 use crate::core::ticker::Ticker;
 use crate::domain::retention;
-use crate::domain::search;
 use crate::domain::sessions::{self, LoginLimiter};
 use crate::domain::usage::Usage;
 use crate::server::tls::{Tls, TlsError};
 use crate::store::{RedbStore, StoreError};
 use crate::workers::request_log::RequestLog;
+use crate::workers::search;
 use crate::workers::webhooks::dispatch::{DispatchParts, Dispatcher};
 
 /// How often expired Idempotency-Keys and sessions are swept.
@@ -170,7 +170,7 @@ impl RunningServer {
         tokio::task::spawn_blocking(move || {
             let config = &app.config;
             backup::write_scheduled(
-                &app.store,
+                app.store.as_ref(),
                 &config.data_dir,
                 &dir,
                 config.backup.keep,
@@ -237,7 +237,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         source,
     };
     let (search, indexer, indexer_thread) =
-        search::index::start(&config.data_dir, store.clone(), config.search.indexer_nice)
+        search::start(&config.data_dir, store.clone(), config.search.indexer_nice)
             .map_err(|e| ServerError::Other(e.to_string()))?;
     let metrics = Arc::new(Metrics::default());
     let (mailer, mail_thread) =

@@ -25,6 +25,7 @@
 //! Rows ([`rows`]) are plain data: every backend keeps the same fields.
 
 pub mod accounts;
+pub mod backup;
 pub mod changes;
 pub mod endpoints;
 pub mod mail;
@@ -36,6 +37,8 @@ pub mod usage;
 pub mod webhooks;
 
 pub use rows::*;
+
+use crate::core::clock::Timestamp;
 
 /// A store failed, or holds something it cannot read. Never a refusal of a request: those are
 /// the service's errors.
@@ -114,6 +117,19 @@ pub trait WriteTx:
     fn next_id(&mut self, kind: IdKind) -> Result<u64, StoreError>;
 }
 
+/// What the store holds that `GET /metrics` shows as gauges.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreGauges {
+    /// Webhook deliveries waiting for an attempt: due now, or scheduled for a retry.
+    pub webhook_pending: u64,
+    /// Of those, deliveries scheduled for a retry later than now.
+    pub webhook_retry_backlog: u64,
+    /// E-mails in the outbox by status.
+    pub mail_queued: u64,
+    pub mail_sent: u64,
+    pub mail_failed: u64,
+}
+
 /// A store: the data of one intake installation (one data dir, or one database shared by
 /// several nodes).
 pub trait Store:
@@ -137,6 +153,13 @@ pub trait Store:
         &self,
         work: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StoreError>,
     ) -> Result<Effects, StoreError>;
+
+    /// `Err` while a write would be refused before it begins (the disk holding the store is
+    /// nearly full): readiness reports it.
+    fn check_writable(&self) -> Result<(), StoreError>;
+
+    /// The gauges of `GET /metrics` as of `now`.
+    fn gauges(&self, now: Timestamp) -> Result<StoreGauges, StoreError>;
 }
 
 /// Runs `work` in one durable write transaction of `store`; returns its value and what the

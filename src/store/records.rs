@@ -8,7 +8,7 @@
 //! (the search index follows it, see `store::changes`): only the store appends to it, in
 //! [`RecordsStore::apply_batch`] and [`RecordsStore::purge_partition_before`].
 
-use std::ops::Bound;
+use std::ops::{Bound, ControlFlow};
 use std::time::Duration;
 
 use crate::core::clock::Timestamp;
@@ -176,7 +176,34 @@ pub trait RecordsRead {
 
     /// Every partition holding at least one record, in ascending order.
     fn record_partitions(&self) -> Result<Vec<u64>, StoreError>;
+
+    // Search's reads (`domain::search`): a walk or a check of candidates examines many
+    // records and keeps few, so each record is shown to a visitor where it is stored, to be
+    // tested in place and copied only if kept, and the visitor can stop the scan.
+
+    /// Shows the records of `partition` with ids in `[lower, upper]` to `visit`, newest first,
+    /// until it breaks.
+    fn visit_newest_first(
+        &self,
+        partition: u64,
+        lower: u128,
+        upper: u128,
+        visit: &mut SearchVisitor<'_>,
+    ) -> Result<(), StoreError>;
+
+    /// Shows those of `ids` that are records of `partition` to `visit`, in the order given,
+    /// until it breaks.
+    fn visit_records(
+        &self,
+        partition: u64,
+        ids: &[u128],
+        visit: &mut SearchVisitor<'_>,
+    ) -> Result<(), StoreError>;
 }
+
+/// A visitor of search's reads: a record's id, updated_at and payload, borrowed for the call;
+/// it answers whether to go on.
+pub type SearchVisitor<'v> = dyn FnMut(u128, Timestamp, &[u8]) -> ControlFlow<()> + 'v;
 
 /// Units of work of their own durable transaction.
 pub trait RecordsStore {

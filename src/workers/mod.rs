@@ -15,4 +15,5 @@
 pub mod ingest;
 pub mod mail;
 pub mod request_log;
+pub mod search;
 pub mod webhooks;

@@ -22,7 +22,7 @@ pub async fn create(app: &App, req: &mut Request) -> Result<Response> {
     );
     // The unnamed file lives in the data dir: the one place the service may always write.
     let (file, manifest) =
-        tokio::task::spawn_blocking(move || backup::write_unnamed(&store, &dir, now))
+        tokio::task::spawn_blocking(move || backup::write_unnamed(store.as_ref(), &dir, now))
             .await
             .map_err(|e| Error::Internal(format!("the backup task failed: {e}")))??;
     log::info!(

@@ -96,7 +96,12 @@ pub fn search(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> R
     let request =
         search::parse_request(&query_params(&req.query), access.partition, req.received_at)?;
     let started = std::time::Instant::now();
-    let page = search::search(&app.store, &app.search, access.partition, &request)?;
+    let page = search::search(
+        app.store.as_ref(),
+        app.search.as_ref(),
+        access.partition,
+        &request,
+    )?;
     app.metrics
         .search_seconds
         .observe_duration(started.elapsed());

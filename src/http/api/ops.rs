@@ -8,12 +8,26 @@ use warp::reply::Response;
 use super::{Request, reply};
 use crate::core::crypto::sha256;
 use crate::domain::error::{Error, Result};
-use crate::domain::health;
+use crate::domain::health::{self, Vitals, WriterState};
 use crate::http::app::App;
+
+/// What the health checks look at, from the running server.
+fn vitals(app: &App) -> Vitals<'_> {
+    Vitals {
+        store: app.store.as_ref(),
+        index: app.search.as_ref(),
+        writer: WriterState {
+            alive: app.ingest.writer_alive(),
+            last_commit_failed: app.ingest.last_commit_failed(),
+            queue_depth: app.ingest.queue_depth(),
+        },
+        data_dir: &app.config.data_dir,
+    }
+}
 
 /// `GET /readyz`: 200 when every check passes, else 503; the body lists the checks.
 pub fn ready(app: &App) -> Result<Response> {
-    let readiness = health::readiness(app);
+    let readiness = health::readiness(&vitals(app), app.config.operations.ready_max_index_lag);
     let status = if readiness.ready {
         StatusCode::OK
     } else {
@@ -34,7 +48,8 @@ pub fn metrics(app: &App, req: &Request) -> Result<Response> {
             return Err(Error::InvalidMetricsToken);
         }
     }
-    let text = app.metrics.render(&health::metrics_state(app)?);
+    let state = health::metrics_state(&vitals(app), app.clock.now())?;
+    let text = app.metrics.render(&state);
     let mut response = Response::new(text.into());
     response.headers_mut().insert(
         http::header::CONTENT_TYPE,

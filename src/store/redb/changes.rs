@@ -1,6 +1,103 @@
-//! [`ChangesStore`] on redb.
+//! [`ChangesStore`] on redb: `CHANGES`, and its two counters in `META`.
 
-use super::RedbStore;
-use crate::store::changes::ChangesStore;
+use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 
-impl ChangesStore for RedbStore {}
+use super::{
+    CHANGES, CHANGES_TRIMMED_UPTO, LAST_CHANGE_SEQ, META, RECORDS, RedbStore, decode_record,
+    read_counter, write_counter,
+};
+use crate::store::StoreError;
+use crate::store::changes::{ChangeEntry, ChangeLogBounds, ChangedRecord, ChangesStore, Replay};
+
+impl ChangesStore for RedbStore {
+    fn change_log_bounds(&self) -> Result<ChangeLogBounds, StoreError> {
+        let meta = self.read()?.open_table(META)?;
+        Ok(ChangeLogBounds {
+            last: read_counter(&meta, LAST_CHANGE_SEQ)?,
+            trimmed_upto: read_counter(&meta, CHANGES_TRIMMED_UPTO)?,
+        })
+    }
+
+    fn changes_after(&self, position: u64, limit: usize) -> Result<Vec<ChangeEntry>, StoreError> {
+        entries_after(&self.read()?, position, limit)
+    }
+
+    fn changed_records_after(
+        &self,
+        position: u64,
+        limit: usize,
+    ) -> Result<Vec<ChangedRecord>, StoreError> {
+        let txn = self.read()?;
+        let entries = entries_after(&txn, position, limit)?;
+        let records = txn.open_table(RECORDS)?;
+        let mut changed = Vec::with_capacity(entries.len());
+        for entry in entries {
+            let payload = match records.get((entry.partition, entry.record_id))? {
+                Some(value) => Some(decode_record(value.value())?.1.to_vec()),
+                None => None,
+            };
+            changed.push(ChangedRecord { entry, payload });
+        }
+        Ok(changed)
+    }
+
+    fn replay(&self, to: &mut dyn Replay) -> Result<(), StoreError> {
+        let txn = self.read()?;
+        let position = read_counter(&txn.open_table(META)?, LAST_CHANGE_SEQ)?;
+        let records = txn.open_table(RECORDS)?;
+        to.begin(records.len()?, position);
+        for entry in records.iter()? {
+            let (key, value) = entry?;
+            let (partition, record_id) = key.value();
+            let (_, payload) = decode_record(value.value())?;
+            if to.record(partition, record_id, payload).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn trim_changes(&self, upto: u64, limit: usize) -> Result<usize, StoreError> {
+        let txn = self.write()?;
+        let removed = {
+            let mut changes = txn.open_table(CHANGES)?;
+            let doomed: Vec<u64> = changes
+                .range(..=upto)?
+                .take(limit)
+                .map(|e| e.map(|(k, _)| k.value()))
+                .collect::<Result<_, _>>()?;
+            for seq in &doomed {
+                changes.remove(*seq)?;
+            }
+            if let Some(last) = doomed.last() {
+                write_counter(&txn, CHANGES_TRIMMED_UPTO, *last)?;
+            }
+            doomed.len()
+        };
+        txn.commit()?;
+        Ok(removed)
+    }
+}
+
+/// The entries after `position`, oldest first, at most `limit`.
+fn entries_after(
+    txn: &ReadTransaction,
+    position: u64,
+    limit: usize,
+) -> Result<Vec<ChangeEntry>, StoreError> {
+    let mut entries = Vec::new();
+    for entry in txn
+        .open_table(CHANGES)?
+        .range(position.saturating_add(1)..)?
+        .take(limit)
+    {
+        let (seq, change) = entry?;
+        let (partition, record_id) = change.value();
+        entries.push(ChangeEntry {
+            seq: seq.value(),
+            partition,
+            record_id,
+        });
+    }
+    Ok(entries)
+}

@@ -13,9 +13,11 @@
 //! - Most rows are JSON (`to_json`, `from_json`); ids are counters in `META` (`next_id`).
 
 mod accounts;
+mod backup;
 mod changes;
 mod deliveries;
 mod endpoints;
+mod gauges;
 mod mail;
 mod records;
 mod request_log;
@@ -93,23 +95,6 @@ impl RedbStore {
         RedbStore::open_with(path, cache_bytes, |txn| {
             visit_main_tables(&mut Creator { txn })
         })
-    }
-
-    /// Copies every table of `intake.redb` into a new redb file at `path`, all read in one
-    /// transaction: a consistent snapshot that contains every commit made before it began and
-    /// nothing committed while it runs. Writers are not blocked meanwhile. Returns the last
-    /// change-log sequence the copy contains.
-    pub fn snapshot_into(&self, path: &Path) -> Result<u64, StoreError> {
-        let from = self.db.begin_read()?;
-        let last_change = read_counter(&from.open_table(META)?, LAST_CHANGE_SEQ)?;
-        let copy = Database::builder().create(path)?;
-        let to = copy.begin_write()?;
-        visit_main_tables(&mut Copier {
-            from: &from,
-            to: &to,
-        })?;
-        to.commit()?;
-        Ok(last_change)
     }
 
     /// Opens (or creates) `requests.redb`, the request log. It is a file of its own so that
@@ -269,27 +254,6 @@ impl TableVisitor for Creator<'_> {
         table: TableDefinition<'static, K, V>,
     ) -> Result<(), StoreError> {
         self.txn.open_table(table)?;
-        Ok(())
-    }
-}
-
-/// Copies each table, row by row, from a read snapshot into a new file's write transaction.
-struct Copier<'a> {
-    from: &'a ReadTransaction,
-    to: &'a WriteTransaction,
-}
-
-impl TableVisitor for Copier<'_> {
-    fn visit<K: Key + 'static, V: Value + 'static>(
-        &mut self,
-        table: TableDefinition<'static, K, V>,
-    ) -> Result<(), StoreError> {
-        let source = self.from.open_table(table)?;
-        let mut target = self.to.open_table(table)?;
-        for row in source.iter()? {
-            let (key, value) = row?;
-            target.insert(key.value(), value.value())?;
-        }
         Ok(())
     }
 }

@@ -16,7 +16,7 @@ use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::store::records::{
     AppliedBatch, BatchWrite, Change, ChangeKind, IdempotencyClaim, RecordRef, RecordRow,
-    RecordWrite, RecordsRead, RecordsStore, ScanOrder, WriteOutcome,
+    RecordWrite, RecordsRead, RecordsStore, ScanOrder, SearchVisitor, WriteOutcome,
 };
 use crate::store::{Effects, IdempotencyRow, StoreError, time_key};
 
@@ -66,6 +66,46 @@ impl<T: Tables> RecordsRead for T {
             from = partition.checked_add(1);
         }
         Ok(partitions)
+    }
+
+    fn visit_newest_first(
+        &self,
+        partition: u64,
+        lower: u128,
+        upper: u128,
+        visit: &mut SearchVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        let records = self.open(RECORDS)?;
+        for entry in records
+            .range((partition, lower)..=(partition, upper))?
+            .rev()
+        {
+            let (key, value) = entry?;
+            let (updated_at, payload) = decode_record(value.value())?;
+            if visit(key.value().1, updated_at, payload).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn visit_records(
+        &self,
+        partition: u64,
+        ids: &[u128],
+        visit: &mut SearchVisitor<'_>,
+    ) -> Result<(), StoreError> {
+        let records = self.open(RECORDS)?;
+        for &id in ids {
+            let Some(value) = records.get((partition, id))? else {
+                continue;
+            };
+            let (updated_at, payload) = decode_record(value.value())?;
+            if visit(id, updated_at, payload).is_break() {
+                break;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -9,7 +9,8 @@ use redb::{
 };
 
 use super::{RedbStore, next_id};
-use crate::store::{Effects, IdKind, ReadTx, Store, StoreError, WriteTx};
+use crate::core::clock::Timestamp;
+use crate::store::{Effects, IdKind, ReadTx, Store, StoreError, StoreGauges, WriteTx};
 
 /// Opens tables for reading: a read snapshot or a write transaction.
 pub trait Tables {
@@ -113,5 +114,13 @@ impl Store for RedbStore {
         let effects = tx.effects;
         txn.commit()?;
         Ok(effects)
+    }
+
+    fn check_writable(&self) -> Result<(), StoreError> {
+        self.check_free_space()
+    }
+
+    fn gauges(&self, now: Timestamp) -> Result<StoreGauges, StoreError> {
+        self.read_gauges(now)
     }
 }

@@ -1,0 +1,70 @@
+//! [`BackupSource`] and [`StoreFile`] on redb: a backup's copy of `intake.redb` is a redb file
+//! of its own, written table by table from one read transaction.
+
+use std::path::Path;
+
+use redb::{
+    Database, DatabaseError, Key, ReadTransaction, ReadableDatabase, ReadableTable,
+    TableDefinition, Value, WriteTransaction,
+};
+
+use super::{LAST_CHANGE_SEQ, META, RedbStore, TableVisitor, read_counter, visit_main_tables};
+use crate::store::StoreError;
+use crate::store::backup::{BackupSource, StoreFile};
+
+/// redb's page cache while a restore checks the file (it reads little).
+const CHECK_CACHE_BYTES: usize = 1024 * 1024;
+
+impl BackupSource for RedbStore {
+    /// Copies every table of `intake.redb` (the one list creating it follows too, so a new
+    /// table is never left out), all read in one transaction.
+    fn snapshot_into(&self, path: &Path) -> Result<u64, StoreError> {
+        let from = self.db.begin_read()?;
+        let last_change = read_counter(&from.open_table(META)?, LAST_CHANGE_SEQ)?;
+        let copy = Database::builder().create(path)?;
+        let to = copy.begin_write()?;
+        visit_main_tables(&mut Copier {
+            from: &from,
+            to: &to,
+        })?;
+        to.commit()?;
+        Ok(last_change)
+    }
+}
+
+impl StoreFile for RedbStore {
+    /// redb holds an exclusive lock on an open file. Whatever else is wrong with a file that
+    /// opens (or fails otherwise) is not a running server.
+    fn in_use(path: &Path) -> bool {
+        matches!(
+            Database::open(path),
+            Err(DatabaseError::DatabaseAlreadyOpen)
+        )
+    }
+
+    /// Checks the schema version and that the file is a sound redb store.
+    fn check(path: &Path) -> Result<(), StoreError> {
+        RedbStore::open(path, CHECK_CACHE_BYTES).map(drop)
+    }
+}
+
+/// Copies each table, row by row, from a read snapshot into a new file's write transaction.
+struct Copier<'a> {
+    from: &'a ReadTransaction,
+    to: &'a WriteTransaction,
+}
+
+impl TableVisitor for Copier<'_> {
+    fn visit<K: Key + 'static, V: Value + 'static>(
+        &mut self,
+        table: TableDefinition<'static, K, V>,
+    ) -> Result<(), StoreError> {
+        let source = self.from.open_table(table)?;
+        let mut target = self.to.open_table(table)?;
+        for row in source.iter()? {
+            let (key, value) = row?;
+            target.insert(key.value(), value.value())?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,393 @@
+//! The tantivy index: its schema, opening it, and the queries of a committed state
+//! ([`TantivyView`], the `domain::search::IndexView` searches use).
+//!
+//! One document per stored record: its partition, its id (as bytes for deletes, and as two u64
+//! fast fields: the high half is created_at, so ordering by it is ordering by time), and its
+//! case-folded payload text tokenised into positional trigrams.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+
+use tantivy::collector::{Collector, SegmentCollector};
+use tantivy::columnar::Column;
+use tantivy::query::{BooleanQuery, Occur, PhraseQuery, Query, TermQuery};
+use tantivy::schema::{
+    BytesOptions, Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions,
+};
+use tantivy::{
+    DocAddress, DocId, Index, IndexReader, Score, Searcher, SegmentOrdinal, SegmentReader, Term,
+};
+
+use crate::domain::error::{Error, Result as ServiceResult};
+use crate::domain::search::tokenizer::{TrigramTokenizer, covering_trigrams};
+use crate::domain::search::{Hits, IndexView, SearchIndex, Snapshot};
+use crate::store::StoreError;
+
+/// The index folder inside the data dir.
+pub const DIR: &str = "search";
+const TOKENIZER: &str = "trigram";
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("search index: {0}")]
+    Tantivy(#[from] tantivy::TantivyError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("search index folder {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// A query the index cannot answer is the server's own failure.
+impl From<IndexError> for Error {
+    fn from(err: IndexError) -> Self {
+        Error::Internal(err.to_string())
+    }
+}
+
+#[derive(Clone, Copy)]
+pub(super) struct Fields {
+    pub(super) partition: Field,
+    pub(super) id: Field,
+    pub(super) id_hi: Field,
+    pub(super) id_lo: Field,
+    pub(super) text: Field,
+}
+
+pub(super) fn schema() -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let text_options = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(TOKENIZER)
+            .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
+    let fields = Fields {
+        partition: builder.add_u64_field("partition", NumericOptions::default().set_indexed()),
+        id: builder.add_bytes_field("id", BytesOptions::default().set_indexed()),
+        id_hi: builder.add_u64_field("id_hi", NumericOptions::default().set_indexed().set_fast()),
+        id_lo: builder.add_u64_field("id_lo", NumericOptions::default().set_fast()),
+        text: builder.add_text_field("text", text_options),
+    };
+    (builder.build(), fields)
+}
+
+/// A searcher and the id columns of each of its segments, opened once per snapshot: opening
+/// a fast-field column decodes its whole block index, which repeated for every segment of
+/// every query was most of the cost of a query that matches nothing.
+pub struct TantivyView {
+    searcher: Searcher,
+    fields: Fields,
+    /// Indexed by segment ordinal.
+    ids: Vec<IdColumns>,
+}
+
+#[derive(Clone)]
+struct IdColumns {
+    /// The id's high half: created_at in microseconds.
+    hi: Column<u64>,
+    lo: Column<u64>,
+}
+
+impl TantivyView {
+    pub(super) fn new(searcher: Searcher, fields: Fields) -> Result<Self, IndexError> {
+        let ids = searcher
+            .segment_readers()
+            .iter()
+            .map(|segment| {
+                let fast = segment.fast_fields();
+                Ok(IdColumns {
+                    hi: fast.u64("id_hi")?,
+                    lo: fast.u64("id_lo")?,
+                })
+            })
+            .collect::<Result<_, IndexError>>()?;
+        Ok(TantivyView {
+            searcher,
+            fields,
+            ids,
+        })
+    }
+
+    fn id_of(&self, addr: DocAddress) -> Option<u128> {
+        let columns = self.ids.get(addr.segment_ord as usize)?;
+        let hi = columns.hi.first(addr.doc_id)?;
+        let lo = columns.lo.first(addr.doc_id)?;
+        Some((u128::from(hi) << 64) | u128::from(lo))
+    }
+}
+
+impl IndexView for TantivyView {
+    fn rarest_share(&self, q: &str) -> ServiceResult<f64> {
+        Ok(self.share_of_rarest(q)?)
+    }
+
+    fn query(
+        &self,
+        partition: u64,
+        q: &str,
+        lower: u128,
+        upper: u128,
+        want: usize,
+    ) -> ServiceResult<Hits> {
+        Ok(self.hits(partition, q, lower, upper, want)?)
+    }
+}
+
+impl TantivyView {
+    fn share_of_rarest(&self, q: &str) -> Result<f64, IndexError> {
+        let searcher = &self.searcher;
+        let docs = searcher.num_docs();
+        if docs == 0 {
+            return Ok(0.0);
+        }
+        let mut rarest = docs;
+        for (_, gram) in covering_trigrams(q) {
+            let df = searcher.doc_freq(&Term::from_field_text(self.fields.text, gram))?;
+            rarest = rarest.min(df);
+        }
+        Ok(rarest as f64 / docs as f64)
+    }
+
+    fn hits(
+        &self,
+        partition: u64,
+        q: &str,
+        lower: u128,
+        upper: u128,
+        want: usize,
+    ) -> Result<Hits, IndexError> {
+        let f = self.fields;
+        let grams: Vec<(usize, Term)> = covering_trigrams(q)
+            .into_iter()
+            .map(|(offset, gram)| (offset, Term::from_field_text(f.text, gram)))
+            .collect();
+        let text_query: Box<dyn Query> = match grams.len() {
+            0 => {
+                return Ok(Hits {
+                    ids: Vec::new(),
+                    covered_down_to: lower,
+                });
+            }
+            1 => Box::new(TermQuery::new(grams[0].1.clone(), IndexRecordOption::Basic)),
+            _ => Box::new(PhraseQuery::new_with_offset(grams)),
+        };
+        let query = BooleanQuery::new(vec![
+            (
+                Occur::Must,
+                Box::new(TermQuery::new(
+                    Term::from_field_u64(f.partition, partition),
+                    IndexRecordOption::Basic,
+                )),
+            ),
+            (Occur::Must, text_query),
+        ]);
+        let (lo_hi, up_hi) = ((lower >> 64) as u64, (upper >> 64) as u64);
+        // Ordered by created_at (the id's high half) only: hits that share the lowest
+        // created_at of a full page may be cut arbitrarily, so that microsecond is not counted
+        // as covered and the caller asks again from it.
+        let mut limit = want.max(1) + 1;
+        loop {
+            let top = self.searcher.search(
+                &query,
+                &NewestInRange {
+                    view: self,
+                    from_hi: lo_hi,
+                    to_hi: up_hi,
+                    limit,
+                },
+            )?;
+            let mut ids: Vec<u128> = top.iter().filter_map(|addr| self.id_of(*addr)).collect();
+            ids.retain(|id| (lower..=upper).contains(id));
+            ids.sort_unstable_by(|a, b| b.cmp(a));
+            if top.len() < limit {
+                return Ok(Hits {
+                    ids,
+                    covered_down_to: lower,
+                });
+            }
+            let boundary_hi = ids.last().map_or(lo_hi, |id| (id >> 64) as u64);
+            let keep = ids
+                .iter()
+                .filter(|id| (*id >> 64) as u64 > boundary_hi)
+                .count();
+            if keep > 0 {
+                ids.truncate(keep);
+                return Ok(Hits {
+                    ids,
+                    covered_down_to: (u128::from(boundary_hi) << 64) + (1u128 << 64),
+                });
+            }
+            // A whole page in one microsecond: ask for more.
+            limit *= 2;
+        }
+    }
+}
+
+/// The read side, shared with every search: the snapshot the indexer published last.
+pub struct TantivyIndex {
+    snapshot: RwLock<Arc<Snapshot>>,
+}
+
+impl SearchIndex for TantivyIndex {
+    fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl TantivyIndex {
+    /// No view until the indexer publishes its first snapshot.
+    pub(super) fn starting() -> TantivyIndex {
+        TantivyIndex {
+            snapshot: RwLock::new(Arc::new(Snapshot {
+                view: None,
+                position: 0,
+            })),
+        }
+    }
+
+    pub(super) fn publish(&self, snapshot: Snapshot) {
+        *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(snapshot);
+    }
+}
+
+/// The `limit` matching documents with the highest created_at in `[from_hi, to_hi]`, highest
+/// first, read from the view's already open id columns.
+struct NewestInRange<'a> {
+    view: &'a TantivyView,
+    from_hi: u64,
+    to_hi: u64,
+    limit: usize,
+}
+
+struct NewestInSegment {
+    hi: Column<u64>,
+    segment_ord: SegmentOrdinal,
+    from_hi: u64,
+    to_hi: u64,
+    limit: usize,
+    /// The best `limit` so far; its top is the lowest of them.
+    heap: BinaryHeap<Reverse<(u64, DocId)>>,
+}
+
+impl Collector for NewestInRange<'_> {
+    type Fruit = Vec<DocAddress>;
+    type Child = NewestInSegment;
+
+    fn for_segment(
+        &self,
+        segment_ord: SegmentOrdinal,
+        _segment: &SegmentReader,
+    ) -> tantivy::Result<NewestInSegment> {
+        let columns = self.view.ids.get(segment_ord as usize).ok_or_else(|| {
+            tantivy::TantivyError::InternalError(format!("no id columns for segment {segment_ord}"))
+        })?;
+        Ok(NewestInSegment {
+            hi: columns.hi.clone(),
+            segment_ord,
+            from_hi: self.from_hi,
+            to_hi: self.to_hi,
+            limit: self.limit,
+            heap: BinaryHeap::with_capacity(self.limit + 1),
+        })
+    }
+
+    fn requires_scoring(&self) -> bool {
+        false
+    }
+
+    fn merge_fruits(
+        &self,
+        segments: Vec<Vec<(u64, DocAddress)>>,
+    ) -> tantivy::Result<Vec<DocAddress>> {
+        let mut all: Vec<(u64, DocAddress)> = segments.into_iter().flatten().collect();
+        all.sort_unstable_by_key(|(hi, _)| Reverse(*hi));
+        all.truncate(self.limit);
+        Ok(all.into_iter().map(|(_, addr)| addr).collect())
+    }
+}
+
+impl SegmentCollector for NewestInSegment {
+    type Fruit = Vec<(u64, DocAddress)>;
+
+    fn collect(&mut self, doc: DocId, _score: Score) {
+        let Some(hi) = self.hi.first(doc) else {
+            return;
+        };
+        if hi < self.from_hi || hi > self.to_hi {
+            return;
+        }
+        if self.heap.len() == self.limit {
+            match self.heap.peek() {
+                Some(Reverse((lowest, _))) if hi > *lowest => {
+                    self.heap.pop();
+                }
+                _ => return,
+            }
+        }
+        self.heap.push(Reverse((hi, doc)));
+    }
+
+    fn harvest(self) -> Vec<(u64, DocAddress)> {
+        let segment_ord = self.segment_ord;
+        self.heap
+            .into_iter()
+            .map(|Reverse((hi, doc_id))| (hi, DocAddress::new(segment_ord, doc_id)))
+            .collect()
+    }
+}
+
+/// Opens the index and reads the position of its last commit; on any failure (missing,
+/// corrupt, another schema) it starts over with an empty index and no position.
+pub(super) fn open_or_create(dir: &Path) -> Result<(Index, Option<u64>), IndexError> {
+    match open_existing(dir) {
+        Ok(opened) => return Ok(opened),
+        Err(err) if dir.exists() => {
+            log::warn!(
+                "search index in {} is unusable ({err}); rebuilding it",
+                dir.display()
+            );
+        }
+        Err(_) => log::info!("no search index yet in {}; building it", dir.display()),
+    }
+    let io = |source| IndexError::Io {
+        path: dir.display().to_string(),
+        source,
+    };
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(io)?;
+    }
+    std::fs::create_dir_all(dir).map_err(io)?;
+    let index = Index::create_in_dir(dir, schema().0)?;
+    register_tokenizer(&index);
+    Ok((index, None))
+}
+
+fn open_existing(dir: &Path) -> Result<(Index, Option<u64>), IndexError> {
+    let index = Index::open_in_dir(dir)?;
+    if index.schema() != schema().0 {
+        return Err(tantivy::TantivyError::SchemaError("schema changed".into()).into());
+    }
+    register_tokenizer(&index);
+    // Opening a reader loads every segment: corrupt files show here.
+    let reader: IndexReader = index.reader()?;
+    let searcher = reader.searcher();
+    for segment in searcher.segment_readers() {
+        segment.fast_fields().u64("id_hi")?;
+    }
+    let position = index
+        .load_metas()?
+        .payload
+        .and_then(|p| p.parse::<u64>().ok());
+    Ok((index, position))
+}
+
+fn register_tokenizer(index: &Index) {
+    index.tokenizers().register(TOKENIZER, TrigramTokenizer);
+}

@@ -1,0 +1,382 @@
+//! The indexer thread: follows the change log into the tantivy index from its own position,
+//! commits what it applied with that position, publishes each commit as a [`Snapshot`], and
+//! trims the log behind it.
+
+use std::collections::VecDeque;
+use std::ops::ControlFlow;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::time::{Duration, Instant};
+
+use tantivy::{IndexReader, IndexWriter, ReloadPolicy, Term};
+
+use super::index::{DIR, Fields, IndexError, TantivyIndex, TantivyView, open_or_create, schema};
+use crate::domain::search::tokenizer::{fold_case, payload_text};
+use crate::domain::search::{SearchIndex, Snapshot};
+use crate::store::Store;
+use crate::store::changes::Replay;
+
+/// Longest time between index commits while changes are pending.
+const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
+/// Changes read from the log per transaction.
+const CHANGE_CHUNK: usize = 5_000;
+/// Changes applied before a commit even if [`COMMIT_INTERVAL`] has not passed, so that a
+/// large backlog is published (and the tail searches must check stays short) as it goes.
+const COMMIT_BATCH: usize = 50_000;
+/// Snapshots younger than this keep their change-log tail.
+const TRIM_LAG: Duration = Duration::from_secs(60);
+/// Most change-log entries removed in one transaction (bounds time holding the write lock).
+const TRIM_CHUNK: usize = 20_000;
+const WRITER_HEAP_BYTES: usize = 50_000_000;
+/// Records between two progress lines of a rebuild.
+const REBUILD_PROGRESS: u64 = 200_000;
+
+/// Wakes the indexer after a commit of the write path; never blocks.
+#[derive(Clone)]
+pub struct Notifier(SyncSender<Signal>);
+
+enum Signal {
+    Changed,
+    Shutdown,
+}
+
+impl Notifier {
+    pub fn changed(&self) {
+        // A full channel already holds a wake-up, which is all that is needed.
+        if let Err(TrySendError::Disconnected(_)) = self.0.try_send(Signal::Changed) {
+            log::debug!("search indexer is not running");
+        }
+    }
+
+    /// Asks the indexer to commit what it has and stop.
+    pub fn shutdown(&self) {
+        let _ = self.0.send(Signal::Shutdown);
+    }
+}
+
+pub struct IndexerThread(std::thread::JoinHandle<()>);
+
+impl IndexerThread {
+    pub fn join(self) {
+        if self.0.join().is_err() {
+            log::error!("the search indexer thread panicked");
+        }
+    }
+}
+
+/// Opens (or recreates) the index in `<data_dir>/search` and starts the indexer thread, which
+/// rebuilds or catches up first.
+///
+/// The indexer thread runs at `nice` (0 to 19) and creates the index writer itself, so that
+/// tantivy's indexing and merge threads, which inherit the nice value of the thread that
+/// starts them, run at it too: under CPU contention indexing gives way to requests and
+/// durable writes, and searches cover what it has not reached yet from the store.
+pub fn start(
+    data_dir: &Path,
+    store: Arc<dyn Store>,
+    nice: i32,
+) -> Result<(Arc<dyn SearchIndex>, Notifier, IndexerThread), IndexError> {
+    let dir = data_dir.join(DIR);
+    let (index, position) = open_or_create(&dir)?;
+    let reader = index
+        .reader_builder()
+        .reload_policy(ReloadPolicy::Manual)
+        .try_into()?;
+    let (_, fields) = schema();
+    let shared = Arc::new(TantivyIndex::starting());
+    let needs_rebuild = match position {
+        None => true,
+        Some(p) => is_behind_the_log(store.as_ref(), p)?,
+    };
+    let (tx, rx) = sync_channel(1);
+    let (started_tx, started_rx) = sync_channel(1);
+    let thread_shared = shared.clone();
+    let handle = std::thread::Builder::new()
+        .name("search-indexer".into())
+        .spawn(move || {
+            lower_priority(nice);
+            let writer = match index.writer_with_num_threads(1, WRITER_HEAP_BYTES) {
+                Ok(writer) => writer,
+                Err(err) => {
+                    let _ = started_tx.send(Err(err));
+                    return;
+                }
+            };
+            let _ = started_tx.send(Ok(()));
+            let indexer = Indexer {
+                store,
+                writer,
+                reader,
+                fields,
+                shared: thread_shared,
+                position: position.unwrap_or(0),
+                committed: VecDeque::new(),
+            };
+            indexer.run(needs_rebuild, &rx);
+        })
+        .map_err(|source| IndexError::Io {
+            path: dir.display().to_string(),
+            source,
+        })?;
+    let started = started_rx.recv().unwrap_or_else(|_| {
+        Err(tantivy::TantivyError::SystemError(
+            "the search indexer thread stopped before opening the index writer".into(),
+        ))
+    });
+    if let Err(err) = started {
+        let _ = handle.join();
+        return Err(err.into());
+    }
+    Ok((shared, Notifier(tx), IndexerThread(handle)))
+}
+
+/// Hands memory the indexing just freed back to the system (the server's allocator is
+/// mimalloc). tantivy's indexing thread allocates a term table of about 8 MB for the first
+/// document after a commit and frees it at the commit; mimalloc returns freed pages only when
+/// the thread that freed them allocates again after a delay, which an idle indexing thread
+/// never does, so an idle server kept ~8 MB more after its first write (docs/src/benchmarks.md).
+/// The cost is a few milliseconds of page faults the next time the table is allocated, once
+/// per commit at most, and only when the indexer has caught up.
+fn return_freed_memory() {
+    // SAFETY: mi_collect has no preconditions and may be called from any thread; where
+    // mimalloc is not the global allocator (tests of the library) it has nothing to do.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
+/// Sets the calling thread's nice value (Linux keeps one per thread; threads it starts
+/// inherit it). Failing to is logged, not fatal: indexing then runs at normal priority.
+fn lower_priority(nice: i32) {
+    if nice == 0 {
+        return;
+    }
+    if let Err(err) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice) {
+        log::warn!("could not lower the search indexer's priority to nice {nice}: {err}");
+    }
+}
+
+/// A saved position the log can no longer continue from (trimmed past it, or a store older
+/// than the index, as after a restore) means the index must be rebuilt.
+fn is_behind_the_log(store: &dyn Store, position: u64) -> Result<bool, IndexError> {
+    let log = store.change_log_bounds()?;
+    Ok(position < log.trimmed_upto || position > log.last)
+}
+
+struct Indexer {
+    store: Arc<dyn Store>,
+    writer: IndexWriter,
+    reader: IndexReader,
+    fields: Fields,
+    shared: Arc<TantivyIndex>,
+    /// The change-log sequence applied to the writer so far.
+    position: u64,
+    /// Recent commits, oldest first: when and up to which sequence.
+    committed: VecDeque<(Instant, u64)>,
+}
+
+impl Indexer {
+    fn run(mut self, needs_rebuild: bool, signals: &Receiver<Signal>) {
+        let ready = if needs_rebuild {
+            self.rebuild()
+        } else {
+            self.publish()
+        };
+        if let Err(err) = ready {
+            log::error!("{err}; searches scan the store until the index recovers");
+        }
+        let mut last_commit = Instant::now();
+        let mut since_commit = 0;
+        let mut backlog = false;
+        let mut stopping = false;
+        while !stopping {
+            // With a backlog, go on at once; otherwise wait for a write or the interval.
+            let signal = if backlog {
+                signals.try_recv().map_err(|e| match e {
+                    std::sync::mpsc::TryRecvError::Empty => RecvTimeoutError::Timeout,
+                    std::sync::mpsc::TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
+                })
+            } else {
+                signals.recv_timeout(COMMIT_INTERVAL)
+            };
+            match signal {
+                Ok(Signal::Shutdown) | Err(RecvTimeoutError::Disconnected) => stopping = true,
+                Ok(Signal::Changed) | Err(RecvTimeoutError::Timeout) => {}
+            }
+            let step = self.catch_up(COMMIT_BATCH).and_then(|applied| {
+                since_commit += applied;
+                backlog = applied == COMMIT_BATCH;
+                let due = last_commit.elapsed() >= COMMIT_INTERVAL
+                    || since_commit >= COMMIT_BATCH
+                    || stopping;
+                if (since_commit > 0 || self.uncommitted()) && due {
+                    last_commit = Instant::now();
+                    since_commit = 0;
+                    self.commit()?;
+                    self.trim()?;
+                    if !backlog {
+                        return_freed_memory();
+                    }
+                }
+                Ok(())
+            });
+            if let Err(err) = step {
+                log::error!("{err}; retrying");
+                std::thread::sleep(COMMIT_INTERVAL);
+            }
+        }
+        if let Err(err) = self.writer.wait_merging_threads() {
+            log::error!("search index merge at shutdown failed: {err}");
+        }
+    }
+
+    /// Whether the writer holds changes not yet committed.
+    fn uncommitted(&self) -> bool {
+        self.committed.back().map(|(_, p)| *p) != Some(self.position)
+    }
+
+    /// Indexes every record from scratch.
+    fn rebuild(&mut self) -> Result<(), IndexError> {
+        let started = Instant::now();
+        self.writer.delete_all_documents()?;
+        let mut rebuild = Rebuild {
+            indexer: self,
+            total: 0,
+            done: 0,
+            position: 0,
+            failed: None,
+        };
+        self.store.replay(&mut rebuild)?;
+        let Rebuild {
+            done,
+            position,
+            failed,
+            ..
+        } = rebuild;
+        if let Some(err) = failed {
+            return Err(err);
+        }
+        self.position = position;
+        self.commit()?;
+        log::info!(
+            "search index rebuilt: {done} records in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+
+    /// Applies at most `max` changes logged after `position`; returns how many.
+    fn catch_up(&mut self, max: usize) -> Result<usize, IndexError> {
+        let mut applied = 0;
+        while applied < max {
+            let changed = self
+                .store
+                .changed_records_after(self.position, CHANGE_CHUNK.min(max - applied))?;
+            for change in &changed {
+                let (partition, id) = (change.entry.partition, change.entry.record_id);
+                self.writer
+                    .delete_term(Term::from_field_bytes(self.fields.id, &id.to_be_bytes()));
+                if let Some(payload) = &change.payload {
+                    self.add(partition, id, payload)?;
+                }
+                self.position = change.entry.seq;
+            }
+            applied += changed.len();
+            if changed.is_empty() {
+                break;
+            }
+        }
+        Ok(applied)
+    }
+
+    /// Adds the document of a stored record.
+    fn add(&self, partition: u64, id: u128, payload: &[u8]) -> Result<(), IndexError> {
+        let text = fold_case(&payload_text(payload));
+        let f = self.fields;
+        let mut doc = tantivy::TantivyDocument::default();
+        doc.add_u64(f.partition, partition);
+        doc.add_bytes(f.id, &id.to_be_bytes());
+        doc.add_u64(f.id_hi, (id >> 64) as u64);
+        doc.add_u64(f.id_lo, id as u64);
+        doc.add_text(f.text, &text);
+        self.writer.add_document(doc)?;
+        Ok(())
+    }
+
+    /// Commits with the covered position as payload and publishes the new snapshot.
+    fn commit(&mut self) -> Result<(), IndexError> {
+        let mut prepared = self.writer.prepare_commit()?;
+        prepared.set_payload(&self.position.to_string());
+        prepared.commit()?;
+        self.committed.push_back((Instant::now(), self.position));
+        self.publish()
+    }
+
+    fn publish(&mut self) -> Result<(), IndexError> {
+        self.reader.reload()?;
+        self.shared.publish(Snapshot {
+            view: Some(Box::new(TantivyView::new(
+                self.reader.searcher(),
+                self.fields,
+            )?)),
+            position: self.position,
+        });
+        Ok(())
+    }
+
+    /// Drops change-log entries that no search can still need (see the module docs).
+    fn trim(&mut self) -> Result<(), IndexError> {
+        let mut upto = None;
+        while let Some((at, position)) = self.committed.front() {
+            if at.elapsed() < TRIM_LAG || self.committed.len() == 1 {
+                break;
+            }
+            upto = Some(*position);
+            self.committed.pop_front();
+        }
+        let Some(upto) = upto else { return Ok(()) };
+        let removed_all = self.store.trim_changes(upto, TRIM_CHUNK)? < TRIM_CHUNK;
+        if !removed_all {
+            // Come back to the rest at the next commit.
+            let due = Instant::now()
+                .checked_sub(TRIM_LAG)
+                .unwrap_or_else(Instant::now);
+            self.committed.push_front((due, upto));
+        }
+        Ok(())
+    }
+}
+
+/// A rebuild fed by [`Store::replay`]: every record into the writer, with progress in the log.
+struct Rebuild<'a> {
+    indexer: &'a Indexer,
+    total: u64,
+    done: u64,
+    /// The change-log sequence the replayed records cover.
+    position: u64,
+    /// Why the rebuild stopped early.
+    failed: Option<IndexError>,
+}
+
+impl Replay for Rebuild<'_> {
+    fn begin(&mut self, records: u64, position: u64) {
+        self.total = records;
+        self.position = position;
+        log::info!("search index: rebuilding from {records} stored records");
+    }
+
+    fn record(&mut self, partition: u64, record_id: u128, payload: &[u8]) -> ControlFlow<()> {
+        if let Err(err) = self.indexer.add(partition, record_id, payload) {
+            self.failed = Some(err);
+            return ControlFlow::Break(());
+        }
+        self.done += 1;
+        if self.done % REBUILD_PROGRESS == 0 {
+            log::info!(
+                "search index: rebuilt {} of {} records",
+                self.done,
+                self.total
+            );
+        }
+        ControlFlow::Continue(())
+    }
+}

@@ -1,0 +1,247 @@
+//! Search over the real index and store: the planner of `domain::search` with a tail the
+//! indexer has not reached.
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+
+use crate::core::clock::Timestamp;
+use crate::core::ids::RecordId;
+use crate::core::metrics::Metrics;
+use crate::domain::ingest::{Ingest, Write};
+use crate::domain::search::{MAX_SCANNED, SearchIndex, fold_case, parse_request, search_within};
+use crate::domain::webhooks::deliveries::Hooks;
+use crate::store::records::RecordWrite;
+use crate::store::{RedbStore, Store, partition_environment};
+use crate::workers::ingest;
+
+/// The searched partition, and another whose records must never show up.
+const P: u64 = 2;
+const OTHER: u64 = 3;
+const WORDS: [&str; 6] = ["zebra", "horse", "gamma", "delta", "omega", "Ärger"];
+
+/// Applies writes through the ingest writer, all submitted at once so that they share
+/// commits.
+fn write(runtime: &tokio::runtime::Runtime, ingest: &Ingest, ops: Vec<RecordWrite>) {
+    let writes = ops.into_iter().map(|op| {
+        let partition = match &op {
+            RecordWrite::Create { partition, .. }
+            | RecordWrite::Replace { partition, .. }
+            | RecordWrite::Delete { partition, .. } => *partition,
+        };
+        let hooks = Hooks {
+            endpoint_slug: "search-test".into(),
+            environment: partition_environment(partition),
+            at: Timestamp(0),
+            caller: None,
+        };
+        ingest.submit(Write { record: op, hooks })
+    });
+    for outcome in runtime.block_on(futures_util::future::join_all(writes)) {
+        outcome.expect("write applied");
+    }
+}
+
+fn create(p: u64, id: u128, payload: String) -> RecordWrite {
+    RecordWrite::Create {
+        partition: p,
+        id: RecordId(id),
+        payload: payload.into_bytes(),
+        idempotency: None,
+    }
+}
+
+/// A replace (`Some` payload) or a delete.
+fn edit(p: u64, id: u128, payload: Option<String>) -> RecordWrite {
+    match payload {
+        Some(payload) => RecordWrite::Replace {
+            partition: p,
+            id: RecordId(id),
+            updated_at: Timestamp((id >> 64) as i64),
+            payload: payload.into_bytes(),
+        },
+        None => RecordWrite::Delete {
+            partition: p,
+            id: RecordId(id),
+        },
+    }
+}
+
+fn payload(rng: &mut StdRng, n: usize, extra: &str) -> String {
+    let a = WORDS[rng.random_range(0..WORDS.len())];
+    let b = WORDS[rng.random_range(0..WORDS.len())];
+    format!(r#"{{"n":{n},"text":"{a} and {b}","tag":"{extra}"}}"#)
+}
+
+/// Record ids created at `micros`, with random low bits as `RecordId::generate` makes.
+fn id_at(rng: &mut StdRng, micros: u128) -> u128 {
+    (micros << 64) | u128::from(rng.random::<u64>())
+}
+
+/// Every record of `P` containing `q`, newest first, by reading the whole partition.
+fn brute_force(store: &dyn Store, q: &str) -> Vec<String> {
+    let q = fold_case(q);
+    let mut ids = Vec::new();
+    store
+        .read()
+        .expect("read")
+        .visit_newest_first(P, 0, u128::MAX, &mut |id, _, payload| {
+            if fold_case(&String::from_utf8_lossy(payload)).contains(&q) {
+                ids.push(RecordId(id).to_string());
+            }
+            ControlFlow::Continue(())
+        })
+        .expect("records");
+    ids
+}
+
+/// Pages through a search to its end; returns every id and the first page's JSON.
+fn search_all(
+    store: &dyn Store,
+    index: &dyn SearchIndex,
+    q: &str,
+    limit: usize,
+    budget: usize,
+) -> (Vec<String>, Value) {
+    let now = Timestamp(1_900_000_000 * 1_000_000);
+    let mut params = HashMap::from([
+        ("q".to_string(), q.to_string()),
+        ("start".to_string(), "2000-01-01".to_string()),
+        ("limit".to_string(), limit.to_string()),
+    ]);
+    let (mut ids, mut first) = (Vec::new(), None);
+    for _ in 0..10_000 {
+        let request = parse_request(&params, P, now).expect("valid request");
+        let text = search_within(store, index, P, &request, budget).expect("search");
+        let page: Value = serde_json::from_str(&text).expect("JSON page");
+        let data = page["data"].as_array().expect("data");
+        assert!(
+            data.len() <= limit,
+            "q={q:?}: {} records > limit {limit}",
+            data.len()
+        );
+        ids.extend(
+            data.iter()
+                .map(|r| r["id"].as_str().expect("id").to_string()),
+        );
+        let next = page["pagination"]["next_cursor"]
+            .as_str()
+            .map(str::to_string);
+        first.get_or_insert(page);
+        match next {
+            Some(cursor) => params.insert("cursor".to_string(), cursor),
+            None => return (ids, first.expect("a page")),
+        };
+    }
+    panic!("q={q:?} limit {limit} budget {budget}: paging does not end");
+}
+
+/// A long unindexed tail (creates, replaces and deletes after the index's snapshot):
+/// with any budget, paging gives exactly the matches, newest first, with no duplicates or
+/// gaps; a call that runs out of budget answers with fewer records and a `next_cursor`.
+#[test]
+fn a_tail_longer_than_the_budget_pages_exactly() {
+    let seed = rand::random::<u64>();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Arc::new(RedbStore::open(&dir.path().join("t.redb"), 1 << 22).expect("store"));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let (ingest, writer) = ingest::start(
+        store.clone(),
+        Arc::new(Metrics::default()),
+        Box::new(|_| {}),
+    )
+    .expect("ingest writer");
+
+    // Indexed: 80 records, and a few in the other partition.
+    let base = 1_700_000_000_000_000u128;
+    let old: Vec<u128> = (0..80).map(|i| id_at(&mut rng, base + i * 1000)).collect();
+    let mut writes: Vec<_> = old
+        .iter()
+        .enumerate()
+        .map(|(n, &id)| create(P, id, payload(&mut rng, n, "ancient")))
+        .collect();
+    writes.extend((0..5).map(|n| {
+        create(
+            OTHER,
+            id_at(&mut rng, base + n),
+            payload(&mut rng, n as usize, "ancient"),
+        )
+    }));
+    write(&runtime, &ingest, writes);
+    let (index, notifier, indexer) = super::start(dir.path(), store.clone(), 0).expect("index");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while index.snapshot().view.is_none() || index.snapshot().position == 0 {
+        assert!(Instant::now() < deadline, "the index was not built");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The indexer stops: everything from here on stays in the tail.
+    notifier.shutdown();
+    indexer.join();
+
+    // The tail: 150 creates (newer), replaces and deletes of old and new records, and
+    // writes to the other partition, in a few commits.
+    let fresh: Vec<u128> = (0..150)
+        .map(|i| id_at(&mut rng, base + 1_000_000 + i * 1000))
+        .collect();
+    for chunk in fresh.chunks(50) {
+        let writes: Vec<_> = chunk
+            .iter()
+            .enumerate()
+            .map(|(n, &id)| create(P, id, payload(&mut rng, n, "fresh")))
+            .collect();
+        write(&runtime, &ingest, writes);
+    }
+    let mut edits = Vec::new();
+    for &id in old.iter().step_by(4).chain(fresh.iter().step_by(9)) {
+        let payload = if rng.random_bool(0.4) {
+            None
+        } else {
+            Some(payload(&mut rng, 7, "edited"))
+        };
+        edits.push(edit(P, id, payload));
+    }
+    edits.push(create(
+        OTHER,
+        id_at(&mut rng, base + 2_000_000),
+        payload(&mut rng, 1, "fresh"),
+    ));
+    write(&runtime, &ingest, edits);
+
+    let store: &dyn Store = store.as_ref();
+    for q in [
+        "zebra", "ärger", "omega", "fresh", "ancient", "edited", "nomatchx", r#""n":1"#,
+    ] {
+        let expected = brute_force(store, q);
+        for (limit, budget) in [
+            (1, 1),
+            (3, 2),
+            (10, 7),
+            (4, 40),
+            (30, 1000),
+            (10, MAX_SCANNED),
+        ] {
+            let (ids, _) = search_all(store, index.as_ref(), q, limit, budget);
+            assert_eq!(
+                ids, expected,
+                "seed {seed}: q={q:?} limit {limit} budget {budget}"
+            );
+        }
+    }
+    // The bound at work: with a budget of 5, a query with no match answers at once with
+    // an empty page and a cursor below the part of the tail it checked.
+    let (ids, first) = search_all(store, index.as_ref(), "nomatchx", 10, 5);
+    assert!(ids.is_empty());
+    assert_eq!(first["data"].as_array().map(Vec::len), Some(0));
+    assert!(first["pagination"]["next_cursor"].is_string(), "{first}");
+
+    runtime.block_on(ingest.shutdown());
+    writer.join();
+}
