@@ -18,6 +18,10 @@
 #   THREADS      wrk threads             (default 2)
 #   ONLY         all | intake | ceiling  (default all)
 #   INTAKE_BIN   use this intake binary instead of building one (optional)
+#   RESULTS_FILE where to write the report (default benches/results/ingest-latest.md)
+#   RESULTS_JSON also write the key figures there as JSON (optional; benches/compare.sh
+#                reads them): intake_/ceiling_ rps, p50_ms, p99_ms, non2xx, requests,
+#                peak_rss_mb; intake_idle_rss_mb, intake_startup_ms, fsync_ms (null: skipped)
 #
 # All traffic goes to 127.0.0.1 only.
 set -euo pipefail
@@ -29,7 +33,7 @@ THREADS="${THREADS:-2}"
 # shellcheck source=benches/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 LUA="$ROOT/benches/post.lua"
-RESULTS_FILE="$ROOT/benches/results/ingest-latest.md"
+RESULTS_FILE="${RESULTS_FILE:-$ROOT/benches/results/ingest-latest.md}"
 
 choose_sides ceiling RUN_CEILING
 
@@ -200,6 +204,16 @@ REPORT="$WORK/report.md"
 } >"$REPORT"
 
 publish_report "$REPORT"
+
+FIGURES=()
+for name in intake ceiling; do
+  for figure in rps p50_ms p99_ms non2xx requests; do
+    FIGURES+=("${name}_$figure" "$(fig "$name.$figure")")
+  done
+  FIGURES+=("${name}_peak_rss_mb" "$(fig "$name.peak_mb")")
+done
+write_figures "${FIGURES[@]}" intake_idle_rss_mb "$I_IDLE_MB" intake_startup_ms "$I_STARTUP_MS" \
+  fsync_ms "$FSYNC_MS"
 
 I_NON2XX="$(fig intake.non2xx)"
 if [ -n "$I_NON2XX" ] && [ "$I_NON2XX" != 0 ]; then

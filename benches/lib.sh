@@ -76,6 +76,31 @@ kv() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
 proc_kb() { awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"; }
 kb_to_mb() { awk -v kb="$1" 'BEGIN { printf "%.1f", kb / 1024 }'; }
 
+# write_figures KEY VALUE...: when RESULTS_JSON is set, writes the pairs there as one JSON
+# object (numbers as numbers, empty values as null): a run's key figures for other programs
+# (benches/compare.sh).
+write_figures() {
+  [ -n "${RESULTS_JSON:-}" ] || return 0
+  python3 - "$RESULTS_JSON" "$@" <<'PY'
+import json, sys
+
+def value(text):
+    if text == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+pairs = sys.argv[2:]
+with open(sys.argv[1], "w") as f:
+    json.dump({k: value(v) for k, v in zip(pairs[::2], pairs[1::2])}, f, indent=1)
+    f.write("\n")
+PY
+}
+
 # ---------------------------------------------------------------- processes
 
 # run_bg CMD...: runs a helper in the background and waits for it, so that a signal to the

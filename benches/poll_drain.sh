@@ -30,6 +30,8 @@
 #   WARM              1: read the data dir into the OS page cache before the drain (default 0)
 #   INTAKE_BIN        use this intake binary instead of building one (optional)
 #   RESULTS_FILE      where to write the report (default benches/results/poll-latest.md)
+#   RESULTS_JSON      also write the key figures there as JSON (optional; benches/compare.sh
+#                     reads them): records_per_s, page_p50_ms, page_p99_ms, records, check
 #
 # All traffic goes to 127.0.0.1 only. Everything started here is stopped, and the temporary
 # directory (data dir included) removed, on any exit.
@@ -320,4 +322,6 @@ REPORT="$WORK/report.md"
 } >"$REPORT"
 
 publish_report "$REPORT"
+write_figures records_per_s "$DRAIN_RPS" page_p50_ms "$P50" page_p99_ms "$P99" \
+  records "$DRAINED" check "$VERDICT"
 [ "$VERDICT" = ok ] || { log "error: $VERDICT"; exit 1; }

@@ -33,6 +33,8 @@
 #                    (default force_custom_plan; auto or force_generic_plan)
 #   INTAKE_BIN   use this intake binary instead of building one (optional)
 #   RESULTS_FILE where to write the report (default benches/results/search-latest.md)
+#   RESULTS_JSON also write the key figures there as JSON (optional; benches/compare.sh
+#                reads them): p50 and p99 over all queries per side and client
 #
 # Needs python3 and curl; installs psycopg (pip), wrk and PostgreSQL (apt-get: wrk, postgresql,
 # postgresql-contrib) when they are missing. All traffic goes to 127.0.0.1 only. The
@@ -272,5 +274,5 @@ python3 "$BENCH_PY" report --meta "$DATA/meta.json" --load "$WORK/load.json" \
   --date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --commit "$REV" \
   --machine "$NPROC CPUs (nproc), $CPU_MODEL, ${MEM_GB} GiB RAM (RECORDS=$RECORDS, REPS=$REPS, ONLY=$ONLY)" \
   --elapsed "$ELAPSED" --loadavg "$LOADAVG_START" \
-  --out "$RESULTS_FILE"
+  --out "$RESULTS_FILE" ${RESULTS_JSON:+--json "$RESULTS_JSON"}
 log "written to ${RESULTS_FILE#"$ROOT"/}"
