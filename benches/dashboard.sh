@@ -24,34 +24,25 @@ set -euo pipefail
 ENTRIES="${ENTRIES:-10000}"
 DURATION="${DURATION:-10s}"
 CONNECTIONS="${CONNECTIONS:-4}"
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
-
-log() { echo "dashboard.sh: $*" >&2; }
-die() { log "$*"; exit 1; }
 # shellcheck source=benches/lib.sh
-. "$ROOT/benches/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
 ensure_wrk
 command -v curl >/dev/null || die "curl is needed"
 
-if [ -z "${INTAKE_BIN:-}" ]; then
-  log "building intake (release)"
-  cargo build --release --quiet
-  INTAKE_BIN="$ROOT/target/release/intake"
-fi
-
-DATA="$(mktemp -d)"
-SERVER_LOG="$DATA/serve.log"
+WORK="$(mktemp -d)"
+SERVER_LOG="$WORK/serve.log"
 PID=""
-cleanup() { [ -n "$PID" ] && stop_servers 50 "$PID"; rm -rf "$DATA"; }
+cleanup() { [ -n "$PID" ] && stop_servers 50 "$PID"; rm -rf "$WORK"; }
 trap cleanup EXIT
 
-INIT="$("$INTAKE_BIN" init --data-dir "$DATA/dir" --owner-email bench@example.com --json)"
+build_intake
+INIT="$("$INTAKE_BIN" init --data-dir "$WORK/dir" --owner-email bench@example.com --json)"
 field() { python3 -c "import json,sys; print(json.loads(sys.argv[1])$2)" "$1"; }
 TOKEN="$(field "$INIT" "['token']")"
 PASSWORD="$(field "$INIT" "['password']")"
 
-"$INTAKE_BIN" serve --data-dir "$DATA/dir" --listen 127.0.0.1:0 2>"$SERVER_LOG" &
+"$INTAKE_BIN" serve --data-dir "$WORK/dir" --listen 127.0.0.1:0 2>"$SERVER_LOG" &
 PID=$!
 LISTENING=""
 for _ in $(seq 1 100); do

@@ -31,37 +31,13 @@ const USAGE: &str = concat!(
 );
 
 fn main() -> ExitCode {
-    let addr = match support::listen_arg(DEFAULT_LISTEN, USAGE) {
-        Ok(addr) => addr,
-        Err(msg) => {
-            eprintln!("http_ceiling: {msg}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("failed to build the tokio multi-thread runtime");
-
-    let served: Result<(), String> = runtime.block_on(async move {
-        let accept = warp::post().and(warp::body::bytes()).map(|body: Bytes| {
-            // The body has been read in full; the ceiling keeps nothing.
-            drop(body);
-            warp::reply::with_status(
-                warp::reply::with_header(REPLY_BODY, "content-type", "application/json"),
-                StatusCode::ACCEPTED,
-            )
-        });
-
-        support::serve(addr, accept).await
+    let accept = warp::post().and(warp::body::bytes()).map(|body: Bytes| {
+        // The body has been read in full; the ceiling keeps nothing.
+        drop(body);
+        warp::reply::with_status(
+            warp::reply::with_header(REPLY_BODY, "content-type", "application/json"),
+            StatusCode::ACCEPTED,
+        )
     });
-
-    match served {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(msg) => {
-            eprintln!("http_ceiling: {msg}");
-            ExitCode::FAILURE
-        }
-    }
+    support::run("http_ceiling", DEFAULT_LISTEN, USAGE, accept)
 }

@@ -1,22 +1,125 @@
-# Helpers shared by the benchmark scripts. Source it after defining log() and die().
+# Helpers shared by the benchmark scripts. Source it first:
+#   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# It sets ROOT, the repo root, and makes it the working directory; it defines log and die
+# (prefixed with the script's name; a script may redefine log after sourcing). Helpers that
+# keep files use WORK, the script's temporary directory.
 # shellcheck shell=bash
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
 
 # INTAKE_BIN picks the binary to measure; it must not reach the server's environment, where
 # intake refuses INTAKE_* variables that name no config key.
 export -n INTAKE_BIN 2>/dev/null || true
 
-# Installs Debian's wrk when it is missing (through sudo when not root).
+HOST=127.0.0.1   # all benchmark traffic stays on the loopback
+BENCH_NAME="${0##*/}"
+log() { echo "$BENCH_NAME: $*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# choose_sides OTHER FLAG: for a benchmark of intake against OTHER, ONLY (default all) names
+# the sides to run: all, intake or OTHER. Sets RUN_INTAKE and the variable named FLAG (the
+# other side's) to 1 or 0; exits with status 2 on any other value.
+choose_sides() {
+  local other="$1" flag="$2"
+  case "${ONLY:=all}" in
+    all) RUN_INTAKE=1; printf -v "$flag" 1 ;;
+    intake) RUN_INTAKE=1; printf -v "$flag" 0 ;;
+    "$other") RUN_INTAKE=0; printf -v "$flag" 1 ;;
+    *) echo "$BENCH_NAME: ONLY must be all, intake or $other (got '$ONLY')" >&2; exit 2 ;;
+  esac
+}
+
+# ---------------------------------------------------------------- tools
+
+# require CMD...: dies unless every CMD is installed
+require() {
+  local cmd
+  for cmd in "$@"; do
+    command -v "$cmd" >/dev/null || die "$cmd is required"
+  done
+}
+
+# apt_install PKG...: installs Debian packages (through sudo when not root; apt-get update
+# once per run).
+APT_UPDATED=0
+apt_install() {
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || die "need to apt-get install $*, but we are not root (no sudo either)"
+    sudo="sudo"
+  fi
+  if [ "$APT_UPDATED" = 0 ]; then
+    $sudo apt-get update >&2
+    APT_UPDATED=1
+  fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y "$@" >&2
+}
+
+# Installs Debian's wrk when it is missing.
 ensure_wrk() {
   command -v wrk >/dev/null && return 0
   log "wrk not found; installing Debian's wrk"
-  local sudo=""
-  if [ "$(id -u)" -ne 0 ]; then
-    command -v sudo >/dev/null || die "wrk is missing and we are not root (no sudo either)"
-    sudo="sudo"
-  fi
-  $sudo apt-get update >&2
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y wrk >&2
+  apt_install wrk
   command -v wrk >/dev/null || die "wrk install failed"
+}
+
+# free_port -> a TCP port on the loopback that nothing listens on right now
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# kv FILE KEY -> the value of FILE's "KEY value" line (wrk scripts and state files write them)
+kv() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
+
+# proc_kb PID FIELD -> value in kB from /proc/PID/status (VmRSS, VmHWM)
+proc_kb() { awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"; }
+kb_to_mb() { awk -v kb="$1" 'BEGIN { printf "%.1f", kb / 1024 }'; }
+
+# write_figures KEY VALUE...: when RESULTS_JSON is set, writes the pairs there as one JSON
+# object (numbers as numbers, empty values as null): a run's key figures for other programs
+# (benches/compare.sh).
+write_figures() {
+  [ -n "${RESULTS_JSON:-}" ] || return 0
+  python3 - "$RESULTS_JSON" "$@" <<'PY'
+import json, sys
+
+def value(text):
+    if text == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+pairs = sys.argv[2:]
+with open(sys.argv[1], "w") as f:
+    json.dump({k: value(v) for k, v in zip(pairs[::2], pairs[1::2])}, f, indent=1)
+    f.write("\n")
+PY
+}
+
+# ---------------------------------------------------------------- processes
+
+# run_bg CMD...: runs a helper in the background and waits for it, so that a signal to the
+# script is handled at once (stop_child, in the exit trap, stops the helper).
+CHILD_PID=""
+run_bg() {
+  local rc=0
+  "$@" &
+  CHILD_PID=$!
+  wait "$CHILD_PID" || rc=$?
+  CHILD_PID=""
+  return "$rc"
+}
+
+# stop_child: for the exit trap: stops the helper run_bg is waiting for, if any.
+stop_child() {
+  [ -n "$CHILD_PID" ] || return 0
+  kill -TERM "$CHILD_PID" 2>/dev/null || true
+  wait "$CHILD_PID" 2>/dev/null || true
 }
 
 # stop_servers TENTHS PID...: SIGTERM every PID, give each up to TENTHS tenths of a second to
@@ -36,31 +139,89 @@ stop_servers() {
   done
 }
 
-# build_receiver WORK: builds benches/webhook_receiver.rs (release) and prints its path.
-build_receiver() {
-  local work="$1"
-  log "building the receiver (cargo bench --bench webhook_receiver --no-run)"
-  cargo bench --bench webhook_receiver --no-run --message-format=json-render-diagnostics \
-    >"$work/build.json"
-  python3 - "$work/build.json" <<'PY'
-import json, sys
-for line in open(sys.argv[1]):
-    if line.startswith("{"):
-        msg = json.loads(line)
-        if msg.get("target", {}).get("name") == "webhook_receiver" and msg.get("executable"):
-            print(msg["executable"])
-PY
+SERVER_PIDS=()   # servers started by start_server and not yet stopped
+SUPER_PIDS=()    # their supervisors (background jobs of this shell)
+
+# start_server NAME PORT TIMEOUT_S CMD...: starts CMD under benchlib.py's supervisor, which
+# times it from spawning to the first TCP connect to PORT (polled every 1 ms, for up to
+# TIMEOUT_S) and then waits for it; dies if it never listens. Sets SRV_PID, SRV_SUPER,
+# SRV_STARTUP_MS and SRV_LOG ($WORK/NAME.log, where the server's output goes).
+start_server() {
+  local name="$1" port="$2" timeout="$3"; shift 3
+  local state="$WORK/$name.state"
+  SRV_LOG="$WORK/$name.log"
+  rm -f "$state"
+  python3 "$ROOT/benches/benchlib.py" supervise "$HOST" "$port" "$timeout" "$state" "$SRV_LOG" "$@" &
+  SRV_SUPER=$!
+  SUPER_PIDS+=("$SRV_SUPER")
+  # The supervisor writes its state within TIMEOUT_S; 10 s more for Python itself.
+  for _ in $(seq 1 $(( timeout * 10 + 100 ))); do
+    [ -f "$state" ] && break
+    sleep 0.1
+  done
+  [ -f "$state" ] || die "$name: supervisor wrote no state"
+  SRV_PID="$(kv "$state" pid)"
+  SERVER_PIDS+=("$SRV_PID")
+  SRV_STARTUP_MS="$(kv "$state" startup_ms)"
+  if [ "$SRV_STARTUP_MS" = "failed" ]; then
+    log "$name: server did not accept connections on $HOST:$port; its log:"
+    cat "$SRV_LOG" >&2 || true
+    die "$name: server failed to start"
+  fi
+  log "$name: pid $SRV_PID listening on $HOST:$port after ${SRV_STARTUP_MS} ms"
 }
 
-# build_intake: builds the release binary unless INTAKE_BIN is set; prints its path.
-build_intake() {
-  if [ -n "${INTAKE_BIN:-}" ]; then
-    echo "$INTAKE_BIN"
-    return 0
+# stop_server NAME PID SUPERVISOR_PID TIMEOUT_S: SIGTERM, up to TIMEOUT_S for the server to
+# exit, then SIGKILL. Sets SRV_RC, its exit status (128+signal when a signal ended it).
+stop_server() {
+  local name="$1" pid="$2" super="$3" timeout="$4"
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 $(( timeout * 10 ))); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    log "$name: still running $timeout s after SIGTERM; sending SIGKILL"
+    kill -KILL "$pid" 2>/dev/null || true
   fi
-  log "building intake (cargo build --release --bins)"
-  cargo build --release --bins >&2
-  echo "$ROOT/target/release/intake"
+  SRV_RC=0
+  wait "$super" || SRV_RC=$?
+  log "$name: exited with status $SRV_RC"
+  forget_pid SERVER_PIDS "$pid"
+  forget_pid SUPER_PIDS "$super"
+}
+
+# forget_pid ARRAY PID: drop PID from the named array (it has been reaped)
+forget_pid() {
+  local -n arr="$1"
+  local kept=() p
+  for p in "${arr[@]}"; do
+    [ "$p" = "$2" ] || kept+=("$p")
+  done
+  arr=("${kept[@]}")
+}
+
+# cleanup_on_exit TENTHS [FUNCTION]: on any exit, Ctrl-C (status 130) and SIGTERM (143)
+# included: runs FUNCTION (what the script alone started), stops the helper run_bg waits for
+# and every server start_server started (TENTHS tenths of a second each, then SIGKILL), reaps
+# their supervisors and removes WORK (when the script has one).
+cleanup_on_exit() {
+  # shellcheck disable=SC2064  # the arguments are meant to be expanded now
+  trap "clean_up $1 ${2:-}" EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+
+clean_up() {
+  local tenths="$1" extra="${2:-}" pid
+  [ -z "$extra" ] || "$extra"
+  stop_child
+  stop_servers "$tenths" "${SERVER_PIDS[@]}"
+  for pid in "${SUPER_PIDS[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
+  [ -z "${WORK:-}" ] || rm -rf "$WORK"
 }
 
 # cpu_ticks PID -> user + system CPU ticks the process has used
@@ -82,4 +243,130 @@ wait_idle() {
     prev="$cur"
   done
   SETTLE_S=$(( $(date +%s) - t0 ))
+}
+
+# ---------------------------------------------------------------- builds
+
+# cargo_exe KIND NAME JSONFILE -> the executable of that target in cargo's JSON messages
+cargo_exe() {
+  python3 - "$1" "$2" "$3" <<'PY'
+import json, sys
+kind, name, path = sys.argv[1:4]
+exe = None
+for line in open(path):
+    line = line.strip()
+    if not line.startswith("{"):
+        continue
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        continue
+    if msg.get("reason") != "compiler-artifact":
+        continue
+    target = msg.get("target", {})
+    if target.get("name") == name and kind in target.get("kind", []) and msg.get("executable"):
+        exe = msg["executable"]
+print(exe or "")
+PY
+}
+
+# build_intake: sets INTAKE_BIN to the binary to measure: the one INTAKE_BIN names, or the
+# release binary built now (cargo build --release --bins). Dies unless it is executable.
+# Cargo prints JSON on stdout (the executable's path is read from it) and renders its
+# compiler messages on stderr as usual.
+build_intake() {
+  if [ -n "${INTAKE_BIN:-}" ]; then
+    log "using INTAKE_BIN=$INTAKE_BIN (no build)"
+  else
+    log "building intake (cargo build --release --bins)"
+    run_bg cargo build --release --bins --message-format=json-render-diagnostics \
+      >"$WORK/build-bins.json" || die "cargo build failed"
+    INTAKE_BIN="$(cargo_exe bin intake "$WORK/build-bins.json")"
+    [ -n "$INTAKE_BIN" ] || INTAKE_BIN="$ROOT/target/release/intake"
+  fi
+  [ -x "$INTAKE_BIN" ] || die "no intake binary at $INTAKE_BIN"
+}
+
+# build_bench NAME: builds the harness-less bench target benches/NAME.rs (release) and
+# prints its path.
+build_bench() {
+  local name="$1" exe
+  log "building $name (cargo bench --bench $name --no-run)"
+  cargo bench --bench "$name" --no-run --message-format=json-render-diagnostics \
+    >"$WORK/build-$name.json" || die "cargo bench --bench $name --no-run failed"
+  exe="$(cargo_exe bench "$name" "$WORK/build-$name.json")"
+  { [ -n "$exe" ] && [ -x "$exe" ]; } || die "could not find the $name executable in cargo's JSON output"
+  echo "$exe"
+}
+
+# ---------------------------------------------------------------- intake
+
+# init_intake DATA_DIR: intake init (owner bench@example.com) into DATA_DIR; sets TOKEN, the
+# owner's API token.
+init_intake() {
+  local dir="$1"
+  mkdir -p "$dir"
+  log "intake: init --data-dir $dir"
+  "$INTAKE_BIN" init --data-dir "$dir" --owner-email bench@example.com --json >"$WORK/init.json" \
+    || die "intake init failed; it printed: $(cat "$WORK/init.json")"
+  TOKEN="$(python3 -c 'import json,sys
+for line in open(sys.argv[1]):
+    line = line.strip()
+    if line.startswith("{"):
+        print(json.loads(line)["token"]); break' "$WORK/init.json")" \
+    || die "intake init printed no JSON with a token: $(cat "$WORK/init.json")"
+  [ -n "$TOKEN" ] || die "intake init printed no JSON line with a token; it printed: $(cat "$WORK/init.json")"
+}
+
+# create_endpoint ADDR: creates the endpoint "bench" through the management API of the intake
+# at ADDR with the owner's TOKEN; sets SLUG and SANDBOX_KEY.
+create_endpoint() {
+  local addr="$1" code
+  log "intake: creating endpoint 'bench'"
+  code="$(curl -s -o "$WORK/endpoint.json" -w '%{http_code}' -X POST "http://$addr/api/v1/manage/endpoints" \
+    -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"name":"bench"}')" || code=000
+  [ "$code" = 201 ] || die "intake: creating the endpoint answered $code: $(cat "$WORK/endpoint.json" 2>/dev/null || true)"
+  read -r SLUG SANDBOX_KEY < <(python3 -c 'import json,sys
+d = json.load(open(sys.argv[1]))
+if "slug" not in d and isinstance(d.get("endpoint"), dict):
+    d = d["endpoint"]
+print(d["slug"], d["sandbox_key"])' "$WORK/endpoint.json") \
+    || die "intake: endpoint answer lacks slug/sandbox_key: $(cat "$WORK/endpoint.json")"
+  { [ -n "${SLUG:-}" ] && [ -n "${SANDBOX_KEY:-}" ]; } || die "intake: empty slug or sandbox_key"
+}
+
+# ---------------------------------------------------------------- reports
+
+# machine_facts: sets NPROC, CPU_MODEL and REV (the commit, git describe) for a report.
+machine_facts() {
+  NPROC="$(nproc)"
+  CPU_MODEL="$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
+  [ -n "$CPU_MODEL" ] || CPU_MODEL="unknown"
+  REV="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+}
+
+# publish_report FILE: prints the Markdown report FILE and copies it to RESULTS_FILE.
+publish_report() {
+  mkdir -p "$(dirname "$RESULTS_FILE")"
+  cp "$1" "$RESULTS_FILE"
+  echo
+  cat "$1"
+  log "written to ${RESULTS_FILE#"$ROOT"/}"
+}
+
+# ---------------------------------------------------------------- webhook drivers
+
+# run_receiver_driver DRIVER RESULTS_FILE: builds intake (or takes INTAKE_BIN) and the webhook
+# receiver (benches/webhook_receiver.rs), then runs the Python driver benches/DRIVER with
+# both in a temporary directory that is removed on exit; the driver writes RESULTS_FILE.
+run_receiver_driver() {
+  local driver="$1" results="$2" receiver
+  require python3
+  ensure_wrk
+  WORK="$(mktemp -d "${TMPDIR:-/tmp}/intake-${driver%.py}.XXXXXX")"
+  cleanup_on_exit 50
+  build_intake
+  receiver="$(build_bench webhook_receiver)"
+  BENCH_DIR="$ROOT/benches" python3 "$ROOT/benches/$driver" \
+    --intake "$INTAKE_BIN" --receiver "$receiver" --work "$WORK" --results "$results"
 }

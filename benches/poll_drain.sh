@@ -30,6 +30,8 @@
 #   WARM              1: read the data dir into the OS page cache before the drain (default 0)
 #   INTAKE_BIN        use this intake binary instead of building one (optional)
 #   RESULTS_FILE      where to write the report (default benches/results/poll-latest.md)
+#   RESULTS_JSON      also write the key figures there as JSON (optional; benches/compare.sh
+#                     reads them): records_per_s, page_p50_ms, page_p99_ms, records, check
 #
 # All traffic goes to 127.0.0.1 only. Everything started here is stopped, and the temporary
 # directory (data dir included) removed, on any exit.
@@ -42,18 +44,12 @@ LOAD_CONNECTIONS="${LOAD_CONNECTIONS:-64}"
 RSS_INTERVAL="${RSS_INTERVAL:-0.25}"
 WARM="${WARM:-0}"
 IDLE_TIMEOUT="${IDLE_TIMEOUT:-900}"
-HOST=127.0.0.1
 
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$ROOT"
+# shellcheck source=benches/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 LOAD_LUA="$ROOT/benches/poll_load.lua"
 DRAIN_LUA="$ROOT/benches/poll_drain.lua"
 RESULTS_FILE="${RESULTS_FILE:-$ROOT/benches/results/poll-latest.md}"
-
-log() { echo "poll_drain.sh: $*" >&2; }
-die() { log "error: $*"; exit 1; }
-# shellcheck source=benches/lib.sh
-source "$ROOT/benches/lib.sh"
 
 case "$RECORDS" in ''|*[!0-9]*) die "RECORDS must be a positive integer (got '$RECORDS')" ;; esac
 [ "$RECORDS" -ge 1 ] || die "RECORDS must be at least 1"
@@ -63,49 +59,27 @@ case "$LIMIT" in ''|*[!0-9]*) die "LIMIT must be an integer from 1 to 100 (got '
 # ---------------------------------------------------------------- cleanup
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/intake-poll-bench.XXXXXX")"
-SERVER_PID=""    # intake serve
 WRK_PID=""       # a running wrk
 SAMPLER_PID=""   # the RSS sampling loop
 
 stop_pid() { # PID: SIGTERM, wait up to 15 s, then SIGKILL; reaps it (our child)
   local pid="$1"
   [ -n "$pid" ] || return 0
-  kill -TERM "$pid" 2>/dev/null || true
-  for _ in $(seq 1 150); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$pid" 2>/dev/null || true
+  stop_servers 150 "$pid"
   wait "$pid" 2>/dev/null || true
 }
 
-cleanup() {
+stop_helpers() {
   stop_pid "$SAMPLER_PID"
   stop_pid "$WRK_PID"
-  stop_pid "$SERVER_PID"
-  rm -rf "$WORK"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+cleanup_on_exit 150 stop_helpers
 
 # ---------------------------------------------------------------- tools
 
-command -v python3 >/dev/null || die "python3 is required"
-command -v curl >/dev/null || die "curl is required"
+require python3 curl
 
 ensure_wrk
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
-
-# kv FILE KEY -> value of a "key value" line
-kv() { awk -v k="$2" '$1 == k { print $2 }' "$1"; }
-
-# proc_kb PID FIELD -> value in kB from /proc/PID/status (VmRSS, VmHWM)
-proc_kb() { awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status"; }
-kb_to_mb() { awk -v kb="$1" 'BEGIN { printf "%.1f", kb / 1024 }'; }
 
 # read_bytes PID -> bytes the process has caused to be read from storage (not the page cache)
 read_bytes() { awk '$1 == "read_bytes:" { print $2 }' "/proc/$1/io"; }
@@ -144,81 +118,23 @@ stop_wrk() {
 
 # --------------------------------------------------------------- build
 
-# cargo_exe KIND NAME JSONFILE -> executable path of that target
-cargo_exe() {
-  python3 - "$1" "$2" "$3" <<'PY'
-import json, sys
-kind, name, path = sys.argv[1:4]
-exe = None
-for line in open(path):
-    line = line.strip()
-    if not line.startswith("{"):
-        continue
-    try:
-        msg = json.loads(line)
-    except ValueError:
-        continue
-    if msg.get("reason") != "compiler-artifact":
-        continue
-    target = msg.get("target", {})
-    if target.get("name") == name and kind in target.get("kind", []) and msg.get("executable"):
-        exe = msg["executable"]
-print(exe or "")
-PY
-}
-
-if [ -n "${INTAKE_BIN:-}" ]; then
-  log "using INTAKE_BIN=$INTAKE_BIN (no build)"
-else
-  log "building intake (cargo build --release --bins)"
-  cargo build --release --bins --message-format=json-render-diagnostics >"$WORK/build-bins.json"
-  INTAKE_BIN="$(cargo_exe bin intake "$WORK/build-bins.json")"
-  [ -n "$INTAKE_BIN" ] || INTAKE_BIN="$ROOT/target/release/intake"
-fi
-[ -x "$INTAKE_BIN" ] || die "no intake binary at $INTAKE_BIN"
+build_intake
 
 # --------------------------------------------------------------- server
 
 DATA_DIR="$WORK/data"
 CONFIG="$WORK/intake.toml"
-SERVER_LOG="$WORK/intake.log"
-mkdir -p "$DATA_DIR"
 printf '[poll]\nhold_back = "0s"\n' >"$CONFIG"
-
-log "intake: init --data-dir $DATA_DIR"
-"$INTAKE_BIN" init --data-dir "$DATA_DIR" --owner-email bench@example.com --json >"$WORK/init.json" \
-  || die "intake init failed; it printed: $(cat "$WORK/init.json")"
-TOKEN="$(python3 -c 'import json,sys
-for line in open(sys.argv[1]):
-    line = line.strip()
-    if line.startswith("{"):
-        print(json.loads(line)["token"]); break' "$WORK/init.json")" \
-  || die "intake init printed no JSON with a token: $(cat "$WORK/init.json")"
-[ -n "$TOKEN" ] || die "intake init printed no JSON line with a token: $(cat "$WORK/init.json")"
+init_intake "$DATA_DIR"
 
 PORT="$(free_port)"
 ADDR="$HOST:$PORT"
-"$INTAKE_BIN" serve --config "$CONFIG" --data-dir "$DATA_DIR" --listen "$ADDR" \
-  </dev/null >"$SERVER_LOG" 2>&1 &
-SERVER_PID=$!
-for _ in $(seq 1 300); do
-  curl -sf -o /dev/null "http://$ADDR/healthz" && break
-  kill -0 "$SERVER_PID" 2>/dev/null || { cat "$SERVER_LOG" >&2; die "intake serve exited at start"; }
-  sleep 0.1
-done
-curl -sf -o /dev/null "http://$ADDR/healthz" || { cat "$SERVER_LOG" >&2; die "intake serve is not answering on $ADDR"; }
-log "intake: pid $SERVER_PID listening on $ADDR (config: [poll] hold_back = \"0s\")"
+start_server intake "$PORT" 30 "$INTAKE_BIN" serve --config "$CONFIG" --data-dir "$DATA_DIR" --listen "$ADDR"
+SERVER_PID="$SRV_PID"; SERVER_SUPER="$SRV_SUPER"
+curl -sf -o /dev/null "http://$ADDR/healthz" || { cat "$SRV_LOG" >&2; die "intake serve is not answering on $ADDR"; }
+log "intake: config: [poll] hold_back = \"0s\""
 
-CODE="$(curl -s -o "$WORK/endpoint.json" -w '%{http_code}' -X POST "http://$ADDR/api/v1/manage/endpoints" \
-  -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{"name":"bench"}')" || CODE=000
-[ "$CODE" = 201 ] || die "intake: creating the endpoint answered $CODE: $(cat "$WORK/endpoint.json" 2>/dev/null || true)"
-read -r SLUG SANDBOX_KEY < <(python3 -c 'import json,sys
-d = json.load(open(sys.argv[1]))
-if "slug" not in d and isinstance(d.get("endpoint"), dict):
-    d = d["endpoint"]
-print(d["slug"], d["sandbox_key"])' "$WORK/endpoint.json") \
-  || die "intake: endpoint answer lacks slug/sandbox_key: $(cat "$WORK/endpoint.json")"
-{ [ -n "${SLUG:-}" ] && [ -n "${SANDBOX_KEY:-}" ]; } || die "intake: empty slug or sandbox_key"
+create_endpoint "$ADDR"
 DATA_PATH="/api/v1/data/$SLUG"
 POLL_ROUTE="$DATA_PATH/poll"
 
@@ -357,16 +273,7 @@ RSS_SERIES="$(awk 'NF == 2 { printf "%s%.0f", (n++ ? " " : ""), $2 / 1024 }' "$R
 
 # --------------------------------------------------------------- stop
 
-kill -TERM "$SERVER_PID" 2>/dev/null || true
-SERVER_RC=0
-for _ in $(seq 1 150); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$SERVER_PID" 2>/dev/null; then
-  log "intake: still running 15 s after SIGTERM; sending SIGKILL"
-  kill -KILL "$SERVER_PID" 2>/dev/null || true
-fi
-wait "$SERVER_PID" || SERVER_RC=$?
-SERVER_PID=""
-log "intake: exited with status $SERVER_RC"
+stop_server intake "$SERVER_PID" "$SERVER_SUPER" 15
 
 # --------------------------------------------------------------- report
 
@@ -381,10 +288,7 @@ PROBLEMS=()
 [ "${#PROBLEMS[@]}" = 0 ] || VERDICT="FAILED: $(IFS=';'; echo "${PROBLEMS[*]}")"
 
 mb() { kb_to_mb "$1"; }
-NPROC="$(nproc)"
-CPU_MODEL="$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
-[ -n "$CPU_MODEL" ] || CPU_MODEL="unknown"
-REV="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+machine_facts
 fmt_int() { LC_ALL=C awk -v n="$1" 'BEGIN { s = sprintf("%d", n); r = ""
   while (length(s) > 3) { r = "," substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) }
   print s r }'; }
@@ -414,12 +318,10 @@ REPORT="$WORK/report.md"
   echo "- client cost: $(D lua_ms_per_page) ms per page in poll_drain.lua's response() (counting and order check), the rest of the client is wrk's HTTP reading"
   echo "- RSS: $RSS_N samples every ${RSS_INTERVAL} s, from just before the first page to just after the last (MB): $RSS_SERIES"
   echo "- RSS idle before the load $(mb "$IDLE_KB") MB; peak over the whole run, load included (VmHWM) $(mb "$HWM_KB") MB"
-  echo "- intake exit status after SIGTERM: $SERVER_RC"
+  echo "- intake exit status after SIGTERM: $SRV_RC"
 } >"$REPORT"
 
-mkdir -p "$(dirname "$RESULTS_FILE")"
-cp "$REPORT" "$RESULTS_FILE"
-echo
-cat "$REPORT"
-log "written to ${RESULTS_FILE#"$ROOT"/}"
+publish_report "$REPORT"
+write_figures records_per_s "$DRAIN_RPS" page_p50_ms "$P50" page_p99_ms "$P99" \
+  records "$DRAINED" check "$VERDICT"
 [ "$VERDICT" = ok ] || { log "error: $VERDICT"; exit 1; }

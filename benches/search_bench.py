@@ -9,7 +9,8 @@
   time-pg      warm-up + timed runs of the query set against PostgreSQL
   time-native  the same queries through C clients: wrk (benches/search_wrk.lua) against
                intake, pgbench against PostgreSQL; every request's latency
-  report       the Markdown report from the JSON files of the steps above
+  report       the Markdown report from the JSON files of the steps above (with --json,
+               also p50 and p99 over all queries per side and client, as JSON)
 
 Every step writes one JSON file (--out) that `report` reads. Traffic goes to the
 host given (127.0.0.1 from search.sh) only.
@@ -635,9 +636,20 @@ def class_table(iq, pq, counts):
     return L
 
 
+def p50_p99(values):
+    """(p50, p99) of VALUES, nearest rank; (None, None) when there are none."""
+    return (percentile(values, 50), percentile(values, 99)) if values else (None, None)
+
+
+def overall(by_query):
+    """p50 and p99 (ms) over every request of every query of a {query: [ms]} dict: the
+    class table's **all** row, for RESULTS_JSON."""
+    figures = p50_p99([v for ms in by_query.values() for v in ms])
+    return {k: None if v is None else round(v, 3) for k, v in zip(("p50_ms", "p99_ms"), figures)}
+
+
 def row(label, hits, iv, pv):
-    i50, p50 = (percentile(iv, 50) if iv else None), (percentile(pv, 50) if pv else None)
-    i99, p99 = (percentile(iv, 99) if iv else None), (percentile(pv, 99) if pv else None)
+    (i50, i99), (p50, p99) = p50_p99(iv), p50_p99(pv)
     return (f"| {label} | {hits} | {fmt_ms(i50)} | {fmt_ms(p50)} | {ratio(i50, p50)} | "
             f"{fmt_ms(i99)} | {fmt_ms(p99)} | {ratio(i99, p99)} |")
 
@@ -653,6 +665,9 @@ def cmd_report(a):
     pgn = json.load(open(a.pg_native)) if a.pg_native and os.path.exists(a.pg_native) else None
     qs = search_queries.all_queries()
     counts = (ps or {}).get("counts", {})
+    intake_c, pg_c = ms_by_query(inn, "intake"), ms_by_query(pgn, "pg")
+    intake_py = {q: r["ms"] for q, r in (it or {}).get("queries", {}).items()}
+    pg_py = {q: r["ms"] for q, r in (pt or {}).get("queries", {}).items()}
 
     L = []
     L.append("## Search benchmark: intake vs PostgreSQL 15 + pg_trgm")
@@ -683,7 +698,7 @@ def cmd_report(a):
         L.append(f"### Latency per query class (ms), C clients: {(inn or {}).get('intake_client', '–')} "
                  f"for intake, {(pgn or {}).get('pg_client', '–')} for PostgreSQL")
         L.append("")
-        L += class_table(ms_by_query(inn, "intake"), ms_by_query(pgn, "pg"), counts)
+        L += class_table(intake_c, pg_c, counts)
         L.append("")
         native = inn or pgn
         L.append(f"Each query: its first {native['requests']} requests within "
@@ -701,8 +716,7 @@ def cmd_report(a):
         L.append("")
     L.append(f"### Latency per query class (ms), Python clients: {reps} rounds, answers decoded")
     L.append("")
-    L += class_table({q: r["ms"] for q, r in (it or {}).get("queries", {}).items()},
-                     {q: r["ms"] for q, r in (pt or {}).get("queries", {}).items()}, counts)
+    L += class_table(intake_py, pg_py, counts)
     L.append("")
     L.append("Ratio = intake / PostgreSQL (below 1 means intake is faster). p50 and p99 are "
              "nearest-rank percentiles over all of the class's requests.")
@@ -779,7 +793,6 @@ def cmd_report(a):
     L.append("")
     L.append("### Per query")
     L.append("")
-    in_q, pn_q = ms_by_query(inn, "intake"), ms_by_query(pgn, "pg")
     L.append("| class | q | PG hits | intake p50 (C) | PG p50 (C) | intake p50 | PG p50 | "
              "intake p99 | PG p99 | intake pages | PG plan |")
     L.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
@@ -787,8 +800,8 @@ def cmd_report(a):
         ir = it["queries"][q] if it else None
         pr = pt["queries"][q] if pt else None
         L.append(f"| {cls} | `{q}` | {counts.get(q, '–') if q not in counts else f'{counts[q]:,}'} | "
-                 f"{fmt_ms(percentile(in_q[q], 50) if q in in_q else None)} | "
-                 f"{fmt_ms(percentile(pn_q[q], 50) if q in pn_q else None)} | "
+                 f"{fmt_ms(percentile(intake_c[q], 50) if q in intake_c else None)} | "
+                 f"{fmt_ms(percentile(pg_c[q], 50) if q in pg_c else None)} | "
                  f"{fmt_ms(percentile(ir['ms'], 50) if ir else None)} | "
                  f"{fmt_ms(percentile(pr['ms'], 50) if pr else None)} | "
                  f"{fmt_ms(percentile(ir['ms'], 99) if ir else None)} | "
@@ -803,6 +816,12 @@ def cmd_report(a):
     with open(a.out, "w") as f:
         f.write(text)
     sys.stdout.write(text)
+    if a.json:
+        write_json(a.json, {
+            "records": meta["records"],
+            "c_clients": {"intake": overall(intake_c), "pg": overall(pg_c)},
+            "python_clients": {"intake": overall(intake_py), "pg": overall(pg_py)},
+        })
 
 
 def main():
@@ -866,6 +885,8 @@ def main():
     p.add_argument("--elapsed", default="")
     p.add_argument("--loadavg", default="")
     p.add_argument("--out", required=True)
+    p.add_argument("--json", help="also write p50 and p99 over all queries here, per side "
+                   "and client")
     p.set_defaults(fn=cmd_report)
 
     a = ap.parse_args()

@@ -16,8 +16,6 @@ have one request in flight whose write is committed but whose 202 is never read:
 add at most CONNECTIONS records and deliveries beyond the acknowledged ones.
 """
 
-import argparse
-import json
 import os
 import platform
 import re
@@ -26,7 +24,8 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from benchlib import call, free_port, wait_listening
+from benchlib import (call, driver_args, endpoint_with_webhook, start_intake, start_receiver,
+                      stopped_on_exit)
 
 BENCH_DIR = os.environ["BENCH_DIR"]
 DURATION = int(os.environ.get("DURATION", "600"))
@@ -76,76 +75,54 @@ def count_records(base, slug, key):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--intake", required=True)
-    ap.add_argument("--receiver", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--results", required=True)
-    args = ap.parse_args()
-
-    rport, iport = free_port(), free_port()
-    receiver = subprocess.Popen([args.receiver, "--listen", f"127.0.0.1:{rport}"],
-                                stderr=subprocess.DEVNULL)
-    wait_listening(rport, receiver, "receiver")
-    data_dir = os.path.join(args.work, "data")
-    init = json.loads(subprocess.check_output(
-        [args.intake, "init", "--data-dir", data_dir, "--owner-email", "soak@example.com",
-         "--json"]))
-    config = os.path.join(args.work, "intake.toml")
-    with open(config, "w") as f:
+    args = driver_args()
+    # Leaving the block stops intake and the receiver, whatever happened in it.
+    with stopped_on_exit() as procs:
+        receiver, receiver_url = start_receiver(args.receiver)
+        procs.append(receiver)
         # Hold-back 0: poll sees a record as soon as it is committed, so the final count is
         # exact without waiting a minute.
-        f.write("[webhooks]\nallow_private_targets = true\n[poll]\nhold_back = \"0s\"\n")
-    server_log = open(os.path.join(args.work, "intake.log"), "w")
-    intake = subprocess.Popen(
-        [args.intake, "serve", "--data-dir", data_dir, "--listen", f"127.0.0.1:{iport}",
-         "--config", config],
-        stderr=server_log, env=dict(os.environ, RUST_LOG="warn"))
-    wait_listening(iport, intake, "intake")
-    base = f"http://127.0.0.1:{iport}"
-    token = init["token"]
-    endpoint = call("POST", f"{base}/api/v1/manage/endpoints", token, {"name": "Soak"})
-    slug, key = endpoint["slug"], endpoint["sandbox_key"]
-    call("PUT", f"{base}/api/v1/manage/endpoints/{slug}/webhooks/sandbox", token,
-         {"url": f"http://127.0.0.1:{rport}/hook"})
-    since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        intake, base, token = start_intake(
+            args.intake, args.work,
+            "[webhooks]\nallow_private_targets = true\n[poll]\nhold_back = \"0s\"\n")
+        procs.append(intake)
+        slug, key = endpoint_with_webhook(base, token, f"{receiver_url}/hook")
+        since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    log(f"wrk: {CONNECTIONS} connections, {DELAY_MS} ms pause each, {DURATION} s")
-    env = dict(os.environ, INTAKE_KEY=key, SLUG=slug, DELAY_MS=str(DELAY_MS), SINCE=since)
-    wrk = subprocess.Popen(
-        ["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{DURATION}s", "--latency", "--timeout", "10s",
-         "-s", os.path.join(BENCH_DIR, "soak.lua"), base],
-        stdout=subprocess.PIPE, text=True, env=env)
-    samples = []
-    started = time.time()
-    while wrk.poll() is None:
-        time.sleep(SAMPLE)
-        if wrk.poll() is not None:
-            break
-        g = gauges(base)
-        samples.append((time.time() - started, rss_mb(intake.pid),
-                        g["intake_ingest_queue_depth"], g["intake_webhook_pending_deliveries"]))
-        if len(samples) % 12 == 0:
-            log("t=%4.0fs rss=%.0f MB queue=%d pending deliveries=%d" % samples[-1])
-    out = wrk.stdout.read()
-    stats = dict(line.split(" ", 1) for line in out.splitlines()
-                 if re.match(r"^[a-z0-9_]+ \S+$", line))
-    posts = int(stats["posts_ok"])
-    puts_deletes = int(stats["puts_and_deletes_ok"])
+        log(f"wrk: {CONNECTIONS} connections, {DELAY_MS} ms pause each, {DURATION} s")
+        env = dict(os.environ, INTAKE_KEY=key, SLUG=slug, DELAY_MS=str(DELAY_MS), SINCE=since)
+        wrk = subprocess.Popen(
+            ["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{DURATION}s", "--latency", "--timeout", "10s",
+             "-s", os.path.join(BENCH_DIR, "soak.lua"), base],
+            stdout=subprocess.PIPE, text=True, env=env)
+        procs.append(wrk)
+        samples = []
+        started = time.time()
+        while wrk.poll() is None:
+            time.sleep(SAMPLE)
+            if wrk.poll() is not None:
+                break
+            g = gauges(base)
+            samples.append((time.time() - started, rss_mb(intake.pid),
+                            g["intake_ingest_queue_depth"], g["intake_webhook_pending_deliveries"]))
+            if len(samples) % 12 == 0:
+                log("t=%4.0fs rss=%.0f MB queue=%d pending deliveries=%d" % samples[-1])
+        out = wrk.stdout.read()
+        stats = dict(line.split(" ", 1) for line in out.splitlines()
+                     if re.match(r"^[a-z0-9_]+ \S+$", line))
+        posts = int(stats["posts_ok"])
+        puts_deletes = int(stats["puts_and_deletes_ok"])
 
-    # Drain: every acknowledged write's delivery reaches the receiver.
-    deadline = time.time() + 300
-    while gauges(base)["intake_webhook_pending_deliveries"] > 0 and time.time() < deadline:
-        time.sleep(1)
-    delivered = call("GET", f"http://127.0.0.1:{rport}/stats")["count"]
-    stored = count_records(base, slug, key)
-    # wrk cannot tell a PUT's answer from a DELETE's; the server's counters can.
-    deletes = acknowledged(base, "DELETE", "/api/v1/data/{slug}/{record_id}")
-    server_posts = acknowledged(base, "POST", "/api/v1/data/{slug}")
-    final_rss = rss_mb(intake.pid)
-    intake.terminate()
-    intake.wait(timeout=60)
-    receiver.terminate()
+        # Drain: every acknowledged write's delivery reaches the receiver.
+        deadline = time.time() + 300
+        while gauges(base)["intake_webhook_pending_deliveries"] > 0 and time.time() < deadline:
+            time.sleep(1)
+        delivered = call("GET", f"{receiver_url}/stats")["count"]
+        stored = count_records(base, slug, key)
+        # wrk cannot tell a PUT's answer from a DELETE's; the server's counters can.
+        deletes = acknowledged(base, "DELETE", "/api/v1/data/{slug}/{record_id}")
+        server_posts = acknowledged(base, "POST", "/api/v1/data/{slug}")
+        final_rss = rss_mb(intake.pid)
 
     writes = posts + puts_deletes
     half = len(samples) // 2

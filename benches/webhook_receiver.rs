@@ -122,29 +122,10 @@ fn receiver(
 }
 
 fn main() -> ExitCode {
-    let addr = match support::listen_arg(DEFAULT_LISTEN, USAGE) {
-        Ok(addr) => addr,
-        Err(msg) => {
-            eprintln!("webhook_receiver: {msg}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(err) => {
-            eprintln!("webhook_receiver: cannot build the tokio runtime: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let arrivals = Arrivals::default();
-    match runtime.block_on(support::serve(addr, receiver(arrivals))) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(msg) => {
-            eprintln!("webhook_receiver: {msg}");
-            ExitCode::FAILURE
-        }
-    }
+    support::run(
+        "webhook_receiver",
+        DEFAULT_LISTEN,
+        USAGE,
+        receiver(Arrivals::default()),
+    )
 }

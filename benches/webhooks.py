@@ -16,19 +16,17 @@ answers 200 at once and notes each arrival's time and X-svc-Record-Id):
    commit and the 202), so it is an upper bound of "202 to receiver".
 """
 
-import argparse
-import json
 import os
 import platform
 import re
-import statistics
 import subprocess
 import sys
 import time
 import urllib.request
 from datetime import datetime, timezone
 
-from benchlib import call, free_port, wait_listening
+from benchlib import (call, driver_args, endpoint_with_webhook, start_intake, start_receiver,
+                      stopped_on_exit)
 
 ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 BENCH_DIR = os.environ["BENCH_DIR"]
@@ -81,47 +79,21 @@ def percentile(values, p):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--intake", required=True)
-    ap.add_argument("--receiver", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--results", required=True)
-    args = ap.parse_args()
+    args = driver_args()
     post_lua = os.path.join(BENCH_DIR, "post.lua")
     paced_lua = os.path.join(BENCH_DIR, "post_paced.lua")
-    procs = []
-    try:
-        rport = free_port()
-        receiver = f"http://127.0.0.1:{rport}"
-        rx = subprocess.Popen([args.receiver, "--listen", f"127.0.0.1:{rport}"], stderr=subprocess.DEVNULL)
+    webhooks = "[webhooks]\nallow_private_targets = true\n"
+    if os.environ.get("WORKERS"):
+        webhooks += f"workers = {int(os.environ['WORKERS'])}\n"
+    if os.environ.get("PER_TARGET"):
+        webhooks += f"per_target_concurrency = {int(os.environ['PER_TARGET'])}\n"
+    # Leaving the block stops intake and the receiver, whatever happened in it.
+    with stopped_on_exit() as procs:
+        rx, receiver = start_receiver(args.receiver)
         procs.append(rx)
-        wait_listening(rport, rx, "receiver")
-
-        data_dir = os.path.join(args.work, "data")
-        init = subprocess.run(
-            [args.intake, "init", "--data-dir", data_dir, "--owner-email", "bench@example.com", "--json"],
-            check=True, capture_output=True, text=True).stdout
-        token = next(json.loads(l) for l in init.splitlines() if l.startswith("{"))["token"]
-        iport = free_port()
-        webhooks = "[webhooks]\nallow_private_targets = true\n"
-        if os.environ.get("WORKERS"):
-            webhooks += f"workers = {int(os.environ['WORKERS'])}\n"
-        if os.environ.get("PER_TARGET"):
-            webhooks += f"per_target_concurrency = {int(os.environ['PER_TARGET'])}\n"
-        config = os.path.join(args.work, "intake.toml")
-        with open(config, "w") as f:
-            f.write(f'listen = "127.0.0.1:{iport}"\ndata_dir = "{data_dir}"\n{webhooks}')
-        server_log = open(os.path.join(args.work, "intake.log"), "w")
-        intake = subprocess.Popen([args.intake, "serve", "--config", config],
-                                  stdout=server_log, stderr=subprocess.STDOUT,
-                                  env=dict(os.environ, RUST_LOG="warn"))
+        intake, base, token = start_intake(args.intake, args.work, webhooks)
         procs.append(intake)
-        wait_listening(iport, intake, "intake")
-        base = f"http://127.0.0.1:{iport}"
-        ep = call("POST", f"{base}/api/v1/manage/endpoints", token, {"name": "bench"})
-        slug, key = ep["slug"], ep["sandbox_key"]
-        call("PUT", f"{base}/api/v1/manage/endpoints/{slug}/webhooks/sandbox", token,
-             {"url": f"{receiver}/hook"})
+        slug, key = endpoint_with_webhook(base, token, f"{receiver}/hook")
         data_url = f"{base}/api/v1/data/{slug}"
 
         log("phase 1: the receiver's ceiling")
@@ -151,14 +123,6 @@ def main():
         # Every write of the paced phase is delivered once (a 200 is never retried).
         ids = [l.split(" ", 1)[1] for l in lines]
         duplicates = len(ids) - len(set(ids))
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
 
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
                             text=True).stdout.strip()

@@ -1,10 +1,45 @@
-//! What the benchmark servers (`http_ceiling`, `webhook_receiver`) share: the `--listen`
-//! argument and stopping on SIGTERM or Ctrl-C.
+//! What the benchmark servers (`http_ceiling`, `webhook_receiver`) share: their whole `main`
+//! but the filter: the `--listen` argument, the runtime, and stopping on SIGTERM or Ctrl-C.
 
 use std::net::SocketAddr;
+use std::process::ExitCode;
+
+/// The `main` of the benchmark server `name`: the `--listen` argument (`default`; `--help`
+/// prints `usage`), a multi-thread tokio runtime, and `filter` served on it until SIGTERM or
+/// Ctrl-C. Errors go to stderr after `name: `; bad arguments exit with 2, the rest with 1.
+pub fn run<F>(name: &str, default: &str, usage: &str, filter: F) -> ExitCode
+where
+    F: warp::Filter + Clone + Send + Sync + 'static,
+    F::Extract: warp::Reply,
+{
+    let addr = match listen_arg(default, usage) {
+        Ok(addr) => addr,
+        Err(msg) => {
+            eprintln!("{name}: {msg}\n\n{usage}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("{name}: cannot build the tokio runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(serve(addr, filter)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("{name}: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// The `--listen ADDR` argument (or `default`); `--help` prints `usage` and exits.
-pub fn listen_arg(default: &str, usage: &str) -> Result<SocketAddr, String> {
+fn listen_arg(default: &str, usage: &str) -> Result<SocketAddr, String> {
     let mut listen = default.to_string();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -32,7 +67,7 @@ pub fn listen_arg(default: &str, usage: &str) -> Result<SocketAddr, String> {
 }
 
 /// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
+async fn shutdown_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -56,7 +91,7 @@ pub async fn shutdown_signal() {
 }
 
 /// Binds `addr`, says where on stderr, and serves `filter` until [`shutdown_signal`].
-pub async fn serve<F>(addr: SocketAddr, filter: F) -> Result<(), String>
+async fn serve<F>(addr: SocketAddr, filter: F) -> Result<(), String>
 where
     F: warp::Filter + Clone + Send + Sync + 'static,
     F::Extract: warp::Reply,
