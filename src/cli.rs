@@ -320,7 +320,7 @@ fn take_backup(remote: &RemoteArgs, to: &std::path::Path) -> Result<(), String> 
 
 /// `intake restore`: puts a backup in place of the data of a stopped server's data dir.
 fn restore(from: &std::path::Path, config: &Config, force: bool) -> Result<(), String> {
-    let manifest = backup::restore::<crate::store::redb::RedbStore>(from, &config.data_dir, force)
+    let manifest = backup::restore::<crate::store::EmbeddedFile>(from, &config.data_dir, force)
         .map_err(|e| e.to_string())?;
     println!(
         "Restored the backup of {} (intake {}, change sequence {}) into {}.",
@@ -335,8 +335,8 @@ fn restore(from: &std::path::Path, config: &Config, force: bool) -> Result<(), S
 
 fn init(config: &Config, owner_email: &str, json: bool) -> Result<(), String> {
     let (store, _sealer) = server::open_data_dir(config).map_err(|e| e.to_string())?;
-    let provisioned =
-        accounts::provision_owner(&store, &SystemClock, owner_email).map_err(|e| e.to_string())?;
+    let provisioned = accounts::provision_owner(store.as_ref(), &SystemClock, owner_email)
+        .map_err(|e| e.to_string())?;
     if json {
         let line = serde_json::to_string(&provisioned).map_err(|e| e.to_string())?;
         println!("{line}");

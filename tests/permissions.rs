@@ -242,7 +242,7 @@ fn production_key_from_store(s: &mut TestServer, slug: &str, account_id: u64) ->
             ..Default::default()
         };
         let (store, sealer) = intake::server::open_data_dir(&config).expect("open data dir");
-        let snapshot = intake::store::Store::read(&store).expect("read snapshot");
+        let snapshot = store.read().expect("read snapshot");
         let endpoint_id = snapshot
             .endpoint_id_by_slug(slug)
             .unwrap()

@@ -193,20 +193,3 @@ impl From<crate::core::crypto::CryptoError> for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// redb errors reach services through `?` as storage failures.
-macro_rules! store_errors {
-    ($($t:ty),*) => {$(
-        impl From<$t> for Error {
-            fn from(err: $t) -> Self {
-                StoreError::from(err).into()
-            }
-        }
-    )*};
-}
-store_errors!(
-    redb::TransactionError,
-    redb::TableError,
-    redb::StorageError,
-    redb::CommitError
-);

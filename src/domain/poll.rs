@@ -284,13 +284,12 @@ fn read_ahead(store: &dyn Store, partition: u64, after: u128, limit: usize) -> R
 mod tests {
     use super::*;
     use crate::core::clock::ManualClock;
-    use crate::store::RedbStore;
 
     #[tokio::test]
     async fn a_stopped_read_ahead_holds_no_store_and_starts_no_more() {
         let dir = tempfile::tempdir().unwrap();
         let store: Arc<dyn Store> =
-            Arc::new(RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap());
+            crate::store::open_embedded(&dir.path().join("t.redb"), 1 << 20, 0).unwrap();
         let read_ahead = ReadAhead::default();
         read_ahead.start(&store, 1, 0, LIMIT_MAX);
         read_ahead.stop().await;

@@ -316,7 +316,6 @@ mod tests {
     use super::*;
     use crate::core::clock::ManualClock;
     use crate::domain::handles::Unattended;
-    use crate::store::RedbStore;
 
     const NOW: Timestamp = Timestamp(1_800_000_000_000_000);
 
@@ -339,7 +338,7 @@ mod tests {
     #[tokio::test]
     async fn a_session_is_not_opened_with_a_password_changed_meanwhile() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap());
+        let store = crate::store::open_embedded(&dir.path().join("t.redb"), 1 << 20, 0).unwrap();
         let clock = Arc::new(ManualClock::new(NOW));
         let handles = Handles::new(store.clone(), clock.clone(), Arc::new(Unattended));
         let owner =

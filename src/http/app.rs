@@ -13,14 +13,14 @@ use crate::domain::poll::{InFlight, ReadAhead};
 use crate::domain::search::SearchIndex;
 use crate::domain::sessions::LoginThrottle;
 use crate::domain::usage::Usage;
-use crate::store::RedbStore;
+use crate::store::Store;
 use crate::workers::mail::Mailer;
 use crate::workers::request_log::RequestLog;
 use crate::workers::webhooks::dispatch::Dispatcher;
 
 pub struct App {
     pub config: Config,
-    pub store: Arc<RedbStore>,
+    pub store: Arc<dyn Store>,
     /// The store, the clock and the after-commit path, as services take them.
     pub handles: Handles,
     pub endpoints: Endpoints,

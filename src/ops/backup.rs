@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::core::clock::Timestamp;
 use crate::core::config::{REQUEST_LOG_FILE, STORE_FILE};
 use crate::core::crypto::{self, MASTER_KEY_FILE};
+use crate::store::Store;
 use crate::store::StoreError;
 use crate::store::backup::{BackupSource, StoreFile};
 
@@ -80,11 +81,16 @@ pub struct Manifest {
 /// written beside `out` under a temporary name and renamed when complete, so `out` is either
 /// a whole backup or absent (or the file it replaces).
 pub fn write(
-    store: &dyn BackupSource,
+    store: &dyn Store,
     data_dir: &Path,
     out: &Path,
     now: Timestamp,
 ) -> Result<Manifest, BackupError> {
+    let store = store.backup_source().ok_or_else(|| {
+        BackupError::Refused(
+            "this store is kept by a database server: back it up with that server's tools".into(),
+        )
+    })?;
     let partial = sibling(out, ".partial");
     let copy = sibling(out, ".store.partial");
     // Leftovers of a crashed backup: the store would open the copy and add to it, and the
@@ -193,7 +199,7 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
 /// open at its start: the management API streams it, and nothing is left behind however the
 /// download ends.
 pub fn write_unnamed(
-    store: &dyn BackupSource,
+    store: &dyn Store,
     dir: &Path,
     now: Timestamp,
 ) -> Result<(File, Manifest), BackupError> {
@@ -228,7 +234,7 @@ pub fn save(archive: &mut dyn Read, to: &Path) -> Result<u64, BackupError> {
 /// A backup into the configured folder (SIGUSR1), named by its time, then deletes all but
 /// the newest `keep` backups there. Returns the new backup's path.
 pub fn write_scheduled(
-    store: &dyn BackupSource,
+    store: &dyn Store,
     data_dir: &Path,
     dir: &Path,
     keep: usize,

@@ -51,7 +51,8 @@ use crate::domain::retention;
 use crate::domain::sessions::{self, LoginLimiter};
 use crate::domain::usage::Usage;
 use crate::server::tls::{Tls, TlsError};
-use crate::store::{RedbStore, StoreError};
+use crate::store::request_log::RequestLogStore;
+use crate::store::{self, Store, StoreError};
 use crate::workers::request_log::RequestLog;
 use crate::workers::search;
 use crate::workers::webhooks::dispatch::{DispatchParts, Dispatcher};
@@ -81,25 +82,29 @@ pub enum ServerError {
 }
 
 /// Opens the store of a data dir, creating the folder (mode 0700) if needed.
-pub fn open_data_dir(config: &Config) -> Result<(RedbStore, Sealer), ServerError> {
+pub fn open_data_dir(config: &Config) -> Result<(Arc<dyn Store>, Sealer), ServerError> {
     let dir = &config.data_dir;
     create_private_dir(dir).map_err(|source| ServerError::Io {
         context: format!("cannot create data dir {}", dir.display()),
         source,
     })?;
-    let store = RedbStore::open(&config.db_path(), config.storage.cache_mb * 1024 * 1024)?
-        .reserve_free_space(config.storage.min_free_bytes());
+    let store = store::open_embedded(
+        &config.db_path(),
+        config.storage.cache_mb * 1024 * 1024,
+        config.storage.min_free_bytes(),
+    )?;
     let sealer = Sealer::load_or_create(dir)?;
     Ok((store, sealer))
 }
 
 /// Opens the request-log store of a data dir (see `request_log`).
-fn open_request_log(config: &Config) -> Result<RedbStore, ServerError> {
+fn open_request_log(config: &Config) -> Result<Arc<dyn RequestLogStore>, ServerError> {
     // The log is written in batches and read a page at a time: a small cache serves it.
-    Ok(
-        RedbStore::open_request_log(&config.request_log_path(), 8 * 1024 * 1024)?
-            .reserve_free_space(config.storage.min_free_bytes()),
-    )
+    Ok(store::open_embedded_request_log(
+        &config.request_log_path(),
+        8 * 1024 * 1024,
+        config.storage.min_free_bytes(),
+    )?)
 }
 
 /// The after-commit path of this node: wakes its workers and clears its access cache.
@@ -199,7 +204,6 @@ impl RunningServer {
 /// Opens the data dir, starts the workers and binds the listener.
 pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServer, ServerError> {
     let (store, sealer) = open_data_dir(&config)?;
-    let store = Arc::new(store);
     // Certificate problems stop the start before anything listens.
     let tls = match &config.tls {
         Some(tls_config) => Some(Arc::new(Tls::load(tls_config, &config.data_dir)?)),
@@ -271,7 +275,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         })
     })
     .map_err(spawn_err)?;
-    let log_store = Arc::new(open_request_log(&config)?);
+    let log_store = open_request_log(&config)?;
     let (request_log, log_thread) =
         RequestLog::start(log_store, clock.clone(), config.request_log.retention)
             .map_err(spawn_err)?;

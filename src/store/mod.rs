@@ -38,6 +38,9 @@ pub mod webhooks;
 
 pub use rows::*;
 
+use std::path::Path;
+use std::sync::Arc;
+
 use crate::core::clock::Timestamp;
 
 /// A store failed, or holds something it cannot read. Never a refusal of a request: those are
@@ -160,6 +163,38 @@ pub trait Store:
 
     /// The gauges of `GET /metrics` as of `now`.
     fn gauges(&self, now: Timestamp) -> Result<StoreGauges, StoreError>;
+
+    /// How to copy this store into a backup archive: `None` for a store kept by a database
+    /// server, which its own tools back up.
+    fn backup_source(&self) -> Option<&dyn backup::BackupSource>;
+}
+
+/// The embedded store's file at rest (restore checks it): redb's.
+pub type EmbeddedFile = self::redb::RedbStore;
+
+/// Opens (or creates) the embedded store file at `path` (`intake.redb`) with `cache_bytes` of
+/// page cache; writes are refused while its file system has less than `min_free` bytes free
+/// (0: no reserve).
+pub fn open_embedded(
+    path: &Path,
+    cache_bytes: usize,
+    min_free: u64,
+) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(Arc::new(
+        self::redb::RedbStore::open(path, cache_bytes)?.reserve_free_space(min_free),
+    ))
+}
+
+/// Opens (or creates) the embedded request log at `path` (`requests.redb`), like
+/// [`open_embedded`].
+pub fn open_embedded_request_log(
+    path: &Path,
+    cache_bytes: usize,
+    min_free: u64,
+) -> Result<Arc<dyn request_log::RequestLogStore>, StoreError> {
+    Ok(Arc::new(
+        self::redb::RedbStore::open_request_log(path, cache_bytes)?.reserve_free_space(min_free),
+    ))
 }
 
 /// Runs `work` in one durable write transaction of `store`; returns its value and what the
@@ -191,9 +226,3 @@ pub fn write<T, E: From<StoreError>>(
         None => Err(StoreError::Abandoned.into()),
     }
 }
-
-// Transitional, while services move onto the traits above: the redb store and its tables.
-pub use self::redb::{
-    RedbStore, RedbWrite, decode_record, encode_record, from_json, next_id, read_counter,
-    tables::*, to_json, write_counter,
-};

@@ -12,7 +12,7 @@ use intake::core::config::Config;
 use intake::core::crypto::Sealer;
 use intake::domain::handles::{Handles, Unattended};
 use intake::server::RunningServer;
-use intake::store::RedbStore;
+use intake::store::Store;
 use tokio::runtime::Runtime;
 
 use super::{OWNER_EMAIL, ServerClient};
@@ -42,7 +42,7 @@ impl InProcessServer {
     pub fn start_with(
         toml: &str,
         now: Timestamp,
-        prepare: impl FnOnce(&RedbStore, &Sealer),
+        prepare: impl FnOnce(&dyn Store, &Sealer),
     ) -> InProcessServer {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = Config::parse(toml).expect("config");
@@ -52,10 +52,13 @@ impl InProcessServer {
         // redb opens a file once: provision the owner, close the store, then serve.
         let owner = {
             let (store, sealer) = intake::server::open_data_dir(&config).expect("open data dir");
-            let owner =
-                intake::domain::accounts::provision_owner(&store, clock.as_ref(), OWNER_EMAIL)
-                    .expect("provision owner");
-            prepare(&store, &sealer);
+            let owner = intake::domain::accounts::provision_owner(
+                store.as_ref(),
+                clock.as_ref(),
+                OWNER_EMAIL,
+            )
+            .expect("provision owner");
+            prepare(store.as_ref(), &sealer);
             owner
         };
         let (runtime, server) = serve(&config, &clock);
@@ -101,7 +104,7 @@ impl InProcessServer {
     pub fn stopped<T>(&mut self, f: impl FnOnce(&Handles, &Sealer) -> T) -> T {
         self.stop();
         let (store, sealer) = intake::server::open_data_dir(&self.config).expect("open data dir");
-        let handles = Handles::new(Arc::new(store), self.clock.clone(), Arc::new(Unattended));
+        let handles = Handles::new(store, self.clock.clone(), Arc::new(Unattended));
         f(&handles, &sealer)
     }
 

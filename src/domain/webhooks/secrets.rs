@@ -226,7 +226,7 @@ mod tests {
     use crate::core::clock::ManualClock;
     use crate::domain::endpoints::NewEndpoint;
     use crate::domain::handles::Unattended;
-    use crate::store::{RedbStore, Role};
+    use crate::store::Role;
 
     const T0: Timestamp = Timestamp(1_767_225_600_000_000);
 
@@ -240,7 +240,7 @@ mod tests {
         fn new() -> Fixture {
             let dir = tempfile::tempdir().unwrap();
             let store =
-                Arc::new(RedbStore::open(&dir.path().join("intake.redb"), 1 << 20).unwrap());
+                crate::store::open_embedded(&dir.path().join("intake.redb"), 1 << 20, 0).unwrap();
             let sealer = Sealer::load_or_create(dir.path()).unwrap();
             let clock = Arc::new(ManualClock::new(T0));
             let handles = Handles::new(store, clock, Arc::new(Unattended));

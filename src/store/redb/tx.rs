@@ -123,4 +123,8 @@ impl Store for RedbStore {
     fn gauges(&self, now: Timestamp) -> Result<StoreGauges, StoreError> {
         self.read_gauges(now)
     }
+
+    fn backup_source(&self) -> Option<&dyn crate::store::backup::BackupSource> {
+        Some(self)
+    }
 }

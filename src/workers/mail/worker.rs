@@ -343,8 +343,8 @@ mod tests {
     #[test]
     fn purge_keeps_queued_and_recent_messages() {
         let dir = tempfile::tempdir().unwrap();
-        let redb = crate::store::RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap();
-        let store: &dyn Store = &redb;
+        let opened = crate::store::open_embedded(&dir.path().join("t.redb"), 1 << 20, 0).unwrap();
+        let store: &dyn Store = opened.as_ref();
         let old = Timestamp(1_000_000);
         let cutoff = old.plus(Duration::from_secs(1));
         let rows = [

@@ -17,7 +17,7 @@ use crate::domain::ingest::{Ingest, Write};
 use crate::domain::search::{MAX_SCANNED, SearchIndex, fold_case, parse_request, search_within};
 use crate::domain::webhooks::deliveries::Hooks;
 use crate::store::records::RecordWrite;
-use crate::store::{RedbStore, Store, partition_environment};
+use crate::store::{Store, partition_environment};
 use crate::workers::ingest;
 
 /// The searched partition, and another whose records must never show up.
@@ -149,7 +149,7 @@ fn a_tail_longer_than_the_budget_pages_exactly() {
     let seed = rand::random::<u64>();
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().expect("temp dir");
-    let store = Arc::new(RedbStore::open(&dir.path().join("t.redb"), 1 << 22).expect("store"));
+    let store = crate::store::open_embedded(&dir.path().join("t.redb"), 1 << 22, 0).expect("store");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
