@@ -16,5 +16,162 @@
 pub mod api;
 pub mod app;
 pub mod dashboard;
+pub mod error;
 pub mod forwarded;
 pub mod openapi;
+pub mod reply;
+pub mod request;
+pub mod session;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use http::HeaderMap;
+use warp::Filter;
+use warp::reply::Response;
+
+use crate::core::ids::new_request_id;
+use crate::domain::error::Result;
+use crate::store::RequestLogRow;
+use api::CallLog;
+use api::routes::Route;
+use app::App;
+use request::{BodyStream, MAX_DATA_BODY, PeerAddr, Request, body_bytes};
+
+/// The whole API as one warp filter.
+pub fn filter(
+    app: Arc<App>,
+) -> impl Filter<Extract = (Response,), Error = warp::Rejection> + Clone + Send + Sync + 'static {
+    let query = warp::query::raw().or(warp::any().map(String::new)).unify();
+    warp::any()
+        .map(move || app.clone())
+        .and(warp::method())
+        .and(warp::path::full())
+        .and(query)
+        .and(warp::header::headers_cloned())
+        .and(warp::body::stream())
+        .and(warp::ext::optional::<PeerAddr>())
+        .then(
+            |app: Arc<App>,
+             method,
+             path: warp::path::FullPath,
+             query,
+             headers: HeaderMap,
+             body,
+             peer: Option<PeerAddr>| async move {
+                let body: BodyStream = Box::pin(body_bytes(body));
+                let client =
+                    peer.map(|p| forwarded::client_address(p.0, &headers, &app.config.http));
+                let request = Request {
+                    client,
+                    method,
+                    path: path.as_str().to_string(),
+                    query,
+                    headers,
+                    body,
+                    received_at: app.clock.now(),
+                    body_deadline: tokio::time::Instant::now() + app.config.http.body_timeout,
+                    request_id: new_request_id(),
+                };
+                handle(&app, request).await
+            },
+        )
+}
+
+/// Routes, runs and logs one request.
+pub async fn handle(app: &App, mut req: Request) -> Response {
+    let started = Instant::now();
+    let path = std::mem::take(&mut req.path);
+    let route = Route::resolve(&path);
+    let template = route.as_ref().map_or("(unmatched)", Route::template);
+    let mut call_log = CallLog::default();
+    let result = respond(app, route, &mut req, &mut call_log).await;
+    let mut response = match result {
+        Ok(response) => response,
+        Err(err) => error::response(&err, &req.request_id),
+    };
+    if let Ok(value) = http::HeaderValue::from_str(&req.request_id) {
+        response.headers_mut().insert("x-request-id", value);
+    }
+    // A handler may answer without reading the body (a 413, a route that takes none). The
+    // connection can only carry the next request once the body is consumed; otherwise say
+    // that it closes, as HTTP/1.1 requires, instead of dropping it unannounced.
+    if !reply::drain_buffered(&mut req.body, MAX_DATA_BODY) {
+        response.headers_mut().insert(
+            http::header::CONNECTION,
+            http::HeaderValue::from_static("close"),
+        );
+    }
+    let elapsed = started.elapsed();
+    let status = response.status();
+    app.metrics
+        .observe_request(template, req.method.as_str(), status.as_u16(), elapsed);
+    log::info!(
+        "{} {} {} {} {:.3}ms",
+        req.request_id,
+        req.method,
+        template,
+        status.as_u16(),
+        elapsed.as_secs_f64() * 1000.0
+    );
+    if let (Some(partition), Some(environment)) = (call_log.partition, call_log.environment) {
+        app.request_log.record(
+            partition,
+            RequestLogRow {
+                time: req.received_at,
+                method: req.method.to_string(),
+                route: template.to_string(),
+                status: status.as_u16(),
+                key_id: call_log.key_id,
+                latency_us: u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+                environment,
+                request_id: req.request_id.clone(),
+            },
+        );
+    }
+    response
+}
+
+/// The dashboard's paths go to the dashboard, every other route to the API.
+async fn respond(
+    app: &App,
+    route: Option<Route<'_>>,
+    req: &mut Request,
+    call_log: &mut CallLog,
+) -> Result<Response> {
+    match route {
+        Some(Route::Dashboard { path }) => {
+            Route::Dashboard { path }.check_method(&req.method)?;
+            Ok(dashboard::handle(app, req, path).await)
+        }
+        route => api::dispatch(app, route, req, call_log).await,
+    }
+}
+
+/// Whether `path` is the dashboard's (`/dashboard...`, `/invitations/{token}`).
+pub fn is_dashboard_path(path: &str) -> bool {
+    path == "/dashboard" || path.starts_with("/dashboard/") || path.starts_with("/invitations/")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_dashboard_owns_its_paths_only() {
+        for path in [
+            "/dashboard",
+            "/dashboard/",
+            "/dashboard/endpoints/x",
+            "/invitations/inv_1",
+        ] {
+            assert!(super::is_dashboard_path(path), "{path}");
+        }
+        for path in [
+            "/dashboards",
+            "/api/v1/invitations/inv_1",
+            "/healthz",
+            "/invitations",
+        ] {
+            assert!(!super::is_dashboard_path(path), "{path}");
+        }
+    }
+}

@@ -37,7 +37,6 @@ use crate::domain::endpoints::{AccessCache, Endpoints};
 use crate::domain::handles::{AfterCommit, Handles};
 use crate::domain::ingest::purge_expired_idempotency;
 use crate::domain::poll::{InFlight, ReadAhead};
-use crate::http::api;
 use crate::http::app::App;
 use crate::http::dashboard::Dashboard;
 use crate::ops::backup::{self, BackupError};
@@ -384,7 +383,7 @@ async fn serve(
     let (http1, http2) = (builder.clone().http1_only(), builder.http2_only());
     let header_timeout = app.config.http.header_timeout;
     let connections = Arc::new(Semaphore::new(app.config.http.max_connections));
-    let service = warp::service(api::filter(app));
+    let service = warp::service(crate::http::filter(app));
     let graceful = GracefulShutdown::new();
     loop {
         // At the connection cap, stop accepting until one closes: waiting clients queue in
@@ -413,7 +412,7 @@ async fn serve(
                 let inner = TowerToHyperService::new(service.clone());
                 let with_peer = hyper::service::service_fn(
                     move |mut req: http::Request<hyper::body::Incoming>| {
-                        req.extensions_mut().insert(api::PeerAddr(peer.ip()));
+                        req.extensions_mut().insert(crate::http::request::PeerAddr(peer.ip()));
                         hyper::service::Service::call(&inner, req)
                     },
                 );

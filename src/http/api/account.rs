@@ -1,20 +1,20 @@
 //! Handlers for logging in, the caller's own account, tokens and notifications, accounts
 //! administration, and invitation links.
 
-use http::{HeaderValue, StatusCode, header};
+use http::StatusCode;
 use warp::reply::Response;
 
-use super::Request;
-use super::manage::{
-    body, caller, caller_session, cookie_request_from_this_origin, id_param, optional_body,
-};
-use super::reply::{self, cookie};
+use super::manage::{body, caller, caller_session, cookie_request_from_this_origin, optional_body};
 use crate::domain::accounts::{self, AccountView};
 use crate::domain::collaborators::Acceptor;
 use crate::domain::error::{Error, Result};
 use crate::domain::notifications;
 use crate::domain::sessions::{self, COOKIE};
 use crate::http::app::App;
+use crate::http::reply::id_param;
+use crate::http::reply::{self, cookie};
+use crate::http::request::Request;
+use crate::http::session::{open_session, set_cookie};
 use crate::store::AccountRow;
 
 /// `POST /api/v1/auth/login`: checks e-mail and password, sets the session cookie.
@@ -54,31 +54,6 @@ fn with_session(
     let mut response = reply::json(status, value);
     set_cookie(app, &mut response, &opened.token, max_age);
     response
-}
-
-/// The session cookie: HttpOnly (no script can read it), SameSite=Strict (no other site can
-/// make the browser send it, which is the CSRF defence), Secure when served over https.
-pub(crate) fn set_cookie(app: &App, response: &mut Response, value: &str, max_age: u64) {
-    let secure = if app.config.secure_cookies() {
-        "; Secure"
-    } else {
-        ""
-    };
-    let text =
-        format!("{COOKIE}={value}; Path=/; HttpOnly; SameSite=Strict; Max-Age={max_age}{secure}");
-    if let Ok(v) = HeaderValue::from_str(&text) {
-        response.headers_mut().append(header::SET_COOKIE, v);
-    }
-}
-
-/// Opens a session (with the configured lifetime) for an account that just proved who it is.
-pub(crate) fn open_session(app: &App, account: AccountRow) -> Result<sessions::Opened> {
-    sessions::open(
-        &app.handles,
-        app.clock.now(),
-        app.config.accounts.session_ttl,
-        account,
-    )
 }
 
 /// `POST /api/v1/auth/logout`: ends the session and clears the cookie.

@@ -6,11 +6,11 @@ use http::HeaderValue;
 use warp::Reply;
 use warp::reply::Response;
 
-use super::Request;
 use super::manage::caller;
 use crate::domain::accounts;
 use crate::domain::error::{Error, Result};
 use crate::http::app::App;
+use crate::http::request::Request;
 use crate::ops::backup;
 
 pub async fn create(app: &App, req: &mut Request) -> Result<Response> {

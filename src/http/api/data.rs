@@ -10,8 +10,7 @@
 use http::{Method, StatusCode};
 use warp::reply::Response;
 
-use super::reply::{self, bearer, query_params, read_body, require_json};
-use super::{CallLog, MAX_DATA_BODY, Request};
+use super::CallLog;
 use crate::core::clock::Timestamp;
 use crate::core::crypto::{key_id, secret_hash};
 use crate::domain::endpoints::DataAccess;
@@ -21,6 +20,8 @@ use crate::domain::records;
 use crate::domain::search;
 use crate::domain::webhooks::deliveries::{self, Hooks};
 use crate::http::app::App;
+use crate::http::reply::{self, bearer, query_params, read_body, require_json};
+use crate::http::request::{MAX_DATA_BODY, Request};
 use crate::store::{Environment, Permission, partition};
 
 pub async fn handle(

@@ -11,12 +11,12 @@
 use http::StatusCode;
 use warp::reply::Response;
 
-use super::Request;
 use super::manage::caller;
-use super::reply::{self, bearer};
 use crate::domain::error::{Error, Result};
 use crate::http::app::App;
 use crate::http::openapi;
+use crate::http::reply::{self, bearer};
+use crate::http::request::Request;
 use crate::store::{EndpointRow, Environment};
 
 /// `GET /api/v1/openapi.json`.

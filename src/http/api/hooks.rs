@@ -4,13 +4,14 @@
 use http::{Method, StatusCode};
 use warp::reply::Response;
 
-use super::Request;
-use super::manage::{body, caller, id_param};
-use super::reply::{self, query_params};
+use super::manage::{body, caller};
 use crate::domain::error::{Missing, Result};
 use crate::domain::records::parse_record_id;
 use crate::domain::webhooks::{log, owner};
 use crate::http::app::App;
+use crate::http::reply::id_param;
+use crate::http::reply::{self, query_params};
+use crate::http::request::Request;
 use crate::store::{Environment, partition};
 
 /// `GET`, `PUT`, `PATCH` and `DELETE /api/v1/manage/endpoints/{slug}/webhooks/{environment}`

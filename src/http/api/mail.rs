@@ -5,14 +5,14 @@ use http::StatusCode;
 use serde::Deserialize;
 use warp::reply::Response;
 
-use super::Request;
 use super::manage::{caller, optional_body};
-use super::reply::{self, query_params};
 use crate::core::cursor;
 use crate::domain::accounts;
 use crate::domain::error::{Error, Result};
 use crate::domain::mail;
 use crate::http::app::App;
+use crate::http::reply::{self, query_params};
+use crate::http::request::Request;
 use crate::store::AccountRow;
 
 /// The outbox is the server's: only its owner account sees it.

@@ -4,14 +4,16 @@
 use http::{Method, StatusCode};
 use warp::reply::Response;
 
-use super::reply::{self, bearer, cookie, parse_json, query_params, read_body, require_json};
-use super::{MAX_MANAGE_BODY, Request};
 use crate::domain::accounts;
 use crate::domain::audit;
 use crate::domain::deploy;
 use crate::domain::error::{Error, Missing, Result};
 use crate::domain::sessions;
 use crate::http::app::App;
+use crate::http::reply::{
+    self, bearer, cookie, id_param, parse_json, query_params, read_body, require_json,
+};
+use crate::http::request::{MAX_MANAGE_BODY, Request};
 use crate::store::{AccountRow, Environment, partition};
 use crate::workers::request_log;
 
@@ -47,7 +49,7 @@ pub fn caller_session(req: &Request) -> Option<&str> {
 pub fn cookie_request_from_this_origin(app: &App, req: &Request) -> Result<()> {
     let safe = req.method == Method::GET || req.method == Method::HEAD;
     let public_url = app.config.public_url.as_deref();
-    if safe || crate::http::dashboard::security::same_origin(&req.headers, public_url) {
+    if safe || crate::http::session::same_origin(&req.headers, public_url) {
         Ok(())
     } else {
         Err(Error::CrossSiteRequest)
@@ -71,11 +73,6 @@ pub async fn optional_body<T: serde::de::DeserializeOwned + Default>(
     }
     require_json(&req.headers)?;
     parse_json(&bytes)
-}
-
-/// A numeric id in a path; anything else names nothing (404).
-pub fn id_param(text: &str, what: Missing) -> Result<u64> {
-    text.parse().map_err(|_| Error::NotFound(what))
 }
 
 /// `GET` and `POST /api/v1/manage/endpoints`.

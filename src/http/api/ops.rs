@@ -5,11 +5,12 @@ use http::StatusCode;
 use subtle::ConstantTimeEq;
 use warp::reply::Response;
 
-use super::{Request, reply};
 use crate::core::crypto::sha256;
 use crate::domain::error::{Error, Result};
 use crate::domain::health::{self, Vitals, WriterState};
 use crate::http::app::App;
+use crate::http::reply;
+use crate::http::request::Request;
 
 /// What the health checks look at, from the running server.
 fn vitals(app: &App) -> Vitals<'_> {

@@ -60,7 +60,7 @@ impl<'a> Route<'a> {
     pub fn resolve(path: &'a str) -> Option<Route<'a>> {
         // The dashboard's pages (`/dashboard/...`, `/invitations/{token}`) have a router of
         // their own (`dashboard::router`).
-        if crate::http::dashboard::owns(path) {
+        if crate::http::is_dashboard_path(path) {
             return Some(Route::Dashboard { path });
         }
         let path = path.strip_suffix('/').unwrap_or(path);

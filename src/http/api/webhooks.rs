@@ -5,12 +5,12 @@
 use http::StatusCode;
 use warp::reply::Response;
 
-use super::Request;
 use super::manage::caller;
-use super::reply;
 use crate::domain::error::Result;
 use crate::domain::webhooks::secrets;
 use crate::http::app::App;
+use crate::http::reply;
+use crate::http::request::Request;
 use crate::store::Environment;
 
 /// `GET .../webhook-secrets/{environment}`.

@@ -13,10 +13,10 @@ use crate::domain::accounts;
 use crate::domain::collaborators::{Acceptance, Acceptor, InvitationPreview};
 use crate::domain::error::Error;
 use crate::domain::sessions::{self, Login, Opened};
-use crate::http::api::Request;
-use crate::http::api::account::{open_session, set_cookie};
-use crate::http::api::reply::query_params;
 use crate::http::app::App;
+use crate::http::reply::query_params;
+use crate::http::request::Request;
+use crate::http::session::{open_session, set_cookie};
 
 /// The CSRF token for a logged-out visitor's form, and the cookie to set when it is new.
 struct VisitorCsrf {
@@ -121,7 +121,7 @@ pub async fn login(app: &App, req: &mut Request) -> Outcome {
             | Error::TooManyLoginAttempts { .. }
             | Error::AccountSuspended),
         ) => {
-            let (status, _) = crate::http::api::error::status_and_code(&err);
+            let (status, _) = crate::http::error::status_and_code(&err);
             req.query = format!(
                 "next={}",
                 form_urlencoded::byte_serialize(form.text("next").as_bytes()).collect::<String>()

@@ -12,9 +12,9 @@ use crate::domain::collaborators::{
     CollaboratorView, InvitationView, NewInvitation, PermissionsChange,
 };
 use crate::domain::error::Missing;
-use crate::http::api::Request;
-use crate::http::api::manage::id_param;
 use crate::http::app::App;
+use crate::http::reply::id_param;
+use crate::http::request::Request;
 use crate::store::Permission;
 
 /// One checkbox of a Permissions editor.

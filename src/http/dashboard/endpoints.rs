@@ -10,8 +10,8 @@ use super::visitor::{User, signed_in, user_form};
 use crate::domain::deploy::{self, Note};
 use crate::domain::endpoints::{EndpointPatch, EndpointView, NewEndpoint};
 use crate::domain::webhooks::secrets::{self, SecretView};
-use crate::http::api::Request;
 use crate::http::app::App;
+use crate::http::request::Request;
 use crate::store::Environment;
 
 /// The header of every tab of an endpoint: name, badges, base URL, tabs.

@@ -3,8 +3,8 @@
 use http::header;
 
 use crate::domain::error::{Error, Result};
-use crate::http::api::reply::read_body;
-use crate::http::api::{MAX_MANAGE_BODY, Request};
+use crate::http::reply::read_body;
+use crate::http::request::{MAX_MANAGE_BODY, Request};
 
 /// The fields of a posted form, in order; a name may repeat (checkboxes).
 pub struct Form {

@@ -8,8 +8,8 @@ use super::page::{Layout, Outcome, redirect, render};
 use super::visitor::{signed_in, user_form};
 use crate::domain::error::{Error, Missing};
 use crate::domain::webhooks::owner::{self, OwnerWebhookConfig, OwnerWebhookView};
-use crate::http::api::Request;
 use crate::http::app::App;
+use crate::http::request::Request;
 use crate::store::Environment;
 
 /// One environment's settings form.

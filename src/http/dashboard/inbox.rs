@@ -9,10 +9,10 @@ use crate::domain::accounts;
 use crate::domain::error::Missing;
 use crate::domain::mail::{self, MailView};
 use crate::domain::notifications::{self, NotificationView};
-use crate::http::api::Request;
-use crate::http::api::manage::id_param;
-use crate::http::api::reply::query_params;
 use crate::http::app::App;
+use crate::http::reply::id_param;
+use crate::http::reply::query_params;
+use crate::http::request::Request;
 
 /// Messages per page of the outbox.
 const MAIL_PER_PAGE: usize = 50;

@@ -40,8 +40,8 @@ use crate::core::clock::Timestamp;
 use crate::core::config::Config;
 use crate::domain::accounts;
 use crate::domain::error::Result;
-use crate::http::api::Request;
 use crate::http::app::App;
+use crate::http::request::Request;
 use crate::store::Store;
 use setup::{SETUP_TTL, SetupLink};
 
@@ -74,11 +74,6 @@ impl Dashboard {
     }
 }
 
-/// Whether `path` is the dashboard's (the router gives it to [`handle`]).
-pub fn owns(path: &str) -> bool {
-    path == "/dashboard" || path.starts_with("/dashboard/") || path.starts_with("/invitations/")
-}
-
 /// Answers one dashboard request: a page, a redirect, an asset, or an error page; always
 /// with the security headers. Pages are never cached (they show keys and secrets).
 pub async fn handle(app: &App, req: &mut Request, path: &str) -> Response {
@@ -92,27 +87,4 @@ pub async fn handle(app: &App, req: &mut Request, path: &str) -> Response {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     response
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn owns_its_paths_only() {
-        for path in [
-            "/dashboard",
-            "/dashboard/",
-            "/dashboard/endpoints/x",
-            "/invitations/inv_1",
-        ] {
-            assert!(super::owns(path), "{path}");
-        }
-        for path in [
-            "/dashboards",
-            "/api/v1/invitations/inv_1",
-            "/healthz",
-            "/invitations",
-        ] {
-            assert!(!super::owns(path), "{path}");
-        }
-    }
 }

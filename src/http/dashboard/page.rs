@@ -8,8 +8,8 @@ use warp::reply::Response;
 
 use super::assets;
 use crate::domain::error::Error;
-use crate::http::api::Request;
-use crate::http::api::error::status_and_code;
+use crate::http::error::status_and_code;
+use crate::http::request::Request;
 
 /// Why a page could not be shown.
 #[derive(Debug)]
@@ -112,7 +112,7 @@ impl Pager {
 /// The message of a `?done=` code set by a redirect after a successful form post. Only these
 /// fixed texts can appear, so a link cannot put words on the page.
 pub fn flash(req: &Request) -> Option<&'static str> {
-    let params = crate::http::api::reply::query_params(&req.query);
+    let params = crate::http::reply::query_params(&req.query);
     Some(match params.get("done")?.as_str() {
         "created" => "Endpoint created.",
         "saved" => "Changes saved.",

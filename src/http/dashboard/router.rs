@@ -6,8 +6,8 @@ use http::Method;
 use super::endpoints::{self, DeployStep};
 use super::page::{Failure, Outcome};
 use super::{assets, auth, collaborators, hooks, inbox, logs, testpage};
-use crate::http::api::Request;
 use crate::http::app::App;
+use crate::http::request::Request;
 use crate::store::Environment;
 
 /// Routes one dashboard request (`path` without its query).

@@ -19,9 +19,9 @@ use super::endpoints::EndpointHead;
 use super::page::{Failure, Layout, Outcome, render};
 use super::visitor::{signed_in, user_form};
 use crate::domain::error::Error;
-use crate::http::api::Request;
 use crate::http::app::App;
 use crate::http::openapi::{self, DATA_TAG, EndpointInfo, examples};
+use crate::http::request::Request;
 use crate::store::Environment;
 
 /// One parameter of an operation, as the document declares it.
@@ -333,7 +333,7 @@ pub async fn authorize(app: &App, req: &mut Request, slug: &str) -> Outcome {
         Verdict::Authorized => json!({ "authorized": true }),
         Verdict::Refused(message) => json!({ "authorized": false, "message": message }),
     };
-    Ok(crate::http::api::reply::json(StatusCode::OK, &answer))
+    Ok(crate::http::reply::json(StatusCode::OK, &answer))
 }
 
 #[cfg(test)]

@@ -8,9 +8,9 @@ use crate::domain::accounts;
 use crate::domain::error::Error;
 use crate::domain::notifications;
 use crate::domain::sessions;
-use crate::http::api::Request;
-use crate::http::api::reply::cookie;
 use crate::http::app::App;
+use crate::http::reply::cookie;
+use crate::http::request::Request;
 use crate::store::AccountRow;
 
 /// A logged-in account and the CSRF token of its forms.
@@ -86,7 +86,7 @@ pub async fn visitor_form(app: &App, req: &mut Request) -> Result<Form, Failure>
 }
 
 async fn checked_form(app: &App, req: &mut Request, secret: &str) -> Result<Form, Failure> {
-    if !security::same_origin(&req.headers, app.config.public_url.as_deref()) {
+    if !crate::http::session::same_origin(&req.headers, app.config.public_url.as_deref()) {
         return Err(Failure::Csrf);
     }
     let form = Form::read(req).await?;

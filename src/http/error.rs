@@ -108,7 +108,7 @@ pub fn response(err: &Error, request_id: &str) -> Response {
         }
         other => other.to_string(),
     };
-    let mut response = super::reply::json(
+    let mut response = crate::http::reply::json(
         status,
         &Body {
             error: Detail {

@@ -8,8 +8,8 @@ use http::{HeaderMap, StatusCode, header};
 use serde::Serialize;
 use warp::reply::Response;
 
-use super::{BodyStream, Request};
 use crate::domain::error::{Error, Result};
+use crate::http::request::{BodyStream, Request};
 
 /// A JSON response.
 pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
@@ -151,4 +151,9 @@ pub fn drain_buffered(body: &mut BodyStream, limit: usize) -> bool {
             Some(Some(Err(_))) | None => return false,
         }
     }
+}
+
+/// A numeric id in a path; anything else names nothing (404).
+pub fn id_param(text: &str, what: crate::domain::error::Missing) -> Result<u64> {
+    text.parse().map_err(|_| Error::NotFound(what))
 }
