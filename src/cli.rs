@@ -10,7 +10,7 @@ use crate::core::clock::SystemClock;
 use crate::core::config::{Config, TlsConfig};
 use crate::core::log_output;
 use crate::domain::accounts;
-use crate::ops::backup;
+use crate::domain::backup;
 use crate::server;
 use crate::server::notify::{self, notify};
 

@@ -19,7 +19,6 @@ pub mod cli;
 pub mod core;
 pub mod domain;
 pub mod http;
-pub mod ops;
 pub mod server;
 pub mod store;
 pub mod workers;

@@ -28,11 +28,15 @@
 //! - [`webhooks`]: owner and caller webhooks: the deliveries a write makes, the owner's
 //!   settings, the delivery log and redelivery, Standard Webhooks signing, the signing
 //!   secrets with their 24-hour changeover.
+//! - [`backup`]: backup archives (a snapshot of the store, the key-encryption key, a
+//!   manifest), scheduled backups with rotation, and restoring into a stopped server's data
+//!   dir.
 //! - [`error`]: the service error.
 //! - [`handles`]: the handles every service is given.
 
 pub mod accounts;
 pub mod audit;
+pub mod backup;
 pub mod collaborators;
 pub mod deploy;
 pub mod endpoints;

@@ -8,10 +8,10 @@ use warp::reply::Response;
 
 use super::manage::caller;
 use crate::domain::accounts;
+use crate::domain::backup;
 use crate::domain::error::{Error, Result};
 use crate::http::app::App;
 use crate::http::request::Request;
-use crate::ops::backup;
 
 pub async fn create(app: &App, req: &mut Request) -> Result<Response> {
     accounts::require_server_owner(&caller(app, req)?)?;

@@ -1,2 +1,0 @@
-//! Operations.
-pub mod backup;
