@@ -40,7 +40,7 @@ pub struct App {
     /// deliveries due).
     pub dispatcher: Dispatcher,
     /// The dashboard's state (the first-run setup link).
-    pub dashboard: crate::http::dashboard::Dashboard,
+    pub dashboard: crate::http::dashboard::setup::Dashboard,
     /// Counters and histograms for `GET /metrics`.
     pub metrics: Arc<Metrics>,
 }

@@ -39,7 +39,7 @@ use crate::domain::handles::{AfterCommit, Handles};
 use crate::domain::ingest::purge_expired_idempotency;
 use crate::domain::poll::{InFlight, ReadAhead};
 use crate::http::app::App;
-use crate::http::dashboard::Dashboard;
+use crate::http::dashboard::setup::Dashboard;
 use crate::server::first_byte::FirstByteDeadline;
 use crate::store::Effects;
 use crate::workers::ingest;

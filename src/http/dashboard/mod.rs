@@ -36,43 +36,8 @@ mod visitor;
 use http::{HeaderValue, header};
 use warp::reply::Response;
 
-use crate::core::clock::Timestamp;
-use crate::core::config::Config;
-use crate::domain::accounts;
-use crate::domain::error::Result;
 use crate::http::app::App;
 use crate::http::request::Request;
-use crate::store::Store;
-use setup::{SETUP_TTL, SetupLink};
-
-/// The dashboard's state in a running server.
-#[derive(Default)]
-pub struct Dashboard {
-    /// The first-run setup link, while the data dir has no owner.
-    pub setup: setup::SetupLink,
-}
-
-impl Dashboard {
-    /// The dashboard's state for a server starting on `store`. Without an owner account, a
-    /// one-time setup link is made and printed in the log (the alternative to `intake init`);
-    /// `config.public_url()` must already name the listening address.
-    pub fn start(store: &dyn Store, config: &Config, now: Timestamp) -> Result<Dashboard> {
-        let mut dashboard = Dashboard::default();
-        if !accounts::has_owner(store)? {
-            let (link, token) = SetupLink::issue(now);
-            dashboard.setup = link;
-            log::warn!(
-                "this data dir has no owner account yet; create it at {}/dashboard/setup?token={token} \
-                 (works once, for {} minutes), or provision one with: \
-                 intake init --data-dir {} --owner-email you@example.com",
-                config.public_url(),
-                SETUP_TTL.as_secs() / 60,
-                config.data_dir.display()
-            );
-        }
-        Ok(dashboard)
-    }
-}
 
 /// Answers one dashboard request: a page, a redirect, an asset, or an error page; always
 /// with the security headers. Pages are never cached (they show keys and secrets).

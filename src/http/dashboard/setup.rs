@@ -11,8 +11,12 @@ use std::time::Duration;
 use subtle::ConstantTimeEq;
 
 use crate::core::clock::Timestamp;
+use crate::core::config::Config;
 use crate::core::crypto::secret_hash;
 use crate::core::ids::random_base32;
+use crate::domain::accounts;
+use crate::domain::error::Result;
+use crate::store::Store;
 
 /// How long a setup link works.
 pub const SETUP_TTL: Duration = Duration::from_secs(3600);
@@ -76,5 +80,34 @@ mod tests {
         assert!(link.consume(&token, now));
         assert!(!link.consume(&token, now));
         assert!(!SetupLink::default().valid(&token, now));
+    }
+}
+
+/// The dashboard's state in a running server.
+#[derive(Default)]
+pub struct Dashboard {
+    /// The first-run setup link, while the data dir has no owner.
+    pub setup: SetupLink,
+}
+
+impl Dashboard {
+    /// The dashboard's state for a server starting on `store`. Without an owner account, a
+    /// one-time setup link is made and printed in the log (the alternative to `intake init`);
+    /// `config.public_url()` must already name the listening address.
+    pub fn start(store: &dyn Store, config: &Config, now: Timestamp) -> Result<Dashboard> {
+        let mut dashboard = Dashboard::default();
+        if !accounts::has_owner(store)? {
+            let (link, token) = SetupLink::issue(now);
+            dashboard.setup = link;
+            log::warn!(
+                "this data dir has no owner account yet; create it at {}/dashboard/setup?token={token} \
+                 (works once, for {} minutes), or provision one with: \
+                 intake init --data-dir {} --owner-email you@example.com",
+                config.public_url(),
+                SETUP_TTL.as_secs() / 60,
+                config.data_dir.display()
+            );
+        }
+        Ok(dashboard)
     }
 }
