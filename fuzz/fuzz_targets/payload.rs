@@ -12,8 +12,8 @@
 use std::collections::HashMap;
 
 use futures_util::FutureExt;
-use intake::http::api::MAX_DATA_BODY;
-use intake::http::api::reply::read_limited;
+use intake::http::request::MAX_DATA_BODY;
+use intake::http::reply::read_limited;
 use intake::domain::error::Error;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
@@ -46,7 +46,7 @@ fuzz_target!(|data: &[u8]| {
         .chunks(usize::from(*chunk).max(1) * 512)
         .map(bytes::Bytes::copy_from_slice)
         .collect();
-    let mut stream: intake::http::api::BodyStream =
+    let mut stream: intake::http::request::BodyStream =
         Box::pin(futures_util::stream::iter(chunks.into_iter().map(Ok)));
     let read = read_limited(&headers, &mut stream, MAX_DATA_BODY)
         .now_or_never()
