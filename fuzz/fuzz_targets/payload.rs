@@ -12,9 +12,9 @@
 use std::collections::HashMap;
 
 use futures_util::FutureExt;
-use intake::http::request::MAX_DATA_BODY;
-use intake::http::reply::read_limited;
 use intake::domain::error::Error;
+use intake::http::reply::read_limited;
+use intake::http::request::MAX_DATA_BODY;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use serde_json::value::RawValue;

@@ -8,7 +8,9 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use intake::domain::webhooks::signing::{SECRET_PREFIX, secret_key, sign, signature_header, verify};
+use intake::domain::webhooks::signing::{
+    SECRET_PREFIX, secret_key, sign, signature_header, verify,
+};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
