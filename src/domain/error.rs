@@ -1,7 +1,7 @@
 //! The service-layer error: every way a request can be refused or fail.
 //!
 //! Services return [`Error`]; the HTTP layer maps it to a status and a stable `code` in exactly
-//! one place (`api::error`). Messages are for humans and never contain a secret.
+//! one place (`http::error`). Messages are for humans and never contain a secret.
 
 use crate::store::{Permission, StoreError};
 

@@ -7,11 +7,13 @@
 //! - [`records`]: create / read / list / replace / delete; payload validation (stored as sent:
 //!   only whitespace and string escapes normalised, numbers untouched) and required-field
 //!   rules; `RecordsBody`, the one writer of record JSON.
+//! - [`ingest`]: the write queue: a write waits there for the ingest writer's commit, and its
+//!   202 leaves only after that commit.
 //! - [`poll`]: the oldest-first feed, the in-flight registry that keeps it gap-free, and the
 //!   read-ahead for a draining consumer.
 //! - [`search`]: substring search: query rules, the exact-results planner (index or
 //!   newest-first store walk), the allocation-free substring test, case folding and the
-//!   positional trigram tokenizer.
+//!   positional trigram tokenizer, and the `SearchIndex` trait the tantivy index implements.
 //! - [`endpoints`]: endpoints, their keys, who may see them, and authorising a data call's key
 //!   with its permissions (cached until the next change).
 //! - [`collaborators`]: invitations, accepting them, collaboration keys and permissions.

@@ -1,8 +1,15 @@
 //! HTTP: everything that speaks HTTP, above the services.
 //!
+//! Here: the warp filter ([`filter`]) and the top router ([`handle`]): dashboard paths go to
+//! the dashboard, the rest to the API; every request is timed, logged and counted here.
+//!
 //! - [`app`]: `App`, the state a request handler is given (the services' handles).
-//! - [`api`]: one warp filter, the route table, thin handlers of the data and management API,
-//!   and the single mapping from errors to statuses and error codes (`api::error`).
+//! - [`request`]: one request as every handler sees it, and the body limits.
+//! - [`reply`]: reading bodies and parameters, writing JSON answers.
+//! - [`error`]: the single mapping from errors to statuses and stable error codes.
+//! - [`session`]: the session cookie and the check that a browser request comes from this
+//!   server's origin, shared by the API and the dashboard.
+//! - [`api`]: the route table and the thin handlers of the data and management API.
 //! - [`dashboard`]: the server-rendered dashboard at `/dashboard` (and the invitation pages at
 //!   `/invitations/{token}`): its own router, session and CSRF-checked forms, security
 //!   headers, askama templates (`templates/dashboard/`), embedded assets, the first-run setup

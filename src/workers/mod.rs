@@ -3,6 +3,8 @@
 //!
 //! - [`ingest`]: the group-commit writer: one thread takes every queued write, applies the
 //!   batch in one transaction and commits with fsync; only then are the 202s sent.
+//! - [`search`]: the tantivy index (`domain::search::SearchIndex`) and the indexer thread that
+//!   follows the change log into it, at a lower CPU priority (`[search] indexer_nice`).
 //! - [`webhooks`]: the dispatcher (`dispatch`: a scheduler, a worker pool capped per
 //!   receiver, the retry policy, group-committed attempt outcomes and the owner failure
 //!   e-mail), one HTTP attempt behind the SSRF guard (`send`), the explicit outbound proxy
