@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use futures_util::FutureExt;
-use intake::domain::error::Error;
+use intake::http::error::HttpError;
 use intake::http::reply::read_limited;
 use intake::http::request::MAX_DATA_BODY;
 use libfuzzer_sys::fuzz_target;
@@ -53,7 +53,7 @@ fuzz_target!(|data: &[u8]| {
         .expect("a body from memory is read without waiting");
     let read = match read {
         Ok(read) => read,
-        Err(Error::PayloadTooLarge(limit)) => {
+        Err(HttpError::PayloadTooLarge(limit)) => {
             assert_eq!(limit, MAX_DATA_BODY);
             assert!(
                 body.len() > MAX_DATA_BODY,

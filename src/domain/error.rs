@@ -1,7 +1,8 @@
 //! The service-layer error: every way a request can be refused or fail.
 //!
 //! Services return [`Error`]; the HTTP layer maps it to a status and a stable `code` in exactly
-//! one place (`http::error`). Messages are for humans and never contain a secret.
+//! one place (`http::error`), beside the refusals only HTTP knows (no route, wrong method, body
+//! too large or too slow, wrong media type: `http::error::HttpError`). Messages are for humans and never contain a secret.
 
 use crate::store::{Permission, StoreError};
 
@@ -66,8 +67,6 @@ pub enum Error {
     EndpointNotFound,
     #[error("No record with that id exists.")]
     RecordNotFound,
-    #[error("No route matches this path.")]
-    RouteNotFound,
     #[error("No such {} exists.", .0.as_str())]
     NotFound(Missing),
 
@@ -76,10 +75,6 @@ pub enum Error {
     InvitationGone(GoneReason),
     #[error("No e-mail with that id exists.")]
     MailNotFound,
-
-    // 405
-    #[error("This method is not allowed on this path; allowed: {0}.")]
-    MethodNotAllowed(&'static str),
 
     // 409
     #[error(
@@ -96,18 +91,6 @@ pub enum Error {
     UsageLimitExceeded { retry_after_secs: u64 },
     #[error("Too many failed login attempts; try again later.")]
     TooManyLoginAttempts { retry_after_secs: u64 },
-
-    // 408
-    #[error("The request body did not arrive in time.")]
-    RequestTimeout,
-
-    // 413
-    #[error("The request body exceeds the limit of {0} bytes.")]
-    PayloadTooLarge(usize),
-
-    // 415
-    #[error("The Content-Type must be application/json.")]
-    UnsupportedMediaType,
 
     // 5xx
     #[error("Storage is temporarily unavailable; retry with backoff.")]

@@ -1,4 +1,5 @@
-//! The one place where service errors become HTTP statuses and stable error codes.
+//! The one place where errors become HTTP statuses and stable error codes: the service error,
+//! and the refusals only the HTTP layer makes ([`HttpError`]).
 //!
 //! Body of every error: `{"error": {"code", "message", "request_id"}}`.
 
@@ -9,8 +10,49 @@ use warp::reply::Response;
 use crate::domain::error::{Error, GoneReason, Missing};
 use crate::store::Permission;
 
-/// Status and stable code of an error. Codes are part of the API: never rename one.
-pub fn status_and_code(err: &Error) -> (StatusCode, &'static str) {
+/// Why a request was refused or failed: a service's error, or a refusal of the HTTP layer
+/// before any service was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error(transparent)]
+    Service(Error),
+    #[error("No route matches this path.")]
+    RouteNotFound,
+    #[error("This method is not allowed on this path; allowed: {0}.")]
+    MethodNotAllowed(&'static str),
+    #[error("The request body did not arrive in time.")]
+    RequestTimeout,
+    #[error("The request body exceeds the limit of {0} bytes.")]
+    PayloadTooLarge(usize),
+    #[error("The Content-Type must be application/json.")]
+    UnsupportedMediaType,
+}
+
+/// Anything that becomes a service error (a store failure, a bad cursor...) is one here too.
+impl<E: Into<Error>> From<E> for HttpError {
+    fn from(err: E) -> HttpError {
+        HttpError::Service(err.into())
+    }
+}
+
+/// The result of a handler.
+pub type Result<T, E = HttpError> = std::result::Result<T, E>;
+
+/// Status and stable code of a refusal or failure. Codes are part of the API: never rename one.
+pub fn status_and_code(err: &HttpError) -> (StatusCode, &'static str) {
+    match err {
+        HttpError::Service(err) => service_status_and_code(err),
+        HttpError::RouteNotFound => (StatusCode::NOT_FOUND, "route_not_found"),
+        HttpError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+        HttpError::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+        HttpError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+        HttpError::UnsupportedMediaType => {
+            (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
+        }
+    }
+}
+
+fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
     use Error::*;
     match err {
         InvalidJson(_) => (StatusCode::BAD_REQUEST, "invalid_json"),
@@ -47,7 +89,6 @@ pub fn status_and_code(err: &Error) -> (StatusCode, &'static str) {
         InvitationForOtherAccount => (StatusCode::FORBIDDEN, "invitation_for_other_account"),
         EndpointNotFound => (StatusCode::NOT_FOUND, "endpoint_not_found"),
         RecordNotFound => (StatusCode::NOT_FOUND, "record_not_found"),
-        RouteNotFound => (StatusCode::NOT_FOUND, "route_not_found"),
         NotFound(what) => (
             StatusCode::NOT_FOUND,
             match what {
@@ -72,12 +113,8 @@ pub fn status_and_code(err: &Error) -> (StatusCode, &'static str) {
         UsageLimitExceeded { .. } => (StatusCode::TOO_MANY_REQUESTS, "usage_limit_exceeded"),
         TooManyLoginAttempts { .. } => (StatusCode::TOO_MANY_REQUESTS, "too_many_login_attempts"),
         MailNotFound => (StatusCode::NOT_FOUND, "mail_not_found"),
-        MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
         IdempotencyConflict => (StatusCode::CONFLICT, "idempotency_key_conflict"),
         Conflict(_) => (StatusCode::CONFLICT, "conflict"),
-        RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
-        PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
-        UnsupportedMediaType => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type"),
         Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable"),
         StorageFull => (StatusCode::SERVICE_UNAVAILABLE, "storage_full"),
         ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
@@ -99,10 +136,10 @@ struct Detail<'a> {
 
 /// The response for an error. Server-side failures are logged here with their cause, which
 /// the client never sees.
-pub fn response(err: &Error, request_id: &str) -> Response {
+pub fn response(err: &HttpError, request_id: &str) -> Response {
     let (status, code) = status_and_code(err);
     let message = match err {
-        Error::Unavailable(cause) | Error::Internal(cause) => {
+        HttpError::Service(Error::Unavailable(cause) | Error::Internal(cause)) => {
             log::error!("{request_id}: {code}: {cause}");
             err.to_string()
         }
@@ -118,11 +155,14 @@ pub fn response(err: &Error, request_id: &str) -> Response {
             },
         },
     );
-    if let Error::MethodNotAllowed(allow) = err {
+    if let HttpError::MethodNotAllowed(allow) = err {
         response
             .headers_mut()
             .insert(http::header::ALLOW, http::HeaderValue::from_static(allow));
     }
+    let HttpError::Service(err) = err else {
+        return response;
+    };
     if let Error::UsageLimitExceeded { retry_after_secs }
     | Error::TooManyLoginAttempts { retry_after_secs } = err
     {

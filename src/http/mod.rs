@@ -38,7 +38,7 @@ use warp::Filter;
 use warp::reply::Response;
 
 use crate::core::ids::new_request_id;
-use crate::domain::error::Result;
+use crate::http::error::Result;
 use crate::store::RequestLogRow;
 use api::CallLog;
 use api::routes::Route;

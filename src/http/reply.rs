@@ -8,7 +8,9 @@ use http::{HeaderMap, StatusCode, header};
 use serde::Serialize;
 use warp::reply::Response;
 
-use crate::domain::error::{Error, Result};
+use crate::domain::error::Error;
+use crate::domain::error::Result as ServiceResult;
+use crate::http::error::Result;
 use crate::http::request::{BodyStream, Request};
 
 /// A JSON response.
@@ -56,7 +58,7 @@ pub fn require_json(headers: &HeaderMap) -> Result<()> {
     let value = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .ok_or(Error::UnsupportedMediaType)?;
+        .ok_or(crate::http::error::HttpError::UnsupportedMediaType)?;
     let mut parts = value.split(';').map(str::trim);
     let essence_ok = parts
         .next()
@@ -70,7 +72,7 @@ pub fn require_json(headers: &HeaderMap) -> Result<()> {
     if essence_ok && params_ok {
         Ok(())
     } else {
-        Err(Error::UnsupportedMediaType)
+        Err(crate::http::error::HttpError::UnsupportedMediaType)
     }
 }
 
@@ -81,7 +83,7 @@ pub async fn read_body(req: &mut Request, limit: usize) -> Result<Bytes> {
     let deadline = req.body_deadline;
     tokio::time::timeout_at(deadline, read_limited(&req.headers, &mut req.body, limit))
         .await
-        .map_err(|_| Error::RequestTimeout)?
+        .map_err(|_| crate::http::error::HttpError::RequestTimeout)?
 }
 
 /// [`read_body`] without the deadline: the size rule alone (413 from the declared length, or
@@ -96,7 +98,7 @@ pub async fn read_limited(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
-        return Err(Error::PayloadTooLarge(limit));
+        return Err(crate::http::error::HttpError::PayloadTooLarge(limit));
     }
     let mut buf = BytesMut::with_capacity(declared.map_or(8192, |n| n as usize));
     while let Some(chunk) = body.next().await {
@@ -104,7 +106,7 @@ pub async fn read_limited(
             Error::InvalidRequest(format!("The request body could not be read: {e}."))
         })?;
         if buf.len() + chunk.len() > limit {
-            return Err(Error::PayloadTooLarge(limit));
+            return Err(crate::http::error::HttpError::PayloadTooLarge(limit));
         }
         buf.extend_from_slice(&chunk);
     }
@@ -124,7 +126,7 @@ pub fn query_params(query: &str) -> HashMap<String, String> {
 
 /// Parses a JSON request body into `T`: text that is not JSON is `invalid_json`, JSON of the
 /// wrong shape (unknown or missing field, wrong type) is `invalid_request`.
-pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T> {
+pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> ServiceResult<T> {
     serde_json::from_slice(body).map_err(|e| match e.classify() {
         serde_json::error::Category::Data => {
             Error::InvalidRequest(format!("Invalid request body: {e}."))
@@ -154,6 +156,6 @@ pub fn drain_buffered(body: &mut BodyStream, limit: usize) -> bool {
 }
 
 /// A numeric id in a path; anything else names nothing (404).
-pub fn id_param(text: &str, what: crate::domain::error::Missing) -> Result<u64> {
+pub fn id_param(text: &str, what: crate::domain::error::Missing) -> ServiceResult<u64> {
     text.parse().map_err(|_| Error::NotFound(what))
 }

@@ -7,10 +7,11 @@ use warp::reply::Response;
 use super::manage::{body, caller, caller_session, cookie_request_from_this_origin, optional_body};
 use crate::domain::accounts::{self, AccountView};
 use crate::domain::collaborators::Acceptor;
-use crate::domain::error::{Error, Result};
+use crate::domain::error::Error;
 use crate::domain::notifications;
 use crate::domain::sessions::{self, COOKIE};
 use crate::http::app::App;
+use crate::http::error::Result;
 use crate::http::reply::id_param;
 use crate::http::reply::{self, cookie};
 use crate::http::request::Request;
@@ -158,7 +159,8 @@ pub fn notifications(app: &App, req: &Request) -> Result<Response> {
             return Err(Error::InvalidParameter {
                 name: "unread",
                 reason: "it must be true or false".into(),
-            });
+            }
+            .into());
         }
     };
     let data = notifications::list(app.store.as_ref(), account.id, unread_only)?;
@@ -188,7 +190,7 @@ pub async fn accept_invitation(app: &App, req: &mut Request, token: &str) -> Res
     let signed_in = match caller(app, req) {
         Ok(account) => Some(account),
         Err(Error::MissingToken) => None,
-        Err(err) => return Err(err),
+        Err(err) => return Err(err.into()),
     };
     let acceptor = match signed_in {
         Some(account) => Acceptor::Account(account),

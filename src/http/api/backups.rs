@@ -9,8 +9,9 @@ use warp::reply::Response;
 use super::manage::caller;
 use crate::domain::accounts;
 use crate::domain::backup;
-use crate::domain::error::{Error, Result};
+use crate::domain::error::Error;
 use crate::http::app::App;
+use crate::http::error::Result;
 use crate::http::request::Request;
 
 pub async fn create(app: &App, req: &mut Request) -> Result<Response> {

@@ -14,12 +14,13 @@ use super::CallLog;
 use crate::core::clock::Timestamp;
 use crate::core::crypto::{key_id, secret_hash};
 use crate::domain::endpoints::DataAccess;
-use crate::domain::error::{Error, Result};
+use crate::domain::error::Error;
 use crate::domain::poll;
 use crate::domain::records;
 use crate::domain::search;
 use crate::domain::webhooks::deliveries::{self, Hooks};
 use crate::http::app::App;
+use crate::http::error::Result;
 use crate::http::reply::{self, bearer, query_params, read_body, require_json};
 use crate::http::request::{MAX_DATA_BODY, Request};
 use crate::store::{Environment, Permission, partition};
@@ -87,7 +88,9 @@ pub async fn handle(
             Ok(reply::json(StatusCode::ACCEPTED, &accepted))
         }
         // The router only lets the methods above through.
-        _ => Err(Error::MethodNotAllowed("GET, POST, PUT, DELETE")),
+        _ => Err(crate::http::error::HttpError::MethodNotAllowed(
+            "GET, POST, PUT, DELETE",
+        )),
     }
 }
 
@@ -176,7 +179,7 @@ fn authorize(
                     call_log.key_id = Some(key_id(&secret_hash(key)));
                 }
             }
-            Err(err)
+            Err(err.into())
         }
     }
 }

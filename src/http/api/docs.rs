@@ -12,8 +12,9 @@ use http::StatusCode;
 use warp::reply::Response;
 
 use super::manage::caller;
-use crate::domain::error::{Error, Result};
+use crate::domain::error::Error;
 use crate::http::app::App;
+use crate::http::error::Result;
 use crate::http::openapi;
 use crate::http::reply::{self, bearer};
 use crate::http::request::Request;

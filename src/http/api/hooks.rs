@@ -5,10 +5,11 @@ use http::{Method, StatusCode};
 use warp::reply::Response;
 
 use super::manage::{body, caller};
-use crate::domain::error::{Missing, Result};
+use crate::domain::error::Missing;
 use crate::domain::records::parse_record_id;
 use crate::domain::webhooks::{log, owner};
 use crate::http::app::App;
+use crate::http::error::Result;
 use crate::http::reply::id_param;
 use crate::http::reply::{self, query_params};
 use crate::http::request::Request;

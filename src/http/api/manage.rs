@@ -7,9 +7,11 @@ use warp::reply::Response;
 use crate::domain::accounts;
 use crate::domain::audit;
 use crate::domain::deploy;
-use crate::domain::error::{Error, Missing, Result};
+use crate::domain::error::Result as ServiceResult;
+use crate::domain::error::{Error, Missing};
 use crate::domain::sessions;
 use crate::http::app::App;
+use crate::http::error::Result;
 use crate::http::reply::{
     self, bearer, cookie, id_param, parse_json, query_params, read_body, require_json,
 };
@@ -18,7 +20,7 @@ use crate::store::{AccountRow, Environment, partition};
 use crate::workers::request_log;
 
 /// The account making a management call: from its bearer token, else its session cookie.
-pub fn caller(app: &App, req: &Request) -> Result<AccountRow> {
+pub fn caller(app: &App, req: &Request) -> ServiceResult<AccountRow> {
     if let Some(token) = bearer(&req.headers) {
         return accounts::authenticate_token(app.store.as_ref(), token);
     }
@@ -46,7 +48,7 @@ pub fn caller_session(req: &Request) -> Option<&str> {
 /// makes; SameSite=Strict keeps other sites out, but not a sibling subdomain (same site). So
 /// a change the cookie authorises must come from this origin, checked as the dashboard's
 /// forms are.
-pub fn cookie_request_from_this_origin(app: &App, req: &Request) -> Result<()> {
+pub fn cookie_request_from_this_origin(app: &App, req: &Request) -> ServiceResult<()> {
     let safe = req.method == Method::GET || req.method == Method::HEAD;
     let public_url = app.config.public_url.as_deref();
     if safe || crate::http::session::same_origin(&req.headers, public_url) {
@@ -60,7 +62,7 @@ pub fn cookie_request_from_this_origin(app: &App, req: &Request) -> Result<()> {
 pub async fn body<T: serde::de::DeserializeOwned>(req: &mut Request) -> Result<T> {
     require_json(&req.headers)?;
     let bytes = read_body(req, MAX_MANAGE_BODY).await?;
-    parse_json(&bytes)
+    Ok(parse_json(&bytes)?)
 }
 
 /// A JSON request body that may be left out entirely (no body: the default).
@@ -72,7 +74,7 @@ pub async fn optional_body<T: serde::de::DeserializeOwned + Default>(
         return Ok(T::default());
     }
     require_json(&req.headers)?;
-    parse_json(&bytes)
+    Ok(parse_json(&bytes)?)
 }
 
 /// `GET` and `POST /api/v1/manage/endpoints`.

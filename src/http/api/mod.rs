@@ -19,8 +19,8 @@ mod webhooks;
 use http::StatusCode;
 use warp::reply::Response;
 
-use crate::domain::error::Result;
 use crate::http::app::App;
+use crate::http::error::Result;
 use crate::http::reply;
 use crate::http::request::Request;
 use crate::store::Environment;
@@ -40,7 +40,7 @@ pub(super) async fn dispatch(
     req: &mut Request,
     call_log: &mut CallLog,
 ) -> Result<Response> {
-    let route = route.ok_or(crate::domain::error::Error::RouteNotFound)?;
+    let route = route.ok_or(crate::http::error::HttpError::RouteNotFound)?;
     route.check_method(&req.method)?;
     match route {
         Route::Health => Ok(reply::json(
@@ -148,7 +148,7 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
         // The dashboard's paths never reach the API (`http::handle`).
         | Route::Dashboard { .. }
         | Route::OpenApi
-        | Route::DataOpenApi { .. } => Err(crate::domain::error::Error::RouteNotFound),
+        | Route::DataOpenApi { .. } => Err(crate::http::error::HttpError::RouteNotFound),
         Route::ManageMail => mail::list(app, req),
         Route::ManageMailTest => mail::test(app, req).await,
         Route::ManageMailMessage { id } => {

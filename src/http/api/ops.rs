@@ -6,9 +6,10 @@ use subtle::ConstantTimeEq;
 use warp::reply::Response;
 
 use crate::core::crypto::sha256;
-use crate::domain::error::{Error, Result};
+use crate::domain::error::Error;
 use crate::domain::health::{self, Vitals, WriterState};
 use crate::http::app::App;
+use crate::http::error::Result;
 use crate::http::reply;
 use crate::http::request::Request;
 
@@ -46,7 +47,7 @@ pub fn metrics(app: &App, req: &Request) -> Result<Response> {
             .ct_eq(&sha256(token.expose().as_bytes()))
             .into();
         if !matches {
-            return Err(Error::InvalidMetricsToken);
+            return Err(Error::InvalidMetricsToken.into());
         }
     }
     let state = health::metrics_state(&vitals(app), app.clock.now())?;

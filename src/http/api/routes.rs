@@ -2,7 +2,7 @@
 
 use http::Method;
 
-use crate::domain::error::{Error, Result};
+use crate::http::error::Result;
 use crate::store::Environment;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,7 +260,7 @@ impl<'a> Route<'a> {
         if allowed.split(", ").any(|m| m == method.as_str()) {
             Ok(())
         } else {
-            Err(Error::MethodNotAllowed(allowed))
+            Err(crate::http::error::HttpError::MethodNotAllowed(allowed))
         }
     }
 }
@@ -339,7 +339,9 @@ mod tests {
         assert!(r.check_method(&Method::PUT).is_ok());
         assert!(matches!(
             r.check_method(&Method::POST),
-            Err(Error::MethodNotAllowed("GET, PUT, DELETE"))
+            Err(crate::http::error::HttpError::MethodNotAllowed(
+                "GET, PUT, DELETE"
+            ))
         ));
     }
 }

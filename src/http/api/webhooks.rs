@@ -6,9 +6,9 @@ use http::StatusCode;
 use warp::reply::Response;
 
 use super::manage::caller;
-use crate::domain::error::Result;
 use crate::domain::webhooks::secrets;
 use crate::http::app::App;
+use crate::http::error::Result;
 use crate::http::reply;
 use crate::http::request::Request;
 use crate::store::Environment;

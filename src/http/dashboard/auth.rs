@@ -14,6 +14,7 @@ use crate::domain::collaborators::{Acceptance, Acceptor, InvitationPreview};
 use crate::domain::error::Error;
 use crate::domain::sessions::{self, Login, Opened};
 use crate::http::app::App;
+use crate::http::error::{HttpError, status_and_code};
 use crate::http::reply::query_params;
 use crate::http::request::Request;
 use crate::http::session::{open_session, set_cookie};
@@ -121,12 +122,13 @@ pub async fn login(app: &App, req: &mut Request) -> Outcome {
             | Error::TooManyLoginAttempts { .. }
             | Error::AccountSuspended),
         ) => {
-            let (status, _) = crate::http::error::status_and_code(&err);
+            let message = err.to_string();
+            let (status, _) = status_and_code(&HttpError::Service(err));
             req.query = format!(
                 "next={}",
                 form_urlencoded::byte_serialize(form.text("next").as_bytes()).collect::<String>()
             );
-            login_form(app, req, status, email, Some(err.to_string()))
+            login_form(app, req, status, email, Some(message))
         }
         Err(err) => Err(err.into()),
     }

@@ -2,7 +2,7 @@
 
 use http::header;
 
-use crate::domain::error::{Error, Result};
+use crate::http::error::Result;
 use crate::http::reply::read_body;
 use crate::http::request::{MAX_MANAGE_BODY, Request};
 
@@ -24,7 +24,7 @@ impl Form {
                     .eq_ignore_ascii_case("application/x-www-form-urlencoded")
             });
         if !urlencoded {
-            return Err(Error::UnsupportedMediaType);
+            return Err(crate::http::error::HttpError::UnsupportedMediaType);
         }
         let bytes = read_body(req, MAX_MANAGE_BODY).await?;
         Ok(Form::parse(&bytes))

@@ -8,14 +8,15 @@ use warp::reply::Response;
 
 use super::assets;
 use crate::domain::error::Error;
-use crate::http::error::status_and_code;
+use crate::http::error::{HttpError, status_and_code};
 use crate::http::request::Request;
 
 /// Why a page could not be shown.
 #[derive(Debug)]
 pub enum Failure {
-    /// A service refused or failed: shown with the API's status and code.
-    Service(Error),
+    /// A service refused or failed, or HTTP refused the request: shown with the API's status
+    /// and code.
+    Service(HttpError),
     /// A form post without a valid CSRF token, or from another site.
     Csrf,
     /// No such page.
@@ -24,12 +25,18 @@ pub enum Failure {
     Login,
 }
 
-impl From<Error> for Failure {
-    fn from(err: Error) -> Failure {
+impl From<HttpError> for Failure {
+    fn from(err: HttpError) -> Failure {
         match err {
-            Error::MissingToken | Error::SessionExpired => Failure::Login,
+            HttpError::Service(Error::MissingToken | Error::SessionExpired) => Failure::Login,
             err => Failure::Service(err),
         }
+    }
+}
+
+impl From<Error> for Failure {
+    fn from(err: Error) -> Failure {
+        Failure::from(HttpError::Service(err))
     }
 }
 

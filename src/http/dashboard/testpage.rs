@@ -191,7 +191,7 @@ fn operation_views(document: &Value) -> Result<Vec<OperationView>, Failure> {
                         .then(|| operation_view(server, path, op.method, operation))
                 })
                 .ok_or_else(|| {
-                    Failure::Service(Error::Internal(format!(
+                    Failure::from(Error::Internal(format!(
                         "the endpoint document lacks {}",
                         op.id
                     )))

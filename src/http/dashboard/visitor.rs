@@ -53,7 +53,7 @@ pub fn signed_in(app: &App, req: &Request) -> Result<User, Failure> {
     let account = match sessions::authenticate(app.store.as_ref(), app.clock.now(), session) {
         Ok(account) => account,
         Err(Error::SessionExpired) => return Err(Failure::Login),
-        Err(err) => return Err(Failure::Service(err)),
+        Err(err) => return Err(Failure::Service(err.into())),
     };
     Ok(User {
         account,
