@@ -68,18 +68,9 @@ impl Api {
                 h.push(("Cookie", &cookie));
             }
         }
-        let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
-        if bytes.is_some() {
-            h.push(("Content-Type", "application/json"));
-        }
-        try_send(
-            &self.agent,
-            &format!("{}{path}", self.base),
-            method,
-            &h,
-            bytes.as_deref(),
-        )
-        .unwrap_or_else(|e| panic!("{method} {path}: transport error: {e}"))
+        let url = format!("{}{path}", self.base);
+        try_send_json(&self.agent, &url, method, &h, body)
+            .unwrap_or_else(|e| panic!("{method} {path}: transport error: {e}"))
     }
 
     fn get(&self, path: &str, cred: Cred) -> Resp {

@@ -84,22 +84,10 @@ impl Client {
         auth: Option<&str>,
         body: Option<&Value>,
     ) -> Result<Resp, ureq::Error> {
-        let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
         let auth = auth.map(|a| format!("Bearer {a}"));
-        let mut h: Vec<(&str, &str)> = Vec::new();
-        if let Some(a) = &auth {
-            h.push(("Authorization", a));
-        }
-        if bytes.is_some() {
-            h.push(("Content-Type", "application/json"));
-        }
-        try_send(
-            &self.agent,
-            &format!("{}{path}", self.base),
-            method,
-            &h,
-            bytes.as_deref(),
-        )
+        let h: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+        let url = format!("{}{path}", self.base);
+        try_send_json(&self.agent, &url, method, &h, body)
     }
 
     fn call(&self, method: &str, path: &str, auth: Option<&str>, body: Option<&Value>) -> Resp {

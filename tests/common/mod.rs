@@ -413,6 +413,22 @@ pub fn new_agent(timeout: Duration) -> ureq::Agent {
         .into()
 }
 
+/// Sends one request with `headers`, and `body` as JSON (with its Content-Type) when given.
+pub fn try_send_json(
+    agent: &ureq::Agent,
+    url: &str,
+    method: &str,
+    headers: &[(&str, &str)],
+    body: Option<&Value>,
+) -> Result<Resp, ureq::Error> {
+    let bytes = body.map(|b| serde_json::to_vec(b).expect("a JSON value serialises"));
+    let mut h = headers.to_vec();
+    if bytes.is_some() {
+        h.push(("Content-Type", "application/json"));
+    }
+    try_send(agent, url, method, &h, bytes.as_deref())
+}
+
 /// Sends one request. `body: None` sends no body at all.
 pub fn try_send(
     agent: &ureq::Agent,
@@ -889,15 +905,24 @@ impl ServerClient {
         authorization: Option<&str>,
         body: Option<&Value>,
     ) -> Resp {
-        let mut h: Vec<(&str, &str)> = Vec::new();
-        if let Some(a) = authorization {
-            h.push(("Authorization", a));
-        }
-        let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
-        if bytes.is_some() {
-            h.push(("Content-Type", "application/json"));
-        }
-        self.request(method, path, &h, bytes.as_deref())
+        let h: Vec<(&str, &str)> = authorization
+            .map(|a| ("Authorization", a))
+            .into_iter()
+            .collect();
+        self.request_json(method, path, &h, body)
+    }
+
+    /// [`ServerClient::request`] with `body` as JSON (and its Content-Type) when given.
+    pub fn request_json(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&Value>,
+    ) -> Resp {
+        let url = format!("{}{}", self.base_url(), path);
+        try_send_json(&self.agent, &url, method, headers, body)
+            .unwrap_or_else(|e| panic!("{method} {path}: transport error: {e}"))
     }
 
     /// Creates an endpoint through the management API (asserts 201).
@@ -946,14 +971,10 @@ impl ServerClient {
         extra: &[(&str, &str)],
         body: Option<&Value>,
     ) -> Resp {
-        let bytes = body.map(|b| serde_json::to_vec(b).unwrap());
         let auth = format!("Bearer {key}");
         let mut h = vec![("Authorization", auth.as_str())];
-        if bytes.is_some() {
-            h.push(("Content-Type", "application/json"));
-        }
         h.extend_from_slice(extra);
-        self.request(method, path, &h, bytes.as_deref())
+        self.request_json(method, path, &h, body)
     }
 
     pub fn post_record(&self, slug: &str, key: &str, payload: &Value) -> Resp {
