@@ -303,6 +303,10 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     let redirect_task = redirect;
     // The periodic tasks stop between two runs, never in the middle of one: their blocking
     // work holds the store, which must be released when `shutdown` returns.
+    //
+    // Every node runs them today. On a shared store (several nodes), the expiry sweep and
+    // retention must run on one node at a time (a lease in the store), while each node keeps
+    // flushing its own usage deltas, which add up.
     let (stop_periodic, periodic_stopped) = watch::channel(false);
     let ticker = |period| Ticker::new(period, periodic_stopped.clone());
     let periodic = [
