@@ -410,11 +410,16 @@ impl Cidr {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StorageConfig {
+    /// Where the data is kept: the embedded redb file (one node), or a PostgreSQL database
+    /// shared by any number of nodes.
+    pub backend: StorageBackend,
     /// Size of redb's page cache in MiB: most of the server's memory use.
     pub cache_mb: usize,
     /// Writes are refused (503 `storage_full`) while the data dir's file system has less than
     /// this many MiB free; 0 turns the check off (see `Store::write`).
     pub min_free_mb: u64,
+    /// `[storage.postgres]`: required with `backend = "postgres"`.
+    pub postgres: Option<PostgresConfig>,
 }
 
 impl StorageConfig {
@@ -423,13 +428,96 @@ impl StorageConfig {
     }
 }
 
+impl StorageConfig {
+    fn validate(&self) -> Result<(), String> {
+        match (self.backend, &self.postgres) {
+            (StorageBackend::Postgres, None) => Err(
+                "storage.backend = \"postgres\" needs a [storage.postgres] section with its url"
+                    .into(),
+            ),
+            (StorageBackend::Postgres, Some(pg)) => pg.validate(),
+            (StorageBackend::Redb, _) => Ok(()),
+        }
+    }
+}
+
+impl PostgresConfig {
+    fn validate(&self) -> Result<(), String> {
+        if self.url.expose().trim().is_empty() {
+            return Err("storage.postgres.url is required".into());
+        }
+        if self.pool_size < 2 {
+            return Err("storage.postgres.pool_size must be at least 2".into());
+        }
+        if self.lease < Duration::from_secs(1) {
+            return Err("storage.postgres.lease must be at least \"1s\"".into());
+        }
+        Ok(())
+    }
+}
+
 impl Default for StorageConfig {
     fn default() -> Self {
         StorageConfig {
+            backend: StorageBackend::Redb,
             cache_mb: 64,
             min_free_mb: 64,
+            postgres: None,
         }
     }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StorageBackend {
+    Redb,
+    Postgres,
+}
+
+/// `[storage.postgres]`: the database several nodes share (docs/src/scale-out.md).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PostgresConfig {
+    /// A libpq-style URL (`postgresql://user:password@host:5432/db`) or key/value string
+    /// (`host=... user=... dbname=...`). It may hold a password, so it is a [`Secret`].
+    pub url: Secret,
+    /// Most connections this node opens.
+    pub pool_size: usize,
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub connect_timeout: Duration,
+    /// TLS to the database; the URL's `sslmode` is ignored in favour of this.
+    pub tls: PostgresTls,
+    /// PEM file of the certificate authorities that may sign the server's certificate with
+    /// `tls = "verify-full"`; absent, the Mozilla roots built into the binary.
+    pub ca_file: Option<PathBuf>,
+    /// How long a node's claim (its poll low-water mark, a webhook delivery or e-mail it is
+    /// sending, a periodic job) holds without renewal: a node that dies holds the poll feed
+    /// and its claims back by at most this long.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub lease: Duration,
+}
+
+impl Default for PostgresConfig {
+    fn default() -> Self {
+        PostgresConfig {
+            url: Secret::new(""),
+            pool_size: 16,
+            connect_timeout: Duration::from_secs(5),
+            tls: PostgresTls::VerifyFull,
+            ca_file: None,
+            lease: Duration::from_secs(10),
+        }
+    }
+}
+
+/// How a node talks TLS to PostgreSQL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PostgresTls {
+    /// No TLS (a database on loopback or a private network the operator trusts).
+    Disable,
+    /// TLS required, the server's certificate verified against the roots and its host name.
+    VerifyFull,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -800,6 +888,7 @@ impl Config {
             tls.validate()?;
         }
         self.http.validate()?;
+        self.storage.validate()?;
         if !(0..=19).contains(&self.search.indexer_nice) {
             return Err("search.indexer_nice must be from 0 to 19".into());
         }

@@ -119,7 +119,9 @@ fn index_problem(vitals: &Vitals<'_>, bound: u64) -> Option<String> {
 /// Change-log entries committed to the store and not yet covered by the index.
 fn index_lag(vitals: &Vitals<'_>) -> Result<u64> {
     let position = vitals.index.snapshot().position;
-    let last = vitals.store.change_log_bounds()?.last;
+    let last = crate::store::change_log(vitals.store)?
+        .change_log_bounds()?
+        .last;
     Ok(last.saturating_sub(position))
 }
 

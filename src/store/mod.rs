@@ -29,6 +29,7 @@ pub mod backup;
 pub mod changes;
 pub mod endpoints;
 pub mod mail;
+pub mod postgres;
 pub mod records;
 pub mod redb;
 pub mod request_log;
@@ -60,6 +61,13 @@ pub enum StoreError {
          dir with `intake restore --from BACKUP.tar --force` (docs/src/operations.md, \"Backups\")"
     )]
     Damaged { path: String, detail: String },
+    /// The database cannot be used as it is: too old, migrated by a newer intake, or set up
+    /// in a way that would break intake's promises.
+    #[error("the database cannot be used: {0}")]
+    Database(String),
+    /// A change-log read of a store that keeps none (see [`Store::change_log`]).
+    #[error("this store keeps no change log")]
+    NoChangeLog,
     /// The closure of a [`write`] returned an error, so nothing was committed (the error
     /// itself reaches the caller of [`write`]).
     #[error("the write was abandoned by its caller")]
@@ -139,7 +147,6 @@ pub trait Store:
     Send
     + Sync
     + accounts::AccountsStore
-    + changes::ChangesStore
     + endpoints::EndpointsStore
     + mail::MailStore
     + records::RecordsStore
@@ -164,9 +171,18 @@ pub trait Store:
     /// The gauges of `GET /metrics` as of `now`.
     fn gauges(&self, now: Timestamp) -> Result<StoreGauges, StoreError>;
 
+    /// The change log a search index kept beside the store follows: `None` for a store that
+    /// searches its records itself (PostgreSQL, see [`Store::text_search`]).
+    fn change_log(&self) -> Option<&dyn changes::ChangesStore>;
+
     /// How to copy this store into a backup archive: `None` for a store kept by a database
     /// server, which its own tools back up.
     fn backup_source(&self) -> Option<&dyn backup::BackupSource>;
+}
+
+/// The change log of `store` (see [`Store::change_log`]).
+pub fn change_log(store: &dyn Store) -> Result<&dyn changes::ChangesStore, StoreError> {
+    store.change_log().ok_or(StoreError::NoChangeLog)
 }
 
 /// The embedded store's file at rest (restore checks it): redb's.
@@ -183,6 +199,14 @@ pub fn open_embedded(
     Ok(Arc::new(
         self::redb::RedbStore::open(path, cache_bytes)?.reserve_free_space(min_free),
     ))
+}
+
+/// Connects to the PostgreSQL database of `config`, bringing its schema up to date (see
+/// `store::postgres`).
+pub fn open_postgres(
+    config: &crate::core::config::PostgresConfig,
+) -> Result<Arc<dyn Store>, StoreError> {
+    Ok(Arc::new(self::postgres::PgStore::open(config)?))
 }
 
 /// Opens (or creates) the embedded request log at `path` (`requests.redb`), like

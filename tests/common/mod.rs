@@ -8,6 +8,7 @@
 
 pub mod backup;
 pub mod in_process;
+pub mod postgres;
 pub mod receiver;
 pub mod smtp;
 pub mod visitor;

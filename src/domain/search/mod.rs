@@ -288,7 +288,7 @@ fn unindexed_tail(
     let mut tail = Vec::new();
     let mut after = position;
     loop {
-        let entries = store.changes_after(after, TAIL_CHUNK)?;
+        let entries = crate::store::change_log(store)?.changes_after(after, TAIL_CHUNK)?;
         tail.extend(
             entries
                 .iter()

@@ -124,6 +124,10 @@ impl Store for RedbStore {
         self.read_gauges(now)
     }
 
+    fn change_log(&self) -> Option<&dyn crate::store::changes::ChangesStore> {
+        Some(self)
+    }
+
     fn backup_source(&self) -> Option<&dyn crate::store::backup::BackupSource> {
         Some(self)
     }

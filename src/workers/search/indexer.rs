@@ -14,8 +14,8 @@ use tantivy::{IndexReader, IndexWriter, ReloadPolicy, Term};
 use super::index::{DIR, Fields, IndexError, TantivyIndex, TantivyView, open_or_create, schema};
 use crate::domain::search::tokenizer::{fold_case, payload_text};
 use crate::domain::search::{SearchIndex, Snapshot};
-use crate::store::Store;
 use crate::store::changes::Replay;
+use crate::store::{self, Store};
 
 /// Longest time between index commits while changes are pending.
 const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
@@ -158,7 +158,7 @@ fn lower_priority(nice: i32) {
 /// A saved position the log can no longer continue from (trimmed past it, or a store older
 /// than the index, as after a restore) means the index must be rebuilt.
 fn is_behind_the_log(store: &dyn Store, position: u64) -> Result<bool, IndexError> {
-    let log = store.change_log_bounds()?;
+    let log = store::change_log(store)?.change_log_bounds()?;
     Ok(position < log.trimmed_upto || position > log.last)
 }
 
@@ -245,7 +245,7 @@ impl Indexer {
             position: 0,
             failed: None,
         };
-        self.store.replay(&mut rebuild)?;
+        store::change_log(self.store.as_ref())?.replay(&mut rebuild)?;
         let Rebuild {
             done,
             position,
@@ -268,8 +268,7 @@ impl Indexer {
     fn catch_up(&mut self, max: usize) -> Result<usize, IndexError> {
         let mut applied = 0;
         while applied < max {
-            let changed = self
-                .store
+            let changed = store::change_log(self.store.as_ref())?
                 .changed_records_after(self.position, CHANGE_CHUNK.min(max - applied))?;
             for change in &changed {
                 let (partition, id) = (change.entry.partition, change.entry.record_id);
@@ -334,7 +333,8 @@ impl Indexer {
             self.committed.pop_front();
         }
         let Some(upto) = upto else { return Ok(()) };
-        let removed_all = self.store.trim_changes(upto, TRIM_CHUNK)? < TRIM_CHUNK;
+        let removed_all =
+            store::change_log(self.store.as_ref())?.trim_changes(upto, TRIM_CHUNK)? < TRIM_CHUNK;
         if !removed_all {
             // Come back to the rest at the next commit.
             let due = Instant::now()

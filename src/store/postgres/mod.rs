@@ -1,0 +1,279 @@
+//! The PostgreSQL backend: one database shared by any number of intake nodes
+//! (docs/src/scale-out.md). Beside `store::redb`, the only code of the crate that names
+//! PostgreSQL, its client or a table.
+//!
+//! How it fits the synchronous seam: the store owns a small tokio runtime of its own (the
+//! `pg` threads) on which the connection pool and every connection's task run. A store method
+//! blocks its caller until its statements have answered ([`PgStore::block`]): a worker thread
+//! (ingest writer, dispatcher, mail) simply waits; a task of the server's runtime first hands
+//! its worker thread's other tasks to another thread (`block_in_place`), so a slow database
+//! never stalls requests that do not need it.
+//!
+//! Layout and invariants (the schema is `migrations/*.sql`, applied by [`schema`]):
+//! - Rows are kept as the same JSON as on redb (`data bytea`), with the columns that are
+//!   looked up, ordered or claimed beside it. Record ids are 16 big-endian bytes (`bytea`
+//!   compares bytewise, so id order is created_at order); u64 ids and microsecond times are
+//!   `bigint`.
+//! - Ids come from sequences (one per [`IdKind`]): a `nextval` is higher than every value
+//!   handed out before, committed or not.
+//! - Write transactions are `SERIALIZABLE`; [`PgStore::write_with`] runs the closure again on a
+//!   serialisation failure, which the seam allows (the closure has no effects of its own).
+//! - Times are the caller's (its injected clock), never the database's, except leases, which
+//!   compare the database's clock with itself so that nodes with skewed clocks agree on them.
+
+mod accounts;
+mod endpoints;
+mod mail;
+mod records;
+mod request_log;
+mod schema;
+mod tx;
+mod usage;
+mod webhooks;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio_postgres::error::SqlState;
+
+use crate::core::config::{PostgresConfig, PostgresTls};
+use crate::store::StoreError;
+
+pub use tx::PgTx;
+
+/// The open database: a pool of connections on the store's own runtime.
+pub struct PgStore {
+    runtime: PgRuntime,
+    pool: Pool,
+}
+
+/// The store's runtime; dropped without waiting (the store may be dropped by a task).
+struct PgRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for PgRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+impl PgStore {
+    /// Connects to the database of `config`, applies the embedded migrations (one node at a
+    /// time) and checks the server's settings.
+    pub fn open(config: &PostgresConfig) -> Result<PgStore, StoreError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("pg")
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Backend(Box::new(e)))?;
+        let pool = {
+            let _entered = runtime.enter();
+            pool(config)?
+        };
+        let store = PgStore {
+            runtime: PgRuntime(Some(runtime)),
+            pool,
+        };
+        store.block(schema::prepare(&store.pool))?;
+        Ok(store)
+    }
+
+    /// Runs `work` on the store's runtime and waits for its result, from any thread (see the
+    /// module's doc).
+    pub(crate) fn block<F>(&self, work: F) -> F::Output
+    where
+        F: Future + Send,
+        F::Output: Send,
+    {
+        let Some(runtime) = self.runtime.0.as_ref() else {
+            unreachable!("the runtime is only taken when the store is dropped")
+        };
+        let handle = runtime.handle();
+        match tokio::runtime::Handle::try_current() {
+            Ok(current) => match current.runtime_flavor() {
+                tokio::runtime::RuntimeFlavor::CurrentThread => {
+                    // A single-threaded runtime cannot lend its thread; its caller waits.
+                    std::thread::scope(|scope| {
+                        scope
+                            .spawn(|| handle.block_on(work))
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                    })
+                }
+                _ => tokio::task::block_in_place(|| handle.block_on(work)),
+            },
+            Err(_) => handle.block_on(work),
+        }
+    }
+
+    /// Starts `work` on the store's runtime without waiting for it.
+    pub(crate) fn spawn(&self, work: impl Future<Output = ()> + Send + 'static) {
+        if let Some(runtime) = self.runtime.0.as_ref() {
+            runtime.spawn(work);
+        }
+    }
+
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.pool
+    }
+}
+
+fn pool(config: &PostgresConfig) -> Result<Pool, StoreError> {
+    let mut pg: tokio_postgres::Config = config
+        .url
+        .expose()
+        .parse()
+        .map_err(|e| StoreError::Backend(format!("storage.postgres.url: {e}").into()))?;
+    pg.connect_timeout(config.connect_timeout);
+    pg.application_name("intake");
+    let manager_config = ManagerConfig {
+        recycling_method: RecyclingMethod::Fast,
+    };
+    let manager = match config.tls {
+        PostgresTls::Disable => {
+            pg.ssl_mode(tokio_postgres::config::SslMode::Disable);
+            Manager::from_config(pg, tokio_postgres::NoTls, manager_config)
+        }
+        PostgresTls::VerifyFull => {
+            pg.ssl_mode(tokio_postgres::config::SslMode::Require);
+            let tls = tokio_postgres_rustls::MakeRustlsConnect::new(tls_config(config)?);
+            Manager::from_config(pg, tls, manager_config)
+        }
+    };
+    Pool::builder(manager)
+        .max_size(config.pool_size)
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .wait_timeout(Some(config.connect_timeout))
+        .create_timeout(Some(config.connect_timeout))
+        .build()
+        .map_err(|e| StoreError::Backend(Box::new(e)))
+}
+
+/// rustls with the ring provider, verifying the server's certificate and host name against
+/// `ca_file` or the built-in Mozilla roots.
+fn tls_config(config: &PostgresConfig) -> Result<rustls::ClientConfig, StoreError> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+
+    let mut roots = rustls::RootCertStore::empty();
+    match &config.ca_file {
+        Some(path) => {
+            let bad = |detail: String| {
+                StoreError::Backend(
+                    format!("storage.postgres.ca_file {}: {detail}", path.display()).into(),
+                )
+            };
+            let certs = CertificateDer::pem_file_iter(path)
+                .map_err(|e| bad(e.to_string()))?
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| bad(e.to_string()))?;
+            if certs.is_empty() {
+                return Err(bad("holds no certificate".into()));
+            }
+            for cert in certs {
+                roots.add(cert).map_err(|e| bad(e.to_string()))?;
+            }
+        }
+        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| StoreError::Backend(Box::new(e)))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(err: tokio_postgres::Error) -> Self {
+        StoreError::Backend(Box::new(err))
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for StoreError {
+    fn from(err: deadpool_postgres::PoolError) -> Self {
+        StoreError::Backend(Box::new(err))
+    }
+}
+
+/// Whether a failed transaction may simply be run again: a serialisation failure or a
+/// deadlock, where PostgreSQL rolled it back and nothing of it was written.
+pub(crate) fn is_retryable(err: &StoreError) -> bool {
+    let StoreError::Backend(err) = err else {
+        return false;
+    };
+    err.downcast_ref::<tokio_postgres::Error>()
+        .and_then(|e| e.code())
+        .is_some_and(|code| {
+            *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED
+        })
+}
+
+pub(crate) fn to_json<T: Serialize>(row: &T) -> Result<Vec<u8>, StoreError> {
+    serde_json::to_vec(row).map_err(|e| StoreError::Corrupt(format!("cannot encode row: {e}")))
+}
+
+pub(crate) fn from_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    serde_json::from_slice(bytes)
+        .map_err(|e| StoreError::Corrupt(format!("cannot decode row: {e}")))
+}
+
+/// A u64 (an id, a partition, a microsecond time) as PostgreSQL's `bigint`.
+pub(crate) fn big(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// A `bigint` column read back as the u64 it was written from.
+pub(crate) fn unbig(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+/// A record id as its 16 big-endian bytes.
+pub(crate) fn id_bytes(id: u128) -> [u8; 16] {
+    id.to_be_bytes()
+}
+
+/// A record id read back from its 16 bytes.
+pub(crate) fn id_from_bytes(bytes: &[u8]) -> Result<u128, StoreError> {
+    <[u8; 16]>::try_from(bytes)
+        .map(u128::from_be_bytes)
+        .map_err(|_| StoreError::Corrupt(format!("a record id of {} bytes", bytes.len())))
+}
+
+/// Throwaway clusters for the tests (the integration tests' harness, compiled in by path).
+#[cfg(test)]
+#[path = "../../../tests/common/postgres.rs"]
+pub(crate) mod test_cluster;
+
+/// A store on a new empty database of the test process's shared cluster.
+#[cfg(test)]
+pub(crate) fn test_store() -> PgStore {
+    let mut config = PostgresConfig::default();
+    config.url = crate::core::config::Secret::new(test_cluster::shared().database());
+    config.tls = PostgresTls::Disable;
+    match PgStore::open(&config) {
+        Ok(store) => store,
+        Err(err) => panic!("open the test database: {err}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_new_database_is_migrated_and_writable() {
+        let store = super::test_store();
+        crate::store::Store::check_writable(&store).unwrap();
+        // A second open finds the schema current and changes nothing.
+        let tx = super::PgTx::read(&store).unwrap();
+        let row = tx
+            .query_opt("SELECT max(version) FROM intake_schema", &[])
+            .unwrap()
+            .unwrap();
+        assert_eq!(row.get::<_, i32>(0), super::schema::latest_version());
+    }
+}

@@ -1,0 +1,244 @@
+//! The PostgreSQL transaction behind both [`ReadTx`] and [`WriteTx`], and [`Store`] for
+//! [`PgStore`].
+//!
+//! One type serves both: a read snapshot is a `REPEATABLE READ READ ONLY` transaction (the
+//! database refuses any write in it), a write a `SERIALIZABLE` one, so each typed read is
+//! written once. `BEGIN` goes out with the first statement, in the same round trip; a
+//! transaction dropped without its commit is rolled back before its connection returns to the
+//! pool.
+
+use std::cell::Cell;
+
+use deadpool_postgres::Object;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+use super::{PgStore, is_retryable};
+use crate::core::clock::Timestamp;
+use crate::store::{Effects, IdKind, ReadTx, Store, StoreError, StoreGauges, WriteTx};
+
+/// Statement parameters, as tokio-postgres takes them.
+pub type Params<'a> = [&'a (dyn ToSql + Sync)];
+
+const BEGIN_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+const BEGIN_WRITE: &str = "BEGIN ISOLATION LEVEL SERIALIZABLE";
+
+/// How often [`Store::write_with`] runs a closure whose transaction lost a serialisation
+/// conflict before it gives up with the error.
+const WRITE_ATTEMPTS: usize = 20;
+
+/// A transaction on one pooled connection.
+pub struct PgTx<'s> {
+    store: &'s PgStore,
+    client: Option<Object>,
+    begin: &'static str,
+    begun: Cell<bool>,
+    /// A statement failed with a conflict that a new attempt may not meet.
+    conflicted: Cell<bool>,
+    pub(super) effects: Effects,
+}
+
+impl<'s> PgTx<'s> {
+    fn new(store: &'s PgStore, begin: &'static str) -> Result<PgTx<'s>, StoreError> {
+        let client = store.block(store.pool().get())?;
+        Ok(PgTx {
+            store,
+            client: Some(client),
+            begin,
+            begun: Cell::new(false),
+            conflicted: Cell::new(false),
+            effects: Effects::default(),
+        })
+    }
+
+    /// A read snapshot.
+    pub(super) fn read(store: &'s PgStore) -> Result<PgTx<'s>, StoreError> {
+        PgTx::new(store, BEGIN_READ)
+    }
+
+    /// A write transaction.
+    pub(super) fn write(store: &'s PgStore) -> Result<PgTx<'s>, StoreError> {
+        PgTx::new(store, BEGIN_WRITE)
+    }
+
+    pub(super) fn store(&self) -> &'s PgStore {
+        self.store
+    }
+
+    fn client(&self) -> &Object {
+        match &self.client {
+            Some(client) => client,
+            None => unreachable!("the client is only taken by commit and drop"),
+        }
+    }
+
+    /// Runs one statement (prepared once per connection) and returns its rows.
+    pub(super) fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>, StoreError> {
+        let client = self.client();
+        let begin = (!self.begun.get()).then_some(self.begin);
+        let result = self.store.block(async {
+            let statement = client.prepare_cached(sql).await?;
+            match begin {
+                None => client.query(&statement, params).await,
+                Some(begin) => {
+                    // Both go out in one write: BEGIN costs no round trip of its own.
+                    let (begun, rows) = futures_util::future::join(
+                        client.batch_execute(begin),
+                        client.query(&statement, params),
+                    )
+                    .await;
+                    begun.and(rows)
+                }
+            }
+        });
+        self.begun.set(true);
+        result.map_err(|e| self.note(e.into()))
+    }
+
+    /// The one row a statement returns, if any.
+    pub(super) fn query_opt(
+        &self,
+        sql: &str,
+        params: &Params<'_>,
+    ) -> Result<Option<Row>, StoreError> {
+        let mut rows = self.query(sql, params)?;
+        if rows.len() > 1 {
+            return Err(StoreError::Corrupt(format!(
+                "{} rows where one was expected",
+                rows.len()
+            )));
+        }
+        Ok(rows.pop())
+    }
+
+    /// Runs one statement; returns how many rows it changed.
+    pub(super) fn execute(&self, sql: &str, params: &Params<'_>) -> Result<u64, StoreError> {
+        let client = self.client();
+        let begin = (!self.begun.get()).then_some(self.begin);
+        let result = self.store.block(async {
+            let statement = client.prepare_cached(sql).await?;
+            match begin {
+                None => client.execute(&statement, params).await,
+                Some(begin) => {
+                    let (begun, changed) = futures_util::future::join(
+                        client.batch_execute(begin),
+                        client.execute(&statement, params),
+                    )
+                    .await;
+                    begun.and(changed)
+                }
+            }
+        });
+        self.begun.set(true);
+        result.map_err(|e| self.note(e.into()))
+    }
+
+    /// Remembers a conflict, so the caller of `write_with` can tell it from a refusal.
+    fn note(&self, err: StoreError) -> StoreError {
+        if is_retryable(&err) {
+            self.conflicted.set(true);
+        }
+        err
+    }
+
+    /// Commits; returns what the transaction changed that others must follow.
+    fn commit(mut self) -> Result<Effects, StoreError> {
+        if self.begun.get() {
+            let client = self.client();
+            let result = self.store.block(client.batch_execute("COMMIT"));
+            // Committed or not, the transaction is over: nothing to roll back on drop.
+            self.begun.set(false);
+            result.map_err(|e| self.note(e.into()))?;
+        }
+        Ok(std::mem::take(&mut self.effects))
+    }
+}
+
+impl Drop for PgTx<'_> {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        if !self.begun.get() {
+            return;
+        }
+        // Roll back off the caller's thread; the connection returns to the pool afterwards,
+        // or is closed if even that failed.
+        self.store.spawn(async move {
+            if client.batch_execute("ROLLBACK").await.is_err() {
+                drop(Object::take(client));
+            }
+        });
+    }
+}
+
+impl ReadTx for PgTx<'_> {}
+
+impl WriteTx for PgTx<'_> {
+    fn next_id(&mut self, kind: IdKind) -> Result<u64, StoreError> {
+        let sql = match kind {
+            IdKind::Account => "SELECT nextval('account_ids')",
+            IdKind::Endpoint => "SELECT nextval('endpoint_ids')",
+            IdKind::Invitation => "SELECT nextval('invitation_ids')",
+            IdKind::Notification => "SELECT nextval('notification_ids')",
+            IdKind::Audit => "SELECT nextval('audit_ids')",
+            IdKind::Mail => "SELECT nextval('mail_ids')",
+        };
+        let row = self
+            .query_opt(sql, &[])?
+            .ok_or_else(|| StoreError::Corrupt("nextval returned no row".into()))?;
+        Ok(super::unbig(row.try_get(0)?))
+    }
+}
+
+impl Store for PgStore {
+    fn read(&self) -> Result<Box<dyn ReadTx + '_>, StoreError> {
+        Ok(Box::new(PgTx::read(self)?))
+    }
+
+    fn write_with(
+        &self,
+        work: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StoreError>,
+    ) -> Result<Effects, StoreError> {
+        let mut attempt = 1;
+        loop {
+            let mut tx = PgTx::write(self)?;
+            let result = work(&mut tx);
+            let conflicted = tx.conflicted.get();
+            let result = result.and_then(|()| tx.commit());
+            match result {
+                Ok(effects) => return Ok(effects),
+                Err(_) if conflicted && attempt < WRITE_ATTEMPTS => attempt += 1,
+                Err(err) if is_retryable(&err) && attempt < WRITE_ATTEMPTS => attempt += 1,
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    fn check_writable(&self) -> Result<(), StoreError> {
+        let tx = PgTx::read(self)?;
+        let row = tx
+            .query_opt("SELECT pg_is_in_recovery()", &[])?
+            .ok_or_else(|| StoreError::Corrupt("pg_is_in_recovery returned no row".into()))?;
+        if row.try_get::<_, bool>(0)? {
+            return Err(StoreError::Backend(
+                "the database is a read-only standby (in recovery): point \
+                 storage.postgres.url at the primary"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn gauges(&self, now: Timestamp) -> Result<StoreGauges, StoreError> {
+        self.read_gauges(now)
+    }
+
+    fn change_log(&self) -> Option<&dyn crate::store::changes::ChangesStore> {
+        None
+    }
+
+    fn backup_source(&self) -> Option<&dyn crate::store::backup::BackupSource> {
+        None
+    }
+}

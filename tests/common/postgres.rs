@@ -1,0 +1,366 @@
+//! Throwaway PostgreSQL clusters for the tests: Debian's server binaries (`postgresql`
+//! package), a fresh `initdb` in a temporary folder, listening on a free loopback port.
+//!
+//! [`shared`] starts one cluster per test process, lazily, that tests take fresh databases
+//! from ([`Cluster::database`]); [`Cluster::start`] gives a test a cluster of its own (to
+//! restart or stop it under load). Each postmaster runs as a child of a thread that lives as
+//! long as the test process and is asked to die with that thread (`PR_SET_PDEATHSIG`), so a
+//! test process that ends, even by a panic or a signal, leaves no server behind; its folder
+//! goes with the next run (see [`sweep`]).
+//!
+//! When the tests run as root, the server runs as the `postgres` user the package creates
+//! (PostgreSQL refuses to run as root).
+//!
+//! This file is also compiled into the library's own tests (`store::postgres`), by path.
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, mpsc};
+use std::time::{Duration, Instant};
+
+/// Where every cluster's folder lives: `intake-pg-<pid>-<n>` below it.
+fn base_dir() -> PathBuf {
+    std::env::temp_dir()
+}
+
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The server's binaries: `$INTAKE_TEST_PG_BIN`, else the newest of
+/// `/usr/lib/postgresql/*/bin`.
+pub fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("INTAKE_TEST_PG_BIN") {
+        return PathBuf::from(dir);
+    }
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let version = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            bin.join("postgres").exists().then_some((version, bin))
+        })
+        .collect();
+    versions.sort();
+    match versions.pop() {
+        Some((_, bin)) => bin,
+        None => panic!(
+            "no PostgreSQL server in /usr/lib/postgresql: install Debian's `postgresql` \
+             package (.ci/run does) or set INTAKE_TEST_PG_BIN"
+        ),
+    }
+}
+
+/// The uid and gid the server runs as: `postgres` when the tests run as root.
+fn server_user() -> Option<(u32, u32)> {
+    if rustix::process::geteuid().as_raw() != 0 {
+        return None;
+    }
+    let passwd = std::fs::read_to_string("/etc/passwd").expect("read /etc/passwd");
+    let line = passwd
+        .lines()
+        .find(|l| l.starts_with("postgres:"))
+        .expect("the tests run as root and there is no `postgres` user to run PostgreSQL as");
+    let fields: Vec<&str> = line.split(':').collect();
+    Some((fields[2].parse().unwrap(), fields[3].parse().unwrap()))
+}
+
+/// A command of the server's, as the user it runs as.
+fn server_command(program: &str) -> Command {
+    let mut cmd = Command::new(bin_dir().join(program));
+    if let Some((uid, gid)) = server_user() {
+        cmd.uid(uid).gid(gid);
+    }
+    cmd.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("LC_ALL", "C.UTF-8");
+    cmd
+}
+
+/// Removes the folders of clusters whose test process has ended.
+fn sweep() {
+    let Ok(entries) = std::fs::read_dir(base_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix("intake-pg-")) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// A free loopback port (free when asked; the server binds it right after).
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind an ephemeral port")
+}
+
+/// One running cluster.
+pub struct Cluster {
+    dir: PathBuf,
+    port: u16,
+    /// The postmaster, owned by its keeper thread; `None` while stopped.
+    postmaster: Mutex<Option<Keeper>>,
+    next_db: AtomicU64,
+}
+
+/// The thread a postmaster is the child of: it waits for orders and stops the server when told
+/// to (or dies with the process, taking the server with it).
+struct Keeper {
+    orders: mpsc::Sender<Order>,
+    done: mpsc::Receiver<()>,
+}
+
+enum Order {
+    /// Stop with this signal and wait for the exit.
+    Stop(rustix::process::Signal),
+}
+
+static SHARED: OnceLock<Cluster> = OnceLock::new();
+
+/// The test process's shared cluster, started on first use.
+pub fn shared() -> &'static Cluster {
+    SHARED.get_or_init(Cluster::start)
+}
+
+impl Cluster {
+    /// `initdb` into a new folder, then starts the server on a free loopback port.
+    pub fn start() -> Cluster {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        sweep();
+        let dir = base_dir().join(format!(
+            "intake-pg-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("create the cluster folder");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
+            .expect("open the cluster folder to the server's user");
+        let data = dir.join("data");
+        let out = server_command("initdb")
+            .args([
+                "--auth=trust",
+                "--username=intake",
+                "--encoding=UTF8",
+                "--no-sync",
+            ])
+            .arg("-D")
+            .arg(&data)
+            .output()
+            .expect("run initdb");
+        assert!(
+            out.status.success(),
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let cluster = Cluster {
+            dir,
+            port: free_port(),
+            postmaster: Mutex::new(None),
+            next_db: AtomicU64::new(0),
+        };
+        cluster.run();
+        cluster
+    }
+
+    /// Starts the postmaster (again) and waits until it accepts connections.
+    pub fn run(&self) {
+        let mut slot = self.postmaster.lock().unwrap();
+        assert!(slot.is_none(), "the cluster is already running");
+        let (orders, order_rx) = mpsc::channel();
+        let (done_tx, done) = mpsc::channel();
+        let (started_tx, started) = mpsc::channel();
+        let mut cmd = server_command("postgres");
+        cmd.arg("-D")
+            .arg(self.dir.join("data"))
+            .args(["-c", "listen_addresses=127.0.0.1"])
+            .args(["-c", &format!("port={}", self.port)])
+            .args([
+                "-c",
+                &format!("unix_socket_directories={}", self.dir.display()),
+            ])
+            .args(["-c", "max_connections=400", "-c", "shared_buffers=64MB"])
+            .args(["-c", "fsync=on", "-c", "synchronous_commit=on"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(
+                std::fs::File::create(self.dir.join("server.log"))
+                    .map(Stdio::from)
+                    .unwrap_or_else(|_| Stdio::null()),
+            );
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::QUIT,
+                ))
+                .map_err(std::io::Error::from)
+            });
+        }
+        std::thread::Builder::new()
+            .name("postmaster".into())
+            .spawn(move || {
+                let child: std::io::Result<Child> = cmd.spawn();
+                let mut child = match child {
+                    Ok(child) => {
+                        let _ = started_tx.send(Ok(()));
+                        child
+                    }
+                    Err(err) => {
+                        let _ = started_tx.send(Err(err.to_string()));
+                        return;
+                    }
+                };
+                // Until told otherwise, wait; a dropped sender (the cluster gone) stops it.
+                let signal = match order_rx.recv() {
+                    Ok(Order::Stop(signal)) => signal,
+                    Err(_) => rustix::process::Signal::QUIT,
+                };
+                if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                    let _ = rustix::process::kill_process(pid, signal);
+                }
+                let _ = child.wait();
+                let _ = done_tx.send(());
+            })
+            .expect("spawn the postmaster's thread");
+        if let Ok(Err(err)) = started.recv() {
+            panic!("cannot start postgres: {err}");
+        }
+        *slot = Some(Keeper { orders, done });
+        drop(slot);
+        self.wait_ready();
+    }
+
+    fn wait_ready(&self) {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            let out = Command::new(bin_dir().join("pg_isready"))
+                .args([
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &self.port.to_string(),
+                    "-U",
+                    "intake",
+                ])
+                .output()
+                .expect("run pg_isready");
+            if out.status.success() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "postgres did not accept connections within {READY_TIMEOUT:?}; its log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops the server: `immediate` as a crash would (SIGQUIT: no checkpoint, crash
+    /// recovery at the next start), otherwise a fast shutdown (SIGINT).
+    pub fn stop(&self, immediate: bool) {
+        let keeper = self.postmaster.lock().unwrap().take();
+        if let Some(keeper) = keeper {
+            let signal = if immediate {
+                rustix::process::Signal::QUIT
+            } else {
+                rustix::process::Signal::INT
+            };
+            let _ = keeper.orders.send(Order::Stop(signal));
+            let _ = keeper.done.recv_timeout(Duration::from_secs(60));
+        }
+    }
+
+    /// As `pg_ctl restart -m immediate`: a crash and a restart on the same port.
+    pub fn restart_immediate(&self) {
+        self.stop(true);
+        self.run();
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
+    }
+
+    /// The URL of database `name`.
+    pub fn url(&self, name: &str) -> String {
+        format!("postgresql://intake@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// Runs SQL on database `db` with psql; panics with its error when it fails.
+    pub fn psql(&self, db: &str, sql: &str) -> String {
+        let out = Command::new("psql")
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "intake",
+            ])
+            .args(["-d", db, "-c", sql])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .expect("run psql (Debian's postgresql-client)");
+        assert!(
+            out.status.success(),
+            "psql {sql:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// A new empty database; returns its URL.
+    pub fn database(&self) -> String {
+        self.database_from(None)
+    }
+
+    /// A new database copied from `template` (a database no one is connected to), or empty;
+    /// returns its URL.
+    pub fn database_from(&self, template: Option<&str>) -> String {
+        let name = format!("t{}", self.next_db.fetch_add(1, Ordering::Relaxed));
+        let sql = match template {
+            Some(t) => format!("CREATE DATABASE {name} TEMPLATE {t}"),
+            None => format!("CREATE DATABASE {name}"),
+        };
+        self.psql("postgres", &sql);
+        self.url(&name)
+    }
+
+    /// Whether something accepts connections on the cluster's port.
+    pub fn is_up(&self) -> bool {
+        TcpStream::connect_timeout(&self.addr(), Duration::from_millis(200)).is_ok()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop(true);
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
