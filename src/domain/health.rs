@@ -23,7 +23,8 @@ const PROBE_FILE: &str = ".readyz-probe";
 /// state as its caller read it just now.
 pub struct Vitals<'a> {
     pub store: &'a dyn Store,
-    pub index: &'a dyn SearchIndex,
+    /// The search index beside the store, if there is one (see `domain::search`).
+    pub index: Option<&'a dyn SearchIndex>,
     pub writer: WriterState,
     pub data_dir: &'a Path,
 }
@@ -103,7 +104,8 @@ fn writer_problem(writer: WriterState) -> Option<String> {
 }
 
 fn index_problem(vitals: &Vitals<'_>, bound: u64) -> Option<String> {
-    let snapshot = vitals.index.snapshot();
+    // A store that searches its records itself is always current.
+    let snapshot = vitals.index?.snapshot();
     if snapshot.view.is_none() {
         return Some("the search index is being built".into());
     }
@@ -118,7 +120,10 @@ fn index_problem(vitals: &Vitals<'_>, bound: u64) -> Option<String> {
 
 /// Change-log entries committed to the store and not yet covered by the index.
 fn index_lag(vitals: &Vitals<'_>) -> Result<u64> {
-    let position = vitals.index.snapshot().position;
+    let Some(index) = vitals.index else {
+        return Ok(0);
+    };
+    let position = index.snapshot().position;
     let last = crate::store::change_log(vitals.store)?
         .change_log_bounds()?
         .last;

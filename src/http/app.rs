@@ -27,7 +27,8 @@ pub struct App {
     pub clock: SharedClock,
     pub ingest: Ingest,
     pub request_log: RequestLog,
-    pub search: Arc<dyn SearchIndex>,
+    /// The search index beside the store; `None` when the store searches itself (PostgreSQL).
+    pub search: Option<Arc<dyn SearchIndex>>,
     /// Creates stamped but not yet stored: poll's visibility bound.
     pub in_flight: InFlight,
     /// Warms the cache with a draining poll consumer's next page.

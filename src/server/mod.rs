@@ -29,8 +29,8 @@ use tokio::sync::{Semaphore, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::core::clock::SharedClock;
-use crate::core::config::{Config, HttpConfig};
-use crate::core::crypto::{CryptoError, Sealer};
+use crate::core::config::{Config, HttpConfig, StorageBackend};
+use crate::core::crypto::{CryptoError, MASTER_KEY_FILE, Sealer};
 use crate::core::metrics::Metrics;
 use crate::core::private_dir::create_private_dir;
 use crate::domain::backup::{self, BackupError};
@@ -80,30 +80,55 @@ pub enum ServerError {
     Other(String),
 }
 
-/// Opens the store of a data dir, creating the folder (mode 0700) if needed.
+/// Opens the configured store (the data dir's redb file, or the PostgreSQL database) and the
+/// data dir's key-encryption key, creating the folder (mode 0700) if needed.
+///
+/// Every node of a store must seal with the same key: the key is checked against a value the
+/// first node sealed into the store, and a node with another key is refused before it can
+/// write anything the others could not open.
 pub fn open_data_dir(config: &Config) -> Result<(Arc<dyn Store>, Sealer), ServerError> {
     let dir = &config.data_dir;
     create_private_dir(dir).map_err(|source| ServerError::Io {
         context: format!("cannot create data dir {}", dir.display()),
         source,
     })?;
-    let store = store::open_embedded(
-        &config.db_path(),
-        config.storage.cache_mb * 1024 * 1024,
-        config.storage.min_free_bytes(),
-    )?;
+    let store = match (config.storage.backend, &config.storage.postgres) {
+        (StorageBackend::Postgres, Some(postgres)) => store::open_postgres(postgres)?,
+        _ => store::open_embedded(
+            &config.db_path(),
+            config.storage.cache_mb * 1024 * 1024,
+            config.storage.min_free_bytes(),
+        )?,
+    };
     let sealer = Sealer::load_or_create(dir)?;
+    let check = store.shared_value(KEY_CHECK, &sealer.seal(KEY_CHECK.as_bytes()))?;
+    if sealer.open(&check).is_err() {
+        return Err(ServerError::Other(format!(
+            "{} is not the key this store's secrets are sealed with: copy {} from a node \
+             already serving this store into the data dir (docs/src/scale-out.md)",
+            dir.join(MASTER_KEY_FILE).display(),
+            MASTER_KEY_FILE
+        )));
+    }
     Ok((store, sealer))
 }
 
-/// Opens the request-log store of a data dir (see `request_log`).
+/// The name of the value that tells whether a node's key is the store's (see
+/// [`open_data_dir`]).
+const KEY_CHECK: &str = "master_key_check";
+
+/// Opens the request-log store (see `request_log`): a file of its own in the data dir, or
+/// tables of the PostgreSQL database on a pool of their own.
 fn open_request_log(config: &Config) -> Result<Arc<dyn RequestLogStore>, ServerError> {
-    // The log is written in batches and read a page at a time: a small cache serves it.
-    Ok(store::open_embedded_request_log(
-        &config.request_log_path(),
-        8 * 1024 * 1024,
-        config.storage.min_free_bytes(),
-    )?)
+    Ok(match (config.storage.backend, &config.storage.postgres) {
+        (StorageBackend::Postgres, Some(postgres)) => store::open_postgres_request_log(postgres)?,
+        // The log is written in batches and read a page at a time: a small cache serves it.
+        _ => store::open_embedded_request_log(
+            &config.request_log_path(),
+            8 * 1024 * 1024,
+            config.storage.min_free_bytes(),
+        )?,
+    })
 }
 
 /// The after-commit path of this node: wakes its workers and clears its access cache.
@@ -239,9 +264,16 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         context: "cannot start a worker thread".into(),
         source,
     };
-    let (search, indexer, indexer_thread) =
-        search::start(&config.data_dir, store.clone(), config.search.indexer_nice)
-            .map_err(|e| ServerError::Other(e.to_string()))?;
+    // A store that searches itself (PostgreSQL) keeps no change log and needs no index.
+    let (search, indexer, indexer_thread) = match store.change_log() {
+        Some(_) => {
+            let (search, indexer, thread) =
+                search::start(&config.data_dir, store.clone(), config.search.indexer_nice)
+                    .map_err(|e| ServerError::Other(e.to_string()))?;
+            (Some(search), Some(Arc::new(indexer)), Some(thread))
+        }
+        None => (None, None, None),
+    };
     let metrics = Arc::new(Metrics::default());
     let (mailer, mail_thread) =
         Mailer::start(store.clone(), config.smtp.clone(), clock.clone()).map_err(spawn_err)?;
@@ -269,7 +301,9 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         // Each commit appends to the change log the indexer follows; what else it requires
         // takes the after-commit path of every write.
         Box::new(move |effects| {
-            indexer.changed();
+            if let Some(indexer) = &indexer {
+                indexer.changed();
+            }
             wakers.committed(effects);
         })
     })
@@ -319,7 +353,11 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
             ticker(retention::SCHEDULE_TICK),
             {
                 let indexer = indexer.clone();
-                move || indexer.changed()
+                move || {
+                    if let Some(indexer) = &indexer {
+                        indexer.changed();
+                    }
+                }
             },
         )),
     ];
@@ -345,8 +383,10 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
             app.mailer.shutdown();
             app.ingest.shutdown().await;
             let _ = tokio::task::spawn_blocking(move || writer.join()).await;
-            indexer.shutdown();
-            let _ = tokio::task::spawn_blocking(move || indexer_thread.join()).await;
+            if let (Some(indexer), Some(thread)) = (indexer, indexer_thread) {
+                indexer.shutdown();
+                let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+            }
             app.request_log.shutdown();
             let _ = tokio::task::spawn_blocking(move || log_thread.join()).await;
             let _ = tokio::task::spawn_blocking(move || dispatch_threads.join()).await;

@@ -114,6 +114,11 @@ pub trait ReadTx:
     + records::RecordsRead
     + webhooks::WebhooksRead
 {
+    /// The store's own text search, when it has one (PostgreSQL); `None` when a search index
+    /// beside the store answers instead (redb, see `workers::search`).
+    fn text_search(&self) -> Option<&dyn records::TextSearch> {
+        None
+    }
 }
 
 /// One write transaction: reads see its own changes; all of it commits, or none.
@@ -164,6 +169,10 @@ pub trait Store:
         work: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StoreError>,
     ) -> Result<Effects, StoreError>;
 
+    /// The value every node of this store shares under `name`: the stored one, or `proposed`,
+    /// stored now, when there is none yet (the first node to ask decides).
+    fn shared_value(&self, name: &str, proposed: &[u8]) -> Result<Vec<u8>, StoreError>;
+
     /// `Err` while a write would be refused before it begins (the disk holding the store is
     /// nearly full): readiness reports it.
     fn check_writable(&self) -> Result<(), StoreError>;
@@ -207,6 +216,16 @@ pub fn open_postgres(
     config: &crate::core::config::PostgresConfig,
 ) -> Result<Arc<dyn Store>, StoreError> {
     Ok(Arc::new(self::postgres::PgStore::open(config)?))
+}
+
+/// Connects to the request log's tables in the PostgreSQL database of `config`, on a small pool
+/// of its own so that logging never waits for the data path's connections.
+pub fn open_postgres_request_log(
+    config: &crate::core::config::PostgresConfig,
+) -> Result<Arc<dyn request_log::RequestLogStore>, StoreError> {
+    let mut config = config.clone();
+    config.pool_size = 2;
+    Ok(Arc::new(self::postgres::PgStore::open(&config)?))
 }
 
 /// Opens (or creates) the embedded request log at `path` (`requests.redb`), like

@@ -201,6 +201,31 @@ pub trait RecordsRead {
     ) -> Result<(), StoreError>;
 }
 
+/// How a store's own text search ended (see [`TextSearch`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextSearchEnd {
+    /// Every candidate in the range was shown, or the visitor broke.
+    Done,
+    /// The query took longer than a search may: the caller falls back to a bounded walk.
+    TooSlow,
+}
+
+/// A store that finds the records containing a text itself (PostgreSQL's trigram index over
+/// the folded payload text), in the same snapshot as the other reads of its transaction.
+pub trait TextSearch {
+    /// Shows the records of `partition` with ids in `[lower, upper]` whose folded payload text
+    /// may contain `folded_q` to `visit`, newest first, until it breaks. A store may show more
+    /// than the matches (the visitor checks each), never fewer.
+    fn search_text(
+        &self,
+        partition: u64,
+        folded_q: &str,
+        lower: u128,
+        upper: u128,
+        visit: &mut SearchVisitor<'_>,
+    ) -> Result<TextSearchEnd, StoreError>;
+}
+
 /// A visitor of search's reads: a record's id, updated_at and payload, borrowed for the call;
 /// it answers whether to go on.
 pub type SearchVisitor<'v> = dyn FnMut(u128, Timestamp, &[u8]) -> ControlFlow<()> + 'v;

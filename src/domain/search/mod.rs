@@ -49,6 +49,7 @@ use crate::core::cursor::{self, CursorKind, Position};
 use crate::core::ids::RecordId;
 use crate::domain::error::{Error, Result};
 use crate::domain::records::{PageTail, Pagination, RecordsBody};
+use crate::store::records::{TextSearch, TextSearchEnd};
 use crate::store::{ReadTx, Store, time_key};
 pub use index::{Hits, IndexView, SearchIndex, Snapshot};
 use matcher::Matcher;
@@ -141,7 +142,7 @@ pub fn parse_request(
 /// Runs a search in partition `p`; see the module docs for how it stays exact.
 pub fn search(
     store: &dyn Store,
-    index: &dyn SearchIndex,
+    index: Option<&dyn SearchIndex>,
     p: u64,
     request: &SearchRequest,
 ) -> Result<String> {
@@ -152,7 +153,7 @@ pub fn search(
 /// unindexed tail (tests use small budgets to reach the bounds with few records).
 pub(crate) fn search_within(
     store: &dyn Store,
-    index: &dyn SearchIndex,
+    index: Option<&dyn SearchIndex>,
     p: u64,
     request: &SearchRequest,
     budget: usize,
@@ -168,13 +169,19 @@ pub(crate) fn search_within(
     }
     // The index's state first, then the store's: every change between the two is in the tail,
     // which is read after both (see `unindexed_tail`).
-    let snapshot = index.snapshot();
+    let snapshot = index.map(|index| index.snapshot());
     let read = store.read()?;
     let records = read.as_ref();
     let want = limit + 1;
 
     let mut matcher = Matcher::new(q);
-    let Some(view) = &snapshot.view else {
+    if let Some(text) = records.text_search() {
+        return search_in_store(records, text, p, &mut matcher, request, budget);
+    }
+    let Some((view, snapshot)) = snapshot
+        .as_ref()
+        .and_then(|snapshot| Some((snapshot.view.as_ref()?, snapshot)))
+    else {
         return scan_store(records, p, &mut matcher, *lower, *upper, *limit, budget);
     };
     let mut upper = *upper;
@@ -256,6 +263,44 @@ pub(crate) fn search_within(
     let next = (found.len() > *limit).then(|| found[*limit - 1].id);
     found.truncate(*limit);
     page(p, found, next)
+}
+
+/// A search answered by a store that searches its records itself (PostgreSQL): its candidates,
+/// newest first, each checked here like an index hit, so the answer is exact whatever the
+/// store's own matching; a query the store finds too slow is answered by a bounded walk.
+fn search_in_store(
+    records: &dyn ReadTx,
+    text: &dyn TextSearch,
+    p: u64,
+    matcher: &mut Matcher,
+    request: &SearchRequest,
+    budget: usize,
+) -> Result<String> {
+    let SearchRequest {
+        q,
+        lower,
+        upper,
+        limit,
+    } = request;
+    let want = limit + 1;
+    let mut found: Vec<Found> = Vec::new();
+    let end = text.search_text(p, q, *lower, *upper, &mut |id, updated_at, payload| {
+        if matcher.matches(payload) {
+            found.push(Found::copy(id, updated_at, payload));
+            if found.len() == want {
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    })?;
+    match end {
+        TextSearchEnd::Done => {
+            let next = (found.len() > *limit).then(|| found[*limit - 1].id);
+            found.truncate(*limit);
+            page(p, found, next)
+        }
+        TextSearchEnd::TooSlow => scan_store(records, p, matcher, *lower, *upper, *limit, budget),
+    }
 }
 
 /// A record found to match: a copy of what the page shows of it.

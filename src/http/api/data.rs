@@ -102,7 +102,7 @@ pub fn search(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> R
     let started = std::time::Instant::now();
     let page = search::search(
         app.store.as_ref(),
-        app.search.as_ref(),
+        app.search.as_deref(),
         access.partition,
         &request,
     )?;

@@ -17,7 +17,7 @@ use crate::http::request::Request;
 fn vitals(app: &App) -> Vitals<'_> {
     Vitals {
         store: app.store.as_ref(),
-        index: app.search.as_ref(),
+        index: app.search.as_deref(),
         writer: WriterState {
             alive: app.ingest.writer_alive(),
             last_commit_failed: app.ingest.last_commit_failed(),

@@ -27,6 +27,7 @@ mod mail;
 mod records;
 mod request_log;
 mod schema;
+mod search;
 mod tx;
 mod usage;
 mod webhooks;

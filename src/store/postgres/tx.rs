@@ -172,7 +172,11 @@ impl Drop for PgTx<'_> {
     }
 }
 
-impl ReadTx for PgTx<'_> {}
+impl ReadTx for PgTx<'_> {
+    fn text_search(&self) -> Option<&dyn crate::store::records::TextSearch> {
+        Some(self)
+    }
+}
 
 impl WriteTx for PgTx<'_> {
     fn next_id(&mut self, kind: IdKind) -> Result<u64, StoreError> {
@@ -213,6 +217,21 @@ impl Store for PgStore {
                 Err(err) => return Err(err),
             }
         }
+    }
+
+    fn shared_value(&self, name: &str, proposed: &[u8]) -> Result<Vec<u8>, StoreError> {
+        let tx = PgTx::write(self)?;
+        // Inserted unless present; either way the row now holds the value that counts.
+        tx.execute(
+            "INSERT INTO settings (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+            &[&name, &proposed],
+        )?;
+        let row = tx
+            .query_opt("SELECT value FROM settings WHERE name = $1", &[&name])?
+            .ok_or_else(|| StoreError::Corrupt(format!("setting {name} vanished")))?;
+        let value: Vec<u8> = row.try_get(0)?;
+        tx.commit()?;
+        Ok(value)
     }
 
     fn check_writable(&self) -> Result<(), StoreError> {

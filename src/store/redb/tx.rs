@@ -4,8 +4,8 @@
 //! transaction provide: a write transaction reads its own changes.
 
 use redb::{
-    Key, ReadOnlyTable, ReadTransaction, ReadableDatabase, Table, TableDefinition, Value,
-    WriteTransaction,
+    Key, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, Table, TableDefinition,
+    Value, WriteTransaction,
 };
 
 use super::{RedbStore, next_id};
@@ -114,6 +114,24 @@ impl Store for RedbStore {
         let effects = tx.effects;
         txn.commit()?;
         Ok(effects)
+    }
+
+    fn shared_value(&self, name: &str, proposed: &[u8]) -> Result<Vec<u8>, StoreError> {
+        let key = format!("shared.{name}");
+        let txn = self.db.begin_write()?;
+        let stored = {
+            let mut meta = txn.open_table(super::META)?;
+            let stored = meta.get(key.as_str())?.map(|v| v.value().to_vec());
+            match stored {
+                Some(stored) => stored,
+                None => {
+                    meta.insert(key.as_str(), proposed)?;
+                    proposed.to_vec()
+                }
+            }
+        };
+        txn.commit()?;
+        Ok(stored)
     }
 
     fn check_writable(&self) -> Result<(), StoreError> {

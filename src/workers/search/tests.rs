@@ -117,7 +117,7 @@ fn search_all(
     let (mut ids, mut first) = (Vec::new(), None);
     for _ in 0..10_000 {
         let request = parse_request(&params, P, now).expect("valid request");
-        let text = search_within(store, index, P, &request, budget).expect("search");
+        let text = search_within(store, Some(index), P, &request, budget).expect("search");
         let page: Value = serde_json::from_str(&text).expect("JSON page");
         let data = page["data"].as_array().expect("data");
         assert!(

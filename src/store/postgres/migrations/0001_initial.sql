@@ -193,6 +193,12 @@ CREATE TABLE jobs (
     next_run timestamptz NOT NULL
 );
 
+-- Values every node shares, decided by the first to ask (`Store::shared_value`).
+CREATE TABLE settings (
+    name text PRIMARY KEY,
+    value bytea NOT NULL
+);
+
 -- Shared counters: `access` is bumped by every change to who may call what, so every node
 -- clears its access cache.
 CREATE TABLE counters (
