@@ -24,6 +24,7 @@
 //! - [`audit`]: the per-endpoint audit log of every change.
 //! - [`usage`]: monthly data-call counters and the quota (429), per-day counts for the chart.
 //! - [`retention`]: the scheduled purge of records past their environment's retention.
+//! - [`jobs`]: periodic jobs run once per period across the nodes of a shared store.
 //! - [`health`]: the readiness checks of `GET /readyz` and the gauges of `GET /metrics`.
 //! - [`mail`]: the outbox: a message is queued in the transaction of the change that causes
 //!   it and sent later by the mail worker.
@@ -45,6 +46,7 @@ pub mod endpoints;
 pub mod error;
 pub mod handles;
 pub mod health;
+pub mod jobs;
 pub mod ingest;
 pub mod mail;
 pub mod notifications;

@@ -94,13 +94,38 @@ impl InFlight {
         Stamp { registry: self, at }
     }
 
-    /// The visibility bound: records created before it are all stored.
+    /// This node's low-water mark and its time now: it will never commit a create stamped
+    /// below the mark (see `store::cluster`).
+    pub fn low_water_mark(&self, clock: &dyn Clock) -> (Timestamp, Timestamp) {
+        let mut state = self.lock();
+        let now = state.now(clock);
+        (state.stamps.keys().next().copied().unwrap_or(now), now)
+    }
+
+    /// This node's visibility bound: records it created before it are all stored.
     pub fn visibility_bound(&self, clock: &dyn Clock, hold_back: Duration) -> Timestamp {
         let mut state = self.lock();
         let now = state.now(clock);
         let oldest = state.stamps.keys().next().copied().unwrap_or(now);
         oldest.min(now.minus(hold_back))
     }
+}
+
+/// The visibility bound of a poll at this node: its own in-flight creates and hold-back, and,
+/// on a store shared by several nodes, the lowest low-water mark the live nodes published
+/// (see `store::cluster`).
+pub fn visibility_bound(
+    in_flight: &InFlight,
+    store: &dyn Store,
+    clock: &dyn Clock,
+    hold_back: Duration,
+) -> Result<Timestamp> {
+    let local = in_flight.visibility_bound(clock, hold_back);
+    let floor = match store.cluster() {
+        Some(cluster) => cluster.visibility_floor()?,
+        None => None,
+    };
+    Ok(floor.map_or(local, |floor| local.min(floor)))
 }
 
 /// A poll response.

@@ -69,6 +69,9 @@ pub async fn run_schedule(
             continue;
         }
         due = now.plus(PURGE_EVERY);
+        if !crate::domain::jobs::claim(store.as_ref(), "retention", now, PURGE_EVERY) {
+            continue;
+        }
         let (store, retention) = (store.clone(), retention.clone());
         let purged =
             tokio::task::spawn_blocking(move || purge_expired(store.as_ref(), now, &retention))

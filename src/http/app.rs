@@ -30,7 +30,7 @@ pub struct App {
     /// The search index beside the store; `None` when the store searches itself (PostgreSQL).
     pub search: Option<Arc<dyn SearchIndex>>,
     /// Creates stamped but not yet stored: poll's visibility bound.
-    pub in_flight: InFlight,
+    pub in_flight: Arc<InFlight>,
     /// Warms the cache with a draining poll consumer's next page.
     pub poll_read_ahead: ReadAhead,
     pub usage: Usage,

@@ -42,11 +42,11 @@ use crate::http::app::App;
 use crate::http::dashboard::setup::Dashboard;
 use crate::server::first_byte::FirstByteDeadline;
 use crate::store::Effects;
-use crate::workers::ingest;
+use crate::workers::{cluster, ingest};
 use crate::workers::mail::Mailer;
 
 use crate::core::ticker::Ticker;
-use crate::domain::retention;
+use crate::domain::{jobs, retention};
 use crate::domain::sessions::{self, LoginLimiter};
 use crate::domain::usage::Usage;
 use crate::server::tls::{Tls, TlsError};
@@ -308,6 +308,14 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         })
     })
     .map_err(spawn_err)?;
+    // On a shared store the node joins the cluster before it takes its first write.
+    let in_flight = Arc::new(InFlight::default());
+    let heartbeat = cluster::start(cluster::Parts {
+        store: store.clone(),
+        in_flight: in_flight.clone(),
+        clock: clock.clone(),
+        access_cache: access_cache.clone(),
+    })?;
     let log_store = open_request_log(&config)?;
     let (request_log, log_thread) =
         RequestLog::start(log_store, clock.clone(), config.request_log.retention)
@@ -324,7 +332,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         ingest,
         request_log,
         search,
-        in_flight: InFlight::default(),
+        in_flight,
         poll_read_ahead: ReadAhead::default(),
         mailer,
         dispatcher,
@@ -383,6 +391,9 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
             app.mailer.shutdown();
             app.ingest.shutdown().await;
             let _ = tokio::task::spawn_blocking(move || writer.join()).await;
+            if let Some(heartbeat) = heartbeat {
+                let _ = tokio::task::spawn_blocking(move || heartbeat.stop()).await;
+            }
             if let (Some(indexer), Some(thread)) = (indexer, indexer_thread) {
                 indexer.shutdown();
                 let _ = tokio::task::spawn_blocking(move || thread.join()).await;
@@ -542,6 +553,9 @@ async fn sweep_expired(app: Arc<App>, mut ticker: Ticker) {
         let app = app.clone();
         let swept = tokio::task::spawn_blocking(move || {
             let now = app.clock.now();
+            if !jobs::claim(app.store.as_ref(), "expiry_sweep", now, EXPIRY_SWEEP) {
+                return Ok((0, 0));
+            }
             let keys = purge_expired_idempotency(app.store.as_ref(), now, 10_000)?;
             let sessions = sessions::purge_expired(app.store.as_ref(), now)?;
             Ok::<_, crate::domain::error::Error>((keys, sessions))

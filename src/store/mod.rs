@@ -27,6 +27,7 @@
 pub mod accounts;
 pub mod backup;
 pub mod changes;
+pub mod cluster;
 pub mod endpoints;
 pub mod mail;
 pub mod postgres;
@@ -183,6 +184,10 @@ pub trait Store:
     /// The change log a search index kept beside the store follows: `None` for a store that
     /// searches its records itself (PostgreSQL, see [`Store::text_search`]).
     fn change_log(&self) -> Option<&dyn changes::ChangesStore>;
+
+    /// What the nodes sharing this store tell each other through it: `None` for a store only
+    /// one node uses (redb).
+    fn cluster(&self) -> Option<&dyn cluster::ClusterStore>;
 
     /// How to copy this store into a backup archive: `None` for a store kept by a database
     /// server, which its own tools back up.

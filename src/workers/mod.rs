@@ -1,6 +1,8 @@
 //! Workers: the threads that do what no request waits for, each started and stopped by
 //! `server`, each woken by the after-commit path or its own timer.
 //!
+//! - [`cluster`]: the heartbeat of a node on a shared store: its lease, its poll low-water
+//!   mark, and access changes made on other nodes.
 //! - [`ingest`]: the group-commit writer: one thread takes every queued write, applies the
 //!   batch in one transaction and commits with fsync; only then are the 202s sent.
 //! - [`search`]: the tantivy index (`domain::search::SearchIndex`) and the indexer thread that
@@ -14,6 +16,7 @@
 //! - [`request_log`]: the per-endpoint log of data calls, written in batches and purged by
 //!   retention.
 
+pub mod cluster;
 pub mod ingest;
 pub mod mail;
 pub mod request_log;

@@ -116,9 +116,12 @@ pub fn search(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> R
 pub fn poll(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Result<Response> {
     let access = authorize(app, req, slug, Permission::Read, call_log)?;
     let (start, limit) = poll::parse_request(&query_params(&req.query), access.partition)?;
-    let bound = app
-        .in_flight
-        .visibility_bound(app.clock.as_ref(), app.config.poll.hold_back);
+    let bound = poll::visibility_bound(
+        &app.in_flight,
+        app.store.as_ref(),
+        app.clock.as_ref(),
+        app.config.poll.hold_back,
+    )?;
     let page = poll::poll(
         app.store.as_ref(),
         &access,

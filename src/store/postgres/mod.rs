@@ -22,6 +22,7 @@
 //!   compare the database's clock with itself so that nodes with skewed clocks agree on them.
 
 mod accounts;
+mod cluster;
 mod endpoints;
 mod mail;
 mod records;
@@ -33,7 +34,8 @@ mod usage;
 mod webhooks;
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde::Serialize;
@@ -49,6 +51,10 @@ pub use tx::PgTx;
 pub struct PgStore {
     runtime: PgRuntime,
     pool: Pool,
+    /// How long a claim of this node holds without renewal (`[storage.postgres] lease`).
+    lease: Duration,
+    /// This node's membership of the cluster, once it has joined (see `cluster`).
+    node: Mutex<Option<cluster::Membership>>,
 }
 
 /// The store's runtime; dropped without waiting (the store may be dropped by a task).
@@ -79,6 +85,8 @@ impl PgStore {
         let store = PgStore {
             runtime: PgRuntime(Some(runtime)),
             pool,
+            lease: config.lease,
+            node: Mutex::new(None),
         };
         store.block(schema::prepare(&store.pool))?;
         Ok(store)
@@ -121,6 +129,19 @@ impl PgStore {
 
     pub(crate) fn pool(&self) -> &Pool {
         &self.pool
+    }
+
+    /// Runs one statement on its own (committed when it returns) and returns its rows.
+    pub(crate) fn statement(
+        &self,
+        sql: &str,
+        params: &tx::Params<'_>,
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        self.block(async {
+            let client = self.pool.get().await?;
+            let statement = client.prepare_cached(sql).await?;
+            Ok(client.query(&statement, params).await?)
+        })
     }
 }
 

@@ -257,6 +257,10 @@ impl Store for PgStore {
         None
     }
 
+    fn cluster(&self) -> Option<&dyn crate::store::cluster::ClusterStore> {
+        Some(self)
+    }
+
     fn backup_source(&self) -> Option<&dyn crate::store::backup::BackupSource> {
         None
     }

@@ -146,6 +146,10 @@ impl Store for RedbStore {
         Some(self)
     }
 
+    fn cluster(&self) -> Option<&dyn crate::store::cluster::ClusterStore> {
+        None
+    }
+
     fn backup_source(&self) -> Option<&dyn crate::store::backup::BackupSource> {
         Some(self)
     }

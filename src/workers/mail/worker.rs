@@ -112,10 +112,14 @@ pub(crate) fn run(store: &dyn Store, clock: &dyn Clock, sender: Option<&Sender>,
         }
         if next_purge <= now {
             next_purge = now.plus(PURGE_EVERY);
-            match store.purge_mail(now.minus(KEEP_FINISHED)) {
-                Ok(0) => {}
-                Ok(n) => log::info!("mail: purged {n} sent or failed e-mails older than 30 days"),
-                Err(err) => log::error!("mail: purge failed: {err}"),
+            if crate::domain::jobs::claim(store, "outbox_purge", now, PURGE_EVERY) {
+                match store.purge_mail(now.minus(KEEP_FINISHED)) {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        log::info!("mail: purged {n} sent or failed e-mails older than 30 days")
+                    }
+                    Err(err) => log::error!("mail: purge failed: {err}"),
+                }
             }
         }
         match signal.wait(TICK) {

@@ -186,11 +186,12 @@ CREATE TABLE nodes (
     low_water bigint NOT NULL
 );
 
--- Periodic jobs: a node runs one when it moves `next_run` past now (once per period across
--- the cluster).
+-- Periodic jobs: a node runs one when it moves `next_run` (microseconds, on the injected
+-- clock of the nodes, like every time the services keep) past now: once per period across the
+-- cluster.
 CREATE TABLE jobs (
     name text PRIMARY KEY,
-    next_run timestamptz NOT NULL
+    next_run bigint NOT NULL
 );
 
 -- Values every node shares, decided by the first to ask (`Store::shared_value`).

@@ -1,0 +1,46 @@
+//! What the nodes sharing one store (PostgreSQL) tell each other through it: that they are
+//! alive, how far their creates have got, which of them runs a periodic job, and that access
+//! rights changed. A store of one node (redb) has none of this (`Store::cluster` is `None`).
+//!
+//! **The poll invariant across nodes.** Each node stamps creates on its own clock and commits
+//! them in its own order, so a record could otherwise appear below a cursor a consumer has
+//! already passed. Every node therefore publishes a *low-water mark* under a lease: a time
+//! below which it will never commit another create (the oldest create it has in flight, or its
+//! clock when it has none). A poll shows only records below the lowest mark of the nodes whose
+//! lease is live ([`ClusterStore::visibility_floor`]). A node whose lease lapses (it died, or
+//! lost the database for longer than a lease) is no longer waited for, so it must never commit
+//! a create stamped before it joins again: the store refuses its batches while its lease is
+//! not live with a margin, and refuses creates stamped before its latest join. A killed node
+//! thus holds the feed back by at most one lease.
+//!
+//! Leases compare the database's clock with itself: nodes whose clocks disagree still agree on
+//! them. Marks are on each node's clock, which is what its stamps are on.
+
+use std::time::Duration;
+
+use crate::core::clock::Timestamp;
+use crate::store::StoreError;
+
+pub trait ClusterStore: Send + Sync {
+    /// Renews this node's lease and publishes `low_water` as its mark; the first call, and the
+    /// first after the lease lapsed, joins the cluster anew with `now` (its clock) as both its
+    /// mark and the time its creates must be stamped after.
+    fn publish_low_water(&self, low_water: Timestamp, now: Timestamp) -> Result<(), StoreError>;
+
+    /// Ends this node's lease (a clean shutdown): the others stop waiting for it at once.
+    fn leave(&self) -> Result<(), StoreError>;
+
+    /// The lowest mark of the nodes whose lease is live: no node will commit a create stamped
+    /// below it. `None` when no node is live.
+    fn visibility_floor(&self) -> Result<Option<Timestamp>, StoreError>;
+
+    /// Claims the run of the periodic job `name` that is due at `now`: `true` for one node per
+    /// `period` across the cluster, `false` for the others (and until the period has passed).
+    /// Times are the nodes' own (the injected clock), as for every schedule.
+    fn claim_job(&self, name: &str, now: Timestamp, period: Duration)
+    -> Result<bool, StoreError>;
+
+    /// A number that changes whenever any node changes who may call what (an endpoint, a key,
+    /// a collaborator, an account): each node clears its access cache when it sees it change.
+    fn access_version(&self) -> Result<u64, StoreError>;
+}

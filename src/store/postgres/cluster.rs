@@ -1,0 +1,159 @@
+//! The cluster on PostgreSQL (see `store::cluster` for the invariant): the `nodes` table of
+//! leases and low-water marks, the `jobs` table of periodic runs, the `access` counter, and
+//! the fence that keeps a node whose lease lapsed from committing creates the others no
+//! longer wait for.
+
+use std::time::Duration;
+
+use super::{PgStore, PgTx, big};
+use crate::core::clock::Timestamp;
+use crate::store::StoreError;
+use crate::store::cluster::ClusterStore;
+use crate::store::rows::time_key;
+
+/// This node's current membership: its row in `nodes`, and the time its creates must be
+/// stamped after (its clock when it joined).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Membership {
+    id: i64,
+    live_since: Timestamp,
+}
+
+/// A node's batch is refused unless its lease still has this share of its length to run: a
+/// commit that passes the check lands well before the others stop waiting for the node.
+const FENCE_MARGIN: f64 = 0.5;
+
+/// Rows of nodes whose lease lapsed this long ago are removed when a node joins.
+const FORGET_AFTER_SECS: f64 = 86_400.0;
+
+fn secs(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
+
+impl PgStore {
+    fn membership(&self) -> Option<Membership> {
+        *self.node.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set_membership(&self, membership: Option<Membership>) {
+        *self.node.lock().unwrap_or_else(|e| e.into_inner()) = membership;
+    }
+
+    /// Refuses a batch this node may not commit: before it joined, with creates stamped before
+    /// its latest join (`oldest_create`), or while its lease is not live with a margin. Runs
+    /// in the batch's transaction, so the check and the commit see the same lease row.
+    pub(super) fn check_fence(
+        &self,
+        tx: &PgTx<'_>,
+        oldest_create: Option<Timestamp>,
+    ) -> Result<(), StoreError> {
+        let Some(node) = self.membership() else {
+            return Err(StoreError::Backend(
+                "this node has not joined the cluster (its lease is not live)".into(),
+            ));
+        };
+        if oldest_create.is_some_and(|created| created < node.live_since) {
+            return Err(StoreError::Backend(
+                "these creates were stamped before this node's lease lapsed".into(),
+            ));
+        }
+        let live = tx.query_opt(
+            "SELECT 1 FROM nodes WHERE id = $1 AND lease_until > now() + make_interval(secs => $2)",
+            &[&node.id, &(secs(self.lease) * FENCE_MARGIN)],
+        )?;
+        match live {
+            Some(_) => Ok(()),
+            None => Err(StoreError::Backend(
+                "this node's lease has lapsed; it joins again shortly".into(),
+            )),
+        }
+    }
+
+    fn join(&self, now: Timestamp) -> Result<(), StoreError> {
+        // Forget the membership first: from here until the new row is in, nothing commits.
+        self.set_membership(None);
+        self.statement(
+            "DELETE FROM nodes WHERE lease_until < now() - make_interval(secs => $1)",
+            &[&FORGET_AFTER_SECS],
+        )?;
+        let name = format!(
+            "{}:{}",
+            rustix::system::uname().nodename().to_string_lossy(),
+            std::process::id()
+        );
+        let rows = self.statement(
+            "INSERT INTO nodes (name, lease_until, low_water)
+             VALUES ($1, now() + make_interval(secs => $2), $3) RETURNING id",
+            &[&name, &secs(self.lease), &big(time_key(now))],
+        )?;
+        let id: i64 = rows
+            .first()
+            .ok_or_else(|| StoreError::Corrupt("INSERT ... RETURNING gave no row".into()))?
+            .try_get(0)?;
+        self.set_membership(Some(Membership {
+            id,
+            live_since: now,
+        }));
+        log::info!("joined the cluster as node {id} ({name})");
+        Ok(())
+    }
+}
+
+impl ClusterStore for PgStore {
+    fn publish_low_water(&self, low_water: Timestamp, now: Timestamp) -> Result<(), StoreError> {
+        let Some(node) = self.membership() else {
+            return self.join(now);
+        };
+        let renewed = self.statement(
+            "UPDATE nodes SET lease_until = now() + make_interval(secs => $2), low_water = $3
+             WHERE id = $1 AND lease_until > now() RETURNING id",
+            &[&node.id, &secs(self.lease), &big(time_key(low_water))],
+        )?;
+        if renewed.is_empty() {
+            log::warn!("node {}: the lease lapsed; joining the cluster again", node.id);
+            return self.join(now);
+        }
+        Ok(())
+    }
+
+    fn leave(&self) -> Result<(), StoreError> {
+        if let Some(node) = self.membership() {
+            self.set_membership(None);
+            self.statement("DELETE FROM nodes WHERE id = $1", &[&node.id])?;
+        }
+        Ok(())
+    }
+
+    fn visibility_floor(&self) -> Result<Option<Timestamp>, StoreError> {
+        let rows = self.statement(
+            "SELECT min(low_water) FROM nodes WHERE lease_until > now()",
+            &[],
+        )?;
+        let floor: Option<i64> = match rows.first() {
+            Some(row) => row.try_get(0)?,
+            None => None,
+        };
+        Ok(floor.map(Timestamp))
+    }
+
+    fn claim_job(&self, name: &str, now: Timestamp, period: Duration) -> Result<bool, StoreError> {
+        let next = big(time_key(now.plus(period)));
+        let claimed = self.statement(
+            "INSERT INTO jobs (name, next_run) VALUES ($1, $2)
+             ON CONFLICT (name) DO UPDATE SET next_run = EXCLUDED.next_run
+             WHERE jobs.next_run <= $3
+             RETURNING name",
+            &[&name, &next, &big(time_key(now))],
+        )?;
+        Ok(!claimed.is_empty())
+    }
+
+    fn access_version(&self) -> Result<u64, StoreError> {
+        let rows = self.statement("SELECT value FROM counters WHERE name = 'access'", &[])?;
+        let value: i64 = rows
+            .first()
+            .ok_or_else(|| StoreError::Corrupt("the access counter is missing".into()))?
+            .try_get(0)?;
+        Ok(super::unbig(value))
+    }
+}
