@@ -1,6 +1,7 @@
 //! Backups: `intake backup` of a server under write load, `intake restore` into a new data
 //! dir (every write acknowledged before the backup began is served, and search works on the
-//! rebuilt index), restore's refusals, and SIGUSR1 backups with rotation.
+//! rebuilt index), restore's refusals, and SIGUSR1 backups with rotation; on PostgreSQL, the
+//! refusals that point to pg_dump instead.
 
 mod common;
 
@@ -17,6 +18,9 @@ use serde_json::json;
 
 #[test]
 fn backup_under_write_load_restores_every_acknowledged_write_and_search() {
+    if redb_only("backup archives hold redb's file") {
+        return;
+    }
     let mut server = TestServer::start();
     let endpoint = server.create_endpoint("Orders", &[]);
     let (slug, key) = (endpoint.slug.clone(), endpoint.sandbox_key.clone());
@@ -163,6 +167,9 @@ fn backup_under_write_load_restores_every_acknowledged_write_and_search() {
 
 #[test]
 fn restore_refuses_a_running_or_non_empty_data_dir_unless_forced() {
+    if redb_only("backup archives hold redb's file") {
+        return;
+    }
     let mut server = TestServer::start();
     let endpoint = server.create_endpoint("Orders", &[]);
     let (slug, key) = (endpoint.slug.clone(), endpoint.sandbox_key.clone());
@@ -227,6 +234,9 @@ fn restore_refuses_a_running_or_non_empty_data_dir_unless_forced() {
 
 #[test]
 fn sigusr1_backups_keep_the_newest_n() {
+    if redb_only("backup archives hold redb's file") {
+        return;
+    }
     let backups = tempfile::tempdir().unwrap();
     let dir = backups.path().join("nightly");
     let server = TestServer::start_with_config(&format!(
@@ -265,4 +275,78 @@ fn sigusr1_backups_keep_the_newest_n() {
     // Each is a whole backup that restores.
     let target = tempfile::tempdir().unwrap();
     assert_success(&restore(&present[1], &target.path().join("d"), false));
+}
+
+/// PostgreSQL's counterpart of the tests above: the store is the database's to back up, and
+/// every way of asking intake for a backup, or a restore, says so and names pg_dump.
+#[test]
+fn on_postgres_backups_and_restores_are_refused_naming_pg_dump() {
+    if postgres_only("a redb store takes backup archives (the tests above)") {
+        return;
+    }
+    let backups = tempfile::tempdir().unwrap();
+    let dir = backups.path().join("nightly");
+    let mut server = TestServer::start_with_config(&format!(
+        "[backup]\ndir = \"{}\"\nkeep = 2\n",
+        dir.display()
+    ));
+    let r = server.manage("POST", "/api/v1/manage/backups", None);
+    assert_error(&r, 409, "conflict");
+    assert!(error_message(&r).contains("pg_dump"), "{}", r.describe());
+
+    let archive = backups.path().join("backup.tar");
+    let out = backup(&server, &archive);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("409") && stderr(&out).contains("pg_dump"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!archive.exists());
+
+    let from = server.log.len();
+    let st = Command::new("kill")
+        .args(["-USR1", &server.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let line = server
+        .log
+        .wait_for(
+            from,
+            Duration::from_secs(60),
+            |l| l.contains("backup written to") || l.contains("backup failed"),
+            || false,
+        )
+        .unwrap_or_else(|| panic!("no backup logged\n{}", server.log.text()));
+    assert!(
+        line.contains("backup failed") && line.contains("pg_dump"),
+        "{line}"
+    );
+    let written: Vec<_> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(written.is_empty(), "{written:?}");
+
+    // The server still serves, and a restore into its data dir (stopped) changes nothing.
+    let endpoint = server.create_endpoint("Orders", &[]);
+    let kept = server.create_record(&endpoint.slug, &endpoint.sandbox_key, &json!({"n": 1}));
+    server.sigterm_and_wait();
+    let key = std::fs::read(server.dir.path().join("master.key")).unwrap();
+    let out = restore(&archive, server.dir.path(), true);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("pg_restore"), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read(server.dir.path().join("master.key")).unwrap(),
+        key
+    );
+    server.restart();
+    let id = kept["id"].as_str().unwrap();
+    assert_status(
+        &server.get_record(&endpoint.slug, &endpoint.sandbox_key, id),
+        200,
+    );
 }

@@ -580,6 +580,9 @@ fn serve_starts_in_the_environment_cargo_run_gives_it() {
 
 #[test]
 fn a_damaged_data_file_is_a_clean_error_naming_the_file_and_the_remedy() {
+    if redb_only("it damages intake.redb") {
+        return;
+    }
     // Regression: redb panicked on the damaged pages (exit 101), and under systemd the
     // service restarted in a loop.
     let dir = tempfile::tempdir().unwrap();

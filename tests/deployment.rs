@@ -186,7 +186,12 @@ fn serve_reads_the_environment_and_refuses_unknown_variables() {
         ],
         &log,
     );
-    assert!(data.join("intake.redb").exists());
+    // The data dir the environment named is the one in use (on either backend its key is
+    // there; on redb its store too).
+    assert!(data.join("master.key").exists());
+    if !on_postgres() {
+        assert!(data.join("intake.redb").exists());
+    }
     assert_eq!(healthz(proc.addr), 200);
     sigterm(proc.pid());
     wait_with_deadline(&mut proc.child, Duration::from_secs(30));

@@ -193,6 +193,9 @@ fn threads_once_named(pid: u32, required: &[&str]) -> Vec<(String, i32)> {
 
 #[test]
 fn search_indexing_runs_at_the_configured_lower_priority() {
+    if common::redb_only("PostgreSQL searches in the database: there is no indexer") {
+        return;
+    }
     let is_indexing = |name: &str| {
         name == "search-indexer"
             || name == "segment_updater"

@@ -525,6 +525,9 @@ fn payload_text_is_the_sent_text_less_the_documented_normalisation_everywhere() 
         .collect();
     assert_payloads(&webhooks, &expected, "caller webhook");
 
+    if redb_only("backup archives hold redb's file") {
+        return;
+    }
     let archives = tempfile::tempdir().expect("tempdir");
     let archive = archives.path().join("backup.tar");
     assert_success(&backup(&server, &archive));

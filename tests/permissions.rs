@@ -237,10 +237,7 @@ fn production_key_from_store(s: &mut TestServer, slug: &str, account_id: u64) ->
         "server did not stop cleanly"
     );
     let key = {
-        let config = intake::core::config::Config {
-            data_dir: s.data_dir(),
-            ..Default::default()
-        };
+        let config = common::config_with_storage("", &s.data_dir());
         let (store, sealer) = intake::server::open_data_dir(&config).expect("open data dir");
         let snapshot = store.read().expect("read snapshot");
         let endpoint_id = snapshot

@@ -1,8 +1,9 @@
 //! The security review through the real server: the authentication matrix of every route
 //! (taken from the served OpenAPI document, so a new route is covered without touching this
 //! file) and of the dashboard's pages and forms; secrets absent from the logs of a full
-//! workflow at `RUST_LOG=debug` and from the raw bytes of the data dir; the dashboard's
-//! response headers, cookie flags, and the escaping of user-supplied text on every page.
+//! workflow at `RUST_LOG=debug` and from the raw bytes of the data dir (and of the database, on
+//! PostgreSQL); the dashboard's response headers, cookie flags, and the escaping of
+//! user-supplied text on every page.
 
 mod common;
 
@@ -807,7 +808,10 @@ fn secrets_never_reach_the_logs_or_the_data_dir_in_plain() {
     assert!(s.sigterm_and_wait().success());
     let dir = s.data_dir();
     let config_file = dir.join("intake.toml").display().to_string();
-    for (path, bytes) in files(&dir) {
+    // On PostgreSQL the data is the database's: its dump is checked too.
+    let mut stored = files(&dir);
+    stored.extend(common::database_dump(&dir).map(|dump| ("the database".to_string(), dump)));
+    for (path, bytes) in stored {
         for (what, value) in &secrets {
             if *what == "metrics token" && path == config_file {
                 continue;

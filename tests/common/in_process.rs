@@ -15,7 +15,7 @@ use intake::server::RunningServer;
 use intake::store::Store;
 use tokio::runtime::Runtime;
 
-use super::{OWNER_EMAIL, ServerClient};
+use super::{OWNER_EMAIL, ServerClient, config_with_storage, release_storage};
 
 /// A server on a temp data dir with a provisioned owner and a manual clock; it can be
 /// stopped and started again on the same data dir and clock. Derefs to its
@@ -45,8 +45,7 @@ impl InProcessServer {
         prepare: impl FnOnce(&dyn Store, &Sealer),
     ) -> InProcessServer {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = Config::parse(toml).expect("config");
-        config.data_dir = dir.path().join("data");
+        let mut config = config_with_storage(toml, &dir.path().join("data"));
         config.listen = "127.0.0.1:0".parse().expect("loopback address");
         let clock = Arc::new(ManualClock::new(now));
         // redb opens a file once: provision the owner, close the store, then serve.
@@ -129,6 +128,7 @@ impl Deref for InProcessServer {
 impl Drop for InProcessServer {
     fn drop(&mut self) {
         self.stop();
+        release_storage(&self.config.data_dir);
     }
 }
 

@@ -13,11 +13,13 @@ pub mod receiver;
 pub mod smtp;
 pub mod visitor;
 
+use std::collections::HashMap;
+use std::ffi::OsString;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Output, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, LazyLock, Mutex, OnceLock, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -66,6 +68,7 @@ pub fn external_program(env_var: &str, default: &str, package: &str) -> PathBuf 
 
 /// Runs a short-lived CLI command to completion, with a deadline.
 pub fn run_cli(cmd: &mut Command, timeout: Duration) -> Output {
+    add_storage(cmd);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn intake");
     let out_reader = spawn_collector(child.stdout.take().unwrap());
@@ -280,6 +283,7 @@ pub fn spawn_serve(
     for (k, v) in envs {
         cmd.env(k, v);
     }
+    add_storage(&mut cmd);
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let from = log.len();
     let mut child = cmd.spawn().expect("spawn intake serve");
@@ -852,6 +856,7 @@ impl Drop for TestServer {
             let _ = p.child.kill();
             let _ = p.child.wait();
         }
+        release_storage(self.dir.path());
     }
 }
 
@@ -1155,12 +1160,27 @@ fn initialised_copy(dest: &Path) -> InitOutput {
         let dir = root.join(format!("intake-template-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("create template dir");
+        if on_postgres() {
+            // The template's database, which each copy's is made from.
+            let cluster = postgres::shared();
+            cluster.psql("postgres", &format!("CREATE DATABASE {TEMPLATE_DATABASE}"));
+            assign_database(&dir, cluster.url(TEMPLATE_DATABASE));
+        }
         let init = init_data_dir(&dir, OWNER_EMAIL);
         Template { dir, init }
     });
     copy_dir(&t.dir, dest);
+    if on_postgres() {
+        // The copied master.key is the one the template database's secrets are sealed with.
+        let url = postgres::shared().database_from(Some(TEMPLATE_DATABASE));
+        assign_database(dest, url);
+    }
     t.init.clone()
 }
+
+/// The database `intake init` provisions once per test process on PostgreSQL (never served:
+/// `CREATE DATABASE ... TEMPLATE` needs it unused).
+const TEMPLATE_DATABASE: &str = "init_db";
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
@@ -1287,4 +1307,197 @@ pub fn session_cookie(resp: &Resp) -> String {
         .find(|value| !value.is_empty())
         .unwrap_or_else(|| panic!("no intake_session cookie set: {}", resp.describe()))
         .to_string()
+}
+
+// ---------------------------------------------------------------------------
+// The storage backend: INTAKE_TEST_BACKEND
+// ---------------------------------------------------------------------------
+
+/// Where the servers of the tests keep their data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// The data dir's redb files (the default).
+    Redb,
+    /// A database of its own for each data dir, in the test process's PostgreSQL cluster
+    /// ([`postgres::shared`]).
+    Postgres,
+}
+
+/// The backend `INTAKE_TEST_BACKEND` names: `redb` (or unset) or `postgres`. Anything else
+/// fails the test rather than quietly testing redb.
+pub fn backend() -> Backend {
+    static BACKEND: OnceLock<Backend> = OnceLock::new();
+    *BACKEND.get_or_init(|| match std::env::var("INTAKE_TEST_BACKEND") {
+        Err(std::env::VarError::NotPresent) => Backend::Redb,
+        Ok(name) if name.is_empty() || name == "redb" => Backend::Redb,
+        Ok(name) if name == "postgres" => Backend::Postgres,
+        other => panic!("INTAKE_TEST_BACKEND={other:?}: use `redb` or `postgres`"),
+    })
+}
+
+pub fn on_postgres() -> bool {
+    backend() == Backend::Postgres
+}
+
+/// For a test about redb's own files (the disk-full guard, the search index, backup
+/// archives): on PostgreSQL it does not apply, so this prints why and returns true, and the
+/// test returns.
+pub fn redb_only(why: &str) -> bool {
+    if on_postgres() {
+        eprintln!("redb only, not run on PostgreSQL: {why}");
+    }
+    on_postgres()
+}
+
+/// The PostgreSQL counterpart of a redb-only test: on redb this prints why and returns true,
+/// and the test returns.
+pub fn postgres_only(why: &str) -> bool {
+    if !on_postgres() {
+        eprintln!("PostgreSQL only, not run on redb: {why}");
+    }
+    !on_postgres()
+}
+
+/// The database of each data dir a server of this process has used, by absolute path: a
+/// server started again on a data dir finds its data.
+/// (A panic while it is held leaves it usable: the map itself is never half-changed.)
+static DATABASES: LazyLock<Mutex<HashMap<PathBuf, String>>> = LazyLock::new(Mutex::default);
+
+fn database_key(data_dir: &Path) -> PathBuf {
+    std::path::absolute(data_dir).expect("an absolute data dir path")
+}
+
+/// Gives `data_dir` the database at `url` (a copy of the template's, see
+/// [`initialised_copy`]).
+fn assign_database(data_dir: &Path, url: String) {
+    let previous = DATABASES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(database_key(data_dir), url);
+    assert!(
+        previous.is_none(),
+        "{} already has a database",
+        data_dir.display()
+    );
+}
+
+/// The database of `data_dir`: a new empty one the first time.
+fn database_of(data_dir: &Path) -> String {
+    DATABASES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(database_key(data_dir))
+        .or_insert_with(|| postgres::shared().database())
+        .clone()
+}
+
+/// Drops the database of `data_dir`, whose server is gone for good (the cluster lives as long
+/// as the test process; a test binary starts hundreds of servers).
+pub fn release_storage(data_dir: &Path) {
+    let url = DATABASES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .remove(&database_key(data_dir));
+    if let Some(url) = url {
+        postgres::shared().drop_database(&url);
+    }
+}
+
+/// The storage part of the config of every server the tests start on `data_dir`, as the
+/// `INTAKE_STORAGE__*` variables that set it: none on redb (the data dir's files), and on
+/// PostgreSQL the data dir's database ([`database_of`]). The binary gets them through its
+/// environment ([`add_storage`]), an in-process server through the same loader
+/// ([`config_with_storage`]).
+pub fn storage_vars(data_dir: &Path) -> Vec<(String, String)> {
+    match backend() {
+        Backend::Redb => Vec::new(),
+        Backend::Postgres => vec![
+            ("INTAKE_STORAGE__BACKEND".into(), "postgres".into()),
+            (
+                "INTAKE_STORAGE__POSTGRES__URL".into(),
+                database_of(data_dir),
+            ),
+            ("INTAKE_STORAGE__POSTGRES__TLS".into(), "disable".into()),
+        ],
+    }
+}
+
+/// Sets the storage of `intake serve`, `init` or `restore` ([`storage_vars`] of the data dir
+/// it will use, as it works that out: `--data-dir`, else the config file and the
+/// environment); the other commands open no store.
+fn add_storage(cmd: &mut Command) {
+    if !on_postgres() {
+        return;
+    }
+    let args: Vec<OsString> = cmd.get_args().map(OsString::from).collect();
+    if !args
+        .first()
+        .is_some_and(|command| ["serve", "init", "restore"].iter().any(|c| command == c))
+    {
+        return;
+    }
+    let flag = |name: &str| {
+        args.iter()
+            .rposition(|a| a == name)
+            .and_then(|at| args.get(at + 1))
+            .map(PathBuf::from)
+    };
+    let data_dir = match flag("--data-dir") {
+        Some(dir) => dir,
+        None => {
+            let vars: Vec<(OsString, OsString)> = cmd
+                .get_envs()
+                .filter_map(|(k, v)| Some((k.to_os_string(), v?.to_os_string())))
+                .collect();
+            // A config the binary refuses needs no store.
+            match intake::core::config::Config::load_with_env(flag("--config").as_deref(), vars) {
+                Ok(config) => config.data_dir,
+                Err(_) => return,
+            }
+        }
+    };
+    let data_dir = match cmd.get_current_dir() {
+        Some(cwd) => cwd.join(data_dir),
+        None => data_dir,
+    };
+    for (k, v) in storage_vars(&data_dir) {
+        cmd.env(k, v);
+    }
+}
+
+/// The config of an in-process server on `data_dir`: `toml`, with [`storage_vars`] applied
+/// as the binary applies its environment.
+pub fn config_with_storage(toml: &str, data_dir: &Path) -> intake::core::config::Config {
+    let file = tempfile::NamedTempFile::new().expect("temp config file");
+    std::fs::write(file.path(), toml).expect("write the config file");
+    let vars = storage_vars(data_dir)
+        .into_iter()
+        .map(|(k, v)| (k.into(), v.into()));
+    let mut config = intake::core::config::Config::load_with_env(Some(file.path()), vars)
+        .unwrap_or_else(|e| panic!("config: {e}"));
+    config.data_dir = data_dir.to_path_buf();
+    config
+}
+
+/// On PostgreSQL, everything `data_dir`'s database holds, as `pg_dump --data-only` prints it
+/// with `bytea` values (the stored rows) in the escape format, which leaves their printable
+/// bytes as they are; `None` on redb, whose data is the data dir's files.
+pub fn database_dump(data_dir: &Path) -> Option<Vec<u8>> {
+    if !on_postgres() {
+        return None;
+    }
+    let url = database_of(data_dir);
+    let out = Command::new(postgres::bin_dir().join("pg_dump"))
+        .args(["--data-only", "--dbname", &url])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("PGOPTIONS", "-c bytea_output=escape")
+        .output()
+        .expect("run pg_dump");
+    assert!(
+        out.status.success(),
+        "pg_dump failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(out.stdout)
 }

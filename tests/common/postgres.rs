@@ -352,6 +352,37 @@ impl Cluster {
         self.url(&name)
     }
 
+    /// Drops the database at `url` (one of [`Cluster::url`]'s), closing its connections.
+    /// Never panics, as it runs in `Drop`: a failure is only printed.
+    pub fn drop_database(&self, url: &str) {
+        let Some(name) = url.rsplit('/').next() else {
+            return;
+        };
+        let out = Command::new("psql")
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "intake",
+            ])
+            .args(["-d", "postgres", "-c"])
+            .arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .output();
+        match out {
+            Ok(out) if out.status.success() => {}
+            Ok(out) => eprintln!(
+                "cannot drop database {name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ),
+            Err(err) => eprintln!("cannot run psql to drop database {name}: {err}"),
+        }
+    }
+
     /// Whether something accepts connections on the cluster's port.
     pub fn is_up(&self) -> bool {
         TcpStream::connect_timeout(&self.addr(), Duration::from_millis(200)).is_ok()

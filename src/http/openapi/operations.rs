@@ -1067,12 +1067,15 @@ fn administration_operations() -> Vec<Operation> {
                 "A consistent copy of the store taken while the server runs (every write \
                  acknowledged before the call is in it), with the key-encryption key, as a tar \
                  archive; `intake backup --to FILE` calls this and `intake restore` reads it \
-                 (docs/src/operations.md, \"Backups\"). Keep it as secret as the data dir.",
+                 (docs/src/operations.md, \"Backups\"). Keep it as secret as the data dir. \
+                 A server whose store is PostgreSQL takes none: 409 `conflict`, whose message \
+                 points to pg_dump.",
             )
             .ok_text(
                 "The backup archive.",
                 "application/x-tar",
                 "(binary tar archive: intake-backup.json, master.key, intake.redb)",
-            ),
+            )
+            .error(409, &["conflict"]),
     ]
 }
