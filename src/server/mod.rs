@@ -42,13 +42,13 @@ use crate::http::app::App;
 use crate::http::dashboard::setup::Dashboard;
 use crate::server::first_byte::FirstByteDeadline;
 use crate::store::Effects;
-use crate::workers::mail::Mailer;
 use crate::workers::{cluster, ingest};
+use crate::workers::mail::Mailer;
 
 use crate::core::ticker::Ticker;
+use crate::domain::{jobs, retention};
 use crate::domain::sessions::{self, LoginLimiter};
 use crate::domain::usage::Usage;
-use crate::domain::{jobs, retention};
 use crate::server::tls::{Tls, TlsError};
 use crate::store::request_log::RequestLogStore;
 use crate::store::{self, Store, StoreError};

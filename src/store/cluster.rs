@@ -37,7 +37,8 @@ pub trait ClusterStore: Send + Sync {
     /// Claims the run of the periodic job `name` that is due at `now`: `true` for one node per
     /// `period` across the cluster, `false` for the others (and until the period has passed).
     /// Times are the nodes' own (the injected clock), as for every schedule.
-    fn claim_job(&self, name: &str, now: Timestamp, period: Duration) -> Result<bool, StoreError>;
+    fn claim_job(&self, name: &str, now: Timestamp, period: Duration)
+    -> Result<bool, StoreError>;
 
     /// A number that changes whenever any node changes who may call what (an endpoint, a key,
     /// a collaborator, an account): each node clears its access cache when it sees it change.

@@ -110,10 +110,7 @@ impl ClusterStore for PgStore {
             &[&node.id, &secs(self.lease), &big(time_key(low_water))],
         )?;
         if renewed.is_empty() {
-            log::warn!(
-                "node {}: the lease lapsed; joining the cluster again",
-                node.id
-            );
+            log::warn!("node {}: the lease lapsed; joining the cluster again", node.id);
             return self.join(now);
         }
         Ok(())
