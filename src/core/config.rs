@@ -931,7 +931,7 @@ pub const CLI_VARIABLES: [&str; 2] = ["INTAKE_SERVER", "INTAKE_TOKEN"];
 
 /// The config keys set through the environment: `INTAKE_` + the key in upper case, with `__`
 /// between a section and its key (`INTAKE_LISTEN`, `INTAKE_SMTP__HOST`,
-/// `INTAKE_BACKUP__KEEP`). Returns `(variable, key path, value)`; a variable that names no
+/// `INTAKE_BACKUP__KEEP`, `INTAKE_STORAGE__POSTGRES__URL`). Returns `(variable, key path, value)`; a variable that names no
 /// config key is refused, so a typo never goes unnoticed.
 fn env_overrides(
     vars: impl IntoIterator<Item = (OsString, OsString)>,
@@ -955,7 +955,7 @@ fn env_overrides(
             .split("__")
             .map(str::to_ascii_lowercase)
             .collect();
-        if key.len() > 2 || key.iter().any(|k| k.is_empty()) {
+        if key.iter().any(|k| k.is_empty()) {
             return Err(env_err(
                 "names no config key (write INTAKE_KEY or INTAKE_SECTION__KEY)".into(),
             ));
@@ -986,22 +986,20 @@ fn apply_override(
     })
 }
 
-/// Sets `key` (one or two levels) in `table`, creating the section when needed.
+/// Sets `key` (a key, or sections down to a key) in `table`, creating the sections when
+/// needed.
 fn set_key(table: &mut toml::Table, key: &[String], value: toml::Value) -> Result<(), String> {
     match key {
         [name] => {
             table.insert(name.clone(), value);
             Ok(())
         }
-        [section, name] => {
+        [section, rest @ ..] if !rest.is_empty() => {
             let entry = table
                 .entry(section.clone())
                 .or_insert_with(|| toml::Value::Table(toml::Table::new()));
             match entry {
-                toml::Value::Table(section) => {
-                    section.insert(name.clone(), value);
-                    Ok(())
-                }
+                toml::Value::Table(section) => set_key(section, rest, value),
                 _ => Err(format!("{section} is not a section of the config")),
             }
         }
@@ -1258,6 +1256,7 @@ mod tests {
                 let rest = line.strip_prefix("# ").unwrap_or(line);
                 let is_setting = rest == "[smtp]"
                     || rest == "[tls]"
+                    || rest == "[storage.postgres]"
                     || rest.split_once(" = ").is_some_and(|(key, _)| {
                         key.chars().all(|c| c.is_ascii_lowercase() || c == '_')
                     });
@@ -1284,6 +1283,12 @@ mod tests {
             Some(Path::new("/var/lib/intake/backups"))
         );
         assert_eq!(c.backup.keep, 7);
+        assert_eq!(c.storage.backend, StorageBackend::Redb);
+        let postgres = c.storage.postgres.unwrap();
+        assert!(postgres.url.expose().starts_with("postgresql://"));
+        assert_eq!(postgres.pool_size, 16);
+        assert_eq!(postgres.tls, PostgresTls::VerifyFull);
+        assert_eq!(postgres.lease, Duration::from_secs(10));
     }
 
     #[test]
@@ -1428,6 +1433,39 @@ mod tests {
         assert!(err.contains("INTAKE_A__B__C"), "{err}");
         let err = with_env("", &[("INTAKE_LISTEN__PORT", "1")]).unwrap_err();
         assert!(err.contains("listen"), "{err}");
+    }
+
+    #[test]
+    fn environment_variables_reach_the_keys_of_subsections() {
+        let c = with_env(
+            "[storage]
+min_free_mb = 4
+[storage.postgres]
+pool_size = 3
+",
+            &[
+                ("INTAKE_STORAGE__BACKEND", "postgres"),
+                ("INTAKE_STORAGE__POSTGRES__URL", "postgresql://db/intake"),
+                ("INTAKE_STORAGE__POSTGRES__TLS", "disable"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(c.storage.backend, StorageBackend::Postgres);
+        assert_eq!(c.storage.min_free_mb, 4);
+        let postgres = c.storage.postgres.unwrap();
+        assert_eq!(postgres.url.expose(), "postgresql://db/intake");
+        assert_eq!(postgres.tls, PostgresTls::Disable);
+        assert_eq!(postgres.pool_size, 3);
+        // Without a file's section, the variable makes it.
+        let c = with_env("", &[("INTAKE_STORAGE__POSTGRES__URL", "host=db")]).unwrap();
+        assert_eq!(c.storage.postgres.unwrap().url.expose(), "host=db");
+        let err = with_env("", &[("INTAKE_STORAGE__POSTGRES__URI", "x")]).unwrap_err();
+        assert!(err.contains("INTAKE_STORAGE__POSTGRES__URI"), "{err}");
+        // A key is no section: its value is refused, naming it.
+        let err = with_env("", &[("INTAKE_STORAGE__POSTGRES__URL__X", "1")]).unwrap_err();
+        assert!(err.contains("url"), "{err}");
+        let err = with_env("", &[("INTAKE_STORAGE__CACHE_MB__X", "1")]).unwrap_err();
+        assert!(err.contains("cache_mb"), "{err}");
     }
 
     #[test]
