@@ -40,6 +40,16 @@ pub trait ClusterStore: Send + Sync {
     fn claim_job(&self, name: &str, now: Timestamp, period: Duration)
     -> Result<bool, StoreError>;
 
+    /// Claims the pending webhook delivery `id` for this node for `hold` (its attempt and the
+    /// commit of its outcome): `false` when another node holds it. A node that dies with a
+    /// claim leaves it to the others once `hold` has passed; the dispatcher's attempt numbers
+    /// keep an outcome from being recorded twice.
+    fn claim_delivery(&self, id: u64, hold: Duration) -> Result<bool, StoreError>;
+
+    /// Claims the queued e-mail `id` for this node for `hold`, like
+    /// [`ClusterStore::claim_delivery`].
+    fn claim_mail(&self, id: u64, hold: Duration) -> Result<bool, StoreError>;
+
     /// A number that changes whenever any node changes who may call what (an endpoint, a key,
     /// a collaborator, an account): each node clears its access cache when it sees it change.
     fn access_version(&self) -> Result<u64, StoreError>;

@@ -148,6 +148,34 @@ impl ClusterStore for PgStore {
         Ok(!claimed.is_empty())
     }
 
+    fn claim_delivery(&self, id: u64, hold: Duration) -> Result<bool, StoreError> {
+        let Some(node) = self.membership() else {
+            return Ok(false);
+        };
+        let claimed = self.statement(
+            "UPDATE deliveries SET lease_node = $2, lease_until = now() + make_interval(secs => $3)
+             WHERE id = $1 AND due_at IS NOT NULL
+               AND (lease_until IS NULL OR lease_until < now() OR lease_node = $2)
+             RETURNING id",
+            &[&big(id), &node.id, &secs(hold)],
+        )?;
+        Ok(!claimed.is_empty())
+    }
+
+    fn claim_mail(&self, id: u64, hold: Duration) -> Result<bool, StoreError> {
+        let Some(node) = self.membership() else {
+            return Ok(false);
+        };
+        let claimed = self.statement(
+            "UPDATE outbox SET lease_node = $2, lease_until = now() + make_interval(secs => $3)
+             WHERE id = $1 AND status = 'queued'
+               AND (lease_until IS NULL OR lease_until < now() OR lease_node = $2)
+             RETURNING id",
+            &[&big(id), &node.id, &secs(hold)],
+        )?;
+        Ok(!claimed.is_empty())
+    }
+
     fn access_version(&self) -> Result<u64, StoreError> {
         let rows = self.statement("SELECT value FROM counters WHERE name = 'access'", &[])?;
         let value: i64 = rows
