@@ -3,12 +3,13 @@
 //! the fence that keeps a node whose lease lapsed from committing creates the others no
 //! longer wait for.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use super::{PgStore, PgTx, big};
 use crate::core::clock::Timestamp;
 use crate::store::StoreError;
-use crate::store::cluster::ClusterStore;
+use crate::store::cluster::{ClusterStore, LoginLimits};
 use crate::store::rows::time_key;
 
 /// This node's current membership: its row in `nodes`, and the time its creates must be
@@ -110,7 +111,10 @@ impl ClusterStore for PgStore {
             &[&node.id, &secs(self.lease), &big(time_key(low_water))],
         )?;
         if renewed.is_empty() {
-            log::warn!("node {}: the lease lapsed; joining the cluster again", node.id);
+            log::warn!(
+                "node {}: the lease lapsed; joining the cluster again",
+                node.id
+            );
             return self.join(now);
         }
         Ok(())
@@ -174,6 +178,78 @@ impl ClusterStore for PgStore {
             &[&big(id), &node.id, &secs(hold)],
         )?;
         Ok(!claimed.is_empty())
+    }
+
+    fn reserve_login(
+        &self,
+        email: &str,
+        address: Option<IpAddr>,
+        now: Timestamp,
+        limits: LoginLimits,
+    ) -> Result<Result<u64, Timestamp>, StoreError> {
+        let address = address.map(|ip| ip.to_string());
+        let since = big(time_key(now.minus(limits.window)));
+        let window = limits.window;
+        // Serializable, and run again on a conflict: parallel attempts cannot all pass the
+        // check before one of them is counted.
+        self.transact(|tx| {
+            tx.execute("DELETE FROM login_failures WHERE at <= $1", &[&since])?;
+            let waits = [
+                tx.query_opt(
+                    "SELECT count(*), min(at) FROM login_failures
+                     WHERE email = $1 AND address IS NOT DISTINCT FROM $2 AND pair_counts",
+                    &[&email, &address],
+                )?
+                .map(|row| (row, limits.per_account)),
+                match &address {
+                    Some(address) => tx
+                        .query_opt(
+                            "SELECT count(*), min(at) FROM login_failures WHERE address = $1",
+                            &[address],
+                        )?
+                        .map(|row| (row, limits.per_address)),
+                    None => None,
+                },
+            ];
+            let mut until = None;
+            for (row, limit) in waits.into_iter().flatten() {
+                let count: i64 = row.try_get(0)?;
+                let oldest: Option<i64> = row.try_get(1)?;
+                if let Some(oldest) = oldest.filter(|_| count >= i64::from(limit)) {
+                    let at = Timestamp(oldest).plus(window);
+                    until = Some(until.map_or(at, |u: Timestamp| u.max(at)));
+                }
+            }
+            if let Some(until) = until {
+                return Ok(Err(until));
+            }
+            let row = tx
+                .query_opt(
+                    "INSERT INTO login_failures (email, address, at) VALUES ($1, $2, $3)
+                     RETURNING id",
+                    &[&email, &address, &big(time_key(now))],
+                )?
+                .ok_or_else(|| StoreError::Corrupt("INSERT ... RETURNING gave no row".into()))?;
+            Ok(Ok(super::unbig(row.try_get(0)?)))
+        })
+    }
+
+    fn login_succeeded(
+        &self,
+        slot: u64,
+        email: &str,
+        address: Option<IpAddr>,
+    ) -> Result<(), StoreError> {
+        let address = address.map(|ip| ip.to_string());
+        self.transact(|tx| {
+            tx.execute(
+                "UPDATE login_failures SET pair_counts = false
+                 WHERE email = $1 AND address IS NOT DISTINCT FROM $2",
+                &[&email, &address],
+            )?;
+            tx.execute("DELETE FROM login_failures WHERE id = $1", &[&big(slot)])?;
+            Ok(())
+        })
     }
 
     fn access_version(&self) -> Result<u64, StoreError> {

@@ -154,6 +154,25 @@ impl<'s> PgTx<'s> {
     }
 }
 
+impl PgStore {
+    /// Runs `work` in a write transaction of its own and commits it, running it again (up to
+    /// [`WRITE_ATTEMPTS`] times) when it loses a serialisation conflict.
+    pub(super) fn transact<T>(
+        &self,
+        mut work: impl FnMut(&PgTx<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut attempt = 1;
+        loop {
+            let tx = PgTx::write(self)?;
+            let result = work(&tx).and_then(|value| tx.commit().map(|_| value));
+            match result {
+                Err(err) if is_retryable(&err) && attempt < WRITE_ATTEMPTS => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+}
+
 impl Drop for PgTx<'_> {
     fn drop(&mut self) {
         let Some(client) = self.client.take() else {

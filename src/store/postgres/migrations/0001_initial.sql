@@ -194,6 +194,20 @@ CREATE TABLE jobs (
     next_run bigint NOT NULL
 );
 
+-- Failed dashboard logins (`domain::sessions::LoginThrottle`), shared so that several nodes do
+-- not multiply the limits: one row per failure, counted per (e-mail, address) while
+-- `pair_counts`, and per address always, within the window.
+CREATE TABLE login_failures (
+    id bigserial PRIMARY KEY,
+    email text NOT NULL,
+    address text,
+    at bigint NOT NULL,
+    pair_counts boolean NOT NULL DEFAULT true
+);
+CREATE INDEX login_failures_by_pair ON login_failures (email, address, at);
+CREATE INDEX login_failures_by_address ON login_failures (address, at);
+CREATE INDEX login_failures_by_age ON login_failures (at);
+
 -- Values every node shares, decided by the first to ask (`Store::shared_value`).
 CREATE TABLE settings (
     name text PRIMARY KEY,
