@@ -261,3 +261,194 @@ impl ClusterStore for PgStore {
         Ok(super::unbig(value))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+    use std::time::Duration;
+
+    use super::super::{PgTx, test_store};
+    use crate::core::clock::Timestamp;
+    use crate::store::cluster::{ClusterStore, LoginLimits};
+
+    const SECOND: i64 = 1_000_000;
+
+    #[test]
+    fn the_floor_is_the_lowest_mark_of_the_live_nodes() {
+        let store = test_store();
+        assert_eq!(store.visibility_floor().unwrap(), None);
+        store
+            .publish_low_water(Timestamp(50 * SECOND), Timestamp(50 * SECOND))
+            .unwrap();
+        // The first call joins with `now` as the mark; later ones publish the mark given.
+        assert_eq!(
+            store.visibility_floor().unwrap(),
+            Some(Timestamp(50 * SECOND))
+        );
+        store
+            .publish_low_water(Timestamp(40 * SECOND), Timestamp(60 * SECOND))
+            .unwrap();
+        assert_eq!(
+            store.visibility_floor().unwrap(),
+            Some(Timestamp(40 * SECOND))
+        );
+        // A second node (another store handle on the same database) with a lower mark.
+        let other = super::super::PgStore::open(&store_config(&store)).unwrap();
+        other
+            .publish_low_water(Timestamp(30 * SECOND), Timestamp(30 * SECOND))
+            .unwrap();
+        assert_eq!(
+            store.visibility_floor().unwrap(),
+            Some(Timestamp(30 * SECOND))
+        );
+        // A node whose lease lapsed is no longer waited for.
+        lapse(&other);
+        assert_eq!(
+            store.visibility_floor().unwrap(),
+            Some(Timestamp(40 * SECOND))
+        );
+        store.leave().unwrap();
+        assert_eq!(store.visibility_floor().unwrap(), None);
+    }
+
+    #[test]
+    fn a_node_is_fenced_before_it_joins_after_its_lease_lapses_and_for_older_stamps() {
+        let store = test_store();
+        let fenced = |store: &super::PgStore, oldest: Option<Timestamp>| {
+            let tx = PgTx::write(store).unwrap();
+            store.check_fence(&tx, oldest).is_err()
+        };
+        assert!(fenced(&store, None), "not joined yet");
+        store
+            .publish_low_water(Timestamp(10 * SECOND), Timestamp(10 * SECOND))
+            .unwrap();
+        assert!(!fenced(&store, Some(Timestamp(10 * SECOND))));
+        assert!(
+            fenced(&store, Some(Timestamp(9 * SECOND))),
+            "stamped before it joined"
+        );
+        lapse(&store);
+        assert!(fenced(&store, None), "lease lapsed");
+        // The next beat joins again: creates stamped before that stay refused.
+        store
+            .publish_low_water(Timestamp(5 * SECOND), Timestamp(20 * SECOND))
+            .unwrap();
+        assert!(!fenced(&store, Some(Timestamp(20 * SECOND))));
+        assert!(fenced(&store, Some(Timestamp(15 * SECOND))));
+    }
+
+    #[test]
+    fn a_periodic_job_is_claimed_once_per_period_across_nodes() {
+        let store = test_store();
+        let other = super::super::PgStore::open(&store_config(&store)).unwrap();
+        let hour = Duration::from_secs(3600);
+        let t = |s: i64| Timestamp(s * SECOND);
+        assert!(store.claim_job("sweep", t(1000), hour).unwrap());
+        assert!(!other.claim_job("sweep", t(1001), hour).unwrap());
+        assert!(!store.claim_job("sweep", t(1000 + 3599), hour).unwrap());
+        assert!(other.claim_job("sweep", t(1000 + 3600), hour).unwrap());
+        // Another job has its own schedule.
+        assert!(store.claim_job("retention", t(1001), hour).unwrap());
+    }
+
+    #[test]
+    fn login_failures_are_limited_per_pair_and_per_address_for_every_node() {
+        let store = test_store();
+        let other = super::super::PgStore::open(&store_config(&store)).unwrap();
+        let limits = LoginLimits {
+            per_account: 2,
+            per_address: 3,
+            window: Duration::from_secs(60),
+        };
+        let ip: Option<IpAddr> = "192.0.2.1".parse().ok();
+        let t = |s: i64| Timestamp(s * SECOND);
+        let first = store.reserve_login("a@x", ip, t(100), limits).unwrap();
+        assert!(first.is_ok());
+        assert!(
+            other
+                .reserve_login("a@x", ip, t(101), limits)
+                .unwrap()
+                .is_ok()
+        );
+        // The pair is at its limit on both nodes until the first failure leaves the window.
+        assert_eq!(
+            store.reserve_login("a@x", ip, t(102), limits).unwrap(),
+            Err(t(160))
+        );
+        assert!(
+            store
+                .reserve_login("a@x", ip, t(161), limits)
+                .unwrap()
+                .is_ok()
+        );
+        // The failures at 100 and 101 have left the window: the address holds 161, 162, 163,
+        // its limit of 3, whichever account is tried.
+        assert!(
+            other
+                .reserve_login("b@x", ip, t(162), limits)
+                .unwrap()
+                .is_ok()
+        );
+        assert!(
+            other
+                .reserve_login("c@x", ip, t(163), limits)
+                .unwrap()
+                .is_ok()
+        );
+        assert_eq!(
+            store.reserve_login("e@x", ip, t(164), limits).unwrap(),
+            Err(t(221))
+        );
+        // A right password gives the pair a fresh start and the address this one slot back.
+        let slot = store
+            .reserve_login("d@x", "192.0.2.9".parse().ok(), t(170), limits)
+            .unwrap()
+            .unwrap();
+        store
+            .login_succeeded(slot, "d@x", "192.0.2.9".parse().ok())
+            .unwrap();
+        let pair = |email: &str| {
+            store
+                .reserve_login(email, "192.0.2.9".parse().ok(), t(171), limits)
+                .unwrap()
+        };
+        assert!(pair("d@x").is_ok());
+        assert!(pair("d@x").is_ok());
+        assert!(pair("d@x").is_err());
+    }
+
+    #[test]
+    fn the_access_version_moves_with_a_bump() {
+        let store = test_store();
+        let before = store.access_version().unwrap();
+        store
+            .statement(
+                "UPDATE counters SET value = value + 1 WHERE name = 'access'",
+                &[],
+            )
+            .unwrap();
+        assert_eq!(store.access_version().unwrap(), before + 1);
+    }
+
+    /// The configuration of `store`'s database, for a second node on it.
+    fn store_config(store: &super::PgStore) -> crate::core::config::PostgresConfig {
+        let rows = store.statement("SELECT current_database()", &[]).unwrap();
+        let db: String = rows[0].get(0);
+        let mut config = crate::core::config::PostgresConfig::default();
+        config.url =
+            crate::core::config::Secret::new(super::super::test_cluster::shared().url(&db));
+        config.tls = crate::core::config::PostgresTls::Disable;
+        config
+    }
+
+    /// Ends `store`'s lease now, as if it had not renewed it for a whole lease.
+    fn lapse(store: &super::PgStore) {
+        let id = store.membership().unwrap().id;
+        store
+            .statement(
+                "UPDATE nodes SET lease_until = now() - interval '1 second' WHERE id = $1",
+                &[&id],
+            )
+            .unwrap();
+    }
+}
