@@ -88,7 +88,11 @@ pub fn write(
 ) -> Result<Manifest, BackupError> {
     let store = store.backup_source().ok_or_else(|| {
         BackupError::Refused(
-            "this store is kept by a database server: back it up with that server's tools".into(),
+            "this server keeps its data in PostgreSQL ([storage] backend = \"postgres\"): back \
+             the database up with PostgreSQL's own tools (pg_dump, or base backups with WAL \
+             archiving) and keep a copy of master.key from the data dir beside it \
+             (docs/src/scale-out.md, \"Backups\")"
+                .into(),
         )
     })?;
     let partial = sibling(out, ".partial");
