@@ -321,11 +321,13 @@ fn take_backup(remote: &RemoteArgs, to: &std::path::Path) -> Result<(), String> 
 /// `intake restore`: puts a backup in place of the data of a stopped server's data dir.
 fn restore(from: &std::path::Path, config: &Config, force: bool) -> Result<(), String> {
     if config.storage.backend == crate::core::config::StorageBackend::Postgres {
-        return Err("this server keeps its data in PostgreSQL ([storage] backend = \"postgres\"): \
+        return Err(
+            "this server keeps its data in PostgreSQL ([storage] backend = \"postgres\"): \
              restore the database with PostgreSQL's own tools (pg_restore, or a base backup \
              with its WAL), and the data dir's master.key from your copy \
              (docs/src/scale-out.md, \"Backups\")"
-            .into());
+                .into(),
+        );
     }
     let manifest = backup::restore::<crate::store::EmbeddedFile>(from, &config.data_dir, force)
         .map_err(|e| e.to_string())?;
