@@ -49,6 +49,7 @@ CREATE TABLE endpoints (
     owner_id bigint NOT NULL,
     data bytea NOT NULL
 );
+CREATE INDEX endpoints_by_owner ON endpoints (owner_id);
 
 CREATE TABLE api_keys (
     hash bytea PRIMARY KEY,
