@@ -228,7 +228,7 @@ mod tests {
     use crate::core::clock::Timestamp;
     use crate::store::{
         ApiKeyRow, AuditRow, CollaboratorRow, EndpointRow, Environment, IdKind, InvitationRow,
-        InvitationStatus, Permission, Store, StoreError, write,
+        InvitationStatus, Permission, Store, StoreError, WriteTx, write,
     };
 
     fn endpoint(id: u64, slug: &str, owner_id: u64) -> EndpointRow {
@@ -300,6 +300,9 @@ mod tests {
         }
     }
 
+    /// One write of a test, by name.
+    type Change = fn(&mut dyn WriteTx) -> Result<(), StoreError>;
+
     fn access_counter(store: &PgStore) -> i64 {
         let tx = PgTx::read(store).unwrap();
         let row = tx
@@ -351,10 +354,7 @@ mod tests {
     fn access_writes_report_access_changed_and_bump_the_counter() {
         let store = test_store();
         write(&store, |tx| tx.insert_endpoint(&endpoint(1, "one", 10))).unwrap();
-        let changes: [(
-            &str,
-            fn(&mut dyn crate::store::WriteTx) -> Result<(), StoreError>,
-        ); 6] = [
+        let changes: [(&str, Change); 6] = [
             ("insert_endpoint", |tx| {
                 tx.insert_endpoint(&endpoint(2, "two", 10))
             }),
@@ -386,10 +386,7 @@ mod tests {
         .unwrap();
         assert!(effects.access_changed);
         assert_eq!(access_counter(&store), before + 1);
-        let quiet: [(
-            &str,
-            fn(&mut dyn crate::store::WriteTx) -> Result<(), StoreError>,
-        ); 3] = [
+        let quiet: [(&str, Change); 3] = [
             ("insert_invitation", |tx| {
                 tx.insert_invitation(&invitation(1, 1), &[9; 32])
             }),
