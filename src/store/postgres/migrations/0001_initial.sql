@@ -49,6 +49,7 @@ CREATE TABLE endpoints (
     owner_id bigint NOT NULL,
     data bytea NOT NULL
 );
+CREATE INDEX endpoints_by_owner ON endpoints (owner_id);
 
 CREATE TABLE api_keys (
     hash bytea PRIMARY KEY,
@@ -167,10 +168,13 @@ CREATE TABLE usage_days (
     PRIMARY KEY (partition, day)
 );
 
+-- The request log: `seq` (from `request_log_ids`) orders a partition's entries of one time;
+-- `status` is the response status a page filters on without decoding `data`.
 CREATE TABLE request_log (
     partition bigint NOT NULL,
     time bigint NOT NULL,
     seq bigint NOT NULL,
+    status integer NOT NULL,
     data bytea NOT NULL,
     PRIMARY KEY (partition, time, seq)
 );
