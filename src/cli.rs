@@ -7,7 +7,7 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 
 use crate::core::clock::SystemClock;
-use crate::core::config::{Config, StorageBackend, TlsConfig};
+use crate::core::config::{Config, TlsConfig};
 use crate::core::log_output;
 use crate::domain::accounts;
 use crate::domain::backup;
@@ -320,8 +320,14 @@ fn take_backup(remote: &RemoteArgs, to: &std::path::Path) -> Result<(), String> 
 
 /// `intake restore`: puts a backup in place of the data of a stopped server's data dir.
 fn restore(from: &std::path::Path, config: &Config, force: bool) -> Result<(), String> {
-    if config.storage.backend == StorageBackend::Postgres {
-        return Err(backup::POSTGRES_BACKUPS.to_string());
+    if config.storage.backend == crate::core::config::StorageBackend::Postgres {
+        return Err(
+            "this server keeps its data in PostgreSQL ([storage] backend = \"postgres\"): \
+             restore the database with PostgreSQL's own tools (pg_restore, or a base backup \
+             with its WAL), and the data dir's master.key from your copy \
+             (docs/src/scale-out.md, \"Backups\")"
+                .into(),
+        );
     }
     let manifest = backup::restore::<crate::store::EmbeddedFile>(from, &config.data_dir, force)
         .map_err(|e| e.to_string())?;

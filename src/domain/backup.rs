@@ -52,22 +52,19 @@ pub enum BackupError {
     Refused(String),
 }
 
-/// A backup the server could not write is its own failure, never the caller's; one its
-/// store does not take (a PostgreSQL database) is refused with the reason and the remedy.
+/// A backup the server could not write is its own failure, never the caller's; one its store
+/// does not take (409) is not a failure.
 impl From<BackupError> for crate::domain::error::Error {
     fn from(err: BackupError) -> Self {
         match err {
             BackupError::Store(err) => err.into(),
+            // A store that takes no backup archive (PostgreSQL): the reason names the remedy.
+            // Only `write` refuses on the API's path.
             BackupError::Refused(why) => crate::domain::error::Error::Conflict(why),
             other => crate::domain::error::Error::Internal(other.to_string()),
         }
     }
 }
-
-/// Why a store kept by PostgreSQL takes no backup archive (nor a restore of one).
-pub const POSTGRES_BACKUPS: &str = "this server keeps its store in PostgreSQL: back the \
-     database up with pg_dump and restore it with pg_restore, and keep the data dir's \
-     master.key with the dump (its secrets are sealed with that key)";
 
 fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> BackupError {
     let context = context.into();
@@ -93,9 +90,15 @@ pub fn write(
     out: &Path,
     now: Timestamp,
 ) -> Result<Manifest, BackupError> {
-    let store = store
-        .backup_source()
-        .ok_or_else(|| BackupError::Refused(POSTGRES_BACKUPS.into()))?;
+    let store = store.backup_source().ok_or_else(|| {
+        BackupError::Refused(
+            "this server keeps its data in PostgreSQL ([storage] backend = \"postgres\"): back \
+             the database up with PostgreSQL's own tools (pg_dump, or base backups with WAL \
+             archiving) and keep a copy of master.key from the data dir beside it \
+             (docs/src/scale-out.md, \"Backups\")"
+                .into(),
+        )
+    })?;
     let partial = sibling(out, ".partial");
     let copy = sibling(out, ".store.partial");
     // Leftovers of a crashed backup: the store would open the copy and add to it, and the

@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -22,6 +22,7 @@ use crate::core::ids::random_base32;
 use crate::domain::accounts;
 use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
+use crate::store::cluster::{ClusterStore, LoginLimits};
 use crate::store::{AccountRow, SessionRow, Store};
 
 /// Name of the session cookie.
@@ -160,11 +161,9 @@ pub fn purge_expired(store: &dyn Store, now: Timestamp) -> Result<usize> {
 /// password, or a client that went away meanwhile).
 ///
 /// [`LoginLimiter`] counts in this process's memory, which is right for one server. Several
-/// nodes behind one address must share the counts, or each node multiplies the limits: a
-/// multi-node implementation keeps the failures per (account, address) and per address in a
-/// shared store as counters that expire after the window (Redis `INCR` with `EXPIRE`, or rows
-/// with a time in the database), reserves with one atomic check-and-count, and gives a slot
-/// back by removing that one failure.
+/// nodes behind one address must share the counts, or each node multiplies the limits:
+/// [`SharedLoginLimiter`] keeps the failures in the shared store (`ClusterStore`), reserves
+/// with one atomic check-and-count, and gives a slot back by removing that one failure.
 pub trait LoginThrottle: Send + Sync {
     /// Counts an attempt of `email` from `client` at `now` as failed, or refuses it with
     /// [`Error::TooManyLoginAttempts`] while the account at this address, or the address, is
@@ -184,6 +183,8 @@ pub struct Reservation {
     pub email: String,
     pub address: Option<IpAddr>,
     pub at: Timestamp,
+    /// The failure's slot in a shared count ([`SharedLoginLimiter`]).
+    pub slot: Option<u64>,
 }
 
 /// The [`LoginThrottle`] of one server: failed logins in a sliding window, in memory,
@@ -276,17 +277,79 @@ impl LoginThrottle for LoginLimiter {
             email: email.to_string(),
             address: client,
             at: now,
+            slot: None,
         })
     }
 
     fn succeeded(&self, attempt: Reservation) {
         let mut failures = self.failures();
-        let Reservation { email, address, at } = attempt;
+        let Reservation {
+            email, address, at, ..
+        } = attempt;
         failures.by_pair.remove(&(email, address));
         if let Some(slots) = address.and_then(|ip| failures.by_address.get_mut(&ip))
             && let Some(mine) = slots.iter().rposition(|t| *t == at)
         {
             slots.remove(mine);
+        }
+    }
+}
+
+/// The [`LoginThrottle`] of a node sharing its store with others: the same limits as
+/// [`LoginLimiter`], counted in the store, so they hold for the cluster as a whole. A store
+/// that cannot be reached refuses the attempt (503), never lets it through uncounted.
+pub struct SharedLoginLimiter {
+    store: Arc<dyn Store>,
+    limits: LoginLimits,
+}
+
+impl SharedLoginLimiter {
+    pub fn new(store: Arc<dyn Store>, config: &AccountsConfig) -> SharedLoginLimiter {
+        SharedLoginLimiter {
+            store,
+            limits: LoginLimits {
+                per_account: config.login_failures_per_account,
+                per_address: config.login_failures_per_address,
+                window: config.login_window,
+            },
+        }
+    }
+
+    fn cluster(&self) -> Result<&dyn ClusterStore> {
+        self.store.cluster().ok_or_else(|| {
+            Error::Internal("the shared login limit needs a store shared by nodes".into())
+        })
+    }
+}
+
+impl LoginThrottle for SharedLoginLimiter {
+    fn reserve(&self, now: Timestamp, email: &str, client: Option<IpAddr>) -> Result<Reservation> {
+        let client = client.map(limited_address);
+        match self
+            .cluster()?
+            .reserve_login(email, client, now, self.limits)?
+        {
+            Ok(slot) => Ok(Reservation {
+                email: email.to_string(),
+                address: client,
+                at: now,
+                slot: Some(slot),
+            }),
+            Err(until) => Err(Error::TooManyLoginAttempts {
+                retry_after_secs: secs_until(now, until),
+            }),
+        }
+    }
+
+    fn succeeded(&self, attempt: Reservation) {
+        let Some(slot) = attempt.slot else {
+            return;
+        };
+        let given_back = self.cluster().and_then(|cluster| {
+            Ok(cluster.login_succeeded(slot, &attempt.email, attempt.address)?)
+        });
+        if let Err(err) = given_back {
+            log::warn!("cannot give a login slot back: {err}");
         }
     }
 }

@@ -6,6 +6,12 @@
 //! and the calls counted since the last flush are added to the store ([`UsageStore`]) in one
 //! batch every second and at shutdown. A crash can forget at most the last second of counts:
 //! the quota is a soft business limit, and this errs in the caller's favour.
+//!
+//! On a store shared by several nodes each node adds its own deltas, and after each flush it
+//! forgets the totals it knew, so the next call reloads them with every node's flushed calls.
+//! A node's view of a month thus misses at most the calls the other nodes made in their last
+//! flush interval and its own: the quota can be overshot by at most about
+//! `(nodes - 1) × (calls per second per node) × 2 s` (docs/src/scale-out.md).
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -89,7 +95,7 @@ impl Usage {
             days,
             unflushed,
         } = &mut *counters;
-        let month_calls = self.counter(months, (partition, month), Period::Month)?;
+        let month_calls = self.counter(months, unflushed, (partition, month), Period::Month)?;
         if quota.is_some_and(|q| *month_calls >= q) {
             let reset = now.start_of_next_month();
             // Rounded up: waiting the advertised time must be enough.
@@ -99,15 +105,17 @@ impl Usage {
             });
         }
         *month_calls += 1;
-        *self.counter(days, (partition, day), Period::Day)? += 1;
+        *self.counter(days, unflushed, (partition, day), Period::Day)? += 1;
         *unflushed.entry((partition, month, day)).or_default() += 1;
         Ok(())
     }
 
-    /// The count of `key`, loaded from the store when first touched.
+    /// The count of `key`, loaded from the store when first touched, with the calls counted
+    /// here and not yet flushed.
     fn counter<'c>(
         &self,
         counters: &'c mut HashMap<(u64, u32), u64>,
+        unflushed: &HashMap<(u64, u32, u32), u64>,
         key: (u64, u32),
         period: Period,
     ) -> Result<&'c mut u64> {
@@ -115,7 +123,18 @@ impl Usage {
             Entry::Occupied(entry) => entry.into_mut(),
             Entry::Vacant(entry) => {
                 let stored = self.stored(period, key.0, key.1..=key.1)?;
-                entry.insert(stored.first().map_or(0, |&(_, calls)| calls))
+                let pending: u64 = unflushed
+                    .iter()
+                    .filter(|((p, month, day), _)| {
+                        *p == key.0
+                            && match period {
+                                Period::Month => *month == key.1,
+                                Period::Day => *day == key.1,
+                            }
+                    })
+                    .map(|(_, calls)| calls)
+                    .sum();
+                entry.insert(stored.first().map_or(0, |&(_, calls)| calls) + pending)
             }
         })
     }
@@ -196,7 +215,11 @@ impl Usage {
                     .or_default() += delta.calls;
             }
         }
-        counters.forget_past(month_key(now), day_key(now));
+        match self.store.cluster() {
+            // Reloaded on the next call with the calls every node has flushed.
+            Some(_) if result.is_ok() => counters.forget_past(u32::MAX, u32::MAX),
+            _ => counters.forget_past(month_key(now), day_key(now)),
+        }
         Ok(result?)
     }
 

@@ -42,13 +42,13 @@ use crate::http::app::App;
 use crate::http::dashboard::setup::Dashboard;
 use crate::server::first_byte::FirstByteDeadline;
 use crate::store::Effects;
-use crate::workers::{cluster, ingest};
 use crate::workers::mail::Mailer;
+use crate::workers::{cluster, ingest};
 
 use crate::core::ticker::Ticker;
-use crate::domain::{jobs, retention};
-use crate::domain::sessions::{self, LoginLimiter};
+use crate::domain::sessions::{self, LoginLimiter, LoginThrottle, SharedLoginLimiter};
 use crate::domain::usage::Usage;
+use crate::domain::{jobs, retention};
 use crate::server::tls::{Tls, TlsError};
 use crate::store::request_log::RequestLogStore;
 use crate::store::{self, Store, StoreError};
@@ -321,11 +321,16 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         RequestLog::start(log_store, clock.clone(), config.request_log.retention)
             .map_err(spawn_err)?;
     let grace = config.shutdown.grace;
+    // Nodes sharing a store share the failed-login counts, or each would multiply the limits.
+    let logins: Box<dyn LoginThrottle> = match store.cluster() {
+        Some(_) => Box::new(SharedLoginLimiter::new(store.clone(), &config.accounts)),
+        None => Box::new(LoginLimiter::new(&config.accounts)),
+    };
     let app = Arc::new(App {
         endpoints: Endpoints::new(handles.clone(), sealer, access_cache),
         handles,
         usage: Usage::new(store.clone()),
-        logins: Box::new(LoginLimiter::new(&config.accounts)),
+        logins,
         config,
         store,
         clock,

@@ -16,10 +16,19 @@
 //! Leases compare the database's clock with itself: nodes whose clocks disagree still agree on
 //! them. Marks are on each node's clock, which is what its stamps are on.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::core::clock::Timestamp;
 use crate::store::StoreError;
+
+/// The failed-login limits (`[accounts]`), as the shared count applies them.
+#[derive(Clone, Copy, Debug)]
+pub struct LoginLimits {
+    pub per_account: u32,
+    pub per_address: u32,
+    pub window: Duration,
+}
 
 pub trait ClusterStore: Send + Sync {
     /// Renews this node's lease and publishes `low_water` as its mark; the first call, and the
@@ -37,8 +46,38 @@ pub trait ClusterStore: Send + Sync {
     /// Claims the run of the periodic job `name` that is due at `now`: `true` for one node per
     /// `period` across the cluster, `false` for the others (and until the period has passed).
     /// Times are the nodes' own (the injected clock), as for every schedule.
-    fn claim_job(&self, name: &str, now: Timestamp, period: Duration)
-    -> Result<bool, StoreError>;
+    fn claim_job(&self, name: &str, now: Timestamp, period: Duration) -> Result<bool, StoreError>;
+
+    /// Claims the pending webhook delivery `id` for this node for `hold` (its attempt and the
+    /// commit of its outcome): `false` when another node holds it. A node that dies with a
+    /// claim leaves it to the others once `hold` has passed; the dispatcher's attempt numbers
+    /// keep an outcome from being recorded twice.
+    fn claim_delivery(&self, id: u64, hold: Duration) -> Result<bool, StoreError>;
+
+    /// Claims the queued e-mail `id` for this node for `hold`, like
+    /// [`ClusterStore::claim_delivery`].
+    fn claim_mail(&self, id: u64, hold: Duration) -> Result<bool, StoreError>;
+
+    /// Counts a login attempt of `email` from `address` (as limited: see
+    /// `domain::sessions`) at `now` as failed and returns its slot, in one atomic step; or,
+    /// while the pair or the address is at its limit within the window, the time it may try
+    /// again.
+    fn reserve_login(
+        &self,
+        email: &str,
+        address: Option<IpAddr>,
+        now: Timestamp,
+        limits: LoginLimits,
+    ) -> Result<Result<u64, Timestamp>, StoreError>;
+
+    /// The attempt in `slot` had the right password: the pair starts afresh, the address gets
+    /// this one slot back.
+    fn login_succeeded(
+        &self,
+        slot: u64,
+        email: &str,
+        address: Option<IpAddr>,
+    ) -> Result<(), StoreError>;
 
     /// A number that changes whenever any node changes who may call what (an endpoint, a key,
     /// a collaborator, an account): each node clears its access cache when it sees it change.

@@ -118,11 +118,19 @@ pub struct InitOutput {
 /// Runs `intake init --data-dir DIR --owner-email EMAIL --json` and parses
 /// its stdout (exactly one JSON object).
 pub fn init_data_dir(dir: &Path, email: &str) -> InitOutput {
+    init_with(&["--data-dir".as_ref(), dir.as_os_str()], email)
+}
+
+/// Runs `intake init --config FILE --owner-email EMAIL --json`, like [`init_data_dir`].
+pub fn init_with_config(config: &Path, email: &str) -> InitOutput {
+    init_with(&["--config".as_ref(), config.as_os_str()], email)
+}
+
+fn init_with(args: &[&std::ffi::OsStr], email: &str) -> InitOutput {
     let out = run_cli(
         intake_cmd()
             .arg("init")
-            .arg("--data-dir")
-            .arg(dir)
+            .args(args)
             .arg("--owner-email")
             .arg(email)
             .arg("--json"),

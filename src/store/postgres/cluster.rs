@@ -3,12 +3,13 @@
 //! the fence that keeps a node whose lease lapsed from committing creates the others no
 //! longer wait for.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use super::{PgStore, PgTx, big};
 use crate::core::clock::Timestamp;
 use crate::store::StoreError;
-use crate::store::cluster::ClusterStore;
+use crate::store::cluster::{ClusterStore, LoginLimits};
 use crate::store::rows::time_key;
 
 /// This node's current membership: its row in `nodes`, and the time its creates must be
@@ -110,7 +111,10 @@ impl ClusterStore for PgStore {
             &[&node.id, &secs(self.lease), &big(time_key(low_water))],
         )?;
         if renewed.is_empty() {
-            log::warn!("node {}: the lease lapsed; joining the cluster again", node.id);
+            log::warn!(
+                "node {}: the lease lapsed; joining the cluster again",
+                node.id
+            );
             return self.join(now);
         }
         Ok(())
@@ -148,6 +152,106 @@ impl ClusterStore for PgStore {
         Ok(!claimed.is_empty())
     }
 
+    fn claim_delivery(&self, id: u64, hold: Duration) -> Result<bool, StoreError> {
+        let Some(node) = self.membership() else {
+            return Ok(false);
+        };
+        let claimed = self.statement(
+            "UPDATE deliveries SET lease_node = $2, lease_until = now() + make_interval(secs => $3)
+             WHERE id = $1 AND due_at IS NOT NULL
+               AND (lease_until IS NULL OR lease_until < now() OR lease_node = $2)
+             RETURNING id",
+            &[&big(id), &node.id, &secs(hold)],
+        )?;
+        Ok(!claimed.is_empty())
+    }
+
+    fn claim_mail(&self, id: u64, hold: Duration) -> Result<bool, StoreError> {
+        let Some(node) = self.membership() else {
+            return Ok(false);
+        };
+        let claimed = self.statement(
+            "UPDATE outbox SET lease_node = $2, lease_until = now() + make_interval(secs => $3)
+             WHERE id = $1 AND status = 'queued'
+               AND (lease_until IS NULL OR lease_until < now() OR lease_node = $2)
+             RETURNING id",
+            &[&big(id), &node.id, &secs(hold)],
+        )?;
+        Ok(!claimed.is_empty())
+    }
+
+    fn reserve_login(
+        &self,
+        email: &str,
+        address: Option<IpAddr>,
+        now: Timestamp,
+        limits: LoginLimits,
+    ) -> Result<Result<u64, Timestamp>, StoreError> {
+        let address = address.map(|ip| ip.to_string());
+        let since = big(time_key(now.minus(limits.window)));
+        let window = limits.window;
+        // Serializable, and run again on a conflict: parallel attempts cannot all pass the
+        // check before one of them is counted.
+        self.transact(|tx| {
+            tx.execute("DELETE FROM login_failures WHERE at <= $1", &[&since])?;
+            let waits = [
+                tx.query_opt(
+                    "SELECT count(*), min(at) FROM login_failures
+                     WHERE email = $1 AND address IS NOT DISTINCT FROM $2 AND pair_counts",
+                    &[&email, &address],
+                )?
+                .map(|row| (row, limits.per_account)),
+                match &address {
+                    Some(address) => tx
+                        .query_opt(
+                            "SELECT count(*), min(at) FROM login_failures WHERE address = $1",
+                            &[address],
+                        )?
+                        .map(|row| (row, limits.per_address)),
+                    None => None,
+                },
+            ];
+            let mut until = None;
+            for (row, limit) in waits.into_iter().flatten() {
+                let count: i64 = row.try_get(0)?;
+                let oldest: Option<i64> = row.try_get(1)?;
+                if let Some(oldest) = oldest.filter(|_| count >= i64::from(limit)) {
+                    let at = Timestamp(oldest).plus(window);
+                    until = Some(until.map_or(at, |u: Timestamp| u.max(at)));
+                }
+            }
+            if let Some(until) = until {
+                return Ok(Err(until));
+            }
+            let row = tx
+                .query_opt(
+                    "INSERT INTO login_failures (email, address, at) VALUES ($1, $2, $3)
+                     RETURNING id",
+                    &[&email, &address, &big(time_key(now))],
+                )?
+                .ok_or_else(|| StoreError::Corrupt("INSERT ... RETURNING gave no row".into()))?;
+            Ok(Ok(super::unbig(row.try_get(0)?)))
+        })
+    }
+
+    fn login_succeeded(
+        &self,
+        slot: u64,
+        email: &str,
+        address: Option<IpAddr>,
+    ) -> Result<(), StoreError> {
+        let address = address.map(|ip| ip.to_string());
+        self.transact(|tx| {
+            tx.execute(
+                "UPDATE login_failures SET pair_counts = false
+                 WHERE email = $1 AND address IS NOT DISTINCT FROM $2",
+                &[&email, &address],
+            )?;
+            tx.execute("DELETE FROM login_failures WHERE id = $1", &[&big(slot)])?;
+            Ok(())
+        })
+    }
+
     fn access_version(&self) -> Result<u64, StoreError> {
         let rows = self.statement("SELECT value FROM counters WHERE name = 'access'", &[])?;
         let value: i64 = rows
@@ -155,5 +259,196 @@ impl ClusterStore for PgStore {
             .ok_or_else(|| StoreError::Corrupt("the access counter is missing".into()))?
             .try_get(0)?;
         Ok(super::unbig(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+    use std::time::Duration;
+
+    use super::super::{PgTx, test_store};
+    use crate::core::clock::Timestamp;
+    use crate::store::cluster::{ClusterStore, LoginLimits};
+
+    const SECOND: i64 = 1_000_000;
+
+    #[test]
+    fn the_floor_is_the_lowest_mark_of_the_live_nodes() {
+        let store = test_store();
+        assert_eq!(store.visibility_floor().unwrap(), None);
+        store
+            .publish_low_water(Timestamp(50 * SECOND), Timestamp(50 * SECOND))
+            .unwrap();
+        // The first call joins with `now` as the mark; later ones publish the mark given.
+        assert_eq!(
+            store.visibility_floor().unwrap(),
+            Some(Timestamp(50 * SECOND))
+        );
+        store
+            .publish_low_water(Timestamp(40 * SECOND), Timestamp(60 * SECOND))
+            .unwrap();
+        assert_eq!(
+            store.visibility_floor().unwrap(),
+            Some(Timestamp(40 * SECOND))
+        );
+        // A second node (another store handle on the same database) with a lower mark.
+        let other = super::super::PgStore::open(&store_config(&store)).unwrap();
+        other
+            .publish_low_water(Timestamp(30 * SECOND), Timestamp(30 * SECOND))
+            .unwrap();
+        assert_eq!(
+            store.visibility_floor().unwrap(),
+            Some(Timestamp(30 * SECOND))
+        );
+        // A node whose lease lapsed is no longer waited for.
+        lapse(&other);
+        assert_eq!(
+            store.visibility_floor().unwrap(),
+            Some(Timestamp(40 * SECOND))
+        );
+        store.leave().unwrap();
+        assert_eq!(store.visibility_floor().unwrap(), None);
+    }
+
+    #[test]
+    fn a_node_is_fenced_before_it_joins_after_its_lease_lapses_and_for_older_stamps() {
+        let store = test_store();
+        let fenced = |store: &super::PgStore, oldest: Option<Timestamp>| {
+            let tx = PgTx::write(store).unwrap();
+            store.check_fence(&tx, oldest).is_err()
+        };
+        assert!(fenced(&store, None), "not joined yet");
+        store
+            .publish_low_water(Timestamp(10 * SECOND), Timestamp(10 * SECOND))
+            .unwrap();
+        assert!(!fenced(&store, Some(Timestamp(10 * SECOND))));
+        assert!(
+            fenced(&store, Some(Timestamp(9 * SECOND))),
+            "stamped before it joined"
+        );
+        lapse(&store);
+        assert!(fenced(&store, None), "lease lapsed");
+        // The next beat joins again: creates stamped before that stay refused.
+        store
+            .publish_low_water(Timestamp(5 * SECOND), Timestamp(20 * SECOND))
+            .unwrap();
+        assert!(!fenced(&store, Some(Timestamp(20 * SECOND))));
+        assert!(fenced(&store, Some(Timestamp(15 * SECOND))));
+    }
+
+    #[test]
+    fn a_periodic_job_is_claimed_once_per_period_across_nodes() {
+        let store = test_store();
+        let other = super::super::PgStore::open(&store_config(&store)).unwrap();
+        let hour = Duration::from_secs(3600);
+        let t = |s: i64| Timestamp(s * SECOND);
+        assert!(store.claim_job("sweep", t(1000), hour).unwrap());
+        assert!(!other.claim_job("sweep", t(1001), hour).unwrap());
+        assert!(!store.claim_job("sweep", t(1000 + 3599), hour).unwrap());
+        assert!(other.claim_job("sweep", t(1000 + 3600), hour).unwrap());
+        // Another job has its own schedule.
+        assert!(store.claim_job("retention", t(1001), hour).unwrap());
+    }
+
+    #[test]
+    fn login_failures_are_limited_per_pair_and_per_address_for_every_node() {
+        let store = test_store();
+        let other = super::super::PgStore::open(&store_config(&store)).unwrap();
+        let limits = LoginLimits {
+            per_account: 2,
+            per_address: 3,
+            window: Duration::from_secs(60),
+        };
+        let ip: Option<IpAddr> = "192.0.2.1".parse().ok();
+        let t = |s: i64| Timestamp(s * SECOND);
+        let first = store.reserve_login("a@x", ip, t(100), limits).unwrap();
+        assert!(first.is_ok());
+        assert!(
+            other
+                .reserve_login("a@x", ip, t(101), limits)
+                .unwrap()
+                .is_ok()
+        );
+        // The pair is at its limit on both nodes until the first failure leaves the window.
+        assert_eq!(
+            store.reserve_login("a@x", ip, t(102), limits).unwrap(),
+            Err(t(160))
+        );
+        assert!(
+            store
+                .reserve_login("a@x", ip, t(161), limits)
+                .unwrap()
+                .is_ok()
+        );
+        // The failures at 100 and 101 have left the window: the address holds 161, 162, 163,
+        // its limit of 3, whichever account is tried.
+        assert!(
+            other
+                .reserve_login("b@x", ip, t(162), limits)
+                .unwrap()
+                .is_ok()
+        );
+        assert!(
+            other
+                .reserve_login("c@x", ip, t(163), limits)
+                .unwrap()
+                .is_ok()
+        );
+        assert_eq!(
+            store.reserve_login("e@x", ip, t(164), limits).unwrap(),
+            Err(t(221))
+        );
+        // A right password gives the pair a fresh start and the address this one slot back.
+        let slot = store
+            .reserve_login("d@x", "192.0.2.9".parse().ok(), t(170), limits)
+            .unwrap()
+            .unwrap();
+        store
+            .login_succeeded(slot, "d@x", "192.0.2.9".parse().ok())
+            .unwrap();
+        let pair = |email: &str| {
+            store
+                .reserve_login(email, "192.0.2.9".parse().ok(), t(171), limits)
+                .unwrap()
+        };
+        assert!(pair("d@x").is_ok());
+        assert!(pair("d@x").is_ok());
+        assert!(pair("d@x").is_err());
+    }
+
+    #[test]
+    fn the_access_version_moves_with_a_bump() {
+        let store = test_store();
+        let before = store.access_version().unwrap();
+        store
+            .statement(
+                "UPDATE counters SET value = value + 1 WHERE name = 'access'",
+                &[],
+            )
+            .unwrap();
+        assert_eq!(store.access_version().unwrap(), before + 1);
+    }
+
+    /// The configuration of `store`'s database, for a second node on it.
+    fn store_config(store: &super::PgStore) -> crate::core::config::PostgresConfig {
+        let rows = store.statement("SELECT current_database()", &[]).unwrap();
+        let db: String = rows[0].get(0);
+        let mut config = crate::core::config::PostgresConfig::default();
+        config.url =
+            crate::core::config::Secret::new(super::super::test_cluster::shared().url(&db));
+        config.tls = crate::core::config::PostgresTls::Disable;
+        config
+    }
+
+    /// Ends `store`'s lease now, as if it had not renewed it for a whole lease.
+    fn lapse(store: &super::PgStore) {
+        let id = store.membership().unwrap().id;
+        store
+            .statement(
+                "UPDATE nodes SET lease_until = now() - interval '1 second' WHERE id = $1",
+                &[&id],
+            )
+            .unwrap();
     }
 }

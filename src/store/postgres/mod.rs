@@ -245,6 +245,14 @@ pub(crate) fn from_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreErr
         .map_err(|e| StoreError::Corrupt(format!("cannot decode row: {e}")))
 }
 
+/// The JSON row in column `column` of `row`.
+pub(crate) fn row_json<T: DeserializeOwned>(
+    row: &tokio_postgres::Row,
+    column: usize,
+) -> Result<T, StoreError> {
+    from_json(row.try_get::<_, &[u8]>(column)?)
+}
+
 /// A u64 (an id, a partition, a microsecond time) as PostgreSQL's `bigint`.
 pub(crate) fn big(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
@@ -253,6 +261,16 @@ pub(crate) fn big(value: u64) -> i64 {
 /// A `bigint` column read back as the u64 it was written from.
 pub(crate) fn unbig(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
+}
+
+/// A count (a `LIMIT`) as PostgreSQL's `bigint`.
+pub(crate) fn count(value: usize) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+/// A time as the `bigint` microseconds it is stored as (times before 1970 as 0, as on redb).
+pub(crate) fn micros(time: crate::core::clock::Timestamp) -> i64 {
+    big(crate::store::time_key(time))
 }
 
 /// A record id as its 16 big-endian bytes.

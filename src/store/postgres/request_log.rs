@@ -1,16 +1,82 @@
-//! request_log on PostgreSQL: unimplemented stubs, replaced by the real implementation.
+//! [`RequestLogStore`] on PostgreSQL: `request_log`, keyed `(partition, time, seq)` like
+//! redb's `(partition, time_us, sequence)`; `seq` comes from the `request_log_ids` sequence, so
+//! an entry goes after every entry appended before it.
 
-#![allow(unused_variables, unused_imports)]
-
+use super::{PgStore, PgTx, big, count, micros, row_json, to_json, unbig};
 use crate::core::clock::Timestamp;
-use crate::store::postgres::{PgStore, PgTx};
-use crate::store::request_log::*;
-use crate::store::*;
+use crate::store::request_log::{
+    LogPage, LogPosition, PAGE_SCAN_LIMIT, RequestLogStore, StatusFilter,
+};
+use crate::store::{RequestLogRow, StoreError};
+
+/// Entries deleted per transaction by a purge, so it never holds many rows for long.
+const PURGE_CHUNK: usize = 10_000;
+
+/// One page, the way redb's reads it: the entries before `($2, $3)` newest first, at most
+/// `$6` (`PAGE_SCAN_LIMIT` + 1) of them, numbered (`n`) and counted (`hits`: matches up to
+/// and including each). Of those it returns, in order and at most `$9` (`limit` + 2), the
+/// rows that decide the page: the first `$7` (`limit`) matches, every row from the `limit`-th
+/// match on, and the rows numbered `$8` (`PAGE_SCAN_LIMIT`) and above. The rows left out are
+/// non-matching ones a page passes over on its way to those, so reading the rows returned as
+/// redb reads the whole range gives the same page, `next` included; and with the filter in
+/// SQL, only those few rows leave the database.
+const PAGE: &str = "
+SELECT time, seq, status, data, n FROM (
+    SELECT time, seq, status, data, hit,
+           row_number() OVER newest AS n,
+           count(*) FILTER (WHERE hit) OVER newest AS hits
+    FROM (SELECT time, seq, status, data, status BETWEEN $4 AND $5 AS hit
+          FROM request_log
+          WHERE partition = $1 AND (time, seq) < ($2, $3)
+          ORDER BY time DESC, seq DESC
+          LIMIT $6) AS scanned
+    WINDOW newest AS (ORDER BY time DESC, seq DESC ROWS UNBOUNDED PRECEDING)
+) AS counted
+WHERE (hit AND hits <= $7) OR hits - hit::integer >= $7 OR n >= $8
+ORDER BY time DESC, seq DESC
+LIMIT $9";
+
+/// The statuses `filter` passes, as an inclusive range of the `status` column.
+fn status_range(filter: StatusFilter) -> (i32, i32) {
+    match filter {
+        StatusFilter::Any => (i32::MIN, i32::MAX),
+        StatusFilter::Class(class) => {
+            let low = i32::from(class) * 100;
+            (low, low + 99)
+        }
+    }
+}
 
 impl RequestLogStore for PgStore {
     fn append_requests(&self, entries: &[(u64, RequestLogRow)]) -> Result<(), StoreError> {
-        unimplemented!()
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut partitions = Vec::with_capacity(entries.len());
+        let mut times = Vec::with_capacity(entries.len());
+        let mut statuses = Vec::with_capacity(entries.len());
+        let mut data = Vec::with_capacity(entries.len());
+        for (partition, row) in entries {
+            partitions.push(big(*partition));
+            times.push(micros(row.time));
+            statuses.push(i32::from(row.status));
+            data.push(to_json(row)?);
+        }
+        // One statement; sorting by the entries' order before `nextval` runs (PostgreSQL
+        // evaluates a volatile select list after the sort) numbers them in that order.
+        self.write_unit(|tx| {
+            tx.execute(
+                "INSERT INTO request_log (partition, time, seq, status, data)
+                 SELECT partition, time, nextval('request_log_ids'), status, data
+                 FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::bytea[])
+                     WITH ORDINALITY AS entry(partition, time, status, data, n)
+                 ORDER BY n",
+                &[&partitions, &times, &statuses, &data],
+            )
+        })?;
+        Ok(())
     }
+
     fn requests_page(
         &self,
         partition: u64,
@@ -18,9 +84,318 @@ impl RequestLogStore for PgStore {
         limit: usize,
         filter: StatusFilter,
     ) -> Result<LogPage, StoreError> {
-        unimplemented!()
+        // Without `before`, from past the newest possible position (no time or sequence
+        // reaches i64::MAX).
+        let (time, seq) =
+            before.map_or((i64::MAX, i64::MAX), |at| (big(at.time), big(at.sequence)));
+        let (low, high) = status_range(filter);
+        let tx = PgTx::read(self)?;
+        let rows = tx.query(
+            PAGE,
+            &[
+                &big(partition),
+                &time,
+                &seq,
+                &low,
+                &high,
+                &count(PAGE_SCAN_LIMIT.saturating_add(1)),
+                &count(limit),
+                &count(PAGE_SCAN_LIMIT),
+                &count(limit.saturating_add(2)),
+            ],
+        )?;
+        // redb's loop, over the rows that decide the page (see `PAGE`).
+        let mut entries = Vec::with_capacity(limit.min(rows.len()));
+        let mut last = None;
+        let mut more = false;
+        for row in &rows {
+            let n: i64 = row.try_get(4)?;
+            if entries.len() == limit || n > count(PAGE_SCAN_LIMIT) {
+                more = true;
+                break;
+            }
+            let position = LogPosition {
+                time: unbig(row.try_get(0)?),
+                sequence: unbig(row.try_get(1)?),
+            };
+            last = Some(position);
+            let status: i32 = row.try_get(2)?;
+            let status = u16::try_from(status)
+                .map_err(|_| StoreError::Corrupt(format!("a response status of {status}")))?;
+            if filter.matches(status) {
+                entries.push((position, row_json(row, 3)?));
+            }
+        }
+        Ok(LogPage {
+            entries,
+            next: last.filter(|_| more),
+        })
     }
+
     fn purge_requests_before(&self, cutoff: Timestamp) -> Result<usize, StoreError> {
-        unimplemented!()
+        let mut total = 0;
+        loop {
+            let (removed, _) = self.write_unit(|tx| {
+                tx.execute(
+                    "DELETE FROM request_log WHERE ctid = ANY(ARRAY(
+                         SELECT ctid FROM request_log WHERE time < $1 ORDER BY time LIMIT $2))",
+                    &[&micros(cutoff), &count(PURGE_CHUNK)],
+                )
+            })?;
+            let removed = usize::try_from(removed).unwrap_or(usize::MAX);
+            total += removed;
+            if removed < PURGE_CHUNK {
+                return Ok(total);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Barrier;
+
+    use super::super::test_store;
+    use super::PURGE_CHUNK;
+    use crate::core::clock::Timestamp;
+    use crate::store::request_log::{LogPosition, PAGE_SCAN_LIMIT, RequestLogStore, StatusFilter};
+    use crate::store::{Environment, RequestLogRow};
+
+    fn entry(time: i64, status: u16, request_id: String) -> RequestLogRow {
+        RequestLogRow {
+            time: Timestamp(time),
+            method: "GET".into(),
+            route: "/v1/records".into(),
+            status,
+            key_id: None,
+            latency_us: 10,
+            environment: Environment::Sandbox,
+            request_id,
+        }
+    }
+
+    /// Every page of `partition` from the newest on, as request ids and the id of the entry
+    /// `next` names (looked up in `names`).
+    fn walk(
+        log: &dyn RequestLogStore,
+        partition: u64,
+        limit: usize,
+        filter: StatusFilter,
+        names: &HashMap<(u64, u64), String>,
+    ) -> Vec<(Vec<String>, Option<String>)> {
+        let mut pages = Vec::new();
+        let mut before = None;
+        loop {
+            let page = log.requests_page(partition, before, limit, filter).unwrap();
+            let next = page.next.map(|at| names[&(at.time, at.sequence)].clone());
+            let ids = page
+                .entries
+                .into_iter()
+                .map(|(_, r)| r.request_id)
+                .collect();
+            pages.push((ids, next));
+            assert!(pages.len() < 10_000, "a walk that does not end");
+            match page.next {
+                Some(at) => before = Some(at),
+                None => return pages,
+            }
+        }
+    }
+
+    /// Every entry of `partition`, newest first, by position.
+    fn positions(log: &dyn RequestLogStore, partition: u64) -> Vec<(LogPosition, String)> {
+        let mut all = Vec::new();
+        let mut before = None;
+        loop {
+            let page = log
+                .requests_page(partition, before, 1000, StatusFilter::Any)
+                .unwrap();
+            all.extend(page.entries.into_iter().map(|(at, r)| (at, r.request_id)));
+            match page.next {
+                Some(at) => before = Some(at),
+                None => return all,
+            }
+        }
+    }
+
+    fn names(all: &[(LogPosition, String)]) -> HashMap<(u64, u64), String> {
+        all.iter()
+            .map(|(at, id)| ((at.time, at.sequence), id.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn pages_are_the_pages_redb_reads() {
+        // The same log in both stores; the positions differ (redb numbers each time's entries
+        // from 1, PostgreSQL from one sequence), the pages must not.
+        let dir = tempfile::tempdir().unwrap();
+        let redb =
+            crate::store::redb::RedbStore::open_request_log(&dir.path().join("r.redb"), 1 << 20)
+                .unwrap();
+        let pg = test_store();
+        let total = PAGE_SCAN_LIMIT + 300;
+        let mut entries = Vec::new();
+        for i in 0..total {
+            // 5xx only among the oldest and newest hundred: a filtered page in between reads
+            // the scan limit and ends early.
+            let edge = i < 100 || i >= total - 100;
+            let status = match i {
+                _ if edge && i % 10 == 0 => 503,
+                _ if i % 3 == 0 => 404,
+                _ if i % 50 == 0 => 301,
+                _ => 200,
+            };
+            // Three entries per time, so positions within one time matter.
+            let time = 1_000_000 + (i / 3) as i64;
+            entries.push((7, entry(time, status, format!("r7-{i}"))));
+            if i % 40 == 0 {
+                entries.push((6, entry(time, 200, format!("r6-{i}"))));
+                entries.push((8, entry(time, 500, format!("r8-{i}"))));
+            }
+        }
+        for batch in entries.chunks(97) {
+            redb.append_requests(batch).unwrap();
+            pg.append_requests(batch).unwrap();
+        }
+        for partition in [6, 7, 8, 9] {
+            let from_redb = positions(&redb, partition);
+            let from_pg = positions(&pg, partition);
+            let ids = |all: &[(LogPosition, String)]| -> Vec<String> {
+                all.iter().map(|(_, id)| id.clone()).collect()
+            };
+            assert_eq!(ids(&from_pg), ids(&from_redb), "partition {partition}");
+        }
+        let redb_names = names(&positions(&redb, 7));
+        let pg_names = names(&positions(&pg, 7));
+        assert_eq!(pg_names.len(), total);
+        let filters = [
+            StatusFilter::Any,
+            StatusFilter::Class(2),
+            StatusFilter::Class(3),
+            StatusFilter::Class(4),
+            StatusFilter::Class(5),
+            StatusFilter::Class(1),
+        ];
+        for filter in filters {
+            for limit in [0, 1, 7, 50, 1000, 6000] {
+                if limit == 1 && filter == StatusFilter::Any {
+                    continue;
+                }
+                let expected = walk(&redb, 7, limit, filter, &redb_names);
+                let got = walk(&pg, 7, limit, filter, &pg_names);
+                for (n, (got, expected)) in got.iter().zip(&expected).enumerate() {
+                    assert_eq!(got, expected, "{filter:?}, limit {limit}, page {n}");
+                }
+                assert_eq!(got.len(), expected.len(), "{filter:?}, limit {limit}");
+            }
+        }
+        // The 5xx page that meets the scan limit ends early, with where to read on.
+        let page = pg
+            .requests_page(7, None, 1000, StatusFilter::Class(5))
+            .unwrap();
+        assert_eq!(page.entries.len(), 10);
+        assert!(page.next.is_some());
+    }
+
+    #[test]
+    fn entries_of_one_time_keep_their_order_within_and_across_appends() {
+        let pg = test_store();
+        let batch = |from: usize| -> Vec<(u64, RequestLogRow)> {
+            (from..from + 3)
+                .map(|i| (1, entry(500, 200, format!("e{i}"))))
+                .collect()
+        };
+        pg.append_requests(&batch(0)).unwrap();
+        pg.append_requests(&[]).unwrap();
+        pg.append_requests(&batch(3)).unwrap();
+        let page = pg.requests_page(1, None, 4, StatusFilter::Any).unwrap();
+        let ids: Vec<&str> = page
+            .entries
+            .iter()
+            .map(|(_, r)| r.request_id.as_str())
+            .collect();
+        assert_eq!(ids, ["e5", "e4", "e3", "e2"]);
+        // `before` is exclusive; the last page has no `next`.
+        let rest = pg
+            .requests_page(1, page.next, 4, StatusFilter::Any)
+            .unwrap();
+        let ids: Vec<&str> = rest
+            .entries
+            .iter()
+            .map(|(_, r)| r.request_id.as_str())
+            .collect();
+        assert_eq!(ids, ["e1", "e0"]);
+        assert!(rest.next.is_none());
+        // A page that ends exactly at the oldest entry has no `next` either.
+        let exact = pg.requests_page(1, None, 6, StatusFilter::Any).unwrap();
+        assert_eq!(exact.entries.len(), 6);
+        assert!(exact.next.is_none());
+    }
+
+    #[test]
+    fn concurrent_appends_all_land_in_their_order() {
+        let pg = test_store();
+        const BATCHES: usize = 30;
+        let barrier = Barrier::new(2);
+        std::thread::scope(|scope| {
+            for node in 0..2 {
+                let (pg, barrier) = (&pg, &barrier);
+                scope.spawn(move || {
+                    barrier.wait();
+                    for b in 0..BATCHES {
+                        let batch: Vec<_> = (0..5)
+                            .map(|i| (1, entry(700, 200, format!("n{node}-{}", b * 5 + i))))
+                            .collect();
+                        pg.append_requests(&batch).unwrap();
+                    }
+                });
+            }
+        });
+        let all = positions(&pg, 1);
+        assert_eq!(all.len(), 2 * BATCHES * 5);
+        for node in 0..2 {
+            // Newest first: each node's entries count down.
+            let mine: Vec<String> = all
+                .iter()
+                .map(|(_, id)| id.clone())
+                .filter(|id| id.starts_with(&format!("n{node}-")))
+                .collect();
+            let expected: Vec<String> = (0..BATCHES * 5)
+                .rev()
+                .map(|i| format!("n{node}-{i}"))
+                .collect();
+            assert_eq!(mine, expected);
+        }
+    }
+
+    #[test]
+    fn purges_remove_older_entries_of_every_partition_in_chunks() {
+        let pg = test_store();
+        // More old entries than one chunk.
+        let old: Vec<_> = (0..PURGE_CHUNK + 10)
+            .map(|i| {
+                (
+                    (i % 3) as u64,
+                    entry(100 + (i % 50) as i64, 200, format!("o{i}")),
+                )
+            })
+            .collect();
+        pg.append_requests(&old).unwrap();
+        let new: Vec<_> = (0..3u64)
+            .map(|p| (p, entry(150, 200, format!("n{p}"))))
+            .collect();
+        pg.append_requests(&new).unwrap();
+        // Older than the cutoff, not at it.
+        assert_eq!(pg.purge_requests_before(Timestamp(100)).unwrap(), 0);
+        assert_eq!(
+            pg.purge_requests_before(Timestamp(150)).unwrap(),
+            PURGE_CHUNK + 10
+        );
+        for p in 0..3 {
+            let left: Vec<String> = positions(&pg, p).into_iter().map(|(_, id)| id).collect();
+            assert_eq!(left, [format!("n{p}")]);
+        }
+        assert_eq!(pg.purge_requests_before(Timestamp(151)).unwrap(), 3);
     }
 }

@@ -154,6 +154,25 @@ impl<'s> PgTx<'s> {
     }
 }
 
+impl PgStore {
+    /// Runs `work` in a write transaction of its own and commits it, running it again (up to
+    /// [`WRITE_ATTEMPTS`] times) when it loses a serialisation conflict.
+    pub(super) fn transact<T>(
+        &self,
+        mut work: impl FnMut(&PgTx<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut attempt = 1;
+        loop {
+            let tx = PgTx::write(self)?;
+            let result = work(&tx).and_then(|value| tx.commit().map(|_| value));
+            match result {
+                Err(err) if is_retryable(&err) && attempt < WRITE_ATTEMPTS => attempt += 1,
+                other => return other,
+            }
+        }
+    }
+}
+
 impl Drop for PgTx<'_> {
     fn drop(&mut self) {
         let Some(client) = self.client.take() else {
@@ -169,6 +188,30 @@ impl Drop for PgTx<'_> {
                 drop(Object::take(client));
             }
         });
+    }
+}
+
+impl PgStore {
+    /// Runs `work` in one write transaction and commits it, running it again (at most
+    /// [`WRITE_ATTEMPTS`] times) when it lost a serialisation conflict: [`Store::write_with`],
+    /// and the store's own units of work, which need SQL of their own.
+    pub(super) fn write_unit<T>(
+        &self,
+        mut work: impl FnMut(&mut PgTx<'_>) -> Result<T, StoreError>,
+    ) -> Result<(T, Effects), StoreError> {
+        let mut attempt = 1;
+        loop {
+            let mut tx = PgTx::write(self)?;
+            let result = work(&mut tx);
+            let conflicted = tx.conflicted.get();
+            let result = result.and_then(|value| Ok((value, tx.commit()?)));
+            match result {
+                Ok(done) => return Ok(done),
+                Err(_) if conflicted && attempt < WRITE_ATTEMPTS => attempt += 1,
+                Err(err) if is_retryable(&err) && attempt < WRITE_ATTEMPTS => attempt += 1,
+                Err(err) => return Err(err),
+            }
+        }
     }
 }
 
@@ -204,19 +247,7 @@ impl Store for PgStore {
         &self,
         work: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StoreError>,
     ) -> Result<Effects, StoreError> {
-        let mut attempt = 1;
-        loop {
-            let mut tx = PgTx::write(self)?;
-            let result = work(&mut tx);
-            let conflicted = tx.conflicted.get();
-            let result = result.and_then(|()| tx.commit());
-            match result {
-                Ok(effects) => return Ok(effects),
-                Err(_) if conflicted && attempt < WRITE_ATTEMPTS => attempt += 1,
-                Err(err) if is_retryable(&err) && attempt < WRITE_ATTEMPTS => attempt += 1,
-                Err(err) => return Err(err),
-            }
-        }
+        self.write_unit(|tx| work(tx)).map(|((), effects)| effects)
     }
 
     fn shared_value(&self, name: &str, proposed: &[u8]) -> Result<Vec<u8>, StoreError> {

@@ -1,30 +1,220 @@
-//! usage on PostgreSQL: unimplemented stubs, replaced by the real implementation.
+//! [`UsageStore`] on PostgreSQL: `usage_months` and `usage_days`, `(partition, period)` →
+//! calls. Flushes add to the stored counters in the database (`ON CONFLICT ... DO UPDATE`), so
+//! concurrent flushes from several nodes all count.
 
-#![allow(unused_variables, unused_imports)]
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 
-use crate::core::clock::Timestamp;
-use crate::core::ids::RecordId;
-use crate::store::postgres::{PgStore, PgTx};
-use crate::store::usage::*;
-use crate::store::*;
-use std::ops::{Bound, RangeInclusive};
+use super::{PgStore, PgTx, big, unbig};
+use crate::store::StoreError;
+use crate::store::usage::{CallsDelta, UsageStore};
+
+/// A `yyyymm` or `yyyymmdd` period as the `integer` it is stored as.
+fn period(value: u32) -> i32 {
+    i32::try_from(value).unwrap_or(i32::MAX)
+}
+
+/// The deltas of one table, added up per `(partition, period)` (one statement may change a row
+/// only once) and in key order, so concurrent flushes lock rows in the same order.
+fn columns(sums: BTreeMap<(u64, u32), u64>) -> (Vec<i64>, Vec<i32>, Vec<i64>) {
+    let mut partitions = Vec::with_capacity(sums.len());
+    let mut periods = Vec::with_capacity(sums.len());
+    let mut calls = Vec::with_capacity(sums.len());
+    for ((partition, at), n) in sums {
+        partitions.push(big(partition));
+        periods.push(period(at));
+        calls.push(big(n));
+    }
+    (partitions, periods, calls)
+}
 
 impl UsageStore for PgStore {
     fn add_calls(&self, deltas: &[CallsDelta]) -> Result<(), StoreError> {
-        unimplemented!()
+        if deltas.is_empty() {
+            return Ok(());
+        }
+        let mut months = BTreeMap::new();
+        let mut days = BTreeMap::new();
+        for delta in deltas {
+            for (sums, at) in [(&mut months, delta.month), (&mut days, delta.day)] {
+                let sum: &mut u64 = sums.entry((delta.partition, at)).or_default();
+                *sum = sum.saturating_add(delta.calls);
+            }
+        }
+        let months = columns(months);
+        let days = columns(days);
+        // Both tables in one commit; a conflict with another node's flush reruns it whole.
+        self.write_unit(|tx| {
+            tx.execute(
+                "INSERT INTO usage_months (partition, month, calls)
+                 SELECT * FROM unnest($1::bigint[], $2::integer[], $3::bigint[])
+                 ON CONFLICT (partition, month)
+                     DO UPDATE SET calls = usage_months.calls + EXCLUDED.calls",
+                &[&months.0, &months.1, &months.2],
+            )?;
+            tx.execute(
+                "INSERT INTO usage_days (partition, day, calls)
+                 SELECT * FROM unnest($1::bigint[], $2::integer[], $3::bigint[])
+                 ON CONFLICT (partition, day)
+                     DO UPDATE SET calls = usage_days.calls + EXCLUDED.calls",
+                &[&days.0, &days.1, &days.2],
+            )?;
+            Ok(())
+        })?;
+        Ok(())
     }
+
     fn monthly_calls(
         &self,
         partition: u64,
         months: RangeInclusive<u32>,
     ) -> Result<Vec<(u32, u64)>, StoreError> {
-        unimplemented!()
+        calls(
+            &PgTx::read(self)?,
+            "SELECT month, calls FROM usage_months
+             WHERE partition = $1 AND month BETWEEN $2 AND $3 ORDER BY month",
+            partition,
+            months,
+        )
     }
+
     fn daily_calls(
         &self,
         partition: u64,
         days: RangeInclusive<u32>,
     ) -> Result<Vec<(u32, u64)>, StoreError> {
-        unimplemented!()
+        calls(
+            &PgTx::read(self)?,
+            "SELECT day, calls FROM usage_days
+             WHERE partition = $1 AND day BETWEEN $2 AND $3 ORDER BY day",
+            partition,
+            days,
+        )
+    }
+}
+
+/// The counters `sql` selects of `partition` in `periods`, oldest first (at most one row per
+/// period in the range).
+fn calls(
+    tx: &PgTx,
+    sql: &str,
+    partition: u64,
+    periods: RangeInclusive<u32>,
+) -> Result<Vec<(u32, u64)>, StoreError> {
+    tx.query(
+        sql,
+        &[
+            &big(partition),
+            &period(*periods.start()),
+            &period(*periods.end()),
+        ],
+    )?
+    .iter()
+    .map(|row| {
+        let at: i32 = row.try_get(0)?;
+        let at = u32::try_from(at)
+            .map_err(|_| StoreError::Corrupt(format!("a usage period of {at}")))?;
+        Ok((at, unbig(row.try_get(1)?)))
+    })
+    .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Barrier;
+
+    use super::super::test_store;
+    use crate::store::usage::{CallsDelta, UsageStore};
+
+    fn delta(partition: u64, day: u32, calls: u64) -> CallsDelta {
+        CallsDelta {
+            partition,
+            month: day / 100,
+            day,
+            calls,
+        }
+    }
+
+    #[test]
+    fn flushes_add_to_the_month_and_day_counters() {
+        let store = test_store();
+        store.add_calls(&[]).unwrap();
+        store
+            .add_calls(&[
+                delta(1, 20240131, 5),
+                delta(1, 20240201, 7),
+                // The same day twice in one flush.
+                delta(1, 20240201, 1),
+                delta(2, 20240201, 100),
+                delta(1, 20240410, 2),
+            ])
+            .unwrap();
+        store
+            .add_calls(&[delta(1, 20240131, 10), delta(1, 20240203, 3)])
+            .unwrap();
+        assert_eq!(
+            store.monthly_calls(1, 202401..=202412).unwrap(),
+            [(202401, 15), (202402, 11), (202404, 2)]
+        );
+        assert_eq!(
+            store.monthly_calls(1, 202402..=202403).unwrap(),
+            [(202402, 11)]
+        );
+        assert_eq!(
+            store.monthly_calls(2, 0..=u32::MAX).unwrap(),
+            [(202402, 100)]
+        );
+        assert_eq!(store.monthly_calls(3, 0..=u32::MAX).unwrap(), []);
+        assert_eq!(
+            store.daily_calls(1, 20240101..=20240228).unwrap(),
+            [(20240131, 15), (20240201, 8), (20240203, 3)]
+        );
+        assert_eq!(
+            store.daily_calls(1, 20240201..=20240201).unwrap(),
+            [(20240201, 8)]
+        );
+        let (from, to) = (20240202, 20240201);
+        assert_eq!(store.daily_calls(1, from..=to).unwrap(), []);
+    }
+
+    #[test]
+    fn concurrent_flushes_from_several_nodes_all_count() {
+        let store = test_store();
+        const FLUSHES: u64 = 40;
+        let barrier = Barrier::new(2);
+        std::thread::scope(|scope| {
+            for node in 0..2u64 {
+                let (store, barrier) = (&store, &barrier);
+                scope.spawn(move || {
+                    barrier.wait();
+                    for _ in 0..FLUSHES {
+                        // Shared counters, in opposite orders, and one of the node's own.
+                        let mut deltas = vec![
+                            delta(1, 20240501, 1),
+                            delta(1, 20240502, 2),
+                            delta(10 + node, 20240501, 1),
+                        ];
+                        if node == 1 {
+                            deltas.reverse();
+                        }
+                        store.add_calls(&deltas).unwrap();
+                    }
+                });
+            }
+        });
+        assert_eq!(
+            store.monthly_calls(1, 202405..=202405).unwrap(),
+            [(202405, 2 * FLUSHES * 3)]
+        );
+        assert_eq!(
+            store.daily_calls(1, 20240501..=20240531).unwrap(),
+            [(20240501, 2 * FLUSHES), (20240502, 2 * FLUSHES * 2)]
+        );
+        for node in 0..2 {
+            assert_eq!(
+                store.monthly_calls(10 + node, 0..=u32::MAX).unwrap(),
+                [(202405, FLUSHES)]
+            );
+        }
     }
 }

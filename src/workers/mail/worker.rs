@@ -22,6 +22,9 @@ const PURGE_EVERY: Duration = Duration::from_secs(3600);
 const TICK: Duration = Duration::from_secs(1);
 /// Queued messages read at a time.
 const QUEUED_PAGE: usize = 256;
+/// How long this node's claim on an e-mail holds on a shared store: one SMTP exchange, with
+/// room to spare; a node that dies mid-send leaves the message to the others after it.
+const CLAIM_HOLD: Duration = Duration::from_secs(120);
 /// `last_error` of a message waiting for `[smtp]`.
 pub(crate) const NO_SMTP: &str =
     "no SMTP server is configured; add an [smtp] section to the config file and restart";
@@ -181,6 +184,12 @@ fn deliver_due(
         }
         if signal.stopping() {
             return Ok(ControlFlow::Break(()));
+        }
+        // On a shared store another node may be sending it.
+        if let Some(cluster) = store.cluster()
+            && !cluster.claim_mail(row.id, CLAIM_HOLD)?
+        {
+            return Ok(ControlFlow::Continue(()));
         }
         let outcome = sender.send(&row, clock.now());
         let Some(row) = record_attempt(store, row.id, &outcome, clock.now())? else {

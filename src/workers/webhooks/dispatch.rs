@@ -38,6 +38,11 @@
 //! scheduler snapshots the claims together with its read transaction, so a claim released by
 //! a commit its snapshot does not show yet still counts.
 //!
+//! **Several nodes.** On a store shared by several nodes the scheduler also claims each
+//! delivery in the store before handing it to a worker (`ClusterStore::claim_delivery`): a
+//! delivery another node holds is passed over, and the claim of a node that died lapses after
+//! twice the attempt timeout, when another node takes the delivery over.
+//!
 //! **Retry policy** ([`verdict`]): any 2xx is delivered. 5xx except 501 and 505, 429, 3xx
 //! (redirects are not followed), timeouts, connection, DNS and TLS errors are retried after
 //! [`RETRY_DELAYS`] (the spec's 30 s, 2 min, 10 min, 1 h, 4 h) until the delivery's
@@ -194,6 +199,7 @@ impl Dispatcher {
             retry_workers: (config.workers / 2).max(1),
             per_target: config.per_target_concurrency,
             per_endpoint: config.per_endpoint_concurrency(),
+            claim_hold: config.timeout * 2 + Duration::from_secs(5),
         });
         let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
         let (results_tx, results_rx) = mpsc::channel::<Attempted>();
@@ -362,6 +368,9 @@ struct Context {
     retry_workers: usize,
     per_target: usize,
     per_endpoint: usize,
+    /// How long this node's claim on a delivery holds on a shared store: the attempt's timeout
+    /// and the commit of its outcome, with room to spare.
+    claim_hold: Duration,
 }
 
 impl Context {
@@ -519,6 +528,13 @@ fn claim_due(
             retry: entry.retry,
             row,
         };
+        // On a shared store another node may be sending it: claim it there first.
+        if let Some(cluster) = ctx.parts.handles.store.cluster()
+            && !cluster.claim_delivery(id, ctx.claim_hold)?
+        {
+            passed_over += 1;
+            continue;
+        }
         {
             let mut state = ctx.shared.state();
             if state.stopping {

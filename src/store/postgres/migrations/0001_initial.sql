@@ -49,6 +49,7 @@ CREATE TABLE endpoints (
     owner_id bigint NOT NULL,
     data bytea NOT NULL
 );
+CREATE INDEX endpoints_by_owner ON endpoints (owner_id);
 
 CREATE TABLE api_keys (
     hash bytea PRIMARY KEY,
@@ -167,10 +168,13 @@ CREATE TABLE usage_days (
     PRIMARY KEY (partition, day)
 );
 
+-- The request log: `seq` (from `request_log_ids`) orders a partition's entries of one time;
+-- `status` is the response status a page filters on without decoding `data`.
 CREATE TABLE request_log (
     partition bigint NOT NULL,
     time bigint NOT NULL,
     seq bigint NOT NULL,
+    status integer NOT NULL,
     data bytea NOT NULL,
     PRIMARY KEY (partition, time, seq)
 );
@@ -193,6 +197,20 @@ CREATE TABLE jobs (
     name text PRIMARY KEY,
     next_run bigint NOT NULL
 );
+
+-- Failed dashboard logins (`domain::sessions::LoginThrottle`), shared so that several nodes do
+-- not multiply the limits: one row per failure, counted per (e-mail, address) while
+-- `pair_counts`, and per address always, within the window.
+CREATE TABLE login_failures (
+    id bigserial PRIMARY KEY,
+    email text NOT NULL,
+    address text,
+    at bigint NOT NULL,
+    pair_counts boolean NOT NULL DEFAULT true
+);
+CREATE INDEX login_failures_by_pair ON login_failures (email, address, at);
+CREATE INDEX login_failures_by_address ON login_failures (address, at);
+CREATE INDEX login_failures_by_age ON login_failures (at);
 
 -- Values every node shares, decided by the first to ask (`Store::shared_value`).
 CREATE TABLE settings (

@@ -1,0 +1,678 @@
+//! Several intake nodes on one PostgreSQL database (issue #21, docs/src/scale-out.md): each test
+//! starts real nodes (the binary, or the server in-process where clocks must be skewed) on a
+//! throwaway PostgreSQL cluster and spreads its requests over them.
+
+mod common;
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use common::postgres::{self, Cluster};
+use common::receiver::{Receiver, Reply};
+use common::{
+    Endpoint, LogBuffer, OWNER_EMAIL, ServeProcess, ServerClient, assert_status, init_with_config,
+    spawn_serve,
+};
+use intake::core::clock::{Clock, ManualClock, SharedClock, SystemClock, Timestamp};
+use intake::core::config::Config;
+use intake::server::RunningServer;
+use serde_json::{Value, json};
+
+/// The lease of the nodes in these tests: short, so that a killed node is given up quickly.
+const LEASE: &str = "2s";
+
+/// The config of a node on `url` with its data dir `data_dir`, plus `extra` TOML.
+fn node_config(url: &str, data_dir: &Path, extra: &str) -> String {
+    format!(
+        "listen = \"127.0.0.1:0\"\ndata_dir = {data_dir:?}\n\
+         [storage]\nbackend = \"postgres\"\n\
+         [storage.postgres]\nurl = {url:?}\ntls = \"disable\"\nlease = \"{LEASE}\"\n\
+         [poll]\nhold_back = \"0s\"\n{extra}"
+    )
+}
+
+/// A data dir for another node of the same store: the first node's key, nothing else.
+fn sibling_data_dir(first: &Path, dir: &Path) -> PathBuf {
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).expect("create data dir");
+    std::fs::copy(first.join("master.key"), data.join("master.key")).expect("copy master.key");
+    data
+}
+
+/// Nodes running the binary on one database.
+struct BinaryNodes {
+    nodes: Vec<Option<BinaryNode>>,
+    token: String,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+struct BinaryNode {
+    process: ServeProcess,
+    client: ServerClient,
+    log: LogBuffer,
+}
+
+impl BinaryNodes {
+    /// `n` nodes on the database at `url`, each with `extra` config.
+    fn start(n: usize, url: &str, extra: &str) -> BinaryNodes {
+        let dirs: Vec<tempfile::TempDir> = (0..n)
+            .map(|_| tempfile::tempdir().expect("tempdir"))
+            .collect();
+        let configs: Vec<PathBuf> = dirs
+            .iter()
+            .map(|dir| {
+                let config = dir.path().join("intake.toml");
+                let toml = node_config(url, &dir.path().join("data"), extra);
+                std::fs::write(&config, toml).expect("write config");
+                config
+            })
+            .collect();
+        // The first node's `init` creates the owner in the database and the key the others
+        // copy.
+        let init = init_with_config(&configs[0], OWNER_EMAIL);
+        for dir in &dirs[1..] {
+            sibling_data_dir(&dirs[0].path().join("data"), dir.path());
+        }
+        let nodes = configs
+            .iter()
+            .map(|config| {
+                let log = LogBuffer::default();
+                let process = spawn_serve(&["--config".as_ref(), config.as_os_str()], &[], &log);
+                let client = ServerClient::new(process.addr, init.token.clone());
+                Some(BinaryNode {
+                    process,
+                    client,
+                    log,
+                })
+            })
+            .collect();
+        BinaryNodes {
+            nodes,
+            token: init.token,
+            _dirs: dirs,
+        }
+    }
+
+    fn node(&self, i: usize) -> &ServerClient {
+        &self.nodes[i].as_ref().expect("node was killed").client
+    }
+
+    /// The live nodes' clients.
+    fn live(&self) -> Vec<&ServerClient> {
+        self.nodes.iter().flatten().map(|n| &n.client).collect()
+    }
+
+    /// SIGKILL node `i`.
+    fn kill9(&mut self, i: usize) {
+        if let Some(mut node) = self.nodes[i].take() {
+            let _ = node.process.child.kill();
+            let _ = node.process.child.wait();
+        }
+    }
+
+    fn logs(&self) -> String {
+        self.nodes
+            .iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, n)| format!("--- node {i} ---\n{}", n.log.text()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for BinaryNodes {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.kill9(i);
+        }
+    }
+}
+
+/// One POST with the client's agent: `Some(id)` for a 202, `None` for anything else (a
+/// refusal or no answer at all).
+fn try_create(node: &ServerClient, slug: &str, key: &str, payload: &Value) -> Option<String> {
+    let r = common::try_send_json(
+        &node.agent,
+        "POST",
+        &format!("{}/api/v1/data/{slug}", node.base_url()),
+        &[("Authorization", &format!("Bearer {key}"))],
+        Some(payload),
+    )
+    .ok()?;
+    (r.status == 202).then(|| r.json()["id"].as_str().map(str::to_string))?
+}
+
+/// Polls `slug` through `nodes` in turn from `since` until `done` says the collected ids are
+/// complete or `deadline` passes; returns the ids in the order received.
+fn poll_through(
+    nodes: &[&ServerClient],
+    slug: &str,
+    key: &str,
+    since: &str,
+    deadline: Duration,
+    done: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
+    let started = Instant::now();
+    let mut ids = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut turn = 0;
+    while !done(&ids) && started.elapsed() < deadline {
+        let node = nodes[turn % nodes.len()];
+        turn += 1;
+        let query = match &cursor {
+            Some(c) => format!("cursor={c}"),
+            None => format!("since={since}"),
+        };
+        let Ok(r) = common::try_send_json(
+            &node.agent,
+            "GET",
+            &format!("{}/api/v1/data/{slug}/poll?{query}", node.base_url()),
+            &[("Authorization", &format!("Bearer {key}"))],
+            None,
+        ) else {
+            continue;
+        };
+        if r.status != 200 {
+            continue;
+        }
+        let body = r.json();
+        for record in body["data"].as_array().expect("poll data") {
+            ids.push(record["id"].as_str().expect("id").to_string());
+        }
+        cursor = body["next_cursor"]
+            .as_str()
+            .or(body["poll_cursor"].as_str())
+            .map(str::to_string);
+        if body["poll_cursor"].is_string() {
+            // Caught up for now: give the writers' marks a moment to move on.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    ids
+}
+
+/// Asserts `received` is `expected` exactly, in increasing id order, each once.
+fn assert_gap_free(received: &[String], expected: &BTreeSet<String>) {
+    let sorted: Vec<&String> = expected.iter().collect();
+    let got: Vec<&String> = received.iter().collect();
+    assert!(
+        got.windows(2).all(|w| w[0] < w[1]),
+        "poll returned ids out of order or twice"
+    );
+    assert_eq!(
+        got.len(),
+        sorted.len(),
+        "poll returned {} of {} acknowledged records",
+        got.len(),
+        sorted.len()
+    );
+    assert_eq!(
+        got, sorted,
+        "poll returned other ids than those acknowledged"
+    );
+}
+
+#[test]
+fn every_acknowledged_write_is_readable_on_every_node() {
+    let url = postgres::shared().database();
+    let nodes = BinaryNodes::start(3, &url, "");
+    let ep: Endpoint = nodes.node(0).create_endpoint("spread", &[]);
+    let writers: Vec<_> = (0..3)
+        .map(|w| {
+            let clients: Vec<ServerClient> = nodes
+                .live()
+                .iter()
+                .map(|c| ServerClient::new(c.addr(), nodes.token.clone()))
+                .collect();
+            let (slug, key) = (ep.slug.clone(), ep.sandbox_key.clone());
+            std::thread::spawn(move || {
+                (0..30)
+                    .map(|i| {
+                        let node = &clients[(w + i) % clients.len()];
+                        node.create_record(&slug, &key, &json!({"writer": w, "i": i}))["id"]
+                            .as_str()
+                            .expect("id")
+                            .to_string()
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let ids: Vec<String> = writers
+        .into_iter()
+        .flat_map(|w| w.join().expect("writer"))
+        .collect();
+    assert_eq!(ids.len(), 90);
+    for node in nodes.live() {
+        for id in &ids {
+            assert_status(&node.get_record(&ep.slug, &ep.sandbox_key, id), 200);
+        }
+    }
+}
+
+#[test]
+fn one_idempotency_key_raced_on_two_nodes_gives_one_record() {
+    let url = postgres::shared().database();
+    let nodes = BinaryNodes::start(2, &url, "");
+    let ep = nodes.node(0).create_endpoint("raced", &[]);
+    for round in 0..10 {
+        let barrier = Arc::new(Barrier::new(2));
+        let racers: Vec<_> = (0..2)
+            .map(|i| {
+                let node = ServerClient::new(nodes.node(i).addr(), nodes.token.clone());
+                let (slug, key, barrier) =
+                    (ep.slug.clone(), ep.sandbox_key.clone(), barrier.clone());
+                std::thread::spawn(move || {
+                    barrier.wait();
+                    let r = node.data_with(
+                        "POST",
+                        &format!("/api/v1/data/{slug}"),
+                        &key,
+                        &[("Idempotency-Key", &format!("race-{round}"))],
+                        Some(&json!({"round": round})),
+                    );
+                    assert_status(&r, 202);
+                    r.json()["id"].as_str().expect("id").to_string()
+                })
+            })
+            .collect();
+        let ids: HashSet<String> = racers
+            .into_iter()
+            .map(|r| r.join().expect("racer"))
+            .collect();
+        assert_eq!(
+            ids.len(),
+            1,
+            "round {round}: two records for one key: {ids:?}"
+        );
+    }
+    let (records, _) = nodes.node(1).list_all(&ep.slug, &ep.sandbox_key, 30);
+    assert_eq!(records.len(), 10);
+}
+
+#[test]
+fn a_change_of_access_on_one_node_is_refused_on_another_within_a_second() {
+    let url = postgres::shared().database();
+    let nodes = BinaryNodes::start(2, &url, "");
+    let ep = nodes.node(0).create_endpoint("revoked", &[]);
+    // Node 1 has the key in its access cache.
+    assert_status(&nodes.node(1).list(&ep.slug, &ep.sandbox_key, ""), 200);
+    nodes
+        .node(0)
+        .patch_endpoint(&ep.slug, &json!({"active": false}));
+    let changed = Instant::now();
+    loop {
+        let r = nodes.node(1).list(&ep.slug, &ep.sandbox_key, "");
+        if r.status == 403 {
+            break;
+        }
+        assert_status(&r, 200);
+        assert!(
+            changed.elapsed() < Duration::from_secs(1),
+            "node 1 still accepts the key of a deactivated endpoint after 1 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// An in-process node whose clock the test moves.
+struct ClockedNode {
+    clock: Arc<ManualClock>,
+    offset: Duration,
+    behind: bool,
+    client: ServerClient,
+    running: Option<(tokio::runtime::Runtime, RunningServer)>,
+    _dir: tempfile::TempDir,
+}
+
+impl ClockedNode {
+    /// Sets the node's clock to `base` moved by its offset.
+    fn set(&self, base: Timestamp) {
+        self.clock.set(if self.behind {
+            base.minus(self.offset)
+        } else {
+            base.plus(self.offset)
+        });
+    }
+}
+
+impl Drop for ClockedNode {
+    fn drop(&mut self) {
+        if let Some((runtime, server)) = self.running.take() {
+            runtime.block_on(server.shutdown());
+        }
+    }
+}
+
+#[test]
+fn poll_is_gap_free_across_nodes_whose_clocks_disagree() {
+    let url = postgres::shared().database();
+    let base = SystemClock.now();
+    // Node 0 on time, node 1 three seconds behind, node 2 two seconds ahead.
+    let skews = [(0, false), (3, true), (2, false)];
+    let first = tempfile::tempdir().expect("tempdir");
+    let mut token = None;
+    let nodes: Vec<ClockedNode> = skews
+        .iter()
+        .enumerate()
+        .map(|(i, &(secs, behind))| {
+            let dir = if i == 0 {
+                tempfile::tempdir().expect("tempdir")
+            } else {
+                let dir = tempfile::tempdir().expect("tempdir");
+                sibling_data_dir(&first.path().join("data"), dir.path());
+                dir
+            };
+            let data = dir.path().join("data");
+            let mut config = Config::parse(&node_config(&url, &data, "")).expect("config");
+            config.data_dir = data.clone();
+            let clock = Arc::new(ManualClock::new(base));
+            let node_clock: SharedClock = clock.clone();
+            if i == 0 {
+                let (store, _) = intake::server::open_data_dir(&config).expect("open store");
+                let owner = intake::domain::accounts::provision_owner(
+                    store.as_ref(),
+                    clock.as_ref(),
+                    OWNER_EMAIL,
+                )
+                .expect("provision owner");
+                token = Some(owner.token);
+                std::fs::create_dir_all(first.path().join("data")).expect("dir");
+                std::fs::copy(
+                    data.join("master.key"),
+                    first.path().join("data/master.key"),
+                )
+                .expect("copy key");
+            }
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("runtime");
+            let server = runtime
+                .block_on(intake::server::start(config, node_clock))
+                .expect("start node");
+            let node = ClockedNode {
+                clock,
+                offset: Duration::from_secs(secs),
+                behind,
+                client: ServerClient::new(server.addr(), token.clone().expect("token")),
+                running: Some((runtime, server)),
+                _dir: dir,
+            };
+            node.set(base);
+            node
+        })
+        .collect();
+    let ep = nodes[0].client.create_endpoint("skewed", &[]);
+    let clients: Vec<&ServerClient> = nodes.iter().map(|n| &n.client).collect();
+    let since = "2000-01-01";
+    let mut acknowledged = BTreeSet::new();
+    let mut received = Vec::new();
+    let mut cursor: Option<String> = None;
+    // Time moves in steps of 100 ms on every node at once; each step writes through every
+    // node and polls once through the next.
+    for step in 1..=30u32 {
+        let now = base.plus(Duration::from_millis(100) * step);
+        for node in &nodes {
+            node.set(now);
+        }
+        for node in &clients {
+            let id =
+                try_create(node, &ep.slug, &ep.sandbox_key, &json!({"step": step})).expect("202");
+            acknowledged.insert(id);
+        }
+        let node = clients[step as usize % clients.len()];
+        let query = match &cursor {
+            Some(c) => format!("cursor={c}"),
+            None => format!("since={since}"),
+        };
+        let r = node.data(
+            "GET",
+            &format!("/api/v1/data/{}/poll?{query}", ep.slug),
+            &ep.sandbox_key,
+            None,
+        );
+        assert_status(&r, 200);
+        let body = r.json();
+        for record in body["data"].as_array().expect("data") {
+            received.push(record["id"].as_str().expect("id").to_string());
+        }
+        cursor = body["next_cursor"]
+            .as_str()
+            .or(body["poll_cursor"].as_str())
+            .map(str::to_string);
+    }
+    // Past every skew: the rest arrives once the marks have moved on.
+    let later = base.plus(Duration::from_secs(60));
+    for node in &nodes {
+        node.set(later);
+    }
+    let resume = cursor.map(|c| format!("cursor={c}"));
+    let rest = match resume {
+        Some(query) => {
+            let query = query.trim_start_matches("cursor=").to_string();
+            poll_from_cursor(&clients, &ep.slug, &ep.sandbox_key, query, |ids| {
+                received.len() + ids.len() >= acknowledged.len()
+            })
+        }
+        None => poll_through(
+            &clients,
+            &ep.slug,
+            &ep.sandbox_key,
+            since,
+            Duration::from_secs(30),
+            |ids| ids.len() >= acknowledged.len(),
+        ),
+    };
+    received.extend(rest);
+    assert_gap_free(&received, &acknowledged);
+}
+
+/// Polls on from `cursor` through `nodes` in turn until `done` or 30 s.
+fn poll_from_cursor(
+    nodes: &[&ServerClient],
+    slug: &str,
+    key: &str,
+    mut cursor: String,
+    done: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
+    let started = Instant::now();
+    let mut ids = Vec::new();
+    let mut turn = 0;
+    while !done(&ids) && started.elapsed() < Duration::from_secs(30) {
+        let node = nodes[turn % nodes.len()];
+        turn += 1;
+        let r = node.data(
+            "GET",
+            &format!("/api/v1/data/{slug}/poll?cursor={cursor}"),
+            key,
+            None,
+        );
+        assert_status(&r, 200);
+        let body = r.json();
+        for record in body["data"].as_array().expect("data") {
+            ids.push(record["id"].as_str().expect("id").to_string());
+        }
+        cursor = body["next_cursor"]
+            .as_str()
+            .or(body["poll_cursor"].as_str())
+            .expect("a cursor")
+            .to_string();
+        if body["poll_cursor"].is_string() {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    ids
+}
+
+#[test]
+fn a_killed_node_loses_nothing_acknowledged_and_the_others_take_over_its_work() {
+    let url = postgres::shared().database();
+    let receiver = Receiver::start();
+    receiver.always(Reply::status(200));
+    let mut nodes = BinaryNodes::start(
+        3,
+        &url,
+        "[webhooks]\nallow_private_targets = true\ntimeout = \"2s\"\n",
+    );
+    let ep = nodes.node(0).create_endpoint("survivor", &[]);
+    let path = format!("/api/v1/manage/endpoints/{}/webhooks/sandbox", ep.slug);
+    assert_status(
+        &nodes
+            .node(0)
+            .manage("PUT", &path, Some(&json!({"url": receiver.url("/hook")}))),
+        200,
+    );
+    let since = "2000-01-01";
+    let clients: Vec<ServerClient> = (0..3)
+        .map(|i| ServerClient::new(nodes.node(i).addr(), nodes.token.clone()))
+        .collect();
+    let mut acknowledged = BTreeSet::new();
+    for i in 0..120 {
+        if i == 60 {
+            nodes.kill9(2);
+        }
+        let node = &clients[i % 3];
+        if let Some(id) = try_create(node, &ep.slug, &ep.sandbox_key, &json!({"i": i})) {
+            acknowledged.insert(id);
+        }
+    }
+    assert!(
+        acknowledged.len() >= 100,
+        "only {} of 120 writes were acknowledged\n{}",
+        acknowledged.len(),
+        nodes.logs()
+    );
+    let survivors = nodes.live();
+    for id in &acknowledged {
+        assert_status(&survivors[0].get_record(&ep.slug, &ep.sandbox_key, id), 200);
+    }
+    // The feed goes on past the dead node's mark once its lease has lapsed.
+    let polled = poll_through(
+        &survivors,
+        &ep.slug,
+        &ep.sandbox_key,
+        since,
+        Duration::from_secs(30),
+        |ids| ids.len() >= acknowledged.len(),
+    );
+    assert_gap_free(&polled, &acknowledged);
+    // Every acknowledged record's webhook arrives at least once, the dead node's claims
+    // included.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let delivered: HashSet<String> = receiver
+            .requests()
+            .iter()
+            .filter_map(|r| r.header("webhook-id").map(str::to_string))
+            .collect();
+        let missing: Vec<&String> = acknowledged
+            .iter()
+            .filter(|id| !delivered.contains(*id))
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} acknowledged records never reached the receiver, e.g. {}\n{}",
+            missing.len(),
+            missing[0],
+            nodes.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_database_restart_mid_load_loses_nothing_acknowledged_and_the_nodes_recover() {
+    let cluster = Cluster::start();
+    let url = cluster.database();
+    let nodes = BinaryNodes::start(2, &url, "");
+    let ep = nodes.node(0).create_endpoint("restarted", &[]);
+    let clients: Vec<ServerClient> = (0..2)
+        .map(|i| ServerClient::new(nodes.node(i).addr(), nodes.token.clone()))
+        .collect();
+    let mut acknowledged = BTreeSet::new();
+    let mut refused = 0;
+    for i in 0..40 {
+        if i == 20 {
+            cluster.restart_immediate();
+        }
+        let node = &clients[i % 2];
+        match try_create(node, &ep.slug, &ep.sandbox_key, &json!({"i": i})) {
+            Some(id) => {
+                acknowledged.insert(id);
+            }
+            None => refused += 1,
+        }
+    }
+    // Writes succeed again without restarting the nodes.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for node in &clients {
+        loop {
+            if let Some(id) = try_create(node, &ep.slug, &ep.sandbox_key, &json!({"after": true})) {
+                acknowledged.insert(id);
+                break;
+            }
+            refused += 1;
+            assert!(
+                Instant::now() < deadline,
+                "a node did not recover from the database restart\n{}",
+                nodes.logs()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    println!("{refused} writes refused while the database restarted");
+    for id in &acknowledged {
+        assert_status(&clients[1].get_record(&ep.slug, &ep.sandbox_key, id), 200);
+    }
+}
+
+#[test]
+fn the_quota_overshoot_stays_within_its_documented_bound() {
+    let url = postgres::shared().database();
+    let nodes = BinaryNodes::start(3, &url, "");
+    let ep = nodes.node(0).create_endpoint("quota", &[]);
+    const QUOTA: u64 = 60;
+    nodes
+        .node(0)
+        .patch_endpoint(&ep.slug, &json!({"monthly_quota": QUOTA}));
+    let started = Instant::now();
+    let writers: Vec<_> = (0..3)
+        .map(|w| {
+            let node = ServerClient::new(nodes.node(w).addr(), nodes.token.clone());
+            let (slug, key) = (ep.slug.clone(), ep.sandbox_key.clone());
+            std::thread::spawn(move || {
+                let mut accepted = 0u64;
+                for i in 0..80 {
+                    let r = node.post_record(&slug, &key, &json!({"i": i}));
+                    match r.status {
+                        202 => accepted += 1,
+                        429 => {}
+                        other => panic!("unexpected status {other}"),
+                    }
+                }
+                accepted
+            })
+        })
+        .collect();
+    let accepted: u64 = writers.into_iter().map(|w| w.join().expect("writer")).sum();
+    let seconds = started.elapsed().as_secs_f64();
+    // docs/src/scale-out.md: at most (nodes - 1) × calls per second per node × 2 s over.
+    let per_node_rate = 240.0 / seconds / 3.0;
+    let bound = (2.0 * per_node_rate * 2.0).ceil() as u64;
+    assert!(
+        accepted >= QUOTA,
+        "only {accepted} calls accepted under a quota of {QUOTA}"
+    );
+    assert!(
+        accepted <= QUOTA + bound,
+        "{accepted} calls accepted under a quota of {QUOTA}: more than the bound of {bound} over"
+    );
+}
