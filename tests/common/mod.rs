@@ -23,6 +23,7 @@ use std::sync::{Arc, Condvar, LazyLock, Mutex, OnceLock, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use intake::core::config::{Config, StorageBackend};
 use serde_json::{Value, json};
 
 pub const OWNER_EMAIL: &str = "owner@example.com";
@@ -1432,7 +1433,8 @@ pub fn storage_vars(data_dir: &Path) -> Vec<(String, String)> {
 
 /// Sets the storage of `intake serve`, `init` or `restore` ([`storage_vars`] of the data dir
 /// it will use, as it works that out: `--data-dir`, else the config file and the
-/// environment); the other commands open no store.
+/// environment); the other commands open no store. A config that names its database itself
+/// (tests/cluster.rs: several nodes on one) keeps it.
 fn add_storage(cmd: &mut Command) {
     if !on_postgres() {
         return;
@@ -1450,20 +1452,18 @@ fn add_storage(cmd: &mut Command) {
             .and_then(|at| args.get(at + 1))
             .map(PathBuf::from)
     };
-    let data_dir = match flag("--data-dir") {
-        Some(dir) => dir,
-        None => {
-            let vars: Vec<(OsString, OsString)> = cmd
-                .get_envs()
-                .filter_map(|(k, v)| Some((k.to_os_string(), v?.to_os_string())))
-                .collect();
-            // A config the binary refuses needs no store.
-            match intake::core::config::Config::load_with_env(flag("--config").as_deref(), vars) {
-                Ok(config) => config.data_dir,
-                Err(_) => return,
-            }
-        }
+    let vars: Vec<(OsString, OsString)> = cmd
+        .get_envs()
+        .filter_map(|(k, v)| Some((k.to_os_string(), v?.to_os_string())))
+        .collect();
+    // A config the binary refuses needs no store.
+    let Ok(config) = Config::load_with_env(flag("--config").as_deref(), vars) else {
+        return;
     };
+    if config.storage.backend == StorageBackend::Postgres {
+        return;
+    }
+    let data_dir = flag("--data-dir").unwrap_or(config.data_dir);
     let data_dir = match cmd.get_current_dir() {
         Some(cwd) => cwd.join(data_dir),
         None => data_dir,
@@ -1474,15 +1474,19 @@ fn add_storage(cmd: &mut Command) {
 }
 
 /// The config of an in-process server on `data_dir`: `toml`, with [`storage_vars`] applied
-/// as the binary applies its environment.
-pub fn config_with_storage(toml: &str, data_dir: &Path) -> intake::core::config::Config {
+/// as the binary applies its environment (unless `toml` names its database itself, as
+/// [`add_storage`] leaves it).
+pub fn config_with_storage(toml: &str, data_dir: &Path) -> Config {
     let file = tempfile::NamedTempFile::new().expect("temp config file");
     std::fs::write(file.path(), toml).expect("write the config file");
-    let vars = storage_vars(data_dir)
-        .into_iter()
-        .map(|(k, v)| (k.into(), v.into()));
-    let mut config = intake::core::config::Config::load_with_env(Some(file.path()), vars)
-        .unwrap_or_else(|e| panic!("config: {e}"));
+    let load = |vars: Vec<(String, String)>| {
+        let vars = vars.into_iter().map(|(k, v)| (k.into(), v.into()));
+        Config::load_with_env(Some(file.path()), vars).unwrap_or_else(|e| panic!("config: {e}"))
+    };
+    let mut config = load(Vec::new());
+    if config.storage.backend != StorageBackend::Postgres {
+        config = load(storage_vars(data_dir));
+    }
     config.data_dir = data_dir.to_path_buf();
     config
 }
