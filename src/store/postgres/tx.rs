@@ -172,6 +172,31 @@ impl Drop for PgTx<'_> {
     }
 }
 
+impl PgStore {
+    /// Runs `work` in one write transaction and commits it; returns its value and what the
+    /// commit changed. A transaction that lost a serialisation conflict is run again, `work`
+    /// included (at most [`WRITE_ATTEMPTS`] times): [`Store::write_with`] and the store-level
+    /// units of work of the areas go through here.
+    pub(super) fn write_unit<T>(
+        &self,
+        mut work: impl FnMut(&mut PgTx<'_>) -> Result<T, StoreError>,
+    ) -> Result<(T, Effects), StoreError> {
+        let mut attempt = 1;
+        loop {
+            let mut tx = PgTx::write(self)?;
+            let result = work(&mut tx);
+            let conflicted = tx.conflicted.get();
+            let result = result.and_then(|value| Ok((value, tx.commit()?)));
+            match result {
+                Ok(done) => return Ok(done),
+                Err(_) if conflicted && attempt < WRITE_ATTEMPTS => attempt += 1,
+                Err(err) if is_retryable(&err) && attempt < WRITE_ATTEMPTS => attempt += 1,
+                Err(err) => return Err(err),
+            }
+        }
+    }
+}
+
 impl ReadTx for PgTx<'_> {}
 
 impl WriteTx for PgTx<'_> {
@@ -200,19 +225,8 @@ impl Store for PgStore {
         &self,
         work: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StoreError>,
     ) -> Result<Effects, StoreError> {
-        let mut attempt = 1;
-        loop {
-            let mut tx = PgTx::write(self)?;
-            let result = work(&mut tx);
-            let conflicted = tx.conflicted.get();
-            let result = result.and_then(|()| tx.commit());
-            match result {
-                Ok(effects) => return Ok(effects),
-                Err(_) if conflicted && attempt < WRITE_ATTEMPTS => attempt += 1,
-                Err(err) if is_retryable(&err) && attempt < WRITE_ATTEMPTS => attempt += 1,
-                Err(err) => return Err(err),
-            }
-        }
+        let ((), effects) = self.write_unit(|tx| work(tx))?;
+        Ok(effects)
     }
 
     fn check_writable(&self) -> Result<(), StoreError> {
