@@ -204,7 +204,19 @@ impl RecordsStore for PgStore {
                 effects: Default::default(),
             });
         }
-        let (outcomes, effects) = self.write_unit(|tx| Batch::read(tx, writes)?.apply(tx))?;
+        // Creates are stamped on this node's clock: the fence keeps a node whose lease lapsed
+        // from committing them below a poll bound the others have passed (`store::cluster`).
+        let oldest_create = writes
+            .iter()
+            .filter_map(|w| match w.write {
+                RecordWrite::Create { id, .. } => Some(id.created_at()),
+                _ => None,
+            })
+            .min();
+        let (outcomes, effects) = self.write_unit(|tx| {
+            self.check_fence(tx, oldest_create)?;
+            Batch::read(tx, writes)?.apply(tx)
+        })?;
         Ok(AppliedBatch { outcomes, effects })
     }
 
@@ -631,7 +643,7 @@ mod tests {
     use std::time::Duration;
 
     use super::super::webhooks::tests::two_nodes;
-    use super::super::{PgStore, PgTx, test_store};
+    use super::super::{PgStore, PgTx, test_node};
     use crate::core::clock::Timestamp;
     use crate::core::ids::RecordId;
     use crate::store::records::{
@@ -745,7 +757,7 @@ mod tests {
 
     #[test]
     fn a_batch_applies_its_writes_in_order_seeing_its_own() {
-        let store = test_store();
+        let store = test_node();
         let (a, b, c, d, e, f) = (
             rid(1000, 1),
             rid(1001, 2),
@@ -852,7 +864,7 @@ mod tests {
 
     #[test]
     fn the_searchable_text_is_kept_beside_each_record() {
-        let store = test_store();
+        let store = test_node();
         let a = rid(1000, 1);
         let text = "{\"City\":\"BERLIN \\u0000 Ärger\"}\u{0}";
         apply(&store, &[create(2, a, text)]);
@@ -871,7 +883,7 @@ mod tests {
 
     #[test]
     fn an_expired_claim_is_forgotten_and_replaced() {
-        let store = test_store();
+        let store = test_node();
         let (first, second, third) = (rid(1000, 1), rid(1009, 2), rid(1010, 3));
         apply(&store, &[create_keyed(2, first, "k", "h")]);
         // The TTL is 10µs: still held at 1009, forgotten at 1010.
@@ -915,7 +927,7 @@ mod tests {
 
     #[test]
     fn applied_writes_get_their_deliveries_in_the_commit() {
-        let store = test_store();
+        let store = test_node();
         let owner = OwnerWebhookRow {
             url: "http://hooks.test/in".into(),
             auth_header: None,
@@ -980,7 +992,7 @@ mod tests {
 
     #[test]
     fn record_page_keeps_its_bounds_order_and_more() {
-        let store = test_store();
+        let store = test_node();
         let mut writes: Vec<RecordWrite> = (1..=10).map(|n| create(2, RecordId(n), "{}")).collect();
         writes.push(create(3, RecordId(5), "{}"));
         writes.push(create(1, RecordId(5), "{}"));
@@ -1041,7 +1053,7 @@ mod tests {
 
     #[test]
     fn record_partitions_are_listed_once_in_order() {
-        let store = test_store();
+        let store = test_node();
         assert!(
             PgTx::read(&store)
                 .unwrap()
@@ -1065,7 +1077,7 @@ mod tests {
 
     #[test]
     fn visit_newest_first_reads_in_chunks_until_the_visitor_stops() {
-        let store = test_store();
+        let store = test_node();
         let mut writes: Vec<RecordWrite> = (0..=600)
             .map(|n| create(2, RecordId(n), &format!("{{\"n\":{n}}}")))
             .collect();
@@ -1100,7 +1112,7 @@ mod tests {
 
     #[test]
     fn visit_records_follows_the_given_order_until_the_visitor_stops() {
-        let store = test_store();
+        let store = test_node();
         apply(
             &store,
             &[
@@ -1137,7 +1149,7 @@ mod tests {
 
     #[test]
     fn purge_partition_before_takes_the_oldest_first_within_its_bounds() {
-        let store = test_store();
+        let store = test_node();
         let mut writes: Vec<RecordWrite> = (1..=10).map(|n| create(2, RecordId(n), "{}")).collect();
         writes.extend((1..=3).map(|n| create(3, RecordId(n), "{}")));
         apply(&store, &writes);
@@ -1152,7 +1164,7 @@ mod tests {
 
     #[test]
     fn purge_idempotency_before_forgets_the_oldest_claims() {
-        let store = test_store();
+        let store = test_node();
         let hour = Duration::from_secs(3600);
         let keyed = |micros, key: &str| RecordWrite::Create {
             partition: 2,

@@ -61,10 +61,6 @@ impl<'s> PgTx<'s> {
         PgTx::new(store, BEGIN_WRITE)
     }
 
-    pub(super) fn store(&self) -> &'s PgStore {
-        self.store
-    }
-
     fn client(&self) -> &Object {
         match &self.client {
             Some(client) => client,
@@ -151,25 +147,6 @@ impl<'s> PgTx<'s> {
             result.map_err(|e| self.note(e.into()))?;
         }
         Ok(std::mem::take(&mut self.effects))
-    }
-}
-
-impl PgStore {
-    /// Runs `work` in a write transaction of its own and commits it, running it again (up to
-    /// [`WRITE_ATTEMPTS`] times) when it loses a serialisation conflict.
-    pub(super) fn transact<T>(
-        &self,
-        mut work: impl FnMut(&PgTx<'_>) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let mut attempt = 1;
-        loop {
-            let tx = PgTx::write(self)?;
-            let result = work(&tx).and_then(|value| tx.commit().map(|_| value));
-            match result {
-                Err(err) if is_retryable(&err) && attempt < WRITE_ATTEMPTS => attempt += 1,
-                other => return other,
-            }
-        }
     }
 }
 
@@ -290,6 +267,10 @@ impl Store for PgStore {
     }
 
     fn cluster(&self) -> Option<&dyn crate::store::cluster::ClusterStore> {
+        Some(self)
+    }
+
+    fn import(&self) -> Option<&dyn crate::store::transfer::Import> {
         Some(self)
     }
 

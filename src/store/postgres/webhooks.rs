@@ -3,7 +3,9 @@
 //!
 //! A delivery's place in the due list is kept on its own row: `due_at` (with `retry` and
 //! `receiver`) is set while it is listed and `NULL` otherwise, so the due list is the partial
-//! index `deliveries_due` on `(due_at, id)`.
+//! index `deliveries_due` on `(due_at, id)`. A delivery a node has claimed (`lease_node`,
+//! `lease_until`: `ClusterStore::claim_delivery`) is left out of the due list until the claim
+//! lapses; recording its outcome ends the claim.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -112,17 +114,21 @@ impl WebhooksRead for PgTx<'_> {
                 "SELECT due_at, id, retry, receiver FROM ( \
                      (SELECT 0 AS part, due_at, id, retry, receiver FROM deliveries \
                       WHERE due_at IS NOT NULL AND (due_at, id) > ($1, $2) AND due_at <= $3 \
+                        AND (lease_until IS NULL OR lease_until < now()) \
                       ORDER BY due_at, id LIMIT $4) \
                      UNION ALL \
                      (SELECT 1, due_at, id, retry, receiver FROM deliveries \
                       WHERE due_at IS NOT NULL AND (due_at, id) <= ($1, $2) \
+                        AND (lease_until IS NULL OR lease_until < now()) \
                       ORDER BY due_at, id LIMIT $4) \
                  ) due ORDER BY part, due_at, id LIMIT $4",
                 &[&big(at), &big(id), &big(now_key), &sql_limit(limit)],
             )?,
             _ => self.query(
                 "SELECT due_at, id, retry, receiver FROM deliveries \
-                 WHERE due_at IS NOT NULL AND due_at <= $1 ORDER BY due_at, id LIMIT $2",
+                 WHERE due_at IS NOT NULL AND due_at <= $1 \
+                   AND (lease_until IS NULL OR lease_until < now()) \
+                 ORDER BY due_at, id LIMIT $2",
                 &[&big(now_key), &sql_limit(limit)],
             )?,
         };
@@ -312,7 +318,8 @@ impl WebhooksWrite for PgTx<'_> {
                  ON CONFLICT (delivery_id, attempt) DO UPDATE SET data = EXCLUDED.data \
              ) \
              UPDATE deliveries \
-             SET data = u.data, due_at = u.due_at, retry = u.retry, receiver = u.receiver \
+             SET data = u.data, due_at = u.due_at, retry = u.retry, receiver = u.receiver, \
+                 lease_node = NULL, lease_until = NULL \
              FROM unnest($4::bigint[], $5::bytea[], $6::bigint[], $7::bool[], $8::text[]) \
                  AS u (id, data, due_at, retry, receiver) \
              WHERE deliveries.id = u.id",
@@ -399,7 +406,15 @@ pub(super) mod tests {
                 tls: PostgresTls::Disable,
                 ..PostgresConfig::default()
             };
-            PgStore::open(&config).unwrap()
+            let store = PgStore::open(&config).unwrap();
+            // Nodes that may apply batches (see `test_node`).
+            crate::store::cluster::ClusterStore::publish_low_water(
+                &store,
+                crate::core::clock::Timestamp(0),
+                crate::core::clock::Timestamp(0),
+            )
+            .unwrap();
+            store
         };
         (open(), open())
     }
