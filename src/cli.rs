@@ -79,6 +79,22 @@ enum Command {
         #[command(flatten)]
         remote: RemoteArgs,
     },
+    /// Copy a single-node install (its stopped server's data dir) into an empty PostgreSQL
+    /// database, then verify the copy; the data dir is left untouched.
+    Migrate {
+        /// The data dir of the redb install to copy (its server stopped).
+        #[arg(long, value_name = "DATA_DIR")]
+        from_redb: PathBuf,
+        /// The PostgreSQL database to copy into (libpq URL or key/value string).
+        #[arg(long, value_name = "URL")]
+        to: String,
+        /// TLS to the database: `verify-full` (default) or `disable`.
+        #[arg(long, default_value = "verify-full")]
+        tls: String,
+        /// PEM file of the authorities that may sign the database's certificate.
+        #[arg(long)]
+        ca_file: Option<PathBuf>,
+    },
     /// Restore a backup into a data dir; the server must be stopped. The search index is
     /// rebuilt at the next start.
     Restore {
@@ -162,6 +178,12 @@ pub fn run() -> i32 {
         Command::Endpoint { command } => endpoint(command),
         Command::Check { files } => load(&files).and_then(|config| check(&config, &files)),
         Command::Backup { to, remote } => take_backup(&remote, &to),
+        Command::Migrate {
+            from_redb,
+            to,
+            tls,
+            ca_file,
+        } => migrate(&from_redb, to, &tls, ca_file),
         Command::Restore { from, files, force } => {
             load(&files).and_then(|config| restore(&from, &config, force))
         }
@@ -339,6 +361,56 @@ fn restore(from: &std::path::Path, config: &Config, force: bool) -> Result<(), S
         config.data_dir.display()
     );
     println!("The search index is rebuilt when the server starts.");
+    Ok(())
+}
+
+/// `intake migrate`: copies the data dir's store into PostgreSQL, with progress on stderr.
+fn migrate(
+    data_dir: &std::path::Path,
+    url: String,
+    tls: &str,
+    ca_file: Option<PathBuf>,
+) -> Result<(), String> {
+    use crate::core::config::{PostgresConfig, PostgresTls, Secret};
+    let tls = match tls {
+        "verify-full" => PostgresTls::VerifyFull,
+        "disable" => PostgresTls::Disable,
+        other => return Err(format!("--tls {other:?}: use verify-full or disable")),
+    };
+    let config = PostgresConfig {
+        url: Secret::new(url),
+        tls,
+        ca_file,
+        ..PostgresConfig::default()
+    };
+    let from = crate::store::open_embedded_export(&data_dir.join(crate::core::config::STORE_FILE))
+        .map_err(|e| e.to_string())?;
+    let sealer = crate::core::crypto::Sealer::load_existing(data_dir).map_err(|e| e.to_string())?;
+    let to = crate::store::open_postgres(&config).map_err(|e| e.to_string())?;
+    let started = std::time::Instant::now();
+    let copied = crate::domain::migrate::copy(from.as_ref(), to.as_ref(), &sealer, &mut |counts| {
+        let rows: u64 = counts.values().sum();
+        eprintln!(
+            "intake: copied {rows} rows ({} records) in {:.1} s",
+            counts
+                .get(&crate::store::transfer::Kind::Records)
+                .copied()
+                .unwrap_or(0),
+            started.elapsed().as_secs_f64()
+        );
+    })
+    .map_err(|e| e.to_string())?;
+    println!("Copied and verified:");
+    for line in crate::domain::migrate::describe(&copied) {
+        println!("  {line}");
+    }
+    println!(
+        "Every node serving this database needs this install's key: copy {} into each node's \
+         data dir, and set [storage] backend = \"postgres\" with [storage.postgres] url.",
+        data_dir
+            .join(crate::core::crypto::MASTER_KEY_FILE)
+            .display()
+    );
     Ok(())
 }
 

@@ -1,6 +1,7 @@
-//! Several intake nodes on one PostgreSQL database (issue #21, docs/src/scale-out.md): each test
-//! starts real nodes (the binary, or the server in-process where clocks must be skewed) on a
-//! throwaway PostgreSQL cluster and spreads its requests over them.
+//! Scale-out (issue #21, docs/src/scale-out.md): several intake nodes on one PostgreSQL
+//! database, and `intake migrate` from a redb install. Each test starts real nodes (the binary,
+//! or the server in-process where clocks must be skewed) on a throwaway PostgreSQL cluster and
+//! spreads its requests over them.
 
 mod common;
 
@@ -675,4 +676,135 @@ fn the_quota_overshoot_stays_within_its_documented_bound() {
         accepted <= QUOTA + bound,
         "{accepted} calls accepted under a quota of {QUOTA}: more than the bound of {bound} over"
     );
+}
+
+/// SHA-256 of every file under `dir`, by relative path.
+fn digest_tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    use sha2::Digest;
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(at) = stack.pop() {
+        for entry in std::fs::read_dir(&at).expect("read dir").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let bytes = std::fs::read(&path).expect("read file");
+                let rel = path.strip_prefix(dir).expect("under dir").to_path_buf();
+                out.push((rel, sha2::Sha256::digest(&bytes).to_vec()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn migrate_copies_a_redb_install_into_postgres_and_verifies_it() {
+    // A single-node install with records (one replaced), an owner webhook and its secret.
+    let mut server = common::TestServer::start();
+    let ep = server.create_endpoint("moving", &[]);
+    let mut ids = Vec::new();
+    for i in 0..25 {
+        let created = server.create_record(
+            &ep.slug,
+            &ep.sandbox_key,
+            &json!({"n": i, "city": "Zürich"}),
+        );
+        ids.push(created["id"].as_str().expect("id").to_string());
+    }
+    assert_status(
+        &server.put_record(
+            &ep.slug,
+            &ep.sandbox_key,
+            &ids[3],
+            &json!({"replaced": true}),
+        ),
+        202,
+    );
+    let secret_path = format!(
+        "/api/v1/manage/endpoints/{}/webhook-secrets/sandbox",
+        ep.slug
+    );
+    let secret = server.manage("GET", &secret_path, None).json()["secret"].clone();
+    let before = server.list(&ep.slug, &ep.sandbox_key, "limit=30").json();
+    let data_dir = server.data_dir();
+    // A running server holds the file: refused.
+    let url = postgres::shared().database();
+    let migrate = |url: &str| {
+        common::run_cli(
+            common::intake_cmd()
+                .arg("migrate")
+                .arg("--from-redb")
+                .arg(&data_dir)
+                .args(["--to", url, "--tls", "disable"]),
+            Duration::from_secs(120),
+        )
+    };
+    let refused = migrate(&url);
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("stop the server"));
+    assert!(server.sigterm_and_wait().success());
+    let untouched = digest_tree(&data_dir);
+
+    let out = migrate(&url);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "migrate failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("records: 25"), "{stdout}");
+    assert!(stdout.contains("endpoints: 1"), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("copied"));
+    assert_eq!(digest_tree(&data_dir), untouched, "the data dir changed");
+    // Into a database that is not empty any more: refused, nothing changed.
+    let again = migrate(&url);
+    assert!(!again.status.success());
+    assert!(String::from_utf8_lossy(&again.stderr).contains("empty database"));
+
+    // A node on the database with the install's key serves the same data.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = sibling_data_dir(&data_dir, dir.path());
+    let config = dir.path().join("intake.toml");
+    std::fs::write(&config, node_config(&url, &data, "")).expect("config");
+    let log = LogBuffer::default();
+    let mut node = spawn_serve(&["--config".as_ref(), config.as_os_str()], &[], &log);
+    let client = ServerClient::new(node.addr, server.owner_token.clone());
+    assert_eq!(
+        client.list(&ep.slug, &ep.sandbox_key, "limit=30").json(),
+        before
+    );
+    let replaced = client.get_record(&ep.slug, &ep.sandbox_key, &ids[3]).json();
+    assert_eq!(replaced["payload"], json!({"replaced": true}));
+    assert_eq!(
+        client.manage("GET", &secret_path, None).json()["secret"],
+        secret
+    );
+    let found = client.data(
+        "GET",
+        &format!("/api/v1/data/{}/search?q=zürich&limit=30", ep.slug),
+        &ep.sandbox_key,
+        None,
+    );
+    assert_eq!(found.json()["data"].as_array().expect("data").len(), 24);
+    let _ = node.child.kill();
+    let _ = node.child.wait();
+
+    // A node with another key is refused before it writes anything.
+    let stranger = tempfile::tempdir().expect("tempdir");
+    let config = stranger.path().join("intake.toml");
+    std::fs::write(
+        &config,
+        node_config(&url, &stranger.path().join("data"), ""),
+    )
+    .expect("config");
+    let out = common::run_cli(
+        common::intake_cmd()
+            .args(["serve", "--config"])
+            .arg(&config),
+        Duration::from_secs(60),
+    );
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("master.key"));
 }

@@ -88,6 +88,15 @@ pub fn write_key_file(path: &Path, key: &[u8; 32]) -> std::io::Result<()> {
 impl Sealer {
     /// Loads `<data_dir>/master.key`, creating it (0600) on first use.
     pub fn load_or_create(data_dir: &Path) -> Result<Sealer, CryptoError> {
+        Sealer::load(data_dir, true)
+    }
+
+    /// Loads `<data_dir>/master.key`, which must exist.
+    pub fn load_existing(data_dir: &Path) -> Result<Sealer, CryptoError> {
+        Sealer::load(data_dir, false)
+    }
+
+    fn load(data_dir: &Path, create: bool) -> Result<Sealer, CryptoError> {
         let path = data_dir.join(MASTER_KEY_FILE);
         let key_err = |source| CryptoError::KeyFile {
             path: path.display().to_string(),
@@ -95,7 +104,7 @@ impl Sealer {
         };
         let bytes = match std::fs::read(&path) {
             Ok(bytes) => bytes,
-            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            Err(err) if create && err.kind() == std::io::ErrorKind::NotFound => {
                 let key: [u8; 32] = random_bytes();
                 write_key_file(&path, &key).map_err(key_err)?;
                 key.to_vec()

@@ -24,6 +24,8 @@
 //! - [`audit`]: the per-endpoint audit log of every change.
 //! - [`usage`]: monthly data-call counters and the quota (429), per-day counts for the chart.
 //! - [`retention`]: the scheduled purge of records past their environment's retention.
+//! - [`keys`]: every node of a store seals with the store's key.
+//! - [`migrate`]: copying a single-node install into PostgreSQL.
 //! - [`jobs`]: periodic jobs run once per period across the nodes of a shared store.
 //! - [`health`]: the readiness checks of `GET /readyz` and the gauges of `GET /metrics`.
 //! - [`mail`]: the outbox: a message is queued in the transaction of the change that causes
@@ -48,7 +50,9 @@ pub mod handles;
 pub mod health;
 pub mod ingest;
 pub mod jobs;
+pub mod keys;
 pub mod mail;
+pub mod migrate;
 pub mod notifications;
 pub mod poll;
 pub mod records;

@@ -48,7 +48,7 @@ use crate::workers::{cluster, ingest};
 use crate::core::ticker::Ticker;
 use crate::domain::sessions::{self, LoginLimiter, LoginThrottle, SharedLoginLimiter};
 use crate::domain::usage::Usage;
-use crate::domain::{jobs, retention};
+use crate::domain::{jobs, keys, retention};
 use crate::server::tls::{Tls, TlsError};
 use crate::store::request_log::RequestLogStore;
 use crate::store::{self, Store, StoreError};
@@ -101,8 +101,7 @@ pub fn open_data_dir(config: &Config) -> Result<(Arc<dyn Store>, Sealer), Server
         )?,
     };
     let sealer = Sealer::load_or_create(dir)?;
-    let check = store.shared_value(KEY_CHECK, &sealer.seal(KEY_CHECK.as_bytes()))?;
-    if sealer.open(&check).is_err() {
+    if !keys::is_the_store_key(store.as_ref(), &sealer)? {
         return Err(ServerError::Other(format!(
             "{} is not the key this store's secrets are sealed with: copy {} from a node \
              already serving this store into the data dir (docs/src/scale-out.md)",
@@ -112,10 +111,6 @@ pub fn open_data_dir(config: &Config) -> Result<(Arc<dyn Store>, Sealer), Server
     }
     Ok((store, sealer))
 }
-
-/// The name of the value that tells whether a node's key is the store's (see
-/// [`open_data_dir`]).
-const KEY_CHECK: &str = "master_key_check";
 
 /// Opens the request-log store (see `request_log`): a file of its own in the data dir, or
 /// tables of the PostgreSQL database on a pool of their own.

@@ -35,6 +35,7 @@ pub mod records;
 pub mod redb;
 pub mod request_log;
 pub mod rows;
+pub mod transfer;
 pub mod usage;
 pub mod webhooks;
 
@@ -189,6 +190,10 @@ pub trait Store:
     /// one node uses (redb).
     fn cluster(&self) -> Option<&dyn cluster::ClusterStore>;
 
+    /// How rows of another store are copied into this one (`intake migrate`): `None` for a
+    /// store that is only ever created empty (redb).
+    fn import(&self) -> Option<&dyn transfer::Import>;
+
     /// How to copy this store into a backup archive: `None` for a store kept by a database
     /// server, which its own tools back up.
     fn backup_source(&self) -> Option<&dyn backup::BackupSource>;
@@ -221,6 +226,31 @@ pub fn open_postgres(
     config: &crate::core::config::PostgresConfig,
 ) -> Result<Arc<dyn Store>, StoreError> {
     Ok(Arc::new(self::postgres::PgStore::open(config)?))
+}
+
+/// Opens the embedded store file at `path` (`intake.redb`) to copy it elsewhere; refused while
+/// a server holds it.
+pub fn open_embedded_export(path: &Path) -> Result<Box<dyn transfer::Export>, StoreError> {
+    use self::backup::StoreFile;
+    if EmbeddedFile::in_use(path) {
+        return Err(StoreError::Backend(
+            format!("{} is in use: stop the server first", path.display()).into(),
+        ));
+    }
+    if !path.exists() {
+        return Err(StoreError::Backend(
+            format!(
+                "{} does not exist: is this an intake data dir?",
+                path.display()
+            )
+            .into(),
+        ));
+    }
+    // A small cache: each page is read once.
+    Ok(Box::new(self::redb::RedbStore::open(
+        path,
+        16 * 1024 * 1024,
+    )?))
 }
 
 /// Connects to the request log's tables in the PostgreSQL database of `config`, on a small pool

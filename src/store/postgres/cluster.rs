@@ -6,11 +6,10 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use super::{PgStore, PgTx, big};
+use super::{PgStore, PgTx, big, micros};
 use crate::core::clock::Timestamp;
 use crate::store::StoreError;
 use crate::store::cluster::{ClusterStore, LoginLimits};
-use crate::store::rows::time_key;
 
 /// This node's current membership: its row in `nodes`, and the time its creates must be
 /// stamped after (its clock when it joined).
@@ -85,7 +84,7 @@ impl PgStore {
         let rows = self.statement(
             "INSERT INTO nodes (name, lease_until, low_water)
              VALUES ($1, now() + make_interval(secs => $2), $3) RETURNING id",
-            &[&name, &secs(self.lease), &big(time_key(now))],
+            &[&name, &secs(self.lease), &micros(now)],
         )?;
         let id: i64 = rows
             .first()
@@ -108,7 +107,7 @@ impl ClusterStore for PgStore {
         let renewed = self.statement(
             "UPDATE nodes SET lease_until = now() + make_interval(secs => $2), low_water = $3
              WHERE id = $1 AND lease_until > now() RETURNING id",
-            &[&node.id, &secs(self.lease), &big(time_key(low_water))],
+            &[&node.id, &secs(self.lease), &micros(low_water)],
         )?;
         if renewed.is_empty() {
             log::warn!(
@@ -141,13 +140,13 @@ impl ClusterStore for PgStore {
     }
 
     fn claim_job(&self, name: &str, now: Timestamp, period: Duration) -> Result<bool, StoreError> {
-        let next = big(time_key(now.plus(period)));
+        let next = micros(now.plus(period));
         let claimed = self.statement(
             "INSERT INTO jobs (name, next_run) VALUES ($1, $2)
              ON CONFLICT (name) DO UPDATE SET next_run = EXCLUDED.next_run
              WHERE jobs.next_run <= $3
              RETURNING name",
-            &[&name, &next, &big(time_key(now))],
+            &[&name, &next, &micros(now)],
         )?;
         Ok(!claimed.is_empty())
     }
@@ -188,11 +187,11 @@ impl ClusterStore for PgStore {
         limits: LoginLimits,
     ) -> Result<Result<u64, Timestamp>, StoreError> {
         let address = address.map(|ip| ip.to_string());
-        let since = big(time_key(now.minus(limits.window)));
+        let since = micros(now.minus(limits.window));
         let window = limits.window;
         // Serializable, and run again on a conflict: parallel attempts cannot all pass the
         // check before one of them is counted.
-        self.transact(|tx| {
+        self.write_unit(|tx| {
             tx.execute("DELETE FROM login_failures WHERE at <= $1", &[&since])?;
             let waits = [
                 tx.query_opt(
@@ -227,11 +226,12 @@ impl ClusterStore for PgStore {
                 .query_opt(
                     "INSERT INTO login_failures (email, address, at) VALUES ($1, $2, $3)
                      RETURNING id",
-                    &[&email, &address, &big(time_key(now))],
+                    &[&email, &address, &micros(now)],
                 )?
                 .ok_or_else(|| StoreError::Corrupt("INSERT ... RETURNING gave no row".into()))?;
             Ok(Ok(super::unbig(row.try_get(0)?)))
         })
+        .map(|(value, _)| value)
     }
 
     fn login_succeeded(
@@ -241,7 +241,7 @@ impl ClusterStore for PgStore {
         address: Option<IpAddr>,
     ) -> Result<(), StoreError> {
         let address = address.map(|ip| ip.to_string());
-        self.transact(|tx| {
+        self.write_unit(|tx| {
             tx.execute(
                 "UPDATE login_failures SET pair_counts = false
                  WHERE email = $1 AND address IS NOT DISTINCT FROM $2",
@@ -250,6 +250,7 @@ impl ClusterStore for PgStore {
             tx.execute("DELETE FROM login_failures WHERE id = $1", &[&big(slot)])?;
             Ok(())
         })
+        .map(|(value, _)| value)
     }
 
     fn access_version(&self) -> Result<u64, StoreError> {

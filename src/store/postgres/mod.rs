@@ -29,6 +29,7 @@ mod records;
 mod request_log;
 mod schema;
 mod search;
+mod transfer;
 mod tx;
 mod usage;
 mod webhooks;
@@ -300,6 +301,21 @@ pub(crate) fn test_store() -> PgStore {
         Ok(store) => store,
         Err(err) => panic!("open the test database: {err}"),
     }
+}
+
+/// [`test_store`] joined to the cluster as a node whose creates may be stamped at any time (its
+/// lease from now), so that it may apply batches.
+#[cfg(test)]
+pub(crate) fn test_node() -> PgStore {
+    let store = test_store();
+    if let Err(err) = crate::store::cluster::ClusterStore::publish_low_water(
+        &store,
+        crate::core::clock::Timestamp(0),
+        crate::core::clock::Timestamp(0),
+    ) {
+        panic!("join the test cluster: {err}");
+    }
+    store
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use crate::store::StoreError;
 const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("migrations/0001_initial.sql"))];
 
 /// The advisory lock key the migrating node holds (`intake` in ASCII).
-const MIGRATION_LOCK: i64 = 0x0069_6e74_616b_65;
+const MIGRATION_LOCK: i64 = 0x0000_696e_7461_6b65;
 
 /// The settings a node refuses to run with, and what each must be: with any of them off, an
 /// acknowledged write could be lost in a crash of the database server.

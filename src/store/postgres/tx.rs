@@ -61,10 +61,6 @@ impl<'s> PgTx<'s> {
         PgTx::new(store, BEGIN_WRITE)
     }
 
-    pub(super) fn store(&self) -> &'s PgStore {
-        self.store
-    }
-
     fn client(&self) -> &Object {
         match &self.client {
             Some(client) => client,
@@ -154,25 +150,6 @@ impl<'s> PgTx<'s> {
     }
 }
 
-impl PgStore {
-    /// Runs `work` in a write transaction of its own and commits it, running it again (up to
-    /// [`WRITE_ATTEMPTS`] times) when it loses a serialisation conflict.
-    pub(super) fn transact<T>(
-        &self,
-        mut work: impl FnMut(&PgTx<'_>) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let mut attempt = 1;
-        loop {
-            let tx = PgTx::write(self)?;
-            let result = work(&tx).and_then(|value| tx.commit().map(|_| value));
-            match result {
-                Err(err) if is_retryable(&err) && attempt < WRITE_ATTEMPTS => attempt += 1,
-                other => return other,
-            }
-        }
-    }
-}
-
 impl Drop for PgTx<'_> {
     fn drop(&mut self) {
         let Some(client) = self.client.take() else {
@@ -192,9 +169,10 @@ impl Drop for PgTx<'_> {
 }
 
 impl PgStore {
-    /// Runs `work` in one write transaction and commits it, running it again (at most
-    /// [`WRITE_ATTEMPTS`] times) when it lost a serialisation conflict: [`Store::write_with`],
-    /// and the store's own units of work, which need SQL of their own.
+    /// Runs `work` in one write transaction and commits it; returns its value and what the
+    /// commit changed. A transaction that lost a serialisation conflict is run again, `work`
+    /// included (at most [`WRITE_ATTEMPTS`] times): [`Store::write_with`] and the store-level
+    /// units of work of the areas go through here.
     pub(super) fn write_unit<T>(
         &self,
         mut work: impl FnMut(&mut PgTx<'_>) -> Result<T, StoreError>,
@@ -289,6 +267,10 @@ impl Store for PgStore {
     }
 
     fn cluster(&self) -> Option<&dyn crate::store::cluster::ClusterStore> {
+        Some(self)
+    }
+
+    fn import(&self) -> Option<&dyn crate::store::transfer::Import> {
         Some(self)
     }
 

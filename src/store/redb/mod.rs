@@ -22,6 +22,7 @@ mod mail;
 mod records;
 mod request_log;
 pub mod tables;
+mod transfer;
 mod tx;
 mod usage;
 mod webhooks;

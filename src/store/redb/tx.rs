@@ -150,6 +150,10 @@ impl Store for RedbStore {
         None
     }
 
+    fn import(&self) -> Option<&dyn crate::store::transfer::Import> {
+        None
+    }
+
     fn backup_source(&self) -> Option<&dyn crate::store::backup::BackupSource> {
         Some(self)
     }
