@@ -112,8 +112,8 @@ impl InFlight {
 }
 
 /// The visibility bound of a poll at this node: its own in-flight creates and hold-back, and,
-/// on a store shared by several nodes, the lowest low-water mark the live nodes published
-/// (see `store::cluster`).
+/// on a store shared by several nodes, the lowest low-water mark the other live nodes
+/// published (see `store::cluster`).
 pub fn visibility_bound(
     in_flight: &InFlight,
     store: &dyn Store,

@@ -7,11 +7,12 @@
 //! already passed. Every node therefore publishes a *low-water mark* under a lease: a time
 //! below which it will never commit another create (the oldest create it has in flight, or its
 //! clock when it has none). A poll shows only records below the lowest mark of the nodes whose
-//! lease is live ([`ClusterStore::visibility_floor`]). A node whose lease lapses (it died, or
-//! lost the database for longer than a lease) is no longer waited for, so it must never commit
-//! a create stamped before it joins again: the store refuses its batches while its lease is
-//! not live with a margin, and refuses creates stamped before its latest join. A killed node
-//! thus holds the feed back by at most one lease.
+//! lease is live (the other nodes' published marks, [`ClusterStore::visibility_floor`], and
+//! the polled node's current one). A node whose lease lapses (it died, or lost the database
+//! for longer than a lease) is no longer waited for, so it must never commit a create stamped
+//! before it joins again: the store refuses its batches while its lease is not live with a
+//! margin, and refuses creates stamped before its latest join. A killed node thus holds the
+//! feed back by at most one lease.
 //!
 //! Leases compare the database's clock with itself: nodes whose clocks disagree still agree on
 //! them. Marks are on each node's clock, which is what its stamps are on.
@@ -39,8 +40,10 @@ pub trait ClusterStore: Send + Sync {
     /// Ends this node's lease (a clean shutdown): the others stop waiting for it at once.
     fn leave(&self) -> Result<(), StoreError>;
 
-    /// The lowest mark of the nodes whose lease is live: no node will commit a create stamped
-    /// below it. `None` when no node is live.
+    /// The lowest mark of the other nodes whose lease is live: none of them will commit a
+    /// create stamped below it. `None` when no other node is live. This node's own mark is
+    /// left out: the caller bounds a poll by its own in-flight creates, which are current,
+    /// while the mark it published is up to a heartbeat old.
     fn visibility_floor(&self) -> Result<Option<Timestamp>, StoreError>;
 
     /// Claims the run of the periodic job `name` that is due at `now`: `true` for one node per

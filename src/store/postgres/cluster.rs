@@ -128,9 +128,12 @@ impl ClusterStore for PgStore {
     }
 
     fn visibility_floor(&self) -> Result<Option<Timestamp>, StoreError> {
+        // This node's own row is left out: the mark it last published is up to a heartbeat
+        // old, and its caller bounds the poll by its in-flight creates, which are current.
+        let me = self.membership().map(|node| node.id);
         let rows = self.statement(
-            "SELECT min(low_water) FROM nodes WHERE lease_until > now()",
-            &[],
+            "SELECT min(low_water) FROM nodes WHERE lease_until > now() AND id IS DISTINCT FROM $1",
+            &[&me],
         )?;
         let floor: Option<i64> = match rows.first() {
             Some(row) => row.try_get(0)?,
@@ -275,41 +278,41 @@ mod tests {
     const SECOND: i64 = 1_000_000;
 
     #[test]
-    fn the_floor_is_the_lowest_mark_of_the_live_nodes() {
+    fn the_floor_is_the_lowest_mark_of_the_other_live_nodes() {
+        let floor = |store: &super::PgStore| store.visibility_floor().unwrap().map(|t| t.0);
         let store = test_store();
-        assert_eq!(store.visibility_floor().unwrap(), None);
+        assert_eq!(floor(&store), None);
         store
             .publish_low_water(Timestamp(50 * SECOND), Timestamp(50 * SECOND))
             .unwrap();
-        // The first call joins with `now` as the mark; later ones publish the mark given.
-        assert_eq!(
-            store.visibility_floor().unwrap(),
-            Some(Timestamp(50 * SECOND))
-        );
+        // A node's own mark is not its floor (its polls bound themselves by its in-flight
+        // creates): alone, it waits for nobody.
+        assert_eq!(floor(&store), None);
+        // Other nodes (other store handles on the same database) see it: the first call
+        // joins with `now` as the mark, later ones publish the mark given.
+        let other = super::super::PgStore::open(&store_config(&store)).unwrap();
+        assert_eq!(floor(&other), Some(50 * SECOND));
         store
             .publish_low_water(Timestamp(40 * SECOND), Timestamp(60 * SECOND))
             .unwrap();
-        assert_eq!(
-            store.visibility_floor().unwrap(),
-            Some(Timestamp(40 * SECOND))
-        );
-        // A second node (another store handle on the same database) with a lower mark.
-        let other = super::super::PgStore::open(&store_config(&store)).unwrap();
+        assert_eq!(floor(&other), Some(40 * SECOND));
         other
             .publish_low_water(Timestamp(30 * SECOND), Timestamp(30 * SECOND))
             .unwrap();
-        assert_eq!(
-            store.visibility_floor().unwrap(),
-            Some(Timestamp(30 * SECOND))
-        );
+        assert_eq!(floor(&store), Some(30 * SECOND));
+        assert_eq!(floor(&other), Some(40 * SECOND));
+        let third = super::super::PgStore::open(&store_config(&store)).unwrap();
+        third
+            .publish_low_water(Timestamp(45 * SECOND), Timestamp(45 * SECOND))
+            .unwrap();
+        assert_eq!(floor(&third), Some(30 * SECOND), "the lowest of the others");
+        assert_eq!(floor(&store), Some(30 * SECOND));
         // A node whose lease lapsed is no longer waited for.
         lapse(&other);
-        assert_eq!(
-            store.visibility_floor().unwrap(),
-            Some(Timestamp(40 * SECOND))
-        );
+        assert_eq!(floor(&store), Some(45 * SECOND));
+        assert_eq!(floor(&third), Some(40 * SECOND));
         store.leave().unwrap();
-        assert_eq!(store.visibility_floor().unwrap(), None);
+        assert_eq!(floor(&third), None);
     }
 
     #[test]
