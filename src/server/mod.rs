@@ -270,10 +270,19 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         None => (None, None, None),
     };
     let metrics = Arc::new(Metrics::default());
+    let access_cache = AccessCache::default();
+    // On a shared store the node joins the cluster before it takes its first write, and
+    // before its workers claim what is due (a node that has not joined claims nothing).
+    let in_flight = Arc::new(InFlight::default());
+    let heartbeat = cluster::start(cluster::Parts {
+        store: store.clone(),
+        in_flight: in_flight.clone(),
+        clock: clock.clone(),
+        access_cache: access_cache.clone(),
+    })?;
     let (mailer, mail_thread) =
         Mailer::start(store.clone(), config.smtp.clone(), clock.clone()).map_err(spawn_err)?;
     let dispatcher = Dispatcher::default();
-    let access_cache = AccessCache::default();
     let wakers = Arc::new(Wakers {
         mailer: mailer.clone(),
         dispatcher: dispatcher.clone(),
@@ -303,14 +312,6 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         })
     })
     .map_err(spawn_err)?;
-    // On a shared store the node joins the cluster before it takes its first write.
-    let in_flight = Arc::new(InFlight::default());
-    let heartbeat = cluster::start(cluster::Parts {
-        store: store.clone(),
-        in_flight: in_flight.clone(),
-        clock: clock.clone(),
-        access_cache: access_cache.clone(),
-    })?;
     let log_store = open_request_log(&config)?;
     let (request_log, log_thread) =
         RequestLog::start(log_store, clock.clone(), config.request_log.retention)
