@@ -137,8 +137,8 @@ impl Drop for BinaryNodes {
 fn try_create(node: &ServerClient, slug: &str, key: &str, payload: &Value) -> Option<String> {
     let r = common::try_send_json(
         &node.agent,
-        "POST",
         &format!("{}/api/v1/data/{slug}", node.base_url()),
+        "POST",
         &[("Authorization", &format!("Bearer {key}"))],
         Some(payload),
     )
@@ -169,8 +169,8 @@ fn poll_through(
         };
         let Ok(r) = common::try_send_json(
             &node.agent,
-            "GET",
             &format!("{}/api/v1/data/{slug}/poll?{query}", node.base_url()),
+            "GET",
             &[("Authorization", &format!("Bearer {key}"))],
             None,
         ) else {
