@@ -58,6 +58,11 @@ struct BinaryNode {
 impl BinaryNodes {
     /// `n` nodes on the database at `url`, each with `extra` config.
     fn start(n: usize, url: &str, extra: &str) -> BinaryNodes {
+        BinaryNodes::start_with_env(n, url, extra, &[])
+    }
+
+    /// [`BinaryNodes::start`] with `envs` in each node's environment.
+    fn start_with_env(n: usize, url: &str, extra: &str, envs: &[(&str, &str)]) -> BinaryNodes {
         let dirs: Vec<tempfile::TempDir> = (0..n)
             .map(|_| tempfile::tempdir().expect("tempdir"))
             .collect();
@@ -80,7 +85,7 @@ impl BinaryNodes {
             .iter()
             .map(|config| {
                 let log = LogBuffer::default();
-                let process = spawn_serve(&["--config".as_ref(), config.as_os_str()], &[], &log);
+                let process = spawn_serve(&["--config".as_ref(), config.as_os_str()], envs, &log);
                 let client = ServerClient::new(process.addr, init.token.clone());
                 Some(BinaryNode {
                     process,
@@ -807,4 +812,45 @@ fn migrate_copies_a_redb_install_into_postgres_and_verifies_it() {
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("master.key"));
+}
+
+#[test]
+fn each_periodic_job_runs_on_one_node_per_period() {
+    let url = postgres::shared().database();
+    // Every node's schedule comes round at its start; only one node may run each job.
+    let nodes = BinaryNodes::start_with_env(
+        3,
+        &url,
+        "",
+        &[("RUST_LOG", "info,intake::domain::jobs=debug")],
+    );
+    let jobs = ["expiry_sweep", "retention", "outbox_purge"];
+    let runs = |job: &str| {
+        nodes
+            .nodes
+            .iter()
+            .flatten()
+            .map(|n| {
+                n.log
+                    .lines()
+                    .iter()
+                    .filter(|l| l.contains(&format!("periodic job {job}:")))
+                    .count()
+            })
+            .sum::<usize>()
+    };
+    // Each node's schedule has come round once it has served a request for a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while jobs.iter().any(|job| runs(job) == 0) {
+        assert!(
+            Instant::now() < deadline,
+            "a periodic job never ran\n{}",
+            nodes.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    for job in jobs {
+        assert_eq!(runs(job), 1, "{job} ran more than once\n{}", nodes.logs());
+    }
 }
