@@ -58,6 +58,11 @@ struct BinaryNode {
 impl BinaryNodes {
     /// `n` nodes on the database at `url`, each with `extra` config.
     fn start(n: usize, url: &str, extra: &str) -> BinaryNodes {
+        BinaryNodes::start_with_env(n, url, extra, &[])
+    }
+
+    /// [`BinaryNodes::start`] with `envs` in each node's environment.
+    fn start_with_env(n: usize, url: &str, extra: &str, envs: &[(&str, &str)]) -> BinaryNodes {
         let dirs: Vec<tempfile::TempDir> = (0..n)
             .map(|_| tempfile::tempdir().expect("tempdir"))
             .collect();
@@ -80,7 +85,7 @@ impl BinaryNodes {
             .iter()
             .map(|config| {
                 let log = LogBuffer::default();
-                let process = spawn_serve(&["--config".as_ref(), config.as_os_str()], &[], &log);
+                let process = spawn_serve(&["--config".as_ref(), config.as_os_str()], envs, &log);
                 let client = ServerClient::new(process.addr, init.token.clone());
                 Some(BinaryNode {
                     process,
@@ -810,4 +815,100 @@ fn migrate_copies_a_redb_install_into_postgres_and_verifies_it() {
     );
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("master.key"));
+}
+
+#[test]
+fn each_periodic_job_runs_on_one_node_per_period() {
+    let url = postgres::shared().database();
+    // Every node's schedule comes round at its start; only one node may run each job.
+    let nodes = BinaryNodes::start_with_env(
+        3,
+        &url,
+        "",
+        &[("RUST_LOG", "info,intake::domain::jobs=debug")],
+    );
+    let jobs = ["expiry_sweep", "retention", "outbox_purge"];
+    let runs = |job: &str| {
+        nodes
+            .nodes
+            .iter()
+            .flatten()
+            .map(|n| {
+                n.log
+                    .lines()
+                    .iter()
+                    .filter(|l| l.contains(&format!("periodic job {job}:")))
+                    .count()
+            })
+            .sum::<usize>()
+    };
+    // Each node's schedule has come round once it has served a request for a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while jobs.iter().any(|job| runs(job) == 0) {
+        assert!(
+            Instant::now() < deadline,
+            "a periodic job never ran\n{}",
+            nodes.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    for job in jobs {
+        assert_eq!(runs(job), 1, "{job} ran more than once\n{}", nodes.logs());
+    }
+}
+
+#[test]
+fn the_database_is_reached_over_verified_tls() {
+    let ca = common::ca::Ca::new("database CA");
+    let (chain, key) = ca.issue();
+    let cluster = Cluster::start_tls(&chain, &key);
+    let url = cluster.database();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca_file = dir.path().join("db-ca.pem");
+    std::fs::write(&ca_file, ca.pem()).expect("write CA");
+    let tls = |ca_file: &Path| {
+        format!(
+            "listen = \"127.0.0.1:0\"\ndata_dir = {:?}\n[storage]\nbackend = \"postgres\"\n\
+             [storage.postgres]\nurl = {url:?}\ntls = \"verify-full\"\nca_file = {ca_file:?}\n",
+            dir.path().join("data")
+        )
+    };
+    let config = dir.path().join("intake.toml");
+    // Trusting the database's CA: every connection of the node is encrypted.
+    std::fs::write(&config, tls(&ca_file)).expect("config");
+    let init = init_with_config(&config, OWNER_EMAIL);
+    let log = LogBuffer::default();
+    let mut node = spawn_serve(&["--config".as_ref(), config.as_os_str()], &[], &log);
+    let client = ServerClient::new(node.addr, init.token);
+    let ep = client.create_endpoint("over-tls", &[]);
+    client.create_record(&ep.slug, &ep.sandbox_key, &json!({"secure": true}));
+    let encrypted = cluster.psql(
+        "postgres",
+        "SELECT count(*) FILTER (WHERE ssl) || '/' || count(*) FROM pg_stat_ssl \
+         JOIN pg_stat_activity USING (pid) WHERE application_name = 'intake'",
+    );
+    let (over_tls, all) = encrypted.split_once('/').expect("two counts");
+    assert!(
+        all != "0" && over_tls == all,
+        "intake's connections over TLS: {encrypted}"
+    );
+    let _ = node.child.kill();
+    let _ = node.child.wait();
+    // Trusting another CA: refused, saying why.
+    let other = dir.path().join("other-ca.pem");
+    std::fs::write(&other, common::ca::Ca::new("other CA").pem()).expect("write CA");
+    std::fs::write(&config, tls(&other)).expect("config");
+    let out = common::run_cli(
+        common::intake_cmd()
+            .args(["serve", "--config"])
+            .arg(&config),
+        Duration::from_secs(60),
+    );
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("certificate") || stderr.contains("UnknownIssuer"),
+        "{stderr}"
+    );
 }

@@ -10,45 +10,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::ca::Ca;
 use common::{TestServer, raw_exchange};
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
 use sha2::{Digest, Sha256};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// A test certificate authority.
-struct Ca {
-    issuer: CertifiedIssuer<'static, KeyPair>,
-}
-
-impl Ca {
-    fn new(name: &str) -> Ca {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, name);
-        let issuer = CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap();
-        Ca { issuer }
-    }
-
-    fn der(&self) -> CertificateDer<'static> {
-        self.issuer.der().clone()
-    }
-
-    /// Writes a leaf for localhost as a full chain (leaf, then CA) and its key.
-    fn issue_to(&self, cert: &Path, key: &Path) {
-        let params =
-            CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
-        let leaf_key = KeyPair::generate().unwrap();
-        let leaf = params.signed_by(&leaf_key, &self.issuer).unwrap();
-        std::fs::write(cert, format!("{}{}", leaf.pem(), self.issuer.pem())).unwrap();
-        std::fs::write(key, leaf_key.serialize_pem()).unwrap();
-    }
-}
 
 fn client_config(trusted: &CertificateDer<'static>, alpn: &[&[u8]]) -> Arc<ClientConfig> {
     let mut roots = RootCertStore::empty();

@@ -16,7 +16,12 @@ pub fn claim(store: &dyn Store, name: &str, now: Timestamp, period: Duration) ->
         return true;
     };
     match cluster.claim_job(name, now, period.mul_f64(0.9)) {
-        Ok(claimed) => claimed,
+        Ok(claimed) => {
+            if claimed {
+                log::debug!("periodic job {name}: this node runs it this period");
+            }
+            claimed
+        }
         Err(err) => {
             log::warn!("cannot claim the periodic job {name}: {err}");
             false

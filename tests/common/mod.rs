@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod backup;
+pub mod ca;
 pub mod in_process;
 pub mod postgres;
 pub mod receiver;

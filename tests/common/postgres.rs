@@ -113,6 +113,8 @@ fn free_port() -> u16 {
 pub struct Cluster {
     dir: PathBuf,
     port: u16,
+    /// `-c name=value` settings beyond the defaults of [`Cluster::run`].
+    settings: Vec<String>,
     /// The postmaster, owned by its keeper thread; `None` while stopped.
     postmaster: Mutex<Option<Keeper>>,
     next_db: AtomicU64,
@@ -140,6 +142,34 @@ pub fn shared() -> &'static Cluster {
 impl Cluster {
     /// `initdb` into a new folder, then starts the server on a free loopback port.
     pub fn start() -> Cluster {
+        Cluster::start_with(|_| Vec::new())
+    }
+
+    /// A cluster that accepts TLS with the certificate chain `cert_pem` and its key.
+    pub fn start_tls(cert_pem: &str, key_pem: &str) -> Cluster {
+        Cluster::start_with(|dir| {
+            let (cert, key) = (dir.join("server.crt"), dir.join("server.key"));
+            std::fs::write(&cert, cert_pem).expect("write the certificate");
+            std::fs::write(&key, key_pem).expect("write the key");
+            // PostgreSQL takes only a key its own user owns and alone may read.
+            std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600))
+                .expect("chmod the key");
+            if let Some((uid, gid)) = server_user() {
+                for file in [&cert, &key] {
+                    std::os::unix::fs::chown(file, Some(uid), Some(gid)).expect("chown");
+                }
+            }
+            vec![
+                "ssl=on".into(),
+                format!("ssl_cert_file={}", cert.display()),
+                format!("ssl_key_file={}", key.display()),
+            ]
+        })
+    }
+
+    /// `initdb`, then `settings` (given the cluster's folder, where it may write files), then
+    /// the server started.
+    fn start_with(settings: impl FnOnce(&Path) -> Vec<String>) -> Cluster {
         static COUNTER: AtomicU64 = AtomicU64::new(0);
         sweep();
         let dir = base_dir().join(format!(
@@ -167,9 +197,11 @@ impl Cluster {
             "initdb failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        let settings = settings(&dir);
         let cluster = Cluster {
             dir,
             port: free_port(),
+            settings,
             postmaster: Mutex::new(None),
             next_db: AtomicU64::new(0),
         };
@@ -195,6 +227,7 @@ impl Cluster {
             ])
             .args(["-c", "max_connections=400", "-c", "shared_buffers=64MB"])
             .args(["-c", "fsync=on", "-c", "synchronous_commit=on"])
+            .args(self.settings.iter().flat_map(|s| ["-c", s.as_str()]))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(

@@ -218,9 +218,21 @@ impl From<tokio_postgres::Error> for StoreError {
     }
 }
 
+/// A connection that could not be made or taken from the pool: the whole chain of causes
+/// (a TLS handshake's names the certificate problem), which the top error alone does not say.
 impl From<deadpool_postgres::PoolError> for StoreError {
     fn from(err: deadpool_postgres::PoolError) -> Self {
-        StoreError::Backend(Box::new(err))
+        let mut message = err.to_string();
+        let mut cause = std::error::Error::source(&err);
+        while let Some(err) = cause {
+            let text = err.to_string();
+            if !message.contains(&text) {
+                message.push_str(": ");
+                message.push_str(&text);
+            }
+            cause = err.source();
+        }
+        StoreError::Backend(message.into())
     }
 }
 

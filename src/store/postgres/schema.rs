@@ -122,3 +122,67 @@ async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), StoreError> 
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{PgStore, test_cluster};
+    use super::latest_version;
+    use crate::core::config::{PostgresConfig, PostgresTls, Secret};
+
+    fn config(url: &str) -> PostgresConfig {
+        PostgresConfig {
+            url: Secret::new(url),
+            tls: PostgresTls::Disable,
+            ..PostgresConfig::default()
+        }
+    }
+
+    fn database() -> (String, String) {
+        let url = test_cluster::shared().database();
+        let name = url.rsplit('/').next().unwrap_or_default().to_string();
+        (url, name)
+    }
+
+    #[test]
+    fn nodes_starting_together_migrate_once() {
+        let (url, name) = database();
+        let opened: Vec<_> = (0..4)
+            .map(|_| {
+                let config = config(&url);
+                std::thread::spawn(move || PgStore::open(&config).map(drop))
+            })
+            .collect();
+        for node in opened {
+            node.join().unwrap().unwrap();
+        }
+        let versions = test_cluster::shared().psql(&name, "SELECT count(*) FROM intake_schema");
+        assert_eq!(versions, latest_version().to_string());
+    }
+
+    #[test]
+    fn a_database_of_a_newer_intake_is_refused() {
+        let (url, name) = database();
+        PgStore::open(&config(&url)).unwrap();
+        test_cluster::shared().psql(&name, "INSERT INTO intake_schema (version) VALUES (999)");
+        let err = PgStore::open(&config(&url)).err().unwrap().to_string();
+        assert!(err.contains("schema version 999"), "{err}");
+        assert!(err.contains("upgrade intake"), "{err}");
+    }
+
+    #[test]
+    fn settings_that_could_lose_acknowledged_writes_are_refused_by_name() {
+        let (url, name) = database();
+        test_cluster::shared().psql(
+            "postgres",
+            &format!("ALTER DATABASE {name} SET synchronous_commit = off"),
+        );
+        let err = PgStore::open(&config(&url)).err().unwrap().to_string();
+        assert!(err.contains("synchronous_commit = off"), "{err}");
+        // Nothing was created in a database refused.
+        let tables = test_cluster::shared().psql(
+            &name,
+            "SELECT count(*) FROM pg_tables WHERE tablename = 'intake_schema'",
+        );
+        assert_eq!(tables, "0");
+    }
+}

@@ -339,8 +339,11 @@ impl WebhooksWrite for PgTx<'_> {
     }
 
     fn insert_failure_mail(&mut self, endpoint_id: u64, day: u64) -> Result<(), StoreError> {
+        // A plain insert: when two nodes that both found no e-mail noted race, the second's
+        // insert fails as a serialisation conflict, and its transaction, run again, finds the
+        // first's note and sends nothing (one e-mail per endpoint per day, cluster-wide).
         self.execute(
-            "INSERT INTO failure_mails (endpoint_id, day) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+            "INSERT INTO failure_mails (endpoint_id, day) VALUES ($1, $2)",
             &[&big(endpoint_id), &big(day)],
         )?;
         Ok(())
@@ -800,7 +803,6 @@ pub(super) mod tests {
         store
             .write_unit(|tx| {
                 tx.insert_failure_mail(4, 100)?;
-                tx.insert_failure_mail(4, 100)?;
                 assert!(tx.failure_mailed(4, 100)?);
                 Ok(())
             })
@@ -809,6 +811,39 @@ pub(super) mod tests {
         assert!(tx.failure_mailed(4, 100).unwrap());
         assert!(!tx.failure_mailed(4, 101).unwrap());
         assert!(!tx.failure_mailed(5, 100).unwrap());
+    }
+
+    #[test]
+    fn two_nodes_giving_up_at_once_note_one_failure_mail() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let (one, two) = two_nodes();
+        let (barrier, sent) = (Barrier::new(2), AtomicUsize::new(0));
+        std::thread::scope(|scope| {
+            for store in [&one, &two] {
+                let (barrier, sent) = (&barrier, &sent);
+                scope.spawn(move || {
+                    let first = AtomicBool::new(true);
+                    let (would_send, _) = store
+                        .write_unit(|tx| {
+                            let mailed = tx.failure_mailed(7, 200)?;
+                            // Both have looked before either notes it, on the first run.
+                            if first.swap(false, Ordering::SeqCst) {
+                                barrier.wait();
+                            }
+                            if mailed {
+                                return Ok(false);
+                            }
+                            tx.insert_failure_mail(7, 200)?;
+                            Ok(true)
+                        })
+                        .unwrap();
+                    if would_send {
+                        sent.fetch_add(1, Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        assert_eq!(sent.load(Ordering::SeqCst), 1);
     }
 
     #[test]

@@ -23,6 +23,8 @@ mod records;
 mod request_log;
 pub mod tables;
 mod transfer;
+
+pub use transfer::RedbExport;
 mod tx;
 mod usage;
 mod webhooks;

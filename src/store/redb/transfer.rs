@@ -1,14 +1,17 @@
 //! [`Export`] on redb: every table of `intake.redb` read from one snapshot, row by row, as the
-//! typed rows of the seam.
+//! typed rows of the seam. The file is opened read-only: a copy leaves it exactly as it was.
 
 use std::collections::HashMap;
+use std::path::Path;
 
-use redb::{ReadTransaction, ReadableDatabase, ReadableTable};
+use redb::{
+    Database, DatabaseError, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable,
+};
 
 use super::{
     ACCOUNTS, API_KEYS, AUDIT, COLLABORATORS, DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS,
     ENDPOINTS, FAILURE_MAILS, IDEMPOTENCY, INVITATION_TOKENS, INVITATIONS, META, NOTIFICATIONS,
-    OUTBOX, OWNER_WEBHOOKS, RECORDS, RedbStore, TOKENS, USAGE, USAGE_DAYS, WEBHOOK_SECRETS,
+    OUTBOX, OWNER_WEBHOOKS, RECORDS, SCHEMA_VERSION, TOKENS, USAGE, USAGE_DAYS, WEBHOOK_SECRETS,
     decode_record, from_json, read_counter,
 };
 use crate::core::ids::RecordId;
@@ -28,7 +31,42 @@ const COUNTERS: [(IdKind, &str); 6] = [
     (IdKind::Mail, "next_mail_id"),
 ];
 
-impl Export for RedbStore {
+/// `intake.redb` opened read-only to be copied.
+pub struct RedbExport {
+    db: ReadOnlyDatabase,
+}
+
+impl RedbExport {
+    /// Opens the file at `path` read-only; refused while a server holds it, and for a file of
+    /// another schema version.
+    pub fn open(path: &Path, cache_bytes: usize) -> Result<RedbExport, StoreError> {
+        let db = match Database::builder()
+            .set_cache_size(cache_bytes)
+            .open_read_only(path)
+        {
+            Err(DatabaseError::DatabaseAlreadyOpen) => {
+                return Err(StoreError::Backend(
+                    format!("{} is in use: stop the server first", path.display()).into(),
+                ));
+            }
+            opened => opened?,
+        };
+        let txn = db.begin_read()?;
+        let version = txn
+            .open_table(META)?
+            .get("schema_version")?
+            .map(|v| v.value().to_vec());
+        if version.as_deref() != Some(SCHEMA_VERSION) {
+            return Err(StoreError::Schema(
+                String::from_utf8_lossy(&version.unwrap_or_default()).into_owned(),
+            ));
+        }
+        drop(txn);
+        Ok(RedbExport { db })
+    }
+}
+
+impl Export for RedbExport {
     fn export(
         &self,
         each: &mut dyn FnMut(Item) -> Result<(), StoreError>,
