@@ -1341,7 +1341,8 @@ pub fn backend() -> Backend {
         Err(std::env::VarError::NotPresent) => Backend::Redb,
         Ok(name) if name.is_empty() || name == "redb" => Backend::Redb,
         Ok(name) if name == "postgres" => Backend::Postgres,
-        other => panic!("INTAKE_TEST_BACKEND={other:?}: use `redb` or `postgres`"),
+        Ok(name) => panic!("INTAKE_TEST_BACKEND={name:?}: use `redb` or `postgres`"),
+        Err(err) => panic!("INTAKE_TEST_BACKEND: {err}"),
     })
 }
 
