@@ -1,0 +1,453 @@
+#!/usr/bin/env python3
+"""The report of benches/postgres.sh: the Markdown report, and with --json the key figures,
+from the files the script wrote in its figures folder (--figures):
+
+  pg.txt                    PostgreSQL's version and settings, the disk's fdatasync time
+  ceiling-{plain,trgm}.*    pgbench's report (.pgbench), latency percentiles from its log
+                            (.lat), rows stored (.rows), CPU snapshots (.cpu0, .cpu1)
+  pg1.*, pg2.*, redb.*      wrk's reports with post.lua's "key value" lines (.wrk; pg2 has
+                            one per node, .node1.wrk and .node2.wrk), CPU snapshots, the
+                            ingest writer's account of the run (.writer)
+  pg.rows                   average stored row of intake's records table
+  search-meta.json          the data set (benches/search_gen.py)
+  search-{pg,redb}-*.json   the load (-load), wrk's latencies (-native), the Python
+                            client's (-py); .idle and .sizes
+
+A step that was not run has no files; its part of the report says so. CPU snapshots are
+clock ticks (--clk-tck per second) of intake, of all PostgreSQL processes, of the load
+generator and of the whole machine (see cpu_snapshot in postgres.sh).
+"""
+
+import argparse
+import glob
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import search_queries  # noqa: E402
+from search_bench import LIMIT, fmt_bytes, fmt_ms, overall, p50_p99, percentile, ratio  # noqa: E402
+
+
+def kv(path):
+    """{key: value} of a file of "key value" lines (the value is the rest of the line);
+    {} when the file is missing."""
+    out = {}
+    if not os.path.exists(path):
+        return out
+    with open(path) as f:
+        for line in f:
+            key, _, value = line.strip().partition(" ")
+            if key:
+                out[key] = value
+    return out
+
+
+def num(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def load_json(path):
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def cpu(fig, name, clk_tck):
+    """CPU seconds used during run NAME by intake, PostgreSQL, the load generator and the
+    machine (busy, total), and the wall time; None when the run has no snapshots."""
+    a, b = kv(os.path.join(fig, f"{name}.cpu0")), kv(os.path.join(fig, f"{name}.cpu1"))
+    if not a or not b:
+        return None
+    d = {k: num(b[k]) - num(a[k]) for k in a if k in b}
+    out = {k: d[k] / clk_tck for k in ("intake", "pg", "client", "machine_busy", "machine_total")}
+    out["wall_s"] = d["time"]
+    return out
+
+
+def pgbench_run(fig, name, clk_tck):
+    """Figures of a pgbench run, None when it did not run."""
+    report = os.path.join(fig, f"{name}.pgbench")
+    if not os.path.exists(report):
+        return None
+    r = {"kind": "pgbench"}
+    with open(report) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("tps = "):
+                r["rps"] = num(line.split()[2])
+            elif line.startswith("number of transactions actually processed:"):
+                r["requests"] = int(line.split(":")[1].split()[0])
+            elif line.startswith("number of failed transactions:"):
+                r["failed"] = int(line.split(":")[1].split()[0])
+    lat = kv(os.path.join(fig, f"{name}.lat"))
+    r["p50_ms"], r["p99_ms"] = num(lat.get("p50_ms")), num(lat.get("p99_ms"))
+    r["rows"] = kv(os.path.join(fig, f"{name}.rows"))
+    r["cpu"] = cpu(fig, name, clk_tck)
+    return r
+
+
+def wrk_run(fig, name, clk_tck):
+    """Figures of a wrk run (the sum over its wrk processes), None when it did not run."""
+    files = sorted(glob.glob(os.path.join(fig, f"{name}.wrk"))
+                   + glob.glob(os.path.join(fig, f"{name}.node*.wrk")))
+    if not files:
+        return None
+    parts = [kv(f) for f in files]
+    r = {"kind": "wrk", "parts": parts}
+    r["rps"] = sum(num(p.get("rps")) or 0 for p in parts)
+    r["requests"] = sum(int(p.get("requests", 0)) for p in parts)
+    r["non2xx"] = sum(int(p.get("non2xx", 0)) for p in parts)
+    r["socket_errors"] = sum(int(p.get("socket_errors", 0)) for p in parts)
+    # Percentiles of two wrk processes do not add up; the slower process's are given.
+    r["p50_ms"] = max(num(p.get("p50_ms")) or 0 for p in parts)
+    r["p99_ms"] = max(num(p.get("p99_ms")) or 0 for p in parts)
+    writer = os.path.join(fig, f"{name}.writer")
+    r["writer"] = [l.strip() for l in open(writer)] if os.path.exists(writer) else []
+    r["cpu"] = cpu(fig, name, clk_tck)
+    return r
+
+
+def us_per(seconds, requests):
+    if seconds is None or not requests:
+        return None
+    return seconds * 1e6 / requests
+
+
+def fmt_int(v):
+    return "–" if v is None else f"{v:,.0f}"
+
+
+def fmt_us(v):
+    return "–" if v is None else f"{v:,.0f}"
+
+
+def pct(a, b):
+    if a is None or not b:
+        return None
+    return 100.0 * a / b
+
+
+def search_table(a, b, labels):
+    """Per-class p50/p99 table (Markdown lines) of two {query: [ms]} dicts."""
+    la, lb = labels
+    L = [f"| class | {la} p50 | {lb} p50 | {la} / {lb} | {la} p99 | {lb} p99 | {la} / {lb} |",
+         "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    qs = search_queries.all_queries()
+    all_a, all_b = [], []
+    for cls in list(search_queries.CLASSES) + ["**all**"]:
+        if cls == "**all**":
+            av, bv = all_a, all_b
+        else:
+            cq = [q for c, q in qs if c == cls]
+            av = [v for q in cq for v in a.get(q, [])]
+            bv = [v for q in cq for v in b.get(q, [])]
+            all_a += av
+            all_b += bv
+        (a50, a99), (b50, b99) = p50_p99(av), p50_p99(bv)
+        L.append(f"| {cls} | {fmt_ms(a50)} | {fmt_ms(b50)} | {ratio(a50, b50)} | "
+                 f"{fmt_ms(a99)} | {fmt_ms(b99)} | {ratio(a99, b99)} |")
+    return L
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--figures", required=True)
+    ap.add_argument("--clk-tck", type=float, required=True)
+    ap.add_argument("--date", required=True)
+    ap.add_argument("--commit", required=True)
+    ap.add_argument("--machine", required=True)
+    ap.add_argument("--nproc", type=int, required=True)
+    ap.add_argument("--duration", required=True)
+    ap.add_argument("--connections", type=int, required=True)
+    ap.add_argument("--threads", type=int, required=True)
+    ap.add_argument("--body-bytes", type=int, required=True)
+    ap.add_argument("--records", type=int, required=True)
+    ap.add_argument("--reps", type=int, required=True)
+    ap.add_argument("--elapsed", required=True)
+    ap.add_argument("--loadavg", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    fig, tck = a.figures, a.clk_tck
+
+    pg = kv(os.path.join(fig, "pg.txt"))
+    runs = {
+        "ceiling-plain": pgbench_run(fig, "ceiling-plain", tck),
+        "ceiling-trgm": pgbench_run(fig, "ceiling-trgm", tck),
+        "pg1": wrk_run(fig, "pg1", tck),
+        "pg2": wrk_run(fig, "pg2", tck),
+        "redb": wrk_run(fig, "redb", tck),
+    }
+    labels = {
+        "ceiling-plain": "pgbench INSERT, no index (the database's ceiling)",
+        "ceiling-trgm": "pgbench INSERT, with the gin_trgm_ops index",
+        "pg1": "intake on PostgreSQL, 1 node",
+        "pg2": "intake on PostgreSQL, 2 nodes (sum)",
+        "redb": "intake on redb",
+    }
+    half = a.connections // 2
+
+    L = ["## PostgreSQL backend benchmark", ""]
+    L.append(f"- date: {a.date}, commit: {a.commit}")
+    L.append(f"- machine: {a.machine}; whole run {a.elapsed} s, load average at its start "
+             f"{a.loadavg}")
+    settings = ", ".join(f"{k[len('setting.'):]}={v}" for k, v in pg.items()
+                         if k.startswith("setting."))
+    L.append(f"- PostgreSQL {pg.get('pg_version', '–')}, a throwaway cluster on 127.0.0.1: "
+             f"{settings}; the disk: 4 KiB pwrite + fdatasync takes "
+             f"{pg.get('fsync_ms', '–')} ms")
+    L.append(f"- every write run lasts {a.duration} with {a.connections} connections: pgbench "
+             f"`-c {a.connections} -j {a.threads} -M prepared`, one single-row INSERT per "
+             f"transaction; wrk `-t{a.threads} -c{a.connections}` with benches/post.lua "
+             f"(keep-alive POSTs of a {a.body_bytes}-byte JSON record); the two-node run is "
+             f"two wrk `-t{max(1, a.threads // 2)} -c{half}` at once, one per node. Client, "
+             "intake and PostgreSQL share the machine.")
+    L.append("")
+
+    # ------------------------------------------------------------ durable writes
+    L.append("### Durable writes")
+    L.append("")
+    L.append("| run | writes/s | p50 | p99 | non-2xx / failed |")
+    L.append("| --- | ---: | ---: | ---: | ---: |")
+    for name, r in runs.items():
+        if r is None:
+            L.append(f"| {labels[name]} | skipped | | | |")
+            continue
+        bad = r.get("failed") if r["kind"] == "pgbench" else r["non2xx"]
+        if r["kind"] == "wrk" and r["socket_errors"]:
+            bad = f"{bad} (+{r['socket_errors']} socket errors)"
+        L.append(f"| {labels[name]} | {fmt_int(r.get('rps'))} | {fmt_ms(r.get('p50_ms'))} ms | "
+                 f"{fmt_ms(r.get('p99_ms'))} ms | {'–' if bad is None else bad} |")
+    L.append("")
+    plain, trgm, pg1, pg2, redb = (runs[k] for k in ("ceiling-plain", "ceiling-trgm", "pg1",
+                                                     "pg2", "redb"))
+    rps = {k: (r or {}).get("rps") for k, r in runs.items()}
+    if pg1 and (plain or trgm):
+        vs_plain, vs_trgm = pct(rps["pg1"], rps["ceiling-plain"]), pct(rps["pg1"], rps["ceiling-trgm"])
+        verdict = "–" if vs_plain is None else ("met" if vs_plain >= 50 else "NOT met")
+        L.append(f"- intake on PostgreSQL, 1 node, as % of pgbench's durable INSERTs: "
+                 f"{'–' if vs_plain is None else f'{vs_plain:.0f} %'} of the table without "
+                 f"the index (the target, ≥ 50 %: {verdict}), "
+                 f"{'–' if vs_trgm is None else f'{vs_trgm:.0f} %'} of the table with it "
+                 "(intake's table has it)")
+    if pg1 and pg2:
+        L.append(f"- 2 nodes / 1 node: {rps['pg2'] / rps['pg1']:.2f}×; per node "
+                 + ", ".join(f"{fmt_int(num(p.get('rps')))}/s (p50 {p.get('p50_ms')} ms, p99 "
+                             f"{p.get('p99_ms')} ms)" for p in pg2["parts"]))
+    if pg1 and redb:
+        L.append(f"- intake on PostgreSQL / intake on redb: {rps['pg1'] / rps['redb']:.2f}×")
+    for name in ("pg1", "pg2", "redb"):
+        r = runs[name]
+        if r and r["writer"]:
+            L.append(f"- ingest writer, {labels[name]}: " + "; ".join(r["writer"]))
+    row_pg = kv(os.path.join(fig, "pg.rows")).get("avg_row_bytes")
+    row_bench = ((plain or trgm or {}).get("rows") or {}).get("avg_row_bytes")
+    if row_pg or row_bench:
+        L.append(f"- stored per record (payload + folded, bytes): intake {row_pg or '–'}, "
+                 f"pgbench {row_bench or '–'} (intake's payload is its row JSON: the record "
+                 "and its metadata)")
+    for name in ("ceiling-plain", "ceiling-trgm"):
+        r = runs[name]
+        if r and r["rows"].get("rows") and r.get("requests") is not None:
+            if int(r["rows"]["rows"]) != r["requests"]:
+                L.append(f"- WARNING: {labels[name]}: {r['rows']['rows']} rows stored, "
+                         f"{r['requests']} transactions reported")
+    L.append("")
+
+    # ------------------------------------------------------------ CPU
+    L.append("### CPU per write")
+    L.append("")
+    L.append(f"CPU time (user + system, from `/proc`) during each run divided by the writes it "
+             f"completed, in µs; machine busy is the share of all {a.nproc} cores in use.")
+    L.append("")
+    L.append("| run | writes | intake µs | PostgreSQL µs | load generator µs | machine busy |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: |")
+    per = {}
+    for name, r in runs.items():
+        if r is None or not r.get("cpu"):
+            continue
+        c, n = r["cpu"], r.get("requests")
+        per[name] = {k: us_per(c[k], n) for k in ("intake", "pg", "client")}
+        if r["kind"] == "pgbench":
+            per[name]["intake"] = None
+        busy = pct(c["machine_busy"], c["machine_total"])
+        L.append(f"| {labels[name]} | {fmt_int(n)} | {fmt_us(per[name]['intake'])} | "
+                 f"{fmt_us(per[name]['pg'])} | {fmt_us(per[name]['client'])} | "
+                 f"{'–' if busy is None else f'{busy:.0f} %'} |")
+    L.append("")
+
+    # ------------------------------------------------------------ scaling
+    L.append("### What two cores show, and an estimate for a larger machine")
+    L.append("")
+    L.append(f"- Everything here shares {a.nproc} cores: the load generator, every intake "
+             "node and PostgreSQL. A second node on the same cores adds no CPU, so the "
+             "two-node figure shows that two nodes share one database correctly and what the "
+             "second costs, not how throughput scales; and intake's figure is lowered by the "
+             "CPU that PostgreSQL and wrk take from it (and the other way round).")
+    p1 = per.get("pg1")
+    if p1 and p1["intake"] and p1["pg"]:
+        ci, cp = p1["intake"], p1["pg"]
+        L.append(f"- Measured cost of one durable POST on PostgreSQL (1 node): {ci:,.0f} µs of "
+                 f"intake CPU and {cp:,.0f} µs of PostgreSQL CPU"
+                 + (f" (the load generator: {p1['client']:,.0f} µs more)" if p1["client"] else "")
+                 + ".")
+        L.append("- Estimate, assuming CPU is what limits (the disk's fsync is shared by "
+                 "group commit) and these per-write costs stay as measured: a node with N "
+                 f"cores serves about N × {1e6 / ci:,.0f} POST/s, a database server with M "
+                 f"cores takes about M × {1e6 / cp:,.0f} POST/s, and a machine running both "
+                 f"about cores × {1e6 / (ci + cp):,.0f}:")
+        L.append("")
+        L.append("| cores | one intake node (its CPU) | PostgreSQL (its CPU) | intake nodes to fill that database |")
+        L.append("| ---: | ---: | ---: | ---: |")
+        for cores in (4, 8, 16, 32):
+            node, db = cores * 1e6 / ci, cores * 1e6 / cp
+            L.append(f"| {cores} | {node:,.0f}/s | {db:,.0f}/s | {db / node:.1f} nodes of {cores} cores |")
+        L.append("")
+        pc = (per.get("ceiling-trgm") or per.get("ceiling-plain") or {}).get("pg")
+        if pc:
+            L.append(f"- For comparison, pgbench's single-row INSERT costs PostgreSQL {pc:,.0f} µs "
+                     f"of CPU ({'with' if per.get('ceiling-trgm') else 'without'} the index): "
+                     f"intake's {cp:,.0f} µs per record includes its batch transactions (many "
+                     "records per commit), the change it records for each write and its other "
+                     "statements.")
+        p2 = per.get("pg2")
+        if p2 and p2["intake"] and p2["pg"]:
+            L.append(f"- With two nodes the cost per write was {p2['intake']:,.0f} µs of intake "
+                     f"and {p2['pg']:,.0f} µs of PostgreSQL: each node's batches are smaller "
+                     "at half the load, so PostgreSQL commits more often per record.")
+        L.append("- Not in the estimate: network round trips between nodes and a database on "
+                 "other machines (they add latency, not CPU, and are covered by more "
+                 "connections), contention on the right edge of the records key and on WAL "
+                 "insertion at high core counts, memory bandwidth, and the disk's write "
+                 "bandwidth. It is an estimate from this machine's per-write costs, not a "
+                 "measurement.")
+    L.append("")
+
+    # ------------------------------------------------------------ search
+    meta = load_json(os.path.join(fig, "search-meta.json"))
+    L.append("### Search")
+    L.append("")
+    if not meta:
+        L.append("skipped")
+    else:
+        side = {}
+        for s in ("pg", "redb"):
+            side[s] = {
+                "load": load_json(os.path.join(fig, f"search-{s}-load.json")),
+                "native": load_json(os.path.join(fig, f"search-{s}-native.json")),
+                "py": load_json(os.path.join(fig, f"search-{s}-py.json")),
+                "idle": kv(os.path.join(fig, f"search-{s}.idle")),
+                "sizes": kv(os.path.join(fig, f"search-{s}.sizes")),
+            }
+        L.append(f"- data: {meta['records']:,} records of `benches/search_gen.py` (seed "
+                 f"{meta['seed']}, {fmt_bytes(meta['payload_bytes'])} of compact JSON), POSTed "
+                 "to each intake (`search_bench.py load-intake`); the 50 queries of "
+                 "`benches/search_queries.py` in 5 classes; "
+                 "`GET …/search?q=…&limit=10&start=2000-01-01`, one at a time on one keep-alive "
+                 "connection, once the server was idle")
+        L.append("- intake on PostgreSQL searches with the database (`folded LIKE` on the "
+                 "gin_trgm_ops index, VACUUM ANALYZE after the load); intake on redb with its "
+                 "tantivy index")
+        L.append("")
+        nat = {s: {q: r["ms"] for q, r in ((side[s]["native"] or {}).get("intake") or {}).items()}
+               for s in side}
+        py = {s: {q: r["ms"] for q, r in ((side[s]["py"] or {}).get("queries") or {}).items()}
+              for s in side}
+        req = (side["pg"]["native"] or side["redb"]["native"] or {}).get("requests", "–")
+        L.append(f"#### Latency (ms) through wrk: each query's first {req} requests within 1 s, "
+                 "the first page")
+        L.append("")
+        L += search_table(nat["pg"], nat["redb"], ("PostgreSQL", "redb"))
+        L.append("")
+        L.append(f"#### Latency (ms) through the Python client: {a.reps} rounds after a warm-up, "
+                 "the first 10 matches (following `next_cursor` while a page is short), answers "
+                 "decoded")
+        L.append("")
+        L += search_table(py["pg"], py["redb"], ("PostgreSQL", "redb"))
+        L.append("")
+        L.append("p50 and p99 are nearest-rank percentiles over all of a class's requests.")
+        L.append("")
+        for s, label in (("pg", "intake on PostgreSQL"), ("redb", "intake on redb")):
+            ld, sz, idle = side[s]["load"], side[s]["sizes"], side[s]["idle"]
+            parts = []
+            if ld:
+                parts.append(f"load {ld['accepted']:,} of {ld['records']:,} accepted in "
+                             f"{ld['seconds']} s ({ld['records_per_s']:,.0f}/s, "
+                             f"{ld['connections']} connections, pipeline depth {ld['pipeline']})")
+            if idle:
+                parts.append(f"idle {idle.get('seconds', '–')} s after it"
+                             + ("" if idle.get("settled") == "1" else " (NOT idle: timed anyway)"))
+            if sz:
+                what = "database" if s == "pg" else "data dir"
+                parts.append(f"{what} {fmt_bytes(num(sz.get('database_bytes')))}, search index "
+                             f"{fmt_bytes(num(sz.get('index_bytes')))}")
+            L.append(f"- {label}: " + ("; ".join(parts) if parts else "skipped"))
+        pp, rp = side["pg"]["py"], side["redb"]["py"]
+        if pp and rp:
+            qs = search_queries.all_queries()
+            same_n = sum(pp["queries"][q]["results"] == rp["queries"][q]["results"] for _, q in qs)
+            small = [q for _, q in qs if rp["queries"][q]["results"] < LIMIT]
+            same_set = sum(sorted(pp["queries"][q]["seqs"]) == sorted(rp["queries"][q]["seqs"])
+                           for q in small)
+            wrong = [q for _, q in qs if pp["queries"][q]["not_containing_q"]
+                     or rp["queries"][q]["not_containing_q"]]
+            L.append(f"- agreement: the same number of results (≤ 10) for {same_n} of {len(qs)} "
+                     f"queries; for the {len(small)} with fewer than 10 matches the same records "
+                     f"for {same_set}; every result contains its query: "
+                     f"{'yes' if not wrong else 'NO: ' + ', '.join(wrong)}")
+            multi = {s: [q for _, q in qs if side[s]["py"]["queries"][q]["max_pages"] > 1]
+                     for s in side}
+            for s, label in (("pg", "PostgreSQL"), ("redb", "redb")):
+                if multi[s]:
+                    L.append(f"- on {label} these queries needed more than one page (wrk times "
+                             "the first only): " + ", ".join(f"`{q}`" for q in multi[s]))
+        L.append("")
+        L.append("| class | q | PostgreSQL p50 (wrk) | redb p50 (wrk) | PostgreSQL p50 | "
+                 "redb p50 | PostgreSQL p99 | redb p99 | results |")
+        L.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for cls, q in search_queries.all_queries():
+            def p(d, pc):
+                return fmt_ms(percentile(d[q], pc) if d.get(q) else None)
+            res = (pp or rp or {}).get("queries", {}).get(q, {}).get("results", "–")
+            L.append(f"| {cls} | `{q}` | {p(nat['pg'], 50)} | {p(nat['redb'], 50)} | "
+                     f"{p(py['pg'], 50)} | {p(py['redb'], 50)} | {p(py['pg'], 99)} | "
+                     f"{p(py['redb'], 99)} | {res} |")
+        L.append("")
+
+    text = "\n".join(L) + "\n"
+    with open(a.out, "w") as f:
+        f.write(text)
+
+    if a.json:
+        figures = {}
+        for name, r in runs.items():
+            key = name.replace("-", "_")
+            figures[f"{key}_rps"] = None if r is None else r.get("rps")
+            figures[f"{key}_p50_ms"] = None if r is None else r.get("p50_ms")
+            figures[f"{key}_p99_ms"] = None if r is None else r.get("p99_ms")
+            for part in ("intake", "pg", "client"):
+                v = per.get(name, {}).get(part)
+                figures[f"{key}_{part}_cpu_us"] = None if v is None else round(v, 1)
+        figures["pg1_non2xx"] = (pg1 or {}).get("non2xx")
+        figures["pg2_non2xx"] = (pg2 or {}).get("non2xx")
+        figures["redb_non2xx"] = (redb or {}).get("non2xx")
+        figures["pg1_pct_of_ceiling"] = pct(rps["pg1"], rps["ceiling-plain"])
+        figures["search_records"] = (meta or {}).get("records")
+        if meta:
+            for s in ("pg", "redb"):
+                figures[f"search_{s}_wrk"] = overall(nat[s])
+                figures[f"search_{s}_python"] = overall(py[s])
+        tmp = a.json + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(figures, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, a.json)
+
+
+if __name__ == "__main__":
+    main()
