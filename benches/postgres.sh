@@ -425,7 +425,7 @@ search_side() {
   fi
   log "$name: waiting for the server to go idle"
   wait_idle "$pid" "$IDLE_TIMEOUT"
-  echo "settled $SETTLED seconds $SETTLE_S" >"$FIG/$name.idle"
+  printf "settled %s\nseconds %s\n" "$SETTLED" "$SETTLE_S" >"$FIG/$name.idle"
   log "$name: $([ "$SETTLED" = 1 ] || echo "NOT ")idle after ${SETTLE_S}s"
   log "$name: timing the queries through wrk ($NATIVE_REQUESTS requests of each, at most 1 s each)"
   run_bg python3 "$BENCH_PY" time-native --url "$url" --key "$SANDBOX_KEY" \
