@@ -10,6 +10,7 @@
 //! - [`metrics`]: counters and histograms kept while running and the Prometheus rendering.
 //! - [`log_output`]: where log lines go: a background thread writes them to stderr, so a
 //!   request never waits on a `write` of its log line.
+//! - [`text`]: a payload as text and the per-character case folding search matches with.
 //! - [`ticker`]: the beat of the server's periodic tasks, ending when the server stops.
 //! - [`private_dir`]: folders only their owner may read (data dir, backups).
 //! - [`quiet_panic`]: runs code whose panic becomes an error (redb panics on some damaged
@@ -24,4 +25,5 @@ pub mod log_output;
 pub mod metrics;
 pub mod private_dir;
 pub mod quiet_panic;
+pub mod text;
 pub mod ticker;

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
+use crate::core::text::{fold_case, payload_text};
 use crate::store::{Effects, OwnerWebhookRow, StoreError, WebhookKind};
 
 /// A stored record.
@@ -23,6 +24,19 @@ pub struct RecordRow {
     pub updated_at: Timestamp,
     /// Its payload text: normalised JSON (see `domain::records`).
     pub payload: Vec<u8>,
+}
+
+/// The text a store that searches its records itself matches queries against: the folded
+/// payload text, exactly as search folds it (`domain::search`), with NUL as a space (a
+/// database's text cannot hold NUL; search checks every candidate against the payload itself,
+/// so this only widens the candidates).
+pub fn searchable_text(payload: &[u8]) -> String {
+    let folded = fold_case(&payload_text(payload));
+    if folded.contains('\0') {
+        folded.replace('\0', " ")
+    } else {
+        folded
+    }
 }
 
 /// A stored record as a scan hands it over, borrowed from the store (a page is written out

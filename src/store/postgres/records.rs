@@ -1,18 +1,87 @@
-//! records on PostgreSQL: unimplemented stubs, replaced by the real implementation.
+//! [`RecordsRead`] and [`RecordsStore`] on PostgreSQL: the `records` scans, the ingest batch
+//! and the retention purges.
+//!
+//! No change log is kept (`Store::change_log` is `None`): the `folded` column beside each
+//! record is what a search of this store matches against.
+//!
+//! The ingest batch takes few round trips whatever its size: one statement reads everything
+//! the batch depends on (its Idempotency-Key claims, the records its replaces and deletes
+//! touch, the owner webhooks of its partitions), the writes are then applied in order in
+//! memory, and one statement writes the net result (records, deletes, claims, and the ids of
+//! the new deliveries), one more the deliveries.
 
-#![allow(unused_variables, unused_imports)]
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::ops::Bound;
 
+use super::{PgStore, PgTx, big, from_json, id_bytes, id_from_bytes, to_json, unbig};
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
-use crate::store::postgres::{PgStore, PgTx};
-use crate::store::records::*;
-use crate::store::*;
-use std::ops::{Bound, RangeInclusive};
+use crate::store::records::{
+    AppliedBatch, BatchWrite, Change, ChangeKind, NewDelivery, RecordRef, RecordRow, RecordWrite,
+    RecordsRead, RecordsStore, ScanOrder, SearchVisitor, WriteOutcome, searchable_text,
+};
+use crate::store::{
+    DeliveryRow, DeliveryState, IdempotencyRow, OwnerWebhookRow, StoreError, time_key,
+};
+
+/// Records a visitor's scan reads per statement: a visitor usually stops early, so a scan
+/// never reads far ahead of it.
+const VISIT_CHUNK: usize = 256;
+
+/// A row count as a `LIMIT` parameter.
+pub(super) fn sql_limit(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// `ids` as an inclusive range of ids; `None` when it holds none.
+fn inclusive((lower, upper): (Bound<u128>, Bound<u128>)) -> Option<(u128, u128)> {
+    let lower = match lower {
+        Bound::Included(id) => id,
+        Bound::Excluded(id) => id.checked_add(1)?,
+        Bound::Unbounded => 0,
+    };
+    let upper = match upper {
+        Bound::Included(id) => id,
+        Bound::Excluded(id) => id.checked_sub(1)?,
+        Bound::Unbounded => u128::MAX,
+    };
+    (lower <= upper).then_some((lower, upper))
+}
+
+/// Shows the rows of a `SELECT id, updated_at, payload` to `visit`; the last id shown, or
+/// `None` when the visitor broke.
+fn visit_rows(
+    rows: &[tokio_postgres::Row],
+    visit: &mut SearchVisitor<'_>,
+) -> Result<Option<Option<u128>>, StoreError> {
+    let mut last = None;
+    for row in rows {
+        let id = id_from_bytes(row.try_get(0)?)?;
+        if visit(id, Timestamp(row.try_get(1)?), row.try_get(2)?).is_break() {
+            return Ok(None);
+        }
+        last = Some(id);
+    }
+    Ok(Some(last))
+}
 
 impl RecordsRead for PgTx<'_> {
     fn record(&self, partition: u64, id: RecordId) -> Result<Option<RecordRow>, StoreError> {
-        unimplemented!()
+        let row = self.query_opt(
+            "SELECT updated_at, payload FROM records WHERE partition = $1 AND id = $2",
+            &[&big(partition), &&id_bytes(id.0)[..]],
+        )?;
+        match row {
+            Some(row) => Ok(Some(RecordRow {
+                id,
+                // updated_at is kept as the Timestamp's own microseconds.
+                updated_at: Timestamp(row.try_get(0)?),
+                payload: row.try_get(1)?,
+            })),
+            None => Ok(None),
+        }
     }
+
     fn record_page(
         &self,
         partition: u64,
@@ -21,11 +90,58 @@ impl RecordsRead for PgTx<'_> {
         limit: usize,
         visit: &mut dyn FnMut(RecordRef<'_>) -> Result<(), StoreError>,
     ) -> Result<bool, StoreError> {
-        unimplemented!()
+        let Some((lower, upper)) = inclusive(ids) else {
+            return Ok(false);
+        };
+        let sql = match order {
+            ScanOrder::OldestFirst => {
+                "SELECT id, updated_at, payload FROM records \
+                 WHERE partition = $1 AND id BETWEEN $2 AND $3 ORDER BY id LIMIT $4"
+            }
+            ScanOrder::NewestFirst => {
+                "SELECT id, updated_at, payload FROM records \
+                 WHERE partition = $1 AND id BETWEEN $2 AND $3 ORDER BY id DESC LIMIT $4"
+            }
+        };
+        // One row past the page answers whether more follow.
+        let rows = self.query(
+            sql,
+            &[
+                &big(partition),
+                &&id_bytes(lower)[..],
+                &&id_bytes(upper)[..],
+                &sql_limit(limit.saturating_add(1)),
+            ],
+        )?;
+        for (index, row) in rows.iter().enumerate() {
+            if index == limit {
+                return Ok(true);
+            }
+            visit(RecordRef {
+                id: RecordId(id_from_bytes(row.try_get(0)?)?),
+                updated_at: Timestamp(row.try_get(1)?),
+                payload: row.try_get(2)?,
+            })?;
+        }
+        Ok(false)
     }
+
     fn record_partitions(&self) -> Result<Vec<u64>, StoreError> {
-        unimplemented!()
+        // One index probe per partition (a loose index scan), not a scan of every record.
+        let rows = self.query(
+            "WITH RECURSIVE p (partition) AS ( \
+                 (SELECT partition FROM records ORDER BY partition LIMIT 1) \
+                 UNION ALL \
+                 SELECT (SELECT r.partition FROM records r WHERE r.partition > p.partition \
+                         ORDER BY r.partition LIMIT 1) \
+                 FROM p WHERE p.partition IS NOT NULL \
+             ) \
+             SELECT partition FROM p WHERE partition IS NOT NULL",
+            &[],
+        )?;
+        rows.iter().map(|row| Ok(unbig(row.try_get(0)?))).collect()
     }
+
     fn visit_newest_first(
         &self,
         partition: u64,
@@ -33,35 +149,1103 @@ impl RecordsRead for PgTx<'_> {
         upper: u128,
         visit: &mut SearchVisitor<'_>,
     ) -> Result<(), StoreError> {
-        unimplemented!()
+        let mut upper = upper;
+        while lower <= upper {
+            let rows = self.query(
+                "SELECT id, updated_at, payload FROM records \
+                 WHERE partition = $1 AND id BETWEEN $2 AND $3 ORDER BY id DESC LIMIT $4",
+                &[
+                    &big(partition),
+                    &&id_bytes(lower)[..],
+                    &&id_bytes(upper)[..],
+                    &sql_limit(VISIT_CHUNK),
+                ],
+            )?;
+            let Some(last) = visit_rows(&rows, visit)? else {
+                return Ok(());
+            };
+            match last.and_then(|last| last.checked_sub(1)) {
+                Some(below) if rows.len() == VISIT_CHUNK => upper = below,
+                _ => return Ok(()),
+            }
+        }
+        Ok(())
     }
+
     fn visit_records(
         &self,
         partition: u64,
         ids: &[u128],
         visit: &mut SearchVisitor<'_>,
     ) -> Result<(), StoreError> {
-        unimplemented!()
+        for chunk in ids.chunks(VISIT_CHUNK) {
+            let keys: Vec<[u8; 16]> = chunk.iter().map(|id| id_bytes(*id)).collect();
+            let keys: Vec<&[u8]> = keys.iter().map(|key| &key[..]).collect();
+            let rows = self.query(
+                "SELECT r.id, r.updated_at, r.payload \
+                 FROM unnest($2::bytea[]) WITH ORDINALITY AS u (id, n) \
+                 JOIN records r ON r.partition = $1 AND r.id = u.id \
+                 ORDER BY u.n",
+                &[&big(partition), &keys],
+            )?;
+            if visit_rows(&rows, visit)?.is_none() {
+                return Ok(());
+            }
+        }
+        Ok(())
     }
 }
 
 impl RecordsStore for PgStore {
     fn apply_batch(&self, writes: &[BatchWrite<'_>]) -> Result<AppliedBatch, StoreError> {
-        unimplemented!()
+        if writes.is_empty() {
+            return Ok(AppliedBatch {
+                outcomes: Vec::new(),
+                effects: Default::default(),
+            });
+        }
+        let (outcomes, effects) = self.write_unit(|tx| Batch::read(tx, writes)?.apply(tx))?;
+        Ok(AppliedBatch { outcomes, effects })
     }
+
     fn purge_partition_before(
         &self,
         partition: u64,
         below: u128,
         limit: usize,
     ) -> Result<usize, StoreError> {
-        unimplemented!()
+        let (removed, _) = self.write_unit(|tx| {
+            tx.execute(
+                "DELETE FROM records WHERE partition = $1 AND id IN ( \
+                     SELECT id FROM records WHERE partition = $1 AND id < $2 \
+                     ORDER BY id LIMIT $3)",
+                &[&big(partition), &&id_bytes(below)[..], &sql_limit(limit)],
+            )
+        })?;
+        count(removed)
     }
+
     fn purge_idempotency_before(
         &self,
         cutoff: Timestamp,
         limit: usize,
     ) -> Result<usize, StoreError> {
-        unimplemented!()
+        let (purged, _) = self.write_unit(|tx| {
+            tx.execute(
+                "DELETE FROM idempotency WHERE (partition, key) IN ( \
+                     SELECT partition, key FROM idempotency WHERE created_at < $1 \
+                     ORDER BY created_at, partition, key LIMIT $2)",
+                &[&big(time_key(cutoff)), &sql_limit(limit)],
+            )
+        })?;
+        count(purged)
+    }
+}
+
+/// A count of rows the database changed.
+fn count(rows: u64) -> Result<usize, StoreError> {
+    usize::try_from(rows).map_err(|_| StoreError::Corrupt(format!("{rows} rows changed")))
+}
+
+/// What a batch leaves of one record: `Some((updated_at, payload))` to write, `None` to delete.
+type RecordChange<'w> = Option<(Timestamp, &'w [u8])>;
+
+/// One ingest batch being applied: what the database held when it was read, changed in memory
+/// write by write, so that a write sees the batch's earlier writes.
+struct Batch<'w> {
+    writes: &'w [BatchWrite<'w>],
+    /// The Idempotency-Key claims of the batch's creates that the database holds.
+    claims: HashMap<(u64, String), IdempotencyRow>,
+    /// The claims the batch made (replacing any of `claims`), to be written.
+    new_claims: BTreeMap<(u64, String), IdempotencyRow>,
+    /// Of the records the batch replaces or deletes, those that exist now.
+    existing: HashSet<(u64, u128)>,
+    /// The records the batch changed, ordered, so that concurrent batches lock rows in one
+    /// order.
+    changed: BTreeMap<(u64, u128), RecordChange<'w>>,
+    owner_webhooks: HashMap<u64, OwnerWebhookRow>,
+    /// The deliveries of the applied writes, in the order they were made.
+    deliveries: Vec<(u64, RecordId, NewDelivery)>,
+}
+
+impl<'w> Batch<'w> {
+    /// Reads what `writes` depend on, in one statement.
+    fn read(tx: &PgTx<'_>, writes: &'w [BatchWrite<'w>]) -> Result<Batch<'w>, StoreError> {
+        let (mut claim_partitions, mut claim_keys) = (Vec::new(), Vec::new());
+        let (mut record_partitions, mut record_ids) = (Vec::new(), Vec::new());
+        let mut partitions = BTreeSet::new();
+        for write in writes {
+            match write.write {
+                RecordWrite::Create {
+                    partition,
+                    idempotency,
+                    ..
+                } => {
+                    partitions.insert(big(*partition));
+                    if let Some(claim) = idempotency {
+                        claim_partitions.push(big(*partition));
+                        claim_keys.push(claim.key.as_str());
+                    }
+                }
+                RecordWrite::Replace { partition, id, .. }
+                | RecordWrite::Delete { partition, id } => {
+                    partitions.insert(big(*partition));
+                    record_partitions.push(big(*partition));
+                    record_ids.push(id_bytes(id.0));
+                }
+            }
+        }
+        let record_ids: Vec<&[u8]> = record_ids.iter().map(|id| &id[..]).collect();
+        let partitions: Vec<i64> = partitions.into_iter().collect();
+        let rows = tx.query(
+            "SELECT 0 AS what, partition, NULL::bytea AS id, key, data FROM idempotency \
+                 WHERE (partition, key) IN (SELECT * FROM unnest($1::bigint[], $2::text[])) \
+             UNION ALL \
+             SELECT 1, partition, id, NULL, NULL FROM records \
+                 WHERE (partition, id) IN (SELECT * FROM unnest($3::bigint[], $4::bytea[])) \
+             UNION ALL \
+             SELECT 2, partition, NULL, NULL, data FROM owner_webhooks \
+                 WHERE partition = ANY($5::bigint[])",
+            &[
+                &claim_partitions,
+                &claim_keys,
+                &record_partitions,
+                &record_ids,
+                &partitions,
+            ],
+        )?;
+        let mut batch = Batch {
+            writes,
+            claims: HashMap::new(),
+            new_claims: BTreeMap::new(),
+            existing: HashSet::new(),
+            changed: BTreeMap::new(),
+            owner_webhooks: HashMap::new(),
+            deliveries: Vec::new(),
+        };
+        for row in &rows {
+            let partition = unbig(row.try_get(1)?);
+            match row.try_get::<_, i32>(0)? {
+                0 => {
+                    batch
+                        .claims
+                        .insert((partition, row.try_get(3)?), from_json(row.try_get(4)?)?);
+                }
+                1 => {
+                    batch
+                        .existing
+                        .insert((partition, id_from_bytes(row.try_get(2)?)?));
+                }
+                2 => {
+                    batch
+                        .owner_webhooks
+                        .insert(partition, from_json(row.try_get(4)?)?);
+                }
+                what => return Err(StoreError::Corrupt(format!("a batch read of kind {what}"))),
+            }
+        }
+        Ok(batch)
+    }
+
+    /// Applies the writes in order and writes the result; one outcome per write.
+    fn apply(mut self, tx: &mut PgTx<'_>) -> Result<Vec<WriteOutcome>, StoreError> {
+        let writes = self.writes;
+        let mut outcomes = Vec::with_capacity(writes.len());
+        for write in writes {
+            outcomes.push(self.apply_one(write)?);
+        }
+        self.save(tx)?;
+        Ok(outcomes)
+    }
+
+    /// Applies one write in memory; if it changed a record, plans its deliveries.
+    fn apply_one(&mut self, batch_write: &BatchWrite<'w>) -> Result<WriteOutcome, StoreError> {
+        let outcome = self.apply_to_records(batch_write.write)?;
+        let change = match (batch_write.write, &outcome) {
+            (
+                RecordWrite::Create {
+                    partition, payload, ..
+                },
+                WriteOutcome::Created { id, .. },
+            ) => Some((
+                *partition,
+                *id,
+                ChangeKind::Created,
+                Some(payload.as_slice()),
+            )),
+            (
+                RecordWrite::Replace {
+                    partition,
+                    id,
+                    payload,
+                    ..
+                },
+                WriteOutcome::Replaced,
+            ) => Some((
+                *partition,
+                *id,
+                ChangeKind::Replaced,
+                Some(payload.as_slice()),
+            )),
+            (RecordWrite::Delete { partition, id }, WriteOutcome::Deleted) => {
+                Some((*partition, *id, ChangeKind::Deleted, None))
+            }
+            _ => None,
+        };
+        if let Some((partition, id, kind, payload)) = change {
+            let change = Change {
+                partition,
+                id,
+                kind,
+                payload,
+            };
+            let owner = self.owner_webhooks.get(&partition).cloned();
+            for delivery in batch_write.webhooks.deliveries(&change, owner)? {
+                self.deliveries.push((partition, id, delivery));
+            }
+        }
+        Ok(outcome)
+    }
+
+    fn exists(&self, key: (u64, u128)) -> bool {
+        match self.changed.get(&key) {
+            Some(change) => change.is_some(),
+            None => self.existing.contains(&key),
+        }
+    }
+
+    fn apply_to_records(&mut self, write: &'w RecordWrite) -> Result<WriteOutcome, StoreError> {
+        match write {
+            RecordWrite::Create {
+                partition,
+                id,
+                payload,
+                idempotency,
+            } => {
+                let created_at = id.created_at();
+                if let Some(claim) = idempotency {
+                    let key = (*partition, claim.key.clone());
+                    // A claim is forgotten once its TTL has passed (the create below replaces
+                    // it); a fresh one answers for the create.
+                    let held = self.new_claims.get(&key).or_else(|| self.claims.get(&key));
+                    if let Some(held) = held
+                        && held.created_at.plus(claim.ttl) > created_at
+                    {
+                        if held.payload_hash != claim.payload_hash {
+                            return Ok(WriteOutcome::IdempotencyConflict);
+                        }
+                        let id = RecordId::parse(&held.record_id).ok_or_else(|| {
+                            StoreError::Corrupt("record id in an idempotency row".into())
+                        })?;
+                        return Ok(WriteOutcome::Replayed {
+                            id,
+                            created_at: held.created_at,
+                        });
+                    }
+                    let row = IdempotencyRow {
+                        payload_hash: claim.payload_hash.clone(),
+                        record_id: id.to_string(),
+                        created_at,
+                    };
+                    self.new_claims.insert(key, row);
+                }
+                self.changed
+                    .insert((*partition, id.0), Some((created_at, payload.as_slice())));
+                Ok(WriteOutcome::Created {
+                    id: *id,
+                    created_at,
+                })
+            }
+            RecordWrite::Replace {
+                partition,
+                id,
+                updated_at,
+                payload,
+            } => {
+                if !self.exists((*partition, id.0)) {
+                    return Ok(WriteOutcome::NotFound);
+                }
+                self.changed
+                    .insert((*partition, id.0), Some((*updated_at, payload.as_slice())));
+                Ok(WriteOutcome::Replaced)
+            }
+            RecordWrite::Delete { partition, id } => {
+                if !self.exists((*partition, id.0)) {
+                    return Ok(WriteOutcome::NotFound);
+                }
+                self.changed.insert((*partition, id.0), None);
+                Ok(WriteOutcome::Deleted)
+            }
+        }
+    }
+
+    /// Writes the net result of the batch: one statement for the records, deletes and claims
+    /// (handing out the delivery ids), one for the deliveries.
+    fn save(self, tx: &mut PgTx<'_>) -> Result<(), StoreError> {
+        if self.changed.is_empty() {
+            // Nothing was applied (replays and refusals only): nothing to write.
+            return Ok(());
+        }
+        let mut put = RecordColumns::default();
+        let (mut gone_partitions, mut gone_ids) = (Vec::new(), Vec::new());
+        for (&(partition, id), change) in &self.changed {
+            match change {
+                Some((updated_at, payload)) => put.push(partition, id, *updated_at, payload),
+                None => {
+                    gone_partitions.push(big(partition));
+                    gone_ids.push(id_bytes(id));
+                }
+            }
+        }
+        let gone_ids: Vec<&[u8]> = gone_ids.iter().map(|id| &id[..]).collect();
+        let put_ids: Vec<&[u8]> = put.ids.iter().map(|id| &id[..]).collect();
+        let (mut claim_partitions, mut claim_keys) = (Vec::new(), Vec::new());
+        let (mut claim_times, mut claim_data) = (Vec::new(), Vec::new());
+        for (key, row) in &self.new_claims {
+            claim_partitions.push(big(key.0));
+            claim_keys.push(key.1.as_str());
+            claim_times.push(big(time_key(row.created_at)));
+            claim_data.push(to_json(row)?);
+        }
+        let new_deliveries = i32::try_from(self.deliveries.len())
+            .map_err(|_| StoreError::Corrupt("too many deliveries in one batch".into()))?;
+        let rows = tx.query(
+            "WITH put AS ( \
+                 INSERT INTO records (partition, id, updated_at, payload, folded) \
+                 SELECT * FROM unnest($1::bigint[], $2::bytea[], $3::bigint[], $4::bytea[], \
+                                      $5::text[]) \
+                 ON CONFLICT (partition, id) DO UPDATE SET updated_at = EXCLUDED.updated_at, \
+                     payload = EXCLUDED.payload, folded = EXCLUDED.folded \
+             ), gone AS ( \
+                 DELETE FROM records \
+                 WHERE (partition, id) IN (SELECT * FROM unnest($6::bigint[], $7::bytea[])) \
+             ), claims AS ( \
+                 INSERT INTO idempotency (partition, key, created_at, data) \
+                 SELECT * FROM unnest($8::bigint[], $9::text[], $10::bigint[], $11::bytea[]) \
+                 ON CONFLICT (partition, key) DO UPDATE SET created_at = EXCLUDED.created_at, \
+                     data = EXCLUDED.data \
+             ) \
+             SELECT nextval('delivery_ids') FROM generate_series(1, $12::int)",
+            &[
+                &put.partitions,
+                &put_ids,
+                &put.updated_at,
+                &put.payloads,
+                &put.folded,
+                &gone_partitions,
+                &gone_ids,
+                &claim_partitions,
+                &claim_keys,
+                &claim_times,
+                &claim_data,
+                &new_deliveries,
+            ],
+        )?;
+        if self.deliveries.is_empty() {
+            return Ok(());
+        }
+        let mut ids = rows
+            .iter()
+            .map(|row| Ok(unbig(row.try_get(0)?)))
+            .collect::<Result<Vec<u64>, StoreError>>()?;
+        // Ids in the order the deliveries were made, as on redb.
+        ids.sort_unstable();
+        insert_deliveries(tx, ids, self.deliveries)
+    }
+}
+
+/// The columns of the records a batch writes.
+#[derive(Default)]
+struct RecordColumns<'w> {
+    partitions: Vec<i64>,
+    ids: Vec<[u8; 16]>,
+    updated_at: Vec<i64>,
+    payloads: Vec<&'w [u8]>,
+    folded: Vec<String>,
+}
+
+impl<'w> RecordColumns<'w> {
+    fn push(&mut self, partition: u64, id: u128, updated_at: Timestamp, payload: &'w [u8]) {
+        self.partitions.push(big(partition));
+        self.ids.push(id_bytes(id));
+        self.updated_at.push(updated_at.as_micros());
+        self.payloads.push(payload);
+        self.folded.push(searchable_text(payload));
+    }
+}
+
+/// Inserts the deliveries of a batch with `ids`, each pending and due at its creation.
+fn insert_deliveries(
+    tx: &mut PgTx<'_>,
+    ids: Vec<u64>,
+    deliveries: Vec<(u64, RecordId, NewDelivery)>,
+) -> Result<(), StoreError> {
+    if ids.len() != deliveries.len() {
+        return Err(StoreError::Corrupt(format!(
+            "{} delivery ids for {} deliveries",
+            ids.len(),
+            deliveries.len()
+        )));
+    }
+    let (mut partitions, mut record_ids, mut due_at) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut receivers, mut data) = (Vec::new(), Vec::new());
+    for (&id, (partition, record_id, new)) in ids.iter().zip(deliveries) {
+        let row = DeliveryRow {
+            id,
+            partition,
+            record_id: record_id.0,
+            kind: new.kind,
+            url: new.url,
+            auth_header: new.auth_header,
+            auth_value_sealed: new.auth_value_sealed,
+            body: new.body,
+            state: DeliveryState::Pending,
+            attempts: 0,
+            max_attempts: new.max_attempts,
+            next_attempt_at: Some(new.created_at),
+            created_at: new.created_at,
+            finished_at: None,
+        };
+        partitions.push(big(partition));
+        record_ids.push(id_bytes(record_id.0));
+        due_at.push(big(time_key(new.created_at)));
+        receivers.push(new.receiver);
+        data.push(to_json(&row)?);
+    }
+    let ids: Vec<i64> = ids.into_iter().map(big).collect();
+    let record_ids: Vec<&[u8]> = record_ids.iter().map(|id| &id[..]).collect();
+    tx.execute(
+        "INSERT INTO deliveries (id, partition, record_id, due_at, receiver, data) \
+         SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::bigint[], \
+                              $5::text[], $6::bytea[])",
+        &[&ids, &partitions, &record_ids, &due_at, &receivers, &data],
+    )?;
+    tx.effects.deliveries_due = true;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ops::{Bound, ControlFlow};
+    use std::sync::{Arc, Barrier};
+    use std::time::Duration;
+
+    use super::super::webhooks::tests::two_nodes;
+    use super::super::{PgStore, PgTx, test_store};
+    use crate::core::clock::Timestamp;
+    use crate::core::ids::RecordId;
+    use crate::store::records::{
+        AppliedBatch, BatchWrite, Change, DeliveryPlanner, IdempotencyClaim, NewDelivery,
+        RecordWrite, RecordsRead, RecordsStore, ScanOrder, WriteOutcome, searchable_text,
+    };
+    use crate::store::webhooks::{WebhooksRead, WebhooksWrite};
+    use crate::store::{DeliveryState, OwnerWebhookRow, StoreError, WebhookKind};
+
+    /// A delivery to the owner's webhook for every change of a partition that has one.
+    struct OwnerHooks;
+
+    impl DeliveryPlanner for OwnerHooks {
+        fn deliveries(
+            &self,
+            change: &Change<'_>,
+            owner_webhook: Option<OwnerWebhookRow>,
+        ) -> Result<Vec<NewDelivery>, StoreError> {
+            Ok(owner_webhook
+                .map(|owner| NewDelivery {
+                    kind: WebhookKind::Owner,
+                    url: owner.url,
+                    receiver: "http://hooks.test:80".into(),
+                    auth_header: None,
+                    auth_value_sealed: None,
+                    body: format!("{:?} {}", change.kind, change.id.0),
+                    max_attempts: 3,
+                    created_at: Timestamp(7),
+                })
+                .into_iter()
+                .collect())
+        }
+    }
+
+    /// A record id created at `micros`.
+    fn rid(micros: i64, n: u64) -> RecordId {
+        RecordId(((micros as u128) << 64) | u128::from(n))
+    }
+
+    fn create(partition: u64, id: RecordId, payload: &str) -> RecordWrite {
+        RecordWrite::Create {
+            partition,
+            id,
+            payload: payload.as_bytes().to_vec(),
+            idempotency: None,
+        }
+    }
+
+    fn create_keyed(partition: u64, id: RecordId, key: &str, hash: &str) -> RecordWrite {
+        RecordWrite::Create {
+            partition,
+            id,
+            payload: format!("{{\"hash\":\"{hash}\"}}").into_bytes(),
+            idempotency: Some(IdempotencyClaim {
+                key: key.into(),
+                payload_hash: hash.into(),
+                ttl: Duration::from_micros(10),
+            }),
+        }
+    }
+
+    fn replace(partition: u64, id: RecordId, updated_at: i64, payload: &str) -> RecordWrite {
+        RecordWrite::Replace {
+            partition,
+            id,
+            updated_at: Timestamp(updated_at),
+            payload: payload.as_bytes().to_vec(),
+        }
+    }
+
+    fn delete(partition: u64, id: RecordId) -> RecordWrite {
+        RecordWrite::Delete { partition, id }
+    }
+
+    fn apply(store: &PgStore, writes: &[RecordWrite]) -> AppliedBatch {
+        let batch: Vec<BatchWrite<'_>> = writes
+            .iter()
+            .map(|write| BatchWrite {
+                write,
+                webhooks: &OwnerHooks,
+            })
+            .collect();
+        store.apply_batch(&batch).unwrap()
+    }
+
+    /// The ids of the records of `partition`, oldest first.
+    fn ids(store: &PgStore, partition: u64) -> Vec<u128> {
+        let mut ids = Vec::new();
+        let tx = PgTx::read(store).unwrap();
+        let bounds = (Bound::Unbounded, Bound::Unbounded);
+        tx.record_page(
+            partition,
+            bounds,
+            ScanOrder::OldestFirst,
+            10_000,
+            &mut |r| {
+                ids.push(r.id.0);
+                Ok(())
+            },
+        )
+        .unwrap();
+        ids
+    }
+
+    fn payload(store: &PgStore, partition: u64, id: RecordId) -> Option<(i64, String)> {
+        let tx = PgTx::read(store).unwrap();
+        tx.record(partition, id)
+            .unwrap()
+            .map(|r| (r.updated_at.0, String::from_utf8(r.payload).unwrap()))
+    }
+
+    #[test]
+    fn a_batch_applies_its_writes_in_order_seeing_its_own() {
+        let store = test_store();
+        let (a, b, c, d, e, f) = (
+            rid(1000, 1),
+            rid(1001, 2),
+            rid(1002, 3),
+            rid(1003, 4),
+            rid(1004, 5),
+            rid(1005, 6),
+        );
+        let applied = apply(
+            &store,
+            &[
+                create(2, a, r#"{"a":1}"#),
+                replace(2, a, 2000, r#"{"a":2}"#),
+                create(2, b, r#"{"b":1}"#),
+                delete(2, b),
+                replace(2, c, 2000, r#"{"c":1}"#),
+                delete(2, c),
+                delete(2, b),
+                create_keyed(2, d, "k1", "h1"),
+                create_keyed(2, e, "k1", "h1"),
+                create_keyed(2, f, "k1", "h2"),
+                create_keyed(3, f, "k1", "h2"),
+            ],
+        );
+        assert_eq!(
+            applied.outcomes,
+            vec![
+                WriteOutcome::Created {
+                    id: a,
+                    created_at: Timestamp(1000)
+                },
+                WriteOutcome::Replaced,
+                WriteOutcome::Created {
+                    id: b,
+                    created_at: Timestamp(1001)
+                },
+                WriteOutcome::Deleted,
+                WriteOutcome::NotFound,
+                WriteOutcome::NotFound,
+                WriteOutcome::NotFound,
+                WriteOutcome::Created {
+                    id: d,
+                    created_at: Timestamp(1003)
+                },
+                WriteOutcome::Replayed {
+                    id: d,
+                    created_at: Timestamp(1003)
+                },
+                WriteOutcome::IdempotencyConflict,
+                // The same key in another partition is another claim.
+                WriteOutcome::Created {
+                    id: f,
+                    created_at: Timestamp(1005)
+                },
+            ]
+        );
+        assert!(!applied.effects.deliveries_due);
+        assert_eq!(ids(&store, 2), vec![a.0, d.0]);
+        assert_eq!(ids(&store, 3), vec![f.0]);
+        assert_eq!(payload(&store, 2, a), Some((2000, r#"{"a":2}"#.into())));
+        assert_eq!(
+            payload(&store, 2, d),
+            Some((1003, r#"{"hash":"h1"}"#.into()))
+        );
+
+        // A later batch reads what the first committed.
+        let g = rid(1006, 7);
+        let applied = apply(
+            &store,
+            &[
+                create_keyed(2, g, "k1", "h1"),
+                create_keyed(2, g, "k1", "h2"),
+                replace(2, d, 3000, r#"{"d":2}"#),
+                delete(2, a),
+                replace(2, a, 3000, r#"{"a":3}"#),
+                create(2, b, r#"{"b":2}"#),
+            ],
+        );
+        assert_eq!(
+            applied.outcomes,
+            vec![
+                WriteOutcome::Replayed {
+                    id: d,
+                    created_at: Timestamp(1003)
+                },
+                WriteOutcome::IdempotencyConflict,
+                WriteOutcome::Replaced,
+                WriteOutcome::Deleted,
+                WriteOutcome::NotFound,
+                WriteOutcome::Created {
+                    id: b,
+                    created_at: Timestamp(1001)
+                },
+            ]
+        );
+        assert_eq!(ids(&store, 2), vec![b.0, d.0]);
+        assert_eq!(payload(&store, 2, d), Some((3000, r#"{"d":2}"#.into())));
+        assert_eq!(payload(&store, 2, a), None);
+        // A batch of refusals and replays only writes nothing and still answers.
+        let applied = apply(&store, &[delete(2, a), create_keyed(2, g, "k1", "h1")]);
+        assert_eq!(applied.outcomes.len(), 2);
+        assert!(store.apply_batch(&[]).unwrap().outcomes.is_empty());
+    }
+
+    #[test]
+    fn the_searchable_text_is_kept_beside_each_record() {
+        let store = test_store();
+        let a = rid(1000, 1);
+        let text = "{\"City\":\"BERLIN \\u0000 Ärger\"}\u{0}";
+        apply(&store, &[create(2, a, text)]);
+        let folded = |store: &PgStore| -> String {
+            let tx = PgTx::read(store).unwrap();
+            tx.query_opt("SELECT folded FROM records", &[])
+                .unwrap()
+                .unwrap()
+                .get(0)
+        };
+        assert_eq!(folded(&store), "{\"city\":\"berlin \\u0000 ärger\"} ");
+        assert_eq!(folded(&store), searchable_text(text.as_bytes()));
+        apply(&store, &[replace(2, a, 2000, "{\"Q\":\"ΣΑΣ\"}")]);
+        assert_eq!(folded(&store), "{\"q\":\"σασ\"}");
+    }
+
+    #[test]
+    fn an_expired_claim_is_forgotten_and_replaced() {
+        let store = test_store();
+        let (first, second, third) = (rid(1000, 1), rid(1009, 2), rid(1010, 3));
+        apply(&store, &[create_keyed(2, first, "k", "h")]);
+        // The TTL is 10µs: still held at 1009, forgotten at 1010.
+        let applied = apply(
+            &store,
+            &[
+                create_keyed(2, second, "k", "other"),
+                create_keyed(2, second, "k", "h"),
+                create_keyed(2, third, "k", "other"),
+                create_keyed(2, rid(1015, 4), "k", "other"),
+            ],
+        );
+        assert_eq!(
+            applied.outcomes,
+            vec![
+                WriteOutcome::IdempotencyConflict,
+                WriteOutcome::Replayed {
+                    id: first,
+                    created_at: Timestamp(1000)
+                },
+                WriteOutcome::Created {
+                    id: third,
+                    created_at: Timestamp(1010)
+                },
+                WriteOutcome::Replayed {
+                    id: third,
+                    created_at: Timestamp(1010)
+                },
+            ]
+        );
+        let applied = apply(&store, &[create_keyed(2, rid(1016, 5), "k", "other")]);
+        assert_eq!(
+            applied.outcomes,
+            vec![WriteOutcome::Replayed {
+                id: third,
+                created_at: Timestamp(1010)
+            }]
+        );
+        assert_eq!(ids(&store, 2), vec![first.0, third.0]);
+    }
+
+    #[test]
+    fn applied_writes_get_their_deliveries_in_the_commit() {
+        let store = test_store();
+        let owner = OwnerWebhookRow {
+            url: "http://hooks.test/in".into(),
+            auth_header: None,
+            auth_value_sealed: None,
+            enabled: true,
+            updated_at: Timestamp(1),
+        };
+        store
+            .write_unit(|tx| tx.put_owner_webhook(3, &owner))
+            .unwrap();
+        let (a, b) = (rid(1000, 1), rid(1001, 2));
+        let applied = apply(
+            &store,
+            &[
+                create(3, a, "{}"),
+                replace(3, a, 2000, "{\"x\":1}"),
+                delete(3, b),
+                create(4, b, "{}"),
+                create_keyed(3, b, "k", "h"),
+                create_keyed(3, rid(1002, 3), "k", "h"),
+                delete(3, a),
+            ],
+        );
+        assert!(applied.effects.deliveries_due);
+        let tx = PgTx::read(&store).unwrap();
+        let due = tx.due_deliveries(Timestamp(7), None, 100).unwrap();
+        assert_eq!(due.len(), 4);
+        assert!(due.windows(2).all(|w| w[0].id < w[1].id));
+        assert!(
+            due.iter().all(|d| d.due_at == Timestamp(7)
+                && !d.retry
+                && d.receiver == "http://hooks.test:80")
+        );
+        let ids: Vec<u64> = due.iter().map(|d| d.id).collect();
+        let rows = tx.deliveries(&ids).unwrap();
+        let bodies: Vec<String> = rows.iter().map(|r| r.body.clone()).collect();
+        assert_eq!(
+            bodies,
+            vec![
+                format!("Created {}", a.0),
+                format!("Replaced {}", a.0),
+                format!("Created {}", b.0),
+                format!("Deleted {}", a.0),
+            ]
+        );
+        for (row, id) in rows.iter().zip(&ids) {
+            assert_eq!(row.id, *id);
+            assert_eq!(row.partition, 3);
+            assert_eq!(row.state, DeliveryState::Pending);
+            assert_eq!(row.next_attempt_at, Some(Timestamp(7)));
+            assert_eq!(row.url, "http://hooks.test/in");
+        }
+        assert_eq!(
+            tx.delivery_page(3, Some(a.0), u64::MAX, 10).unwrap().len(),
+            3
+        );
+        drop(tx);
+        // Changes of a partition without a webhook make none.
+        let applied = apply(&store, &[create(4, rid(1003, 4), "{}")]);
+        assert!(!applied.effects.deliveries_due);
+    }
+
+    #[test]
+    fn record_page_keeps_its_bounds_order_and_more() {
+        let store = test_store();
+        let mut writes: Vec<RecordWrite> = (1..=10).map(|n| create(2, RecordId(n), "{}")).collect();
+        writes.push(create(3, RecordId(5), "{}"));
+        writes.push(create(1, RecordId(5), "{}"));
+        apply(&store, &writes);
+        let tx = PgTx::read(&store).unwrap();
+        let page = |lower, upper, order, limit| {
+            let mut ids = Vec::new();
+            let more = tx
+                .record_page(2, (lower, upper), order, limit, &mut |r| {
+                    ids.push(r.id.0);
+                    assert_eq!(r.payload, b"{}");
+                    Ok(())
+                })
+                .unwrap();
+            (ids, more)
+        };
+        use Bound::{Excluded, Included, Unbounded};
+        use ScanOrder::{NewestFirst, OldestFirst};
+        assert_eq!(
+            page(Unbounded, Unbounded, OldestFirst, 100),
+            ((1..=10).collect(), false)
+        );
+        assert_eq!(
+            page(Included(3), Excluded(7), OldestFirst, 10),
+            (vec![3, 4, 5, 6], false)
+        );
+        assert_eq!(
+            page(Excluded(3), Included(7), NewestFirst, 2),
+            (vec![7, 6], true)
+        );
+        assert_eq!(
+            page(Unbounded, Unbounded, NewestFirst, 3),
+            (vec![10, 9, 8], true)
+        );
+        assert_eq!(
+            page(Included(9), Unbounded, OldestFirst, 2),
+            (vec![9, 10], false)
+        );
+        assert_eq!(page(Unbounded, Unbounded, OldestFirst, 0), (vec![], true));
+        assert_eq!(
+            page(Excluded(u128::MAX), Unbounded, OldestFirst, 5),
+            (vec![], false)
+        );
+        assert_eq!(
+            page(Unbounded, Excluded(0), NewestFirst, 5),
+            (vec![], false)
+        );
+        assert_eq!(
+            page(Included(8), Included(2), OldestFirst, 5),
+            (vec![], false)
+        );
+        // A visitor's error ends the page.
+        let err = tx.record_page(2, (Unbounded, Unbounded), OldestFirst, 5, &mut |_| {
+            Err(StoreError::Corrupt("stop".into()))
+        });
+        assert!(matches!(err, Err(StoreError::Corrupt(_))));
+    }
+
+    #[test]
+    fn record_partitions_are_listed_once_in_order() {
+        let store = test_store();
+        assert!(
+            PgTx::read(&store)
+                .unwrap()
+                .record_partitions()
+                .unwrap()
+                .is_empty()
+        );
+        apply(
+            &store,
+            &[
+                create(7, RecordId(1), "{}"),
+                create(2, RecordId(1), "{}"),
+                create(2, RecordId(2), "{}"),
+                create(1 << 40, RecordId(1), "{}"),
+                create(5, RecordId(3), "{}"),
+            ],
+        );
+        let tx = PgTx::read(&store).unwrap();
+        assert_eq!(tx.record_partitions().unwrap(), vec![2, 5, 7, 1 << 40]);
+    }
+
+    #[test]
+    fn visit_newest_first_reads_in_chunks_until_the_visitor_stops() {
+        let store = test_store();
+        let mut writes: Vec<RecordWrite> = (0..=600)
+            .map(|n| create(2, RecordId(n), &format!("{{\"n\":{n}}}")))
+            .collect();
+        writes.push(create(3, RecordId(300), "{}"));
+        apply(&store, &writes);
+        let tx = PgTx::read(&store).unwrap();
+        let visit = |lower, upper, stop_after: usize| {
+            let mut seen = Vec::new();
+            tx.visit_newest_first(2, lower, upper, &mut |id, updated_at, payload| {
+                assert_eq!(updated_at, Timestamp(0));
+                assert_eq!(payload, format!("{{\"n\":{id}}}").as_bytes());
+                seen.push(id);
+                if seen.len() == stop_after {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })
+            .unwrap();
+            seen
+        };
+        assert_eq!(
+            visit(50, 550, usize::MAX),
+            (50..=550).rev().collect::<Vec<_>>()
+        );
+        assert_eq!(visit(50, 550, 300), (251..=550).rev().collect::<Vec<_>>());
+        assert_eq!(visit(0, 3, usize::MAX), vec![3, 2, 1, 0]);
+        assert_eq!(visit(0, u128::MAX, usize::MAX).len(), 601);
+        assert!(visit(700, 800, usize::MAX).is_empty());
+        assert!(visit(9, 8, usize::MAX).is_empty());
+    }
+
+    #[test]
+    fn visit_records_follows_the_given_order_until_the_visitor_stops() {
+        let store = test_store();
+        apply(
+            &store,
+            &[
+                create(2, RecordId(1), "{\"n\":1}"),
+                create(2, RecordId(2), "{\"n\":2}"),
+                create(2, RecordId(3), "{\"n\":3}"),
+                create(2, RecordId(4), "{\"n\":4}"),
+                create(3, RecordId(5), "{\"n\":5}"),
+            ],
+        );
+        let tx = PgTx::read(&store).unwrap();
+        let visit = |ids: &[u128], stop_after: usize| {
+            let mut seen = Vec::new();
+            tx.visit_records(2, ids, &mut |id, _, payload| {
+                assert_eq!(payload, format!("{{\"n\":{id}}}").as_bytes());
+                seen.push(id);
+                if seen.len() == stop_after {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            })
+            .unwrap();
+            seen
+        };
+        assert_eq!(visit(&[3, 99, 1, 3, 5, 2], usize::MAX), vec![3, 1, 3, 2]);
+        assert_eq!(visit(&[3, 99, 1, 3, 2], 2), vec![3, 1]);
+        // Past the first chunk of ids.
+        let mut many: Vec<u128> = (1000..1300).collect();
+        many.extend([4, 1]);
+        assert_eq!(visit(&many, usize::MAX), vec![4, 1]);
+        assert!(visit(&[], usize::MAX).is_empty());
+    }
+
+    #[test]
+    fn purge_partition_before_takes_the_oldest_first_within_its_bounds() {
+        let store = test_store();
+        let mut writes: Vec<RecordWrite> = (1..=10).map(|n| create(2, RecordId(n), "{}")).collect();
+        writes.extend((1..=3).map(|n| create(3, RecordId(n), "{}")));
+        apply(&store, &writes);
+        assert_eq!(store.purge_partition_before(2, 6, 0).unwrap(), 0);
+        assert_eq!(store.purge_partition_before(2, 6, 3).unwrap(), 3);
+        assert_eq!(ids(&store, 2), (4..=10).collect::<Vec<_>>());
+        assert_eq!(store.purge_partition_before(2, 6, 10).unwrap(), 2);
+        assert_eq!(store.purge_partition_before(2, 6, 10).unwrap(), 0);
+        assert_eq!(ids(&store, 2), (6..=10).collect::<Vec<_>>());
+        assert_eq!(ids(&store, 3), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn purge_idempotency_before_forgets_the_oldest_claims() {
+        let store = test_store();
+        let hour = Duration::from_secs(3600);
+        let keyed = |micros, key: &str| RecordWrite::Create {
+            partition: 2,
+            id: rid(micros, 0),
+            payload: b"{}".to_vec(),
+            idempotency: Some(IdempotencyClaim {
+                key: key.into(),
+                payload_hash: "h".into(),
+                ttl: hour,
+            }),
+        };
+        apply(&store, &[keyed(300, "c"), keyed(100, "a"), keyed(200, "b")]);
+        assert_eq!(
+            store.purge_idempotency_before(Timestamp(300), 0).unwrap(),
+            0
+        );
+        assert_eq!(
+            store.purge_idempotency_before(Timestamp(300), 1).unwrap(),
+            1
+        );
+        let claims = |store: &PgStore| -> Vec<String> {
+            let tx = PgTx::read(store).unwrap();
+            let rows = tx
+                .query("SELECT key FROM idempotency ORDER BY key", &[])
+                .unwrap();
+            rows.iter().map(|r| r.get(0)).collect()
+        };
+        assert_eq!(claims(&store), vec!["b", "c"]);
+        assert_eq!(
+            store.purge_idempotency_before(Timestamp(300), 10).unwrap(),
+            1
+        );
+        assert_eq!(
+            store.purge_idempotency_before(Timestamp(300), 10).unwrap(),
+            0
+        );
+        assert_eq!(claims(&store), vec!["c"]);
+        // A forgotten key makes a new record; a held one still answers.
+        let applied = apply(&store, &[keyed(400, "a"), keyed(401, "c")]);
+        assert_eq!(
+            applied.outcomes,
+            vec![
+                WriteOutcome::Created {
+                    id: rid(400, 0),
+                    created_at: Timestamp(400)
+                },
+                WriteOutcome::Replayed {
+                    id: rid(300, 0),
+                    created_at: Timestamp(300)
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn two_nodes_racing_one_key_make_one_record() {
+        let (one, two) = two_nodes();
+        let rounds = 8;
+        let barrier = Arc::new(Barrier::new(2));
+        let race = |store: &PgStore, node: u64| {
+            let mut outcomes = Vec::new();
+            for round in 0..rounds {
+                let write = create_keyed(
+                    2,
+                    rid(1000, round * 2 + node),
+                    &format!("race-{round}"),
+                    "h",
+                );
+                let batch = [BatchWrite {
+                    write: &write,
+                    webhooks: &OwnerHooks,
+                }];
+                barrier.wait();
+                // Kept to the end: a thread that panicked here would leave the other waiting.
+                outcomes.push(store.apply_batch(&batch).map(|mut a| a.outcomes.remove(0)));
+            }
+            outcomes.into_iter().collect::<Result<Vec<_>, _>>().unwrap()
+        };
+        let (first, second) = std::thread::scope(|scope| {
+            let first = scope.spawn(|| race(&one, 0));
+            let second = scope.spawn(|| race(&two, 1));
+            (first.join().unwrap(), second.join().unwrap())
+        });
+        for (a, b) in first.iter().zip(&second) {
+            let (created, replayed) = match (a, b) {
+                (WriteOutcome::Created { id, .. }, WriteOutcome::Replayed { id: r, .. })
+                | (WriteOutcome::Replayed { id: r, .. }, WriteOutcome::Created { id, .. }) => {
+                    (id, r)
+                }
+                other => panic!("not one create and one replay: {other:?}"),
+            };
+            assert_eq!(created, replayed);
+        }
+        assert_eq!(ids(&one, 2).len(), rounds as usize);
     }
 }

@@ -192,9 +192,10 @@ impl Drop for PgTx<'_> {
 }
 
 impl PgStore {
-    /// Runs `work` in one write transaction and commits it, running it again (at most
-    /// [`WRITE_ATTEMPTS`] times) when it lost a serialisation conflict: [`Store::write_with`],
-    /// and the store's own units of work, which need SQL of their own.
+    /// Runs `work` in one write transaction and commits it; returns its value and what the
+    /// commit changed. A transaction that lost a serialisation conflict is run again, `work`
+    /// included (at most [`WRITE_ATTEMPTS`] times): [`Store::write_with`] and the store-level
+    /// units of work of the areas go through here.
     pub(super) fn write_unit<T>(
         &self,
         mut work: impl FnMut(&mut PgTx<'_>) -> Result<T, StoreError>,
