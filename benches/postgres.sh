@@ -38,6 +38,8 @@
 #   RECORDS      records of the search data set                   (default 1000000)
 #   REPS         rounds of the Python client over the 50 queries  (default 10)
 #   NATIVE_REQUESTS  requests per query through wrk               (default 200)
+#   NATIVE_SECONDS   most seconds per query through wrk (a query slower than that gets no
+#                figure there; the Python client times every query)  (default 5)
 #   SEED         search_gen.py's seed (the query set was chosen for the default)
 #                                                                 (default 20240101)
 #   LOAD_CONNECTIONS, PIPELINE  connections and pipeline depth of the search data load
@@ -61,6 +63,7 @@ STEPS="${STEPS:-ceiling pg1 pg2 redb search}"
 RECORDS="${RECORDS:-1000000}"
 REPS="${REPS:-10}"
 NATIVE_REQUESTS="${NATIVE_REQUESTS:-200}"
+NATIVE_SECONDS="${NATIVE_SECONDS:-5}"
 SEED="${SEED:-20240101}"
 LOAD_CONNECTIONS="${LOAD_CONNECTIONS:-64}"
 PIPELINE="${PIPELINE:-4}"
@@ -85,7 +88,7 @@ case "$DURATION" in
   *) DURATION_S="$DURATION" ;;
 esac
 case "$DURATION_S" in '' | *[!0-9]*) die "DURATION must be like 30s, 2m or 1h (got '$DURATION')" ;; esac
-for n in CONNECTIONS THREADS RECORDS REPS NATIVE_REQUESTS LOAD_CONNECTIONS PIPELINE IDLE_TIMEOUT; do
+for n in CONNECTIONS THREADS RECORDS REPS NATIVE_REQUESTS NATIVE_SECONDS LOAD_CONNECTIONS PIPELINE IDLE_TIMEOUT; do
   case "${!n}" in '' | *[!0-9]* | 0) die "$n must be a positive integer (got '${!n}')" ;; esac
 done
 [ "$CONNECTIONS" -ge 2 ] || die "CONNECTIONS must be at least 2 (the two-node run halves it)"
@@ -427,9 +430,9 @@ search_side() {
   wait_idle "$pid" "$IDLE_TIMEOUT"
   printf "settled %s\nseconds %s\n" "$SETTLED" "$SETTLE_S" >"$FIG/$name.idle"
   log "$name: $([ "$SETTLED" = 1 ] || echo "NOT ")idle after ${SETTLE_S}s"
-  log "$name: timing the queries through wrk ($NATIVE_REQUESTS requests of each, at most 1 s each)"
+  log "$name: timing the queries through wrk ($NATIVE_REQUESTS requests of each, at most $NATIVE_SECONDS s each)"
   run_bg python3 "$BENCH_PY" time-native --url "$url" --key "$SANDBOX_KEY" \
-    --requests "$NATIVE_REQUESTS" --out "$FIG/$name-native.json" || die "$name: wrk timing failed"
+    --requests "$NATIVE_REQUESTS" --seconds "$NATIVE_SECONDS" --out "$FIG/$name-native.json" || die "$name: wrk timing failed"
   log "$name: timing the queries through the Python client (warm-up + $REPS rounds)"
   run_bg python3 "$BENCH_PY" time-intake --url "$url" --key "$SANDBOX_KEY" --reps "$REPS" \
     --out "$FIG/$name-py.json" || die "$name: timing failed"
