@@ -332,12 +332,14 @@ def main():
                  f"the database takes about M × {1e6 / cp:,.0f} writes/s on M cores, each node "
                  f"at most ~{node_bound:,.0f}/s for {ci:,.0f} µs of its own CPU per write:")
         L.append("")
-        L.append("| database cores | database's CPU bound | nodes to reach it, at least | "
-                 "intake cores for that, in all |")
-        L.append("| ---: | ---: | ---: | ---: |")
+        here = pg1["rps"] if pg1 else None
+        L.append("| database cores | database's CPU bound | nodes to reach it, at one node's "
+                 "rate here | nodes, at a node's bound | intake cores for that, in all |")
+        L.append("| ---: | ---: | ---: | ---: | ---: |")
         for cores in (4, 8, 16, 32, 64):
             db = cores * 1e6 / cp
-            L.append(f"| {cores} | {db:,.0f}/s | {db / node_bound:.0f} | {db * ci / 1e6:.1f} |")
+            L.append(f"| {cores} | {db:,.0f}/s | {f'{db / here:.0f}' if here else '–'} | "
+                     f"{db / node_bound:.0f} | {db * ci / 1e6:.1f} |")
         L.append("")
         pc = (per.get("ceiling-trgm") or per.get("ceiling-plain") or {}).get("pg")
         if pc:
