@@ -481,11 +481,24 @@ pg_stop
 
 machine_facts
 MEM_GB="$(awk '/^MemTotal/ { printf "%.0f", $2 / 1048576 }' /proc/meminfo)"
-python3 "$ROOT/benches/postgres_report.py" --figures "$FIG" --clk-tck "$CLK_TCK" \
-  --date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" --commit "$REV" \
-  --machine "$NPROC CPUs (nproc), $CPU_MODEL, ${MEM_GB} GiB RAM" --nproc "$NPROC" \
-  --duration "$DURATION" --connections "$CONNECTIONS" --threads "$THREADS" \
-  --body-bytes "${#BODY}" --records "$RECORDS" --reps "$REPS" \
-  --elapsed "$(( $(date +%s) - T_START ))" --loadavg "$LOADAVG_START" \
-  --out "$WORK/report.md" ${RESULTS_JSON:+--json "$RESULTS_JSON"}
+{
+  echo "date $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "commit $REV"
+  echo "machine $NPROC CPUs (nproc), $CPU_MODEL, ${MEM_GB} GiB RAM"
+  echo "nproc $NPROC"
+  echo "clk_tck $CLK_TCK"
+  echo "duration $DURATION"
+  echo "connections $CONNECTIONS"
+  echo "threads $THREADS"
+  echo "body_bytes ${#BODY}"
+  echo "records $RECORDS"
+  echo "reps $REPS"
+  echo "elapsed $(( $(date +%s) - T_START ))"
+  echo "loadavg $LOADAVG_START"
+} >"$FIG/meta.txt"
+# Kept for `python3 benches/postgres_report.py --figures DIR --out FILE`: the report again.
+rm -rf "$ROOT/benches/results/postgres-figures"
+cp -r "$FIG" "$ROOT/benches/results/postgres-figures"
+python3 "$ROOT/benches/postgres_report.py" --figures "$FIG" --out "$WORK/report.md" \
+  ${RESULTS_JSON:+--json "$RESULTS_JSON"}
 publish_report "$WORK/report.md"

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The report of benches/postgres.sh: the Markdown report, and with --json the key figures,
-from the files the script wrote in its figures folder (--figures):
+from the files the script wrote in its figures folder (--figures; the script keeps a copy of
+the last run's in benches/results/postgres-figures/, so that the report can be made again):
 
+  meta.txt                  the run's facts: date, commit, machine, settings of the run
   pg.txt                    PostgreSQL's version and settings, the disk's fdatasync time
   ceiling-{plain,trgm}.*    pgbench's report (.pgbench), latency percentiles from its log
                             (.lat), rows stored (.rows), CPU snapshots (.cpu0, .cpu1)
@@ -145,8 +147,24 @@ def pct(a, b):
     return 100.0 * a / b
 
 
+def paired(a, b):
+    """The two {query: [ms]} dicts with each query's samples cut to the same number on both
+    sides (the first ones), so that a query weighs the same in both sides' percentiles (wrk
+    gets more answers of a fast query within its time); a query one side has no sample of
+    is left out of both, and listed (third value)."""
+    pa, pb, missing = {}, {}, []
+    for q in set(a) | set(b):
+        n = min(len(a.get(q, [])), len(b.get(q, [])))
+        if n == 0:
+            missing.append(q)
+            continue
+        pa[q], pb[q] = a[q][:n], b[q][:n]
+    return pa, pb, sorted(missing)
+
+
 def search_table(a, b, labels):
-    """Per-class p50/p99 table (Markdown lines) of two {query: [ms]} dicts."""
+    """Per-class p50/p99 table (Markdown lines) of two {query: [ms]} dicts (cut with
+    paired() first)."""
     la, lb = labels
     L = [f"| class | {la} p50 | {lb} p50 | {la} / {lb} | {la} p99 | {lb} p99 | {la} / {lb} |",
          "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -167,26 +185,26 @@ def search_table(a, b, labels):
     return L
 
 
+class Meta:
+    """The run's facts from meta.txt (see postgres.sh): numbers as numbers."""
+
+    def __init__(self, facts):
+        for key in ("date", "commit", "machine", "duration", "elapsed", "loadavg"):
+            setattr(self, key, facts.get(key, "–"))
+        for key in ("nproc", "connections", "threads", "body_bytes", "records", "reps"):
+            setattr(self, key, int(facts.get(key, "0")))
+        self.clk_tck = float(facts.get("clk_tck", "100"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--figures", required=True)
-    ap.add_argument("--clk-tck", type=float, required=True)
-    ap.add_argument("--date", required=True)
-    ap.add_argument("--commit", required=True)
-    ap.add_argument("--machine", required=True)
-    ap.add_argument("--nproc", type=int, required=True)
-    ap.add_argument("--duration", required=True)
-    ap.add_argument("--connections", type=int, required=True)
-    ap.add_argument("--threads", type=int, required=True)
-    ap.add_argument("--body-bytes", type=int, required=True)
-    ap.add_argument("--records", type=int, required=True)
-    ap.add_argument("--reps", type=int, required=True)
-    ap.add_argument("--elapsed", required=True)
-    ap.add_argument("--loadavg", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--json")
-    a = ap.parse_args()
-    fig, tck = a.figures, a.clk_tck
+    args = ap.parse_args()
+    fig = args.figures
+    a = Meta(kv(os.path.join(fig, "meta.txt")))
+    tck = a.clk_tck
 
     pg = kv(os.path.join(fig, "pg.txt"))
     runs = {
@@ -396,7 +414,18 @@ def main():
                  f"{native.get('requests', '–')} requests within {native.get('seconds', '–')} s, "
                  "the first page")
         L.append("")
-        L += search_table(nat["pg"], nat["redb"], ("PostgreSQL", "redb"))
+        nat_pg, nat_redb, missing = paired(nat["pg"], nat["redb"])
+        L += search_table(nat_pg, nat_redb, ("PostgreSQL", "redb"))
+        L.append("")
+        L.append("Each query counts with as many requests on both sides: the number of answers "
+                 "the slower side got within the time (a fast query gets up to "
+                 f"{native.get('requests', '–')}, a slow one a few), so the classes and the "
+                 "**all** row weigh fast queries more than slow ones; the Python client's "
+                 "table below weighs every query the same.")
+        if missing:
+            L.append("")
+            L.append("Left out, no answer within the time on one side: "
+                     + ", ".join(f"`{q}`" for q in missing))
         L.append("")
         L.append(f"#### Latency (ms) through the Python client: {a.reps} rounds after a warm-up, "
                  "the first 10 matches (following `next_cursor` while a page is short), answers "
@@ -454,10 +483,10 @@ def main():
         L.append("")
 
     text = "\n".join(L) + "\n"
-    with open(a.out, "w") as f:
+    with open(args.out, "w") as f:
         f.write(text)
 
-    if a.json:
+    if args.json:
         figures = {}
         for name, r in runs.items():
             key = name.replace("-", "_")
@@ -473,14 +502,15 @@ def main():
         figures["pg1_pct_of_ceiling"] = pct(rps["pg1"], rps["ceiling-plain"])
         figures["search_records"] = (meta or {}).get("records")
         if meta:
-            for s in ("pg", "redb"):
-                figures[f"search_{s}_wrk"] = overall(nat[s])
-                figures[f"search_{s}_python"] = overall(py[s])
-        tmp = a.json + ".tmp"
+            figures["search_pg_wrk"] = overall(nat_pg)
+            figures["search_redb_wrk"] = overall(nat_redb)
+            figures["search_pg_python"] = overall(py["pg"])
+            figures["search_redb_python"] = overall(py["redb"])
+        tmp = args.json + ".tmp"
         with open(tmp, "w") as f:
             json.dump(figures, f, indent=1)
             f.write("\n")
-        os.replace(tmp, a.json)
+        os.replace(tmp, args.json)
 
 
 if __name__ == "__main__":
