@@ -14,6 +14,7 @@
 # 4. intake on PostgreSQL, 2 nodes on the same database (the second data dir holds a copy of
 #    the first's master.key): two wrk processes at once, half the connections each.
 # 5. intake on redb: the same wrk load.
+#    Steps 2 to 5 run ROUNDS times, interleaved; the report gives each round and the median.
 # 6. CPU per request of every run: utime+stime from /proc of intake and of all PostgreSQL
 #    processes (the postmaster's reaped children included), of the load generator, and of
 #    the whole machine, before and after; from them an estimate for a larger machine.
@@ -33,6 +34,8 @@
 #   DURATION     length of each write run (pgbench and wrk)       (default 30s)
 #   CONNECTIONS  connections of each write run (pgbench, wrk)     (default 64)
 #   THREADS      pgbench -j and wrk -t                            (default 2)
+#   ROUNDS       rounds of the write runs (ceiling, pg1, pg2, redb), interleaved; the
+#                report gives each round and the median                (default 3)
 #   STEPS        which steps to run, of: ceiling pg1 pg2 redb search
 #                                                                 (default all five)
 #   RECORDS      records of the search data set                   (default 1000000)
@@ -60,6 +63,7 @@ set -euo pipefail
 DURATION="${DURATION:-30s}"
 CONNECTIONS="${CONNECTIONS:-64}"
 THREADS="${THREADS:-2}"
+ROUNDS="${ROUNDS:-3}"
 STEPS="${STEPS:-ceiling pg1 pg2 redb search}"
 RECORDS="${RECORDS:-1000000}"
 REPS="${REPS:-10}"
@@ -89,7 +93,7 @@ case "$DURATION" in
   *) DURATION_S="$DURATION" ;;
 esac
 case "$DURATION_S" in '' | *[!0-9]*) die "DURATION must be like 30s, 2m or 1h (got '$DURATION')" ;; esac
-for n in CONNECTIONS THREADS RECORDS REPS NATIVE_REQUESTS NATIVE_SECONDS LOAD_CONNECTIONS PIPELINE IDLE_TIMEOUT; do
+for n in CONNECTIONS THREADS ROUNDS RECORDS REPS NATIVE_REQUESTS NATIVE_SECONDS LOAD_CONNECTIONS PIPELINE IDLE_TIMEOUT; do
   case "${!n}" in '' | *[!0-9]* | 0) die "$n must be a positive integer (got '${!n}')" ;; esac
 done
 [ "$CONNECTIONS" -ge 2 ] || die "CONNECTIONS must be at least 2 (the two-node run halves it)"
@@ -262,26 +266,6 @@ PY
   } >"$FIG/$name.rows"
 }
 
-if wants ceiling; then
-  pg_psql "CREATE DATABASE ceiling"
-  PG_DB=ceiling pg_psql "CREATE EXTENSION pg_trgm"
-  # The payload goes as a parameter, as intake sends it: bytea in hex, and folded, the text
-  # search matches (the lower-case record: it is ASCII).
-  PAYLOAD_HEX='\x'"$(printf '%s' "$BODY" | od -An -v -tx1 | tr -d ' \n')"
-  FOLDED="$(printf '%s' "$BODY" | tr '[:upper:]' '[:lower:]')"
-  # A fresh id per transaction, 16 bytes, time first like intake's (microseconds, then 8
-  # random bytes), so that inserts land at the right edge of the key as intake's do.
-  cat >"$WORK/insert.sql" <<'SQL'
-\set r random(1, 9223372036854775806)
-INSERT INTO records (partition, id, updated_at, payload, folded)
-VALUES (1, int8send((extract(epoch FROM clock_timestamp()) * 1000000)::bigint) || int8send(:r),
-        (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, :payload, :folded);
-SQL
-  ceiling ceiling-plain 0
-  ceiling ceiling-trgm 1
-  pg_psql "DROP DATABASE ceiling"
-fi
-
 # ---------------------------------------------------------------- intake nodes
 
 # pg_node NAME DB: writes WORK/NAME/intake.toml, the config of an intake node on the database
@@ -328,80 +312,120 @@ load() {
   cat "$FIG/$name.wrk" >&2
 }
 
+# pg_two_nodes NAME: the two-node run NAME: both nodes started afresh, two wrk at once, half
+# the connections each, one per node; writes NAME.node1.wrk, NAME.node2.wrk, NAME.cpu0/1 and
+# NAME.writer.
+pg_two_nodes() {
+  local name="$1" half_t half_c rc=0 pid a_pid a_super a_log b_pid b_super b_log
+  NODE_CONFIG="$NODE1_CONFIG" NODE_ADDR="$NODE1_ADDR"
+  start_pg_node "$name-node1"
+  a_pid="$SRV_PID" a_super="$SRV_SUPER" a_log="$SRV_LOG"
+  NODE_CONFIG="$NODE2_CONFIG" NODE_ADDR="$NODE2_ADDR"
+  start_pg_node "$name-node2"
+  b_pid="$SRV_PID" b_super="$SRV_SUPER" b_log="$SRV_LOG"
+  probe "$name-node2" "http://$NODE2_ADDR/api/v1/data/$PG_SLUG" "$PG_KEY"
+  settle
+  half_t=$(( THREADS / 2 > 0 ? THREADS / 2 : 1 ))
+  half_c=$(( CONNECTIONS / 2 ))
+  log "$name: two wrk -t$half_t -c$half_c -d$DURATION at once, one per node"
+  cpu_snapshot "$FIG/$name.cpu0" "$a_pid" "$b_pid"
+  post_load_cmd "http://$NODE1_ADDR/api/v1/data/$PG_SLUG" "$PG_KEY" "$half_t" "$half_c"
+  "${POST_LOAD[@]}" >"$FIG/$name.node1.wrk" &
+  WRK_PIDS+=("$!")
+  post_load_cmd "http://$NODE2_ADDR/api/v1/data/$PG_SLUG" "$PG_KEY" "$half_t" "$half_c"
+  "${POST_LOAD[@]}" >"$FIG/$name.node2.wrk" &
+  WRK_PIDS+=("$!")
+  for pid in "${WRK_PIDS[@]}"; do wait "$pid" || rc=$?; done
+  WRK_PIDS=()
+  [ "$rc" = 0 ] || die "wrk failed (status $rc)"
+  cpu_snapshot "$FIG/$name.cpu1" "$a_pid" "$b_pid"
+  cat "$FIG/$name.node1.wrk" "$FIG/$name.node2.wrk" >&2
+  stop_server "$name-node1" "$a_pid" "$a_super" 30
+  stop_server "$name-node2" "$b_pid" "$b_super" 30
+  { writer_line "$a_log"; writer_line "$b_log"; } >"$FIG/$name.writer"
+}
+
+# redb_run NAME: intake on redb in a fresh data dir, the wrk load; NAME.wrk, NAME.cpu0/1 and
+# NAME.writer.
+redb_run() {
+  local name="$1" dir="$WORK/redb/data" addr pid super
+  init_intake "$dir"
+  addr="$HOST:$(free_port)"
+  start_server "$name" "${addr##*:}" 60 "$INTAKE_BIN" serve --data-dir "$dir" --listen "$addr"
+  pid="$SRV_PID" super="$SRV_SUPER"
+  create_endpoint "$addr"
+  probe "$name" "http://$addr/api/v1/data/$SLUG" "$SANDBOX_KEY"
+  load "$name" "http://$addr/api/v1/data/$SLUG" "$SANDBOX_KEY" "$pid"
+  stop_server "$name" "$pid" "$super" 30
+  writer_line "$SRV_LOG" >"$FIG/$name.writer"
+  rm -rf "$WORK/redb"
+}
+
+# --------------------------------------------------------------- set-up of the write runs
+
+if wants ceiling; then
+  pg_psql "CREATE DATABASE ceiling"
+  PG_DB=ceiling pg_psql "CREATE EXTENSION pg_trgm"
+  # The payload goes as a parameter, as intake sends it: bytea in hex, and folded, the text
+  # search matches (the lower-case record: it is ASCII).
+  PAYLOAD_HEX='\x'"$(printf '%s' "$BODY" | od -An -v -tx1 | tr -d ' \n')"
+  FOLDED="$(printf '%s' "$BODY" | tr '[:upper:]' '[:lower:]')"
+  # A fresh id per transaction, 16 bytes, time first like intake's (microseconds, then 8
+  # random bytes), so that inserts land at the right edge of the key as intake's do.
+  cat >"$WORK/insert.sql" <<'SQL'
+\set r random(1, 9223372036854775806)
+INSERT INTO records (partition, id, updated_at, payload, folded)
+VALUES (1, int8send((extract(epoch FROM clock_timestamp()) * 1000000)::bigint) || int8send(:r),
+        (extract(epoch FROM clock_timestamp()) * 1000000)::bigint, :payload, :folded);
+SQL
+fi
+
 if wants pg1 || wants pg2; then
+  # The first node creates the owner, the endpoint and the key; the second node's data dir
+  # holds a copy of that master.key.
   pg_psql "CREATE DATABASE intake"
   pg_node pg-node1 intake
   NODE1_CONFIG="$NODE_CONFIG" NODE1_ADDR="$NODE_ADDR"
   init_intake "$WORK/pg-node1/data" --config "$NODE1_CONFIG"
-  start_pg_node pg-node1
-  N1_PID="$SRV_PID" N1_SUPER="$SRV_SUPER" N1_LOG="$SRV_LOG"
+  start_pg_node pg-setup
   create_endpoint "$NODE1_ADDR"
-  probe pg-node1 "http://$NODE1_ADDR/api/v1/data/$SLUG" "$SANDBOX_KEY"
+  probe pg-setup "http://$NODE1_ADDR/api/v1/data/$SLUG" "$SANDBOX_KEY"
+  stop_server pg-setup "$SRV_PID" "$SRV_SUPER" 30
   PG_SLUG="$SLUG" PG_KEY="$SANDBOX_KEY"
+  pg_node pg-node2 intake
+  NODE2_CONFIG="$NODE_CONFIG" NODE2_ADDR="$NODE_ADDR"
+  mkdir -p "$WORK/pg-node2/data"
+  chmod 0700 "$WORK/pg-node2/data"
+  cp -p "$WORK/pg-node1/data/master.key" "$WORK/pg-node2/data/master.key"
+fi
 
-  # ------------------------------------------------------------ 3. one node
+# --------------------------------------------------------------- 2.-5. the write runs
+
+# ROUNDS rounds of every write run, interleaved, so that a neighbour's burst or a slow spell of
+# the disk hits one round of each rather than all of one kind. Files: KIND.ROUND.*.
+for round in $(seq 1 "$ROUNDS"); do
+  if wants ceiling; then
+    ceiling "ceiling-plain.$round" 0
+    ceiling "ceiling-trgm.$round" 1
+  fi
   if wants pg1; then
-    load pg1 "http://$NODE1_ADDR/api/v1/data/$PG_SLUG" "$PG_KEY" "$N1_PID"
-  fi
-  # Stopped to read its writer's account of this run; both nodes start afresh below.
-  stop_server pg-node1 "$N1_PID" "$N1_SUPER" 30
-  if wants pg1; then writer_line "$N1_LOG" >"$FIG/pg1.writer"; fi
-
-  # ------------------------------------------------------------ 4. two nodes
-  if wants pg2; then
-    # The second node: its own data dir holding a copy of the first's master.key.
-    pg_node pg-node2 intake
-    NODE2_CONFIG="$NODE_CONFIG" NODE2_ADDR="$NODE_ADDR"
-    mkdir -p "$WORK/pg-node2/data"
-    chmod 0700 "$WORK/pg-node2/data"
-    cp -p "$WORK/pg-node1/data/master.key" "$WORK/pg-node2/data/master.key"
+    # A node started for the run and stopped after it, for its writer's account of the run.
     NODE_CONFIG="$NODE1_CONFIG" NODE_ADDR="$NODE1_ADDR"
-    start_pg_node pg2-node1
-    A_PID="$SRV_PID" A_SUPER="$SRV_SUPER" A_LOG="$SRV_LOG"
-    NODE_CONFIG="$NODE2_CONFIG" NODE_ADDR="$NODE2_ADDR"
-    start_pg_node pg2-node2
-    B_PID="$SRV_PID" B_SUPER="$SRV_SUPER" B_LOG="$SRV_LOG"
-    probe pg2-node2 "http://$NODE2_ADDR/api/v1/data/$PG_SLUG" "$PG_KEY"
-    settle
-    half_t=$(( THREADS / 2 > 0 ? THREADS / 2 : 1 ))
-    half_c=$(( CONNECTIONS / 2 ))
-    log "pg2: two wrk -t$half_t -c$half_c -d$DURATION at once, one per node"
-    cpu_snapshot "$FIG/pg2.cpu0" "$A_PID" "$B_PID"
-    post_load_cmd "http://$NODE1_ADDR/api/v1/data/$PG_SLUG" "$PG_KEY" "$half_t" "$half_c"
-    "${POST_LOAD[@]}" >"$FIG/pg2.node1.wrk" &
-    WRK_PIDS+=("$!")
-    post_load_cmd "http://$NODE2_ADDR/api/v1/data/$PG_SLUG" "$PG_KEY" "$half_t" "$half_c"
-    "${POST_LOAD[@]}" >"$FIG/pg2.node2.wrk" &
-    WRK_PIDS+=("$!")
-    rc=0
-    for pid in "${WRK_PIDS[@]}"; do wait "$pid" || rc=$?; done
-    WRK_PIDS=()
-    [ "$rc" = 0 ] || die "wrk failed (status $rc)"
-    cpu_snapshot "$FIG/pg2.cpu1" "$A_PID" "$B_PID"
-    cat "$FIG/pg2.node1.wrk" "$FIG/pg2.node2.wrk" >&2
-    stop_server pg2-node1 "$A_PID" "$A_SUPER" 30
-    stop_server pg2-node2 "$B_PID" "$B_SUPER" 30
-    { writer_line "$A_LOG"; writer_line "$B_LOG"; } >"$FIG/pg2.writer"
+    start_pg_node "pg1.$round"
+    N_PID="$SRV_PID" N_SUPER="$SRV_SUPER" N_LOG="$SRV_LOG"
+    load "pg1.$round" "http://$NODE1_ADDR/api/v1/data/$PG_SLUG" "$PG_KEY" "$N_PID"
+    stop_server "pg1.$round" "$N_PID" "$N_SUPER" 30
+    writer_line "$N_LOG" >"$FIG/pg1.$round.writer"
   fi
+  if wants pg2; then pg_two_nodes "pg2.$round"; fi
+  if wants redb; then redb_run "redb.$round"; fi
+done
+
+if wants ceiling; then pg_psql "DROP DATABASE ceiling"; fi
+if wants pg1 || wants pg2; then
   echo "avg_row_bytes $(PG_DB=intake pg_psql "SELECT round(avg(length(payload) + octet_length(folded))) FROM records")" \
     >"$FIG/pg.rows"
   pg_psql "DROP DATABASE intake"
-fi
-
-# ---------------------------------------------------------------- 5. redb
-
-if wants redb; then
-  R_DATA="$WORK/redb/data"
-  init_intake "$R_DATA"
-  R_ADDR="$HOST:$(free_port)"
-  start_server redb "${R_ADDR##*:}" 60 "$INTAKE_BIN" serve --data-dir "$R_DATA" --listen "$R_ADDR"
-  R_PID="$SRV_PID" R_SUPER="$SRV_SUPER" R_LOG="$SRV_LOG"
-  create_endpoint "$R_ADDR"
-  probe redb "http://$R_ADDR/api/v1/data/$SLUG" "$SANDBOX_KEY"
-  load redb "http://$R_ADDR/api/v1/data/$SLUG" "$SANDBOX_KEY" "$R_PID"
-  stop_server redb "$R_PID" "$R_SUPER" 30
-  writer_line "$R_LOG" >"$FIG/redb.writer"
-  rm -rf "$WORK/redb"
 fi
 
 # ---------------------------------------------------------------- 7. search

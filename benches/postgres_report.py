@@ -25,6 +25,7 @@ import glob
 import json
 import os
 import re
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -115,16 +116,65 @@ def wrk_run(fig, name, clk_tck):
     return r
 
 
-def writer_figures(run):
-    """The first ingest writer line of a run as numbers (writes, commits, average batch, µs of
-    commit time per write), None when there is none."""
-    lines = (run or {}).get("writer") or [""]
-    m = re.match(r"(\d+) writes in (\d+) commits \(average ([\d.]+), largest \d+\), "
-                 r"([\d.]+) µs", lines[0])
-    if not m:
+def rounds_of(fig, kind, reader, clk_tck):
+    """The runs of KIND, one per round (files KIND.1.*, KIND.2.*, ...), each with its CPU µs
+    per write (intake, pg, client) and the rest of the machine's cores."""
+    out = []
+    while True:
+        r = reader(fig, f"{kind}.{len(out) + 1}", clk_tck)
+        if r is None:
+            return out
+        c, n = r.get("cpu"), r.get("requests")
+        r["us"] = {k: us_per(c[k], n) if c else None for k in ("intake", "pg", "client")}
+        if r["kind"] == "pgbench":
+            r["us"]["intake"] = None
+        r["rest"] = (max(0.0, (c["machine_busy"] - c["intake"] - c["pg"] - c["client"])
+                         / c["wall_s"]) if c else None)
+        r["busy"] = pct(c["machine_busy"], c["machine_total"]) if c else None
+        out.append(r)
+
+
+def median_of(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def aggregate(rounds):
+    """One figure per kind from its rounds: medians of the rates, percentiles and CPU µs per
+    write; sums of the error counts; None when the kind did not run."""
+    if not rounds:
         return None
-    return {"writes": int(m[1]), "commits": int(m[2]), "average": float(m[3]),
-            "us_per_write": float(m[4])}
+    agg = {"kind": rounds[0]["kind"], "rounds": rounds}
+    for key in ("rps", "p50_ms", "p99_ms", "rest", "busy"):
+        agg[key] = median_of([r.get(key) for r in rounds])
+    agg["us"] = {k: median_of([r["us"][k] for r in rounds]) for k in ("intake", "pg", "client")}
+    for key in ("failed", "non2xx", "socket_errors"):
+        agg[key] = sum(r.get(key) or 0 for r in rounds)
+    writers = []
+    for r in rounds:
+        for w in writer_figures(r):
+            # The share of the run the writer spent committing (its figures cover the node's
+            # life, the run almost all of it).
+            w["busy"] = (w["writes"] * w["us_per_write"] / 1e6 / r["cpu"]["wall_s"]
+                         if r.get("cpu") else None)
+            writers.append(w)
+    agg["writer"] = ({k: median_of([w[k] for w in writers])
+                      for k in ("writes", "commits", "average", "us_per_write", "busy")}
+                     if writers else None)
+    return agg
+
+
+def writer_figures(run):
+    """The ingest writer lines of a run (one per node) as numbers: writes, commits, average
+    batch, µs of commit time per write."""
+    out = []
+    for line in run.get("writer") or []:
+        m = re.match(r"(\d+) writes in (\d+) commits \(average ([\d.]+), largest \d+\), "
+                     r"([\d.]+) µs", line)
+        if m:
+            out.append({"writes": int(m[1]), "commits": int(m[2]), "average": float(m[3]),
+                        "us_per_write": float(m[4])})
+    return out
 
 
 def us_per(seconds, requests):
@@ -207,13 +257,9 @@ def main():
     tck = a.clk_tck
 
     pg = kv(os.path.join(fig, "pg.txt"))
-    runs = {
-        "ceiling-plain": pgbench_run(fig, "ceiling-plain", tck),
-        "ceiling-trgm": pgbench_run(fig, "ceiling-trgm", tck),
-        "pg1": wrk_run(fig, "pg1", tck),
-        "pg2": wrk_run(fig, "pg2", tck),
-        "redb": wrk_run(fig, "redb", tck),
-    }
+    readers = {"ceiling-plain": pgbench_run, "ceiling-trgm": pgbench_run, "pg1": wrk_run,
+               "pg2": wrk_run, "redb": wrk_run}
+    runs = {k: aggregate(rounds_of(fig, k, reader, tck)) for k, reader in readers.items()}
     labels = {
         "ceiling-plain": "pgbench INSERT, no index (the database's ceiling)",
         "ceiling-trgm": "pgbench INSERT, with the gin_trgm_ops index",
@@ -222,6 +268,7 @@ def main():
         "redb": "intake on redb",
     }
     half = a.connections // 2
+    n_rounds = max((len(r["rounds"]) for r in runs.values() if r), default=0)
 
     L = ["## PostgreSQL backend benchmark", ""]
     L.append(f"- date: {a.date}, commit: {a.commit}")
@@ -237,23 +284,26 @@ def main():
              f"transaction; wrk `-t{a.threads} -c{a.connections}` with benches/post.lua "
              f"(keep-alive POSTs of a {a.body_bytes}-byte JSON record); the two-node run is "
              f"two wrk `-t{max(1, a.threads // 2)} -c{half}` at once, one per node. Client, "
-             "intake and PostgreSQL share the machine.")
+             f"intake and PostgreSQL share the machine. {n_rounds} rounds of every run, "
+             "interleaved (each round runs them all in the order of the table); the figures "
+             "are the medians of the rounds.")
     L.append("")
 
     # ------------------------------------------------------------ durable writes
     L.append("### Durable writes")
     L.append("")
-    L.append("| run | writes/s | p50 | p99 | non-2xx / failed |")
-    L.append("| --- | ---: | ---: | ---: | ---: |")
+    L.append("| run | writes/s | each round | p50 | p99 | non-2xx / failed |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, r in runs.items():
         if r is None:
-            L.append(f"| {labels[name]} | skipped | | | |")
+            L.append(f"| {labels[name]} | skipped | | | | |")
             continue
-        bad = r.get("failed") if r["kind"] == "pgbench" else r["non2xx"]
-        if r["kind"] == "wrk" and r["socket_errors"]:
+        bad = r["failed"] if r["kind"] == "pgbench" else r["non2xx"]
+        if r["socket_errors"]:
             bad = f"{bad} (+{r['socket_errors']} socket errors)"
-        L.append(f"| {labels[name]} | {fmt_int(r.get('rps'))} | {fmt_ms(r.get('p50_ms'))} ms | "
-                 f"{fmt_ms(r.get('p99_ms'))} ms | {'–' if bad is None else bad} |")
+        each = " · ".join(fmt_int(x.get("rps")) for x in r["rounds"])
+        L.append(f"| {labels[name]} | {fmt_int(r['rps'])} | {each} | {fmt_ms(r['p50_ms'])} ms | "
+                 f"{fmt_ms(r['p99_ms'])} ms | {bad} |")
     L.append("")
     plain, trgm, pg1, pg2, redb = (runs[k] for k in ("ceiling-plain", "ceiling-trgm", "pg1",
                                                      "pg2", "redb"))
@@ -267,52 +317,52 @@ def main():
                  f"{'–' if vs_trgm is None else f'{vs_trgm:.0f} %'} of the table with it "
                  "(intake's table has it)")
     if pg1 and pg2:
-        L.append(f"- 2 nodes / 1 node: {rps['pg2'] / rps['pg1']:.2f}×; per node "
-                 + ", ".join(f"{fmt_int(num(p.get('rps')))}/s (p50 {p.get('p50_ms')} ms, p99 "
-                             f"{p.get('p99_ms')} ms)" for p in pg2["parts"]))
+        L.append(f"- 2 nodes / 1 node: {rps['pg2'] / rps['pg1']:.2f}×; per node in each round: "
+                 + "; ".join(" + ".join(fmt_int(num(p.get("rps"))) for p in x["parts"])
+                             for x in pg2["rounds"]))
     if pg1 and redb:
         L.append(f"- intake on PostgreSQL / intake on redb: {rps['pg1'] / rps['redb']:.2f}×")
-    for name in ("pg1", "pg2", "redb"):
-        r = runs[name]
-        if r and r["writer"]:
-            L.append(f"- ingest writer, {labels[name]}: " + "; ".join(r["writer"]))
+    for name, short in (("pg1", "PostgreSQL, 1 node"), ("pg2", "PostgreSQL, 2 nodes"),
+                        ("redb", "redb")):
+        w = (runs[name] or {}).get("writer")
+        if w:
+            L.append(f"- ingest writer on {short} (each node, median of the rounds): "
+                     f"{w['average']:.1f} writes per commit, {w['us_per_write']:,.0f} µs of "
+                     "commit time per write")
     row_pg = kv(os.path.join(fig, "pg.rows")).get("avg_row_bytes")
-    row_bench = ((plain or trgm or {}).get("rows") or {}).get("avg_row_bytes")
+    row_bench = ((plain or trgm or {"rounds": [{}]})["rounds"][0].get("rows") or {}).get("avg_row_bytes")
     if row_pg or row_bench:
         L.append(f"- stored per record (payload + folded, bytes): intake {row_pg or '–'}, "
                  f"pgbench {row_bench or '–'} (intake's payload is its row JSON: the record "
                  "and its metadata)")
     for name in ("ceiling-plain", "ceiling-trgm"):
-        r = runs[name]
-        if r and r["rows"].get("rows") and r.get("requests") is not None:
-            if int(r["rows"]["rows"]) != r["requests"]:
-                L.append(f"- WARNING: {labels[name]}: {r['rows']['rows']} rows stored, "
-                         f"{r['requests']} transactions reported")
+        for i, x in enumerate((runs[name] or {"rounds": []})["rounds"], 1):
+            stored = x["rows"].get("rows")
+            if stored and x.get("requests") is not None and int(stored) != x["requests"]:
+                L.append(f"- WARNING: {labels[name]}, round {i}: {stored} rows stored, "
+                         f"{x['requests']} transactions reported")
     L.append("")
 
     # ------------------------------------------------------------ CPU
     L.append("### CPU per write")
     L.append("")
     L.append(f"CPU time (user + system, from `/proc`) during each run divided by the writes it "
-             f"completed, in µs. Rest of the machine: what else ran meanwhile (other "
-             f"processes), in cores; machine busy: the share of all {a.nproc} cores in use.")
+             f"completed, in µs (medians of the rounds). Rest of the machine: what else ran "
+             f"meanwhile (other processes), in cores, each round; machine busy: the share of "
+             f"all {a.nproc} cores in use (median).")
     L.append("")
-    L.append("| run | writes | intake µs | PostgreSQL µs | load generator µs | rest of the "
-             "machine | machine busy |")
-    L.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    L.append("| run | intake µs | PostgreSQL µs | load generator µs | rest of the machine | "
+             "machine busy |")
+    L.append("| --- | ---: | ---: | ---: | ---: | ---: |")
     per = {}
     for name, r in runs.items():
-        if r is None or not r.get("cpu"):
+        if r is None:
             continue
-        c, n = r["cpu"], r.get("requests")
-        per[name] = {k: us_per(c[k], n) for k in ("intake", "pg", "client")}
-        if r["kind"] == "pgbench":
-            per[name]["intake"] = None
-        busy = pct(c["machine_busy"], c["machine_total"])
-        rest = (c["machine_busy"] - c["intake"] - c["pg"] - c["client"]) / c["wall_s"]
-        L.append(f"| {labels[name]} | {fmt_int(n)} | {fmt_us(per[name]['intake'])} | "
-                 f"{fmt_us(per[name]['pg'])} | {fmt_us(per[name]['client'])} | "
-                 f"{max(rest, 0):.2f} cores | {'–' if busy is None else f'{busy:.0f} %'} |")
+        per[name] = r["us"]
+        rest = " · ".join("–" if x["rest"] is None else f"{x['rest']:.2f}" for x in r["rounds"])
+        busy = "–" if r["busy"] is None else f"{r['busy']:.0f} %"
+        L.append(f"| {labels[name]} | {fmt_us(r['us']['intake'])} | {fmt_us(r['us']['pg'])} | "
+                 f"{fmt_us(r['us']['client'])} | {rest} | {busy} |")
     L.append("")
 
     # ------------------------------------------------------------ scaling
@@ -324,7 +374,7 @@ def main():
              "second costs, not how throughput scales; and intake's figure is lowered by the "
              "CPU that PostgreSQL and wrk take from it (and the other way round).")
     p1 = per.get("pg1")
-    w1 = writer_figures(pg1)
+    w1 = (pg1 or {}).get("writer")
     if p1 and p1["intake"] and p1["pg"]:
         ci, cp = p1["intake"], p1["pg"]
         L.append(f"- Measured cost of one durable POST on PostgreSQL (1 node): {ci:,.0f} µs of "
@@ -334,8 +384,8 @@ def main():
         # A node's bound with a core of its own for its writer's backend: all of PostgreSQL's
         # CPU per write taken as that backend's (most of it is: the batch's inserts).
         node_bound = 1e6 / cp
-        if w1 and pg1["cpu"]:
-            busy_w = w1["writes"] * w1["us_per_write"] / 1e6 / pg1["cpu"]["wall_s"]
+        if w1 and w1["busy"] is not None:
+            busy_w = w1["busy"]
             L.append(f"- A node's writes are committed by its one ingest writer, one batch "
                      f"transaction at a time on one database connection. It was busy "
                      f"{min(busy_w, 1) * 100:.0f} % of the run, {w1['us_per_write']:,.0f} µs "
