@@ -32,7 +32,6 @@ THREADS="${THREADS:-2}"
 
 # shellcheck source=benches/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-LUA="$ROOT/benches/post.lua"
 RESULTS_FILE="${RESULTS_FILE:-$ROOT/benches/results/ingest-latest.md}"
 
 choose_sides ceiling RUN_CEILING
@@ -49,12 +48,10 @@ ensure_wrk
 
 # run_wrk NAME URL KEY -> writes $WORK/NAME.wrk; prints wrk's report to stderr
 run_wrk() {
-  local name="$1" url="$2" key="$3" path
-  path="/${url#http://*/}"
+  local name="$1" url="$2" key="$3"
   log "$name: wrk -t$THREADS -c$CONNECTIONS -d$DURATION --latency $url"
-  PATH_TO_POST="$path" INTAKE_KEY="$key" \
-    run_bg wrk -t"$THREADS" -c"$CONNECTIONS" -d"$DURATION" --latency -s "$LUA" "$url" \
-    >"$WORK/$name.wrk"
+  post_load_cmd "$url" "$key" "$THREADS" "$CONNECTIONS"
+  run_bg "${POST_LOAD[@]}" >"$WORK/$name.wrk"
   cat "$WORK/$name.wrk" >&2
 }
 
@@ -72,20 +69,6 @@ measure() {
   for figure in requests rps p50_ms p99_ms non2xx socket_errors body_bytes; do
     FIG[$name.$figure]="$(kv "$WORK/$name.wrk" "$figure")"
   done
-}
-
-# probe NAME URL KEY: one POST; dies unless the answer is 2xx
-probe() {
-  local name="$1" url="$2" key="$3" code
-  local auth=()
-  [ -n "$key" ] && auth=(-H "Authorization: Bearer $key")
-  code="$(curl -s -o "$WORK/$name.probe" -w '%{http_code}' -X POST "$url" \
-    -H 'Content-Type: application/json' "${auth[@]}" -d '{"probe":true,"n":1}')" || code=000
-  case "$code" in
-    2??) ;;
-    *) log "$name: probe POST $url answered $code:"; cat "$WORK/$name.probe" >&2 || true; echo >&2
-       die "$name: probe POST was not accepted" ;;
-  esac
 }
 
 # --------------------------------------------------------------- builds
@@ -162,23 +145,8 @@ fi
 BODY_BYTES="$(fig intake.body_bytes)"
 [ -n "$BODY_BYTES" ] || BODY_BYTES="$(fig ceiling.body_bytes)"
 
-# The disk's raw fdatasync latency right now: durable ingest is bounded by it, and on a
-# shared virtual disk it moves between runs. 200 x (4 KiB pwrite + fdatasync) in the data dir's
-# file system.
-FSYNC_MS="$(python3 - "$WORK" <<'PY'
-import os, sys, time
-path = os.path.join(sys.argv[1], "fsync.probe")
-fd = os.open(path, os.O_WRONLY | os.O_CREAT)
-n = 200
-t = time.time()
-for i in range(n):
-    os.pwrite(fd, b"x" * 4096, i * 4096)
-    os.fdatasync(fd)
-print(f"{(time.time() - t) / n * 1000:.3f}")
-os.close(fd)
-os.remove(path)
-PY
-)"
+# The disk's raw fdatasync latency right now (see fsync_ms).
+FSYNC_MS="$(fsync_ms "$WORK")"
 
 REPORT="$WORK/report.md"
 {

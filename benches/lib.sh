@@ -101,6 +101,25 @@ with open(sys.argv[1], "w") as f:
 PY
 }
 
+# fsync_ms DIR -> the disk's raw fdatasync latency right now, in ms: 200 x (4 KiB pwrite +
+# fdatasync) in DIR's file system. Durable writes are bounded by it, and on a shared virtual
+# disk it moves between runs.
+fsync_ms() {
+  python3 - "$1" <<'PY'
+import os, sys, time
+path = os.path.join(sys.argv[1], "fsync.probe")
+fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+n = 200
+t = time.time()
+for i in range(n):
+    os.pwrite(fd, b"x" * 4096, i * 4096)
+    os.fdatasync(fd)
+print(f"{(time.time() - t) / n * 1000:.3f}")
+os.close(fd)
+os.remove(path)
+PY
+}
+
 # ---------------------------------------------------------------- processes
 
 # run_bg CMD...: runs a helper in the background and waits for it, so that a signal to the
@@ -245,6 +264,108 @@ wait_idle() {
   SETTLE_S=$(( $(date +%s) - t0 ))
 }
 
+# ---------------------------------------------------------------- PostgreSQL
+
+# A throwaway PostgreSQL cluster in WORK/pg, never the system cluster: pg_find, pg_start, and
+# pg_stop in the exit trap (cleanup_on_exit's FUNCTION).
+PG_DATA=""       # the cluster's data directory, once initdb ran
+PG_STARTED=0
+
+# as_pg CMD...: runs a PostgreSQL server program as the postgres OS user when we are root
+# (the server refuses to run as root).
+as_pg() {
+  if [ "$(id -u)" -eq 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# running PID: true while PID is a live process (not a zombie waiting to be reaped)
+running() {
+  local st
+  st="$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null || true)"
+  [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+
+pg_bin_dir() {
+  local d
+  d="$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n 1)"
+  if [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ]; then echo "$d"; fi
+}
+
+# pg_find: sets PG_BIN (the newest /usr/lib/postgresql/*/bin) and PG_VERSION; installs Debian's
+# postgresql and postgresql-contrib (pg_trgm) when the server or pg_trgm is missing.
+pg_find() {
+  PG_BIN="$(pg_bin_dir)"
+  if [ -z "$PG_BIN" ] || [ ! -f "$(dirname "$PG_BIN")/lib/pg_trgm.so" ]; then
+    log "PostgreSQL server or pg_trgm not found; installing Debian's postgresql, postgresql-contrib"
+    apt_install postgresql postgresql-contrib
+    PG_BIN="$(pg_bin_dir)"
+  fi
+  [ -n "$PG_BIN" ] || die "no PostgreSQL server programs under /usr/lib/postgresql/*/bin"
+  PG_VERSION="$("$PG_BIN/postgres" --version | awk '{ print $3 }')"
+  case "$PG_VERSION" in
+    15.*) ;;
+    *) log "warning: PostgreSQL $PG_VERSION, not 15 (Debian 12's); carrying on" ;;
+  esac
+  if [ "$(id -u)" -eq 0 ]; then
+    id postgres >/dev/null 2>&1 || die "no 'postgres' OS user to run initdb as"
+    command -v runuser >/dev/null || die "runuser is required (util-linux)"
+  fi
+}
+
+# pg_start SETTING...: initdb into WORK/pg/data (trust authentication, UTF8, locale C.UTF-8),
+# then pg_ctl start on HOST and a free port with the settings given as `-c NAME=VALUE` words
+# (no spaces inside one). Sets PG_DIR, PG_DATA, PG_PORT and PG_DSN (libpq key/value string:
+# user postgres, database postgres). Run pg_find first.
+pg_start() {
+  local opts
+  PG_DIR="$WORK/pg"
+  PG_DATA="$PG_DIR/data"
+  mkdir -p "$PG_DIR"
+  if [ "$(id -u)" -eq 0 ]; then
+    chmod 0711 "$WORK"            # postgres must reach $WORK/pg
+    chown postgres: "$PG_DIR"
+  fi
+  log "PostgreSQL $PG_VERSION: initdb $PG_DATA"
+  as_pg "$PG_BIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 --locale=C.UTF-8 \
+    >"$WORK/initdb.log" 2>&1 || { cat "$WORK/initdb.log" >&2; die "initdb failed"; }
+  PG_PORT="$(free_port)"
+  opts="-c listen_addresses=$HOST -c port=$PG_PORT -c unix_socket_directories=$PG_DIR"
+  opts+=" -c logging_collector=off $*"
+  PG_STARTED=1
+  as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_DIR/server.log" -w -t 120 -o "$opts" start \
+    >"$WORK/pg_ctl.log" 2>&1 || { cat "$WORK/pg_ctl.log" "$PG_DIR/server.log" >&2; die "pg_ctl start failed"; }
+  PG_DSN="host=$HOST port=$PG_PORT user=postgres dbname=postgres"
+  log "PostgreSQL listening on $HOST:$PG_PORT"
+}
+
+# pg_stop: stops the cluster pg_start started (pg_ctl stop -m fast; SIGQUIT, then SIGKILL, to
+# its postmaster if that fails); nothing when none runs.
+pg_stop() {
+  [ "$PG_STARTED" = 1 ] || return 0
+  local pid=""
+  [ -f "$PG_DATA/postmaster.pid" ] && pid="$(head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || true)"
+  if ! as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 60 stop >"$WORK/pg_stop.log" 2>&1; then
+    cat "$WORK/pg_stop.log" >&2 || true
+    # Only the postmaster of our own cluster: its command line names our data directory.
+    if [ -n "$pid" ] && running "$pid" && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$PG_DATA"; then
+      log "PostgreSQL (pid $pid) still running after pg_ctl stop; sending SIGQUIT"
+      kill -QUIT "$pid" 2>/dev/null || true
+      sleep 2
+      if running "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
+    fi
+  fi
+  PG_STARTED=0
+}
+
+# pg_psql SQL: runs SQL through psql against the cluster (database PG_DB, default postgres),
+# stopping at the first error; prints unaligned, tuples-only output.
+pg_psql() {
+  "$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$HOST" -p "$PG_PORT" -U postgres -d "${PG_DB:-postgres}" -c "$1"
+}
+
 # ---------------------------------------------------------------- builds
 
 # cargo_exe KIND NAME JSONFILE -> the executable of that target in cargo's JSON messages
@@ -301,13 +422,14 @@ build_bench() {
 
 # ---------------------------------------------------------------- intake
 
-# init_intake DATA_DIR: intake init (owner bench@example.com) into DATA_DIR; sets TOKEN, the
-# owner's API token.
+# init_intake DATA_DIR [ARG...]: intake init (owner bench@example.com) into DATA_DIR, with the
+# further ARGs (say --config FILE); sets TOKEN, the owner's API token.
 init_intake() {
   local dir="$1"
+  shift
   mkdir -p "$dir"
-  log "intake: init --data-dir $dir"
-  "$INTAKE_BIN" init --data-dir "$dir" --owner-email bench@example.com --json >"$WORK/init.json" \
+  log "intake: init --data-dir $dir $*"
+  "$INTAKE_BIN" init --data-dir "$dir" "$@" --owner-email bench@example.com --json >"$WORK/init.json" \
     || die "intake init failed; it printed: $(cat "$WORK/init.json")"
   TOKEN="$(python3 -c 'import json,sys
 for line in open(sys.argv[1]):
@@ -333,6 +455,33 @@ if "slug" not in d and isinstance(d.get("endpoint"), dict):
 print(d["slug"], d["sandbox_key"])' "$WORK/endpoint.json") \
     || die "intake: endpoint answer lacks slug/sandbox_key: $(cat "$WORK/endpoint.json")"
   { [ -n "${SLUG:-}" ] && [ -n "${SANDBOX_KEY:-}" ]; } || die "intake: empty slug or sandbox_key"
+}
+
+# ---------------------------------------------------------------- the ingest load
+
+# post_load_cmd URL KEY THREADS CONNECTIONS: sets POST_LOAD to the command of the ingest load:
+# wrk with benches/post.lua (keep-alive POSTs of the ~1 KB record, KEY as the bearer key; an
+# empty KEY sends none) against URL for DURATION. Its report ends with post.lua's "key value"
+# lines (requests, rps, p50_ms, p99_ms, non2xx, socket_errors, body_bytes). The command is
+# wrk itself (through env), so its PID is wrk's.
+post_load_cmd() {
+  POST_LOAD=(env "PATH_TO_POST=/${1#http://*/}" "INTAKE_KEY=$2"
+    wrk -t"$3" -c"$4" -d"$DURATION" --latency -s "$ROOT/benches/post.lua" "$1")
+}
+
+# probe NAME URL KEY: one POST of a small record (KEY as the bearer key, none when empty);
+# dies unless the answer is 2xx
+probe() {
+  local name="$1" url="$2" key="$3" code
+  local auth=()
+  [ -n "$key" ] && auth=(-H "Authorization: Bearer $key")
+  code="$(curl -s -o "$WORK/$name.probe" -w '%{http_code}' -X POST "$url" \
+    -H 'Content-Type: application/json' "${auth[@]}" -d '{"probe":true,"n":1}')" || code=000
+  case "$code" in
+    2??) ;;
+    *) log "$name: probe POST $url answered $code:"; cat "$WORK/$name.probe" >&2 || true; echo >&2
+       die "$name: probe POST was not accepted" ;;
+  esac
 }
 
 # ---------------------------------------------------------------- reports

@@ -70,42 +70,7 @@ log() { echo "search.sh: [$(( $(date +%s) - T_START ))s] $*" >&2; }
 # ---------------------------------------------------------------- cleanup
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/intake-search-bench.XXXXXX")"
-PG_DATA=""       # the PostgreSQL cluster's data directory, once initdb ran
-PG_STARTED=0
-
-as_pg() { # run a PostgreSQL server program as the postgres OS user when we are root
-  if [ "$(id -u)" -eq 0 ]; then
-    runuser -u postgres -- "$@"
-  else
-    "$@"
-  fi
-}
-
-# running PID: true while PID is a live process (not a zombie waiting to be reaped)
-running() {
-  local st
-  st="$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null || true)"
-  [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
-}
-
-stop_pg() {
-  [ "$PG_STARTED" = 1 ] || return 0
-  local pid=""
-  [ -f "$PG_DATA/postmaster.pid" ] && pid="$(head -n 1 "$PG_DATA/postmaster.pid" 2>/dev/null || true)"
-  if ! as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -m fast -w -t 60 stop >"$WORK/pg_stop.log" 2>&1; then
-    cat "$WORK/pg_stop.log" >&2 || true
-    # Only the postmaster of our own cluster: its command line names our data directory.
-    if [ -n "$pid" ] && running "$pid" && tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF "$PG_DATA"; then
-      log "PostgreSQL (pid $pid) still running after pg_ctl stop; sending SIGQUIT"
-      kill -QUIT "$pid" 2>/dev/null || true
-      sleep 2
-      if running "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
-    fi
-  fi
-  PG_STARTED=0
-}
-
-cleanup_on_exit 100 stop_pg
+cleanup_on_exit 100 pg_stop
 
 # ---------------------------------------------------------------- tools
 
@@ -116,27 +81,7 @@ if [ "$RUN_PG" = 1 ]; then
     log "psycopg not found; pip install 'psycopg[binary]'"
     python3 -m pip install --quiet "psycopg[binary]" >&2 || die "pip install psycopg[binary] failed"
   fi
-  pg_bin_dir() {
-    local d
-    d="$(printf '%s\n' /usr/lib/postgresql/*/bin | sort -V | tail -n 1)"
-    if [ -n "$d" ] && [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ]; then echo "$d"; fi
-  }
-  PG_BIN="$(pg_bin_dir)"
-  if [ -z "$PG_BIN" ] || [ ! -f "$(dirname "$PG_BIN")/lib/pg_trgm.so" ]; then
-    log "PostgreSQL server or pg_trgm not found; installing Debian's postgresql, postgresql-contrib"
-    apt_install postgresql postgresql-contrib
-    PG_BIN="$(pg_bin_dir)"
-  fi
-  [ -n "$PG_BIN" ] || die "no PostgreSQL server programs under /usr/lib/postgresql/*/bin"
-  PG_VERSION="$("$PG_BIN/postgres" --version | awk '{ print $3 }')"
-  case "$PG_VERSION" in
-    15.*) ;;
-    *) log "warning: PostgreSQL $PG_VERSION, not 15 (Debian 12's); carrying on" ;;
-  esac
-  if [ "$(id -u)" -eq 0 ]; then
-    id postgres >/dev/null 2>&1 || die "no 'postgres' OS user to run initdb as"
-    command -v runuser >/dev/null || die "runuser is required (util-linux)"
-  fi
+  pg_find
 fi
 
 # ---------------------------------------------------------------- data
@@ -150,29 +95,11 @@ log "generated: $(cat "$WORK/gen.json")"
 # ---------------------------------------------------------------- PostgreSQL
 
 if [ "$RUN_PG" = 1 ]; then
-  PG_DIR="$WORK/pg"
-  PG_DATA="$PG_DIR/data"
-  mkdir -p "$PG_DIR"
-  if [ "$(id -u)" -eq 0 ]; then
-    chmod 0711 "$WORK"            # postgres must reach $WORK/pg
-    chown postgres: "$PG_DIR"
-  fi
-  log "PostgreSQL $PG_VERSION: initdb $PG_DATA"
-  as_pg "$PG_BIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 --locale=C.UTF-8 \
-    >"$WORK/initdb.log" 2>&1 || { cat "$WORK/initdb.log" >&2; die "initdb failed"; }
-  PG_PORT="$(free_port)"
   # Settings for a 2-core, 24 GiB machine doing this read benchmark: enough shared
   # buffers to hold the table and its indexes, a large maintenance_work_mem for the GIN
   # build, JIT off (it only adds compile time to these short queries).
-  PG_OPTS="-c listen_addresses=$HOST -c port=$PG_PORT -c unix_socket_directories=$PG_DIR"
-  PG_OPTS+=" -c shared_buffers=2GB -c maintenance_work_mem=1GB -c work_mem=64MB"
-  PG_OPTS+=" -c effective_cache_size=16GB -c jit=off -c max_wal_size=8GB"
-  PG_OPTS+=" -c checkpoint_timeout=30min -c logging_collector=off"
-  PG_STARTED=1
-  as_pg "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_DIR/server.log" -w -t 120 -o "$PG_OPTS" start \
-    >"$WORK/pg_ctl.log" 2>&1 || { cat "$WORK/pg_ctl.log" "$PG_DIR/server.log" >&2; die "pg_ctl start failed"; }
-  PG_DSN="host=$HOST port=$PG_PORT user=postgres dbname=postgres"
-  log "PostgreSQL listening on $HOST:$PG_PORT"
+  pg_start -c shared_buffers=2GB -c maintenance_work_mem=1GB -c work_mem=64MB \
+    -c effective_cache_size=16GB -c jit=off -c max_wal_size=8GB -c checkpoint_timeout=30min
   run_bg python3 "$BENCH_PY" pg-setup --dsn "$PG_DSN" --copy "$DATA/records.copy" \
     --out "$WORK/pg_setup.json" || die "PostgreSQL setup failed"
   PG_ROWS="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["rows"])' "$WORK/pg_setup.json")"
@@ -259,7 +186,7 @@ fi
 if [ "$RUN_INTAKE" = 1 ]; then
   stop_server intake "$I_PID" "$I_SUPER" 120
 fi
-stop_pg
+pg_stop
 
 # --------------------------------------------------------------- report
 

@@ -519,9 +519,10 @@ def search_path(base_path, q):
 def wrk_latencies(base_url, path, key, requests, seconds):
     """`requests` answers to one GET on one connection, one at a time; latencies in ms."""
     env = dict(os.environ, SEARCH_REQUESTS=str(requests))
-    out = subprocess.run(["wrk", "-t1", "-c1", f"-d{seconds}s", "-s", WRK_LUA, base_url,
-                          "--", path, key], env=env, capture_output=True, text=True,
-                         check=True).stdout
+    # wrk's own timeout (2 s by default) would drop a slower answer within the run.
+    out = subprocess.run(["wrk", "-t1", "-c1", f"-d{seconds}s", f"--timeout={seconds + 5}s",
+                          "-s", WRK_LUA, base_url, "--", path, key], env=env,
+                         capture_output=True, text=True, check=True).stdout
     fields = {}
     for line in out.splitlines():
         name, _, rest = line.partition(" ")
