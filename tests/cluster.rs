@@ -155,19 +155,20 @@ fn try_create(node: &ServerClient, slug: &str, key: &str, payload: &Value) -> Op
     (r.status == 202).then(|| r.json()["id"].as_str().map(str::to_string))?
 }
 
-/// Polls `slug` through `nodes` in turn from `since` until `done` says the collected ids are
-/// complete or `deadline` passes; returns the ids in the order received.
+/// Polls `slug` through `nodes` in turn from `cursor`, or from `since` without one, until `done`
+/// says the collected ids are complete or `deadline` passes; returns the ids in the order
+/// received.
 fn poll_through(
     nodes: &[&ServerClient],
     slug: &str,
     key: &str,
     since: &str,
+    mut cursor: Option<String>,
     deadline: Duration,
     done: impl Fn(&[String]) -> bool,
 ) -> Vec<String> {
     let started = Instant::now();
     let mut ids = Vec::new();
-    let mut cursor: Option<String> = None;
     let mut turn = 0;
     while !done(&ids) && started.elapsed() < deadline {
         let node = nodes[turn % nodes.len()];
@@ -461,62 +462,17 @@ fn poll_is_gap_free_across_nodes_whose_clocks_disagree() {
     for node in &nodes {
         node.set(later);
     }
-    let resume = cursor.map(|c| format!("cursor={c}"));
-    let rest = match resume {
-        Some(query) => {
-            let query = query.trim_start_matches("cursor=").to_string();
-            poll_from_cursor(&clients, &ep.slug, &ep.sandbox_key, query, |ids| {
-                received.len() + ids.len() >= acknowledged.len()
-            })
-        }
-        None => poll_through(
-            &clients,
-            &ep.slug,
-            &ep.sandbox_key,
-            since,
-            Duration::from_secs(30),
-            |ids| ids.len() >= acknowledged.len(),
-        ),
-    };
+    let rest = poll_through(
+        &clients,
+        &ep.slug,
+        &ep.sandbox_key,
+        since,
+        cursor,
+        Duration::from_secs(30),
+        |ids| received.len() + ids.len() >= acknowledged.len(),
+    );
     received.extend(rest);
     assert_gap_free(&received, &acknowledged);
-}
-
-/// Polls on from `cursor` through `nodes` in turn until `done` or 30 s.
-fn poll_from_cursor(
-    nodes: &[&ServerClient],
-    slug: &str,
-    key: &str,
-    mut cursor: String,
-    done: impl Fn(&[String]) -> bool,
-) -> Vec<String> {
-    let started = Instant::now();
-    let mut ids = Vec::new();
-    let mut turn = 0;
-    while !done(&ids) && started.elapsed() < Duration::from_secs(30) {
-        let node = nodes[turn % nodes.len()];
-        turn += 1;
-        let r = node.data(
-            "GET",
-            &format!("/api/v1/data/{slug}/poll?cursor={cursor}"),
-            key,
-            None,
-        );
-        assert_status(&r, 200);
-        let body = r.json();
-        for record in body["data"].as_array().expect("data") {
-            ids.push(record["id"].as_str().expect("id").to_string());
-        }
-        cursor = body["next_cursor"]
-            .as_str()
-            .or(body["poll_cursor"].as_str())
-            .expect("a cursor")
-            .to_string();
-        if body["poll_cursor"].is_string() {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    ids
 }
 
 #[test]
@@ -569,6 +525,7 @@ fn a_killed_node_loses_nothing_acknowledged_and_the_others_take_over_its_work() 
         &ep.slug,
         &ep.sandbox_key,
         since,
+        None,
         Duration::from_secs(30),
         |ids| ids.len() >= acknowledged.len(),
     );

@@ -127,6 +127,49 @@ pub struct Change<'a> {
     pub payload: Option<&'a [u8]>,
 }
 
+impl<'a> Change<'a> {
+    /// What `write` changed, given its `outcome`: `None` for a refused or replayed write.
+    pub fn of(write: &'a RecordWrite, outcome: &WriteOutcome) -> Option<Change<'a>> {
+        let (partition, id, kind, payload) = match (write, outcome) {
+            (
+                RecordWrite::Create {
+                    partition, payload, ..
+                },
+                WriteOutcome::Created { id, .. },
+            ) => (
+                *partition,
+                *id,
+                ChangeKind::Created,
+                Some(payload.as_slice()),
+            ),
+            (
+                RecordWrite::Replace {
+                    partition,
+                    id,
+                    payload,
+                    ..
+                },
+                WriteOutcome::Replaced,
+            ) => (
+                *partition,
+                *id,
+                ChangeKind::Replaced,
+                Some(payload.as_slice()),
+            ),
+            (RecordWrite::Delete { partition, id }, WriteOutcome::Deleted) => {
+                (*partition, *id, ChangeKind::Deleted, None)
+            }
+            _ => return None,
+        };
+        Some(Change {
+            partition,
+            id,
+            kind,
+            payload,
+        })
+    }
+}
+
 /// A webhook delivery to create with a change: pending, its first attempt due at once.
 #[derive(Clone, Debug)]
 pub struct NewDelivery {
@@ -141,6 +184,34 @@ pub struct NewDelivery {
     pub max_attempts: u32,
     /// When the write was received: the delivery's creation and first due time.
     pub created_at: Timestamp,
+}
+
+impl NewDelivery {
+    /// Its stored row under `id`, for the write to `record_id` of `partition`: pending, due at
+    /// its creation.
+    pub fn into_row(
+        self,
+        id: u64,
+        partition: u64,
+        record_id: RecordId,
+    ) -> crate::store::DeliveryRow {
+        crate::store::DeliveryRow {
+            id,
+            partition,
+            record_id: record_id.0,
+            kind: self.kind,
+            url: self.url,
+            auth_header: self.auth_header,
+            auth_value_sealed: self.auth_value_sealed,
+            body: self.body,
+            state: crate::store::DeliveryState::Pending,
+            attempts: 0,
+            max_attempts: self.max_attempts,
+            next_attempt_at: Some(self.created_at),
+            created_at: self.created_at,
+            finished_at: None,
+        }
+    }
 }
 
 /// Decides the webhook deliveries of an applied write: which receivers, and the body they get.

@@ -17,12 +17,10 @@ use super::{PgStore, PgTx, big, from_json, id_bytes, id_from_bytes, to_json, unb
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::store::records::{
-    AppliedBatch, BatchWrite, Change, ChangeKind, NewDelivery, RecordRef, RecordRow, RecordWrite,
-    RecordsRead, RecordsStore, ScanOrder, SearchVisitor, WriteOutcome, searchable_text,
+    AppliedBatch, BatchWrite, Change, NewDelivery, RecordRef, RecordRow, RecordWrite, RecordsRead,
+    RecordsStore, ScanOrder, SearchVisitor, WriteOutcome, searchable_text,
 };
-use crate::store::{
-    DeliveryRow, DeliveryState, IdempotencyRow, OwnerWebhookRow, StoreError, time_key,
-};
+use crate::store::{IdempotencyRow, OwnerWebhookRow, StoreError, time_key};
 
 /// Records a visitor's scan reads per statement: a visitor usually stops early, so a scan
 /// never reads far ahead of it.
@@ -373,47 +371,11 @@ impl<'w> Batch<'w> {
     /// Applies one write in memory; if it changed a record, plans its deliveries.
     fn apply_one(&mut self, batch_write: &BatchWrite<'w>) -> Result<WriteOutcome, StoreError> {
         let outcome = self.apply_to_records(batch_write.write)?;
-        let change = match (batch_write.write, &outcome) {
-            (
-                RecordWrite::Create {
-                    partition, payload, ..
-                },
-                WriteOutcome::Created { id, .. },
-            ) => Some((
-                *partition,
-                *id,
-                ChangeKind::Created,
-                Some(payload.as_slice()),
-            )),
-            (
-                RecordWrite::Replace {
-                    partition,
-                    id,
-                    payload,
-                    ..
-                },
-                WriteOutcome::Replaced,
-            ) => Some((
-                *partition,
-                *id,
-                ChangeKind::Replaced,
-                Some(payload.as_slice()),
-            )),
-            (RecordWrite::Delete { partition, id }, WriteOutcome::Deleted) => {
-                Some((*partition, *id, ChangeKind::Deleted, None))
-            }
-            _ => None,
-        };
-        if let Some((partition, id, kind, payload)) = change {
-            let change = Change {
-                partition,
-                id,
-                kind,
-                payload,
-            };
-            let owner = self.owner_webhooks.get(&partition).cloned();
+        if let Some(change) = Change::of(batch_write.write, &outcome) {
+            let owner = self.owner_webhooks.get(&change.partition).cloned();
             for delivery in batch_write.webhooks.deliveries(&change, owner)? {
-                self.deliveries.push((partition, id, delivery));
+                self.deliveries
+                    .push((change.partition, change.id, delivery));
             }
         }
         Ok(outcome)
@@ -601,28 +563,12 @@ fn insert_deliveries(
     }
     let (mut partitions, mut record_ids, mut due_at) = (Vec::new(), Vec::new(), Vec::new());
     let (mut receivers, mut data) = (Vec::new(), Vec::new());
-    for (&id, (partition, record_id, new)) in ids.iter().zip(deliveries) {
-        let row = DeliveryRow {
-            id,
-            partition,
-            record_id: record_id.0,
-            kind: new.kind,
-            url: new.url,
-            auth_header: new.auth_header,
-            auth_value_sealed: new.auth_value_sealed,
-            body: new.body,
-            state: DeliveryState::Pending,
-            attempts: 0,
-            max_attempts: new.max_attempts,
-            next_attempt_at: Some(new.created_at),
-            created_at: new.created_at,
-            finished_at: None,
-        };
+    for (&id, (partition, record_id, mut new)) in ids.iter().zip(deliveries) {
         partitions.push(big(partition));
         record_ids.push(id_bytes(record_id.0));
         due_at.push(big(time_key(new.created_at)));
-        receivers.push(new.receiver);
-        data.push(to_json(&row)?);
+        receivers.push(std::mem::take(&mut new.receiver));
+        data.push(to_json(&new.into_row(id, partition, record_id))?);
     }
     let ids: Vec<i64> = ids.into_iter().map(big).collect();
     let record_ids: Vec<&[u8]> = record_ids.iter().map(|id| &id[..]).collect();

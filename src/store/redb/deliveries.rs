@@ -11,7 +11,7 @@ use super::{
 use crate::core::ids::RecordId;
 use crate::store::records::{Change, DeliveryPlanner, NewDelivery};
 use crate::store::webhooks::DueDelivery;
-use crate::store::{DeliveryRow, DeliveryState, OwnerWebhookRow, StoreError};
+use crate::store::{OwnerWebhookRow, StoreError};
 
 /// `META` counter of the last delivery id handed out.
 const NEXT_DELIVERY_ID: &str = "next_delivery_id";
@@ -73,35 +73,18 @@ impl<'txn> DeliveryTables<'txn> {
         &mut self,
         partition: u64,
         record_id: RecordId,
-        new: NewDelivery,
+        mut new: NewDelivery,
     ) -> Result<(), StoreError> {
         self.last_id += 1;
-        let row = DeliveryRow {
+        let due = DueDelivery {
+            due_at: new.created_at,
             id: self.last_id,
-            partition,
-            record_id: record_id.0,
-            kind: new.kind,
-            url: new.url,
-            auth_header: new.auth_header,
-            auth_value_sealed: new.auth_value_sealed,
-            body: new.body,
-            state: DeliveryState::Pending,
-            attempts: 0,
-            max_attempts: new.max_attempts,
-            next_attempt_at: Some(new.created_at),
-            created_at: new.created_at,
-            finished_at: None,
+            retry: false,
+            receiver: std::mem::take(&mut new.receiver),
         };
+        let row = new.into_row(self.last_id, partition, record_id);
         self.deliveries.insert(row.id, to_json(&row)?.as_slice())?;
-        list_due(
-            &mut self.due,
-            &DueDelivery {
-                due_at: new.created_at,
-                id: row.id,
-                retry: false,
-                receiver: new.receiver,
-            },
-        )?;
+        list_due(&mut self.due, &due)?;
         self.by_partition.insert((partition, row.id), record_id.0)?;
         self.by_record
             .insert((partition, record_id.0, row.id), ())?;

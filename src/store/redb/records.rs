@@ -15,8 +15,8 @@ use super::{
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::store::records::{
-    AppliedBatch, BatchWrite, Change, ChangeKind, IdempotencyClaim, RecordRef, RecordRow,
-    RecordWrite, RecordsRead, RecordsStore, ScanOrder, SearchVisitor, WriteOutcome,
+    AppliedBatch, BatchWrite, Change, IdempotencyClaim, RecordRef, RecordRow, RecordWrite,
+    RecordsRead, RecordsStore, ScanOrder, SearchVisitor, WriteOutcome,
 };
 use crate::store::{Effects, IdempotencyRow, StoreError, time_key};
 
@@ -287,45 +287,8 @@ impl<'txn> BatchTables<'txn> {
     fn apply(&mut self, batch_write: &BatchWrite<'_>) -> Result<WriteOutcome, StoreError> {
         let write = batch_write.write;
         let outcome = self.apply_to_records(write)?;
-        let change = match (write, &outcome) {
-            (
-                RecordWrite::Create {
-                    partition, payload, ..
-                },
-                WriteOutcome::Created { id, .. },
-            ) => Some((
-                *partition,
-                *id,
-                ChangeKind::Created,
-                Some(payload.as_slice()),
-            )),
-            (
-                RecordWrite::Replace {
-                    partition,
-                    id,
-                    payload,
-                    ..
-                },
-                WriteOutcome::Replaced,
-            ) => Some((
-                *partition,
-                *id,
-                ChangeKind::Replaced,
-                Some(payload.as_slice()),
-            )),
-            (RecordWrite::Delete { partition, id }, WriteOutcome::Deleted) => {
-                Some((*partition, *id, ChangeKind::Deleted, None))
-            }
-            _ => None,
-        };
-        if let Some((partition, id, kind, payload)) = change {
-            self.log.append(partition, id.0)?;
-            let change = Change {
-                partition,
-                id,
-                kind,
-                payload,
-            };
+        if let Some(change) = Change::of(write, &outcome) {
+            self.log.append(change.partition, change.id.0)?;
             self.deliveries.create_for(&change, batch_write.webhooks)?;
         }
         Ok(outcome)
