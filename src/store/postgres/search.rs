@@ -56,8 +56,14 @@ impl TextSearch for PgTx<'_> {
         visit: &mut SearchVisitor<'_>,
     ) -> Result<TextSearchEnd, StoreError> {
         self.execute("SAVEPOINT text_search", &[])?;
+        // A time limit, and a plan made for this pattern: the generic plan of the prepared
+        // statement cannot see how selective the pattern is and walks the id range instead of
+        // the trigram index (p50 91 ms against 2-5 ms on 1M records).
         self.execute(
-            &format!("SET LOCAL statement_timeout = {STATEMENT_LIMIT_MS}"),
+            &format!(
+                "SELECT set_config('statement_timeout', '{STATEMENT_LIMIT_MS}', true), \
+                 set_config('plan_cache_mode', 'force_custom_plan', true)"
+            ),
             &[],
         )?;
         let searched = self.search_chunks(partition, folded_q, lower, upper, visit);
