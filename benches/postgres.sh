@@ -26,8 +26,8 @@
 #    (benches/postgres_report.py).
 #
 # Usage (from the repo root):
-#   bash benches/postgres.sh                               # about 20-30 minutes on 2 cores
-#   RECORDS=20000 bash benches/postgres.sh                 # a quick check of every step
+#   bash benches/postgres.sh                               # about 25 minutes on 2 cores
+#   RECORDS=20000 DURATION=5s ROUNDS=1 bash benches/postgres.sh   # a quick check of every step
 #   DURATION=5s STEPS=ceiling bash benches/postgres.sh     # the pgbench ceiling alone
 #
 # Env:
@@ -35,7 +35,7 @@
 #   CONNECTIONS  connections of each write run (pgbench, wrk)     (default 64)
 #   THREADS      pgbench -j and wrk -t                            (default 2)
 #   ROUNDS       rounds of the write runs (ceiling, pg1, pg2, redb), interleaved; the
-#                report gives each round and the median                (default 3)
+#                report gives each round and the median           (default 3)
 #   STEPS        which steps to run, of: ceiling pg1 pg2 redb search
 #                                                                 (default all five)
 #   RECORDS      records of the search data set                   (default 1000000)

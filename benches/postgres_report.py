@@ -369,10 +369,15 @@ def main():
     L.append("### What two cores show, and an estimate for a larger machine")
     L.append("")
     L.append(f"- Everything here shares {a.nproc} cores: the load generator, every intake "
-             "node and PostgreSQL. A second node on the same cores adds no CPU, so the "
-             "two-node figure shows that two nodes share one database correctly and what the "
-             "second costs, not how throughput scales; and intake's figure is lowered by the "
-             "CPU that PostgreSQL and wrk take from it (and the other way round).")
+             "node and PostgreSQL. A second node on the same cores brings no CPU of its own, "
+             "so the two-node figure cannot show how throughput grows with machines: it shows "
+             "that two nodes share one database correctly under load, and what a second node "
+             "does on the same cores. Each figure is also lowered by the CPU the others take.")
+    if pg1 and pg2 and pg1["busy"] is not None and pg2["busy"] is not None:
+        L.append(f"- One node kept the machine {pg1['busy']:.0f} % busy (median), two nodes "
+                 f"{pg2['busy']:.0f} %, for {rps['pg2'] / rps['pg1']:.2f}× the writes: a node "
+                 "is bound by its ingest writer (below) before the CPU, and the second node's "
+                 "writer used CPU the first left idle.")
     p1 = per.get("pg1")
     w1 = (pg1 or {}).get("writer")
     if p1 and p1["intake"] and p1["pg"]:
@@ -392,13 +397,13 @@ def main():
                      f"per write at {w1['average']:.0f} writes per batch: about "
                      f"{1e6 / w1['us_per_write']:,.0f} writes/s here. The database's work of a "
                      "batch (the trigram index's above all) runs on one PostgreSQL backend, so "
-                     "even with a core to itself a node takes at most about "
+                     "even with a core to itself a node takes about "
                      f"{node_bound:,.0f} writes/s (1 s / {cp:,.0f} µs); larger batches share "
                      "the fsync, not that work. More writes/s need more nodes.")
         L.append("- Estimate for a larger machine, assuming CPU is what limits (the disk's "
                  "fsync is shared by group commit) and these per-write costs stay as measured: "
                  f"the database takes about M × {1e6 / cp:,.0f} writes/s on M cores, each node "
-                 f"at most ~{node_bound:,.0f}/s for {ci:,.0f} µs of its own CPU per write:")
+                 f"about {node_bound:,.0f}/s for {ci:,.0f} µs of its own CPU per write:")
         L.append("")
         here = pg1["rps"] if pg1 else None
         L.append("| database cores | database's CPU bound | nodes to reach it, at one node's "
@@ -419,8 +424,9 @@ def main():
         p2 = per.get("pg2")
         if p2 and p2["intake"] and p2["pg"]:
             L.append(f"- With two nodes the cost per write was {p2['intake']:,.0f} µs of intake "
-                     f"and {p2['pg']:,.0f} µs of PostgreSQL: each node's batches are smaller "
-                     "at half the load each, so there are more commits per record.")
+                     f"and {p2['pg']:,.0f} µs of PostgreSQL (one node: {ci:,.0f} and "
+                     f"{cp:,.0f}), with {(pg2.get('writer') or {}).get('average', 0):.0f} "
+                     "writes per commit on each node.")
         L.append("- Not in the estimate: network round trips between nodes and a database on "
                  "other machines (they lengthen each batch transaction, so a node's bound "
                  "drops with the round-trip time), contention on the right edge of the records "
