@@ -63,7 +63,7 @@ fuzz_target!(|input: &str| {
     );
 
     let mut emitted = HashMap::new();
-    let mut tokenizer = TrigramTokenizer;
+    let mut tokenizer = TrigramTokenizer::default();
     let mut stream = tokenizer.token_stream(&folded);
     while stream.advance() {
         let token = stream.token();

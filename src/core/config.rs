@@ -576,11 +576,26 @@ pub struct SearchConfig {
     /// sooner and the index catches up after it (searches stay exact meanwhile: they check
     /// the records not yet indexed in the store, see `search`).
     pub indexer_nice: i32,
+    /// Memory (MB, at least 15) the indexer may fill with documents before it writes them into
+    /// a segment: more means fewer, larger segments and less merging; it is allocated only
+    /// while records are being indexed.
+    pub index_memory_mb: usize,
+    /// A trigram found in more than this share (0 to 1) of the indexed records is left out of
+    /// the index from then on: such trigrams make up most of an index's tokens but hardly
+    /// narrow a query down. 1 keeps every trigram.
+    pub stop_share: f64,
+    /// No trigram is left out before the index holds this many records.
+    pub stop_min_records: u64,
 }
 
 impl Default for SearchConfig {
     fn default() -> Self {
-        SearchConfig { indexer_nice: 10 }
+        SearchConfig {
+            indexer_nice: 10,
+            index_memory_mb: 50,
+            stop_share: 0.05,
+            stop_min_records: 10_000,
+        }
     }
 }
 
@@ -891,6 +906,12 @@ impl Config {
         self.storage.validate()?;
         if !(0..=19).contains(&self.search.indexer_nice) {
             return Err("search.indexer_nice must be from 0 to 19".into());
+        }
+        if self.search.index_memory_mb < 15 {
+            return Err("search.index_memory_mb must be at least 15".into());
+        }
+        if !(self.search.stop_share > 0.0 && self.search.stop_share <= 1.0) {
+            return Err("search.stop_share must be above 0 and at most 1".into());
         }
         if self.backup.keep == 0 {
             return Err("backup.keep must be at least 1".into());

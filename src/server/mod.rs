@@ -29,7 +29,7 @@ use tokio::sync::{Semaphore, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::core::clock::SharedClock;
-use crate::core::config::{Config, HttpConfig, StorageBackend};
+use crate::core::config::{Config, HttpConfig, SearchConfig, StorageBackend};
 use crate::core::crypto::{CryptoError, MASTER_KEY_FILE, Sealer};
 use crate::core::metrics::Metrics;
 use crate::core::private_dir::create_private_dir;
@@ -110,6 +110,17 @@ pub fn open_data_dir(config: &Config) -> Result<(Arc<dyn Store>, Sealer), Server
         )));
     }
     Ok((store, sealer))
+}
+
+fn indexer_settings(config: &SearchConfig) -> search::IndexerSettings {
+    search::IndexerSettings {
+        nice: config.indexer_nice,
+        memory_bytes: config.index_memory_mb.saturating_mul(1_000_000),
+        stop: search::StopPolicy {
+            share: config.stop_share,
+            min_records: config.stop_min_records,
+        },
+    }
 }
 
 /// Opens the request-log store (see `request_log`): a file of its own in the data dir, or
@@ -262,9 +273,12 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     // A store that searches itself (PostgreSQL) keeps no change log and needs no index.
     let (search, indexer, indexer_thread) = match store.change_log() {
         Some(_) => {
-            let (search, indexer, thread) =
-                search::start(&config.data_dir, store.clone(), config.search.indexer_nice)
-                    .map_err(|e| ServerError::Other(e.to_string()))?;
+            let (search, indexer, thread) = search::start(
+                &config.data_dir,
+                store.clone(),
+                indexer_settings(&config.search),
+            )
+            .map_err(|e| ServerError::Other(e.to_string()))?;
             (Some(search), Some(Arc::new(indexer)), Some(thread))
         }
         None => (None, None, None),

@@ -24,9 +24,10 @@ pub struct Snapshot {
 
 /// The queries a committed state answers.
 pub trait IndexView: Send + Sync {
-    /// The share of indexed records holding the rarest trigram of the folded query `q`: an
-    /// upper bound on the share that contain `q` (exact for a 3-character query).
-    fn rarest_share(&self, q: &str) -> Result<f64>;
+    /// The share of indexed records holding the rarest indexed trigram of the folded query
+    /// `q`: an upper bound on the share that contain `q` (exact for a 3-character query).
+    /// `None` when every trigram of `q` is a stop trigram: the index cannot narrow it down.
+    fn rarest_share(&self, q: &str) -> Result<Option<f64>>;
 
     /// Records of `partition` with an id in `[lower, upper]` whose folded text contains the
     /// folded query `q`, newest first, at least `want` of them unless the range has fewer.

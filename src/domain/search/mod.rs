@@ -30,8 +30,9 @@
 //! query is far sparser ([`PROBE_EXPECTED`]); if it has not filled the page, the index takes
 //! over below the part it walked.
 //!
-//! While the index is being rebuilt there is no snapshot and the partition is scanned in the
-//! store instead. Either way the work of one call is bounded: when the bound is reached the
+//! While the index is being rebuilt there is no snapshot, and a query made only of stop
+//! trigrams (see [`tokenizer`]) gets nothing from it: the partition is scanned in the store
+//! instead. Either way the work of one call is bounded: when the bound is reached the
 //! page may hold fewer than `limit` records and `next_cursor` continues from where it stopped.
 
 pub mod index;
@@ -186,7 +187,10 @@ pub(crate) fn search_within(
     };
     let mut upper = *upper;
     let mut found: Vec<Found> = Vec::new();
-    let share = view.rarest_share(q)?;
+    let Some(share) = view.rarest_share(q)? else {
+        // Only stop trigrams: the index holds nothing that narrows `q` down.
+        return scan_store(records, p, &mut matcher, *lower, upper, *limit, budget);
+    };
     if share >= DENSE_SHARE {
         // The store is exact on its own: whatever this walk covers needs no index. The walk
         // is sized for the densest the query can be, and gives up early when the first
@@ -440,7 +444,8 @@ fn walk_store(
     })
 }
 
-/// Answers from the store alone (while the index is rebuilt), `budget` records at most.
+/// Answers from the store alone (while the index is rebuilt, or for a query of stop
+/// trigrams only), `budget` records at most.
 fn scan_store(
     records: &dyn ReadTx,
     p: u64,

@@ -21,7 +21,9 @@ use tantivy::{
 };
 
 use crate::domain::error::{Error, Result as ServiceResult};
-use crate::domain::search::tokenizer::{TrigramTokenizer, covering_trigrams};
+use crate::domain::search::tokenizer::{
+    SharedStopSet, StopSet, TrigramTokenizer, indexed_trigrams, query_trigrams,
+};
 use crate::domain::search::{Hits, IndexView, SearchIndex, Snapshot};
 use crate::store::StoreError;
 
@@ -81,6 +83,8 @@ pub(super) fn schema() -> (Schema, Fields) {
 pub struct TantivyView {
     searcher: Searcher,
     fields: Fields,
+    /// The stop set committed with this state: trigrams its postings may lack.
+    stop: Arc<StopSet>,
     /// Indexed by segment ordinal.
     ids: Vec<IdColumns>,
 }
@@ -93,7 +97,11 @@ struct IdColumns {
 }
 
 impl TantivyView {
-    pub(super) fn new(searcher: Searcher, fields: Fields) -> Result<Self, IndexError> {
+    pub(super) fn new(
+        searcher: Searcher,
+        fields: Fields,
+        stop: Arc<StopSet>,
+    ) -> Result<Self, IndexError> {
         let ids = searcher
             .segment_readers()
             .iter()
@@ -108,6 +116,7 @@ impl TantivyView {
         Ok(TantivyView {
             searcher,
             fields,
+            stop,
             ids,
         })
     }
@@ -121,7 +130,7 @@ impl TantivyView {
 }
 
 impl IndexView for TantivyView {
-    fn rarest_share(&self, q: &str) -> ServiceResult<f64> {
+    fn rarest_share(&self, q: &str) -> ServiceResult<Option<f64>> {
         Ok(self.share_of_rarest(q)?)
     }
 
@@ -138,18 +147,22 @@ impl IndexView for TantivyView {
 }
 
 impl TantivyView {
-    fn share_of_rarest(&self, q: &str) -> Result<f64, IndexError> {
+    fn share_of_rarest(&self, q: &str) -> Result<Option<f64>, IndexError> {
         let searcher = &self.searcher;
+        let grams = indexed_trigrams(q, &self.stop);
+        if grams.is_empty() {
+            return Ok(None);
+        }
         let docs = searcher.num_docs();
         if docs == 0 {
-            return Ok(0.0);
+            return Ok(Some(0.0));
         }
         let mut rarest = docs;
-        for (_, gram) in covering_trigrams(q) {
+        for gram in grams {
             let df = searcher.doc_freq(&Term::from_field_text(self.fields.text, gram))?;
             rarest = rarest.min(df);
         }
-        Ok(rarest as f64 / docs as f64)
+        Ok(Some(rarest as f64 / docs as f64))
     }
 
     fn hits(
@@ -161,7 +174,7 @@ impl TantivyView {
         want: usize,
     ) -> Result<Hits, IndexError> {
         let f = self.fields;
-        let grams: Vec<(usize, Term)> = covering_trigrams(q)
+        let grams: Vec<(usize, Term)> = query_trigrams(q, &self.stop)
             .into_iter()
             .map(|(offset, gram)| (offset, Term::from_field_text(f.text, gram)))
             .collect();
@@ -343,9 +356,48 @@ impl SegmentCollector for NewestInSegment {
     }
 }
 
-/// Opens the index and reads the position of its last commit; on any failure (missing,
-/// corrupt, another schema) it starts over with an empty index and no position.
-pub(super) fn open_or_create(dir: &Path) -> Result<(Index, Option<u64>), IndexError> {
+/// What a commit records beside the index (its payload): the change-log position it covers
+/// (none while a rebuild is under way) and its stop set.
+#[derive(Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(super) struct CommitState {
+    pub(super) position: Option<u64>,
+    #[serde(default)]
+    pub(super) stop: Vec<String>,
+}
+
+impl CommitState {
+    pub(super) fn encode(position: Option<u64>, stop: &StopSet) -> String {
+        let state = CommitState {
+            position,
+            stop: stop.sorted().into_iter().map(str::to_string).collect(),
+        };
+        // Serialising a struct of a number and strings cannot fail.
+        serde_json::to_string(&state).unwrap_or_default()
+    }
+
+    /// Also reads the bare position earlier versions wrote (no stop set).
+    fn decode(payload: &str) -> CommitState {
+        if let Ok(position) = payload.parse::<u64>() {
+            return CommitState {
+                position: Some(position),
+                stop: Vec::new(),
+            };
+        }
+        serde_json::from_str(payload).unwrap_or_default()
+    }
+}
+
+/// An opened index, its tokenizer's stop set (the committed one) and the position its last
+/// commit covers.
+pub(super) struct Opened {
+    pub(super) index: Index,
+    pub(super) position: Option<u64>,
+    pub(super) stop: SharedStopSet,
+}
+
+/// Opens the index and reads the state of its last commit; on any failure (missing, corrupt,
+/// another schema) it starts over with an empty index, no position and no stop set.
+pub(super) fn open_or_create(dir: &Path) -> Result<Opened, IndexError> {
     match open_existing(dir) {
         Ok(opened) => return Ok(opened),
         Err(err) if dir.exists() => {
@@ -365,29 +417,103 @@ pub(super) fn open_or_create(dir: &Path) -> Result<(Index, Option<u64>), IndexEr
     }
     std::fs::create_dir_all(dir).map_err(io)?;
     let index = Index::create_in_dir(dir, schema().0)?;
-    register_tokenizer(&index);
-    Ok((index, None))
+    let stop = register_tokenizer(&index, StopSet::default());
+    Ok(Opened {
+        index,
+        position: None,
+        stop,
+    })
 }
 
-fn open_existing(dir: &Path) -> Result<(Index, Option<u64>), IndexError> {
+fn open_existing(dir: &Path) -> Result<Opened, IndexError> {
     let index = Index::open_in_dir(dir)?;
     if index.schema() != schema().0 {
         return Err(tantivy::TantivyError::SchemaError("schema changed".into()).into());
     }
-    register_tokenizer(&index);
     // Opening a reader loads every segment: corrupt files show here.
     let reader: IndexReader = index.reader()?;
     let searcher = reader.searcher();
     for segment in searcher.segment_readers() {
         segment.fast_fields().u64("id_hi")?;
     }
-    let position = index
+    let state = index
         .load_metas()?
         .payload
-        .and_then(|p| p.parse::<u64>().ok());
-    Ok((index, position))
+        .map(|p| CommitState::decode(&p))
+        .unwrap_or_default();
+    let stop = register_tokenizer(&index, StopSet::from_iter(state.stop));
+    Ok(Opened {
+        index,
+        position: state.position,
+        stop,
+    })
 }
 
-fn register_tokenizer(index: &Index) {
-    index.tokenizers().register(TOKENIZER, TrigramTokenizer);
+fn register_tokenizer(index: &Index, stop: StopSet) -> SharedStopSet {
+    let shared = SharedStopSet::new(Arc::new(stop));
+    index
+        .tokenizers()
+        .register(TOKENIZER, TrigramTokenizer::new(shared.clone()));
+    shared
+}
+
+/// When trigrams become stop trigrams (see `domain::search::tokenizer`).
+#[derive(Clone, Copy, Debug)]
+pub struct StopPolicy {
+    /// A trigram in more than this share of the indexed records becomes one.
+    pub share: f64,
+    /// No stop trigrams before the index holds this many records (a small index is cheap to
+    /// keep whole, and a share of a few records says little).
+    pub min_records: u64,
+}
+
+impl StopPolicy {
+    /// Every trigram is indexed.
+    pub const NONE: StopPolicy = StopPolicy {
+        share: 1.0,
+        min_records: u64::MAX,
+    };
+}
+
+/// `current` and every trigram of the text field in more than `policy.share` of the
+/// documents of `searcher`, if that adds any. Reads every segment's term dictionary of the
+/// field (deleted documents still count: a share, not an exact figure, is needed).
+pub(super) fn grown_stop_set(
+    searcher: &Searcher,
+    text: Field,
+    current: &StopSet,
+    policy: StopPolicy,
+) -> Result<Option<StopSet>, IndexError> {
+    let docs: u64 = searcher
+        .segment_readers()
+        .iter()
+        .map(|segment| u64::from(segment.max_doc()))
+        .sum();
+    if docs < policy.min_records.max(1) {
+        return Ok(None);
+    }
+    let mut freq: rustc_hash::FxHashMap<Vec<u8>, u64> = Default::default();
+    for segment in searcher.segment_readers() {
+        let inverted = segment.inverted_index(text)?;
+        let mut terms = inverted
+            .terms()
+            .stream()
+            .map_err(tantivy::TantivyError::from)?;
+        while terms.advance() {
+            *freq.entry(terms.key().to_vec()).or_default() += u64::from(terms.value().doc_freq);
+        }
+    }
+    let floor = (policy.share * docs as f64) as u64;
+    let added: Vec<String> = freq
+        .into_iter()
+        .filter(|(_, df)| *df > floor)
+        .filter_map(|(gram, _)| String::from_utf8(gram).ok())
+        .filter(|gram| !current.contains(gram))
+        .collect();
+    if added.is_empty() {
+        return Ok(None);
+    }
+    let mut grown: Vec<String> = current.sorted().into_iter().map(str::to_string).collect();
+    grown.extend(added);
+    Ok(Some(StopSet::from_iter(grown)))
 }

@@ -11,8 +11,11 @@ use std::time::{Duration, Instant};
 
 use tantivy::{IndexReader, IndexWriter, ReloadPolicy, Term};
 
-use super::index::{DIR, Fields, IndexError, TantivyIndex, TantivyView, open_or_create, schema};
-use crate::domain::search::tokenizer::{fold_case, payload_text};
+use super::index::{
+    CommitState, DIR, Fields, IndexError, Opened, StopPolicy, TantivyIndex, TantivyView,
+    grown_stop_set, open_or_create, schema,
+};
+use crate::domain::search::tokenizer::{SharedStopSet, StopSet, fold_case, payload_text};
 use crate::domain::search::{SearchIndex, Snapshot};
 use crate::store::changes::Replay;
 use crate::store::{self, Store};
@@ -28,9 +31,23 @@ const COMMIT_BATCH: usize = 50_000;
 const TRIM_LAG: Duration = Duration::from_secs(60);
 /// Most change-log entries removed in one transaction (bounds time holding the write lock).
 const TRIM_CHUNK: usize = 20_000;
-const WRITER_HEAP_BYTES: usize = 50_000_000;
-/// Records between two progress lines of a rebuild.
+/// Records between two progress lines of a rebuild, and between two commits of it (each
+/// followed by a look for new stop trigrams).
 const REBUILD_PROGRESS: u64 = 200_000;
+/// The stop set is looked at again once the index has grown by this share since the last
+/// look (or by the policy's `min_records`, if more): reading every term dictionary costs
+/// tens of milliseconds on a large index.
+const STOP_RECHECK_GROWTH: f64 = 0.25;
+
+/// How the indexer builds the index.
+#[derive(Clone, Copy, Debug)]
+pub struct IndexerSettings {
+    /// Nice value of the indexing threads (0 to 19).
+    pub nice: i32,
+    /// Memory tantivy's writer may hold for documents not yet written into a segment.
+    pub memory_bytes: usize,
+    pub stop: StopPolicy,
+}
 
 /// Wakes the indexer after a commit of the write path; never blocks.
 #[derive(Clone)]
@@ -75,10 +92,14 @@ impl IndexerThread {
 pub fn start(
     data_dir: &Path,
     store: Arc<dyn Store>,
-    nice: i32,
+    settings: IndexerSettings,
 ) -> Result<(Arc<dyn SearchIndex>, Notifier, IndexerThread), IndexError> {
     let dir = data_dir.join(DIR);
-    let (index, position) = open_or_create(&dir)?;
+    let Opened {
+        index,
+        position,
+        stop,
+    } = open_or_create(&dir)?;
     let reader = index
         .reader_builder()
         .reload_policy(ReloadPolicy::Manual)
@@ -95,8 +116,8 @@ pub fn start(
     let handle = std::thread::Builder::new()
         .name("search-indexer".into())
         .spawn(move || {
-            lower_priority(nice);
-            let writer = match index.writer_with_num_threads(1, WRITER_HEAP_BYTES) {
+            lower_priority(settings.nice);
+            let writer = match index.writer_with_num_threads(1, settings.memory_bytes) {
                 Ok(writer) => writer,
                 Err(err) => {
                     let _ = started_tx.send(Err(err));
@@ -112,6 +133,10 @@ pub fn start(
                 shared: thread_shared,
                 position: position.unwrap_or(0),
                 committed: VecDeque::new(),
+                committed_stop: stop.current(),
+                stop,
+                stop_policy: settings.stop,
+                stop_checked_at: 0,
             };
             indexer.run(needs_rebuild, &rx);
         })
@@ -172,6 +197,15 @@ struct Indexer {
     position: u64,
     /// Recent commits, oldest first: when and up to which sequence.
     committed: VecDeque<(Instant, u64)>,
+    /// The stop set the tokenizer uses for documents added from now on. It only grows, and
+    /// only between commits, so every commit's set holds every set its documents were
+    /// indexed with.
+    stop: SharedStopSet,
+    /// The stop set of the last commit: what its snapshot's queries must avoid.
+    committed_stop: Arc<StopSet>,
+    stop_policy: StopPolicy,
+    /// Documents in the index when the stop set was last looked at.
+    stop_checked_at: u64,
 }
 
 impl Indexer {
@@ -238,6 +272,7 @@ impl Indexer {
     fn rebuild(&mut self) -> Result<(), IndexError> {
         let started = Instant::now();
         self.writer.delete_all_documents()?;
+        let store = self.store.clone();
         let mut rebuild = Rebuild {
             indexer: self,
             total: 0,
@@ -245,7 +280,7 @@ impl Indexer {
             position: 0,
             failed: None,
         };
-        store::change_log(self.store.as_ref())?.replay(&mut rebuild)?;
+        store::change_log(store.as_ref())?.replay(&mut rebuild)?;
         let Rebuild {
             done,
             position,
@@ -301,13 +336,32 @@ impl Indexer {
         Ok(())
     }
 
-    /// Commits with the covered position as payload and publishes the new snapshot.
+    /// Commits with the covered position and the stop set as payload, publishes the new
+    /// snapshot, and grows the stop set if the index has grown enough to look again.
     fn commit(&mut self) -> Result<(), IndexError> {
-        let mut prepared = self.writer.prepare_commit()?;
-        prepared.set_payload(&self.position.to_string());
-        prepared.commit()?;
+        self.commit_state(Some(self.position))?;
         self.committed.push_back((Instant::now(), self.position));
-        self.publish()
+        self.publish()?;
+        self.grow_stop_set()
+    }
+
+    /// A commit part of the way through a rebuild: no position (a restart rebuilds again),
+    /// nothing published; what it is for is the stop set it lets the rest of the rebuild use.
+    fn rebuild_checkpoint(&mut self) -> Result<(), IndexError> {
+        self.commit_state(None)?;
+        self.reader.reload()?;
+        self.grow_stop_set()
+    }
+
+    fn commit_state(&mut self, position: Option<u64>) -> Result<(), IndexError> {
+        // Read before the commit: every document in it was tokenised with this set or a
+        // smaller one (the set changes only in this thread, after commits).
+        let stop = self.stop.current();
+        let mut prepared = self.writer.prepare_commit()?;
+        prepared.set_payload(&CommitState::encode(position, &stop));
+        prepared.commit()?;
+        self.committed_stop = stop;
+        Ok(())
     }
 
     fn publish(&mut self) -> Result<(), IndexError> {
@@ -316,9 +370,35 @@ impl Indexer {
             view: Some(Box::new(TantivyView::new(
                 self.reader.searcher(),
                 self.fields,
+                self.committed_stop.clone(),
             )?)),
             position: self.position,
         });
+        Ok(())
+    }
+
+    /// Adds the trigrams now in more than the policy's share of the documents to the stop set
+    /// documents from now on are tokenised with (committed with the next commit).
+    fn grow_stop_set(&mut self) -> Result<(), IndexError> {
+        let searcher = self.reader.searcher();
+        let docs = searcher.num_docs();
+        let policy = self.stop_policy;
+        let step = ((self.stop_checked_at as f64 * STOP_RECHECK_GROWTH) as u64)
+            .max(policy.min_records)
+            .max(1);
+        if docs < self.stop_checked_at.saturating_add(step) {
+            return Ok(());
+        }
+        self.stop_checked_at = docs;
+        let current = self.stop.current();
+        if let Some(grown) = grown_stop_set(&searcher, self.fields.text, &current, policy)? {
+            log::info!(
+                "search index: {} stop trigrams (in more than {:.0} % of {docs} records)",
+                grown.len(),
+                policy.share * 100.0
+            );
+            self.stop.replace(Arc::new(grown));
+        }
         Ok(())
     }
 
@@ -348,7 +428,7 @@ impl Indexer {
 
 /// A rebuild fed by [`Store::replay`]: every record into the writer, with progress in the log.
 struct Rebuild<'a> {
-    indexer: &'a Indexer,
+    indexer: &'a mut Indexer,
     total: u64,
     done: u64,
     /// The change-log sequence the replayed records cover.
@@ -365,17 +445,22 @@ impl Replay for Rebuild<'_> {
     }
 
     fn record(&mut self, partition: u64, record_id: u128, payload: &[u8]) -> ControlFlow<()> {
-        if let Err(err) = self.indexer.add(partition, record_id, payload) {
+        let added = self.indexer.add(partition, record_id, payload);
+        self.done += 1;
+        let checkpoint = match added {
+            Ok(()) if self.done % REBUILD_PROGRESS == 0 => {
+                log::info!(
+                    "search index: rebuilt {} of {} records",
+                    self.done,
+                    self.total
+                );
+                self.indexer.rebuild_checkpoint()
+            }
+            other => other,
+        };
+        if let Err(err) = checkpoint {
             self.failed = Some(err);
             return ControlFlow::Break(());
-        }
-        self.done += 1;
-        if self.done % REBUILD_PROGRESS == 0 {
-            log::info!(
-                "search index: rebuilt {} of {} records",
-                self.done,
-                self.total
-            );
         }
         ControlFlow::Continue(())
     }

@@ -17,5 +17,5 @@ mod indexer;
 #[cfg(test)]
 mod tests;
 
-pub use index::IndexError;
-pub use indexer::{IndexerThread, Notifier, start};
+pub use index::{IndexError, StopPolicy};
+pub use indexer::{IndexerSettings, IndexerThread, Notifier, start};

@@ -19,6 +19,7 @@ use crate::domain::webhooks::deliveries::Hooks;
 use crate::store::records::RecordWrite;
 use crate::store::{Store, partition_environment};
 use crate::workers::ingest;
+use crate::workers::search::{IndexerSettings, StopPolicy};
 
 /// The searched partition, and another whose records must never show up.
 const P: u64 = 2;
@@ -76,6 +77,15 @@ fn payload(rng: &mut StdRng, n: usize, extra: &str) -> String {
     let a = WORDS[rng.random_range(0..WORDS.len())];
     let b = WORDS[rng.random_range(0..WORDS.len())];
     format!(r#"{{"n":{n},"text":"{a} and {b}","tag":"{extra}"}}"#)
+}
+
+/// The indexer as the server runs it, with `stop` as its stop policy.
+fn test_settings(stop: StopPolicy) -> IndexerSettings {
+    IndexerSettings {
+        nice: 0,
+        memory_bytes: 15_000_000,
+        stop,
+    }
 }
 
 /// Record ids created at `micros`, with random low bits as `RecordId::generate` makes.
@@ -176,7 +186,8 @@ fn a_tail_longer_than_the_budget_pages_exactly() {
         )
     }));
     write(&runtime, &ingest, writes);
-    let (index, notifier, indexer) = super::start(dir.path(), store.clone(), 0).expect("index");
+    let (index, notifier, indexer) =
+        super::start(dir.path(), store.clone(), test_settings(StopPolicy::NONE)).expect("index");
     let deadline = Instant::now() + Duration::from_secs(60);
     while index.snapshot().view.is_none() || index.snapshot().position == 0 {
         assert!(Instant::now() < deadline, "the index was not built");
@@ -242,6 +253,144 @@ fn a_tail_longer_than_the_budget_pages_exactly() {
     assert_eq!(first["data"].as_array().map(Vec::len), Some(0));
     assert!(first["pagination"]["next_cursor"].is_string(), "{first}");
 
+    runtime.block_on(ingest.shutdown());
+    writer.join();
+}
+
+/// Waits until the index covers every change logged so far.
+fn wait_indexed(store: &dyn Store, index: &dyn SearchIndex, notifier: &super::Notifier) {
+    let last = crate::store::change_log(store)
+        .expect("change log")
+        .change_log_bounds()
+        .expect("bounds")
+        .last;
+    notifier.changed();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while index.snapshot().view.is_none() || index.snapshot().position < last {
+        assert!(Instant::now() < deadline, "the index did not catch up");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Stop trigrams: with a policy that makes the JSON keys and the common words stop trigrams
+/// after a few records, searches over records indexed before, during and after the set grew
+/// (some replaced or deleted since) give exactly what a scan of the store gives, for random
+/// substrings of the payloads (many made only of stop trigrams) and for words in none; the set
+/// is committed with the index, survives a restart, and later records leave it out.
+#[test]
+fn stop_trigrams_keep_searches_exact() {
+    let seed = rand::random::<u64>();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = crate::store::open_embedded(&dir.path().join("t.redb"), 1 << 22, 0).expect("store");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("runtime");
+    let (ingest, writer) = ingest::start(
+        store.clone(),
+        Arc::new(Metrics::default()),
+        Box::new(|_| {}),
+    )
+    .expect("ingest writer");
+    let policy = StopPolicy {
+        share: 0.2,
+        min_records: 20,
+    };
+    let (index, notifier, indexer) =
+        super::start(dir.path(), store.clone(), test_settings(policy)).expect("index");
+
+    let base = 1_700_000_000_000_000u128;
+    let mut ids = Vec::new();
+    for batch in 0..12u128 {
+        let fresh: Vec<u128> = (0..30)
+            .map(|i| id_at(&mut rng, base + batch * 100_000 + i * 1000))
+            .collect();
+        let mut writes: Vec<_> = fresh
+            .iter()
+            .enumerate()
+            .map(|(n, &id)| create(P, id, payload(&mut rng, n * 37 + batch as usize, "tag")))
+            .collect();
+        // Edits of earlier records, indexed under a smaller stop set.
+        for &id in ids.iter().skip(batch as usize).step_by(11) {
+            let replaced = rng.random_bool(0.5).then(|| payload(&mut rng, 5, "edited"));
+            writes.push(edit(P, id, replaced));
+        }
+        write(&runtime, &ingest, writes);
+        wait_indexed(store.as_ref(), index.as_ref(), &notifier);
+        ids.extend(fresh);
+    }
+
+    let check = |index: &dyn SearchIndex, rng: &mut StdRng| {
+        let store: &dyn Store = store.as_ref();
+        let mut texts = Vec::new();
+        store
+            .read()
+            .expect("read")
+            .visit_newest_first(P, 0, u128::MAX, &mut |_, _, payload| {
+                texts.push(fold_case(&String::from_utf8_lossy(payload)));
+                ControlFlow::Continue(())
+            })
+            .expect("records");
+        let mut queries: Vec<String> = ["zebra", "ärger", "\"text\"", "edited", "nomatchx", "d ga"]
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        for _ in 0..40 {
+            let text: Vec<char> = texts[rng.random_range(0..texts.len())].chars().collect();
+            let len = rng.random_range(3..12).min(text.len());
+            let from = rng.random_range(0..=text.len() - len);
+            queries.push(text[from..from + len].iter().collect());
+        }
+        for q in &queries {
+            let expected = brute_force(store, q);
+            for (limit, budget) in [(3, 7), (10, MAX_SCANNED)] {
+                let (found, _) = search_all(store, index, q, limit, budget);
+                assert_eq!(
+                    found, expected,
+                    "seed {seed}: q={q:?} limit {limit} budget {budget}"
+                );
+            }
+        }
+    };
+    check(index.as_ref(), &mut rng);
+
+    notifier.shutdown();
+    indexer.join();
+    // The committed set: the keys' trigrams are in it, and the newest records left them out.
+    let tantivy_index =
+        tantivy::Index::open_in_dir(dir.path().join(super::index::DIR)).expect("open");
+    let payload = tantivy_index
+        .load_metas()
+        .expect("metas")
+        .payload
+        .expect("payload");
+    let state: super::index::CommitState = serde_json::from_str(&payload).expect("commit state");
+    assert!(
+        state.stop.iter().any(|g| g == "tex"),
+        "seed {seed}: {payload}"
+    );
+    assert!(
+        !state.stop.iter().any(|g| g == "nom"),
+        "seed {seed}: {payload}"
+    );
+    let searcher = tantivy_index.reader().expect("reader").searcher();
+    let (_, fields) = super::index::schema();
+    let with_key = searcher
+        .doc_freq(&tantivy::Term::from_field_text(fields.text, "tex"))
+        .expect("doc freq");
+    assert!(
+        with_key < searcher.num_docs() / 2,
+        "seed {seed}: {with_key} of {} records indexed \"tex\"",
+        searcher.num_docs()
+    );
+
+    // After a restart the committed set is used as it was.
+    let (index, notifier, indexer) =
+        super::start(dir.path(), store.clone(), test_settings(policy)).expect("index");
+    wait_indexed(store.as_ref(), index.as_ref(), &notifier);
+    check(index.as_ref(), &mut rng);
+    notifier.shutdown();
+    indexer.join();
     runtime.block_on(ingest.shutdown());
     writer.join();
 }
