@@ -70,7 +70,7 @@ pub(super) fn schema() -> (Schema, Fields) {
     let fields = Fields {
         partition: builder.add_u64_field("partition", NumericOptions::default().set_indexed()),
         id: builder.add_bytes_field("id", BytesOptions::default().set_indexed()),
-        id_hi: builder.add_u64_field("id_hi", NumericOptions::default().set_indexed().set_fast()),
+        id_hi: builder.add_u64_field("id_hi", NumericOptions::default().set_fast()),
         id_lo: builder.add_u64_field("id_lo", NumericOptions::default().set_fast()),
         text: builder.add_text_field("text", text_options),
     };

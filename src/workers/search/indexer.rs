@@ -137,6 +137,7 @@ pub fn start(
                 stop,
                 stop_policy: settings.stop,
                 stop_checked_at: 0,
+                newest_created: 0,
             };
             indexer.run(needs_rebuild, &rx);
         })
@@ -180,6 +181,18 @@ fn lower_priority(nice: i32) {
     }
 }
 
+/// The highest created_at in the index's id column (documents deleted but not yet merged away
+/// included).
+fn newest_created(searcher: &tantivy::Searcher) -> Result<u64, IndexError> {
+    let mut newest = 0;
+    for segment in searcher.segment_readers() {
+        if segment.max_doc() > 0 {
+            newest = newest.max(segment.fast_fields().u64("id_hi")?.max_value());
+        }
+    }
+    Ok(newest)
+}
+
 /// A saved position the log can no longer continue from (trimmed past it, or a store older
 /// than the index, as after a restore) means the index must be rebuilt.
 fn is_behind_the_log(store: &dyn Store, position: u64) -> Result<bool, IndexError> {
@@ -206,6 +219,14 @@ struct Indexer {
     stop_policy: StopPolicy,
     /// Documents in the index when the stop set was last looked at.
     stop_checked_at: u64,
+    /// The highest created_at (an id's high half) of any document the index holds or has
+    /// held, committed or not.
+    newest_created: u64,
+}
+
+/// A record id's high half: its created_at in microseconds.
+fn created_at(id: u128) -> u64 {
+    (id >> 64) as u64
 }
 
 impl Indexer {
@@ -213,7 +234,9 @@ impl Indexer {
         let ready = if needs_rebuild {
             self.rebuild()
         } else {
-            self.publish()
+            newest_created(&self.reader.searcher())
+                .map(|newest| self.newest_created = newest)
+                .and_then(|()| self.publish())
         };
         if let Err(err) = ready {
             log::error!("{err}; searches scan the store until the index recovers");
@@ -307,8 +330,13 @@ impl Indexer {
                 .changed_records_after(self.position, CHANGE_CHUNK.min(max - applied))?;
             for change in &changed {
                 let (partition, id) = (change.entry.partition, change.entry.record_id);
-                self.writer
-                    .delete_term(Term::from_field_bytes(self.fields.id, &id.to_be_bytes()));
+                // A record created after every record the index has ever held cannot be in
+                // it: no delete (a create is most changes, and each queued delete holds
+                // memory and is looked up in every segment at the commit).
+                if created_at(id) <= self.newest_created {
+                    self.writer
+                        .delete_term(Term::from_field_bytes(self.fields.id, &id.to_be_bytes()));
+                }
                 if let Some(payload) = &change.payload {
                     self.add(partition, id, payload)?;
                 }
@@ -323,13 +351,14 @@ impl Indexer {
     }
 
     /// Adds the document of a stored record.
-    fn add(&self, partition: u64, id: u128, payload: &[u8]) -> Result<(), IndexError> {
+    fn add(&mut self, partition: u64, id: u128, payload: &[u8]) -> Result<(), IndexError> {
+        self.newest_created = self.newest_created.max(created_at(id));
         let text = fold_case(&payload_text(payload));
         let f = self.fields;
         let mut doc = tantivy::TantivyDocument::default();
         doc.add_u64(f.partition, partition);
         doc.add_bytes(f.id, &id.to_be_bytes());
-        doc.add_u64(f.id_hi, (id >> 64) as u64);
+        doc.add_u64(f.id_hi, created_at(id));
         doc.add_u64(f.id_lo, id as u64);
         doc.add_text(f.text, &text);
         self.writer.add_document(doc)?;

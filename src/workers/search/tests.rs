@@ -359,19 +359,20 @@ fn stop_trigrams_keep_searches_exact() {
     // The committed set: the keys' trigrams are in it, and the newest records left them out.
     let tantivy_index =
         tantivy::Index::open_in_dir(dir.path().join(super::index::DIR)).expect("open");
-    let payload = tantivy_index
+    let metas_payload = tantivy_index
         .load_metas()
         .expect("metas")
         .payload
         .expect("payload");
-    let state: super::index::CommitState = serde_json::from_str(&payload).expect("commit state");
+    let state: super::index::CommitState =
+        serde_json::from_str(&metas_payload).expect("commit state");
     assert!(
         state.stop.iter().any(|g| g == "tex"),
-        "seed {seed}: {payload}"
+        "seed {seed}: {metas_payload}"
     );
     assert!(
         !state.stop.iter().any(|g| g == "nom"),
-        "seed {seed}: {payload}"
+        "seed {seed}: {metas_payload}"
     );
     let searcher = tantivy_index.reader().expect("reader").searcher();
     let (_, fields) = super::index::schema();
@@ -384,13 +385,51 @@ fn stop_trigrams_keep_searches_exact() {
         searcher.num_docs()
     );
 
-    // After a restart the committed set is used as it was.
+    // After a restart the committed set is used as it was, and replacing or deleting records
+    // indexed before it removes their old documents.
     let (index, notifier, indexer) =
         super::start(dir.path(), store.clone(), test_settings(policy)).expect("index");
+    wait_indexed(store.as_ref(), index.as_ref(), &notifier);
+    let mut existing = Vec::new();
+    store
+        .read()
+        .expect("read")
+        .visit_newest_first(P, 0, u128::MAX, &mut |id, _, _| {
+            existing.push(id);
+            ControlFlow::Continue(())
+        })
+        .expect("records");
+    let edits: Vec<_> = existing
+        .iter()
+        .step_by(7)
+        .map(|&id| {
+            edit(
+                P,
+                id,
+                rng.random_bool(0.5).then(|| payload(&mut rng, 9, "later")),
+            )
+        })
+        .collect();
+    write(&runtime, &ingest, edits);
     wait_indexed(store.as_ref(), index.as_ref(), &notifier);
     check(index.as_ref(), &mut rng);
     notifier.shutdown();
     indexer.join();
+    let mut live = 0;
+    store
+        .read()
+        .expect("read")
+        .visit_newest_first(P, 0, u128::MAX, &mut |_, _, _| {
+            live += 1;
+            ControlFlow::Continue(())
+        })
+        .expect("records");
+    let searcher = tantivy_index.reader().expect("reader").searcher();
+    assert_eq!(
+        searcher.num_docs(),
+        live,
+        "seed {seed}: one document per record"
+    );
     runtime.block_on(ingest.shutdown());
     writer.join();
 }
