@@ -24,25 +24,52 @@ use tantivy::tokenizer::{Token, TokenStream, Tokenizer};
 pub use crate::core::text::{fold_case, fold_case_into, payload_text};
 
 /// Trigrams left out of the index (see the module docs).
+///
+/// Tokenising asks about every window of every record, so an ASCII trigram (most of JSON) is
+/// looked up in a bitmap of all 2^21 of them; others in a hash set.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StopSet(HashSet<Box<str>, BuildHasherDefault<FxHasher>>);
+pub struct StopSet {
+    /// One bit per ASCII trigram ([`ascii_index`]); empty while the set is.
+    ascii: Box<[u64]>,
+    /// Every stop trigram, ASCII ones included (for listing them).
+    all: HashSet<Box<str>, BuildHasherDefault<FxHasher>>,
+}
+
+/// Bits in [`StopSet::ascii`]: 7 bits per character.
+const ASCII_TRIGRAMS: usize = 1 << 21;
+
+/// The bit of an ASCII trigram.
+fn ascii_index(gram: &[u8]) -> Option<usize> {
+    match *gram {
+        [a, b, c] if (a | b | c) < 0x80 => {
+            Some((usize::from(a) << 14) | (usize::from(b) << 7) | usize::from(c))
+        }
+        _ => None,
+    }
+}
 
 impl StopSet {
     pub fn contains(&self, gram: &str) -> bool {
-        !self.0.is_empty() && self.0.contains(gram)
+        if self.all.is_empty() {
+            return false;
+        }
+        match ascii_index(gram.as_bytes()) {
+            Some(bit) => self.ascii[bit / 64] & (1 << (bit % 64)) != 0,
+            None => self.all.contains(gram),
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.all.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.all.is_empty()
     }
 
     /// The trigrams, sorted (for a stable encoding).
     pub fn sorted(&self) -> Vec<&str> {
-        let mut grams: Vec<&str> = self.0.iter().map(|g| &**g).collect();
+        let mut grams: Vec<&str> = self.all.iter().map(|g| &**g).collect();
         grams.sort_unstable();
         grams
     }
@@ -50,7 +77,19 @@ impl StopSet {
 
 impl<S: Into<Box<str>>> FromIterator<S> for StopSet {
     fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> Self {
-        StopSet(iter.into_iter().map(Into::into).collect())
+        let all: HashSet<Box<str>, BuildHasherDefault<FxHasher>> =
+            iter.into_iter().map(Into::into).collect();
+        let mut ascii = Vec::new();
+        if !all.is_empty() {
+            ascii = vec![0u64; ASCII_TRIGRAMS / 64];
+            for bit in all.iter().filter_map(|g| ascii_index(g.as_bytes())) {
+                ascii[bit / 64] |= 1 << (bit % 64);
+            }
+        }
+        StopSet {
+            ascii: ascii.into_boxed_slice(),
+            all,
+        }
     }
 }
 
@@ -145,21 +184,38 @@ impl TrigramTokenizer {
 pub struct TrigramStream<'a> {
     text: &'a str,
     stop: Arc<StopSet>,
-    /// Byte offset of every character, then the text's length.
-    starts: Vec<usize>,
-    next: usize,
+    /// Byte offsets of the four characters from `position` on (the window and the one after);
+    /// `None` past the end of the text.
+    window: [Option<usize>; 4],
+    /// Character index of `window[0]`.
+    position: usize,
     token: Token,
+}
+
+/// The byte offset of the character after the one at `at`, if there is one.
+fn next_char(text: &str, at: Option<usize>) -> Option<usize> {
+    let lead = *text.as_bytes().get(at?)?;
+    let width = match lead {
+        0..0x80 => 1,
+        0..0xe0 => 2,
+        0..0xf0 => 3,
+        _ => 4,
+    };
+    Some(at? + width).filter(|&next| next < text.len())
 }
 
 impl Tokenizer for TrigramTokenizer {
     type TokenStream<'a> = TrigramStream<'a>;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> TrigramStream<'a> {
+        let first = Some(0).filter(|_| !text.is_empty());
+        let second = next_char(text, first);
+        let third = next_char(text, second);
         TrigramStream {
             text,
             stop: self.stop.current(),
-            starts: char_starts(text),
-            next: 0,
+            window: [first, second, third, next_char(text, third)],
+            position: 0,
             token: Token::default(),
         }
     }
@@ -168,12 +224,19 @@ impl Tokenizer for TrigramTokenizer {
 impl TokenStream for TrigramStream<'_> {
     fn advance(&mut self) -> bool {
         let (i, from, to) = loop {
-            let i = self.next;
-            if i + 3 >= self.starts.len() {
+            // The window's end is the fourth character's start, or the end of the text.
+            let [Some(from), _, Some(_), after] = self.window else {
                 return false;
-            }
-            self.next += 1;
-            let (from, to) = (self.starts[i], self.starts[i + 3]);
+            };
+            let to = after.unwrap_or(self.text.len());
+            let i = self.position;
+            self.window = [
+                self.window[1],
+                self.window[2],
+                after,
+                next_char(self.text, after),
+            ];
+            self.position += 1;
             if !self.stop.contains(&self.text[from..to]) {
                 break (i, from, to);
             }
@@ -244,6 +307,49 @@ mod tests {
             vec![(0, "abc".to_string()), (2, "cde".to_string())]
         );
         assert!(grams_without("abc", &["abc"]).is_empty());
+        assert_eq!(
+            grams_without("aé€😀b", &["é€😀"]),
+            vec![(0, "aé€".to_string()), (2, "€😀b".to_string())]
+        );
+        assert!(StopSet::from_iter(["abc"]).contains("abc"));
+        assert!(!StopSet::from_iter(["abc"]).contains("abd"));
+        assert!(StopSet::from_iter(["é€😀"]).contains("é€😀"));
+    }
+
+    /// The streaming tokenizer emits exactly the windows `indexed_trigrams` reads, at their
+    /// character positions, for texts of one- to four-byte characters.
+    #[test]
+    fn tokens_are_every_window_outside_the_stop_set() {
+        use rand::{Rng, SeedableRng};
+        let alphabet = ['a', 'b', '"', ':', 'é', '€', '😀', ' '];
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for _ in 0..2000 {
+            let len = rng.random_range(0..12);
+            let text: String = (0..len)
+                .map(|_| alphabet[rng.random_range(0..alphabet.len())])
+                .collect();
+            let starts = char_starts(&text);
+            let windows: Vec<(usize, String)> = starts
+                .windows(4)
+                .enumerate()
+                .map(|(i, w)| (i, text[w[0]..w[3]].to_string()))
+                .collect();
+            let stop: Vec<&str> = windows
+                .iter()
+                .filter(|_| rng.random_bool(0.3))
+                .map(|(_, g)| g.as_str())
+                .collect();
+            let expected: Vec<(usize, String)> = windows
+                .iter()
+                .filter(|(_, g)| !stop.contains(&g.as_str()))
+                .cloned()
+                .collect();
+            assert_eq!(
+                grams_without(&text, &stop),
+                expected,
+                "{text:?} without {stop:?}"
+            );
+        }
     }
 
     #[test]
