@@ -195,10 +195,11 @@ pub struct TrigramStream<'a> {
 /// The byte offset of the character after the one at `at`, if there is one.
 fn next_char(text: &str, at: Option<usize>) -> Option<usize> {
     let lead = *text.as_bytes().get(at?)?;
+    // A character starts with a byte below 0x80 (one byte) or 0xc0-0xf7 (two to four).
     let width = match lead {
         0..0x80 => 1,
-        0..0xe0 => 2,
-        0..0xf0 => 3,
+        0x80..0xe0 => 2,
+        0xe0..0xf0 => 3,
         _ => 4,
     };
     Some(at? + width).filter(|&next| next < text.len())
