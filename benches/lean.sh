@@ -37,10 +37,11 @@
 #   RESULTS_JSON  also write every figure and the goal table there as JSON (optional)
 # The steps' own knobs (REPS, BURST, IDLE_TIMEOUT, ...) pass through from the environment.
 #
-# How long: at full size (RECORDS=1000000, DURATION=30s) on 2 cores, about 20 minutes per
-# profile (ingest 1.5, poll drain 3-4, search 8-10, webhooks 1, data dir 4-5) plus 1 to
-# generate the data dir's records: about 40 minutes for the two profiles. The quick check
-# takes about 8 minutes. It needs python3, curl and wrk (installed with apt-get when missing),
+# How long: at full size (RECORDS=1000000, DURATION=30s) on 2 cores, about 15 to 20 minutes
+# per profile (ingest 1.5, poll drain 3-4, search 6-8, webhooks 1, data dir 3-5; estimated
+# from the quick check's run times and the 1M runs of the scripts' own reports) plus 2 to
+# generate the data dir's records: 35 to 45 minutes for the two profiles. The quick check
+# takes 5 to 8 minutes (plus the builds). It needs python3, curl and wrk (installed with apt-get when missing),
 # and for the ceiling and the webhook receiver `cargo bench --no-run` builds them once; the
 # 1M loads need a few GB of free disk under TMPDIR (each step removes its own data at exit).
 # All traffic goes to 127.0.0.1 only; every process started is stopped on any exit.
@@ -79,6 +80,10 @@ cleanup_on_exit 150
 require python3 curl
 ensure_wrk
 build_intake
+# The ceiling and the webhook receiver, built now so that no step's time includes a build (the
+# steps' own build_bench is then a no-op).
+if want ingest; then build_bench http_ceiling >/dev/null; fi
+if want webhooks; then build_bench webhook_receiver >/dev/null; fi
 
 # The references of goal 2 (POST p99 "no worse than today") and goal 4 (search p50/p99): the
 # committed reports, read before anything runs.
