@@ -1,15 +1,22 @@
-"""Helpers the benchmark drivers share (benches/webhooks.py, benches/soak.py): a free loopback
-port, waiting for a spawned server to listen, one JSON call to intake, and the set-up both
-webhook drivers make (a receiver, an intake server, an endpoint whose owner webhook points at
-the receiver).
+"""Helpers the benchmark drivers share (benches/webhooks.py, benches/soak.py, benches/lean.sh):
+a free loopback port, waiting for a spawned server to listen, one JSON call to intake, the
+set-up both webhook drivers make (a receiver, an intake server, an endpoint whose owner webhook
+points at the receiver), a profile's variables, memory samples and per-thread CPU.
 
-Run as a program, `python3 benches/benchlib.py supervise HOST PORT TIMEOUT_S STATE LOG CMD...`
-is the server supervisor of benches/lib.sh's start_server (see supervise())."""
+Run as a program, it serves benches/lib.sh (one sub-command each, see main()):
+  supervise HOST PORT TIMEOUT_S STATE LOG CMD...   start_server's supervisor (supervise())
+  profile-env FILE                                 a profile's NAME=VALUE lines (profile_vars())
+  mem-peaks FILE [FROM TO]                         peaks of mem_sample's lines (mem_peaks())
+  cpu-watch PID FILE [INTERVAL]                    CPU ticks per thread until SIGTERM (cpu_watch())
+  cpu-per-request FILE REQUESTS                    CPU per request over a cpu-watch FILE
+  figures [--merge] FILE KEY VALUE...              a run's key figures as JSON (write_figures())"""
 
 import argparse
 import contextlib
 import json
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -100,7 +107,8 @@ def start_receiver(receiver):
 
 def start_intake(intake, work, config):
     """`intake init` in WORK/data, then `intake serve` on a free loopback port with the TOML
-    sections CONFIG, its output in WORK/intake.log. Returns (process, base URL, owner token)."""
+    sections CONFIG and the variables of the profile file PROFILE_ENV (when set), its output in
+    WORK/intake.log. Returns (process, base URL, owner token)."""
     data_dir = os.path.join(work, "data")
     init = subprocess.run(
         [intake, "init", "--data-dir", data_dir, "--owner-email", "bench@example.com", "--json"],
@@ -111,9 +119,11 @@ def start_intake(intake, work, config):
     with open(config_file, "w") as f:
         f.write(f'listen = "127.0.0.1:{port}"\ndata_dir = "{data_dir}"\n{config}')
     server_log = open(os.path.join(work, "intake.log"), "w")
+    # The profile's variables (PROFILE_ENV) go to the server alone.
+    env = dict(os.environ, RUST_LOG="warn")
+    env.update(profile_vars(os.environ.get("PROFILE_ENV", "")))
     proc = subprocess.Popen([intake, "serve", "--config", config_file],
-                            stdout=server_log, stderr=subprocess.STDOUT,
-                            env=dict(os.environ, RUST_LOG="warn"))
+                            stdout=server_log, stderr=subprocess.STDOUT, env=env)
     wait_listening(port, proc, "intake")
     return proc, f"http://127.0.0.1:{port}", token
 
@@ -125,6 +135,206 @@ def endpoint_with_webhook(base, token, hook_url):
     call("PUT", f"{base}/api/v1/manage/endpoints/{ep['slug']}/webhooks/sandbox", token,
          {"url": hook_url})
     return ep["slug"], ep["sandbox_key"]
+
+
+# ------------------------------------------------------------ profiles
+
+PROFILE_NAME = re.compile(r"^INTAKE_[A-Z0-9_]+$")
+
+
+def profile_vars(path):
+    """The variables of a profile file (benches/profiles/NAME.env), in order: one NAME=VALUE
+    per line, NAME an INTAKE_... variable (intake's config override, see
+    docs/src/configuration.md), VALUE taken as written (one pair of surrounding quotes
+    removed); blank lines and lines starting with # are skipped, an `export ` prefix is
+    allowed. An empty PATH has none. Exits on anything else."""
+    if not path:
+        return []
+    pairs = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            line = line.removeprefix("export ").lstrip()
+            name, eq, value = line.partition("=")
+            if not eq or not PROFILE_NAME.match(name):
+                sys.exit(f"{path}:{n}: not an INTAKE_...=value line: {line!r}")
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            pairs.append((name, value))
+    return pairs
+
+
+# ------------------------------------------------------------ memory
+
+def mem_watch(pid, path):
+    """Starts benches/lib.sh's mem_sample on PID into PATH (the sampler every benchmark uses);
+    returns the sampler's process (terminate it, or let it end with PID)."""
+    lib = os.path.join(os.path.dirname(os.path.abspath(__file__)), "lib.sh")
+    return subprocess.Popen(["bash", "-c", 'source "$1" && mem_sample "$2" "$3"', "mem_sample",
+                             lib, str(pid), path])
+
+
+def proc_kb(pid, field):
+    """A kB figure of /proc/PID/status (VmRSS, VmHWM)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise ValueError(f"no {field} in /proc/{pid}/status")
+
+
+def mem_peaks(path, t_from=None, t_to=None):
+    """Figures over mem_sample's lines in PATH ("EPOCH RSS ANON FILE HWM", kB), only those
+    taken from T_FROM to T_TO (epoch seconds) when given: samples, rss_first_kb, rss_min_kb,
+    rss_max_kb, rss_last_kb, anon_max_kb, file_max_kb (each the largest sample: the peaks of
+    the parts need not fall on the same sample), hwm_kb (the last sample's VmHWM, the true
+    peak of the process so far, between samples included) and series_mb (every RSS in MiB)."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) != 5:
+                continue
+            t, rss, anon, file_kb, hwm = float(parts[0]), *map(int, parts[1:])
+            if (t_from is None or t >= t_from) and (t_to is None or t <= t_to):
+                rows.append((t, rss, anon, file_kb, hwm))
+    if not rows:
+        return {"samples": 0}
+    rss = [r[1] for r in rows]
+    return {
+        "samples": len(rows),
+        "rss_first_kb": rss[0], "rss_min_kb": min(rss), "rss_max_kb": max(rss),
+        "rss_last_kb": rss[-1],
+        "anon_max_kb": max(r[2] for r in rows), "file_max_kb": max(r[3] for r in rows),
+        "hwm_kb": rows[-1][4],
+        "series_mb": ",".join(f"{v / 1024:.0f}" for v in rss),
+    }
+
+
+# ------------------------------------------------------------ CPU per thread
+
+def thread_group(comm):
+    """A thread's group: its name without a trailing number (merge_thread_3 -> merge_thread,
+    thrd-tantivy-index0 -> thrd-tantivy-index; names are cut to 15 characters by the kernel)."""
+    return re.sub(r"[-_#:.]*\d+$", "", comm) or comm
+
+
+def _stat_ticks(path):
+    """(comm, utime + stime in clock ticks) from a /proc/.../stat file."""
+    with open(path) as f:
+        text = f.read()
+    comm = text[text.index("(") + 1:text.rindex(")")]
+    fields = text[text.rindex(")") + 2:].split()
+    return comm, int(fields[11]) + int(fields[12])
+
+
+def cpu_snapshot(pid):
+    """The process's utime + stime so far (clock ticks; its exited threads included) and each
+    live thread's, from /proc/PID/stat and /proc/PID/task/*/stat; the main thread is
+    "main"."""
+    _, total = _stat_ticks(f"/proc/{pid}/stat")
+    threads = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            comm, ticks = _stat_ticks(f"/proc/{pid}/task/{tid}/stat")
+        except (OSError, ValueError):
+            continue   # the thread ended meanwhile
+        threads[tid] = ["main" if tid == str(pid) else comm, ticks]
+    return {"pid": pid, "time": time.time(), "ticks": total, "clk_tck": os.sysconf("SC_CLK_TCK"),
+            "threads": threads}
+
+
+class _Stop(Exception):
+    pass
+
+
+def cpu_watch(pid, path, interval=0.2):
+    """Follows the process's threads from now until SIGTERM (or the process's end), then
+    writes {"before": snapshot, "after": snapshot} to PATH (cpu_snapshot()s). A thread's CPU
+    is known only while it lives, and short-lived threads (tantivy's indexing threads, say)
+    come and go during a load, so the threads are read every INTERVAL seconds and "after"
+    keeps every thread seen, each with its last reading: only what a thread used in its last
+    INTERVAL before ending goes unattributed. PATH.ready is written once "before" is taken."""
+    def stop(_sig, _frame):
+        raise _Stop()
+    signal.signal(signal.SIGTERM, stop)
+    before = cpu_snapshot(pid)
+    after = json.loads(json.dumps(before))
+    open(path + ".ready", "w").close()
+    try:
+        while True:
+            time.sleep(interval)
+            _merge(after, pid)
+    except (_Stop, OSError, ValueError):
+        pass
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        _merge(after, pid)
+    except (OSError, ValueError):
+        pass   # the process has ended: the last reading stands
+    with open(path, "w") as f:
+        json.dump({"before": before, "after": after}, f)
+
+
+def _merge(into, pid):
+    now = cpu_snapshot(pid)
+    into["ticks"], into["time"] = now["ticks"], now["time"]
+    into["threads"].update(now["threads"])
+
+
+def cpu_per_request(before, after, requests):
+    """CPU µs per request between two cpu_snapshot()s (or cpu_watch()'s pair): cpu_us (the
+    whole process), cpu_cores (cores busy on average), and cpu_us.GROUP for each thread group
+    (thread_group()) that used any; a thread started in between counts from zero, and what no
+    thread in AFTER accounts for (threads that ended unseen) is cpu_us.(exited)."""
+    hz = after["clk_tck"]
+    per = 1e6 / hz / requests if requests else 0.0
+    out = {"cpu_us": round((after["ticks"] - before["ticks"]) * per, 2)}
+    span = after["time"] - before["time"]
+    out["cpu_cores"] = round((after["ticks"] - before["ticks"]) / hz / span, 2) if span > 0 else 0
+    groups = {}
+    live = 0
+    for tid, (comm, ticks) in after["threads"].items():
+        used = ticks - before["threads"].get(tid, [comm, 0])[1]
+        live += used
+        group = comm if comm == "main" else thread_group(comm)
+        groups[group] = groups.get(group, 0) + used
+    exited = after["ticks"] - before["ticks"] - live
+    if exited > 0:
+        groups["(exited)"] = exited
+    for group, ticks in sorted(groups.items(), key=lambda kv: -kv[1]):
+        if ticks > 0:
+            out[f"cpu_us.{group}"] = round(ticks * per, 2)
+    return out
+
+
+# ------------------------------------------------------------ key figures
+
+def write_figures(path, figures, merge=False):
+    """Writes FIGURES (a dict) to PATH as one JSON object; with MERGE, into the object already
+    there (if any)."""
+    data = {}
+    if merge and os.path.exists(path):
+        with open(path) as f:
+            data = json.load(f)
+    data.update(figures)
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+
+
+def figure_value(text):
+    """A figure given as text: a number when it reads as one, None when empty."""
+    if text == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 # ------------------------------------------------------------ the shell scripts' supervisor
@@ -149,12 +359,38 @@ def supervise(host, port, timeout_s, state, logfile, cmd):
         sys.exit(rc if rc >= 0 else 128 - rc)
 
 
+def print_kv(figures):
+    for k, v in figures.items():
+        print(k, v)
+
+
 def main():
-    # By hand rather than argparse: the server's own options follow and must pass untouched.
-    if len(sys.argv) < 8 or sys.argv[1] != "supervise":
-        sys.exit("usage: benchlib.py supervise HOST PORT TIMEOUT_S STATE LOG CMD...")
-    host, port, timeout_s, state, logfile = sys.argv[2:7]
-    supervise(host, int(port), float(timeout_s), state, logfile, sys.argv[7:])
+    # By hand rather than argparse: the server's own options follow `supervise` and must pass
+    # untouched.
+    cmd, args = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
+    if cmd == "supervise" and len(args) >= 6:
+        host, port, timeout_s, state, logfile = args[:5]
+        supervise(host, int(port), float(timeout_s), state, logfile, args[5:])
+    elif cmd == "profile-env" and len(args) == 1:
+        for name, value in profile_vars(args[0]):
+            print(f"{name}={value}")
+    elif cmd == "mem-peaks" and len(args) in (1, 3):
+        window = [float(a) for a in args[1:]] or [None, None]
+        print_kv(mem_peaks(args[0], *window))
+    elif cmd == "cpu-watch" and len(args) in (2, 3):
+        cpu_watch(int(args[0]), args[1], *[float(a) for a in args[2:]])
+    elif cmd == "cpu-per-request" and len(args) == 2:
+        with open(args[0]) as f:
+            pair = json.load(f)
+        print_kv(cpu_per_request(pair["before"], pair["after"], int(args[1])))
+    elif cmd == "figures" and args:
+        merge = args[0] == "--merge"
+        path, *pairs = args[1:] if merge else args
+        write_figures(path, {k: figure_value(v) for k, v in zip(pairs[::2], pairs[1::2])}, merge)
+    else:
+        sys.exit("usage: benchlib.py supervise HOST PORT TIMEOUT_S STATE LOG CMD... | "
+                 "profile-env FILE | mem-peaks FILE [FROM TO] | cpu-watch PID FILE [INTERVAL] | "
+                 "cpu-per-request FILE REQUESTS | figures [--merge] FILE KEY VALUE...")
 
 
 if __name__ == "__main__":

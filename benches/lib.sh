@@ -78,27 +78,15 @@ kb_to_mb() { awk -v kb="$1" 'BEGIN { printf "%.1f", kb / 1024 }'; }
 
 # write_figures KEY VALUE...: when RESULTS_JSON is set, writes the pairs there as one JSON
 # object (numbers as numbers, empty values as null): a run's key figures for other programs
-# (benches/compare.sh).
+# (benches/compare.sh, benches/lean.sh). add_figures KEY VALUE...: the same, added to what
+# RESULTS_JSON already holds.
 write_figures() {
   [ -n "${RESULTS_JSON:-}" ] || return 0
-  python3 - "$RESULTS_JSON" "$@" <<'PY'
-import json, sys
-
-def value(text):
-    if text == "":
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-pairs = sys.argv[2:]
-with open(sys.argv[1], "w") as f:
-    json.dump({k: value(v) for k, v in zip(pairs[::2], pairs[1::2])}, f, indent=1)
-    f.write("\n")
-PY
+  python3 "$ROOT/benches/benchlib.py" figures "$RESULTS_JSON" "$@"
+}
+add_figures() {
+  [ -n "${RESULTS_JSON:-}" ] || return 0
+  python3 "$ROOT/benches/benchlib.py" figures --merge "$RESULTS_JSON" "$@"
 }
 
 # fsync_ms DIR -> the disk's raw fdatasync latency right now, in ms: 200 x (4 KiB pwrite +
@@ -221,9 +209,10 @@ forget_pid() {
 }
 
 # cleanup_on_exit TENTHS [FUNCTION]: on any exit, Ctrl-C (status 130) and SIGTERM (143)
-# included: runs FUNCTION (what the script alone started), stops the helper run_bg waits for
-# and every server start_server started (TENTHS tenths of a second each, then SIGKILL), reaps
-# their supervisors and removes WORK (when the script has one).
+# included: runs FUNCTION (what the script alone started), stops the samplers (mem_watch,
+# cpu_watch), the helper run_bg waits for and every server start_server started (TENTHS
+# tenths of a second each, then SIGKILL), reaps their supervisors and removes WORK (when the
+# script has one).
 cleanup_on_exit() {
   # shellcheck disable=SC2064  # the arguments are meant to be expanded now
   trap "clean_up $1 ${2:-}" EXIT
@@ -234,6 +223,10 @@ cleanup_on_exit() {
 clean_up() {
   local tenths="$1" extra="${2:-}" pid
   [ -z "$extra" ] || "$extra"
+  for pid in "${WATCH_PIDS[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+  done
   stop_child
   stop_servers "$tenths" "${SERVER_PIDS[@]}"
   for pid in "${SUPER_PIDS[@]}"; do
@@ -262,6 +255,124 @@ wait_idle() {
     prev="$cur"
   done
   SETTLE_S=$(( $(date +%s) - t0 ))
+}
+
+# ---------------------------------------------------------------- memory, CPU, disk
+
+# mem_sample PID FILE [INTERVAL]: every INTERVAL seconds (default MEM_INTERVAL, 0.25) until PID
+# is gone, appends one line "EPOCH RSS ANON FILE HWM" (kB) to FILE: Rss and Anonymous from
+# /proc/PID/smaps_rollup, file-backed = Rss - Anonymous (mapped files such as tantivy's segments,
+# and shared memory: pages the kernel can reclaim without writing them anywhere), and VmHWM from
+# /proc/PID/status. Reads with shell builtins only (one `sleep` per sample), so it costs the
+# machine next to nothing. The one memory sampler of the benchmarks: scripts run it through
+# mem_watch, Python drivers through benchlib.py's mem_watch.
+MEM_INTERVAL="${MEM_INTERVAL:-0.25}"
+mem_sample() {
+  local pid="$1" out="$2" interval="${3:-$MEM_INTERVAL}"
+  while mem_sample_once "$pid" >>"$out"; do
+    sleep "$interval"
+  done
+}
+
+# mem_sample_once PID -> one sample line (see mem_sample); fails when PID is gone (or a zombie)
+mem_sample_once() {
+  local pid="$1" key value rest rss="" anon="" hwm=""
+  { while read -r key value rest; do
+      case "$key" in
+        Rss:) rss="$value" ;;
+        Anonymous:) anon="$value" ;;
+      esac
+    done <"/proc/$pid/smaps_rollup"; } 2>/dev/null || return 1
+  { while read -r key value rest; do
+      case "$key" in VmHWM:) hwm="$value" ;; esac
+    done <"/proc/$pid/status"; } 2>/dev/null || return 1
+  { [ -n "$rss" ] && [ -n "$anon" ] && [ -n "$hwm" ]; } || return 1
+  echo "$EPOCHREALTIME $rss $anon $(( rss - anon )) $hwm"
+}
+
+WATCH_PIDS=()   # running mem_watch and cpu_watch samplers (stopped by mem_unwatch,
+                # cpu_unwatch or the exit trap)
+
+# mem_watch PID FILE: samples PID's memory into FILE in the background (mem_sample) until
+# mem_unwatch. Sets MEM_WATCH_PID, the sampler's PID.
+mem_watch() {
+  mem_sample "$1" "$2" &
+  MEM_WATCH_PID=$!
+  WATCH_PIDS+=("$MEM_WATCH_PID")
+}
+
+# mem_unwatch SAMPLER_PID PID FILE: stops the sampler and appends one last sample of PID.
+mem_unwatch() {
+  kill -TERM "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+  forget_pid WATCH_PIDS "$1"
+  mem_sample_once "$2" >>"$3" || true
+}
+
+# mem_peaks FILE [FROM TO] -> "key value" lines over FILE's samples (those taken between the
+# epoch seconds FROM and TO when given): samples, rss_{first,min,max,last}_kb, anon_max_kb,
+# file_max_kb, hwm_kb (the last VmHWM) and series_mb (every RSS, comma-separated). See
+# benchlib.py mem_peaks.
+mem_peaks() { python3 "$ROOT/benches/benchlib.py" mem-peaks "$@"; }
+
+# hwm_reset PID: resets the process's VmHWM to its current RSS (writing 5 to
+# /proc/PID/clear_refs), so that a later VmHWM is the peak of what came after. Fails where the
+# kernel does not allow it.
+hwm_reset() { echo 5 2>/dev/null >"/proc/$1/clear_refs"; }
+
+# cpu_watch PID FILE: follows the process's threads in the background (benchlib.py cpu_watch:
+# every 0.2 s, so that threads which end meanwhile keep their CPU and name) until
+# cpu_unwatch, which writes FILE. Returns once the first reading is taken; sets
+# CPU_WATCH_PID.
+cpu_watch() {
+  rm -f "$2" "$2.ready"
+  python3 "$ROOT/benches/benchlib.py" cpu-watch "$1" "$2" &
+  CPU_WATCH_PID=$!
+  WATCH_PIDS+=("$CPU_WATCH_PID")
+  for _ in $(seq 1 100); do
+    [ -f "$2.ready" ] && return 0
+    sleep 0.05
+  done
+  die "cpu_watch: no first reading of PID $1 within 5 s"
+}
+
+# cpu_unwatch WATCHER_PID: stops cpu_watch, which then writes its FILE.
+cpu_unwatch() {
+  kill -TERM "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+  forget_pid WATCH_PIDS "$1"
+}
+
+# cpu_per_request FILE REQUESTS -> "key value" lines over a cpu_watch FILE: cpu_us (the
+# process's utime + stime in µs per request), cpu_cores (cores busy on average over the span),
+# and cpu_us.GROUP per thread-name group (see benchlib.py cpu_per_request).
+cpu_per_request() { python3 "$ROOT/benches/benchlib.py" cpu-per-request "$@"; }
+
+# du_parts DIR -> "NAME BYTES" for each entry at DIR's top (du -sb: apparent size, a directory
+# with everything in it), largest first, then "TOTAL BYTES" for the whole of DIR.
+du_parts() {
+  local entry
+  for entry in "$1"/* "$1"/.[!.]*; do
+    [ -e "$entry" ] || continue
+    printf '%s %s\n' "${entry##*/}" "$(du -sb "$entry" | cut -f1)"
+  done | sort -k2,2nr
+  printf 'TOTAL %s\n' "$(du -sb "$1" | cut -f1)"
+}
+
+# ---------------------------------------------------------------- profiles
+
+# serve_env: sets SERVE_ENV, the words to put before "$INTAKE_BIN" serve so that the server,
+# and nothing else, gets the variables of the profile file PROFILE_ENV (a benches/profiles/*.env
+# file: INTAKE_...=value lines, see benchlib.py profile_vars): `env NAME=VALUE...`, just `env`
+# when PROFILE_ENV is unset or empty. env execs the server, so the PID stays the server's.
+serve_env() {
+  local lines
+  SERVE_ENV=(env)
+  [ -n "${PROFILE_ENV:-}" ] || return 0
+  lines="$(python3 "$ROOT/benches/benchlib.py" profile-env "$PROFILE_ENV")" \
+    || die "bad profile PROFILE_ENV=$PROFILE_ENV"
+  [ -z "$lines" ] || mapfile -t -O 1 SERVE_ENV <<<"$lines"
+  log "profile $PROFILE_ENV: ${SERVE_ENV[*]:1}"
 }
 
 # ---------------------------------------------------------------- PostgreSQL

@@ -12,7 +12,10 @@
 #    .../poll?since=2000-01-01&limit=100, then ?cursor=<next_cursor> until the answer carries
 #    poll_cursor. Counts records and pages, checks that the record ids strictly increase and
 #    that every loaded record came back, times every page.
-# 5. Samples the server's VmRSS every RSS_INTERVAL during the drain.
+# 5. Samples the server's memory (lib.sh's mem_watch: smaps_rollup's Rss, Anonymous and
+#    file-backed) every RSS_INTERVAL from its start to its stop, and reads VmHWM before the
+#    drain and after it (reset in between), for the peak of the load and that of the drain.
+# 6. Stops the server and measures its data dir (du -sb of each part) against the payload.
 #
 # Prints a Markdown table and writes it to benches/results/poll-latest.md.
 #
@@ -29,9 +32,15 @@
 #   IDLE_TIMEOUT      most seconds to wait for the server to go idle after the load (default 900)
 #   WARM              1: read the data dir into the OS page cache before the drain (default 0)
 #   INTAKE_BIN        use this intake binary instead of building one (optional)
+#   PROFILE_ENV       a profile file (benches/profiles/NAME.env): its INTAKE_* variables are
+#                     given to `intake serve` and nothing else (optional; benches/lean.sh sets it)
 #   RESULTS_FILE      where to write the report (default benches/results/poll-latest.md)
 #   RESULTS_JSON      also write the key figures there as JSON (optional; benches/compare.sh
-#                     reads them): records_per_s, page_p50_ms, page_p99_ms, records, check
+#                     and benches/lean.sh read them): records_per_s, page_p50_ms, page_p99_ms,
+#                     records, check; peak_rss_mb (VmHWM, whole run), load_peak_rss_mb,
+#                     drain_peak_rss_mb (VmHWM of the load, of the drain), idle_rss_mb,
+#                     {run,drain}_peak_{sampled_rss,anon,file}_mb (the samples' largest),
+#                     payload_bytes (records x body), datadir_bytes, datadir.PART bytes
 #
 # All traffic goes to 127.0.0.1 only. Everything started here is stopped, and the temporary
 # directory (data dir included) removed, on any exit.
@@ -50,6 +59,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 LOAD_LUA="$ROOT/benches/poll_load.lua"
 DRAIN_LUA="$ROOT/benches/poll_drain.lua"
 RESULTS_FILE="${RESULTS_FILE:-$ROOT/benches/results/poll-latest.md}"
+MEM_INTERVAL="$RSS_INTERVAL"
 
 case "$RECORDS" in ''|*[!0-9]*) die "RECORDS must be a positive integer (got '$RECORDS')" ;; esac
 [ "$RECORDS" -ge 1 ] || die "RECORDS must be at least 1"
@@ -60,7 +70,6 @@ case "$LIMIT" in ''|*[!0-9]*) die "LIMIT must be an integer from 1 to 100 (got '
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/intake-poll-bench.XXXXXX")"
 WRK_PID=""       # a running wrk
-SAMPLER_PID=""   # the RSS sampling loop
 
 stop_pid() { # PID: SIGTERM, wait up to 15 s, then SIGKILL; reaps it (our child)
   local pid="$1"
@@ -70,7 +79,6 @@ stop_pid() { # PID: SIGTERM, wait up to 15 s, then SIGKILL; reaps it (our child)
 }
 
 stop_helpers() {
-  stop_pid "$SAMPLER_PID"
   stop_pid "$WRK_PID"
 }
 cleanup_on_exit 150 stop_helpers
@@ -119,6 +127,7 @@ stop_wrk() {
 # --------------------------------------------------------------- build
 
 build_intake
+serve_env
 
 # --------------------------------------------------------------- server
 
@@ -129,8 +138,11 @@ init_intake "$DATA_DIR"
 
 PORT="$(free_port)"
 ADDR="$HOST:$PORT"
-start_server intake "$PORT" 30 "$INTAKE_BIN" serve --config "$CONFIG" --data-dir "$DATA_DIR" --listen "$ADDR"
+start_server intake "$PORT" 30 "${SERVE_ENV[@]}" "$INTAKE_BIN" serve --config "$CONFIG" --data-dir "$DATA_DIR" --listen "$ADDR"
 SERVER_PID="$SRV_PID"; SERVER_SUPER="$SRV_SUPER"
+MEM_FILE="$WORK/mem.samples"
+mem_watch "$SERVER_PID" "$MEM_FILE"
+SAMPLER_PID="$MEM_WATCH_PID"
 curl -sf -o /dev/null "http://$ADDR/healthz" || { cat "$SRV_LOG" >&2; die "intake serve is not answering on $ADDR"; }
 log "intake: config: [poll] hold_back = \"0s\""
 
@@ -169,6 +181,7 @@ grep -v '^[a-z_0-9]* [0-9.]*$' "$WORK/load.out" >&2 || true
 LOADED="$(kv "$WORK/load.out" load_accepted)"
 LOAD_FAILED="$(kv "$WORK/load.out" load_failed)"
 LOAD_SECONDS="$(kv "$WORK/load.out" load_seconds)"
+BODY_BYTES="$(kv "$WORK/load.out" load_body_bytes)"
 [ "$LOAD_FAILED" = 0 ] || die "$LOAD_FAILED POSTs were not answered 202"
 [ "$LOADED" = "$RECORDS" ] || die "loaded $LOADED records, expected $RECORDS"
 LOAD_RPS="$(awk -v n="$LOADED" -v s="$LOAD_SECONDS" 'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }')"
@@ -200,18 +213,12 @@ fi
 
 LOAD_AVG_DRAIN="$(load_avg)"
 log "uptime before the drain: $(uptime)"
-RSS_FILE="$WORK/rss.samples"
-: >"$RSS_FILE"
-(
-  # "seconds VmRSS_kB" every RSS_INTERVAL until stopped
-  while :; do
-    rss="$(awk '$1 == "VmRSS:" { print $2 }' "/proc/$SERVER_PID/status" 2>/dev/null)" || break
-    [ -n "$rss" ] || break
-    echo "$(date +%s.%N) $rss"
-    sleep "$RSS_INTERVAL"
-  done
-) >>"$RSS_FILE" &
-SAMPLER_PID=$!
+# VmHWM so far is the peak of the start, the load and the settling; reset, it becomes the
+# drain's own peak.
+LOAD_HWM_KB="$(proc_kb "$SERVER_PID" VmHWM)"
+if hwm_reset "$SERVER_PID"; then HWM_RESET=1; else HWM_RESET=0; log "warning: could not reset VmHWM"; fi
+DRAIN_T0="$EPOCHREALTIME"
+mem_sample_once "$SERVER_PID" >>"$MEM_FILE"   # one sample at each end, however short the drain
 
 DRAIN_DONE="$WORK/drain.done"
 SERVER_TICKS_0="$(cpu_ticks "$SERVER_PID")"
@@ -230,9 +237,10 @@ SERVER_TICKS_1="$(cpu_ticks "$SERVER_PID")"
 SERVER_READ_1="$(read_bytes "$SERVER_PID")"
 BUSY_TICKS_1="$(busy_ticks)"
 WRK_TICKS="$(cpu_ticks "$WRK_PID" 2>/dev/null || echo "")"
+mem_sample_once "$SERVER_PID" >>"$MEM_FILE" || true
+DRAIN_T1="$EPOCHREALTIME"
 stop_wrk
-stop_pid "$SAMPLER_PID"; SAMPLER_PID=""
-HWM_KB="$(proc_kb "$SERVER_PID" VmHWM)"
+DRAIN_HWM_KB="$(proc_kb "$SERVER_PID" VmHWM)"
 LOAD_AVG_AFTER="$(load_avg)"
 log "uptime after the drain: $(uptime)"
 cat "$WORK/drain.err" >&2
@@ -264,16 +272,25 @@ if [ -n "$WRK_TICKS" ]; then
     'BEGIN { o = b - sv - c; if (o < 0) o = 0; printf "%.0f", (s > 0 ? 100 * o / hz / s : 0) }')"
 fi
 
-read -r RSS_N RSS_MIN RSS_MAX RSS_FIRST RSS_LAST < <(awk '
-  NF == 2 { n++; v = $2; if (n == 1) { first = v; min = v; max = v }
-            if (v < min) min = v; if (v > max) max = v; last = v }
-  END { if (n == 0) print 0, 0, 0, 0, 0; else print n, min, max, first, last }' "$RSS_FILE")
-# every sample, in MB, for the report (a flat line is the point)
-RSS_SERIES="$(awk 'NF == 2 { printf "%s%.0f", (n++ ? " " : ""), $2 / 1024 }' "$RSS_FILE")"
+# The drain's samples (a flat line is the point), then the server's stop and the whole run's.
+mem_peaks "$MEM_FILE" "$DRAIN_T0" "$DRAIN_T1" >"$WORK/drain.peaks"
+P() { kv "$WORK/drain.peaks" "$1"; }
+RSS_N="$(P samples)"; RSS_MIN="$(P rss_min_kb)"; RSS_MAX="$(P rss_max_kb)"
+RSS_FIRST="$(P rss_first_kb)"; RSS_LAST="$(P rss_last_kb)"
+RSS_SERIES="$(P series_mb | tr ',' ' ')"
+[ "$HWM_RESET" = 1 ] || DRAIN_HWM_KB="$RSS_MAX"   # no reset: the sampled peak
+HWM_KB="$(( LOAD_HWM_KB > DRAIN_HWM_KB ? LOAD_HWM_KB : DRAIN_HWM_KB ))"
 
 # --------------------------------------------------------------- stop
 
+mem_unwatch "$SAMPLER_PID" "$SERVER_PID" "$MEM_FILE"
 stop_server intake "$SERVER_PID" "$SERVER_SUPER" 15
+mem_peaks "$MEM_FILE" >"$WORK/run.peaks"
+# The data dir as the server left it (its parts against the payload it was sent).
+sync
+du_parts "$DATA_DIR" >"$WORK/du"
+PAYLOAD_BYTES="$(( LOADED * BODY_BYTES ))"
+DATADIR_BYTES="$(kv "$WORK/du" TOTAL)"
 
 # --------------------------------------------------------------- report
 
@@ -288,6 +305,9 @@ PROBLEMS=()
 [ "${#PROBLEMS[@]}" = 0 ] || VERDICT="FAILED: $(IFS=';'; echo "${PROBLEMS[*]}")"
 
 mb() { kb_to_mb "$1"; }
+# times_payload BYTES -> BYTES as a multiple of the payload
+times_payload() { awk -v b="$1" -v p="$PAYLOAD_BYTES" 'BEGIN { printf "%.2f", (p > 0 ? b / p : 0) }'; }
+DU_LINE="$(awk -v p="$PAYLOAD_BYTES" '$1 != "TOTAL" { printf "%s%s %.1f MB (%.2f×)", (n++ ? ", " : ""), $1, $2 / 1048576, (p > 0 ? $2 / p : 0) }' "$WORK/du")"
 machine_facts
 fmt_int() { LC_ALL=C awk -v n="$1" 'BEGIN { s = sprintf("%d", n); r = ""
   while (length(s) > 3) { r = "," substr(s, length(s) - 2) r; s = substr(s, 1, length(s) - 3) }
@@ -317,11 +337,26 @@ REPORT="$WORK/report.md"
   echo "- storage reads by the server during the drain (/proc/PID/io read_bytes, i.e. not served from the page cache): $(awk -v b="$(( SERVER_READ_1 - SERVER_READ_0 ))" 'BEGIN { printf "%.0f", b / 1048576 }') MB"
   echo "- client cost: $(D lua_ms_per_page) ms per page in poll_drain.lua's response() (counting and order check), the rest of the client is wrk's HTTP reading"
   echo "- RSS: $RSS_N samples every ${RSS_INTERVAL} s, from just before the first page to just after the last (MB): $RSS_SERIES"
-  echo "- RSS idle before the load $(mb "$IDLE_KB") MB; peak over the whole run, load included (VmHWM) $(mb "$HWM_KB") MB"
+  echo "- RSS idle before the load $(mb "$IDLE_KB") MB; peak over the whole run, load included (VmHWM) $(mb "$HWM_KB") MB: $(mb "$LOAD_HWM_KB") MB up to the drain, $(mb "$DRAIN_HWM_KB") MB during the drain ($([ "$HWM_RESET" = 1 ] && echo "VmHWM reset through /proc/PID/clear_refs before it" || echo "the largest sample: VmHWM could not be reset"))"
+  echo "- memory samples (smaps_rollup every ${RSS_INTERVAL} s), largest Rss / Anonymous / file-backed (Rss - Anonymous): whole run $(mb "$(kv "$WORK/run.peaks" rss_max_kb)") / $(mb "$(kv "$WORK/run.peaks" anon_max_kb)") / $(mb "$(kv "$WORK/run.peaks" file_max_kb)") MB, drain $(mb "$RSS_MAX") / $(mb "$(P anon_max_kb)") / $(mb "$(P file_max_kb)") MB"
+  echo "- data dir after the stop (du -sb), as a multiple of the payload ($(fmt_int "$LOADED") × $BODY_BYTES bytes = $(awk -v b="$PAYLOAD_BYTES" 'BEGIN { printf "%.1f", b / 1048576 }') MB): total $(awk -v b="$DATADIR_BYTES" 'BEGIN { printf "%.1f", b / 1048576 }') MB ($(times_payload "$DATADIR_BYTES")×): $DU_LINE"
+  [ -z "${PROFILE_ENV:-}" ] || echo "- intake's environment: ${SERVE_ENV[*]:1} (profile $PROFILE_ENV)"
   echo "- intake exit status after SIGTERM: $SRV_RC"
 } >"$REPORT"
 
 publish_report "$REPORT"
+DU_FIGURES=()
+while read -r part bytes; do
+  [ "$part" = TOTAL ] || DU_FIGURES+=("datadir.$part" "$bytes")
+done <"$WORK/du"
 write_figures records_per_s "$DRAIN_RPS" page_p50_ms "$P50" page_p99_ms "$P99" \
-  records "$DRAINED" check "$VERDICT"
+  records "$DRAINED" check "$VERDICT" \
+  peak_rss_mb "$(mb "$HWM_KB")" load_peak_rss_mb "$(mb "$LOAD_HWM_KB")" \
+  drain_peak_rss_mb "$(mb "$DRAIN_HWM_KB")" idle_rss_mb "$(mb "$IDLE_KB")" \
+  run_peak_sampled_rss_mb "$(mb "$(kv "$WORK/run.peaks" rss_max_kb)")" \
+  run_peak_anon_mb "$(mb "$(kv "$WORK/run.peaks" anon_max_kb)")" \
+  run_peak_file_mb "$(mb "$(kv "$WORK/run.peaks" file_max_kb)")" \
+  drain_peak_sampled_rss_mb "$(mb "$RSS_MAX")" drain_peak_anon_mb "$(mb "$(P anon_max_kb)")" \
+  drain_peak_file_mb "$(mb "$(P file_max_kb)")" \
+  payload_bytes "$PAYLOAD_BYTES" datadir_bytes "$DATADIR_BYTES" "${DU_FIGURES[@]}"
 [ "$VERDICT" = ok ] || { log "error: $VERDICT"; exit 1; }

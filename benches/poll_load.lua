@@ -14,7 +14,8 @@
 -- wrk's main thread sleeps for the whole -d, so the driving script waits for one marker per
 -- thread and then sends wrk SIGINT; done() then prints, one "key value" pair per line:
 --   load_posted N / load_accepted N / load_failed N / load_filler N / load_done_threads N /
---   load_seconds X (first POST sent to last POST answered, all threads)
+--   load_seconds X (first POST sent to last POST answered, all threads) / load_body_bytes N
+--   (the size of the record POSTed)
 -- (plus wrk_duration_s, requests and socket_errors from wrk's summary).
 --
 -- A POST lost to a socket error (connection reset, timeout) is never answered, so its thread
@@ -173,6 +174,7 @@ function done(summary, latency, requests)
    if t0 and t1 and ndone == #threads then
       io.write(string.format("load_seconds %.3f\n", t1 - t0))
    end
+   io.write(string.format("load_body_bytes %d\n", #post_body))
    io.write(string.format("wrk_duration_s %.3f\n", summary.duration / 1e6))
    io.write(string.format("requests %d\n", summary.requests))
    io.write(string.format("socket_errors %d\n", e.connect + e.read + e.write + e.timeout))

@@ -14,7 +14,9 @@
 #    one query at a time on one keep-alive connection, against intake, then PostgreSQL,
 #    from Python; then NATIVE_REQUESTS of each query through C clients, wrk
 #    (benches/search_wrk.lua) against intake and pgbench against PostgreSQL.
-# 5. A Markdown report on stdout and in benches/results/search-latest.md.
+# 5. A Markdown report on stdout and in benches/results/search-latest.md, with intake's memory:
+#    lib.sh's mem_watch samples every intake server from its start to its stop, and VmHWM is
+#    read after the load, after the rebuild, and after the queries (reset before them).
 #
 # Usage (from the repo root):
 #   bash benches/search.sh
@@ -32,9 +34,14 @@
 #   PLAN_CACHE_MODE  PostgreSQL plan_cache_mode of the timed session
 #                    (default force_custom_plan; auto or force_generic_plan)
 #   INTAKE_BIN   use this intake binary instead of building one (optional)
+#   PROFILE_ENV  a profile file (benches/profiles/NAME.env): its INTAKE_* variables are given
+#                to `intake serve` and nothing else (optional; benches/lean.sh sets it)
 #   RESULTS_FILE where to write the report (default benches/results/search-latest.md)
-#   RESULTS_JSON also write the key figures there as JSON (optional; benches/compare.sh
-#                reads them): p50 and p99 over all queries per side and client
+#   RESULTS_JSON also write the key figures there as JSON (optional; benches/compare.sh and
+#                benches/lean.sh read them): p50 and p99 over all queries per side and
+#                client; intake's memory: {load,rebuild,queries}_peak_rss_mb (VmHWM),
+#                {load,queries}_peak_{sampled_rss,anon,file}_mb (the samples' largest),
+#                peak_rss_mb (the largest VmHWM), index_bytes, load_records_per_s
 #
 # Needs python3 and curl; installs psycopg (pip), wrk and PostgreSQL (apt-get: wrk, postgresql,
 # postgresql-contrib) when they are missing. All traffic goes to 127.0.0.1 only. The
@@ -112,12 +119,14 @@ fi
 
 if [ "$RUN_INTAKE" = 1 ]; then
   build_intake
+  serve_env
   I_DATA="$WORK/intake-data"
   init_intake "$I_DATA"
   I_PORT="$(free_port)"
   I_ADDR="$HOST:$I_PORT"
-  start_server intake "$I_PORT" 600 "$INTAKE_BIN" serve --data-dir "$I_DATA" --listen "$I_ADDR"
+  start_server intake "$I_PORT" 600 "${SERVE_ENV[@]}" "$INTAKE_BIN" serve --data-dir "$I_DATA" --listen "$I_ADDR"
   I_PID="$SRV_PID"; I_SUPER="$SRV_SUPER"; I_LOG="$SRV_LOG"
+  mem_watch "$I_PID" "$WORK/load.mem"
   create_endpoint "$I_ADDR"
   I_URL="http://$I_ADDR/api/v1/data/$SLUG"
 
@@ -132,12 +141,16 @@ if [ "$RUN_INTAKE" = 1 ]; then
     || die "intake: the load did not get a 202 for every record (see above)"
 
   log "intake: stopping the server, deleting $I_DATA/search, starting again to rebuild the index"
+  LOAD_HWM_KB="$(proc_kb "$I_PID" VmHWM)"
+  mem_unwatch "$MEM_WATCH_PID" "$I_PID" "$WORK/load.mem"
   stop_server intake "$I_PID" "$I_SUPER" 120
   [ -d "$I_DATA/search" ] || log "warning: there was no $I_DATA/search to delete"
   rm -rf "$I_DATA/search"
   T0="$(date +%s.%N)"
-  start_server intake-rebuild "$I_PORT" 600 "$INTAKE_BIN" serve --data-dir "$I_DATA" --listen "$I_ADDR"
+  start_server intake-rebuild "$I_PORT" 600 "${SERVE_ENV[@]}" "$INTAKE_BIN" serve --data-dir "$I_DATA" --listen "$I_ADDR"
   I_PID="$SRV_PID"; I_SUPER="$SRV_SUPER"; I_LOG="$SRV_LOG"
+  mem_watch "$I_PID" "$WORK/rebuild.mem"
+  I_SAMPLER="$MEM_WATCH_PID"
   REBUILT=""
   for _ in $(seq 1 36000); do   # up to an hour
     REBUILT="$(grep -o 'search index rebuilt: [0-9]* records in [0-9.]* s' "$I_LOG" | tail -n 1 || true)"
@@ -163,6 +176,10 @@ json.dump({"records": int(n), "logged_s": float(s), "wall_s": round(float(t1) - 
   log "intake: waiting for the server to go idle (tantivy merges segments after the rebuild)"
   wait_idle "$I_PID" 300
   log "intake: $([ "$SETTLED" = 1 ] || echo "NOT ")idle after ${SETTLE_S}s"
+  # VmHWM so far is the rebuild's peak; reset, it becomes the queries' own.
+  REBUILD_HWM_KB="$(proc_kb "$I_PID" VmHWM)"
+  if hwm_reset "$I_PID"; then HWM_RESET=1; else HWM_RESET=0; log "warning: could not reset VmHWM"; fi
+  QUERIES_T0="$EPOCHREALTIME"
   log "intake: timing the queries (warm-up + $REPS rounds)"
   run_bg python3 "$BENCH_PY" time-intake --url "$I_URL" --key "$SANDBOX_KEY" --reps "$REPS" \
     --out "$WORK/intake_times.json" || die "intake: timing failed"
@@ -184,7 +201,14 @@ if [ "$RUN_PG" = 1 ]; then
 fi
 
 if [ "$RUN_INTAKE" = 1 ]; then
+  QUERIES_HWM_KB="$(proc_kb "$I_PID" VmHWM)"
+  mem_unwatch "$I_SAMPLER" "$I_PID" "$WORK/rebuild.mem"
   stop_server intake "$I_PID" "$I_SUPER" 120
+  mem_peaks "$WORK/load.mem" >"$WORK/load.peaks"
+  mem_peaks "$WORK/rebuild.mem" >"$WORK/rebuild.peaks"
+  mem_peaks "$WORK/rebuild.mem" "$QUERIES_T0" "$EPOCHREALTIME" >"$WORK/queries.peaks"
+  # no reset: the queries' peak is the largest sample taken during them
+  [ "$HWM_RESET" = 1 ] || QUERIES_HWM_KB="$(kv "$WORK/queries.peaks" rss_max_kb)"
 fi
 pg_stop
 
@@ -202,4 +226,30 @@ python3 "$BENCH_PY" report --meta "$DATA/meta.json" --load "$WORK/load.json" \
   --machine "$NPROC CPUs (nproc), $CPU_MODEL, ${MEM_GB} GiB RAM (RECORDS=$RECORDS, REPS=$REPS, ONLY=$ONLY)" \
   --elapsed "$ELAPSED" --loadavg "$LOADAVG_START" \
   --out "$RESULTS_FILE" ${RESULTS_JSON:+--json "$RESULTS_JSON"}
+
+if [ "$RUN_INTAKE" = 1 ]; then
+  # pk NAME KEY -> the peak KEY (kB) of $WORK/NAME.peaks in MB
+  pk() { kb_to_mb "$(kv "$WORK/$1.peaks" "$2")"; }
+  PEAK_KB="$(printf '%s\n' "$LOAD_HWM_KB" "$REBUILD_HWM_KB" "$QUERIES_HWM_KB" | sort -n | tail -n 1)"
+  {
+    echo
+    echo "### intake's memory"
+    echo
+    echo "| phase | peak RSS (VmHWM) | largest sample: RSS / anon / file-backed |"
+    echo "| --- | ---: | ---: |"
+    echo "| load ($RECORDS POSTs, indexing as they come) | $(kb_to_mb "$LOAD_HWM_KB") MB | $(pk load rss_max_kb) / $(pk load anon_max_kb) / $(pk load file_max_kb) MB |"
+    echo "| restart, index rebuild, settling | $(kb_to_mb "$REBUILD_HWM_KB") MB | $(pk rebuild rss_max_kb) / $(pk rebuild anon_max_kb) / $(pk rebuild file_max_kb) MB (rebuild and queries) |"
+    echo "| queries (Python and wrk clients) | $(kb_to_mb "$QUERIES_HWM_KB") MB | $(pk queries rss_max_kb) / $(pk queries anon_max_kb) / $(pk queries file_max_kb) MB |"
+    echo
+    echo "VmHWM from /proc/PID/status ($([ "$HWM_RESET" = 1 ] && echo "reset through /proc/PID/clear_refs before the queries" || echo "not resettable here: the queries' figure is the largest sample")); samples of smaps_rollup every ${MEM_INTERVAL} s, file-backed = Rss - Anonymous (tantivy's mapped segments, which the kernel can reclaim)."
+    [ -z "${PROFILE_ENV:-}" ] || echo "intake's environment: ${SERVE_ENV[*]:1} (profile $PROFILE_ENV)."
+  } | tee -a "$RESULTS_FILE"
+  add_figures peak_rss_mb "$(kb_to_mb "$PEAK_KB")" load_peak_rss_mb "$(kb_to_mb "$LOAD_HWM_KB")" \
+    rebuild_peak_rss_mb "$(kb_to_mb "$REBUILD_HWM_KB")" queries_peak_rss_mb "$(kb_to_mb "$QUERIES_HWM_KB")" \
+    load_peak_sampled_rss_mb "$(pk load rss_max_kb)" load_peak_anon_mb "$(pk load anon_max_kb)" \
+    load_peak_file_mb "$(pk load file_max_kb)" queries_peak_sampled_rss_mb "$(pk queries rss_max_kb)" \
+    queries_peak_anon_mb "$(pk queries anon_max_kb)" queries_peak_file_mb "$(pk queries file_max_kb)" \
+    index_bytes "$I_INDEX_BYTES" \
+    load_records_per_s "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["records_per_s"])' "$WORK/load.json")"
+fi
 log "written to ${RESULTS_FILE#"$ROOT"/}"

@@ -27,7 +27,12 @@ The output depends only on (seed, N): the records are made in chunks of 10,000, 
 chunk from its own generator seeded with (seed, chunk number), so chunks can be made
 in parallel (--jobs) and a larger N extends a smaller one.
 
-Usage: search_gen.py --records N --out DIR [--seed S] [--jobs J]
+--parts K (default 1) makes each record out of K generated ones: the first, with the other
+K - 1 (without their "seq") in a list under "related", so that K = 2 gives records of about
+1 KB that still differ from each other (benches/lean.sh's data dir step). --no-copy skips
+records.copy. With the defaults the output is the same as before these options.
+
+Usage: search_gen.py --records N --out DIR [--seed S] [--jobs J] [--parts K] [--no-copy]
 """
 
 import argparse
@@ -315,7 +320,7 @@ def _init(seed):
 
 def make_chunk(args):
     """Records [start, end) of the set: (jsonl bytes, copy bytes, payload bytes)."""
-    seed, chunk_no, start, end = args
+    seed, chunk_no, start, end, parts = args
     rng = random.Random(f"chunk-{seed}-{chunk_no}")
     dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
     jl = []
@@ -323,7 +328,12 @@ def make_chunk(args):
     payload_bytes = 0
     step = datetime.timedelta(microseconds=CREATED_AT_STEP_US)
     for seq in range(start, end):
-        text = dumps(_MAKER.record(rng, seq))
+        rec = _MAKER.record(rng, seq)
+        if parts > 1:
+            rec["related"] = [_MAKER.record(rng, seq) for _ in range(parts - 1)]
+            for other in rec["related"]:
+                del other["seq"]
+        text = dumps(rec)
         raw = text.encode("utf-8")
         payload_bytes += len(raw)
         jl.append(raw)
@@ -340,18 +350,23 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--seed", type=int, default=20240101)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--parts", type=int, default=1,
+                    help="generated records per record (the rest under \"related\")")
+    ap.add_argument("--no-copy", action="store_true", help="do not write records.copy")
     args = ap.parse_args()
     if args.records < 1:
         sys.exit("search_gen.py: --records must be at least 1")
+    if args.parts < 1:
+        sys.exit("search_gen.py: --parts must be at least 1")
     os.makedirs(args.out, exist_ok=True)
 
     tasks = []
     for chunk_no, start in enumerate(range(0, args.records, CHUNK)):
-        tasks.append((args.seed, chunk_no, start, min(start + CHUNK, args.records)))
+        tasks.append((args.seed, chunk_no, start, min(start + CHUNK, args.records), args.parts))
 
     payload_bytes = 0
-    with open(os.path.join(args.out, "records.jsonl"), "wb") as jf, \
-            open(os.path.join(args.out, "records.copy"), "wb") as cf:
+    copy_path = os.devnull if args.no_copy else os.path.join(args.out, "records.copy")
+    with open(os.path.join(args.out, "records.jsonl"), "wb") as jf, open(copy_path, "wb") as cf:
         if args.jobs > 1 and len(tasks) > 1:
             with multiprocessing.Pool(args.jobs, initializer=_init, initargs=(args.seed,)) as pool:
                 for jl, cp, nbytes in pool.imap(make_chunk, tasks):
@@ -371,6 +386,7 @@ def main():
         "payload_bytes": payload_bytes,
         "avg_payload_bytes": round(payload_bytes / args.records, 1),
         "seed": args.seed,
+        "parts": args.parts,
         "vocab_size": VOCAB_SIZE,
         "zipf_s": ZIPF_S,
         "zipf_q": ZIPF_Q,

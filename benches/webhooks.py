@@ -14,6 +14,15 @@ answers 200 at once and notes each arrival's time and X-svc-Record-Id):
 3. paced: wrk at about 1,000 writes/s for PACED; for each record, latency = arrival at the
    receiver - the record's created_at (in its id: stamped when the POST arrived, before the
    commit and the 202), so it is an upper bound of "202 to receiver".
+
+intake's memory is sampled from its start to its stop (benchlib.mem_watch, lib.sh's sampler);
+VmHWM is read after the backlog has drained (the peak of everything up to then: the backlog
+and its drain, intake being idle before) and at the end (the whole run). The profile file
+PROFILE_ENV, when set, gives intake its variables. With RESULTS_JSON set, the key figures are
+also written there as JSON: ceiling_rps, deliveries_per_s, backlog_writes, burst_rps,
+paced_writes_per_s, latency_p50_ms, latency_p99_ms, duplicates, peak_rss_mb,
+backlog_peak_rss_mb, peak_sampled_rss_mb, peak_anon_mb, peak_file_mb, backlog_peak_anon_mb,
+backlog_peak_file_mb.
 """
 
 import os
@@ -25,8 +34,9 @@ import time
 import urllib.request
 from datetime import datetime, timezone
 
-from benchlib import (call, driver_args, endpoint_with_webhook, start_intake, start_receiver,
-                      stopped_on_exit)
+from benchlib import (call, driver_args, endpoint_with_webhook, mem_peaks, mem_watch,
+                      proc_kb, profile_vars, start_intake, start_receiver, stopped_on_exit,
+                      write_figures)
 
 ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 BENCH_DIR = os.environ["BENCH_DIR"]
@@ -93,6 +103,8 @@ def main():
         procs.append(rx)
         intake, base, token = start_intake(args.intake, args.work, webhooks)
         procs.append(intake)
+        mem_file = os.path.join(args.work, "intake.mem")
+        procs.append(mem_watch(intake.pid, mem_file))
         slug, key = endpoint_with_webhook(base, token, f"{receiver}/hook")
         data_url = f"{base}/api/v1/data/{slug}"
 
@@ -102,12 +114,15 @@ def main():
 
         log(f"phase 2: full-speed writes for {BURST} with the receiver held, then the drain")
         call("PUT", f"{receiver}/hold")
+        backlog_t0 = time.time()
         burst = wrk(data_url, BURST, 32, post_lua, key)
         accepted = int(burst["requests"] - burst["non2xx"])
         call("DELETE", f"{receiver}/hold")
         stats = wait_delivered(receiver, accepted)
         span = (stats["last_us"] - stats["first_us"]) / 1e6
         delivered_per_s = stats["count"] / span if span > 0 else 0.0
+        backlog_hwm_kb = proc_kb(intake.pid, "VmHWM")
+        backlog_mem = mem_peaks(mem_file, backlog_t0, time.time())
         call("DELETE", f"{receiver}/arrivals")
 
         log(f"phase 3: about {CONNECTIONS * 1000 // DELAY_MS} writes/s for {PACED}")
@@ -123,6 +138,10 @@ def main():
         # Every write of the paced phase is delivered once (a 200 is never retried).
         ids = [l.split(" ", 1)[1] for l in lines]
         duplicates = len(ids) - len(set(ids))
+        hwm_kb = proc_kb(intake.pid, "VmHWM")
+    run_mem = mem_peaks(mem_file)
+    mb = lambda kb: round(kb / 1024, 1)
+    profile = " ".join(f"{k}={v}" for k, v in profile_vars(os.environ.get("PROFILE_ENV", "")))
 
     commit = subprocess.run(["git", "describe", "--always", "--dirty"], capture_output=True,
                             text=True).stdout.strip()
@@ -143,17 +162,35 @@ def main():
 | POST arrival → receiver, p50 | {percentile(latencies, 50):.2f} ms | ≤ 20 ms |
 | POST arrival → receiver, p90 / p99 / max | {percentile(latencies, 90):.2f} / {percentile(latencies, 99):.2f} / {max(latencies):.2f} ms | |
 | POST → 202 as wrk saw it in the paced phase, p50 / p99 | {paced['p50_ms']:.2f} / {paced['p99_ms']:.2f} ms | |
+| intake peak RSS (VmHWM): backlog and its drain / whole run | {mb(backlog_hwm_kb)} / {mb(hwm_kb)} MB | |
+| largest memory sample, RSS / anon / file-backed: backlog and its drain | {mb(backlog_mem['rss_max_kb'])} / {mb(backlog_mem['anon_max_kb'])} / {mb(backlog_mem['file_max_kb'])} MB | |
+| largest memory sample, RSS / anon / file-backed: whole run | {mb(run_mem['rss_max_kb'])} / {mb(run_mem['anon_max_kb'])} / {mb(run_mem['file_max_kb'])} MB | |
 
 - backlog phase: {accepted} writes accepted in {BURST} at {burst['rps']:.0f} /s with webhooks on
   (receiver held); {stats['count']} deliveries received over {span:.1f} s from the release
 - paced phase: {len(latencies)} deliveries, {duplicates} duplicates; latency is measured from the
   record's `created_at` (stamped when its POST arrived, before the fsynced commit and the 202) to
   the receiver's arrival time, so it is an upper bound of "202 to receiver's first byte"
+- memory: smaps_rollup every 0.25 s (file-backed = Rss - Anonymous); intake's environment:
+  {profile or "no profile variables"}
 """
     print(report)
     with open(args.results, "w") as f:
         f.write(report)
     log(f"wrote {args.results}")
+    if os.environ.get("RESULTS_JSON"):
+        write_figures(os.environ["RESULTS_JSON"], {
+            "ceiling_rps": round(ceiling["rps"], 1), "deliveries_per_s": round(delivered_per_s, 1),
+            "backlog_writes": accepted, "burst_rps": round(burst["rps"], 1),
+            "paced_writes_per_s": round(len(latencies) / float(PACED.rstrip("s")), 1),
+            "latency_p50_ms": round(percentile(latencies, 50), 2),
+            "latency_p99_ms": round(percentile(latencies, 99), 2), "duplicates": duplicates,
+            "peak_rss_mb": mb(hwm_kb), "backlog_peak_rss_mb": mb(backlog_hwm_kb),
+            "peak_sampled_rss_mb": mb(run_mem["rss_max_kb"]), "peak_anon_mb": mb(run_mem["anon_max_kb"]),
+            "peak_file_mb": mb(run_mem["file_max_kb"]),
+            "backlog_peak_anon_mb": mb(backlog_mem["anon_max_kb"]),
+            "backlog_peak_file_mb": mb(backlog_mem["file_max_kb"]),
+        })
 
 
 if __name__ == "__main__":
