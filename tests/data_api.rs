@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::{Value, json};
@@ -1490,4 +1490,73 @@ fn after_each_response_the_connection_stays_usable_or_close_is_announced() {
         }
     }
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The memory request bodies may hold is a setting: with `body_memory_mb = 1`, ten bodies that
+/// declare 100 KB and are still arriving hold 1000 KiB, so an eleventh of 30 KB waits and, finding no
+/// room within 5 s, is answered 503 `server_busy` with `Retry-After` without its
+/// body being read; once the others go, a write goes through again. `/metrics` shows the
+/// budget in use.
+#[test]
+fn request_bodies_wait_for_the_body_memory_budget() {
+    // The holders' bodies may take 60 s: longer than the 5 s an eleventh waits for room.
+    let s = TestServer::start_with_config("[http]\nbody_memory_mb = 1\nbody_timeout = \"60s\"\n");
+    let ep = s.create_endpoint("budget", &[]);
+    let path = format!("/api/v1/data/{}", ep.slug);
+    let head = |length: usize| {
+        format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+             Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n",
+            ep.sandbox_key
+        )
+    };
+    let holders: Vec<TcpStream> = (0..10)
+        .map(|_| {
+            let mut c = TcpStream::connect(s.addr()).unwrap();
+            c.write_all(head(102_400).as_bytes()).unwrap();
+            c.write_all(b"{\"a\":").unwrap();
+            c
+        })
+        .collect();
+    let held = || {
+        let metrics = s.request("GET", "/metrics", &[], None).text();
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("intake_request_body_kib "))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .expect("intake_request_body_kib in /metrics")
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while held() < 1000 {
+        assert!(
+            Instant::now() < deadline,
+            "the ten bodies never took their share"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // 30 KB: more than the 24 KiB left.
+    let pad = "x".repeat(30_000);
+    let busy = s.post_record(&ep.slug, &ep.sandbox_key, &json!({"n": 1, "pad": pad}));
+    assert_error(&busy, 503, "server_busy");
+    assert_eq!(busy.header("retry-after"), Some("1"));
+    drop(holders);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while held() > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the bodies' shares were not given back"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_status(
+        &s.post_record(&ep.slug, &ep.sandbox_key, &json!({"n": 2})),
+        202,
+    );
+    let (listed, _) = s.list_all(&ep.slug, &ep.sandbox_key, 30);
+    assert_eq!(
+        listed.len(),
+        1,
+        "only the write after the budget freed up is stored"
+    );
 }

@@ -613,6 +613,9 @@ pub struct HttpConfig {
     pub body_timeout: Duration,
     /// Most connections open at once; further clients wait in the listen backlog.
     pub max_connections: usize,
+    /// Most memory (MB) request bodies hold at once, from reading them until the answer (see
+    /// `request::BodyBudget`); a request that finds no room within 5 s gets 503 `server_busy`.
+    pub body_memory_mb: usize,
     /// Reverse proxies in front of the server (address ranges): only a request whose TCP peer
     /// is in one has its client address taken from `client_address_header` (see `forwarded`).
     /// Empty by default: nobody is trusted, and the client is the TCP peer.
@@ -628,6 +631,7 @@ impl Default for HttpConfig {
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(60),
             max_connections: 1000,
+            body_memory_mb: 32,
             trusted_proxies: Vec::new(),
             client_address_header: ClientAddressHeader::default(),
         }
@@ -654,6 +658,9 @@ impl HttpConfig {
         }
         if self.max_connections == 0 {
             return Err("http.max_connections must be at least 1".into());
+        }
+        if self.body_memory_mb == 0 {
+            return Err("http.body_memory_mb must be at least 1".into());
         }
         Ok(())
     }

@@ -140,6 +140,8 @@ pub struct State {
     pub mail_failed: u64,
     /// Change-log entries the search index has not covered yet.
     pub search_index_lag: u64,
+    /// KiB of `[http] body_memory_mb` request bodies hold now.
+    pub request_body_kib: u64,
 }
 
 impl Metrics {
@@ -179,6 +181,12 @@ impl Metrics {
             "intake_search_index_lag",
             "Change-log entries not yet in the search index.",
             state.search_index_lag,
+        );
+        gauge(
+            &mut out,
+            "intake_request_body_kib",
+            "KiB of the request-body memory budget ([http] body_memory_mb) held now.",
+            state.request_body_kib,
         );
         gauge(
             &mut out,
@@ -317,6 +325,7 @@ mod tests {
             mail_sent: 2,
             mail_failed: 3,
             search_index_lag: 0,
+            request_body_kib: 0,
         };
         let out = m.render(&state);
         assert!(out.contains(

@@ -130,8 +130,8 @@ fn index_lag(vitals: &Vitals<'_>) -> Result<u64> {
     Ok(last.saturating_sub(position))
 }
 
-/// The gauges of `GET /metrics`, read now.
-pub fn metrics_state(vitals: &Vitals<'_>, now: Timestamp) -> Result<State> {
+/// The gauges of `GET /metrics`, read now; `request_body_kib` is the HTTP layer's.
+pub fn metrics_state(vitals: &Vitals<'_>, now: Timestamp, request_body_kib: u64) -> Result<State> {
     let gauges = vitals.store.gauges(now)?;
     Ok(State {
         ingest_queue_depth: vitals.writer.queue_depth,
@@ -141,5 +141,6 @@ pub fn metrics_state(vitals: &Vitals<'_>, now: Timestamp) -> Result<State> {
         mail_sent: gauges.mail_sent,
         mail_failed: gauges.mail_failed,
         search_index_lag: index_lag(vitals)?,
+        request_body_kib,
     })
 }

@@ -44,6 +44,8 @@ pub struct App {
     pub dashboard: crate::http::dashboard::setup::Dashboard,
     /// Counters and histograms for `GET /metrics`.
     pub metrics: Arc<Metrics>,
+    /// The memory request bodies share (`[http] body_memory_mb`).
+    pub body_budget: crate::http::request::BodyBudget,
 }
 
 impl App {

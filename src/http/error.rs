@@ -26,6 +26,10 @@ pub enum HttpError {
     PayloadTooLarge(usize),
     #[error("The Content-Type must be application/json.")]
     UnsupportedMediaType,
+    #[error(
+        "The server is holding as many request bodies as its memory budget allows; retry shortly."
+    )]
+    Busy,
 }
 
 /// Anything that becomes a service error (a store failure, a bad cursor...) is one here too.
@@ -49,6 +53,7 @@ pub fn status_and_code(err: &HttpError) -> (StatusCode, &'static str) {
         HttpError::UnsupportedMediaType => {
             (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
         }
+        HttpError::Busy => (StatusCode::SERVICE_UNAVAILABLE, "server_busy"),
     }
 }
 
@@ -159,6 +164,12 @@ pub fn response(err: &HttpError, request_id: &str) -> Response {
         response
             .headers_mut()
             .insert(http::header::ALLOW, http::HeaderValue::from_static(allow));
+    }
+    if let HttpError::Busy = err {
+        response.headers_mut().insert(
+            http::header::RETRY_AFTER,
+            http::HeaderValue::from_static("1"),
+        );
     }
     let HttpError::Service(err) = err else {
         return response;

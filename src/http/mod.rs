@@ -78,6 +78,8 @@ pub fn filter(
                     body,
                     received_at: app.clock.now(),
                     body_deadline: tokio::time::Instant::now() + app.config.http.body_timeout,
+                    body_budget: app.body_budget.clone(),
+                    body_share: None,
                     request_id: new_request_id(),
                 };
                 handle(&app, request).await

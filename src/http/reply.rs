@@ -11,7 +11,7 @@ use warp::reply::Response;
 use crate::domain::error::Error;
 use crate::domain::error::Result as ServiceResult;
 use crate::http::error::Result;
-use crate::http::request::{BodyStream, Request};
+use crate::http::request::{BODY_BUDGET_WAIT, BodyStream, Request};
 
 /// A JSON response.
 pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
@@ -79,11 +79,25 @@ pub fn require_json(headers: &HeaderMap) -> Result<()> {
 /// Reads the body, refusing it as soon as it is known to exceed `limit`: from the declared
 /// Content-Length before reading anything, otherwise while streaming. A body still arriving
 /// at the request's deadline is refused (408): a client trickling bytes holds no handler.
+///
+/// The body first takes its share of the [`BodyBudget`](crate::http::request::BodyBudget),
+/// kept on the request until it is answered.
 pub async fn read_body(req: &mut Request, limit: usize) -> Result<Bytes> {
     let deadline = req.body_deadline;
+    let size = declared_length(&req.headers).map_or(limit, |n| n.min(limit as u64) as usize);
+    let wait = deadline.min(tokio::time::Instant::now() + BODY_BUDGET_WAIT);
+    let share = req.body_budget.take(size, wait).await;
+    req.body_share = Some(share.ok_or(crate::http::error::HttpError::Busy)?);
     tokio::time::timeout_at(deadline, read_limited(&req.headers, &mut req.body, limit))
         .await
         .map_err(|_| crate::http::error::HttpError::RequestTimeout)?
+}
+
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
 }
 
 /// [`read_body`] without the deadline: the size rule alone (413 from the declared length, or
@@ -93,10 +107,7 @@ pub async fn read_limited(
     body: &mut BodyStream,
     limit: usize,
 ) -> Result<Bytes> {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared = declared_length(headers);
     if declared.is_some_and(|n| n > limit as u64) {
         return Err(crate::http::error::HttpError::PayloadTooLarge(limit));
     }

@@ -336,6 +336,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         Some(_) => Box::new(SharedLoginLimiter::new(store.clone(), &config.accounts)),
         None => Box::new(LoginLimiter::new(&config.accounts)),
     };
+    let body_budget = crate::http::request::BodyBudget::new(config.http.body_memory_mb);
     let app = Arc::new(App {
         endpoints: Endpoints::new(handles.clone(), sealer, access_cache),
         handles,
@@ -353,6 +354,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         dispatcher,
         dashboard,
         metrics,
+        body_budget,
     });
     let (stop, stopped) = oneshot::channel();
     let tls_for_serve = tls.clone();

@@ -50,7 +50,7 @@ pub fn metrics(app: &App, req: &Request) -> Result<Response> {
             return Err(Error::InvalidMetricsToken.into());
         }
     }
-    let state = health::metrics_state(&vitals(app), app.clock.now())?;
+    let state = health::metrics_state(&vitals(app), app.clock.now(), app.body_budget.held_kib())?;
     let text = app.metrics.render(&state);
     let mut response = Response::new(text.into());
     response.headers_mut().insert(

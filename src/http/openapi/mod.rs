@@ -560,12 +560,18 @@ fn operation_json(op: &Operation, path_params: &[Param]) -> Value {
     responses.entry("503").or_insert_with(|| {
         let mut unavailable = error_response(
             503,
-            &["storage_unavailable", "storage_full", "shutting_down"],
+            &[
+                "storage_unavailable",
+                "storage_full",
+                "shutting_down",
+                "server_busy",
+            ],
         );
         unavailable["description"] = json!(
             "Error codes: `storage_unavailable`, `storage_full` (the data dir's disk is below \
-             `[storage] min_free_mb`), `shutting_down`. The request was not processed: retry \
-             with backoff after `Retry-After`."
+             `[storage] min_free_mb`), `shutting_down`, `server_busy` (request bodies already \
+             hold `[http] body_memory_mb`; the body was not read). The request was not \
+             processed: retry with backoff after `Retry-After`."
         );
         unavailable
     });
