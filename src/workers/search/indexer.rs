@@ -31,8 +31,7 @@ const COMMIT_BATCH: usize = 50_000;
 const TRIM_LAG: Duration = Duration::from_secs(60);
 /// Most change-log entries removed in one transaction (bounds time holding the write lock).
 const TRIM_CHUNK: usize = 20_000;
-/// Records between two progress lines of a rebuild, and between two commits of it (each
-/// followed by a look for new stop trigrams).
+/// Records between two progress lines of a rebuild.
 const REBUILD_PROGRESS: u64 = 200_000;
 /// The stop set is looked at again once the index has grown by this share since the last
 /// look (or by the policy's `min_records`, if more): reading every term dictionary costs
@@ -137,6 +136,7 @@ pub fn start(
                 stop,
                 stop_policy: settings.stop,
                 stop_checked_at: 0,
+                committed_docs: 0,
                 newest_created: 0,
             };
             indexer.run(needs_rebuild, &rx);
@@ -219,6 +219,8 @@ struct Indexer {
     stop_policy: StopPolicy,
     /// Documents in the index when the stop set was last looked at.
     stop_checked_at: u64,
+    /// Documents in the index at the last commit.
+    committed_docs: u64,
     /// The highest created_at (an id's high half) of any document the index holds or has
     /// held, committed or not.
     newest_created: u64,
@@ -259,12 +261,16 @@ impl Indexer {
                 Ok(Signal::Shutdown) | Err(RecvTimeoutError::Disconnected) => stopping = true,
                 Ok(Signal::Changed) | Err(RecvTimeoutError::Timeout) => {}
             }
-            let step = self.catch_up(COMMIT_BATCH).and_then(|applied| {
+            // A commit is due after COMMIT_BATCH changes, or sooner when the stop set is due a
+            // look: during a backlog the first look would otherwise wait for 50,000 records,
+            // all indexed whole.
+            let batch = self.commit_batch();
+            let max = batch.saturating_sub(since_commit).max(1);
+            let step = self.catch_up(max).and_then(|applied| {
                 since_commit += applied;
-                backlog = applied == COMMIT_BATCH;
-                let due = last_commit.elapsed() >= COMMIT_INTERVAL
-                    || since_commit >= COMMIT_BATCH
-                    || stopping;
+                backlog = applied == max;
+                let due =
+                    last_commit.elapsed() >= COMMIT_INTERVAL || since_commit >= batch || stopping;
                 if (since_commit > 0 || self.uncommitted()) && due {
                     last_commit = Instant::now();
                     since_commit = 0;
@@ -406,16 +412,29 @@ impl Indexer {
         Ok(())
     }
 
+    /// The index's size at which the stop set is looked at next.
+    fn next_stop_look(&self) -> u64 {
+        let step = ((self.stop_checked_at as f64 * STOP_RECHECK_GROWTH) as u64)
+            .max(self.stop_policy.min_records)
+            .max(1);
+        self.stop_checked_at.saturating_add(step)
+    }
+
+    /// Changes to apply before the next commit: [`COMMIT_BATCH`], or fewer to reach the next
+    /// look at the stop set.
+    fn commit_batch(&self) -> usize {
+        let until_look = self.next_stop_look().saturating_sub(self.committed_docs);
+        COMMIT_BATCH.min(usize::try_from(until_look).unwrap_or(usize::MAX).max(1))
+    }
+
     /// Adds the trigrams now in more than the policy's share of the documents to the stop set
     /// documents from now on are tokenised with (committed with the next commit).
     fn grow_stop_set(&mut self) -> Result<(), IndexError> {
         let searcher = self.reader.searcher();
         let docs = searcher.num_docs();
+        self.committed_docs = docs;
         let policy = self.stop_policy;
-        let step = ((self.stop_checked_at as f64 * STOP_RECHECK_GROWTH) as u64)
-            .max(policy.min_records)
-            .max(1);
-        if docs < self.stop_checked_at.saturating_add(step) {
+        if docs < self.next_stop_look() {
             return Ok(());
         }
         self.stop_checked_at = docs;
@@ -476,13 +495,15 @@ impl Replay for Rebuild<'_> {
     fn record(&mut self, partition: u64, record_id: u128, payload: &[u8]) -> ControlFlow<()> {
         let added = self.indexer.add(partition, record_id, payload);
         self.done += 1;
+        if self.done % REBUILD_PROGRESS == 0 {
+            log::info!(
+                "search index: rebuilt {} of {} records",
+                self.done,
+                self.total
+            );
+        }
         let checkpoint = match added {
-            Ok(()) if self.done % REBUILD_PROGRESS == 0 => {
-                log::info!(
-                    "search index: rebuilt {} of {} records",
-                    self.done,
-                    self.total
-                );
+            Ok(()) if self.done >= self.indexer.next_stop_look() => {
                 self.indexer.rebuild_checkpoint()
             }
             other => other,

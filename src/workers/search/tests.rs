@@ -430,6 +430,28 @@ fn stop_trigrams_keep_searches_exact() {
         live,
         "seed {seed}: one document per record"
     );
+
+    // A rebuild from the store takes up the stop set along the way, and stays exact.
+    drop((searcher, tantivy_index));
+    std::fs::remove_dir_all(dir.path().join(super::index::DIR)).expect("remove the index");
+    let (index, notifier, indexer) =
+        super::start(dir.path(), store.clone(), test_settings(policy)).expect("index");
+    wait_indexed(store.as_ref(), index.as_ref(), &notifier);
+    check(index.as_ref(), &mut rng);
+    notifier.shutdown();
+    indexer.join();
+    let rebuilt = tantivy::Index::open_in_dir(dir.path().join(super::index::DIR)).expect("open");
+    let metas_payload = rebuilt
+        .load_metas()
+        .expect("metas")
+        .payload
+        .expect("payload");
+    let state: super::index::CommitState =
+        serde_json::from_str(&metas_payload).expect("commit state");
+    assert!(
+        state.stop.iter().any(|g| g == "tex"),
+        "seed {seed}: {metas_payload}"
+    );
     runtime.block_on(ingest.shutdown());
     writer.join();
 }
