@@ -95,6 +95,12 @@ enum Command {
         #[arg(long)]
         ca_file: Option<PathBuf>,
     },
+    /// Give the space that deleted records and purged logs left in the data dir's files back
+    /// to the file system; the server must be stopped.
+    Compact {
+        #[command(flatten)]
+        files: FileArgs,
+    },
     /// Restore a backup into a data dir; the server must be stopped. The search index is
     /// rebuilt at the next start.
     Restore {
@@ -184,6 +190,7 @@ pub fn run() -> i32 {
             tls,
             ca_file,
         } => migrate(&from_redb, to, &tls, ca_file),
+        Command::Compact { files } => load(&files).and_then(|config| compact(&config)),
         Command::Restore { from, files, force } => {
             load(&files).and_then(|config| restore(&from, &config, force))
         }
@@ -341,6 +348,38 @@ fn take_backup(remote: &RemoteArgs, to: &std::path::Path) -> Result<(), String> 
 }
 
 /// `intake restore`: puts a backup in place of the data of a stopped server's data dir.
+/// `intake compact`: compacts the store and the request log of a stopped server's data dir.
+fn compact(config: &Config) -> Result<(), String> {
+    if config.storage.backend == crate::core::config::StorageBackend::Postgres {
+        return Err(
+            "this server keeps its data in PostgreSQL ([storage] backend = \"postgres\"): \
+             PostgreSQL reclaims space itself (VACUUM)"
+                .into(),
+        );
+    }
+    let mb = |bytes: u64| bytes as f64 / 1_000_000.0;
+    let store = config.db_path();
+    if !store.exists() {
+        return Err(format!(
+            "{} does not exist: no data dir there",
+            store.display()
+        ));
+    }
+    for path in [store, config.request_log_path()] {
+        if !path.exists() {
+            continue;
+        }
+        let (before, after) = crate::store::compact_embedded(&path).map_err(|e| e.to_string())?;
+        println!(
+            "{}: {:.1} MB -> {:.1} MB",
+            path.display(),
+            mb(before),
+            mb(after)
+        );
+    }
+    Ok(())
+}
+
 fn restore(from: &std::path::Path, config: &Config, force: bool) -> Result<(), String> {
     if config.storage.backend == crate::core::config::StorageBackend::Postgres {
         return Err(

@@ -619,3 +619,70 @@ fn a_damaged_data_file_is_a_clean_error_naming_the_file_and_the_remedy() {
         "the damaged file was changed"
     );
 }
+
+/// `intake compact` gives back what deleted records left in the store file: refused while the
+/// server runs (nothing changed), then on the stopped server's data dir the file shrinks and
+/// the records that remain read back the same after a restart.
+#[test]
+fn compact_shrinks_the_store_of_a_stopped_server_and_keeps_its_records() {
+    if redb_only("compacts redb's files") {
+        return;
+    }
+    let mut s = TestServer::start();
+    let ep = s.create_endpoint("compact", &[]);
+    let pad = "x".repeat(20_000);
+    let ids: Vec<String> = (0..200)
+        .map(|n| {
+            let record = s.create_record(&ep.slug, &ep.sandbox_key, &json!({"n": n, "pad": pad}));
+            record["id"].as_str().expect("id").to_string()
+        })
+        .collect();
+    for id in &ids[10..] {
+        let path = format!("/api/v1/data/{}/{id}", ep.slug);
+        assert_status(&s.data("DELETE", &path, &ep.sandbox_key, None), 202);
+    }
+    let dir = s.data_dir();
+    let compact = || {
+        run_cli(
+            intake_cmd().arg("compact").arg("--data-dir").arg(&dir),
+            CLI_TIMEOUT,
+        )
+    };
+
+    let store = dir.join("intake.redb");
+    let size = || std::fs::metadata(&store).expect("intake.redb").len();
+    let running = size();
+    let out = compact();
+    assert!(!out.status.success(), "compacted under a running server");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("stop the server first"), "{stderr}");
+    assert_eq!(size(), running, "the refused compaction changed the file");
+
+    let st = s.sigterm_and_wait();
+    assert_eq!(st.code(), Some(0));
+    let before = size();
+    let out = compact();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("intake.redb"), "{stdout}");
+    let after = size();
+    assert!(
+        after < before / 2,
+        "4 MB of 4.2 MB deleted, yet {before} -> {after} bytes"
+    );
+
+    s.restart();
+    let (listed, _) = s.list_all(&ep.slug, &ep.sandbox_key, 30);
+    let mut kept: Vec<&str> = listed.iter().filter_map(|r| r["id"].as_str()).collect();
+    kept.sort_unstable();
+    let mut expected: Vec<&str> = ids[..10].iter().map(String::as_str).collect();
+    expected.sort_unstable();
+    assert_eq!(kept, expected);
+    for r in &listed {
+        assert_eq!(r["payload"]["pad"], json!(pad));
+    }
+}

@@ -204,6 +204,13 @@ pub fn change_log(store: &dyn Store) -> Result<&dyn changes::ChangesStore, Store
     store.change_log().ok_or(StoreError::NoChangeLog)
 }
 
+/// Compacts the embedded store file at `path` (`intake.redb`, `requests.redb`) of a stopped
+/// server: gives the pages that deletes, trims and purges freed back to the file system.
+/// Returns its size before and after, in bytes.
+pub fn compact_embedded(path: &Path) -> Result<(u64, u64), StoreError> {
+    self::redb::compact_file(path)
+}
+
 /// The embedded store's file at rest (restore checks it): redb's.
 pub type EmbeddedFile = self::redb::RedbStore;
 

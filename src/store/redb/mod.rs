@@ -15,6 +15,7 @@
 mod accounts;
 mod backup;
 mod changes;
+mod compact;
 mod deliveries;
 mod endpoints;
 mod gauges;
@@ -24,6 +25,7 @@ mod request_log;
 pub mod tables;
 mod transfer;
 
+pub use compact::compact_file;
 pub use transfer::RedbExport;
 mod tx;
 mod usage;
