@@ -629,7 +629,11 @@ fn the_quota_overshoot_stays_within_its_documented_bound() {
                     match r.status {
                         202 => accepted += 1,
                         429 => {}
-                        other => panic!("unexpected status {other}"),
+                        // A node whose lease ran short (a loaded machine can delay its
+                        // heartbeat) refuses writes until it renews it: not accepted, as a
+                        // client would retry after Retry-After.
+                        503 if r.error_code().as_deref() == Some("storage_unavailable") => {}
+                        other => panic!("unexpected status {other}: {}", r.describe()),
                     }
                 }
                 accepted
