@@ -637,7 +637,9 @@ fn compact_shrinks_the_store_of_a_stopped_server_and_keeps_its_records() {
             record["id"].as_str().expect("id").to_string()
         })
         .collect();
-    for id in &ids[10..] {
+    // The first 190 go: the pages of the last 10, written after them, keep the end of the
+    // file in use, so the space is freed inside the file where only compaction returns it.
+    for id in &ids[..190] {
         let path = format!("/api/v1/data/{}/{id}", ep.slug);
         assert_status(&s.data("DELETE", &path, &ep.sandbox_key, None), 202);
     }
@@ -671,7 +673,7 @@ fn compact_shrinks_the_store_of_a_stopped_server_and_keeps_its_records() {
     assert!(stdout.contains("intake.redb"), "{stdout}");
     let after = size();
     assert!(
-        after < before / 2,
+        after <= before && after < 1_500_000,
         "4 MB of 4.2 MB deleted, yet {before} -> {after} bytes"
     );
 
@@ -679,7 +681,7 @@ fn compact_shrinks_the_store_of_a_stopped_server_and_keeps_its_records() {
     let (listed, _) = s.list_all(&ep.slug, &ep.sandbox_key, 30);
     let mut kept: Vec<&str> = listed.iter().filter_map(|r| r["id"].as_str()).collect();
     kept.sort_unstable();
-    let mut expected: Vec<&str> = ids[..10].iter().map(String::as_str).collect();
+    let mut expected: Vec<&str> = ids[190..].iter().map(String::as_str).collect();
     expected.sort_unstable();
     assert_eq!(kept, expected);
     for r in &listed {
