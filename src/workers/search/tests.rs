@@ -26,6 +26,39 @@ const P: u64 = 2;
 const OTHER: u64 = 3;
 const WORDS: [&str; 6] = ["zebra", "horse", "gamma", "delta", "omega", "Ärger"];
 
+/// A temp data dir with a store and its ingest writer, as the tests write through.
+struct Bench {
+    dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    runtime: tokio::runtime::Runtime,
+    ingest: Ingest,
+    writer: ingest::WriterThread,
+}
+
+impl Bench {
+    fn new() -> Bench {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store =
+            crate::store::open_embedded(&dir.path().join("t.redb"), 1 << 22, 0).expect("store");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let (ingest, writer) = ingest::start(
+            store.clone(),
+            Arc::new(Metrics::default()),
+            Box::new(|_| {}),
+        )
+        .expect("ingest writer");
+        Bench {
+            dir,
+            store,
+            runtime,
+            ingest,
+            writer,
+        }
+    }
+}
+
 /// Applies writes through the ingest writer, all submitted at once so that they share
 /// commits.
 fn write(runtime: &tokio::runtime::Runtime, ingest: &Ingest, ops: Vec<RecordWrite>) {
@@ -158,17 +191,13 @@ fn search_all(
 fn a_tail_longer_than_the_budget_pages_exactly() {
     let seed = rand::random::<u64>();
     let mut rng = StdRng::seed_from_u64(seed);
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = crate::store::open_embedded(&dir.path().join("t.redb"), 1 << 22, 0).expect("store");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("runtime");
-    let (ingest, writer) = ingest::start(
-        store.clone(),
-        Arc::new(Metrics::default()),
-        Box::new(|_| {}),
-    )
-    .expect("ingest writer");
+    let Bench {
+        dir,
+        store,
+        runtime,
+        ingest,
+        writer,
+    } = Bench::new();
 
     // Indexed: 80 records, and a few in the other partition.
     let base = 1_700_000_000_000_000u128;
@@ -281,17 +310,13 @@ fn wait_indexed(store: &dyn Store, index: &dyn SearchIndex, notifier: &super::No
 fn stop_trigrams_keep_searches_exact() {
     let seed = rand::random::<u64>();
     let mut rng = StdRng::seed_from_u64(seed);
-    let dir = tempfile::tempdir().expect("temp dir");
-    let store = crate::store::open_embedded(&dir.path().join("t.redb"), 1 << 22, 0).expect("store");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("runtime");
-    let (ingest, writer) = ingest::start(
-        store.clone(),
-        Arc::new(Metrics::default()),
-        Box::new(|_| {}),
-    )
-    .expect("ingest writer");
+    let Bench {
+        dir,
+        store,
+        runtime,
+        ingest,
+        writer,
+    } = Bench::new();
     let policy = StopPolicy {
         share: 0.2,
         min_records: 20,
