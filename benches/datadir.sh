@@ -28,6 +28,8 @@
 #   PROFILE_ENV   a profile file (benches/profiles/NAME.env): its INTAKE_* variables are given
 #                 to `intake serve` and nothing else (optional)
 #   RESULTS_FILE  where to write the report (default benches/results/datadir-latest.md)
+#   KEEP_DATA     copy the stopped server's data dir to this folder, for a closer look
+#                 (e.g. with `intake compact`); optional
 #   RESULTS_JSON  also write the key figures there as JSON (optional; benches/lean.sh reads
 #                 them): records, payload_bytes, datadir_bytes, datadir_x_payload,
 #                 datadir.PART (bytes of each part), load_records_per_s, settle_s, settled,
@@ -106,6 +108,10 @@ mem_peaks "$WORK/mem.samples" >"$WORK/peaks"
 
 sync
 du_parts "$DATA_DIR" >"$WORK/du"
+if [ -n "${KEEP_DATA:-}" ]; then
+  rm -rf "$KEEP_DATA" && cp -a "$DATA_DIR" "$KEEP_DATA" || die "cannot copy the data dir to KEEP_DATA=$KEEP_DATA"
+  log "data dir kept in $KEEP_DATA"
+fi
 DATADIR_BYTES="$(kv "$WORK/du" TOTAL)"
 x_payload() { awk -v b="$1" -v p="$PAYLOAD_BYTES" 'BEGIN { printf "%.2f", b / p }'; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }

@@ -365,6 +365,11 @@ fn compact(config: &Config) -> Result<(), String> {
             store.display()
         ));
     }
+    let compressed = crate::store::compress_embedded(&store).map_err(|e| e.to_string())?;
+    println!(
+        "{}: {compressed} records stored plain now compressed",
+        store.display()
+    );
     for path in [store, config.request_log_path()] {
         if !path.exists() {
             continue;

@@ -326,3 +326,111 @@ fn sigterm_during_writes_exits_0_and_every_acknowledged_write_is_reflected_after
         }
     }
 }
+
+/// The embedded store compresses payloads with a zstd dictionary it trains on its own records
+/// once it holds enough of them (`intake_payload_dictionaries` counts the dictionaries).
+/// Records written before it (stored plain) and after it (compressed) read back exactly, by
+/// id, list, poll and search, and again after a restart.
+#[test]
+fn payloads_stored_before_and_after_the_dictionary_read_back_exactly_across_a_restart() {
+    if redb_only("payload dictionaries are the embedded store's") {
+        return;
+    }
+    const CONFIG: &str = "[poll]\nhold_back = \"0s\"\n";
+    let mut s = TestServer::start_with_config(CONFIG);
+    let e = s.create_endpoint("compressed", &[]);
+    let record = |n: usize| {
+        json!({
+            "kind": "reading",
+            "seq": n,
+            "device": {"id": format!("dev-{}", n * 7919 % 1000), "site": {"city": "Köln", "room": "kitchen"}},
+            "samples": [n % 97, n % 89, n % 83, n % 79, n % 73, n % 71],
+            "note": format!("reading {n} of sensor {} taken by the quiet-{} unit, all well", n % 13, n % 7),
+            "token": format!("tok{n:06}x"),
+            "tags": ["eu", "summer", "indoor"],
+            "padding": "the same words in every record, as JSON records of one kind have them ".repeat(6),
+        })
+    };
+    let metric = |s: &TestServer| -> u64 {
+        let m = s.request("GET", "/metrics", &[], None);
+        assert_eq!(m.status, 200, "{}", m.describe());
+        m.text()
+            .lines()
+            .find_map(|l| l.strip_prefix("intake_payload_dictionaries "))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("intake_payload_dictionaries in /metrics")
+    };
+    assert_eq!(metric(&s), 0);
+    let mut sent = Vec::new();
+    // About 600 KB: enough for the store to learn a dictionary from.
+    for n in 0..700 {
+        let body = s.create_record(&e.slug, &e.sandbox_key, &record(n));
+        sent.push((body["id"].as_str().unwrap().to_string(), record(n)));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while metric(&s) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no payload dictionary within 60 s"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+    for n in 700..800 {
+        let body = s.create_record(&e.slug, &e.sandbox_key, &record(n));
+        sent.push((body["id"].as_str().unwrap().to_string(), record(n)));
+    }
+    let check = |s: &TestServer| {
+        verify_acked(s, &e.slug, &e.sandbox_key, &sent);
+        // Every record, oldest first, through poll.
+        let mut polled = Vec::new();
+        let mut query = "since=2000-01-01&limit=100".to_string();
+        loop {
+            let page = s.data(
+                "GET",
+                &format!("/api/v1/data/{}/poll?{query}", e.slug),
+                &e.sandbox_key,
+                None,
+            );
+            assert_eq!(page.status, 200, "{}", page.describe());
+            let page = page.json();
+            polled.extend(
+                page["data"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r["payload"].clone()),
+            );
+            match page["next_cursor"].as_str() {
+                Some(cursor) => query = format!("cursor={cursor}&limit=100"),
+                None => break,
+            }
+        }
+        let expected: Vec<Value> = sent.iter().map(|(_, p)| p.clone()).collect();
+        assert!(polled == expected, "poll returned {} records", polled.len());
+        // The newest page of the list, and search, for a record of each layout.
+        let list = s.data(
+            "GET",
+            &format!("/api/v1/data/{}?limit=3", e.slug),
+            &e.sandbox_key,
+            None,
+        );
+        assert_eq!(list.json()["data"][0]["payload"], record(799));
+        for n in [5, 750] {
+            let found = s.data(
+                "GET",
+                &format!("/api/v1/data/{}/search?q=tok{n:06}x", e.slug),
+                &e.sandbox_key,
+                None,
+            );
+            assert_eq!(found.status, 200, "{}", found.describe());
+            let hits = found.json()["data"].as_array().unwrap().clone();
+            assert_eq!(hits.len(), 1, "search for record {n}: {hits:?}");
+            assert_eq!(hits[0]["payload"], record(n));
+        }
+    };
+    check(&s);
+    assert!(s.sigterm_and_wait().success());
+    s.restart_with_config(CONFIG);
+    assert_eq!(metric(&s), 1, "the dictionary is kept");
+    check(&s);
+}

@@ -142,6 +142,9 @@ pub struct State {
     pub search_index_lag: u64,
     /// KiB of `[http] body_memory_mb` request bodies hold now.
     pub request_body_kib: u64,
+    /// zstd dictionaries the store has trained for stored payloads (0: payloads are stored
+    /// as sent).
+    pub payload_dictionaries: u64,
 }
 
 impl Metrics {
@@ -232,6 +235,12 @@ impl Metrics {
             "intake_webhook_retry_backlog",
             "Deliveries scheduled for a retry later than now.",
             state.webhook_retry_backlog,
+        );
+        gauge(
+            &mut out,
+            "intake_payload_dictionaries",
+            "zstd dictionaries the store has trained to compress stored payloads.",
+            state.payload_dictionaries,
         );
         header(
             &mut out,
@@ -326,6 +335,7 @@ mod tests {
             mail_failed: 3,
             search_index_lag: 0,
             request_body_kib: 0,
+            payload_dictionaries: 2,
         };
         let out = m.render(&state);
         assert!(out.contains(

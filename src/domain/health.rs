@@ -142,5 +142,6 @@ pub fn metrics_state(vitals: &Vitals<'_>, now: Timestamp, request_body_kib: u64)
         mail_failed: gauges.mail_failed,
         search_index_lag: index_lag(vitals)?,
         request_body_kib,
+        payload_dictionaries: gauges.payload_dictionaries,
     })
 }

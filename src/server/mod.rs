@@ -43,7 +43,7 @@ use crate::http::dashboard::setup::Dashboard;
 use crate::server::first_byte::FirstByteDeadline;
 use crate::store::Effects;
 use crate::workers::mail::Mailer;
-use crate::workers::{cluster, ingest};
+use crate::workers::{cluster, compression, ingest};
 
 use crate::core::ticker::Ticker;
 use crate::domain::sessions::{self, LoginLimiter, LoginThrottle, SharedLoginLimiter};
@@ -371,6 +371,10 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     let periodic = [
         tokio::spawn(sweep_expired(app.clone(), ticker(EXPIRY_SWEEP))),
         tokio::spawn(flush_usage(app.clone(), ticker(USAGE_FLUSH))),
+        tokio::spawn(compression::run(
+            app.handles.store.clone(),
+            ticker(compression::CHECK_EVERY),
+        )),
         tokio::spawn(retention::run_schedule(
             app.handles.store.clone(),
             app.clock.clone(),

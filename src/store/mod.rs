@@ -28,6 +28,7 @@ pub mod accounts;
 pub mod backup;
 pub mod changes;
 pub mod cluster;
+pub mod compression;
 pub mod endpoints;
 pub mod mail;
 pub mod postgres;
@@ -146,6 +147,8 @@ pub struct StoreGauges {
     pub mail_queued: u64,
     pub mail_sent: u64,
     pub mail_failed: u64,
+    /// zstd dictionaries of stored payloads (see [`compression`]).
+    pub payload_dictionaries: u64,
 }
 
 /// A store: the data of one intake installation (one data dir, or one database shared by
@@ -194,6 +197,10 @@ pub trait Store:
     /// store that is only ever created empty (redb).
     fn import(&self) -> Option<&dyn transfer::Import>;
 
+    /// The dictionaries a store trains on its own records to compress them: `None` for a
+    /// store that compresses nothing itself (PostgreSQL).
+    fn payload_dictionaries(&self) -> Option<&dyn compression::PayloadDictionaries>;
+
     /// How to copy this store into a backup archive: `None` for a store kept by a database
     /// server, which its own tools back up.
     fn backup_source(&self) -> Option<&dyn backup::BackupSource>;
@@ -209,6 +216,13 @@ pub fn change_log(store: &dyn Store) -> Result<&dyn changes::ChangesStore, Store
 /// Returns its size before and after, in bytes.
 pub fn compact_embedded(path: &Path) -> Result<(u64, u64), StoreError> {
     self::redb::compact_file(path)
+}
+
+/// Compresses the records of the embedded store file at `path` (`intake.redb`) of a stopped
+/// server that are stored plain, training a payload dictionary first if it has none (see
+/// [`compression`]); returns how many it rewrote. Refused while a server holds the file.
+pub fn compress_embedded(path: &Path) -> Result<u64, StoreError> {
+    self::redb::compress_file(path)
 }
 
 /// The embedded store's file at rest (restore checks it): redb's.

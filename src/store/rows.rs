@@ -371,7 +371,7 @@ pub struct WebhookSecretRow {
     pub rotated_at: Option<Timestamp>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RequestLogRow {
     pub time: Timestamp,
     pub method: String,

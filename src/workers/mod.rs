@@ -3,6 +3,7 @@
 //!
 //! - [`cluster`]: the heartbeat of a node on a shared store: its lease, its poll low-water
 //!   mark, and access changes made on other nodes.
+//! - [`compression`]: trains the store's payload dictionary when one is due.
 //! - [`ingest`]: the group-commit writer: one thread takes every queued write, applies the
 //!   batch in one transaction and commits with fsync; only then are the 202s sent.
 //! - [`search`]: the tantivy index (`domain::search::SearchIndex`) and the indexer thread that
@@ -17,6 +18,7 @@
 //!   retention.
 
 pub mod cluster;
+pub mod compression;
 pub mod ingest;
 pub mod mail;
 pub mod request_log;

@@ -277,4 +277,8 @@ impl Store for PgStore {
     fn backup_source(&self) -> Option<&dyn crate::store::backup::BackupSource> {
         None
     }
+
+    fn payload_dictionaries(&self) -> Option<&dyn crate::store::compression::PayloadDictionaries> {
+        None
+    }
 }

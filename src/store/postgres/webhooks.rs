@@ -381,6 +381,7 @@ impl PgStore {
             mail_queued: count(2)?,
             mail_sent: count(3)?,
             mail_failed: count(4)?,
+            payload_dictionaries: 0,
         })
     }
 }
@@ -880,6 +881,7 @@ pub(super) mod tests {
                 mail_queued: 2,
                 mail_sent: 3,
                 mail_failed: 1,
+                payload_dictionaries: 0,
             }
         );
         assert_eq!(

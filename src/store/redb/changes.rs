@@ -3,8 +3,8 @@
 use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
 
 use super::{
-    CHANGES, CHANGES_TRIMMED_UPTO, LAST_CHANGE_SEQ, META, RECORDS, RedbStore, decode_record,
-    read_counter, write_counter,
+    CHANGES, CHANGES_TRIMMED_UPTO, LAST_CHANGE_SEQ, META, RECORDS, RedbStore, read_counter,
+    write_counter,
 };
 use crate::store::StoreError;
 use crate::store::changes::{ChangeEntry, ChangeLogBounds, ChangedRecord, ChangesStore, Replay};
@@ -31,9 +31,10 @@ impl ChangesStore for RedbStore {
         let entries = entries_after(&txn, position, limit)?;
         let records = txn.open_table(RECORDS)?;
         let mut changed = Vec::with_capacity(entries.len());
+        let mut scratch = Vec::new();
         for entry in entries {
             let payload = match records.get((entry.partition, entry.record_id))? {
-                Some(value) => Some(decode_record(value.value())?.1.to_vec()),
+                Some(value) => Some(self.codec.decode(value.value(), &mut scratch)?.1.to_vec()),
                 None => None,
             };
             changed.push(ChangedRecord { entry, payload });
@@ -46,10 +47,11 @@ impl ChangesStore for RedbStore {
         let position = read_counter(&txn.open_table(META)?, LAST_CHANGE_SEQ)?;
         let records = txn.open_table(RECORDS)?;
         to.begin(records.len()?, position);
+        let mut scratch = Vec::new();
         for entry in records.iter()? {
             let (key, value) = entry?;
             let (partition, record_id) = key.value();
-            let (_, payload) = decode_record(value.value())?;
+            let (_, payload) = self.codec.decode(value.value(), &mut scratch)?;
             if to.record(partition, record_id, payload).is_break() {
                 break;
             }

@@ -6,7 +6,28 @@ use std::path::Path;
 
 use redb::{Database, DatabaseError};
 
+use super::RedbStore;
 use crate::store::StoreError;
+
+/// Compresses the plain records of the store file at `path` (see
+/// [`RedbStore::compress_plain_records`]); returns how many. Refused while a server holds it.
+pub fn compress_file(path: &Path) -> Result<u64, StoreError> {
+    let store = match RedbStore::open(path, 16 << 20) {
+        Err(StoreError::Backend(err))
+            if err
+                .downcast_ref::<redb::Error>()
+                .is_some_and(|err| matches!(err, redb::Error::DatabaseAlreadyOpen)) =>
+        {
+            return Err(in_use(path));
+        }
+        opened => opened?,
+    };
+    store.compress_plain_records()
+}
+
+fn in_use(path: &Path) -> StoreError {
+    StoreError::Backend(format!("{} is in use: stop the server first", path.display()).into())
+}
 
 /// Compacts the redb file at `path`; returns its size before and after, in bytes. Refused
 /// while a server holds the file.
@@ -18,11 +39,7 @@ pub fn compact_file(path: &Path) -> Result<(u64, u64), StoreError> {
     };
     let before = size(path)?;
     let mut db = match Database::open(path) {
-        Err(DatabaseError::DatabaseAlreadyOpen) => {
-            return Err(StoreError::Backend(
-                format!("{} is in use: stop the server first", path.display()).into(),
-            ));
-        }
+        Err(DatabaseError::DatabaseAlreadyOpen) => return Err(in_use(path)),
         opened => opened?,
     };
     // Each call moves what it can; a few rounds reach the end.

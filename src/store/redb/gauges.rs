@@ -2,7 +2,7 @@
 
 use redb::{ReadableTable, ReadableTableMetadata};
 
-use super::{DELIVERIES_DUE, OUTBOX, RedbStore, from_json};
+use super::{DELIVERIES_DUE, OUTBOX, PAYLOAD_DICTIONARIES, RedbStore, from_json};
 use crate::core::clock::Timestamp;
 use crate::store::{MailRow, MailStatus, StoreError, StoreGauges, time_key};
 
@@ -13,6 +13,7 @@ impl RedbStore {
         let due = txn.open_table(DELIVERIES_DUE)?;
         let mut gauges = StoreGauges {
             webhook_pending: due.len()?,
+            payload_dictionaries: txn.open_table(PAYLOAD_DICTIONARIES)?.len()?,
             ..StoreGauges::default()
         };
         for entry in due.range((now.saturating_add(1), 0)..)? {

@@ -20,12 +20,13 @@ mod deliveries;
 mod endpoints;
 mod gauges;
 mod mail;
+mod payload;
 mod records;
 mod request_log;
 pub mod tables;
 mod transfer;
 
-pub use compact::compact_file;
+pub use compact::{compact_file, compress_file};
 pub use transfer::RedbExport;
 mod tx;
 mod usage;
@@ -36,6 +37,7 @@ pub use tx::RedbWrite;
 // redb transactions until they are on the seam.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use redb::{
     Database, Key, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, Value,
@@ -46,6 +48,7 @@ use serde::de::DeserializeOwned;
 
 use crate::core::quiet_panic;
 use crate::store::StoreError;
+use payload::PayloadCodec;
 pub use tables::*;
 
 const SCHEMA_VERSION: &[u8] = b"1";
@@ -86,6 +89,8 @@ pub fn from_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
 /// The open database.
 pub struct RedbStore {
     db: Database,
+    /// How record values are laid out, with the store's payload dictionaries.
+    codec: Arc<PayloadCodec>,
     /// The folder holding the file, whose file system [`RedbStore::write`] checks for space.
     dir: PathBuf,
     /// Least free space for a write transaction to begin; 0 turns the check off.
@@ -161,6 +166,7 @@ impl RedbStore {
         create_tables(&txn)?;
         txn.commit()?;
         Ok(RedbStore {
+            codec: Arc::new(PayloadCodec::load(&db)?),
             db,
             dir: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
             min_free: 0,
@@ -225,6 +231,7 @@ fn visit_main_tables(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(ENDPOINT_SLUGS)?;
     v.visit(API_KEYS)?;
     v.visit(RECORDS)?;
+    v.visit(PAYLOAD_DICTIONARIES)?;
     v.visit(CHANGES)?;
     v.visit(IDEMPOTENCY)?;
     v.visit(IDEMPOTENCY_EXPIRY)?;

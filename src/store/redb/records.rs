@@ -7,10 +7,11 @@ use std::ops::Bound;
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use super::deliveries::DeliveryTables;
+use super::payload::PayloadCodec;
 use super::tx::Tables;
 use super::{
-    CHANGES, IDEMPOTENCY, IDEMPOTENCY_EXPIRY, LAST_CHANGE_SEQ, META, RECORDS, RedbStore,
-    decode_record, encode_record, from_json, read_counter, to_json, write_counter,
+    CHANGES, IDEMPOTENCY, IDEMPOTENCY_EXPIRY, LAST_CHANGE_SEQ, META, RECORDS, RedbStore, from_json,
+    read_counter, to_json, write_counter,
 };
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
@@ -24,7 +25,8 @@ impl<T: Tables> RecordsRead for T {
     fn record(&self, partition: u64, id: RecordId) -> Result<Option<RecordRow>, StoreError> {
         match self.open(RECORDS)?.get((partition, id.0))? {
             Some(value) => {
-                let (updated_at, payload) = decode_record(value.value())?;
+                let mut scratch = Vec::new();
+                let (updated_at, payload) = self.codec().decode(value.value(), &mut scratch)?;
                 Ok(Some(RecordRow {
                     id,
                     updated_at,
@@ -47,8 +49,8 @@ impl<T: Tables> RecordsRead for T {
         let key = |bound: Bound<u128>| bound.map(|id| (partition, id));
         let range = records.range::<(u64, u128)>((key(ids.0), key(ids.1)))?;
         match order {
-            ScanOrder::OldestFirst => visit_page(range, limit, visit),
-            ScanOrder::NewestFirst => visit_page(range.rev(), limit, visit),
+            ScanOrder::OldestFirst => visit_page(self.codec(), range, limit, visit),
+            ScanOrder::NewestFirst => visit_page(self.codec(), range.rev(), limit, visit),
         }
     }
 
@@ -76,12 +78,13 @@ impl<T: Tables> RecordsRead for T {
         visit: &mut SearchVisitor<'_>,
     ) -> Result<(), StoreError> {
         let records = self.open(RECORDS)?;
+        let mut scratch = Vec::new();
         for entry in records
             .range((partition, lower)..=(partition, upper))?
             .rev()
         {
             let (key, value) = entry?;
-            let (updated_at, payload) = decode_record(value.value())?;
+            let (updated_at, payload) = self.codec().decode(value.value(), &mut scratch)?;
             if visit(key.value().1, updated_at, payload).is_break() {
                 break;
             }
@@ -96,11 +99,12 @@ impl<T: Tables> RecordsRead for T {
         visit: &mut SearchVisitor<'_>,
     ) -> Result<(), StoreError> {
         let records = self.open(RECORDS)?;
+        let mut scratch = Vec::new();
         for &id in ids {
             let Some(value) = records.get((partition, id))? else {
                 continue;
             };
-            let (updated_at, payload) = decode_record(value.value())?;
+            let (updated_at, payload) = self.codec().decode(value.value(), &mut scratch)?;
             if visit(id, updated_at, payload).is_break() {
                 break;
             }
@@ -111,6 +115,7 @@ impl<T: Tables> RecordsRead for T {
 
 /// Hands at most `limit` entries to `visit`; whether one more follows.
 fn visit_page<'a>(
+    codec: &PayloadCodec,
     entries: impl Iterator<
         Item = Result<
             (
@@ -123,12 +128,13 @@ fn visit_page<'a>(
     limit: usize,
     visit: &mut dyn FnMut(RecordRef<'_>) -> Result<(), StoreError>,
 ) -> Result<bool, StoreError> {
+    let mut scratch = Vec::new();
     for (visited, entry) in entries.enumerate() {
         let (key, value) = entry?;
         if visited == limit {
             return Ok(true);
         }
-        let (updated_at, payload) = decode_record(value.value())?;
+        let (updated_at, payload) = codec.decode(value.value(), &mut scratch)?;
         visit(RecordRef {
             id: RecordId(key.value().1),
             updated_at,
@@ -142,7 +148,7 @@ impl RecordsStore for RedbStore {
     fn apply_batch(&self, writes: &[BatchWrite<'_>]) -> Result<AppliedBatch, StoreError> {
         let txn = self.write()?;
         let (outcomes, deliveries_due) = {
-            let mut batch = BatchTables::open(&txn)?;
+            let mut batch = BatchTables::open(&txn, &self.codec)?;
             let outcomes = writes
                 .iter()
                 .map(|write| batch.apply(write))
@@ -258,6 +264,7 @@ impl<'txn> ChangeLog<'txn> {
 
 /// The tables one ingest batch works on, each opened once.
 struct BatchTables<'txn> {
+    codec: &'txn PayloadCodec,
     records: Table<'txn, (u64, u128), &'static [u8]>,
     idempotency: Table<'txn, (u64, &'static str), &'static [u8]>,
     idempotency_expiry: Table<'txn, (u64, u64, &'static str), ()>,
@@ -266,8 +273,12 @@ struct BatchTables<'txn> {
 }
 
 impl<'txn> BatchTables<'txn> {
-    fn open(txn: &'txn WriteTransaction) -> Result<BatchTables<'txn>, StoreError> {
+    fn open(
+        txn: &'txn WriteTransaction,
+        codec: &'txn PayloadCodec,
+    ) -> Result<BatchTables<'txn>, StoreError> {
         Ok(BatchTables {
+            codec,
             records: txn.open_table(RECORDS)?,
             idempotency: txn.open_table(IDEMPOTENCY)?,
             idempotency_expiry: txn.open_table(IDEMPOTENCY_EXPIRY)?,
@@ -310,7 +321,7 @@ impl<'txn> BatchTables<'txn> {
                 }
                 self.records.insert(
                     (*partition, id.0),
-                    encode_record(created_at, payload).as_slice(),
+                    self.codec.encode(created_at, payload)?.as_slice(),
                 )?;
                 if let Some(claim) = idempotency {
                     let row = IdempotencyRow {
@@ -339,7 +350,7 @@ impl<'txn> BatchTables<'txn> {
                 }
                 self.records.insert(
                     (*partition, id.0),
-                    encode_record(*updated_at, payload).as_slice(),
+                    self.codec.encode(*updated_at, payload)?.as_slice(),
                 )?;
                 Ok(WriteOutcome::Replaced)
             }

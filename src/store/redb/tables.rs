@@ -3,9 +3,6 @@
 
 use redb::TableDefinition;
 
-use crate::core::clock::Timestamp;
-use crate::store::StoreError;
-
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub const ACCOUNTS: TableDefinition<u64, &[u8]> = TableDefinition::new("accounts");
 pub const ACCOUNT_EMAILS: TableDefinition<&str, u64> = TableDefinition::new("account_emails");
@@ -13,8 +10,14 @@ pub const TOKENS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("toke
 pub const ENDPOINTS: TableDefinition<u64, &[u8]> = TableDefinition::new("endpoints");
 pub const ENDPOINT_SLUGS: TableDefinition<&str, u64> = TableDefinition::new("endpoint_slugs");
 pub const API_KEYS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("api_keys");
-/// `(partition, record_id)` → `updated_at_us (8 bytes BE) ++ payload JSON`.
+/// `(partition, record_id)` → the record value: its `updated_at` and payload JSON, the payload
+/// compressed with a dictionary of `PAYLOAD_DICTIONARIES` when there is one (`payload`'s
+/// [`PayloadCodec`](super::payload::PayloadCodec) has the layouts).
 pub const RECORDS: TableDefinition<(u64, u128), &[u8]> = TableDefinition::new("records");
+/// zstd dictionaries of stored payloads: zstd's dictionary id → the dictionary. Only ever
+/// added to: a record compressed with one needs it for as long as the record lives.
+pub const PAYLOAD_DICTIONARIES: TableDefinition<u32, &[u8]> =
+    TableDefinition::new("payload_dictionaries");
 /// The change log: `sequence` → `(partition, record_id)` of every applied create, replace or
 /// delete, written in the same commit as the change. Work that follows a write (search
 /// indexing) reads it from its own position, so it resumes after a restart; it re-reads the
@@ -78,19 +81,3 @@ pub const WEBHOOK_SECRETS: TableDefinition<u64, &[u8]> = TableDefinition::new("w
 /// `(partition, time_us, sequence)` → [`RequestLogRow`] JSON. Lives in `requests.redb`.
 pub const REQUEST_LOG: TableDefinition<(u64, u64, u64), &[u8]> =
     TableDefinition::new("request_log");
-
-/// Encodes a record value: `updated_at` then the payload bytes.
-pub fn encode_record(updated_at: Timestamp, payload: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(8 + payload.len());
-    v.extend_from_slice(&updated_at.as_micros().to_be_bytes());
-    v.extend_from_slice(payload);
-    v
-}
-
-/// Decodes a record value into `(updated_at, payload)`.
-pub fn decode_record(value: &[u8]) -> Result<(Timestamp, &[u8]), StoreError> {
-    let (head, payload) = value
-        .split_first_chunk::<8>()
-        .ok_or_else(|| StoreError::Corrupt("record value shorter than its header".into()))?;
-    Ok((Timestamp(i64::from_be_bytes(*head)), payload))
-}

@@ -8,11 +8,12 @@ use redb::{
     Database, DatabaseError, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable,
 };
 
+use super::payload::PayloadCodec;
 use super::{
     ACCOUNTS, API_KEYS, AUDIT, COLLABORATORS, DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS,
     ENDPOINTS, FAILURE_MAILS, IDEMPOTENCY, INVITATION_TOKENS, INVITATIONS, META, NOTIFICATIONS,
     OUTBOX, OWNER_WEBHOOKS, RECORDS, SCHEMA_VERSION, TOKENS, USAGE, USAGE_DAYS, WEBHOOK_SECRETS,
-    decode_record, from_json, read_counter,
+    from_json, read_counter,
 };
 use crate::core::ids::RecordId;
 use crate::store::records::RecordRow;
@@ -34,6 +35,7 @@ const COUNTERS: [(IdKind, &str); 6] = [
 /// `intake.redb` opened read-only to be copied.
 pub struct RedbExport {
     db: ReadOnlyDatabase,
+    codec: PayloadCodec,
 }
 
 impl RedbExport {
@@ -62,7 +64,10 @@ impl RedbExport {
             ));
         }
         drop(txn);
-        Ok(RedbExport { db })
+        Ok(RedbExport {
+            codec: PayloadCodec::load(&db)?,
+            db,
+        })
     }
 }
 
@@ -72,12 +77,13 @@ impl Export for RedbExport {
         each: &mut dyn FnMut(Item) -> Result<(), StoreError>,
     ) -> Result<(), StoreError> {
         let txn = self.db.begin_read()?;
-        export_from(&txn, each)
+        export_from(&txn, &self.codec, each)
     }
 }
 
 fn export_from(
     txn: &ReadTransaction,
+    codec: &PayloadCodec,
     each: &mut dyn FnMut(Item) -> Result<(), StoreError>,
 ) -> Result<(), StoreError> {
     let meta = txn.open_table(META)?;
@@ -156,10 +162,11 @@ fn export_from(
             row: from_json(v.value())?,
         })?;
     }
+    let mut scratch = Vec::new();
     for entry in txn.open_table(RECORDS)?.iter()? {
         let (k, v) = entry?;
         let (partition, id) = k.value();
-        let (updated_at, payload) = decode_record(v.value())?;
+        let (updated_at, payload) = codec.decode(v.value(), &mut scratch)?;
         each(Item::Record {
             partition,
             row: RecordRow {

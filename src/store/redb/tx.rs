@@ -8,6 +8,9 @@ use redb::{
     Value, WriteTransaction,
 };
 
+use std::sync::Arc;
+
+use super::payload::PayloadCodec;
 use super::{RedbStore, next_id};
 use crate::core::clock::Timestamp;
 use crate::store::{Effects, IdKind, ReadTx, Store, StoreError, StoreGauges, WriteTx};
@@ -22,10 +25,16 @@ pub trait Tables {
         &self,
         table: TableDefinition<'static, K, V>,
     ) -> Result<Self::Readable<'_, K, V>, StoreError>;
+
+    /// How the store's record values are laid out.
+    fn codec(&self) -> &PayloadCodec;
 }
 
 /// A read snapshot.
-pub struct RedbRead(pub(super) ReadTransaction);
+pub struct RedbRead {
+    pub(super) txn: ReadTransaction,
+    pub(super) codec: Arc<PayloadCodec>,
+}
 
 impl Tables for RedbRead {
     type Readable<'a, K: Key + 'static, V: Value + 'static>
@@ -37,22 +46,27 @@ impl Tables for RedbRead {
         &self,
         table: TableDefinition<'static, K, V>,
     ) -> Result<ReadOnlyTable<K, V>, StoreError> {
-        Ok(self.0.open_table(table)?)
+        Ok(self.txn.open_table(table)?)
+    }
+
+    fn codec(&self) -> &PayloadCodec {
+        &self.codec
     }
 }
 
 /// A write transaction and what its changes will require after the commit.
 pub struct RedbWrite<'t> {
     pub(super) txn: &'t WriteTransaction,
+    pub(super) codec: &'t PayloadCodec,
     pub(super) effects: Effects,
 }
 
 impl<'t> RedbWrite<'t> {
-    /// Transitional: typed changes inside a redb transaction that a service not yet on the
-    /// seam opened itself (the effects are the caller's to carry out).
-    pub fn over(txn: &'t WriteTransaction) -> RedbWrite<'t> {
+    /// Typed changes inside the redb transaction `txn` of `store`.
+    pub fn over(txn: &'t WriteTransaction, store: &'t RedbStore) -> RedbWrite<'t> {
         RedbWrite {
             txn,
+            codec: &store.codec,
             effects: Effects::default(),
         }
     }
@@ -78,6 +92,10 @@ impl Tables for RedbWrite<'_> {
     ) -> Result<Table<'_, K, V>, StoreError> {
         self.table(table)
     }
+
+    fn codec(&self) -> &PayloadCodec {
+        self.codec
+    }
 }
 
 impl ReadTx for RedbRead {}
@@ -99,7 +117,10 @@ impl WriteTx for RedbWrite<'_> {
 
 impl Store for RedbStore {
     fn read(&self) -> Result<Box<dyn ReadTx + '_>, StoreError> {
-        Ok(Box::new(RedbRead(self.db.begin_read()?)))
+        Ok(Box::new(RedbRead {
+            txn: self.db.begin_read()?,
+            codec: self.codec.clone(),
+        }))
     }
 
     fn write_with(
@@ -108,7 +129,7 @@ impl Store for RedbStore {
     ) -> Result<Effects, StoreError> {
         self.check_free_space()?;
         let txn = self.db.begin_write()?;
-        let mut tx = RedbWrite::over(&txn);
+        let mut tx = RedbWrite::over(&txn, self);
         // Dropping an uncommitted redb transaction aborts it: a failed `work` writes nothing.
         work(&mut tx)?;
         let effects = tx.effects;
@@ -155,6 +176,10 @@ impl Store for RedbStore {
     }
 
     fn backup_source(&self) -> Option<&dyn crate::store::backup::BackupSource> {
+        Some(self)
+    }
+
+    fn payload_dictionaries(&self) -> Option<&dyn crate::store::compression::PayloadDictionaries> {
         Some(self)
     }
 }

@@ -1,0 +1,47 @@
+//! Trains the store's payload dictionary when it is due (`store::compression`): checked every
+//! few seconds, trained on a blocking thread so neither the write path nor the runtime waits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::core::ticker::Ticker;
+use crate::store::Store;
+
+/// How often the store is asked whether a dictionary is due (counters only).
+pub const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+/// Runs until `ticker` stops; does nothing for a store that trains no dictionaries.
+pub async fn run(store: Arc<dyn Store>, mut ticker: Ticker) {
+    if store.payload_dictionaries().is_none() {
+        return;
+    }
+    while ticker.tick().await {
+        if !store
+            .payload_dictionaries()
+            .is_some_and(|dictionaries| dictionaries.dictionary_due())
+        {
+            continue;
+        }
+        let store = store.clone();
+        let trained = tokio::task::spawn_blocking(move || {
+            store
+                .payload_dictionaries()
+                .map(|dictionaries| dictionaries.train_dictionary())
+        })
+        .await;
+        match trained {
+            Ok(Some(Ok(Some(d)))) => log::info!(
+                "payload dictionary {} ({} bytes) trained on {} records ({} bytes): it stores \
+                 them in {:.0} % of their size",
+                d.id,
+                d.bytes,
+                d.sample_records,
+                d.sample_bytes,
+                d.sample_share * 100.0
+            ),
+            Ok(Some(Ok(None)) | None) => {}
+            Ok(Some(Err(err))) => log::error!("training a payload dictionary failed: {err}"),
+            Err(err) => log::error!("the payload dictionary task failed: {err}"),
+        }
+    }
+}
