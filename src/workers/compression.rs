@@ -9,13 +9,21 @@ use crate::store::Store;
 
 /// How often the store is asked whether a dictionary is due (counters only).
 pub const CHECK_EVERY: Duration = Duration::from_secs(1);
+/// Checks skipped after a training failed, so a failure is logged every 10 minutes, not every
+/// second.
+const CHECKS_AFTER_FAILURE: u32 = 600;
 
 /// Runs until `ticker` stops; does nothing for a store that trains no dictionaries.
 pub async fn run(store: Arc<dyn Store>, mut ticker: Ticker) {
     if store.payload_dictionaries().is_none() {
         return;
     }
+    let mut skip = 0;
     while ticker.tick().await {
+        if skip > 0 {
+            skip -= 1;
+            continue;
+        }
         if !store
             .payload_dictionaries()
             .is_some_and(|dictionaries| dictionaries.dictionary_due())
@@ -40,8 +48,16 @@ pub async fn run(store: Arc<dyn Store>, mut ticker: Ticker) {
                 d.sample_share * 100.0
             ),
             Ok(Some(Ok(None)) | None) => {}
-            Ok(Some(Err(err))) => log::error!("training a payload dictionary failed: {err}"),
-            Err(err) => log::error!("the payload dictionary task failed: {err}"),
+            Ok(Some(Err(err))) => {
+                log::error!(
+                    "training a payload dictionary failed (tried again in 10 minutes): {err}"
+                );
+                skip = CHECKS_AFTER_FAILURE;
+            }
+            Err(err) => {
+                log::error!("the payload dictionary task failed: {err}");
+                skip = CHECKS_AFTER_FAILURE;
+            }
         }
     }
 }

@@ -81,19 +81,23 @@ pub struct PayloadCodec {
 
 impl PayloadCodec {
     /// The codec of a store whose `PAYLOAD_DICTIONARIES` hold `dictionaries` (id, bytes), the
-    /// newest last; `records` is how many records the store holds.
-    fn new(dictionaries: Vec<(u32, Vec<u8>)>, records: u64) -> Result<PayloadCodec, StoreError> {
+    /// current one last, with the share its sample was stored in; `records` is how many
+    /// records the store holds.
+    fn new(
+        dictionaries: Vec<(u32, Vec<u8>)>,
+        sample_share: f64,
+        records: u64,
+    ) -> Result<PayloadCodec, StoreError> {
         let mut decoders = HashMap::new();
         let mut encoder = None;
         for (id, bytes) in &dictionaries {
             decoders.insert(*id, Arc::new(ddict(bytes)?));
         }
         if let Some((id, bytes)) = dictionaries.last() {
-            // The sample's share is not kept: an unknown share never makes a dictionary stale.
             encoder = Some(Arc::new(Encoder {
                 id: *id,
                 dict: cdict(bytes)?,
-                sample_share: f64::INFINITY,
+                sample_share,
             }));
         }
         Ok(PayloadCodec {
@@ -112,7 +116,7 @@ impl PayloadCodec {
         let txn = db.begin_read()?;
         let table = match txn.open_table(PAYLOAD_DICTIONARIES) {
             Ok(table) => table,
-            Err(TableError::TableDoesNotExist(_)) => return PayloadCodec::new(Vec::new(), 0),
+            Err(TableError::TableDoesNotExist(_)) => return PayloadCodec::new(Vec::new(), 0.0, 0),
             Err(err) => return Err(err.into()),
         };
         let mut dictionaries = Vec::new();
@@ -128,15 +132,12 @@ impl PayloadCodec {
         // Ids are zstd's (random), so the table's order is not their age: the one writes use
         // is named in META.
         let current = match txn.open_table(super::META)?.get(CURRENT_DICTIONARY)? {
-            Some(v) => Some(
-                v.value()
-                    .try_into()
-                    .map(u32::from_be_bytes)
-                    .map_err(|_| StoreError::Corrupt("current payload dictionary id".into()))?,
-            ),
+            Some(v) => Some(decode_current(v.value())?),
             None => None,
         };
-        if let Some(current) = current {
+        let mut sample_share = 0.0;
+        if let Some((current, share)) = current {
+            sample_share = share;
             let at = dictionaries
                 .iter()
                 .position(|(id, _)| *id == current)
@@ -146,7 +147,7 @@ impl PayloadCodec {
             let newest = dictionaries.remove(at);
             dictionaries.push(newest);
         }
-        PayloadCodec::new(dictionaries, records)
+        PayloadCodec::new(dictionaries, sample_share, records)
     }
 
     /// Encodes a record value (see the module's documentation for the layouts).
@@ -286,8 +287,23 @@ impl PayloadCodec {
     }
 }
 
-/// `META` key of the dictionary writes use (u32 BE).
+/// `META` key of the dictionary writes use: its id (u32 BE) and the share of its size its
+/// sample was stored in (f64 BE), which tells when it has gone stale.
 const CURRENT_DICTIONARY: &str = "current_payload_dictionary";
+
+fn encode_current(id: u32, sample_share: f64) -> [u8; 12] {
+    let mut v = [0; 12];
+    v[..4].copy_from_slice(&id.to_be_bytes());
+    v[4..].copy_from_slice(&sample_share.to_be_bytes());
+    v
+}
+
+fn decode_current(value: &[u8]) -> Result<(u32, f64), StoreError> {
+    let corrupt = || StoreError::Corrupt("the current payload dictionary".into());
+    let (id, share) = value.split_first_chunk::<4>().ok_or_else(corrupt)?;
+    let share: [u8; 8] = share.try_into().map_err(|_| corrupt())?;
+    Ok((u32::from_be_bytes(*id), f64::from_be_bytes(share)))
+}
 
 impl PayloadDictionaries for RedbStore {
     fn dictionary_due(&self) -> bool {
@@ -333,8 +349,10 @@ impl PayloadDictionaries for RedbStore {
                 ));
             }
             table.insert(id, bytes.as_slice())?;
-            txn.open_table(super::META)?
-                .insert(CURRENT_DICTIONARY, id.to_be_bytes().as_slice())?;
+            txn.open_table(super::META)?.insert(
+                CURRENT_DICTIONARY,
+                encode_current(id, sample_share).as_slice(),
+            )?;
         }
         txn.commit()?;
         self.codec.install(id, &bytes, sample_share)?;
@@ -603,6 +621,11 @@ mod tests {
         drop(store);
         let store = RedbStore::open(&path, 1 << 20).unwrap();
         assert_eq!(store.codec.current_id(), Some(trained.id));
+        let kept = store.codec.current().unwrap().sample_share;
+        assert_eq!(
+            kept, trained.sample_share,
+            "what tells a stale dictionary is kept"
+        );
         assert!(!store.dictionary_due());
         create_records(&store, 7, 600, 10);
         let expected: Vec<Vec<u8>> = (0..610).map(payload).collect();
@@ -652,7 +675,7 @@ mod tests {
 
     #[test]
     fn a_dictionary_goes_stale_when_later_writes_compress_much_worse() {
-        let codec = PayloadCodec::new(Vec::new(), 0).unwrap();
+        let codec = PayloadCodec::new(Vec::new(), 0.0, 0).unwrap();
         let samples: Vec<Vec<u8>> = (0..500).map(payload).collect();
         let bytes = zstd::dict::from_samples(&samples, 16 << 10).unwrap();
         codec.install(42, &bytes, 0.2).unwrap();
@@ -676,7 +699,7 @@ mod tests {
 
     #[test]
     fn plain_values_of_earlier_versions_read_as_they_are() {
-        let codec = PayloadCodec::new(Vec::new(), 0).unwrap();
+        let codec = PayloadCodec::new(Vec::new(), 0.0, 0).unwrap();
         // A payload whose first byte is the compressed tag: the tag only counts in front of
         // the time.
         for payload in [&br#"{"x":"y"}"#[..], &[COMPRESSED, b'{', b'}'][..]] {
@@ -691,9 +714,9 @@ mod tests {
     fn damaged_values_are_corrupt_errors_never_panics() {
         let samples: Vec<Vec<u8>> = (0..500).map(payload).collect();
         let bytes = zstd::dict::from_samples(&samples, 16 << 10).unwrap();
-        let codec = PayloadCodec::new(vec![(7, bytes.clone())], 0).unwrap();
+        let codec = PayloadCodec::new(vec![(7, bytes.clone())], 0.3, 0).unwrap();
         let id = zstd_safe::get_dict_id_from_dict(&bytes).unwrap().get();
-        let codec_with_id = PayloadCodec::new(vec![(id, bytes)], 0).unwrap();
+        let codec_with_id = PayloadCodec::new(vec![(id, bytes)], 0.3, 0).unwrap();
         let good = codec_with_id.encode(AT, &payload(1)).unwrap();
         assert_eq!(good[0], COMPRESSED);
         let mut scratch = Vec::new();
