@@ -28,10 +28,12 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableError};
 use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
 
+use super::tx::RedbRead;
 use super::{PAYLOAD_DICTIONARIES, RECORDS, RedbStore};
 use crate::core::clock::Timestamp;
 use crate::store::StoreError;
 use crate::store::compression::{PayloadDictionaries, TrainedDictionary};
+use crate::store::records::RecordsRead;
 
 /// First byte of a compressed value (see the module's documentation).
 const COMPRESSED: u8 = 0x81;
@@ -416,21 +418,18 @@ impl RedbStore {
     /// The newest payloads of each endpoint, in turn, up to [`SAMPLE_RECORDS`] and
     /// [`SAMPLE_BYTES`].
     fn payload_sample(&self) -> Result<Vec<Vec<u8>>, StoreError> {
-        let txn = self.db.begin_read()?;
-        let records = txn.open_table(RECORDS)?;
+        let read = RedbRead {
+            txn: self.db.begin_read()?,
+            codec: self.codec.clone(),
+        };
+        let records = read.txn.open_table(RECORDS)?;
         let mut partitions = Vec::new();
-        let mut from = Some(0u64);
-        while let Some(start) = from {
-            let Some(entry) = records.range((start, 0u128)..)?.next() else {
-                break;
-            };
-            let partition = entry?.0.value().0;
+        for partition in read.record_partitions()? {
             partitions.push(
                 records
                     .range((partition, 0u128)..=(partition, u128::MAX))?
                     .rev(),
             );
-            from = partition.checked_add(1);
         }
         let mut samples = Vec::new();
         let mut bytes = 0;
