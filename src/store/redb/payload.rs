@@ -28,12 +28,10 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableError};
 use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
 
-use super::tx::RedbRead;
-use super::{PAYLOAD_DICTIONARIES, RECORDS, RedbStore};
+use super::{PAYLOAD_DICTIONARIES, RECORDS, RedbStore, partitions_of};
 use crate::core::clock::Timestamp;
 use crate::store::StoreError;
 use crate::store::compression::{PayloadDictionaries, TrainedDictionary};
-use crate::store::records::RecordsRead;
 
 /// First byte of a compressed value (see the module's documentation).
 const COMPRESSED: u8 = 0x81;
@@ -418,13 +416,10 @@ impl RedbStore {
     /// The newest payloads of each endpoint, in turn, up to [`SAMPLE_RECORDS`] and
     /// [`SAMPLE_BYTES`].
     fn payload_sample(&self) -> Result<Vec<Vec<u8>>, StoreError> {
-        let read = RedbRead {
-            txn: self.db.begin_read()?,
-            codec: self.codec.clone(),
-        };
-        let records = read.txn.open_table(RECORDS)?;
+        let txn = self.db.begin_read()?;
+        let records = txn.open_table(RECORDS)?;
         let mut partitions = Vec::new();
-        for partition in read.record_partitions()? {
+        for partition in partitions_of(&records)? {
             partitions.push(
                 records
                     .range((partition, 0u128)..=(partition, u128::MAX))?

@@ -11,7 +11,7 @@ use super::payload::PayloadCodec;
 use super::tx::Tables;
 use super::{
     CHANGES, IDEMPOTENCY, IDEMPOTENCY_EXPIRY, LAST_CHANGE_SEQ, META, RECORDS, RedbStore, from_json,
-    read_counter, to_json, write_counter,
+    partitions_of, read_counter, to_json, write_counter,
 };
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
@@ -55,19 +55,7 @@ impl<T: Tables> RecordsRead for T {
     }
 
     fn record_partitions(&self) -> Result<Vec<u64>, StoreError> {
-        let records = self.open(RECORDS)?;
-        let mut partitions = Vec::new();
-        let mut from = Some(0);
-        // One seek per partition: the first key at or after the end of the previous one.
-        while let Some(start) = from {
-            let Some(entry) = records.range((start, 0u128)..)?.next() else {
-                break;
-            };
-            let partition = entry?.0.value().0;
-            partitions.push(partition);
-            from = partition.checked_add(1);
-        }
-        Ok(partitions)
+        partitions_of(&self.open(RECORDS)?)
     }
 
     fn visit_newest_first(

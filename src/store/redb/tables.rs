@@ -1,7 +1,9 @@
 //! The redb schema: every table of `intake.redb` and `requests.redb`, and how a record value is
 //! laid out. Only `store::redb` names these.
 
-use redb::TableDefinition;
+use redb::{ReadableTable, TableDefinition};
+
+use crate::store::StoreError;
 
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub const ACCOUNTS: TableDefinition<u64, &[u8]> = TableDefinition::new("accounts");
@@ -81,3 +83,21 @@ pub const WEBHOOK_SECRETS: TableDefinition<u64, &[u8]> = TableDefinition::new("w
 /// `(partition, time_us, sequence)` → [`RequestLogRow`] JSON. Lives in `requests.redb`.
 pub const REQUEST_LOG: TableDefinition<(u64, u64, u64), &[u8]> =
     TableDefinition::new("request_log");
+
+/// The partitions that hold records in `records` (a `RECORDS` table), in order: one seek per
+/// partition, to the first key after the previous one.
+pub fn partitions_of(
+    records: &impl ReadableTable<(u64, u128), &'static [u8]>,
+) -> Result<Vec<u64>, StoreError> {
+    let mut partitions = Vec::new();
+    let mut from = Some(0);
+    while let Some(start) = from {
+        let Some(entry) = records.range((start, 0u128)..)?.next() else {
+            break;
+        };
+        let partition = entry?.0.value().0;
+        partitions.push(partition);
+        from = partition.checked_add(1);
+    }
+    Ok(partitions)
+}
