@@ -23,6 +23,7 @@ use tantivy::{
     DocAddress, DocId, Index, IndexReader, Score, Searcher, SegmentOrdinal, SegmentReader, Term,
 };
 
+use super::directory::ReadDirectory;
 use crate::domain::error::{Error, Result as ServiceResult};
 use crate::domain::search::tokenizer::{
     SharedStopSet, StopSet, TrigramStream, TrigramTokenizer, indexed_trigrams, query_trigrams,
@@ -494,7 +495,11 @@ pub(super) fn open_or_create(dir: &Path) -> Result<Opened, IndexError> {
         std::fs::remove_dir_all(dir).map_err(io)?;
     }
     std::fs::create_dir_all(dir).map_err(io)?;
-    let index = Index::create_in_dir(dir, schema().0)?;
+    let index = Index::create(
+        ReadDirectory::open(dir).map_err(tantivy::TantivyError::from)?,
+        schema().0,
+        tantivy::IndexSettings::default(),
+    )?;
     let (stop, taken) = register_tokenizer(&index, StopSet::default());
     Ok(Opened {
         index,
@@ -505,7 +510,7 @@ pub(super) fn open_or_create(dir: &Path) -> Result<Opened, IndexError> {
 }
 
 fn open_existing(dir: &Path) -> Result<Opened, IndexError> {
-    let index = Index::open_in_dir(dir)?;
+    let index = Index::open(ReadDirectory::open(dir).map_err(tantivy::TantivyError::from)?)?;
     if index.schema() != schema().0 {
         return Err(tantivy::TantivyError::SchemaError("schema changed".into()).into());
     }
