@@ -8,7 +8,9 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+use std::time::Duration;
 
 use tantivy::collector::{Collector, SegmentCollector};
 use tantivy::columnar::Column;
@@ -16,13 +18,15 @@ use tantivy::query::{BooleanQuery, Occur, PhraseQuery, Query, TermQuery};
 use tantivy::schema::{
     BytesOptions, Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions,
 };
+use tantivy::tokenizer::Tokenizer;
 use tantivy::{
     DocAddress, DocId, Index, IndexReader, Score, Searcher, SegmentOrdinal, SegmentReader, Term,
 };
 
+use super::directory::ReadDirectory;
 use crate::domain::error::{Error, Result as ServiceResult};
 use crate::domain::search::tokenizer::{
-    SharedStopSet, StopSet, TrigramTokenizer, indexed_trigrams, query_trigrams,
+    SharedStopSet, StopSet, TrigramStream, TrigramTokenizer, indexed_trigrams, query_trigrams,
 };
 use crate::domain::search::{Hits, IndexView, SearchIndex, Snapshot};
 use crate::store::StoreError;
@@ -393,6 +397,81 @@ pub(super) struct Opened {
     pub(super) index: Index,
     pub(super) position: Option<u64>,
     pub(super) stop: SharedStopSet,
+    pub(super) taken: Arc<Taken>,
+}
+
+/// How much of the text handed to tantivy its indexing thread has taken up: its tokenizer
+/// runs once per document (one text value each) on that thread. tantivy queues up to 10,000
+/// documents ahead of that thread (about 20 MB of 1 KB records) and has no setting for it, so
+/// the indexer counts what it sent and waits on this to keep the queue short.
+pub(super) struct Taken {
+    /// Bytes of text taken, plus [`DOC_OVERHEAD`] per document.
+    bytes: AtomicU64,
+    /// What a waiting indexer waits for `bytes` to reach; `u64::MAX` when none waits.
+    awaited: AtomicU64,
+    lock: Mutex<()>,
+    reached: Condvar,
+}
+
+/// What a queued document holds beside its text (tantivy's document nodes, the other fields),
+/// roughly; counted so that many tiny documents are bounded too.
+pub(super) const DOC_OVERHEAD: u64 = 256;
+
+impl Taken {
+    pub(super) fn new() -> Self {
+        Taken {
+            bytes: AtomicU64::new(0),
+            awaited: AtomicU64::new(u64::MAX),
+            lock: Mutex::new(()),
+            reached: Condvar::new(),
+        }
+    }
+
+    pub(super) fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::SeqCst)
+    }
+
+    fn took(&self, text: &str) {
+        let now = self
+            .bytes
+            .fetch_add(text.len() as u64 + DOC_OVERHEAD, Ordering::SeqCst)
+            + text.len() as u64
+            + DOC_OVERHEAD;
+        if now >= self.awaited.load(Ordering::SeqCst) {
+            // Taking the lock orders this wake-up after the waiter's check (it holds the lock
+            // from its check until it waits).
+            let _guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+            self.reached.notify_all();
+        }
+    }
+
+    /// Waits until `bytes` reaches `target`, or `timeout` passes (a stopped indexing thread
+    /// then shows as an error of the next add).
+    pub(super) fn wait_for(&self, target: u64, timeout: Duration) {
+        let guard = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        self.awaited.store(target, Ordering::SeqCst);
+        let _ = self
+            .reached
+            .wait_timeout_while(guard, timeout, |_| self.bytes() < target)
+            .unwrap_or_else(PoisonError::into_inner);
+        self.awaited.store(u64::MAX, Ordering::SeqCst);
+    }
+}
+
+/// The trigram tokenizer, counting what tantivy's indexing thread takes up into [`Taken`].
+#[derive(Clone)]
+struct CountingTokenizer {
+    inner: TrigramTokenizer,
+    taken: Arc<Taken>,
+}
+
+impl Tokenizer for CountingTokenizer {
+    type TokenStream<'a> = TrigramStream<'a>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> TrigramStream<'a> {
+        self.taken.took(text);
+        self.inner.token_stream(text)
+    }
 }
 
 /// Opens the index and reads the state of its last commit; on any failure (missing, corrupt,
@@ -416,17 +495,22 @@ pub(super) fn open_or_create(dir: &Path) -> Result<Opened, IndexError> {
         std::fs::remove_dir_all(dir).map_err(io)?;
     }
     std::fs::create_dir_all(dir).map_err(io)?;
-    let index = Index::create_in_dir(dir, schema().0)?;
-    let stop = register_tokenizer(&index, StopSet::default());
+    let index = Index::create(
+        ReadDirectory::open(dir).map_err(tantivy::TantivyError::from)?,
+        schema().0,
+        tantivy::IndexSettings::default(),
+    )?;
+    let (stop, taken) = register_tokenizer(&index, StopSet::default());
     Ok(Opened {
         index,
         position: None,
         stop,
+        taken,
     })
 }
 
 fn open_existing(dir: &Path) -> Result<Opened, IndexError> {
-    let index = Index::open_in_dir(dir)?;
+    let index = Index::open(ReadDirectory::open(dir).map_err(tantivy::TantivyError::from)?)?;
     if index.schema() != schema().0 {
         return Err(tantivy::TantivyError::SchemaError("schema changed".into()).into());
     }
@@ -441,20 +525,26 @@ fn open_existing(dir: &Path) -> Result<Opened, IndexError> {
         .payload
         .map(|p| CommitState::decode(&p))
         .unwrap_or_default();
-    let stop = register_tokenizer(&index, StopSet::from_iter(state.stop));
+    let (stop, taken) = register_tokenizer(&index, StopSet::from_iter(state.stop));
     Ok(Opened {
         index,
         position: state.position,
         stop,
+        taken,
     })
 }
 
-fn register_tokenizer(index: &Index, stop: StopSet) -> SharedStopSet {
+fn register_tokenizer(index: &Index, stop: StopSet) -> (SharedStopSet, Arc<Taken>) {
     let shared = SharedStopSet::new(Arc::new(stop));
-    index
-        .tokenizers()
-        .register(TOKENIZER, TrigramTokenizer::new(shared.clone()));
-    shared
+    let taken = Arc::new(Taken::new());
+    index.tokenizers().register(
+        TOKENIZER,
+        CountingTokenizer {
+            inner: TrigramTokenizer::new(shared.clone()),
+            taken: taken.clone(),
+        },
+    );
+    (shared, taken)
 }
 
 /// When trigrams become stop trigrams (see `domain::search::tokenizer`).
@@ -516,4 +606,39 @@ pub(super) fn grown_stop_set(
     let mut grown: Vec<String> = current.sorted().into_iter().map(str::to_string).collect();
     grown.extend(added);
     Ok(Some(StopSet::from_iter(grown)))
+}
+
+#[cfg(test)]
+mod taken_tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::{DOC_OVERHEAD, Taken};
+
+    #[test]
+    fn a_wait_ends_when_the_indexing_thread_has_taken_enough() {
+        let taken = Arc::new(Taken::new());
+        let target = 3 * (3 + DOC_OVERHEAD);
+        let indexing = {
+            let taken = taken.clone();
+            std::thread::spawn(move || {
+                for _ in 0..3 {
+                    taken.took("abc");
+                }
+            })
+        };
+        // Far longer than the test may take: returning at the timeout would fail below only
+        // if the thread had not run in all that time.
+        taken.wait_for(target, Duration::from_secs(60));
+        assert!(taken.bytes() >= target);
+        indexing.join().expect("indexing thread");
+        assert_eq!(taken.bytes(), target);
+    }
+
+    #[test]
+    fn a_wait_nothing_answers_ends_at_its_timeout() {
+        let taken = Taken::new();
+        taken.wait_for(1, Duration::from_millis(10));
+        assert_eq!(taken.bytes(), 0);
+    }
 }

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use tantivy::{IndexReader, IndexWriter, ReloadPolicy, Term};
 
 use super::index::{
-    CommitState, DIR, Fields, IndexError, Opened, StopPolicy, TantivyIndex, TantivyView,
-    grown_stop_set, open_or_create, schema,
+    CommitState, DIR, DOC_OVERHEAD, Fields, IndexError, Opened, StopPolicy, Taken, TantivyIndex,
+    TantivyView, grown_stop_set, open_or_create, schema,
 };
 use crate::domain::search::tokenizer::{SharedStopSet, StopSet, fold_case, payload_text};
 use crate::domain::search::{SearchIndex, Snapshot};
@@ -31,6 +31,12 @@ const COMMIT_BATCH: usize = 50_000;
 const TRIM_LAG: Duration = Duration::from_secs(60);
 /// Most change-log entries removed in one transaction (bounds time holding the write lock).
 const TRIM_CHUNK: usize = 20_000;
+/// Most text (bytes, plus [`DOC_OVERHEAD`] per document) handed to tantivy and not yet taken
+/// up by its indexing thread; past it the indexer waits until half of it is taken.
+const QUEUED_BYTES: u64 = 1 << 20;
+/// Longest wait for the indexing thread before handing it one more document anyway (a stopped
+/// thread shows as the error of that add).
+const QUEUED_WAIT: Duration = Duration::from_secs(1);
 /// Records between two progress lines of a rebuild.
 const REBUILD_PROGRESS: u64 = 200_000;
 /// The stop set is looked at again once the index has grown by this share since the last
@@ -98,6 +104,7 @@ pub fn start(
         index,
         position,
         stop,
+        taken,
     } = open_or_create(&dir)?;
     let reader = index
         .reader_builder()
@@ -138,6 +145,8 @@ pub fn start(
                 stop_checked_at: 0,
                 committed_docs: 0,
                 newest_created: 0,
+                sent: taken.bytes(),
+                taken,
             };
             indexer.run(needs_rebuild, &rx);
         })
@@ -224,6 +233,10 @@ struct Indexer {
     /// The highest created_at (an id's high half) of any document the index holds or has
     /// held, committed or not.
     newest_created: u64,
+    /// What tantivy's indexing thread has taken up, and what was handed to it (in the same
+    /// measure, see [`QUEUED_BYTES`]).
+    taken: Arc<Taken>,
+    sent: u64,
 }
 
 /// A record id's high half: its created_at in microseconds.
@@ -368,6 +381,11 @@ impl Indexer {
         doc.add_u64(f.id_lo, id as u64);
         doc.add_text(f.text, &text);
         self.writer.add_document(doc)?;
+        self.sent += text.len() as u64 + DOC_OVERHEAD;
+        if self.sent.saturating_sub(self.taken.bytes()) > QUEUED_BYTES {
+            self.taken
+                .wait_for(self.sent - QUEUED_BYTES / 2, QUEUED_WAIT);
+        }
         Ok(())
     }
 
@@ -395,6 +413,8 @@ impl Indexer {
         let mut prepared = self.writer.prepare_commit()?;
         prepared.set_payload(&CommitState::encode(position, &stop));
         prepared.commit()?;
+        // The commit waited for the indexing thread to take every document up.
+        self.sent = self.taken.bytes();
         self.committed_stop = stop;
         Ok(())
     }

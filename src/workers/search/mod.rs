@@ -12,6 +12,7 @@
 //! rebuilt from the stored records at start, in the background; until it is done, the
 //! snapshot has no view and searches scan the store instead.
 
+mod directory;
 mod index;
 mod indexer;
 #[cfg(test)]
