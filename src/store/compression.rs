@@ -7,8 +7,9 @@ use crate::store::StoreError;
 
 /// A store that trains dictionaries on its own records to compress them.
 pub trait PayloadDictionaries: Send + Sync {
-    /// Whether a dictionary should be trained now: there is none and the store has records,
-    /// or what was written since the last one compresses much worse than its sample did.
+    /// Whether a dictionary should be trained now: there is none and records were written
+    /// since the last attempt (or the store opened with records), or what was written since
+    /// the last one compresses much worse than its sample did.
     /// Cheap: counters only.
     fn dictionary_due(&self) -> bool;
 

@@ -22,7 +22,7 @@
 //! never removed: each record names the one it needs.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableError};
@@ -47,6 +47,9 @@ const SAMPLE_RECORDS: usize = 2_000;
 const SAMPLE_BYTES: usize = 2 << 20;
 /// ... and only once the store holds this many bytes of them: fewer teach it little.
 const MIN_SAMPLE_BYTES: usize = 256 << 10;
+/// Payload bytes written plain after an attempt that found too little to learn from, before
+/// the next attempt.
+const RETRY_AFTER_PLAIN: u64 = 8 << 10;
 /// The dictionary's size: a sixteenth of the sample, between these bounds.
 const DICT_BYTES: (usize, usize) = (4 << 10, 64 << 10);
 /// A new dictionary is trained when what was written with the current one, at least this many
@@ -71,9 +74,11 @@ pub struct PayloadCodec {
     cctx: Mutex<Option<CCtx<'static>>>,
     /// Decompression contexts, taken by a reader for one value and put back.
     dctxs: Mutex<Vec<DCtx<'static>>>,
-    /// Whether records were written plain for want of a dictionary since the store opened, or
-    /// it opened with records and no dictionary.
-    wants_first: AtomicBool,
+    /// Payload bytes written plain for want of a dictionary since the last training attempt
+    /// ([`RETRY_AFTER_PLAIN`] when the store opened with records and no dictionary): an attempt
+    /// that found too little to learn from is tried again only once more has been written, not
+    /// at every check of an idle store.
+    plain_since_attempt: AtomicU64,
     /// Payload bytes compressed with the current encoder, and what they were stored in.
     written_in: AtomicU64,
     written_out: AtomicU64,
@@ -101,7 +106,11 @@ impl PayloadCodec {
             }));
         }
         Ok(PayloadCodec {
-            wants_first: AtomicBool::new(encoder.is_none() && records > 0),
+            plain_since_attempt: AtomicU64::new(if encoder.is_none() && records > 0 {
+                RETRY_AFTER_PLAIN
+            } else {
+                0
+            }),
             encoder: RwLock::new(encoder),
             decoders: RwLock::new(decoders),
             cctx: Mutex::new(None),
@@ -179,7 +188,10 @@ impl PayloadCodec {
                 }
             }
             Some(_) => {}
-            None => self.wants_first.store(true, Ordering::Relaxed),
+            None => {
+                self.plain_since_attempt
+                    .fetch_add(payload.len() as u64, Ordering::Relaxed);
+            }
         }
         let mut v = Vec::with_capacity(time.len() + payload.len());
         v.extend_from_slice(&time);
@@ -249,11 +261,12 @@ impl PayloadCodec {
             .clone()
     }
 
-    /// Whether a dictionary should be trained now: the store has none and has records, or the
-    /// current one has grown stale (see [`STALE_FACTOR`]). Reads counters only.
+    /// Whether a dictionary should be trained now: the store has none and records were written
+    /// plain since the last attempt (or it opened so), or the current one has grown stale (see
+    /// [`STALE_FACTOR`]). Reads counters only.
     pub fn due(&self) -> bool {
         match self.current() {
-            None => self.wants_first.load(Ordering::Relaxed),
+            None => self.plain_since_attempt.load(Ordering::Relaxed) >= RETRY_AFTER_PLAIN,
             Some(encoder) => {
                 let written_in = self.written_in.load(Ordering::Relaxed);
                 let written_out = self.written_out.load(Ordering::Relaxed);
@@ -277,7 +290,7 @@ impl PayloadCodec {
         *self.encoder.write().unwrap_or_else(PoisonError::into_inner) = Some(encoder);
         self.written_in.store(0, Ordering::Relaxed);
         self.written_out.store(0, Ordering::Relaxed);
-        self.wants_first.store(false, Ordering::Relaxed);
+        self.plain_since_attempt.store(0, Ordering::Relaxed);
         Ok(())
     }
 
@@ -312,6 +325,7 @@ impl PayloadDictionaries for RedbStore {
 
     /// Reads its sample from a snapshot and writes one small transaction.
     fn train_dictionary(&self) -> Result<Option<TrainedDictionary>, StoreError> {
+        self.codec.plain_since_attempt.store(0, Ordering::Relaxed);
         let samples = self.payload_sample()?;
         let sample_bytes: usize = samples.iter().map(Vec::len).sum();
         if sample_bytes < MIN_SAMPLE_BYTES {
