@@ -1492,6 +1492,38 @@ fn after_each_response_the_connection_stays_usable_or_close_is_announced() {
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
+/// A client may shut down its sending side once its request is out (`Shutdown::Write`, what
+/// `nc -N` does) and still wait for the answer: the server does not take the end of the
+/// client's stream in the middle of a request as a hang-up. The write it answered 202 for is
+/// stored.
+#[test]
+fn a_client_that_half_closes_after_its_request_still_gets_the_answer() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("halfclose", &[]);
+    let body = br#"{"sent":"then half-closed"}"#;
+    let request = format!(
+        "POST {} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        data_path(&ep.slug),
+        ep.sandbox_key,
+        body.len()
+    );
+    let mut c = TcpStream::connect(s.addr()).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(request.as_bytes()).unwrap();
+    c.write_all(body).unwrap();
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    let r = read_response(&mut c).unwrap_or_else(|e| panic!("no answer after half-close: {e}"));
+    assert_status(&r, 202);
+    let id = r.json()["id"].as_str().expect("id").to_string();
+    let stored = s.get_record(&ep.slug, &ep.sandbox_key, &id);
+    assert_status(&stored, 200);
+    assert_eq!(
+        stored.json()["payload"],
+        json!({"sent": "then half-closed"})
+    );
+}
+
 /// The memory request bodies may hold is a setting: with `body_memory_mb = 1`, ten bodies that
 /// declare 100 KB and are still arriving hold 1000 KiB, so an eleventh of 30 KB waits and, finding no
 /// room within 5 s, is answered 503 `server_busy` with `Retry-After` without its

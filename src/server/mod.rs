@@ -548,7 +548,8 @@ async fn serve(
 
 /// The HTTP/1.1 and HTTP/2 connection settings every listener uses: a client gets
 /// `header_timeout` to send its request head, and an idle keep-alive connection is closed
-/// after the same time, so slow or silent clients cannot hold connections open.
+/// after the same time, so slow or silent clients cannot hold connections open. A client
+/// that half-closes after its request is answered, not hung up on.
 ///
 /// Each connection is served as one protocol decided up front (`http1_only`, or
 /// `http2_only` when TLS negotiated `h2` by ALPN): sniffing for the HTTP/2 preface would
@@ -559,7 +560,12 @@ pub(crate) fn connection_builder(http: &HttpConfig) -> auto::Builder<TokioExecut
     builder
         .http1()
         .timer(TokioTimer::new())
-        .header_read_timeout(http.header_timeout);
+        .header_read_timeout(http.header_timeout)
+        // A client that shuts down its sending side still gets its answer. It also keeps
+        // hyper from reading while a request is being answered (to spot such an end): that
+        // read needs room in the connection's buffer, which the request in progress still
+        // shares, so it cost a fresh 8 KiB buffer per request (docs/src/benchmarks.md).
+        .half_close(true);
     builder
         .http2()
         .timer(TokioTimer::new())

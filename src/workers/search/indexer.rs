@@ -37,6 +37,10 @@ const QUEUED_BYTES: u64 = 1 << 20;
 /// Longest wait for the indexing thread before handing it one more document anyway (a stopped
 /// thread shows as the error of that add).
 const QUEUED_WAIT: Duration = Duration::from_secs(1);
+/// Segment merges that run at once. tantivy's default of 4 let four merges each hold their
+/// segments' term dictionaries and new postings in memory together (the peaks of RSS under
+/// ingest); one at a time keeps up with the indexing thread, which makes the segments.
+const MERGE_THREADS: usize = 1;
 /// Records between two progress lines of a rebuild.
 const REBUILD_PROGRESS: u64 = 200_000;
 /// The stop set is looked at again once the index has grown by this share since the last
@@ -123,7 +127,12 @@ pub fn start(
         .name("search-indexer".into())
         .spawn(move || {
             lower_priority(settings.nice);
-            let writer = match index.writer_with_num_threads(1, settings.memory_bytes) {
+            let options = tantivy::indexer::IndexWriterOptions::builder()
+                .num_worker_threads(1)
+                .memory_budget_per_thread(settings.memory_bytes)
+                .num_merge_threads(MERGE_THREADS)
+                .build();
+            let writer = match index.writer_with_options(options) {
                 Ok(writer) => writer,
                 Err(err) => {
                     let _ = started_tx.send(Err(err));
