@@ -128,13 +128,19 @@ fn indexer_settings(config: &SearchConfig) -> search::IndexerSettings {
 fn open_request_log(config: &Config) -> Result<Arc<dyn RequestLogStore>, ServerError> {
     Ok(match (config.storage.backend, &config.storage.postgres) {
         (StorageBackend::Postgres, Some(postgres)) => store::open_postgres_request_log(postgres)?,
-        // The log is written in batches and read a page at a time: a small cache serves it.
         _ => store::open_embedded_request_log(
             &config.request_log_path(),
-            8 * 1024 * 1024,
+            request_log_cache_bytes(config.storage.cache_mb),
             config.storage.min_free_bytes(),
         )?,
     })
+}
+
+/// The request log's page cache: an eighth of `[storage] cache_mb`, from 2 to 8 MiB. The log
+/// is appended to in batches and read a page at a time, so only the pages along its newest
+/// keys are hot; the cache follows the memory setting instead of adding a fixed 8 MiB to it.
+fn request_log_cache_bytes(cache_mb: usize) -> usize {
+    (cache_mb / 8).clamp(2, 8) * 1024 * 1024
 }
 
 /// The after-commit path of this node: wakes its workers and clears its access cache.
@@ -608,5 +614,18 @@ async fn flush_usage(app: Arc<App>, mut ticker: Ticker) {
             Ok(Err(err)) => log::error!("cannot save usage counters: {err}"),
             Err(err) => log::error!("usage flush task failed: {err}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_request_log_cache_is_an_eighth_of_cache_mb_within_2_to_8_mib() {
+        let mib = |n: usize| n * 1024 * 1024;
+        assert_eq!(super::request_log_cache_bytes(1), mib(2));
+        assert_eq!(super::request_log_cache_bytes(16), mib(2));
+        assert_eq!(super::request_log_cache_bytes(40), mib(5));
+        assert_eq!(super::request_log_cache_bytes(64), mib(8));
+        assert_eq!(super::request_log_cache_bytes(4096), mib(8));
     }
 }

@@ -1,20 +1,20 @@
 //! The per-endpoint request log: every data call, kept for a bounded time.
 //!
 //! Handlers hand entries to [`RequestLog::record`], which never blocks and never fails the
-//! request: entries go through a bounded channel to one background thread that writes them in
+//! request: entries go through a channel to one background thread that writes them in
 //! batches (one durable commit per batch, at most a few per second) and, once an hour, deletes
-//! entries older than the configured retention. If the channel is full (storage far behind),
-//! entries are dropped and counted in the log rather than slowing the API down.
+//! entries older than the configured retention. At most [`CHANNEL_CAPACITY`] entries wait; past
+//! that (storage far behind), entries are dropped and counted in the log rather than slowing
+//! the API down. The channel grows with what waits (a preallocated one of that capacity held
+//! 2.2 MB whether the server was busy or not).
 //!
 //! The log is a store of its own ([`RequestLogStore`]; on redb the file `requests.redb`): redb
 //! has one writer at a time per file, and a batch of log inserts must never make a data write
 //! wait for its commit.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{
-    Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError, sync_channel,
-};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError, channel};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -26,6 +26,7 @@ use crate::domain::records::{Page, Pagination};
 use crate::store::request_log::{LogPosition, RequestLogStore, StatusFilter};
 use crate::store::{RequestLogRow, time_from_key};
 
+/// Most entries waiting for the writer.
 const CHANNEL_CAPACITY: usize = 16_384;
 /// A batch can take everything the channel holds: one commit per window keeps up with any
 /// rate the channel can buffer (16,384 entries per 200 ms).
@@ -47,7 +48,9 @@ enum Message {
 #[derive(Clone)]
 pub struct RequestLog {
     store: Arc<dyn RequestLogStore>,
-    tx: SyncSender<Message>,
+    tx: Sender<Message>,
+    /// Entries sent and not yet taken by the writer.
+    queued: Arc<AtomicUsize>,
     dropped: Arc<AtomicU64>,
 }
 
@@ -96,17 +99,23 @@ impl RequestLog {
         clock: SharedClock,
         retention: Duration,
     ) -> std::io::Result<(RequestLog, LogThread)> {
-        let (tx, rx) = sync_channel(CHANNEL_CAPACITY);
+        let (tx, rx) = channel();
+        let queued = Arc::new(AtomicUsize::new(0));
         let handle = std::thread::Builder::new()
             .name("request-log".into())
             .spawn({
                 let store = store.clone();
-                move || writer_loop(store.as_ref(), clock.as_ref(), retention, rx)
+                let inbox = Inbox {
+                    rx,
+                    queued: queued.clone(),
+                };
+                move || writer_loop(store.as_ref(), clock.as_ref(), retention, inbox)
             })?;
         Ok((
             RequestLog {
                 store,
                 tx,
+                queued,
                 dropped: Arc::new(AtomicU64::new(0)),
             },
             LogThread(handle),
@@ -115,15 +124,17 @@ impl RequestLog {
 
     /// Queues an entry for `partition`; never blocks.
     pub fn record(&self, partition: u64, row: RequestLogRow) {
-        match self.tx.try_send(Message::Entry(partition, row)) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-                if n.is_power_of_two() {
-                    log::warn!("request log is behind; {n} entries dropped so far");
-                }
+        if self.queued.fetch_add(1, Ordering::Relaxed) >= CHANNEL_CAPACITY {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+            let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            if n.is_power_of_two() {
+                log::warn!("request log is behind; {n} entries dropped so far");
             }
-            Err(TrySendError::Disconnected(_)) => {}
+            return;
+        }
+        if self.tx.send(Message::Entry(partition, row)).is_err() {
+            // The writer has stopped (shutdown).
+            self.queued.fetch_sub(1, Ordering::Relaxed);
         }
     }
 
@@ -133,12 +144,30 @@ impl RequestLog {
     }
 }
 
-fn writer_loop(
-    store: &dyn RequestLogStore,
-    clock: &dyn Clock,
-    retention: Duration,
+/// The writer's end of the channel: taking an entry frees its place.
+struct Inbox {
     rx: Receiver<Message>,
-) {
+    queued: Arc<AtomicUsize>,
+}
+
+impl Inbox {
+    fn taken(&self, message: Message) -> Message {
+        if matches!(message, Message::Entry(..)) {
+            self.queued.fetch_sub(1, Ordering::Relaxed);
+        }
+        message
+    }
+
+    fn recv_timeout(&self, timeout: Duration) -> Result<Message, RecvTimeoutError> {
+        self.rx.recv_timeout(timeout).map(|m| self.taken(m))
+    }
+
+    fn try_recv(&self) -> Result<Message, TryRecvError> {
+        self.rx.try_recv().map(|m| self.taken(m))
+    }
+}
+
+fn writer_loop(store: &dyn RequestLogStore, clock: &dyn Clock, retention: Duration, rx: Inbox) {
     let mut last_purge: Option<Timestamp> = None;
     let mut stopping = false;
     while !stopping {
@@ -228,5 +257,62 @@ impl RequestLog {
                 .collect(),
             pagination: Pagination { next_cursor },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::rows::Environment;
+
+    fn row() -> RequestLogRow {
+        RequestLogRow {
+            time: Timestamp(1),
+            method: "POST".into(),
+            route: "/api/v1/data/{slug}".into(),
+            status: 202,
+            key_id: None,
+            latency_us: 1,
+            environment: Environment::Sandbox,
+            request_id: "req_1".into(),
+        }
+    }
+
+    /// Past CHANNEL_CAPACITY waiting entries, `record` drops and counts instead of queueing;
+    /// each entry the writer takes frees a place.
+    #[test]
+    fn at_most_the_capacity_waits_and_what_the_writer_takes_frees_room() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store =
+            crate::store::open_embedded_request_log(&dir.path().join("requests.redb"), 1 << 20, 0)
+                .expect("request log store");
+        let (tx, rx) = channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let log = RequestLog {
+            store,
+            tx,
+            queued: queued.clone(),
+            dropped: Arc::new(AtomicU64::new(0)),
+        };
+        let inbox = Inbox { rx, queued };
+        for _ in 0..CHANNEL_CAPACITY + 3 {
+            log.record(1, row());
+        }
+        assert_eq!(log.dropped.load(Ordering::Relaxed), 3);
+        assert!(matches!(inbox.try_recv(), Ok(Message::Entry(1, _))));
+        log.record(1, row());
+        assert_eq!(
+            log.dropped.load(Ordering::Relaxed),
+            3,
+            "a taken entry frees a place"
+        );
+        log.record(1, row());
+        assert_eq!(log.dropped.load(Ordering::Relaxed), 4);
+        let mut waiting = 0;
+        while inbox.try_recv().is_ok() {
+            waiting += 1;
+        }
+        assert_eq!(waiting, CHANNEL_CAPACITY);
+        assert_eq!(inbox.queued.load(Ordering::Relaxed), 0);
     }
 }

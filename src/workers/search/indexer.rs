@@ -22,8 +22,12 @@ use crate::store::{self, Store};
 
 /// Longest time between index commits while changes are pending.
 const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
-/// Changes read from the log per transaction.
+/// Most changes read from the log per transaction.
 const CHANGE_CHUNK: usize = 5_000;
+/// About how many payload bytes one read of the log brings in: the next read takes as many
+/// changes as the last one's records, at their average size, would fill (so 1 KB records are
+/// read 1,000 at a time, not 5 MB at once).
+const CHANGE_CHUNK_BYTES: usize = 1 << 20;
 /// Changes applied before a commit even if [`COMMIT_INTERVAL`] has not passed, so that a
 /// large backlog is published (and the tail searches must check stays short) as it goes.
 const COMMIT_BATCH: usize = 50_000;
@@ -153,7 +157,8 @@ pub fn start(
                 stop_policy: settings.stop,
                 stop_checked_at: 0,
                 committed_docs: 0,
-                newest_created: 0,
+                chunk: CHANGE_CHUNK_BYTES / 1024,
+                held: MaybeHeld::default(),
                 sent: taken.bytes(),
                 taken,
             };
@@ -186,6 +191,62 @@ fn return_freed_memory() {
     // SAFETY: mi_collect has no preconditions and may be called from any thread; where
     // mimalloc is not the global allocator (tests of the library) it has nothing to do.
     unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
+/// Most recently added ids [`MaybeHeld`] remembers one by one.
+const RECENT_ADDS: usize = 4096;
+
+/// Which records the index may hold a document of: those created no later than `floor`, and
+/// the ids added lately. Writes commit in about the order they were received, not exactly
+/// (concurrent requests), so "created after the newest document" alone took a few percent of
+/// creates for possible replacements, each a delete queued until the commit. An id leaving the
+/// recent set raises `floor` to its creation time, so every id ever added stays covered.
+#[derive(Default)]
+struct MaybeHeld {
+    floor: u64,
+    recent: std::collections::HashSet<u128>,
+    order: VecDeque<u128>,
+}
+
+impl MaybeHeld {
+    /// For an index whose newest document was created at `newest`.
+    fn up_to(newest: u64) -> MaybeHeld {
+        MaybeHeld {
+            floor: newest,
+            ..MaybeHeld::default()
+        }
+    }
+
+    fn may_hold(&self, id: u128) -> bool {
+        created_at(id) <= self.floor || self.recent.contains(&id)
+    }
+
+    fn added(&mut self, id: u128) {
+        if created_at(id) <= self.floor || !self.recent.insert(id) {
+            return;
+        }
+        self.order.push_back(id);
+        if self.order.len() > RECENT_ADDS {
+            if let Some(oldest) = self.order.pop_front() {
+                self.recent.remove(&oldest);
+                self.floor = self.floor.max(created_at(oldest));
+            }
+        }
+    }
+}
+
+/// How many changes to read next, going by the payload sizes of those just read (`current`
+/// again when there were none).
+fn next_chunk(current: usize, changed: &[store::changes::ChangedRecord]) -> usize {
+    if changed.is_empty() {
+        return current;
+    }
+    let bytes: usize = changed
+        .iter()
+        .map(|c| c.payload.as_ref().map_or(0, Vec::len))
+        .sum();
+    let average = bytes.div_ceil(changed.len()).max(1);
+    (CHANGE_CHUNK_BYTES / average).clamp(1, CHANGE_CHUNK)
 }
 
 /// Sets the calling thread's nice value (Linux keeps one per thread; threads it starts
@@ -239,9 +300,10 @@ struct Indexer {
     stop_checked_at: u64,
     /// Documents in the index at the last commit.
     committed_docs: u64,
-    /// The highest created_at (an id's high half) of any document the index holds or has
-    /// held, committed or not.
-    newest_created: u64,
+    /// Changes to read from the log next (see [`CHANGE_CHUNK_BYTES`]).
+    chunk: usize,
+    /// Which records the index may hold a document of, committed or not.
+    held: MaybeHeld,
     /// What tantivy's indexing thread has taken up, and what was handed to it (in the same
     /// measure, see [`QUEUED_BYTES`]).
     taken: Arc<Taken>,
@@ -259,7 +321,7 @@ impl Indexer {
             self.rebuild()
         } else {
             newest_created(&self.reader.searcher())
-                .map(|newest| self.newest_created = newest)
+                .map(|newest| self.held = MaybeHeld::up_to(newest))
                 .and_then(|()| self.publish())
         };
         if let Err(err) = ready {
@@ -355,13 +417,14 @@ impl Indexer {
         let mut applied = 0;
         while applied < max {
             let changed = store::change_log(self.store.as_ref())?
-                .changed_records_after(self.position, CHANGE_CHUNK.min(max - applied))?;
+                .changed_records_after(self.position, self.chunk.min(max - applied))?;
+            self.chunk = next_chunk(self.chunk, &changed);
             for change in &changed {
                 let (partition, id) = (change.entry.partition, change.entry.record_id);
-                // A record created after every record the index has ever held cannot be in
-                // it: no delete (a create is most changes, and each queued delete holds
-                // memory and is looked up in every segment at the commit).
-                if created_at(id) <= self.newest_created {
+                // No delete for a record the index cannot hold (a create is most changes,
+                // and each queued delete holds memory and is looked up in every segment at
+                // the commit).
+                if self.held.may_hold(id) {
                     self.writer
                         .delete_term(Term::from_field_bytes(self.fields.id, &id.to_be_bytes()));
                 }
@@ -380,7 +443,7 @@ impl Indexer {
 
     /// Adds the document of a stored record.
     fn add(&mut self, partition: u64, id: u128, payload: &[u8]) -> Result<(), IndexError> {
-        self.newest_created = self.newest_created.max(created_at(id));
+        self.held.added(id);
         let text = fold_case(&payload_text(payload));
         let f = self.fields;
         let mut doc = tantivy::TantivyDocument::default();
@@ -542,5 +605,76 @@ impl Replay for Rebuild<'_> {
             return ControlFlow::Break(());
         }
         ControlFlow::Continue(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::{CHANGE_CHUNK, MaybeHeld, RECENT_ADDS, next_chunk};
+    use crate::store::changes::{ChangeEntry, ChangedRecord};
+
+    fn changed(sizes: &[Option<usize>]) -> Vec<ChangedRecord> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, size)| ChangedRecord {
+                entry: ChangeEntry {
+                    seq: i as u64,
+                    partition: 1,
+                    record_id: i as u128,
+                },
+                payload: size.map(|n| vec![b'x'; n]),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_read_of_the_change_log_brings_in_about_a_mebibyte_of_payloads() {
+        assert_eq!(next_chunk(7, &changed(&[Some(1024), Some(1024)])), 1024);
+        assert_eq!(
+            next_chunk(7, &changed(&[Some(2048), None])),
+            1024,
+            "deletes weigh nothing"
+        );
+        assert_eq!(next_chunk(7, &changed(&[Some(50)])), CHANGE_CHUNK);
+        assert_eq!(next_chunk(7, &changed(&[None])), CHANGE_CHUNK);
+        assert_eq!(next_chunk(7, &changed(&[Some(4 << 20)])), 1);
+        assert_eq!(next_chunk(7, &[]), 7, "an empty read keeps the size");
+    }
+
+    /// Every id ever added stays "may hold", however far out of creation order ids come and
+    /// however many there are; an id created after all of them and never added does not.
+    #[test]
+    fn every_added_id_may_be_held_and_a_newer_unseen_one_is_not() {
+        let mut rng = StdRng::seed_from_u64(22);
+        let id = |created: u64, n: u64| (u128::from(created) << 64) | u128::from(n);
+        let mut held = MaybeHeld::up_to(1_000);
+        let mut added = Vec::new();
+        for n in 0..(3 * RECENT_ADDS as u64) {
+            // Creation times advance with some disorder, as concurrent writes commit.
+            let created = 2_000 + n * 10 - rng.random_range(0..200);
+            let record = id(created, n);
+            held.added(record);
+            added.push(record);
+            if n % 97 == 0 {
+                held.added(id(500, n)); // older than the index's newest document
+            }
+        }
+        assert!(added.iter().all(|&r| held.may_hold(r)));
+        assert!(
+            held.may_hold(id(999, 1)),
+            "older than the index's newest document"
+        );
+        let newest = 2_000 + 3 * RECENT_ADDS as u64 * 10;
+        assert!(!held.may_hold(id(newest + 1, u64::MAX)));
+        assert!(held.recent.len() <= RECENT_ADDS && held.order.len() <= RECENT_ADDS);
+        // Fewer than all: ids out of order but never added are not taken for held ones.
+        let unseen = (0..1000u64)
+            .filter(|k| !held.may_hold(id(newest - 5_000 + k, u64::MAX - k)))
+            .count();
+        assert!(unseen > 0, "the recent set should rule some unseen ids out");
     }
 }
