@@ -382,29 +382,11 @@ fn payloads_stored_before_and_after_the_dictionary_read_back_exactly_across_a_re
     let check = |s: &TestServer| {
         verify_acked(s, &e.slug, &e.sandbox_key, &sent);
         // Every record, oldest first, through poll.
-        let mut polled = Vec::new();
-        let mut query = "since=2000-01-01&limit=100".to_string();
-        loop {
-            let page = s.data(
-                "GET",
-                &format!("/api/v1/data/{}/poll?{query}", e.slug),
-                &e.sandbox_key,
-                None,
-            );
-            assert_eq!(page.status, 200, "{}", page.describe());
-            let page = page.json();
-            polled.extend(
-                page["data"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|r| r["payload"].clone()),
-            );
-            match page["next_cursor"].as_str() {
-                Some(cursor) => query = format!("cursor={cursor}&limit=100"),
-                None => break,
-            }
-        }
+        let polled: Vec<Value> = s
+            .poll_from_start(&e.slug, &e.sandbox_key)
+            .into_iter()
+            .map(|r| r["payload"].clone())
+            .collect();
         let expected: Vec<Value> = sent.iter().map(|(_, p)| p.clone()).collect();
         assert!(polled == expected, "poll returned {} records", polled.len());
         // The newest page of the list, and search, for a record of each layout.

@@ -978,6 +978,28 @@ impl ServerClient {
         self.data_with(method, path, key, &[], body)
     }
 
+    /// Every record the poll feed of `slug` gives from its beginning, page by page (100 a
+    /// page), in the feed's order.
+    pub fn poll_from_start(&self, slug: &str, key: &str) -> Vec<Value> {
+        let mut records = Vec::new();
+        let mut query = "since=1970-01-01&limit=100".to_string();
+        loop {
+            let page = self.data(
+                "GET",
+                &format!("/api/v1/data/{slug}/poll?{query}"),
+                key,
+                None,
+            );
+            assert_eq!(page.status, 200, "{}", page.describe());
+            let page = page.json();
+            records.extend(page["data"].as_array().expect("poll data").iter().cloned());
+            match page["next_cursor"].as_str() {
+                Some(cursor) => query = format!("cursor={cursor}&limit=100"),
+                None => return records,
+            }
+        }
+    }
+
     /// [`ServerClient::data`] with `extra` headers (for example `X-Webhook-Callback`).
     pub fn data_with(
         &self,
