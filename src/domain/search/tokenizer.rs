@@ -50,13 +50,18 @@ fn ascii_index(gram: &[u8]) -> Option<usize> {
 
 impl StopSet {
     pub fn contains(&self, gram: &str) -> bool {
-        if self.all.is_empty() {
-            return false;
-        }
         match ascii_index(gram.as_bytes()) {
-            Some(bit) => self.ascii[bit / 64] & (1 << (bit % 64)) != 0,
+            Some(bit) => self.contains_ascii(bit),
             None => self.all.contains(gram),
         }
+    }
+
+    /// Whether the ASCII trigram of bit `bit` ([`ascii_index`]) is in the set.
+    fn contains_ascii(&self, bit: usize) -> bool {
+        // Bounds-checked: the bitmap is empty while the set is.
+        self.ascii
+            .get(bit / 64)
+            .is_some_and(|word| word & (1 << (bit % 64)) != 0)
     }
 
     pub fn len(&self) -> usize {
@@ -184,38 +189,41 @@ impl TrigramTokenizer {
 pub struct TrigramStream<'a> {
     text: &'a str,
     stop: Arc<StopSet>,
-    /// Byte offsets of the four characters from `position` on (the window and the one after);
-    /// `None` past the end of the text.
-    window: [Option<usize>; 4],
-    /// Character index of `window[0]`.
+    /// Byte offset of the next window's first character.
+    start: usize,
+    /// Character index of that character.
     position: usize,
     token: Token,
 }
 
-/// The byte offset of the character after the one at `at`, if there is one.
-fn next_char(text: &str, at: Option<usize>) -> Option<usize> {
-    let lead = *text.as_bytes().get(at?)?;
+/// The length in bytes of the character whose first byte is `lead`.
+fn char_width(lead: u8) -> usize {
     // A character starts with a byte below 0x80 (one byte) or 0xc0-0xf7 (two to four).
-    let width = match lead {
+    match lead {
         0..0x80 => 1,
         0x80..0xe0 => 2,
         0xe0..0xf0 => 3,
         _ => 4,
-    };
-    Some(at? + width).filter(|&next| next < text.len())
+    }
+}
+
+/// The end of the three characters from byte `from` of `text`, if there are three.
+fn window_end(text: &[u8], from: usize) -> Option<usize> {
+    let mut end = from;
+    for _ in 0..3 {
+        end += char_width(*text.get(end)?);
+    }
+    Some(end).filter(|&end| end <= text.len())
 }
 
 impl Tokenizer for TrigramTokenizer {
     type TokenStream<'a> = TrigramStream<'a>;
 
     fn token_stream<'a>(&'a mut self, text: &'a str) -> TrigramStream<'a> {
-        let first = Some(0).filter(|_| !text.is_empty());
-        let second = next_char(text, first);
-        let third = next_char(text, second);
         TrigramStream {
             text,
             stop: self.stop.current(),
-            window: [first, second, third, next_char(text, third)],
+            start: 0,
             position: 0,
             token: Token::default(),
         }
@@ -224,21 +232,23 @@ impl Tokenizer for TrigramTokenizer {
 
 impl TokenStream for TrigramStream<'_> {
     fn advance(&mut self) -> bool {
+        let bytes = self.text.as_bytes();
         let (i, from, to) = loop {
-            // The window's end is the fourth character's start, or the end of the text.
-            let [Some(from), _, Some(_), after] = self.window else {
-                return false;
+            let from = self.start;
+            // Most windows of JSON are three ASCII bytes: no decoding, a bitmap lookup.
+            let (to, stopped) = match bytes.get(from..from + 3).and_then(ascii_index) {
+                Some(bit) => (from + 3, self.stop.contains_ascii(bit)),
+                None => {
+                    let Some(to) = window_end(bytes, from) else {
+                        return false;
+                    };
+                    (to, self.stop.contains(&self.text[from..to]))
+                }
             };
-            let to = after.unwrap_or(self.text.len());
             let i = self.position;
-            self.window = [
-                self.window[1],
-                self.window[2],
-                after,
-                next_char(self.text, after),
-            ];
+            self.start = from + char_width(bytes[from]);
             self.position += 1;
-            if !self.stop.contains(&self.text[from..to]) {
+            if !stopped {
                 break (i, from, to);
             }
         };
