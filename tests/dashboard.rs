@@ -458,6 +458,30 @@ fn owner_settings_webhooks_secrets_and_a_member_who_logs_in_to_accept() {
         (Some("x-token"), Some(true)),
         "{hook}"
     );
+    // Saved again with the value left empty, the stored value stays; "stop sending" clears it.
+    let hook_now = || {
+        s.manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/webhooks/sandbox"),
+            None,
+        )
+        .json()
+    };
+    for (clear, value_set) in [(None, true), (Some(("clear_auth", "true")), false)] {
+        let mut fields = vec![
+            ("csrf", token.as_str()),
+            ("url", "https://hooks.example.com/in2"),
+            ("auth_header", "X-Token"),
+            ("auth_value", ""),
+        ];
+        fields.extend(clear);
+        let r = owner.post(&format!("{base}/webhooks/sandbox"), &fields, &[]);
+        assert_eq!(r.status, 303, "{}", r.describe());
+        let hook = hook_now();
+        assert_eq!(hook["url"], "https://hooks.example.com/in2");
+        assert_eq!(hook["auth_value_set"], value_set, "{hook}");
+        assert_eq!(hook["enabled"], false, "the unchecked box disables it");
+    }
     owner.post(
         &format!("{base}/webhooks/sandbox/delete"),
         &[("csrf", &token)],

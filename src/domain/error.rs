@@ -113,6 +113,7 @@ pub enum Missing {
     Notification,
     DeployRequest,
     Webhook,
+    Subscription,
     Delivery,
 }
 
@@ -126,6 +127,7 @@ impl Missing {
             Missing::Notification => "notification",
             Missing::DeployRequest => "deploy request",
             Missing::Webhook => "webhook",
+            Missing::Subscription => "subscription",
             Missing::Delivery => "delivery",
         }
     }

@@ -13,6 +13,7 @@ use crate::domain::poll::{InFlight, ReadAhead};
 use crate::domain::search::SearchIndex;
 use crate::domain::sessions::LoginThrottle;
 use crate::domain::usage::Usage;
+use crate::domain::webhooks::subscriptions::Subscriptions;
 use crate::store::Store;
 use crate::workers::mail::Mailer;
 use crate::workers::request_log::RequestLog;
@@ -49,6 +50,15 @@ pub struct App {
 }
 
 impl App {
+    /// The owner's webhook subscription service.
+    pub fn subscriptions(&self) -> Subscriptions<'_> {
+        Subscriptions {
+            endpoints: &self.endpoints,
+            handles: &self.handles,
+            sealer: &self.endpoints.sealer,
+        }
+    }
+
     /// The collaborator service over this server's endpoints, with its invitation settings.
     pub fn collaborators(&self) -> Collaborators<'_> {
         Collaborators::new(

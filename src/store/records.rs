@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::core::text::{fold_case, payload_text};
-use crate::store::{Effects, OwnerWebhookRow, StoreError, WebhookKind};
+use crate::store::{Effects, StoreError, WebhookKind, WebhookSettingsRow};
 
 /// A stored record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -174,6 +174,11 @@ impl<'a> Change<'a> {
 #[derive(Clone, Debug)]
 pub struct NewDelivery {
     pub kind: WebhookKind,
+    /// The owner subscription it is for (`None` for a caller webhook's).
+    pub subscription: Option<u32>,
+    /// Written as skipped (its subscription is disabled): never due, never attempted unless a
+    /// recovery schedules it.
+    pub skipped: bool,
     pub url: String,
     /// The receiver its attempts count against (see `webhooks::DueDelivery`).
     pub receiver: String,
@@ -188,7 +193,7 @@ pub struct NewDelivery {
 
 impl NewDelivery {
     /// Its stored row under `id`, for the write to `record_id` of `partition`: pending, due at
-    /// its creation.
+    /// its creation (or skipped).
     pub fn into_row(
         self,
         id: u64,
@@ -200,14 +205,18 @@ impl NewDelivery {
             partition,
             record_id: record_id.0,
             kind: self.kind,
+            subscription: self.subscription,
             url: self.url,
             auth_header: self.auth_header,
             auth_value_sealed: self.auth_value_sealed,
             body: self.body,
-            state: crate::store::DeliveryState::Pending,
+            state: match self.skipped {
+                true => crate::store::DeliveryState::Skipped,
+                false => crate::store::DeliveryState::Pending,
+            },
             attempts: 0,
             max_attempts: self.max_attempts,
-            next_attempt_at: Some(self.created_at),
+            next_attempt_at: Some(self.created_at).filter(|_| !self.skipped),
             created_at: self.created_at,
             finished_at: None,
         }
@@ -221,11 +230,11 @@ impl NewDelivery {
 /// webhooks. The store therefore asks this, per applied write, inside the batch; it must only
 /// compute (the batch may be applied again by a backend that retries it).
 pub trait DeliveryPlanner {
-    /// The deliveries of `change`, given the owner's webhook of its partition, if one is set.
+    /// The deliveries of `change`, given the owner's webhook settings of its partition.
     fn deliveries(
         &self,
         change: &Change<'_>,
-        owner_webhook: Option<OwnerWebhookRow>,
+        settings: Option<&WebhookSettingsRow>,
     ) -> Result<Vec<NewDelivery>, StoreError>;
 }
 

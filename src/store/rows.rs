@@ -249,9 +249,43 @@ pub struct IdempotencyRow {
     pub created_at: Timestamp,
 }
 
-/// The owner's webhook of one endpoint in one environment.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct OwnerWebhookRow {
+/// What a delivery's body announces (its `type`); a subscription can ask for some only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum EventType {
+    #[serde(rename = "record.created")]
+    RecordCreated,
+    #[serde(rename = "record.replaced")]
+    RecordReplaced,
+    #[serde(rename = "record.deleted")]
+    RecordDeleted,
+}
+
+impl EventType {
+    pub const ALL: [EventType; 3] = [
+        EventType::RecordCreated,
+        EventType::RecordReplaced,
+        EventType::RecordDeleted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::RecordCreated => "record.created",
+            EventType::RecordReplaced => "record.replaced",
+            EventType::RecordDeleted => "record.deleted",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<EventType> {
+        EventType::ALL.into_iter().find(|t| t.as_str() == text)
+    }
+}
+
+/// One of the owner's subscriptions of an endpoint in one environment: a receiver, and which
+/// events it gets.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubscriptionRow {
+    /// Unique within its endpoint and environment, and never given again after a delete.
+    pub id: u32,
     pub url: String,
     /// Name of the custom auth header sent with every delivery, if any.
     pub auth_header: Option<String>,
@@ -259,7 +293,112 @@ pub struct OwnerWebhookRow {
     #[serde(default, with = "base64_bytes_opt")]
     pub auth_value_sealed: Option<Vec<u8>>,
     pub enabled: bool,
+    #[serde(default)]
+    pub description: String,
+    /// The events it gets, in their order; empty for every event.
+    #[serde(default)]
+    pub event_types: Vec<EventType>,
+    /// At most this many deliveries a second, when set.
+    #[serde(default)]
+    pub rate_limit: Option<u32>,
+    pub created_at: Timestamp,
     pub updated_at: Timestamp,
+}
+
+impl SubscriptionRow {
+    /// Whether it gets events of `event`'s type.
+    pub fn wants(&self, event: EventType) -> bool {
+        self.event_types.is_empty() || self.event_types.contains(&event)
+    }
+}
+
+/// The owner's webhook settings of one endpoint in one environment: its subscriptions.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredWebhookSettings")]
+pub struct WebhookSettingsRow {
+    /// In id order.
+    pub subscriptions: Vec<SubscriptionRow>,
+    /// The id the next subscription gets.
+    pub next_subscription_id: u32,
+}
+
+impl WebhookSettingsRow {
+    /// The first subscription: the one the single-webhook routes of the spec act on.
+    pub fn first(&self) -> Option<&SubscriptionRow> {
+        self.subscriptions.first()
+    }
+
+    pub fn subscription(&self, id: u32) -> Option<&SubscriptionRow> {
+        self.subscriptions.iter().find(|s| s.id == id)
+    }
+
+    pub fn subscription_mut(&mut self, id: u32) -> Option<&mut SubscriptionRow> {
+        self.subscriptions.iter_mut().find(|s| s.id == id)
+    }
+
+    /// Adds `subscription` under the next id.
+    pub fn add(&mut self, mut subscription: SubscriptionRow) -> &SubscriptionRow {
+        let id = self.next_subscription_id.max(1);
+        subscription.id = id;
+        self.next_subscription_id = id + 1;
+        let index = self.subscriptions.len();
+        self.subscriptions.push(subscription);
+        &self.subscriptions[index]
+    }
+}
+
+/// The webhook settings as stored: the current layout, or the single owner webhook that
+/// versions before subscriptions kept (it becomes subscription 1).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StoredWebhookSettings {
+    Current {
+        subscriptions: Vec<SubscriptionRow>,
+        next_subscription_id: u32,
+    },
+    SingleWebhook {
+        url: String,
+        auth_header: Option<String>,
+        #[serde(default, with = "base64_bytes_opt")]
+        auth_value_sealed: Option<Vec<u8>>,
+        enabled: bool,
+        updated_at: Timestamp,
+    },
+}
+
+impl From<StoredWebhookSettings> for WebhookSettingsRow {
+    fn from(stored: StoredWebhookSettings) -> Self {
+        match stored {
+            StoredWebhookSettings::Current {
+                subscriptions,
+                next_subscription_id,
+            } => WebhookSettingsRow {
+                subscriptions,
+                next_subscription_id,
+            },
+            StoredWebhookSettings::SingleWebhook {
+                url,
+                auth_header,
+                auth_value_sealed,
+                enabled,
+                updated_at,
+            } => WebhookSettingsRow {
+                subscriptions: vec![SubscriptionRow {
+                    id: 1,
+                    url,
+                    auth_header,
+                    auth_value_sealed,
+                    enabled,
+                    description: String::new(),
+                    event_types: Vec::new(),
+                    rate_limit: None,
+                    created_at: updated_at,
+                    updated_at,
+                }],
+                next_subscription_id: 2,
+            },
+        }
+    }
 }
 
 /// Who asked for a delivery.
@@ -282,6 +421,9 @@ pub enum DeliveryState {
     Delivered,
     /// No attempt left, or an answer that is not retried.
     GivenUp,
+    /// Not attempted: its subscription was disabled when its write was committed. A recovery
+    /// can still schedule it.
+    Skipped,
 }
 
 /// One webhook delivery: one write to one receiver, with its fixed body.
@@ -291,6 +433,10 @@ pub struct DeliveryRow {
     pub partition: u64,
     pub record_id: u128,
     pub kind: WebhookKind,
+    /// The owner subscription it was made for (`None` for a caller webhook's, and for those an
+    /// owner webhook made before subscriptions existed: they belong to subscription 1).
+    #[serde(default)]
+    pub subscription: Option<u32>,
     pub url: String,
     pub auth_header: Option<String>,
     #[serde(default, with = "base64_bytes_opt")]
@@ -305,6 +451,16 @@ pub struct DeliveryRow {
     pub next_attempt_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub finished_at: Option<Timestamp>,
+}
+
+impl DeliveryRow {
+    /// The owner subscription it belongs to; `None` for a caller webhook's.
+    pub fn owner_subscription(&self) -> Option<u32> {
+        match self.kind {
+            WebhookKind::Owner => Some(self.subscription.unwrap_or(1)),
+            WebhookKind::Caller => None,
+        }
+    }
 }
 
 /// One delivery attempt as it went.
@@ -413,12 +569,69 @@ mod base64_bytes_opt {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
-        match Option::<&str>::deserialize(d)? {
+        // Owned: inside an untagged enum (`StoredWebhookSettings`) the text may not borrow.
+        match Option::<String>::deserialize(d)? {
             Some(text) => STANDARD
                 .decode(text)
                 .map(Some)
                 .map_err(serde::de::Error::custom),
             None => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_single_owner_webhook_as_stored_before_subscriptions_is_subscription_1() {
+        let stored = br#"{"url":"https://hooks.example/in","auth_header":"x-key",
+            "auth_value_sealed":"AQID","enabled":false,"updated_at":1795000000000000}"#;
+        let settings: WebhookSettingsRow = serde_json::from_slice(stored).unwrap();
+        assert_eq!(settings.next_subscription_id, 2);
+        let first = settings.first().unwrap();
+        assert_eq!(first.id, 1);
+        assert_eq!(first.url, "https://hooks.example/in");
+        assert_eq!(first.auth_header.as_deref(), Some("x-key"));
+        assert_eq!(first.auth_value_sealed, Some(vec![1, 2, 3]));
+        assert!(!first.enabled);
+        assert!(first.event_types.is_empty() && first.rate_limit.is_none());
+        assert_eq!(first.created_at, Timestamp(1_795_000_000_000_000));
+        // Written back, it reads as itself.
+        let again: WebhookSettingsRow =
+            serde_json::from_slice(&serde_json::to_vec(&settings).unwrap()).unwrap();
+        assert_eq!(again, settings);
+        assert!(serde_json::from_slice::<WebhookSettingsRow>(b"{\"url\":1}").is_err());
+    }
+
+    #[test]
+    fn an_empty_filter_takes_every_event() {
+        let mut settings = WebhookSettingsRow::default();
+        let row = |types: Vec<EventType>| SubscriptionRow {
+            id: 0,
+            url: "https://hooks.example/in".into(),
+            auth_header: None,
+            auth_value_sealed: None,
+            enabled: true,
+            description: String::new(),
+            event_types: types,
+            rate_limit: None,
+            created_at: Timestamp(1),
+            updated_at: Timestamp(1),
+        };
+        assert_eq!(settings.add(row(Vec::new())).id, 1);
+        assert_eq!(settings.add(row(vec![EventType::RecordDeleted])).id, 2);
+        assert!(
+            EventType::ALL
+                .iter()
+                .all(|t| settings.subscriptions[0].wants(*t))
+        );
+        assert!(settings.subscriptions[1].wants(EventType::RecordDeleted));
+        assert!(!settings.subscriptions[1].wants(EventType::RecordCreated));
+        for t in EventType::ALL {
+            assert_eq!(EventType::parse(t.as_str()), Some(t));
+            assert_eq!(serde_json::to_value(t).unwrap(), t.as_str());
         }
     }
 }

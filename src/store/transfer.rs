@@ -14,8 +14,8 @@ use crate::store::usage::CallsDelta;
 use crate::store::webhooks::DueDelivery;
 use crate::store::{
     AccountRow, ApiKeyRow, AttemptRow, AuditRow, CollaboratorRow, DeliveryRow, EndpointRow, IdKind,
-    IdempotencyRow, InvitationRow, MailRow, NotificationRow, OwnerWebhookRow, StoreError, TokenRow,
-    WebhookSecretRow,
+    IdempotencyRow, InvitationRow, MailRow, NotificationRow, StoreError, TokenRow,
+    WebhookSecretRow, WebhookSettingsRow,
 };
 
 /// One row of a store.
@@ -57,9 +57,9 @@ pub enum Item {
         partition: u64,
         row: WebhookSecretRow,
     },
-    OwnerWebhook {
+    WebhookSettings {
         partition: u64,
-        row: OwnerWebhookRow,
+        row: WebhookSettingsRow,
     },
     /// A delivery, with its place in the due list while it is pending.
     Delivery {
@@ -98,7 +98,7 @@ pub enum Kind {
     Records,
     IdempotencyKeys,
     WebhookSecrets,
-    OwnerWebhooks,
+    WebhookSettings,
     Deliveries,
     Attempts,
     FailureMails,
@@ -119,7 +119,7 @@ impl Kind {
             Kind::Records => "records",
             Kind::IdempotencyKeys => "idempotency keys",
             Kind::WebhookSecrets => "webhook signing secrets",
-            Kind::OwnerWebhooks => "owner webhooks",
+            Kind::WebhookSettings => "webhook settings",
             Kind::Deliveries => "webhook deliveries",
             Kind::Attempts => "delivery attempts",
             Kind::FailureMails => "failure e-mail days",
@@ -143,7 +143,7 @@ impl Item {
             Item::Record { .. } => Kind::Records,
             Item::Idempotency { .. } => Kind::IdempotencyKeys,
             Item::WebhookSecret { .. } => Kind::WebhookSecrets,
-            Item::OwnerWebhook { .. } => Kind::OwnerWebhooks,
+            Item::WebhookSettings { .. } => Kind::WebhookSettings,
             Item::Delivery { .. } => Kind::Deliveries,
             Item::Attempt { .. } => Kind::Attempts,
             Item::FailureMail { .. } => Kind::FailureMails,

@@ -9,7 +9,7 @@
 //! after-commit path.
 
 use crate::core::clock::Timestamp;
-use crate::store::{AttemptRow, DeliveryRow, OwnerWebhookRow, StoreError, WebhookSecretRow};
+use crate::store::{AttemptRow, DeliveryRow, StoreError, WebhookSecretRow, WebhookSettingsRow};
 
 /// A pending delivery in the due list: when it is due, and what the dispatcher needs to pass
 /// over it without reading its row.
@@ -54,8 +54,8 @@ pub trait WebhooksRead {
     /// The signing secret of one partition (endpoint and environment).
     fn webhook_secret(&self, partition: u64) -> Result<Option<WebhookSecretRow>, StoreError>;
 
-    /// The owner webhook of one partition.
-    fn owner_webhook(&self, partition: u64) -> Result<Option<OwnerWebhookRow>, StoreError>;
+    /// The owner's webhook settings (subscriptions) of one partition.
+    fn webhook_settings(&self, partition: u64) -> Result<Option<WebhookSettingsRow>, StoreError>;
 
     fn delivery(&self, id: u64) -> Result<Option<DeliveryRow>, StoreError>;
 
@@ -99,14 +99,14 @@ pub trait WebhooksWrite {
     /// Removes the signing secret of a partition; whether there was one.
     fn delete_webhook_secret(&mut self, partition: u64) -> Result<bool, StoreError>;
 
-    fn put_owner_webhook(
+    fn put_webhook_settings(
         &mut self,
         partition: u64,
-        row: &OwnerWebhookRow,
+        row: &WebhookSettingsRow,
     ) -> Result<(), StoreError>;
 
-    /// Removes the owner webhook of a partition; whether there was one.
-    fn delete_owner_webhook(&mut self, partition: u64) -> Result<bool, StoreError>;
+    /// Removes the owner's webhook settings of a partition; whether there were any.
+    fn delete_webhook_settings(&mut self, partition: u64) -> Result<bool, StoreError>;
 
     /// Replaces a delivery's row (its place in the due list is [`WebhooksWrite::put_due`]'s).
     fn put_delivery(&mut self, row: &DeliveryRow) -> Result<(), StoreError>;

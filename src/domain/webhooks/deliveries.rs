@@ -1,9 +1,10 @@
 //! The webhook deliveries of a write: who gets one and what it says, decided in the commit of
 //! the write that causes them.
 //!
-//! Every applied create, replace or delete produces one delivery per receiver: the endpoint
-//! owner's webhook for that environment (when configured and enabled) and the caller's
-//! (`X-Webhook-Callback` on the write). The store applies the write and asks its [`Hooks`]
+//! Every applied create, replace or delete produces one delivery per receiver: each of the
+//! endpoint owner's subscriptions for that environment whose event filter takes it (written
+//! as skipped while the subscription is disabled: visible in the log, and recoverable), and
+//! the caller's (`X-Webhook-Callback` on the write). The store applies the write and asks its [`Hooks`]
 //! (a `store::records::DeliveryPlanner`) for these deliveries, then writes them, due at once,
 //! in the same commit; the dispatcher signs and sends them. Being part of the write's commit,
 //! a delivery exists exactly when its write was acknowledged.
@@ -27,7 +28,9 @@ use crate::core::clock::Timestamp;
 use crate::core::crypto::Sealer;
 use crate::domain::error::{Error, Result};
 use crate::store::records::{Change, ChangeKind, DeliveryPlanner, NewDelivery};
-use crate::store::{Environment, OwnerWebhookRow, StoreError, WebhookKind};
+use crate::store::{
+    Environment, EventType, StoreError, SubscriptionRow, WebhookKind, WebhookSettingsRow,
+};
 
 /// The callback URL header of a write.
 pub const CALLBACK_HEADER: &str = "x-webhook-callback";
@@ -227,41 +230,51 @@ struct BodyData<'a> {
 }
 
 impl DeliveryPlanner for Hooks {
-    /// One delivery per receiver: the owner's webhook of the partition when it is enabled, and
-    /// the caller's when the write asked for one, all with the same body.
+    /// One delivery per receiver, all with the same body: for each of the owner's
+    /// subscriptions of the partition that wants the event (written as skipped while the
+    /// subscription is disabled), and the caller's when the write asked for one.
     fn deliveries(
         &self,
         change: &Change<'_>,
-        owner_webhook: Option<OwnerWebhookRow>,
+        settings: Option<&WebhookSettingsRow>,
     ) -> Result<Vec<NewDelivery>, StoreError> {
-        let owner = owner_webhook.filter(|o| o.enabled);
-        if owner.is_none() && self.caller.is_none() {
+        let event = event_type(change.kind);
+        let subscriptions: Vec<&SubscriptionRow> = settings
+            .map(|s| s.subscriptions.iter().filter(|s| s.wants(event)).collect())
+            .unwrap_or_default();
+        if subscriptions.is_empty() && self.caller.is_none() {
             return Ok(Vec::new());
         }
         let body = event_body(change, self)?;
-        let delivery = |kind, url: String, auth_header, auth_value_sealed| NewDelivery {
+        let delivery = |kind, url: &str, auth_header, auth_value_sealed| NewDelivery {
             kind,
-            receiver: receiver_of(&url),
-            url,
+            subscription: None,
+            skipped: false,
+            receiver: receiver_of(url),
+            url: url.to_string(),
             auth_header,
             auth_value_sealed,
             body: body.clone(),
             max_attempts: max_attempts(self.environment),
             created_at: self.at,
         };
-        let mut deliveries = Vec::with_capacity(2);
-        if let Some(owner) = owner {
-            deliveries.push(delivery(
-                WebhookKind::Owner,
-                owner.url,
-                owner.auth_header,
-                owner.auth_value_sealed,
-            ));
+        let mut deliveries = Vec::with_capacity(subscriptions.len() + 1);
+        for subscription in subscriptions {
+            deliveries.push(NewDelivery {
+                subscription: Some(subscription.id),
+                skipped: !subscription.enabled,
+                ..delivery(
+                    WebhookKind::Owner,
+                    &subscription.url,
+                    subscription.auth_header.clone(),
+                    subscription.auth_value_sealed.clone(),
+                )
+            });
         }
         if let Some(caller) = &self.caller {
             deliveries.push(delivery(
                 WebhookKind::Caller,
-                caller.url.clone(),
+                &caller.url,
                 Some(caller.auth_header.clone()),
                 caller.auth_value_sealed.clone(),
             ));
@@ -271,11 +284,11 @@ impl DeliveryPlanner for Hooks {
 }
 
 /// The event `type` of a change.
-fn event_type(kind: ChangeKind) -> &'static str {
+pub fn event_type(kind: ChangeKind) -> EventType {
     match kind {
-        ChangeKind::Created => "record.created",
-        ChangeKind::Replaced => "record.replaced",
-        ChangeKind::Deleted => "record.deleted",
+        ChangeKind::Created => EventType::RecordCreated,
+        ChangeKind::Replaced => EventType::RecordReplaced,
+        ChangeKind::Deleted => EventType::RecordDeleted,
     }
 }
 
@@ -291,7 +304,7 @@ fn event_body(change: &Change<'_>, hooks: &Hooks) -> Result<String, StoreError> 
         None => None,
     };
     let body = Body {
-        kind: event_type(change.kind),
+        kind: event_type(change.kind).as_str(),
         timestamp: hooks.at.to_rfc3339(),
         data: BodyData {
             id: id.to_string(),

@@ -1,5 +1,5 @@
 //! The delivery log: every delivery of an endpoint (newest first, per environment or per
-//! record) with every attempt, and manual redelivery of a given-up delivery.
+//! record) with every attempt, and manual redelivery of a given-up or skipped delivery.
 
 use serde::Serialize;
 
@@ -10,6 +10,7 @@ use crate::domain::error::{Error, Missing, Result};
 use crate::domain::handles::Handles;
 use crate::domain::records::Pagination;
 use crate::domain::webhooks::deliveries::{displayed_url, max_attempts, receiver_of};
+use crate::domain::webhooks::subscriptions::subscription_id;
 use crate::store::webhooks::DueDelivery;
 use crate::store::{DeliveryRow, DeliveryState, ReadTx, Store, WebhookKind, partition_environment};
 
@@ -22,6 +23,8 @@ pub struct DeliveryView {
     pub id: u64,
     pub record_id: String,
     pub kind: WebhookKind,
+    /// The owner subscription it was made for (`sub_1`…); `null` for a caller webhook's.
+    pub subscription: Option<String>,
     pub url: String,
     pub state: DeliveryState,
     pub attempts: u32,
@@ -64,6 +67,7 @@ fn view(row: &DeliveryRow) -> DeliveryView {
         id: row.id,
         record_id: RecordId(row.record_id).to_string(),
         kind: row.kind,
+        subscription: row.owner_subscription().map(subscription_id),
         url: displayed_url(&row.url),
         state: row.state,
         attempts: row.attempts,
@@ -145,14 +149,15 @@ pub fn detail(store: &dyn Store, partitions: [u64; 2], id: u64) -> Result<Delive
     })
 }
 
-/// Re-arms a given-up delivery: due at once, with a fresh budget of attempts. Returns it.
+/// Re-arms a given-up or skipped delivery: due at once, with a fresh budget of attempts.
+/// Returns it.
 pub fn redeliver(handles: &Handles, partitions: [u64; 2], id: u64) -> Result<DeliveryView> {
     let now = handles.now();
     let row = handles.write(|tx| {
         let mut row = delivery_in(tx, partitions, id)?;
-        if row.state != DeliveryState::GivenUp {
+        if !matches!(row.state, DeliveryState::GivenUp | DeliveryState::Skipped) {
             return Err(Error::Conflict(
-                "Only a given-up delivery can be redelivered.".into(),
+                "Only a given-up or skipped delivery can be redelivered.".into(),
             ));
         }
         let budget = max_attempts(partition_environment(row.partition));
@@ -179,6 +184,7 @@ pub struct Outcomes {
     pub delivered: u64,
     pub given_up: u64,
     pub pending: u64,
+    pub skipped: u64,
     /// More deliveries were made in the period than were counted (the newest `cap`).
     pub capped: bool,
 }
@@ -215,6 +221,7 @@ pub fn outcomes_since(
                 DeliveryState::Delivered => outcomes.delivered += 1,
                 DeliveryState::GivenUp => outcomes.given_up += 1,
                 DeliveryState::Pending => outcomes.pending += 1,
+                DeliveryState::Skipped => outcomes.skipped += 1,
             }
         }
         if last_page {

@@ -9,7 +9,8 @@
 //!   through the management API, and [`secrets::signing_keys`], the keys a sender signs with
 //!   at a given time (two during the 24-hour changeover after a reissue).
 //! - [`deliveries`]: creating deliveries in the commit of the write that causes them.
-//! - [`owner`]: the owner webhook of each endpoint and environment.
+//! - [`subscriptions`]: the owner's subscriptions of each endpoint and environment (the spec's
+//!   owner webhook is the first).
 //! - [`log`]: the delivery log with every attempt, and manual redelivery.
 //!
 //! Sending lives in `workers::webhooks`: the dispatcher (`dispatch`: a scheduler thread claims
@@ -21,9 +22,9 @@
 
 pub mod deliveries;
 pub mod log;
-pub mod owner;
 pub mod secrets;
 pub mod signing;
+pub mod subscriptions;
 
 /// How much of a receiver's response body an attempt keeps in the delivery log (bytes; cut at
 /// a character boundary, invalid UTF-8 replaced).

@@ -1,4 +1,4 @@
-//! Handlers of the owner webhook settings and the delivery log under
+//! Handlers of the owner's webhook subscriptions and the delivery log under
 //! `/api/v1/manage/endpoints/{slug}/webhooks` and `…/deliveries`.
 
 use http::{Method, StatusCode};
@@ -7,7 +7,8 @@ use warp::reply::Response;
 use super::manage::{body, caller};
 use crate::domain::error::Missing;
 use crate::domain::records::parse_record_id;
-use crate::domain::webhooks::{log, owner};
+use crate::domain::webhooks::log;
+use crate::domain::webhooks::subscriptions::{self, Which};
 use crate::http::app::App;
 use crate::http::error::Result;
 use crate::http::reply::id_param;
@@ -16,7 +17,7 @@ use crate::http::request::Request;
 use crate::store::{Environment, partition};
 
 /// `GET`, `PUT`, `PATCH` and `DELETE /api/v1/manage/endpoints/{slug}/webhooks/{environment}`
-/// (endpoint owner).
+/// (endpoint owner): the first subscription, the spec's owner webhook.
 pub async fn owner_webhook(
     app: &App,
     req: &mut Request,
@@ -24,39 +25,69 @@ pub async fn owner_webhook(
     environment: &str,
 ) -> Result<Response> {
     let account = caller(app, req)?;
-    let environment = owner::environment_param(environment)?;
+    let environment = subscriptions::environment_param(environment)?;
+    let service = app.subscriptions();
     let view = match req.method {
-        Method::PUT => owner::put(
-            &app.endpoints,
-            &app.handles,
-            &app.endpoints.sealer,
-            &account,
-            slug,
-            environment,
-            body(req).await?,
-        )?,
-        Method::PATCH => owner::set_enabled(
-            &app.endpoints,
-            &app.handles,
-            &account,
-            slug,
-            environment,
-            body(req).await?,
-        )?,
+        Method::PUT => service.put_first(&account, slug, environment, body(req).await?)?,
+        Method::PATCH => {
+            service.update(&account, slug, environment, Which::First, body(req).await?)?
+        }
         Method::DELETE => {
-            owner::delete(&app.endpoints, &app.handles, &account, slug, environment)?;
+            service.delete(&account, slug, environment, Which::First)?;
             return Ok(reply::json(
                 StatusCode::OK,
                 &serde_json::json!({ "environment": environment, "removed": true }),
             ));
         }
-        _ => owner::get(
-            &app.endpoints,
-            app.store.as_ref(),
-            &account,
-            slug,
-            environment,
-        )?,
+        _ => service.get(&account, slug, environment, Which::First)?,
+    };
+    Ok(reply::json(StatusCode::OK, &view))
+}
+
+/// `GET` (list) and `POST` (create) `…/webhooks/{environment}/subscriptions` (endpoint owner).
+pub async fn subscriptions(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    environment: &str,
+) -> Result<Response> {
+    let account = caller(app, req)?;
+    let environment = subscriptions::environment_param(environment)?;
+    let service = app.subscriptions();
+    match req.method {
+        Method::POST => {
+            let view = service.create(&account, slug, environment, body(req).await?)?;
+            Ok(reply::json(StatusCode::CREATED, &view))
+        }
+        _ => Ok(reply::json(
+            StatusCode::OK,
+            &service.list(&account, slug, environment)?,
+        )),
+    }
+}
+
+/// `GET`, `PATCH` and `DELETE …/webhooks/{environment}/subscriptions/{id}` (endpoint owner).
+pub async fn subscription(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    environment: &str,
+    id: &str,
+) -> Result<Response> {
+    let account = caller(app, req)?;
+    let environment = subscriptions::environment_param(environment)?;
+    let which = Which::Id(subscriptions::subscription_param(id)?);
+    let service = app.subscriptions();
+    let view = match req.method {
+        Method::PATCH => service.update(&account, slug, environment, which, body(req).await?)?,
+        Method::DELETE => {
+            service.delete(&account, slug, environment, which)?;
+            return Ok(reply::json(
+                StatusCode::OK,
+                &serde_json::json!({ "id": id, "environment": environment, "removed": true }),
+            ));
+        }
+        _ => service.get(&account, slug, environment, which)?,
     };
     Ok(reply::json(StatusCode::OK, &view))
 }
@@ -77,7 +108,7 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Result<Response> {
     let params = query_params(&req.query);
     let partition = match params.get("environment") {
         None => sandbox,
-        Some(text) => match owner::environment_param(text)? {
+        Some(text) => match subscriptions::environment_param(text)? {
             Environment::Sandbox => sandbox,
             Environment::Production => production,
         },

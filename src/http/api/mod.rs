@@ -132,6 +132,18 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
             let (slug, environment) = (owned(slug), owned(environment));
             hooks::owner_webhook(app, req, &slug, &environment).await
         }
+        Route::ManageSubscriptions { slug, environment } => {
+            let (slug, environment) = (owned(slug), owned(environment));
+            hooks::subscriptions(app, req, &slug, &environment).await
+        }
+        Route::ManageSubscription {
+            slug,
+            environment,
+            id,
+        } => {
+            let (slug, environment, id) = (owned(slug), owned(environment), owned(id));
+            hooks::subscription(app, req, &slug, &environment, &id).await
+        }
         Route::ManageDeliveries { slug } => hooks::deliveries(app, req, slug),
         Route::ManageDelivery { slug, id } => hooks::delivery(app, req, slug, id),
         Route::ManageRedeliver { slug, id } => hooks::redeliver(app, req, slug, id),

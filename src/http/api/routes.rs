@@ -10,50 +10,127 @@ pub enum Route<'a> {
     Health,
     Ready,
     Metrics,
-    DataCollection { slug: &'a str },
-    DataSearch { slug: &'a str },
-    DataPoll { slug: &'a str },
-    DataRecord { slug: &'a str, record_id: &'a str },
+    DataCollection {
+        slug: &'a str,
+    },
+    DataSearch {
+        slug: &'a str,
+    },
+    DataPoll {
+        slug: &'a str,
+    },
+    DataRecord {
+        slug: &'a str,
+        record_id: &'a str,
+    },
     AuthLogin,
     AuthLogout,
     AuthSession,
-    Invitation { token: &'a str },
-    InvitationAccept { token: &'a str },
+    Invitation {
+        token: &'a str,
+    },
+    InvitationAccept {
+        token: &'a str,
+    },
     ManageAccount,
     ManagePassword,
     ManageAccounts,
-    ManageAccountById { id: &'a str },
+    ManageAccountById {
+        id: &'a str,
+    },
     ManageTokens,
-    ManageToken { id: &'a str },
+    ManageToken {
+        id: &'a str,
+    },
     ManageNotifications,
-    ManageNotificationRead { id: &'a str },
+    ManageNotificationRead {
+        id: &'a str,
+    },
     ManageEndpoints,
-    ManageEndpoint { slug: &'a str },
-    ManageDeploy { slug: &'a str },
-    ManageDeployRequest { slug: &'a str },
-    ManageDeployApprove { slug: &'a str },
-    ManageDeployReject { slug: &'a str },
-    ManageRequests { slug: &'a str },
-    ManageInvitations { slug: &'a str },
-    ManageInvitation { slug: &'a str, id: &'a str },
-    ManageCollaborators { slug: &'a str },
-    ManageCollaborator { slug: &'a str, account_id: &'a str },
-    ManageAudit { slug: &'a str },
-    ManageWebhook { slug: &'a str, environment: &'a str },
-    ManageDeliveries { slug: &'a str },
-    ManageDelivery { slug: &'a str, id: &'a str },
-    ManageRedeliver { slug: &'a str, id: &'a str },
-    ManageUsage { slug: &'a str },
-    ManageWebhookSecret { slug: &'a str, env: Environment },
-    ManageWebhookSecretReissue { slug: &'a str, env: Environment },
+    ManageEndpoint {
+        slug: &'a str,
+    },
+    ManageDeploy {
+        slug: &'a str,
+    },
+    ManageDeployRequest {
+        slug: &'a str,
+    },
+    ManageDeployApprove {
+        slug: &'a str,
+    },
+    ManageDeployReject {
+        slug: &'a str,
+    },
+    ManageRequests {
+        slug: &'a str,
+    },
+    ManageInvitations {
+        slug: &'a str,
+    },
+    ManageInvitation {
+        slug: &'a str,
+        id: &'a str,
+    },
+    ManageCollaborators {
+        slug: &'a str,
+    },
+    ManageCollaborator {
+        slug: &'a str,
+        account_id: &'a str,
+    },
+    ManageAudit {
+        slug: &'a str,
+    },
+    ManageWebhook {
+        slug: &'a str,
+        environment: &'a str,
+    },
+    ManageSubscriptions {
+        slug: &'a str,
+        environment: &'a str,
+    },
+    ManageSubscription {
+        slug: &'a str,
+        environment: &'a str,
+        id: &'a str,
+    },
+    ManageDeliveries {
+        slug: &'a str,
+    },
+    ManageDelivery {
+        slug: &'a str,
+        id: &'a str,
+    },
+    ManageRedeliver {
+        slug: &'a str,
+        id: &'a str,
+    },
+    ManageUsage {
+        slug: &'a str,
+    },
+    ManageWebhookSecret {
+        slug: &'a str,
+        env: Environment,
+    },
+    ManageWebhookSecretReissue {
+        slug: &'a str,
+        env: Environment,
+    },
     ManageMail,
     ManageMailTest,
-    ManageMailMessage { id: &'a str },
+    ManageMailMessage {
+        id: &'a str,
+    },
     ManageBackups,
-    Dashboard { path: &'a str },
+    Dashboard {
+        path: &'a str,
+    },
     // The OpenAPI documents (`crate::http::openapi`).
     OpenApi,
-    DataOpenApi { slug: &'a str },
+    DataOpenApi {
+        slug: &'a str,
+    },
 }
 
 impl<'a> Route<'a> {
@@ -116,6 +193,21 @@ impl<'a> Route<'a> {
             ["endpoints", slug, "webhooks", environment] => {
                 Route::ManageWebhook { slug, environment }
             }
+            ["endpoints", slug, "webhooks", environment, "subscriptions"] => {
+                Route::ManageSubscriptions { slug, environment }
+            }
+            [
+                "endpoints",
+                slug,
+                "webhooks",
+                environment,
+                "subscriptions",
+                id,
+            ] => Route::ManageSubscription {
+                slug,
+                environment,
+                id,
+            },
             ["endpoints", slug, "deliveries"] => Route::ManageDeliveries { slug },
             ["endpoints", slug, "deliveries", id] => Route::ManageDelivery { slug, id },
             ["endpoints", slug, "deliveries", id, "redeliver"] => {
@@ -183,6 +275,12 @@ impl<'a> Route<'a> {
             }
             Route::ManageAudit { .. } => "/api/v1/manage/endpoints/{slug}/audit",
             Route::ManageWebhook { .. } => "/api/v1/manage/endpoints/{slug}/webhooks/{environment}",
+            Route::ManageSubscriptions { .. } => {
+                "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/subscriptions"
+            }
+            Route::ManageSubscription { .. } => {
+                "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/subscriptions/{subscription_id}"
+            }
             Route::ManageDeliveries { .. } => "/api/v1/manage/endpoints/{slug}/deliveries",
             Route::ManageDelivery { .. } => "/api/v1/manage/endpoints/{slug}/deliveries/{id}",
             Route::ManageRedeliver { .. } => {
@@ -232,11 +330,13 @@ impl<'a> Route<'a> {
             Route::DataCollection { .. }
             | Route::ManageEndpoints
             | Route::ManageTokens
-            | Route::ManageInvitations { .. } => "GET, POST",
+            | Route::ManageInvitations { .. }
+            | Route::ManageSubscriptions { .. } => "GET, POST",
             Route::DataRecord { .. } => "GET, PUT, DELETE",
             Route::ManageEndpoint { .. } | Route::ManageAccountById { .. } => "GET, PATCH",
             Route::ManageCollaborator { .. } => "PATCH, DELETE",
             Route::ManageWebhook { .. } => "GET, PUT, PATCH, DELETE",
+            Route::ManageSubscription { .. } => "GET, PATCH, DELETE",
             Route::ManageToken { .. } | Route::ManageInvitation { .. } => "DELETE",
             Route::AuthLogin
             | Route::AuthLogout

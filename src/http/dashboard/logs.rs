@@ -31,7 +31,7 @@ const OUTCOMES_CAP: usize = 5_000;
 fn environment(params: &std::collections::HashMap<String, String>) -> Result<Environment, Error> {
     match params.get("environment").map(String::as_str) {
         None | Some("") => Ok(Environment::Sandbox),
-        Some(text) => crate::domain::webhooks::owner::environment_param(text),
+        Some(text) => crate::domain::webhooks::subscriptions::environment_param(text),
     }
 }
 
@@ -175,7 +175,11 @@ pub fn delivery(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
     )?;
     let page = DeliveryPage {
         layout: user.layout(app, format!("Delivery {id}"), "endpoints", req),
-        can_redeliver: head.owner && detail.delivery.state == DeliveryState::GivenUp,
+        can_redeliver: head.owner
+            && matches!(
+                detail.delivery.state,
+                DeliveryState::GivenUp | DeliveryState::Skipped
+            ),
         head,
         detail,
     };

@@ -128,7 +128,7 @@ pub struct Operation {
     pub id: &'static str,
     pub tag: &'static str,
     pub summary: &'static str,
-    pub description: &'static str,
+    pub description: String,
     pub access: Access,
     /// Query and header parameters; path parameters follow from the template.
     pub params: Vec<Param>,
@@ -162,7 +162,7 @@ impl Operation {
             id,
             tag: "",
             summary: "",
-            description: "",
+            description: String::new(),
             access: Access::Public,
             params: Vec::new(),
             body: None,
@@ -184,9 +184,9 @@ impl Operation {
         self
     }
 
-    pub fn summary(mut self, summary: &'static str, description: &'static str) -> Self {
+    pub fn summary(mut self, summary: &'static str, description: impl Into<String>) -> Self {
         self.summary = summary;
-        self.description = description;
+        self.description = description.into();
         self
     }
 

@@ -35,6 +35,12 @@ pub fn path_param(name: &str) -> Param {
             "The invitation token from the invitation link.",
             json!({ "type": "string" }),
         ),
+        "subscription_id" => (
+            "subscription_id",
+            "A subscription id, `sub_1`, `sub_2`…; another form answers 400 \
+             `invalid_parameter`.",
+            json!({ "type": "string", "pattern": "^sub_[1-9][0-9]*$" }),
+        ),
         "account_id" => (
             "account_id",
             "The collaborator's account id.",
@@ -168,15 +174,40 @@ fn collaborator_example() -> Value {
 }
 
 fn delivery_example() -> Value {
-    json!({ "id": 7, "record_id": RECORD_ID, "kind": "owner", "url": "https://example.com/hook",
+    json!({ "id": 7, "record_id": RECORD_ID, "kind": "owner", "subscription": "sub_1",
+            "url": "https://example.com/hook",
             "state": "delivered", "attempts": 1, "max_attempts": 6, "next_attempt_at": null,
             "created_at": CREATED_AT, "finished_at": CREATED_AT })
 }
 
-fn owner_webhook_example() -> Value {
-    json!({ "environment": "production", "url": "https://example.com/hook",
-            "auth_header": "Authorization", "auth_value_set": true, "enabled": true,
-            "updated_at": CREATED_AT })
+fn subscription_example() -> Value {
+    json!({ "id": "sub_1", "environment": "production", "url": "https://example.com/hook",
+            "auth_header": "authorization", "auth_value_set": true, "enabled": true,
+            "description": "Order sync", "event_types": ["record.created", "record.deleted"],
+            "rate_limit": 50, "created_at": CREATED_AT, "updated_at": CREATED_AT })
+}
+
+/// The body of a subscription's settings: all of them (`POST`, `PUT`), or the ones to change
+/// (`PATCH`, where `null` removes an optional one).
+fn subscription_body(patch: bool) -> Value {
+    let optional = |schema: Value| json!({ "anyOf": [schema, { "type": "null" }] });
+    let mut body = json!({
+        "type": "object", "additionalProperties": false,
+        "properties": {
+            "url": { "type": "string" },
+            "auth_header": optional(json!({ "type": "string" })),
+            "auth_value": optional(json!({ "type": "string" })),
+            "enabled": { "type": "boolean", "default": true },
+            "description": { "type": "string", "maxLength": 200, "default": "" },
+            "event_types": { "type": "array", "items": schema_ref("EventType"), "default": [],
+                             "description": "Empty for every event type." },
+            "rate_limit": optional(json!({ "type": "integer", "minimum": 1, "maximum": 10_000 })),
+        },
+    });
+    if !patch {
+        body["required"] = json!(["url"]);
+    }
+    body
 }
 
 fn secret_example() -> Value {
@@ -884,58 +915,134 @@ fn webhook_operations() -> Vec<Operation> {
             .access(Access::Account(who))
     };
     let owner_hook = "/api/v1/manage/endpoints/{slug}/webhooks/{environment}";
+    let subscriptions = "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/subscriptions";
+    let subscription =
+        "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/subscriptions/{subscription_id}";
     let bad_environment: &[&str] = &["invalid_parameter"];
+    let settings_rules = "`auth_value` is sent in `auth_header` (default `Authorization`), \
+        stored sealed and never shown again. A `url` with credentials (`user:password@`), \
+        hop-by-hop or framing header names (`Connection`, `Keep-Alive`, `Upgrade`, `TE`, \
+        `Trailer`, `Expect`, `Proxy-*`) as `auth_header`, an unknown event type, a \
+        `rate_limit` outside 1 to 10,000 deliveries a second and a `description` over 200 \
+        characters or on several lines answer 400 `invalid_webhook`. Changes apply to writes \
+        made afterwards; a disabled subscription's deliveries are logged as `skipped`.";
+    let removed = |id: bool| {
+        let mut schema = json!({ "type": "object", "required": ["environment", "removed"],
+            "properties": { "environment": schema_ref("Environment"), "removed": { "const": true } } });
+        let mut example = json!({ "environment": "production", "removed": true });
+        if id {
+            schema["required"] = json!(["id", "environment", "removed"]);
+            schema["properties"]["id"] = json!({ "type": "string" });
+            example["id"] = json!("sub_2");
+        }
+        (schema, example)
+    };
+    let (removed_first, removed_first_example) = removed(false);
+    let (removed_one, removed_one_example) = removed(true);
     vec![
         op("get", owner_hook, "getOwnerWebhook", Who::Owner)
             .summary(
                 "The owner webhook of an environment",
-                "Another `environment` answers 400 `invalid_parameter`.",
+                "The environment's first subscription (the spec's owner webhook). Another \
+                 `environment` answers 400 `invalid_parameter`.",
             )
-            .ok(200, "The webhook.", schema_ref("OwnerWebhook"), owner_webhook_example())
+            .ok(200, "The webhook.", schema_ref("Subscription"), subscription_example())
             .error(400, bad_environment)
             .error(404, &["webhook_not_found"]),
         op("put", owner_hook, "setOwnerWebhook", Who::Owner)
             .summary(
                 "Set the owner webhook",
-                "Applies to writes made afterwards. `auth_value` is sent in `auth_header` \
-                 (default `Authorization`), stored sealed and never shown again. A `url` with \
-                 credentials (`user:password@`) and hop-by-hop or framing header names \
-                 (`Connection`, `Keep-Alive`, `Upgrade`, `TE`, `Trailer`, `Expect`, `Proxy-*`) \
-                 as `auth_header` answer 400 `invalid_webhook`.",
+                format!(
+                    "Replaces the environment's first subscription, or makes it when there is \
+                     none. {settings_rules}"
+                ),
             )
             .body(
                 BodyKind::Json,
-                json!({ "type": "object", "required": ["url"], "additionalProperties": false,
-                        "properties": { "url": { "type": "string" },
-                                        "auth_header": { "type": ["string", "null"] },
-                                        "auth_value": { "type": ["string", "null"] },
-                                        "enabled": { "type": "boolean", "default": true } } }),
+                subscription_body(false),
                 json!({ "url": "https://example.com/hook", "auth_value": "Bearer s3cret" }),
             )
-            .ok(200, "The webhook.", schema_ref("OwnerWebhook"), owner_webhook_example())
+            .ok(200, "The webhook.", schema_ref("Subscription"), subscription_example())
             .error(400, &["invalid_parameter", "invalid_webhook"]),
-        op("patch", owner_hook, "enableOwnerWebhook", Who::Owner)
-            .summary("Pause or resume the owner webhook", "")
-            .body(
-                BodyKind::Json,
-                json!({ "type": "object", "required": ["enabled"], "additionalProperties": false,
-                        "properties": { "enabled": { "type": "boolean" } } }),
-                json!({ "enabled": false }),
+        op("patch", owner_hook, "changeOwnerWebhook", Who::Owner)
+            .summary(
+                "Change or pause the owner webhook",
+                "Changes the fields given of the first subscription (`{\"enabled\": false}` pauses it); \
+                 `null` removes `auth_value` or `rate_limit`.",
             )
-            .ok(200, "The webhook.", schema_ref("OwnerWebhook"), owner_webhook_example())
-            .error(400, bad_environment)
+            .body(BodyKind::Json, subscription_body(true), json!({ "enabled": false }))
+            .ok(200, "The webhook.", schema_ref("Subscription"), subscription_example())
+            .error(400, &["invalid_parameter", "invalid_webhook"])
             .error(404, &["webhook_not_found"]),
         op("delete", owner_hook, "deleteOwnerWebhook", Who::Owner)
-            .summary("Remove the owner webhook", "Deliveries already made keep their target.")
-            .ok(
-                200,
-                "Removed.",
-                json!({ "type": "object", "required": ["environment", "removed"],
-                        "properties": { "environment": schema_ref("Environment"), "removed": { "const": true } } }),
-                json!({ "environment": "production", "removed": true }),
+            .summary(
+                "Remove the owner webhook",
+                "Removes the first subscription (the next one becomes first). Deliveries \
+                 already made keep their target.",
             )
+            .ok(200, "Removed.", removed_first, removed_first_example)
             .error(400, bad_environment)
             .error(404, &["webhook_not_found"]),
+        op("get", subscriptions, "listSubscriptions", Who::Owner)
+            .summary(
+                "The subscriptions of an environment",
+                "Every subscription, first one first: each write makes a delivery for every \
+                 subscription whose `event_types` take it.",
+            )
+            .ok(
+                200,
+                "The subscriptions.",
+                schema_ref("SubscriptionList"),
+                json!({ "environment": "production", "data": [subscription_example()] }),
+            )
+            .error(400, bad_environment),
+        op("post", subscriptions, "createSubscription", Who::Owner)
+            .summary(
+                "Add a subscription",
+                format!(
+                    "At most 20 per endpoint and environment (409 `conflict`); ids are \
+                     `sub_1`, `sub_2`… in the order they are made and never given again. \
+                     {settings_rules}"
+                ),
+            )
+            .body(
+                BodyKind::Json,
+                subscription_body(false),
+                json!({ "url": "https://example.com/hook", "event_types": ["record.created"],
+                        "description": "Order sync", "rate_limit": 50 }),
+            )
+            .ok(201, "The subscription.", schema_ref("Subscription"), subscription_example())
+            .error(400, &["invalid_parameter", "invalid_webhook"])
+            .error(409, &["conflict"]),
+        op("get", subscription, "getSubscription", Who::Owner)
+            .summary("One subscription", "")
+            .ok(200, "The subscription.", schema_ref("Subscription"), subscription_example())
+            .error(400, bad_environment)
+            .error(404, &["subscription_not_found"]),
+        op("patch", subscription, "changeSubscription", Who::Owner)
+            .summary(
+                "Change a subscription",
+                format!(
+                    "Changes the fields given; `null` removes `auth_value` or `rate_limit`. \
+                     {settings_rules}"
+                ),
+            )
+            .body(
+                BodyKind::Json,
+                subscription_body(true),
+                json!({ "event_types": [], "rate_limit": null }),
+            )
+            .ok(200, "The subscription.", schema_ref("Subscription"), subscription_example())
+            .error(400, &["invalid_parameter", "invalid_webhook"])
+            .error(404, &["subscription_not_found"]),
+        op("delete", subscription, "deleteSubscription", Who::Owner)
+            .summary(
+                "Delete a subscription",
+                "Deliveries already made keep their target; its id is not given again.",
+            )
+            .ok(200, "Removed.", removed_one, removed_one_example)
+            .error(400, bad_environment)
+            .error(404, &["subscription_not_found"]),
         op("get", "/api/v1/manage/endpoints/{slug}/deliveries", "listDeliveries", Who::Member)
             .summary("The delivery log", "Of one environment, or of one record; newest first.")
             .param(environment_query("Which environment's deliveries."))

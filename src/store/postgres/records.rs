@@ -20,7 +20,7 @@ use crate::store::records::{
     AppliedBatch, BatchWrite, Change, NewDelivery, RecordRef, RecordRow, RecordWrite, RecordsRead,
     RecordsStore, ScanOrder, SearchVisitor, WriteOutcome, searchable_text,
 };
-use crate::store::{IdempotencyRow, OwnerWebhookRow, StoreError, time_key};
+use crate::store::{IdempotencyRow, StoreError, WebhookSettingsRow, time_key};
 
 /// Records a visitor's scan reads per statement: a visitor usually stops early, so a scan
 /// never reads far ahead of it.
@@ -273,7 +273,7 @@ struct Batch<'w> {
     /// The records the batch changed, ordered, so that concurrent batches lock rows in one
     /// order.
     changed: BTreeMap<(u64, u128), RecordChange<'w>>,
-    owner_webhooks: HashMap<u64, OwnerWebhookRow>,
+    webhook_settings: HashMap<u64, WebhookSettingsRow>,
     /// The deliveries of the applied writes, in the order they were made.
     deliveries: Vec<(u64, RecordId, NewDelivery)>,
 }
@@ -330,7 +330,7 @@ impl<'w> Batch<'w> {
             new_claims: BTreeMap::new(),
             existing: HashSet::new(),
             changed: BTreeMap::new(),
-            owner_webhooks: HashMap::new(),
+            webhook_settings: HashMap::new(),
             deliveries: Vec::new(),
         };
         for row in &rows {
@@ -348,7 +348,7 @@ impl<'w> Batch<'w> {
                 }
                 2 => {
                     batch
-                        .owner_webhooks
+                        .webhook_settings
                         .insert(partition, from_json(row.try_get(4)?)?);
                 }
                 what => return Err(StoreError::Corrupt(format!("a batch read of kind {what}"))),
@@ -372,8 +372,8 @@ impl<'w> Batch<'w> {
     fn apply_one(&mut self, batch_write: &BatchWrite<'w>) -> Result<WriteOutcome, StoreError> {
         let outcome = self.apply_to_records(batch_write.write)?;
         if let Some(change) = Change::of(batch_write.write, &outcome) {
-            let owner = self.owner_webhooks.get(&change.partition).cloned();
-            for delivery in batch_write.webhooks.deliveries(&change, owner)? {
+            let settings = self.webhook_settings.get(&change.partition);
+            for delivery in batch_write.webhooks.deliveries(&change, settings)? {
                 self.deliveries
                     .push((change.partition, change.id, delivery));
             }
@@ -548,7 +548,8 @@ impl<'w> RecordColumns<'w> {
     }
 }
 
-/// Inserts the deliveries of a batch with `ids`, each pending and due at its creation.
+/// Inserts the deliveries of a batch with `ids`, each pending and due at its creation (or
+/// skipped, and not due).
 fn insert_deliveries(
     tx: &mut PgTx<'_>,
     ids: Vec<u64>,
@@ -566,7 +567,7 @@ fn insert_deliveries(
     for (&id, (partition, record_id, mut new)) in ids.iter().zip(deliveries) {
         partitions.push(big(partition));
         record_ids.push(id_bytes(record_id.0));
-        due_at.push(big(time_key(new.created_at)));
+        due_at.push(Some(big(time_key(new.created_at))).filter(|_| !new.skipped));
         receivers.push(std::mem::take(&mut new.receiver));
         data.push(to_json(&new.into_row(id, partition, record_id))?);
     }
@@ -597,7 +598,9 @@ mod tests {
         RecordWrite, RecordsRead, RecordsStore, ScanOrder, WriteOutcome, searchable_text,
     };
     use crate::store::webhooks::{WebhooksRead, WebhooksWrite};
-    use crate::store::{DeliveryState, OwnerWebhookRow, StoreError, WebhookKind};
+    use crate::store::{
+        DeliveryState, StoreError, SubscriptionRow, WebhookKind, WebhookSettingsRow,
+    };
 
     /// A delivery to the owner's webhook for every change of a partition that has one.
     struct OwnerHooks;
@@ -606,12 +609,15 @@ mod tests {
         fn deliveries(
             &self,
             change: &Change<'_>,
-            owner_webhook: Option<OwnerWebhookRow>,
+            settings: Option<&WebhookSettingsRow>,
         ) -> Result<Vec<NewDelivery>, StoreError> {
-            Ok(owner_webhook
+            Ok(settings
+                .and_then(WebhookSettingsRow::first)
                 .map(|owner| NewDelivery {
                     kind: WebhookKind::Owner,
-                    url: owner.url,
+                    subscription: Some(owner.id),
+                    skipped: !owner.enabled,
+                    url: owner.url.clone(),
                     receiver: "http://hooks.test:80".into(),
                     auth_header: None,
                     auth_value_sealed: None,
@@ -874,15 +880,27 @@ mod tests {
     #[test]
     fn applied_writes_get_their_deliveries_in_the_commit() {
         let store = test_node();
-        let owner = OwnerWebhookRow {
-            url: "http://hooks.test/in".into(),
-            auth_header: None,
-            auth_value_sealed: None,
-            enabled: true,
-            updated_at: Timestamp(1),
+        let settings = |enabled| {
+            let mut settings = WebhookSettingsRow::default();
+            settings.add(SubscriptionRow {
+                id: 0,
+                url: "http://hooks.test/in".into(),
+                auth_header: None,
+                auth_value_sealed: None,
+                enabled,
+                description: String::new(),
+                event_types: Vec::new(),
+                rate_limit: None,
+                created_at: Timestamp(1),
+                updated_at: Timestamp(1),
+            });
+            settings
         };
         store
-            .write_unit(|tx| tx.put_owner_webhook(3, &owner))
+            .write_unit(|tx| {
+                tx.put_webhook_settings(3, &settings(true))?;
+                tx.put_webhook_settings(5, &settings(false))
+            })
             .unwrap();
         let (a, b) = (rid(1000, 1), rid(1001, 2));
         let applied = apply(
@@ -934,6 +952,16 @@ mod tests {
         // Changes of a partition without a webhook make none.
         let applied = apply(&store, &[create(4, rid(1003, 4), "{}")]);
         assert!(!applied.effects.deliveries_due);
+        // A disabled subscription's delivery is written skipped, and is not due.
+        apply(&store, &[create(5, rid(1004, 5), "{}")]);
+        let tx = PgTx::read(&store).unwrap();
+        let skipped = tx.delivery_page(5, None, u64::MAX, 10).unwrap();
+        assert_eq!(skipped.len(), 1);
+        assert_eq!(skipped[0].state, DeliveryState::Skipped);
+        assert_eq!(skipped[0].subscription, Some(1));
+        assert_eq!(skipped[0].next_attempt_at, None);
+        let due = tx.due_deliveries(Timestamp(7), None, 100).unwrap();
+        assert!(due.iter().all(|d| d.id != skipped[0].id));
     }
 
     #[test]

@@ -24,7 +24,7 @@ const TABLES: [(Kind, &str); 16] = [
     (Kind::Records, "records"),
     (Kind::IdempotencyKeys, "idempotency"),
     (Kind::WebhookSecrets, "webhook_secrets"),
-    (Kind::OwnerWebhooks, "owner_webhooks"),
+    (Kind::WebhookSettings, "owner_webhooks"),
     (Kind::Deliveries, "deliveries"),
     (Kind::Attempts, "delivery_attempts"),
     (Kind::FailureMails, "failure_mails"),
@@ -91,7 +91,9 @@ impl Import for PgStore {
                     Item::WebhookSecret { partition, row } => {
                         tx.put_webhook_secret(*partition, row)?
                     }
-                    Item::OwnerWebhook { partition, row } => tx.put_owner_webhook(*partition, row)?,
+                    Item::WebhookSettings { partition, row } => {
+                        tx.put_webhook_settings(*partition, row)?
+                    },
                     Item::Delivery { row, due } => {
                         tx.put_delivery(row)?;
                         if let Some(due) = due {

@@ -16,8 +16,8 @@ use crate::store::webhooks::{
     AfterAttempt, AttemptOutcome, DueDelivery, WebhooksRead, WebhooksStore, WebhooksWrite,
 };
 use crate::store::{
-    AttemptRow, DeliveryRow, DeliveryState, OwnerWebhookRow, StoreError, StoreGauges,
-    WebhookSecretRow, time_from_key, time_key,
+    AttemptRow, DeliveryRow, DeliveryState, StoreError, StoreGauges, WebhookSecretRow,
+    WebhookSettingsRow, time_from_key, time_key,
 };
 
 /// A due-list time as its column holds it.
@@ -41,7 +41,7 @@ impl WebhooksRead for PgTx<'_> {
         row.map(|row| from_json(row.try_get(0)?)).transpose()
     }
 
-    fn owner_webhook(&self, partition: u64) -> Result<Option<OwnerWebhookRow>, StoreError> {
+    fn webhook_settings(&self, partition: u64) -> Result<Option<WebhookSettingsRow>, StoreError> {
         let row = self.query_opt(
             "SELECT data FROM owner_webhooks WHERE partition = $1",
             &[&big(partition)],
@@ -175,10 +175,10 @@ impl WebhooksWrite for PgTx<'_> {
         Ok(removed > 0)
     }
 
-    fn put_owner_webhook(
+    fn put_webhook_settings(
         &mut self,
         partition: u64,
-        row: &OwnerWebhookRow,
+        row: &WebhookSettingsRow,
     ) -> Result<(), StoreError> {
         self.execute(
             "INSERT INTO owner_webhooks (partition, data) VALUES ($1, $2) \
@@ -188,7 +188,7 @@ impl WebhooksWrite for PgTx<'_> {
         Ok(())
     }
 
-    fn delete_owner_webhook(&mut self, partition: u64) -> Result<bool, StoreError> {
+    fn delete_webhook_settings(&mut self, partition: u64) -> Result<bool, StoreError> {
         let removed = self.execute(
             "DELETE FROM owner_webhooks WHERE partition = $1",
             &[&big(partition)],
@@ -397,8 +397,8 @@ pub(super) mod tests {
         AfterAttempt, AttemptOutcome, DueDelivery, WebhooksRead, WebhooksWrite,
     };
     use crate::store::{
-        AttemptRow, DeliveryRow, DeliveryState, OwnerWebhookRow, Store, StoreGauges, WebhookKind,
-        WebhookSecretRow,
+        AttemptRow, DeliveryRow, DeliveryState, EventType, Store, StoreGauges, SubscriptionRow,
+        WebhookKind, WebhookSecretRow, WebhookSettingsRow,
     };
 
     /// Two stores on one new database: two nodes of a cluster.
@@ -429,6 +429,7 @@ pub(super) mod tests {
             partition,
             record_id,
             kind: WebhookKind::Caller,
+            subscription: None,
             url: format!("http://hooks.test/{id}"),
             auth_header: None,
             auth_value_sealed: None,
@@ -502,7 +503,7 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn secrets_and_owner_webhooks_are_put_replaced_and_deleted() {
+    fn secrets_and_webhook_settings_are_put_replaced_and_deleted() {
         let store = test_store();
         let secret = |n: u8| WebhookSecretRow {
             current_sealed: vec![n; 4],
@@ -510,23 +511,32 @@ pub(super) mod tests {
             created_at: Timestamp(1),
             rotated_at: None,
         };
-        let owner = |url: &str| OwnerWebhookRow {
-            url: url.into(),
-            auth_header: Some("X-Auth".into()),
-            auth_value_sealed: Some(vec![9]),
-            enabled: true,
-            updated_at: Timestamp(2),
+        let owner = |url: &str| {
+            let mut settings = WebhookSettingsRow::default();
+            settings.add(SubscriptionRow {
+                id: 0,
+                url: url.into(),
+                auth_header: Some("X-Auth".into()),
+                auth_value_sealed: Some(vec![9]),
+                enabled: true,
+                description: String::new(),
+                event_types: vec![EventType::RecordDeleted],
+                rate_limit: Some(5),
+                created_at: Timestamp(2),
+                updated_at: Timestamp(2),
+            });
+            settings
         };
         store
             .write_unit(|tx| {
                 tx.put_webhook_secret(2, &secret(1))?;
                 tx.put_webhook_secret(2, &secret(2))?;
                 tx.put_webhook_secret(3, &secret(3))?;
-                tx.put_owner_webhook(2, &owner("http://a.test/"))?;
-                tx.put_owner_webhook(2, &owner("http://b.test/"))?;
+                tx.put_webhook_settings(2, &owner("http://a.test/"))?;
+                tx.put_webhook_settings(2, &owner("http://b.test/"))?;
                 // Reads see the transaction's own writes.
                 assert_eq!(tx.webhook_secret(2)?.unwrap().current_sealed, vec![2; 4]);
-                assert_eq!(tx.owner_webhook(2)?.unwrap().url, "http://b.test/");
+                assert_eq!(tx.webhook_settings(2)?, Some(owner("http://b.test/")));
                 Ok(())
             })
             .unwrap();
@@ -538,17 +548,18 @@ pub(super) mod tests {
             vec![3; 4]
         );
         assert!(tx.webhook_secret(4).unwrap().is_none());
-        let hook = tx.owner_webhook(2).unwrap().unwrap();
-        assert_eq!(hook.auth_value_sealed, Some(vec![9]));
-        assert!(tx.owner_webhook(3).unwrap().is_none());
+        let settings = tx.webhook_settings(2).unwrap().unwrap();
+        assert_eq!(settings.subscriptions[0].auth_value_sealed, Some(vec![9]));
+        assert_eq!(settings.next_subscription_id, 2);
+        assert!(tx.webhook_settings(3).unwrap().is_none());
         drop(tx);
         let (gone, _) = store
             .write_unit(|tx| {
                 Ok([
                     tx.delete_webhook_secret(2)?,
                     tx.delete_webhook_secret(2)?,
-                    tx.delete_owner_webhook(2)?,
-                    tx.delete_owner_webhook(3)?,
+                    tx.delete_webhook_settings(2)?,
+                    tx.delete_webhook_settings(3)?,
                 ])
             })
             .unwrap();
@@ -556,7 +567,7 @@ pub(super) mod tests {
         let tx = PgTx::read(&store).unwrap();
         assert!(tx.webhook_secret(2).unwrap().is_none());
         assert!(tx.webhook_secret(3).unwrap().is_some());
-        assert!(tx.owner_webhook(2).unwrap().is_none());
+        assert!(tx.webhook_settings(2).unwrap().is_none());
     }
 
     #[test]

@@ -5,20 +5,20 @@ use redb::{ReadableTable, Table, WriteTransaction};
 
 use super::webhooks::list_due;
 use super::{
-    DELIVERIES, DELIVERIES_DUE, META, OWNER_WEBHOOKS, PARTITION_DELIVERIES, RECORD_DELIVERIES,
+    DELIVERIES, DELIVERIES_DUE, META, PARTITION_DELIVERIES, RECORD_DELIVERIES, WEBHOOK_SETTINGS,
     from_json, read_counter, to_json, write_counter,
 };
 use crate::core::ids::RecordId;
 use crate::store::records::{Change, DeliveryPlanner, NewDelivery};
 use crate::store::webhooks::DueDelivery;
-use crate::store::{OwnerWebhookRow, StoreError};
+use crate::store::{StoreError, WebhookSettingsRow};
 
 /// `META` counter of the last delivery id handed out.
 const NEXT_DELIVERY_ID: &str = "next_delivery_id";
 
 /// The delivery tables of one write transaction (the ingest batch), each opened once.
 pub(super) struct DeliveryTables<'txn> {
-    owner_webhooks: Table<'txn, u64, &'static [u8]>,
+    webhook_settings: Table<'txn, u64, &'static [u8]>,
     deliveries: Table<'txn, u64, &'static [u8]>,
     due: Table<'txn, (u64, u64), (bool, &'static str)>,
     by_partition: Table<'txn, (u64, u64), u128>,
@@ -31,7 +31,7 @@ impl<'txn> DeliveryTables<'txn> {
     pub(super) fn open(txn: &'txn WriteTransaction) -> Result<DeliveryTables<'txn>, StoreError> {
         let last_id = read_counter(&txn.open_table(META)?, NEXT_DELIVERY_ID)?;
         Ok(DeliveryTables {
-            owner_webhooks: txn.open_table(OWNER_WEBHOOKS)?,
+            webhook_settings: txn.open_table(WEBHOOK_SETTINGS)?,
             deliveries: txn.open_table(DELIVERIES)?,
             due: txn.open_table(DELIVERIES_DUE)?,
             by_partition: txn.open_table(PARTITION_DELIVERIES)?,
@@ -59,11 +59,12 @@ impl<'txn> DeliveryTables<'txn> {
         change: &Change<'_>,
         planner: &dyn DeliveryPlanner,
     ) -> Result<(), StoreError> {
-        let owner: Option<OwnerWebhookRow> = match self.owner_webhooks.get(change.partition)? {
-            Some(v) => Some(from_json(v.value())?),
-            None => None,
-        };
-        for delivery in planner.deliveries(change, owner)? {
+        let settings: Option<WebhookSettingsRow> =
+            match self.webhook_settings.get(change.partition)? {
+                Some(v) => Some(from_json(v.value())?),
+                None => None,
+            };
+        for delivery in planner.deliveries(change, settings.as_ref())? {
             self.insert(change.partition, change.id, delivery)?;
         }
         Ok(())
@@ -82,9 +83,12 @@ impl<'txn> DeliveryTables<'txn> {
             retry: false,
             receiver: std::mem::take(&mut new.receiver),
         };
+        let skipped = new.skipped;
         let row = new.into_row(self.last_id, partition, record_id);
         self.deliveries.insert(row.id, to_json(&row)?.as_slice())?;
-        list_due(&mut self.due, &due)?;
+        if !skipped {
+            list_due(&mut self.due, &due)?;
+        }
         self.by_partition.insert((partition, row.id), record_id.0)?;
         self.by_record
             .insert((partition, record_id.0, row.id), ())?;

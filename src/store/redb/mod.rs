@@ -244,7 +244,7 @@ fn visit_main_tables(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(AUDIT)?;
     v.visit(USAGE)?;
     v.visit(USAGE_DAYS)?;
-    v.visit(OWNER_WEBHOOKS)?;
+    v.visit(WEBHOOK_SETTINGS)?;
     v.visit(DELIVERIES)?;
     v.visit(DELIVERIES_DUE)?;
     v.visit(PARTITION_DELIVERIES)?;

@@ -488,7 +488,7 @@ mod tests {
     use crate::store::records::{
         BatchWrite, Change, DeliveryPlanner, NewDelivery, RecordWrite, RecordsStore, ScanOrder,
     };
-    use crate::store::{OwnerWebhookRow, Store};
+    use crate::store::{Store, WebhookSettingsRow};
 
     const AT: Timestamp = Timestamp(1_795_000_000_123_456);
 
@@ -498,7 +498,7 @@ mod tests {
         fn deliveries(
             &self,
             _: &Change<'_>,
-            _: Option<OwnerWebhookRow>,
+            _: Option<&WebhookSettingsRow>,
         ) -> Result<Vec<NewDelivery>, StoreError> {
             Ok(Vec::new())
         }

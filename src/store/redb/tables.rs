@@ -52,8 +52,9 @@ pub const AUDIT: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("audi
 pub const USAGE: TableDefinition<(u64, u32), u64> = TableDefinition::new("usage");
 /// Data calls per (partition, day as `yyyymmdd`): the dashboard's requests-per-day chart.
 pub const USAGE_DAYS: TableDefinition<(u64, u32), u64> = TableDefinition::new("usage_days");
-/// Owner webhooks: `partition` → [`OwnerWebhookRow`] JSON (one per endpoint and environment).
-pub const OWNER_WEBHOOKS: TableDefinition<u64, &[u8]> = TableDefinition::new("owner_webhooks");
+/// The owner's webhook settings: `partition` → [`WebhookSettingsRow`] JSON, the subscriptions
+/// of one endpoint and environment (named for the single owner webhook it held before).
+pub const WEBHOOK_SETTINGS: TableDefinition<u64, &[u8]> = TableDefinition::new("owner_webhooks");
 /// Webhook deliveries: `delivery id` → [`DeliveryRow`] JSON. Written in the commit of the write
 /// that causes them, so an acknowledged write never loses its webhooks.
 pub const DELIVERIES: TableDefinition<u64, &[u8]> = TableDefinition::new("deliveries");

@@ -12,7 +12,7 @@ use super::payload::PayloadCodec;
 use super::{
     ACCOUNTS, API_KEYS, AUDIT, COLLABORATORS, DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS,
     ENDPOINTS, FAILURE_MAILS, IDEMPOTENCY, INVITATION_TOKENS, INVITATIONS, META, NOTIFICATIONS,
-    OUTBOX, OWNER_WEBHOOKS, RECORDS, SCHEMA_VERSION, TOKENS, USAGE, USAGE_DAYS, WEBHOOK_SECRETS,
+    OUTBOX, RECORDS, SCHEMA_VERSION, TOKENS, USAGE, USAGE_DAYS, WEBHOOK_SECRETS, WEBHOOK_SETTINGS,
     from_json, read_counter,
 };
 use crate::core::ids::RecordId;
@@ -155,9 +155,9 @@ fn export_from(
             row: from_json(v.value())?,
         })?;
     }
-    for entry in txn.open_table(OWNER_WEBHOOKS)?.iter()? {
+    for entry in txn.open_table(WEBHOOK_SETTINGS)?.iter()? {
         let (k, v) = entry?;
-        each(Item::OwnerWebhook {
+        each(Item::WebhookSettings {
             partition: k.value(),
             row: from_json(v.value())?,
         })?;

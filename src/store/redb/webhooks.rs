@@ -6,15 +6,15 @@ use redb::{ReadableTable, Table};
 
 use super::tx::{RedbWrite, Tables};
 use super::{
-    DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, FAILURE_MAILS, OWNER_WEBHOOKS,
-    PARTITION_DELIVERIES, RECORD_DELIVERIES, RedbStore, WEBHOOK_SECRETS, from_json, to_json,
+    DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, FAILURE_MAILS, PARTITION_DELIVERIES,
+    RECORD_DELIVERIES, RedbStore, WEBHOOK_SECRETS, WEBHOOK_SETTINGS, from_json, to_json,
 };
 use crate::core::clock::Timestamp;
 use crate::store::webhooks::{
     AfterAttempt, AttemptOutcome, DueDelivery, WebhooksRead, WebhooksStore, WebhooksWrite,
 };
 use crate::store::{
-    AttemptRow, DeliveryRow, DeliveryState, OwnerWebhookRow, StoreError, WebhookSecretRow,
+    AttemptRow, DeliveryRow, DeliveryState, StoreError, WebhookSecretRow, WebhookSettingsRow,
     time_from_key, time_key,
 };
 
@@ -46,8 +46,8 @@ impl<T: Tables> WebhooksRead for T {
         }
     }
 
-    fn owner_webhook(&self, partition: u64) -> Result<Option<OwnerWebhookRow>, StoreError> {
-        match self.open(OWNER_WEBHOOKS)?.get(partition)? {
+    fn webhook_settings(&self, partition: u64) -> Result<Option<WebhookSettingsRow>, StoreError> {
+        match self.open(WEBHOOK_SETTINGS)?.get(partition)? {
             Some(value) => Ok(Some(from_json(value.value())?)),
             None => Ok(None),
         }
@@ -158,18 +158,18 @@ impl WebhooksWrite for RedbWrite<'_> {
         Ok(self.table(WEBHOOK_SECRETS)?.remove(partition)?.is_some())
     }
 
-    fn put_owner_webhook(
+    fn put_webhook_settings(
         &mut self,
         partition: u64,
-        row: &OwnerWebhookRow,
+        row: &WebhookSettingsRow,
     ) -> Result<(), StoreError> {
-        self.table(OWNER_WEBHOOKS)?
+        self.table(WEBHOOK_SETTINGS)?
             .insert(partition, to_json(row)?.as_slice())?;
         Ok(())
     }
 
-    fn delete_owner_webhook(&mut self, partition: u64) -> Result<bool, StoreError> {
-        Ok(self.table(OWNER_WEBHOOKS)?.remove(partition)?.is_some())
+    fn delete_webhook_settings(&mut self, partition: u64) -> Result<bool, StoreError> {
+        Ok(self.table(WEBHOOK_SETTINGS)?.remove(partition)?.is_some())
     }
 
     fn put_delivery(&mut self, row: &DeliveryRow) -> Result<(), StoreError> {

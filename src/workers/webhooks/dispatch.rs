@@ -12,8 +12,10 @@
 //!   retry (a delivery attempted before), fewer than half the workers busy with retries. So
 //!   one slow or failing receiver holds at most its own share of the workers, one endpoint's
 //!   receivers (one tenant's) can never take the whole pool from the others, and first
-//!   attempts never wait behind a backlog of retries. Deliveries it cannot start stay due for
-//!   the next look. The due list carries each delivery's receiver and retry flag, and the
+//!   attempts never wait behind a backlog of retries. A delivery of a subscription with a
+//!   rate limit also waits for its subscription's pace (`pacing`); the scheduler then looks
+//!   again when the next may start, not before. Deliveries it cannot start stay due for the
+//!   next look. The due list carries each delivery's receiver and retry flag, and the
 //!   scheduler remembers each delivery's endpoint once it has read its row, so passing one
 //!   over costs no row read; a look passes over at most [`PASS_OVER_LIMIT`] and the next goes
 //!   on from there, so a long backlog for one busy receiver neither makes every look slow nor
@@ -60,12 +62,14 @@
 //! attempt in hand (bounded by the timeout) and start no other; the result writer commits
 //! every outcome and stops once the workers have; [`DispatchThreads::join`] waits for all.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::pacing::{Pacing, SubscriptionKey};
 use super::send::{Exchange, Sender};
 use crate::core::clock::{MICROS_PER_SECOND, Timestamp};
 use crate::core::config::WebhooksConfig;
@@ -78,8 +82,8 @@ use crate::domain::mail::{self, OutgoingMail};
 use crate::domain::webhooks::{deliveries, secrets, signing};
 use crate::store::webhooks::{AfterAttempt, AttemptOutcome, DueDelivery};
 use crate::store::{
-    AttemptRow, DeliveryRow, DeliveryState, Environment, ReadTx, WebhookKind, WriteTx,
-    partition_endpoint, partition_environment,
+    AttemptRow, DeliveryRow, DeliveryState, Environment, ReadTx, WebhookKind, WebhookSettingsRow,
+    WriteTx, partition_endpoint, partition_environment,
 };
 
 /// Waits after the 1st, 2nd… failed attempt of a budget (the spec's retry schedule).
@@ -321,13 +325,13 @@ impl Shared {
         self.state().stopping
     }
 
-    /// Waits for a wake-up or [`TICK`]; `false` once stopping.
-    fn wait(&self) -> bool {
+    /// Waits for a wake-up or `timeout`; `false` once stopping.
+    fn wait(&self, timeout: Duration) -> bool {
         let mut state = self.state();
         if !state.woken && !state.stopping {
             state = self
                 .changed
-                .wait_timeout(state, TICK)
+                .wait_timeout(state, timeout)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
@@ -429,6 +433,16 @@ impl Context {
 /// A place in the due list: when due, and the delivery id.
 type DuePosition = (Timestamp, u64);
 
+/// How a look at the due list ended.
+#[derive(Default)]
+struct Look {
+    /// Where the next look goes on from (see [`claim_due`]).
+    resume_after: Option<DuePosition>,
+    /// The earliest time a delivery it passed over for its subscription's rate limit may
+    /// start.
+    paced_until: Option<Timestamp>,
+}
+
 /// A claimed delivery on its way to a worker.
 struct Job {
     row: DeliveryRow,
@@ -447,15 +461,26 @@ struct Attempted {
 fn schedule(ctx: &Context, jobs: &mpsc::Sender<Job>) {
     let mut resume_after = None;
     let mut endpoints = HashMap::new();
+    let mut pacing = Pacing::default();
     loop {
         if endpoints.len() >= ENDPOINTS_REMEMBERED {
             endpoints.clear();
         }
-        resume_after = claim_due(ctx, jobs, resume_after, &mut endpoints).unwrap_or_else(|err| {
-            log::error!("webhooks: cannot read the due deliveries: {err}");
-            None
-        });
-        if !ctx.shared.wait() {
+        let look =
+            claim_due(ctx, jobs, resume_after, &mut endpoints, &mut pacing).unwrap_or_else(|err| {
+                log::error!("webhooks: cannot read the due deliveries: {err}");
+                Look::default()
+            });
+        resume_after = look.resume_after;
+        // A delivery held back by its rate limit may start at `paced_until`: look again then.
+        let wait = match look.paced_until {
+            Some(at) => {
+                let micros = at.as_micros() - ctx.parts.handles.now().as_micros();
+                Duration::from_micros(u64::try_from(micros).unwrap_or(0)).min(TICK)
+            }
+            None => TICK,
+        };
+        if !ctx.shared.wait(wait) {
             return;
         }
     }
@@ -463,26 +488,39 @@ fn schedule(ctx: &Context, jobs: &mpsc::Sender<Job>) {
 
 /// Claims the due deliveries a worker can start now and hands them over, oldest first or
 /// going on just after `resume_after`. Returns where the next look goes on from when this one
-/// stopped at [`PASS_OVER_LIMIT`] (or read as much of the due list as one look may).
-/// `endpoints` remembers the endpoint of each delivery whose row was read, so a delivery of an
-/// endpoint at its share is passed over without a read.
+/// stopped at [`PASS_OVER_LIMIT`] (or read as much of the due list as one look may), and when
+/// a delivery its rate limit held back may start. `endpoints` remembers the endpoint of each
+/// delivery whose row was read, so a delivery of an endpoint at its share is passed over
+/// without a read; `pacing` books the starts of rate-limited subscriptions.
 fn claim_due(
     ctx: &Context,
     jobs: &mpsc::Sender<Job>,
     resume_after: Option<DuePosition>,
     endpoints: &mut HashMap<u64, u64>,
-) -> Result<Option<DuePosition>> {
+    pacing: &mut Pacing,
+) -> Result<Look> {
     let now = ctx.parts.handles.now();
     let (snapshot, claimed) = {
         let state = ctx.shared.state();
         if ctx.full(&state) {
-            return Ok(resume_after);
+            return Ok(Look {
+                resume_after,
+                paced_until: None,
+            });
         }
         (ctx.parts.handles.store.read()?, state.claimed.clone())
     };
     let look_limit = PASS_OVER_LIMIT + ctx.workers;
     let due = snapshot.due_deliveries(now, resume_after, look_limit)?;
     let mut rows = HashMap::new();
+    let mut settings = HashMap::new();
+    let mut paced_until: Option<Timestamp> = None;
+    let look = |resume_after, paced_until| {
+        Ok(Look {
+            resume_after,
+            paced_until,
+        })
+    };
     let mut passed_over = 0;
     for (index, entry) in due.iter().enumerate() {
         let id = entry.id;
@@ -490,7 +528,7 @@ fn claim_due(
             // Workers only free slots, so a delivery that fits now still fits after the read.
             let state = ctx.shared.state();
             if ctx.full(&state) {
-                return Ok(None);
+                return look(None, paced_until);
             }
             ctx.fits(&state.slots, entry, endpoints.get(&id).copied())
         };
@@ -515,10 +553,20 @@ fn claim_due(
             row.state == DeliveryState::Pending
                 && ctx.endpoint_has_room(&ctx.shared.state().slots, endpoint)
         });
-        let Some(row) = row else {
+        let paced = match &row {
+            Some(row) => match rate_limit(snapshot.as_ref(), &mut settings, row)? {
+                Some((subscription, rate)) => pacing.start(subscription, rate, now).err(),
+                None => None,
+            },
+            None => None,
+        };
+        if let Some(at) = paced {
+            paced_until = Some(paced_until.map_or(at, |until| until.min(at)));
+        }
+        let Some(row) = row.filter(|_| paced.is_none()) else {
             passed_over += 1;
             if passed_over >= PASS_OVER_LIMIT {
-                return Ok(Some(entry.position()));
+                return look(Some(entry.position()), paced_until);
             }
             continue;
         };
@@ -538,19 +586,40 @@ fn claim_due(
         {
             let mut state = ctx.shared.state();
             if state.stopping {
-                return Ok(None);
+                return look(None, paced_until);
             }
             state.claimed.insert(id);
             state.slots.take(&job.target, Some(job.endpoint), job.retry);
         }
         if jobs.send(job).is_err() {
-            return Ok(None);
+            return look(None, paced_until);
         }
     }
     match due.last() {
-        Some(last) if due.len() == look_limit => Ok(Some(last.position())),
-        _ => Ok(None),
+        Some(last) if due.len() == look_limit => look(Some(last.position()), paced_until),
+        _ => look(None, paced_until),
     }
+}
+
+/// The subscription `row` was made for and its rate limit, when it has one; `settings` keeps
+/// each partition's settings read during one look.
+fn rate_limit(
+    snapshot: &dyn ReadTx,
+    settings: &mut HashMap<u64, Option<WebhookSettingsRow>>,
+    row: &DeliveryRow,
+) -> Result<Option<(SubscriptionKey, u32)>> {
+    let Some(id) = row.owner_subscription() else {
+        return Ok(None);
+    };
+    let partition_settings = match settings.entry(row.partition) {
+        Entry::Occupied(known) => known.into_mut(),
+        Entry::Vacant(slot) => slot.insert(snapshot.webhook_settings(row.partition)?),
+    };
+    Ok(partition_settings
+        .as_ref()
+        .and_then(|s| s.subscription(id))
+        .and_then(|s| s.rate_limit)
+        .map(|rate| ((row.partition, id), rate)))
 }
 
 /// The row of due `entry`, from `rows` or else read from `snapshot` together with the rows of
@@ -850,6 +919,7 @@ mod tests {
             partition: partition(7, environment),
             record_id: 1,
             kind: WebhookKind::Owner,
+            subscription: None,
             url: "https://example.com/hook".into(),
             auth_header: None,
             auth_value_sealed: None,

@@ -1,0 +1,449 @@
+//! The owner's webhook subscriptions (`…/webhooks/{environment}/subscriptions`), against a real
+//! server:
+//!
+//! - several subscriptions per endpoint and environment: listed, made, changed field by field,
+//!   deleted; numbers never given twice; the spec's owner webhook routes act on the first;
+//! - validation (event types, rate limit, description, ids), the cap per environment, owner
+//!   only;
+//! - each subscription gets exactly the event types of its filter, delivered to a real
+//!   receiver on loopback, and a disabled one's deliveries are logged as skipped, never sent,
+//!   until a redelivery sends one.
+
+mod common;
+
+use std::time::Duration;
+
+use common::in_process::InProcessServer;
+use common::receiver::Receiver;
+use common::*;
+use intake::core::clock::{Clock, SystemClock};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(30);
+const RECEIVER: &str = "https://receiver.invalid/hooks";
+
+fn subscriptions_path(slug: &str, environment: &str) -> String {
+    format!("/api/v1/manage/endpoints/{slug}/webhooks/{environment}/subscriptions")
+}
+
+fn ids(list: &Value) -> Vec<String> {
+    list["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|s| s["id"].as_str().expect("id").to_string())
+        .collect()
+}
+
+#[test]
+fn subscriptions_are_listed_made_changed_and_deleted() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Subs", &[]);
+    let list_path = subscriptions_path(&ep.slug, "production");
+    let first_path = format!("/api/v1/manage/endpoints/{}/webhooks/production", ep.slug);
+
+    let r = s.manage("GET", &list_path, None);
+    assert_status(&r, 200);
+    assert_eq!(r.json(), json!({ "environment": "production", "data": [] }));
+
+    // The spec's single-webhook route makes the first subscription.
+    let r = s.manage("PUT", &first_path, Some(&json!({ "url": RECEIVER })));
+    assert_status(&r, 200);
+    assert_eq!(r.json()["id"], "sub_1");
+    assert_eq!(r.json()["event_types"], json!([]));
+
+    let r = s.manage(
+        "POST",
+        &list_path,
+        Some(&json!({
+            "url": "https://second.invalid/in",
+            "description": "  Billing system  ",
+            "event_types": ["record.deleted", "record.created", "record.deleted"],
+            "rate_limit": 50,
+            "auth_header": "X-Key",
+            "auth_value": "s3cret-sub",
+        })),
+    );
+    assert_status(&r, 201);
+    let second = r.json();
+    assert_eq!(second["id"], "sub_2");
+    assert_eq!(second["environment"], "production");
+    assert_eq!(second["description"], "Billing system");
+    assert_eq!(
+        second["event_types"],
+        json!(["record.created", "record.deleted"])
+    );
+    assert_eq!(second["rate_limit"], 50);
+    assert_eq!(second["auth_header"], "x-key");
+    assert_eq!(second["auth_value_set"], true);
+    assert_eq!(second["enabled"], true);
+    assert!(!r.text().contains("s3cret-sub"));
+
+    let r = s.manage("GET", &list_path, None);
+    assert_eq!(ids(&r.json()), ["sub_1", "sub_2"]);
+    assert_eq!(
+        s.manage("GET", &format!("{list_path}/sub_2"), None).json(),
+        second
+    );
+    // The sandbox has its own (none).
+    assert_eq!(
+        ids(&s
+            .manage("GET", &subscriptions_path(&ep.slug, "sandbox"), None)
+            .json()),
+        Vec::<String>::new()
+    );
+
+    // PATCH changes what it names and keeps the rest; null removes an optional field.
+    let r = s.manage(
+        "PATCH",
+        &format!("{list_path}/sub_2"),
+        Some(&json!({ "rate_limit": null, "event_types": [], "enabled": false })),
+    );
+    assert_status(&r, 200);
+    let changed = r.json();
+    assert_eq!(changed["rate_limit"], Value::Null);
+    assert_eq!(changed["event_types"], json!([]));
+    assert_eq!(changed["enabled"], false);
+    assert_eq!(changed["description"], "Billing system");
+    assert_eq!(changed["auth_value_set"], true);
+    assert_eq!(changed["created_at"], second["created_at"]);
+    let r = s.manage(
+        "PATCH",
+        &format!("{list_path}/sub_2"),
+        Some(&json!({ "auth_value": null })),
+    );
+    assert_eq!(r.json()["auth_value_set"], false);
+    assert_eq!(r.json()["auth_header"], Value::Null);
+    // A header name alone needs a stored value to go with.
+    let r = s.manage(
+        "PATCH",
+        &format!("{list_path}/sub_2"),
+        Some(&json!({ "auth_header": "X-Other" })),
+    );
+    assert_error(&r, 400, "invalid_webhook");
+
+    // Deleting the first makes the next one first; its number is not given again.
+    assert_status(
+        &s.manage("DELETE", &format!("{list_path}/sub_1"), None),
+        200,
+    );
+    assert_error(
+        &s.manage("GET", &format!("{list_path}/sub_1"), None),
+        404,
+        "subscription_not_found",
+    );
+    assert_eq!(s.manage("GET", &first_path, None).json()["id"], "sub_2");
+    let r = s.manage("POST", &list_path, Some(&json!({ "url": RECEIVER })));
+    assert_eq!(r.json()["id"], "sub_3");
+    assert_status(&s.manage("DELETE", &first_path, None), 200);
+    assert_eq!(ids(&s.manage("GET", &list_path, None).json()), ["sub_3"]);
+
+    let audit = s
+        .manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{}/audit", ep.slug),
+            None,
+        )
+        .text();
+    for action in [
+        "webhook.configured",
+        "webhook.subscription_created",
+        "webhook.subscription_updated",
+        "webhook.subscription_deleted",
+        "webhook.removed",
+    ] {
+        assert!(audit.contains(action), "{action} missing: {audit}");
+    }
+    assert!(!audit.contains("s3cret-sub"));
+    assert!(!s.log.text().contains("s3cret-sub"));
+}
+
+#[test]
+fn subscriptions_are_validated_capped_and_the_owners_alone() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Subs", &[]);
+    let path = subscriptions_path(&ep.slug, "sandbox");
+    for (body, what) in [
+        (
+            json!({ "url": RECEIVER, "event_types": ["record.updated"] }),
+            "unknown event type",
+        ),
+        (json!({ "url": RECEIVER, "rate_limit": 0 }), "rate limit 0"),
+        (
+            json!({ "url": RECEIVER, "rate_limit": 10_001 }),
+            "rate limit too high",
+        ),
+        (
+            json!({ "url": RECEIVER, "description": "x".repeat(201) }),
+            "long description",
+        ),
+        (
+            json!({ "url": RECEIVER, "description": "two\nlines" }),
+            "description on two lines",
+        ),
+        (json!({ "url": "ftp://example.com/" }), "non-http URL"),
+    ] {
+        let r = s.manage("POST", &path, Some(&body));
+        assert_error(&r, 400, "invalid_webhook");
+        assert!(!error_message(&r).is_empty(), "{what}");
+    }
+    let r = s.manage("POST", &path, Some(&json!({ "url": RECEIVER, "extra": 1 })));
+    assert_error(&r, 400, "invalid_request");
+    let r = s.manage(
+        "POST",
+        &path,
+        Some(&json!({ "url": RECEIVER, "rate_limit": -1 })),
+    );
+    assert_error(&r, 400, "invalid_request");
+    assert_eq!(
+        ids(&s.manage("GET", &path, None).json()),
+        Vec::<String>::new()
+    );
+
+    for bad in ["1", "sub_", "sub_x", "sub_01", "sub_0", "sub_99999999999"] {
+        let r = s.manage("GET", &format!("{path}/{bad}"), None);
+        assert_error(&r, 400, "invalid_parameter");
+    }
+    assert_error(
+        &s.manage(
+            "PATCH",
+            &format!("{path}/sub_7"),
+            Some(&json!({ "enabled": true })),
+        ),
+        404,
+        "subscription_not_found",
+    );
+    assert_error(
+        &s.manage(
+            "PUT",
+            &format!("{path}/sub_7"),
+            Some(&json!({ "url": RECEIVER })),
+        ),
+        405,
+        "method_not_allowed",
+    );
+
+    for n in 1..=20 {
+        let r = s.manage("POST", &path, Some(&json!({ "url": RECEIVER })));
+        assert_status(&r, 201);
+        assert_eq!(r.json()["id"], format!("sub_{n}"));
+    }
+    let r = s.manage("POST", &path, Some(&json!({ "url": RECEIVER })));
+    assert_error(&r, 409, "conflict");
+    assert_eq!(ids(&s.manage("GET", &path, None).json()).len(), 20);
+
+    let r = s.manage_with("GET", &path, None, None);
+    assert_error(&r, 401, "missing_token");
+    let r = s.manage(
+        "GET",
+        &subscriptions_path("no-such-endpoint", "sandbox"),
+        None,
+    );
+    assert_error(&r, 404, "endpoint_not_found");
+}
+
+/// The event types each of `receiver`'s requests announced, in arrival order.
+fn types_received(receiver: &Receiver) -> Vec<String> {
+    receiver
+        .requests()
+        .iter()
+        .map(|r| r.json()["type"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+#[test]
+fn each_subscription_gets_the_events_of_its_filter_and_a_disabled_one_skips() {
+    let s = InProcessServer::start(
+        "[webhooks]\nallow_private_targets = true\n",
+        SystemClock.now(),
+    );
+    let ep = s.create_endpoint("Filtered", &[]);
+    let path = subscriptions_path(&ep.slug, "sandbox");
+    let (all, created, changed, off) = (
+        Receiver::start(),
+        Receiver::start(),
+        Receiver::start(),
+        Receiver::start(),
+    );
+    for (receiver, types, enabled) in [
+        (&all, json!([]), true),
+        (&created, json!(["record.created"]), true),
+        (&changed, json!(["record.replaced", "record.deleted"]), true),
+        (&off, json!([]), false),
+    ] {
+        let body = json!({ "url": receiver.url("/in"), "event_types": types, "enabled": enabled });
+        assert_status(&s.manage("POST", &path, Some(&body)), 201);
+    }
+
+    let r = s.data_with(
+        "POST",
+        &format!("/api/v1/data/{}", ep.slug),
+        &ep.sandbox_key,
+        &[],
+        Some(&json!({ "n": 1 })),
+    );
+    assert_status(&r, 202);
+    let id = r.json()["id"].as_str().expect("id").to_string();
+    let record = format!("/api/v1/data/{}/{id}", ep.slug);
+    let r = s.data_with(
+        "PUT",
+        &record,
+        &ep.sandbox_key,
+        &[],
+        Some(&json!({ "n": 2 })),
+    );
+    assert_status(&r, 202);
+    assert_status(
+        &s.data_with("DELETE", &record, &ep.sandbox_key, &[], None),
+        202,
+    );
+
+    all.wait_for(3, WAIT);
+    created.wait_for(1, WAIT);
+    changed.wait_for(2, WAIT);
+    // Every delivery of the three writes is in the log, so nothing more is on its way.
+    let log = s.manage(
+        "GET",
+        &format!("/api/v1/manage/endpoints/{}/deliveries?limit=100", ep.slug),
+        None,
+    );
+    let log = log.json()["data"].as_array().expect("data").clone();
+    assert_eq!(log.len(), 3 + 1 + 2 + 3, "{log:?}");
+    let mut sorted = types_received(&all);
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        ["record.created", "record.deleted", "record.replaced"]
+    );
+    assert_eq!(types_received(&created), ["record.created"]);
+    let mut sorted = types_received(&changed);
+    sorted.sort();
+    assert_eq!(sorted, ["record.deleted", "record.replaced"]);
+
+    // The disabled subscription's three deliveries are logged as skipped and never sent.
+    let skipped: Vec<&Value> = log
+        .iter()
+        .filter(|d| d["subscription"] == "sub_4")
+        .collect();
+    assert_eq!(skipped.len(), 3);
+    for d in &skipped {
+        assert_eq!(d["state"], "skipped", "{d}");
+        assert_eq!(d["attempts"], 0);
+        assert_eq!(d["next_attempt_at"], Value::Null);
+    }
+    assert!(log.iter().all(|d| d["kind"] == "owner"));
+    for (sub, n) in [("sub_1", 3), ("sub_2", 1), ("sub_3", 2)] {
+        assert_eq!(
+            log.iter().filter(|d| d["subscription"] == sub).count(),
+            n,
+            "{sub}"
+        );
+    }
+    assert!(off.requests().is_empty());
+
+    // A skipped delivery can be sent by hand; it goes to the receiver it was made for.
+    let first = skipped.last().expect("oldest skipped")["id"].clone();
+    let r = s.manage(
+        "POST",
+        &format!(
+            "/api/v1/manage/endpoints/{}/deliveries/{first}/redeliver",
+            ep.slug
+        ),
+        None,
+    );
+    assert_status(&r, 200);
+    let got = off.wait_for(1, WAIT);
+    assert_eq!(got[0].json()["type"], "record.created");
+}
+
+/// A sandbox endpoint whose unlimited subscription points at a receiver of its own: once a
+/// write to it has arrived, the scheduler has looked at the due list at the clock's time.
+struct Probe {
+    slug: String,
+    key: String,
+    receiver: Receiver,
+}
+
+impl Probe {
+    fn new(s: &InProcessServer) -> Probe {
+        let ep = s.create_endpoint("Probe", &[]);
+        let receiver = Receiver::start();
+        let body = json!({ "url": receiver.url("/probe") });
+        assert_status(
+            &s.manage(
+                "POST",
+                &subscriptions_path(&ep.slug, "sandbox"),
+                Some(&body),
+            ),
+            201,
+        );
+        Probe {
+            slug: ep.slug,
+            key: ep.sandbox_key,
+            receiver,
+        }
+    }
+
+    fn look(&self, s: &InProcessServer) {
+        let before = self.receiver.requests().len();
+        let r = s.data_with(
+            "POST",
+            &format!("/api/v1/data/{}", self.slug),
+            &self.key,
+            &[],
+            Some(&json!({ "probe": before })),
+        );
+        assert_status(&r, 202);
+        self.receiver.wait_for(before + 1, WAIT);
+    }
+}
+
+#[test]
+fn a_rate_limit_paces_a_subscription_by_the_clock_and_holds_no_one_else_up() {
+    let s = InProcessServer::start(
+        "[webhooks]\nallow_private_targets = true\n",
+        SystemClock.now(),
+    );
+    let probe = Probe::new(&s);
+    let ep = s.create_endpoint("Paced", &[]);
+    let paced = Receiver::start();
+    let body = json!({ "url": paced.url("/in"), "rate_limit": 2 });
+    assert_status(
+        &s.manage(
+            "POST",
+            &subscriptions_path(&ep.slug, "sandbox"),
+            Some(&body),
+        ),
+        201,
+    );
+    for n in 0..5 {
+        let r = s.data_with(
+            "POST",
+            &format!("/api/v1/data/{}", ep.slug),
+            &ep.sandbox_key,
+            &[],
+            Some(&json!({ "n": n })),
+        );
+        assert_status(&r, 202);
+    }
+    // Two a second: one now, then one each half second of the (injected) clock.
+    paced.wait_for(1, WAIT);
+    for sent in 1..5 {
+        probe.look(&s);
+        assert_eq!(paced.requests().len(), sent, "sent before its time");
+        s.clock.advance(Duration::from_millis(250));
+        probe.look(&s);
+        assert_eq!(paced.requests().len(), sent, "sent before its time");
+        s.clock.advance(Duration::from_millis(250));
+        paced.wait_for(sent + 1, WAIT);
+    }
+    probe.look(&s);
+    assert_eq!(paced.requests().len(), 5);
+    let mut sent: Vec<i64> = paced
+        .requests()
+        .iter()
+        .map(|r| r.json()["data"]["payload"]["n"].as_i64().expect("n"))
+        .collect();
+    sent.sort_unstable();
+    assert_eq!(sent, [0, 1, 2, 3, 4]);
+}
