@@ -292,13 +292,7 @@ fn collaborators_view_the_secret_others_get_404_and_only_the_owner_reissues() {
     }
 
     // Nothing was reissued: no audit entry.
-    let audit = s
-        .manage(
-            "GET",
-            &format!("/api/v1/manage/endpoints/{}/audit", ep.slug),
-            None,
-        )
-        .text();
+    let audit = s.audit_text(&ep.slug);
     assert!(!audit.contains("webhook_secret"), "{audit}");
     assert_not_logged(&s.log, &secrets);
 }

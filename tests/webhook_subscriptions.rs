@@ -14,7 +14,7 @@ mod common;
 use std::time::Duration;
 
 use common::in_process::InProcessServer;
-use common::receiver::Receiver;
+use common::receiver::{Probe, Receiver};
 use common::*;
 use intake::core::clock::{Clock, SystemClock};
 use serde_json::{Value, json};
@@ -138,13 +138,7 @@ fn subscriptions_are_listed_made_changed_and_deleted() {
     assert_status(&s.manage("DELETE", &first_path, None), 200);
     assert_eq!(ids(&s.manage("GET", &list_path, None).json()), ["sub_3"]);
 
-    let audit = s
-        .manage(
-            "GET",
-            &format!("/api/v1/manage/endpoints/{}/audit", ep.slug),
-            None,
-        )
-        .text();
+    let audit = s.audit_text(&ep.slug);
     for action in [
         "webhook.configured",
         "webhook.subscription_created",
@@ -275,15 +269,8 @@ fn each_subscription_gets_the_events_of_its_filter_and_a_disabled_one_skips() {
         assert_status(&s.manage("POST", &path, Some(&body)), 201);
     }
 
-    let r = s.data_with(
-        "POST",
-        &format!("/api/v1/data/{}", ep.slug),
-        &ep.sandbox_key,
-        &[],
-        Some(&json!({ "n": 1 })),
-    );
-    assert_status(&r, 202);
-    let id = r.json()["id"].as_str().expect("id").to_string();
+    let record = s.create_record(&ep.slug, &ep.sandbox_key, &json!({ "n": 1 }));
+    let id = record["id"].as_str().expect("id").to_string();
     let record = format!("/api/v1/data/{}/{id}", ep.slug);
     let r = s.data_with(
         "PUT",
@@ -356,48 +343,6 @@ fn each_subscription_gets_the_events_of_its_filter_and_a_disabled_one_skips() {
     assert_eq!(got[0].json()["type"], "record.created");
 }
 
-/// A sandbox endpoint whose unlimited subscription points at a receiver of its own: once a
-/// write to it has arrived, the scheduler has looked at the due list at the clock's time.
-struct Probe {
-    slug: String,
-    key: String,
-    receiver: Receiver,
-}
-
-impl Probe {
-    fn new(s: &InProcessServer) -> Probe {
-        let ep = s.create_endpoint("Probe", &[]);
-        let receiver = Receiver::start();
-        let body = json!({ "url": receiver.url("/probe") });
-        assert_status(
-            &s.manage(
-                "POST",
-                &subscriptions_path(&ep.slug, "sandbox"),
-                Some(&body),
-            ),
-            201,
-        );
-        Probe {
-            slug: ep.slug,
-            key: ep.sandbox_key,
-            receiver,
-        }
-    }
-
-    fn look(&self, s: &InProcessServer) {
-        let before = self.receiver.requests().len();
-        let r = s.data_with(
-            "POST",
-            &format!("/api/v1/data/{}", self.slug),
-            &self.key,
-            &[],
-            Some(&json!({ "probe": before })),
-        );
-        assert_status(&r, 202);
-        self.receiver.wait_for(before + 1, WAIT);
-    }
-}
-
 #[test]
 fn a_rate_limit_paces_a_subscription_by_the_clock_and_holds_no_one_else_up() {
     let s = InProcessServer::start(
@@ -417,14 +362,7 @@ fn a_rate_limit_paces_a_subscription_by_the_clock_and_holds_no_one_else_up() {
         201,
     );
     for n in 0..5 {
-        let r = s.data_with(
-            "POST",
-            &format!("/api/v1/data/{}", ep.slug),
-            &ep.sandbox_key,
-            &[],
-            Some(&json!({ "n": n })),
-        );
-        assert_status(&r, 202);
+        s.create_record(&ep.slug, &ep.sandbox_key, &json!({ "n": n }));
     }
     // Two a second: one now, then one each half second of the (injected) clock.
     paced.wait_for(1, WAIT);

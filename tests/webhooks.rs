@@ -30,7 +30,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::in_process::InProcessServer;
-use common::receiver::{Receiver, Reply};
+use common::receiver::{Probe, Receiver, Reply};
 use common::smtp::SmtpServer;
 use common::*;
 use intake::core::clock::{Clock, SystemClock};
@@ -143,38 +143,6 @@ impl ServerClient {
             .iter()
             .map(|m| m["kind"].clone())
             .collect()
-    }
-}
-
-/// A sandbox endpoint whose owner webhook points at a receiver of its own that always
-/// answers 200: a write to it, once delivered, shows the scheduler has looked at the clock's
-/// current time (due deliveries are taken oldest due first, in the same look).
-struct Probe {
-    slug: String,
-    key: String,
-    receiver: Receiver,
-}
-
-impl Probe {
-    fn new(s: &ServerClient) -> Probe {
-        let ep = s.create_endpoint("Probe", &[]);
-        let receiver = Receiver::start();
-        s.owner_webhook(
-            &ep.slug,
-            "sandbox",
-            json!({ "url": receiver.url("/probe") }),
-        );
-        Probe {
-            slug: ep.slug,
-            key: ep.sandbox_key,
-            receiver,
-        }
-    }
-
-    fn look(&self, s: &ServerClient) {
-        let before = self.receiver.requests().len();
-        s.create(&self.slug, &self.key, &[], &json!({ "probe": before }));
-        self.receiver.wait_for(before + 1, WAIT);
     }
 }
 

@@ -1020,6 +1020,17 @@ impl ServerClient {
     }
 
     /// POSTs and asserts 202; returns the response body.
+    /// The endpoint's audit log as the owner reads it (`GET …/audit`), as text.
+    pub fn audit_text(&self, slug: &str) -> String {
+        let r = self.manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/audit"),
+            None,
+        );
+        assert_status(&r, 200);
+        r.text()
+    }
+
     pub fn create_record(&self, slug: &str, key: &str, payload: &Value) -> Value {
         let r = self.post_record(slug, key, payload);
         assert_status(&r, 202);

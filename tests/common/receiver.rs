@@ -223,3 +223,38 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Received> {
         body,
     })
 }
+
+/// A sandbox endpoint whose owner webhook points at a receiver of its own that always
+/// answers 200: a write to it, once delivered, shows the scheduler has looked at the clock's
+/// current time (due deliveries are taken oldest due first, in the same look).
+pub struct Probe {
+    slug: String,
+    key: String,
+    receiver: Receiver,
+}
+
+impl Probe {
+    pub fn new(s: &super::ServerClient) -> Probe {
+        let ep = s.create_endpoint("Probe", &[]);
+        let receiver = Receiver::start();
+        let path = format!("/api/v1/manage/endpoints/{}/webhooks/sandbox", ep.slug);
+        let config = serde_json::json!({ "url": receiver.url("/probe") });
+        super::assert_status(&s.manage("PUT", &path, Some(&config)), 200);
+        Probe {
+            slug: ep.slug,
+            key: ep.sandbox_key,
+            receiver,
+        }
+    }
+
+    /// Returns once the scheduler has looked at the due list at the clock's time now.
+    pub fn look(&self, s: &super::ServerClient) {
+        let before = self.receiver.requests().len();
+        s.create_record(
+            &self.slug,
+            &self.key,
+            &serde_json::json!({ "probe": before }),
+        );
+        self.receiver.wait_for(before + 1, Duration::from_secs(30));
+    }
+}

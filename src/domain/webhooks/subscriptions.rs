@@ -379,10 +379,8 @@ impl Subscriptions<'_> {
         environment: Environment,
         config: SubscriptionConfig,
     ) -> Result<SubscriptionView> {
-        let target = self.target(owner, slug, environment)?;
-        let row = new_row(self.sealer, config, self.handles.now())?;
-        update_settings(self.handles, owner, &target, |settings, _| {
-            add(settings, row.clone()).map(|row| (row, "webhook.subscription_created"))
+        self.configure(owner, slug, environment, config, |settings, new, _| {
+            add(settings, new).map(|row| (row, "webhook.subscription_created"))
         })
     }
 
@@ -395,22 +393,40 @@ impl Subscriptions<'_> {
         environment: Environment,
         config: SubscriptionConfig,
     ) -> Result<SubscriptionView> {
+        self.configure(owner, slug, environment, config, |settings, new, now| {
+            let row = match settings.subscriptions.first_mut() {
+                Some(first) => {
+                    *first = SubscriptionRow {
+                        id: first.id,
+                        created_at: first.created_at,
+                        updated_at: now,
+                        ..new
+                    };
+                    first.clone()
+                }
+                None => add(settings, new)?,
+            };
+            Ok((row, "webhook.configured"))
+        })
+    }
+
+    /// Checks `config` and `apply`s the subscription it makes to the settings.
+    fn configure(
+        &self,
+        owner: &AccountRow,
+        slug: &str,
+        environment: Environment,
+        config: SubscriptionConfig,
+        apply: impl Fn(
+            &mut WebhookSettingsRow,
+            SubscriptionRow,
+            Timestamp,
+        ) -> Result<(SubscriptionRow, &'static str)>,
+    ) -> Result<SubscriptionView> {
         let target = self.target(owner, slug, environment)?;
         let new = new_row(self.sealer, config, self.handles.now())?;
-        update_settings(self.handles, owner, &target, |settings, now| match settings
-            .subscriptions
-            .first_mut()
-        {
-            Some(first) => {
-                *first = SubscriptionRow {
-                    id: first.id,
-                    created_at: first.created_at,
-                    updated_at: now,
-                    ..new.clone()
-                };
-                Ok((first.clone(), "webhook.configured"))
-            }
-            None => add(settings, new.clone()).map(|row| (row, "webhook.configured")),
+        update_settings(self.handles, owner, &target, |settings, now| {
+            apply(settings, new.clone(), now)
         })
     }
 

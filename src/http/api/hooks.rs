@@ -24,24 +24,16 @@ pub async fn owner_webhook(
     slug: &str,
     environment: &str,
 ) -> Result<Response> {
-    let account = caller(app, req)?;
-    let environment = subscriptions::environment_param(environment)?;
-    let service = app.subscriptions();
-    let view = match req.method {
-        Method::PUT => service.put_first(&account, slug, environment, body(req).await?)?,
-        Method::PATCH => {
-            service.update(&account, slug, environment, Which::First, body(req).await?)?
-        }
-        Method::DELETE => {
-            service.delete(&account, slug, environment, Which::First)?;
-            return Ok(reply::json(
-                StatusCode::OK,
-                &serde_json::json!({ "environment": environment, "removed": true }),
-            ));
-        }
-        _ => service.get(&account, slug, environment, Which::First)?,
-    };
-    Ok(reply::json(StatusCode::OK, &view))
+    if req.method == Method::PUT {
+        let account = caller(app, req)?;
+        let environment = subscriptions::environment_param(environment)?;
+        let config = body(req).await?;
+        let view = app
+            .subscriptions()
+            .put_first(&account, slug, environment, config)?;
+        return Ok(reply::json(StatusCode::OK, &view));
+    }
+    one_subscription(app, req, slug, environment, Which::First).await
 }
 
 /// `GET` (list) and `POST` (create) `…/webhooks/{environment}/subscriptions` (endpoint owner).
@@ -74,18 +66,30 @@ pub async fn subscription(
     environment: &str,
     id: &str,
 ) -> Result<Response> {
+    let which = Which::Id(subscriptions::subscription_param(id)?);
+    one_subscription(app, req, slug, environment, which).await
+}
+
+/// `GET`, `PATCH` and `DELETE` of one subscription.
+async fn one_subscription(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    environment: &str,
+    which: Which,
+) -> Result<Response> {
     let account = caller(app, req)?;
     let environment = subscriptions::environment_param(environment)?;
-    let which = Which::Id(subscriptions::subscription_param(id)?);
     let service = app.subscriptions();
     let view = match req.method {
         Method::PATCH => service.update(&account, slug, environment, which, body(req).await?)?,
         Method::DELETE => {
             service.delete(&account, slug, environment, which)?;
-            return Ok(reply::json(
-                StatusCode::OK,
-                &serde_json::json!({ "id": id, "environment": environment, "removed": true }),
-            ));
+            let mut removed = serde_json::json!({ "environment": environment, "removed": true });
+            if let Which::Id(number) = which {
+                removed["id"] = subscriptions::subscription_id(number).into();
+            }
+            return Ok(reply::json(StatusCode::OK, &removed));
         }
         _ => service.get(&account, slug, environment, which)?,
     };
