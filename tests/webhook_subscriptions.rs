@@ -385,3 +385,128 @@ fn a_rate_limit_paces_a_subscription_by_the_clock_and_holds_no_one_else_up() {
     sent.sort_unstable();
     assert_eq!(sent, [0, 1, 2, 3, 4]);
 }
+
+/// The deliveries of `slug`'s sandbox, newest first, once `n` of them are in `state`.
+fn wait_deliveries(s: &InProcessServer, slug: &str, n: usize, state: &str) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let r = s.manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/deliveries?limit=100"),
+            None,
+        );
+        let list = r.json()["data"].as_array().expect("data").clone();
+        if list.iter().filter(|d| d["state"] == state).count() >= n {
+            return list;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {n} {state}: {list:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_subscription_failing_for_five_days_is_disabled_once_with_one_email() {
+    let smtp = common::smtp::SmtpServer::start();
+    let toml = format!(
+        "[webhooks]\nallow_private_targets = true\n{}",
+        smtp.config_toml("Intake <intake@example.com>")
+    );
+    let s = InProcessServer::start(&toml, SystemClock.now());
+    let ep = s.create_endpoint("Breaker", &[]);
+    let receiver = Receiver::start();
+    // 400 is not retried: each write is one failed attempt.
+    receiver.always(common::receiver::Reply::status(400));
+    let sub = format!("{}/sub_1", subscriptions_path(&ep.slug, "sandbox"));
+    let body = json!({ "url": receiver.url("/in") });
+    assert_status(
+        &s.manage(
+            "POST",
+            &subscriptions_path(&ep.slug, "sandbox"),
+            Some(&body),
+        ),
+        201,
+    );
+    let write = |n: usize| {
+        s.create_record(&ep.slug, &ep.sandbox_key, &json!({ "n": n }));
+    };
+    // Ten failed attempts (the default least) in the first minute: still enabled.
+    for n in 1..=10 {
+        write(n);
+        wait_deliveries(&s, &ep.slug, n, "given_up");
+    }
+    let view = s.manage("GET", &sub, None).json();
+    assert_eq!(view["enabled"], true);
+    assert_eq!(view["health"]["failed_attempts"], 10);
+    assert!(view["health"]["failing_since"].is_string(), "{view}");
+    assert_eq!(view["health"]["last_success_at"], Value::Null);
+    // Failing for just under five days: still enabled.
+    s.clock.advance(Duration::from_secs(5 * 86_400 - 60));
+    write(11);
+    wait_deliveries(&s, &ep.slug, 11, "given_up");
+    assert_eq!(s.manage("GET", &sub, None).json()["enabled"], true);
+    // Past five days: the next failure disables it.
+    s.clock.advance(Duration::from_secs(120));
+    write(12);
+    wait_deliveries(&s, &ep.slug, 12, "given_up");
+    let view = s.manage("GET", &sub, None).json();
+    assert_eq!(view["enabled"], false, "{view}");
+    assert!(view["auto_disabled_at"].is_string(), "{view}");
+    let mail = smtp.wait_for(1, WAIT);
+    assert_eq!(mail[0].to, [OWNER_EMAIL]);
+    assert!(
+        mail[0].subject().contains("disabled"),
+        "{}",
+        mail[0].subject()
+    );
+    let text = mail[0].body_text();
+    for needle in [
+        "sub_1",
+        ep.slug.as_str(),
+        receiver.url("/in").as_str(),
+        "recover",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in {text}");
+    }
+    let notes = s.manage("GET", "/api/v1/manage/notifications", None).json();
+    let kinds: Vec<&Value> = notes["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|n| &n["kind"])
+        .collect();
+    assert_eq!(kinds, [&json!("webhook_disabled")], "{notes}");
+
+    // Disabled: new writes are skipped, nothing more is sent or mailed.
+    let sent = receiver.requests().len();
+    write(13);
+    wait_deliveries(&s, &ep.slug, 1, "skipped");
+    assert_eq!(receiver.requests().len(), sent);
+
+    // Switched on again, the count starts afresh: a failure does not disable it at once, and a
+    // success clears the streak.
+    let r = s.manage("PATCH", &sub, Some(&json!({ "enabled": true })));
+    assert_eq!(r.json()["auto_disabled_at"], Value::Null);
+    assert_eq!(r.json()["health"]["failed_attempts"], 0);
+    write(14);
+    wait_deliveries(&s, &ep.slug, 13, "given_up");
+    assert_eq!(s.manage("GET", &sub, None).json()["enabled"], true);
+    receiver.always(common::receiver::Reply::status(200));
+    write(15);
+    wait_deliveries(&s, &ep.slug, 1, "delivered");
+    let view = s.manage("GET", &sub, None).json();
+    assert_eq!(view["health"]["failed_attempts"], 0);
+    assert_eq!(view["health"]["failing_since"], Value::Null);
+    assert!(view["health"]["last_success_at"].is_string());
+    // One e-mail in all.
+    let r = s.manage("GET", "/api/v1/manage/mail?limit=100", None);
+    let kinds: Vec<Value> = r.json()["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|m| m["kind"].clone())
+        .collect();
+    assert_eq!(kinds, [json!("webhook_disabled")]);
+}

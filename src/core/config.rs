@@ -190,6 +190,11 @@ pub struct WebhooksConfig {
     /// Hosts reached directly even when `proxy` is set: a name (`hooks.example.com`, which
     /// covers its subdomains too; a leading dot is allowed), an IP address, or `*` for all.
     pub no_proxy: Vec<String>,
+    /// A subscription whose attempts have all failed for this long (with at least
+    /// `disable_after_attempts` of them) is disabled; `"0s"` never disables one.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub disable_after: Duration,
+    pub disable_after_attempts: u32,
 }
 
 impl Default for WebhooksConfig {
@@ -203,6 +208,8 @@ impl Default for WebhooksConfig {
             allowed_cidrs: Vec::new(),
             proxy: None,
             no_proxy: Vec::new(),
+            disable_after: Duration::from_secs(5 * 86_400),
+            disable_after_attempts: 10,
         }
     }
 }

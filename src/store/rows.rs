@@ -303,6 +303,25 @@ pub struct SubscriptionRow {
     pub rate_limit: Option<u32>,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
+    #[serde(default)]
+    pub health: SubscriptionHealth,
+    /// When the circuit breaker disabled it (its deliveries had failed for too long); `None`
+    /// while enabled or when the owner disabled it.
+    #[serde(default)]
+    pub auto_disabled_at: Option<Timestamp>,
+}
+
+/// How a subscription's attempts have been going: what the dashboard shows, and what the
+/// circuit breaker reads (`domain::webhooks::health`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubscriptionHealth {
+    pub last_success_at: Option<Timestamp>,
+    pub last_failure_at: Option<Timestamp>,
+    /// When the first attempt that failed since the last success was made; `None` while the
+    /// last attempt succeeded (or none was made).
+    pub failing_since: Option<Timestamp>,
+    /// Attempts that failed since the last success.
+    pub failed_attempts: u32,
 }
 
 impl SubscriptionRow {
@@ -394,6 +413,8 @@ impl From<StoredWebhookSettings> for WebhookSettingsRow {
                     rate_limit: None,
                     created_at: updated_at,
                     updated_at,
+                    health: SubscriptionHealth::default(),
+                    auto_disabled_at: None,
                 }],
                 next_subscription_id: 2,
             },
@@ -619,6 +640,8 @@ mod tests {
             rate_limit: None,
             created_at: Timestamp(1),
             updated_at: Timestamp(1),
+            health: SubscriptionHealth::default(),
+            auto_disabled_at: None,
         };
         assert_eq!(settings.add(row(Vec::new())).id, 1);
         assert_eq!(settings.add(row(vec![EventType::RecordDeleted])).id, 2);

@@ -11,6 +11,8 @@
 //! - [`deliveries`]: creating deliveries in the commit of the write that causes them.
 //! - [`subscriptions`]: the owner's subscriptions of each endpoint and environment (the spec's
 //!   owner webhook is the first).
+//! - [`health`]: each subscription's health, and the circuit breaker that disables a failing
+//!   one.
 //! - [`log`]: the delivery log with every attempt, and manual redelivery.
 //!
 //! Sending lives in `workers::webhooks`: the dispatcher (`dispatch`: a scheduler thread claims
@@ -21,6 +23,7 @@
 //! `Retry-After`, no proxy from the environment) and the explicit outbound proxy (`proxy`).
 
 pub mod deliveries;
+pub mod health;
 pub mod log;
 pub mod secrets;
 pub mod signing;

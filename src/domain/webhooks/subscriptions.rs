@@ -22,7 +22,8 @@ use crate::domain::error::{Error, Missing, Result};
 use crate::domain::handles::Handles;
 use crate::domain::webhooks::deliveries::{displayed_url, valid_auth_header, valid_url};
 use crate::store::{
-    AccountRow, EndpointRow, Environment, EventType, SubscriptionRow, WebhookSettingsRow, partition,
+    AccountRow, EndpointRow, Environment, EventType, SubscriptionHealth, SubscriptionRow,
+    WebhookSettingsRow, partition,
 };
 
 /// Most subscriptions of one endpoint in one environment: every write makes a delivery for
@@ -99,6 +100,20 @@ pub struct SubscriptionView {
     pub rate_limit: Option<u32>,
     pub created_at: String,
     pub updated_at: String,
+    pub health: HealthView,
+    /// When the circuit breaker disabled it; `null` otherwise.
+    pub auto_disabled_at: Option<String>,
+}
+
+/// How a subscription's attempts have been going.
+#[derive(Debug, Serialize)]
+pub struct HealthView {
+    pub last_success_at: Option<String>,
+    pub last_failure_at: Option<String>,
+    /// The first failed attempt since the last success; `null` while the last one succeeded.
+    pub failing_since: Option<String>,
+    /// Attempts that failed since the last success.
+    pub failed_attempts: u32,
 }
 
 /// The subscriptions of one environment, first one first.
@@ -137,7 +152,24 @@ fn view(environment: Environment, row: &SubscriptionRow) -> SubscriptionView {
         rate_limit: row.rate_limit,
         created_at: row.created_at.to_rfc3339(),
         updated_at: row.updated_at.to_rfc3339(),
+        health: HealthView {
+            last_success_at: row.health.last_success_at.map(Timestamp::to_rfc3339),
+            last_failure_at: row.health.last_failure_at.map(Timestamp::to_rfc3339),
+            failing_since: row.health.failing_since.map(Timestamp::to_rfc3339),
+            failed_attempts: row.health.failed_attempts,
+        },
+        auto_disabled_at: row.auto_disabled_at.map(Timestamp::to_rfc3339),
     }
+}
+
+/// Switches `row` on or off. Switching it on starts the circuit breaker's count afresh.
+fn set_enabled(row: &mut SubscriptionRow, enabled: bool) {
+    if enabled && !row.enabled {
+        row.auto_disabled_at = None;
+        row.health.failing_since = None;
+        row.health.failed_attempts = 0;
+    }
+    row.enabled = enabled;
 }
 
 /// The environment named in a path.
@@ -258,6 +290,8 @@ fn new_row(sealer: &Sealer, config: SubscriptionConfig, now: Timestamp) -> Resul
         rate_limit: valid_rate_limit(config.rate_limit)?,
         created_at: now,
         updated_at: now,
+        health: SubscriptionHealth::default(),
+        auto_disabled_at: None,
     })
 }
 
@@ -396,12 +430,17 @@ impl Subscriptions<'_> {
         self.configure(owner, slug, environment, config, |settings, new, now| {
             let row = match settings.subscriptions.first_mut() {
                 Some(first) => {
+                    let enabled = new.enabled;
                     *first = SubscriptionRow {
                         id: first.id,
                         created_at: first.created_at,
                         updated_at: now,
+                        enabled: first.enabled,
+                        health: first.health.clone(),
+                        auto_disabled_at: first.auto_disabled_at,
                         ..new
                     };
+                    set_enabled(first, enabled);
                     first.clone()
                 }
                 None => add(settings, new)?,
@@ -497,7 +536,7 @@ impl Subscriptions<'_> {
                 (None, None) => {}
             }
             if let Some(enabled) = change.enabled {
-                row.enabled = enabled;
+                set_enabled(row, enabled);
             }
             if let Some(description) = &description {
                 row.description = description.clone();

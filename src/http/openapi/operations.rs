@@ -184,7 +184,10 @@ fn subscription_example() -> Value {
     json!({ "id": "sub_1", "environment": "production", "url": "https://example.com/hook",
             "auth_header": "authorization", "auth_value_set": true, "enabled": true,
             "description": "Order sync", "event_types": ["record.created", "record.deleted"],
-            "rate_limit": 50, "created_at": CREATED_AT, "updated_at": CREATED_AT })
+            "rate_limit": 50, "created_at": CREATED_AT, "updated_at": CREATED_AT,
+            "health": { "last_success_at": CREATED_AT, "last_failure_at": null,
+                        "failing_since": null, "failed_attempts": 0 },
+            "auto_disabled_at": null })
 }
 
 /// The body of a subscription's settings: all of them (`POST`, `PUT`), or the ones to change

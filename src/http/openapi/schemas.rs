@@ -358,8 +358,16 @@ fn webhook_schemas() -> Value {
             "rate_limit": nullable(json!({ "type": "integer", "minimum": 1, "maximum": 10_000 })),
             "created_at": time(),
             "updated_at": time(),
+            "health": object(json!({
+                "last_success_at": nullable(time()),
+                "last_failure_at": nullable(time()),
+                "failing_since": nullable(time()),
+                "failed_attempts": integer(),
+            }), &["last_success_at", "last_failure_at", "failing_since", "failed_attempts"]),
+            "auto_disabled_at": nullable(time()),
         }), &["id", "environment", "url", "auth_header", "auth_value_set", "enabled",
-              "description", "event_types", "rate_limit", "created_at", "updated_at"]),
+              "description", "event_types", "rate_limit", "created_at", "updated_at", "health",
+              "auto_disabled_at"]),
         "SubscriptionList": object(json!({
             "environment": schema_ref("Environment"),
             "data": { "type": "array", "items": schema_ref("Subscription") },

@@ -893,6 +893,8 @@ mod tests {
                 rate_limit: None,
                 created_at: Timestamp(1),
                 updated_at: Timestamp(1),
+                health: Default::default(),
+                auto_disabled_at: None,
             });
             settings
         };

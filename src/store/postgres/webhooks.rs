@@ -524,6 +524,8 @@ pub(super) mod tests {
                 rate_limit: Some(5),
                 created_at: Timestamp(2),
                 updated_at: Timestamp(2),
+                health: Default::default(),
+                auto_disabled_at: None,
             });
             settings
         };

@@ -79,7 +79,8 @@ use crate::core::metrics::Metrics;
 use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
 use crate::domain::mail::{self, OutgoingMail};
-use crate::domain::webhooks::{deliveries, secrets, signing};
+use crate::domain::webhooks::health::{self, Breaker, SubscriptionAttempt};
+use crate::domain::webhooks::{deliveries, secrets, signing, subscriptions};
 use crate::store::webhooks::{AfterAttempt, AttemptOutcome, DueDelivery};
 use crate::store::{
     AttemptRow, DeliveryRow, DeliveryState, Environment, ReadTx, WebhookKind, WebhookSettingsRow,
@@ -204,6 +205,10 @@ impl Dispatcher {
             per_target: config.per_target_concurrency,
             per_endpoint: config.per_endpoint_concurrency(),
             claim_hold: config.timeout * 2 + Duration::from_secs(5),
+            breaker: Breaker {
+                after: config.disable_after,
+                min_attempts: config.disable_after_attempts,
+            },
         });
         let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
         let (results_tx, results_rx) = mpsc::channel::<Attempted>();
@@ -375,6 +380,7 @@ struct Context {
     /// How long this node's claim on a delivery holds on a shared store: the attempt's timeout
     /// and the commit of its outcome, with room to spare.
     claim_hold: Duration,
+    breaker: Breaker,
 }
 
 impl Context {
@@ -455,6 +461,8 @@ struct Job {
 struct Attempted {
     outcome: AttemptOutcome,
     verdict: Verdict,
+    /// The subscription its delivery was made for, if an owner's.
+    subscription: Option<SubscriptionAttempt>,
 }
 
 /// The scheduler's loop, until stopping.
@@ -710,6 +718,12 @@ fn attempt(ctx: &Context, job: &Job) -> Attempted {
             receiver: job.target.clone(),
         },
     };
+    let subscription = row.owner_subscription().map(|id| SubscriptionAttempt {
+        partition: row.partition,
+        subscription: id,
+        at: started_at,
+        delivered: verdict == Verdict::Delivered,
+    });
     Attempted {
         outcome: AttemptOutcome {
             delivery_id: row.id,
@@ -717,6 +731,7 @@ fn attempt(ctx: &Context, job: &Job) -> Attempted {
             next,
         },
         verdict,
+        subscription,
     }
 }
 
@@ -777,9 +792,11 @@ fn write_results(ctx: &Context, results: &Receiver<Attempted>) {
                 Err(_) => break,
             }
         }
+        let subscriptions: Vec<SubscriptionAttempt> =
+            batch.iter().filter_map(|a| a.subscription).collect();
         let (outcomes, verdicts): (Vec<AttemptOutcome>, Vec<Verdict>) =
             batch.into_iter().map(|a| (a.outcome, a.verdict)).unzip();
-        match commit(ctx, &outcomes) {
+        match commit(ctx, &outcomes, &subscriptions) {
             Ok(()) => {
                 for (outcome, verdict) in outcomes.iter().zip(verdicts) {
                     log_attempt(outcome, verdict);
@@ -826,14 +843,29 @@ fn log_attempt(outcome: &AttemptOutcome, verdict: Verdict) {
 }
 
 /// Writes a group of outcomes in one transaction, with the failure e-mails of the owner
-/// webhooks in production it gave up.
-fn commit(ctx: &Context, outcomes: &[AttemptOutcome]) -> Result<()> {
+/// webhooks in production it gave up, and the health of their subscriptions (which may
+/// disable one: `health`).
+fn commit(
+    ctx: &Context,
+    outcomes: &[AttemptOutcome],
+    subscriptions: &[SubscriptionAttempt],
+) -> Result<()> {
     ctx.parts.handles.write(|tx| {
         let given_up = tx.record_outcomes(outcomes)?;
         for row in given_up.iter().filter(|row| mails_owner(row)) {
             if let Some(last) = outcomes.iter().find(|o| o.delivery_id == row.id) {
                 failure_mail(tx, &ctx.parts.public_url, row, &last.attempt)?;
             }
+        }
+        for (partition, id) in
+            health::record(tx, &ctx.breaker, &ctx.parts.public_url, subscriptions)?
+        {
+            log::warn!(
+                "webhooks: subscription {} of partition {partition} disabled: its deliveries \
+                 have failed for {:?}",
+                subscriptions::subscription_id(id),
+                ctx.breaker.after
+            );
         }
         Ok(())
     })
