@@ -510,3 +510,123 @@ fn a_subscription_failing_for_five_days_is_disabled_once_with_one_email() {
         .collect();
     assert_eq!(kinds, [json!("webhook_disabled")]);
 }
+
+/// The `n` of the payload of each request `receiver` got from index `from` on, in arrival order.
+fn payload_numbers(receiver: &Receiver, from: usize) -> Vec<i64> {
+    receiver.requests()[from..]
+        .iter()
+        .map(|r| r.json()["data"]["payload"]["n"].as_i64().expect("n"))
+        .collect()
+}
+
+#[test]
+fn a_recovery_sends_exactly_the_failed_and_skipped_ones_in_created_order_at_the_rate_limit() {
+    let s = InProcessServer::start(
+        "[webhooks]\nallow_private_targets = true\n",
+        SystemClock.now(),
+    );
+    let since = s.clock.now().to_rfc3339();
+    let probe = Probe::new(&s);
+    let ep = s.create_endpoint("Recover", &[]);
+    let (owner_rx, caller_rx) = (Receiver::start(), Receiver::start());
+    let path = subscriptions_path(&ep.slug, "sandbox");
+    let sub = format!("{path}/sub_1");
+    let body = json!({ "url": owner_rx.url("/in") });
+    assert_status(&s.manage("POST", &path, Some(&body)), 201);
+    let write = |n: i64| s.create_record(&ep.slug, &ep.sandbox_key, &json!({ "n": n }));
+
+    // 0 delivered; 1 and 2 given up (400 is not retried); 3 and 4 skipped while disabled.
+    write(0);
+    owner_rx.wait_for(1, WAIT);
+    owner_rx.always(common::receiver::Reply::status(400));
+    write(1);
+    write(2);
+    wait_deliveries(&s, &ep.slug, 2, "given_up");
+    s.manage("PATCH", &sub, Some(&json!({ "enabled": false })));
+    write(3);
+    write(4);
+    wait_deliveries(&s, &ep.slug, 2, "skipped");
+    // A caller webhook given up too: only the callers' recovery takes it (the write's
+    // subscription delivery is skipped like 3 and 4).
+    caller_rx.always(common::receiver::Reply::status(400));
+    let callback = caller_rx.url("/cb");
+    let r = s.data_with(
+        "POST",
+        &format!("/api/v1/data/{}", ep.slug),
+        &ep.sandbox_key,
+        &[("X-Webhook-Callback", callback.as_str())],
+        Some(&json!({ "n": 5 })),
+    );
+    assert_status(&r, 202);
+    wait_deliveries(&s, &ep.slug, 3, "given_up");
+
+    // Back on, at two a second; the receiver works again.
+    let patch = json!({ "enabled": true, "rate_limit": 2 });
+    assert_status(&s.manage("PATCH", &sub, Some(&patch)), 200);
+    owner_rx.always(common::receiver::Reply::status(200));
+    caller_rx.always(common::receiver::Reply::status(200));
+    let before = owner_rx.requests().len();
+    s.clock.advance(Duration::from_secs(1));
+
+    let bad = s.manage(
+        "POST",
+        &format!("{sub}/recover"),
+        Some(&json!({ "since": "not a time" })),
+    );
+    assert_error(&bad, 400, "invalid_parameter");
+    let r = s.manage(
+        "POST",
+        &format!("{sub}/recover"),
+        Some(&json!({ "since": since })),
+    );
+    assert_status(&r, 202);
+    assert_eq!(r.json()["subscription"], "sub_1");
+    // The walk runs in the background: wait for its end.
+    let deadline = std::time::Instant::now() + WAIT;
+    let view = loop {
+        let view = s.manage("GET", &sub, None).json();
+        if view["recovery"]["state"] == "finished" {
+            break view;
+        }
+        assert!(std::time::Instant::now() < deadline, "{view}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(view["recovery"]["scheduled"], 5, "{view}");
+
+    // Paced by the clock: one at once, then one each half second, in created order.
+    owner_rx.wait_for(before + 1, WAIT);
+    for sent in 1..5 {
+        probe.look(&s);
+        assert_eq!(
+            owner_rx.requests().len(),
+            before + sent,
+            "sent before its time"
+        );
+        s.clock.advance(Duration::from_millis(500));
+        owner_rx.wait_for(before + sent + 1, WAIT);
+    }
+    probe.look(&s);
+    assert_eq!(payload_numbers(&owner_rx, before), [1, 2, 3, 4, 5]);
+    assert_eq!(
+        caller_rx.requests().len(),
+        1,
+        "the caller's is not the subscription's"
+    );
+
+    // The callers' recovery: the given-up caller delivery, and nothing else.
+    let callers = format!(
+        "/api/v1/manage/endpoints/{}/webhooks/sandbox/caller-recovery",
+        ep.slug
+    );
+    assert_error(&s.manage("GET", &callers, None), 404, "recovery_not_found");
+    let r = s.manage("POST", &callers, Some(&json!({ "since": since })));
+    assert_status(&r, 202);
+    assert_eq!(r.json()["subscription"], Value::Null);
+    let got = caller_rx.wait_for(2, WAIT);
+    assert_eq!(got[1].json()["data"]["payload"]["n"], 5);
+    let r = s.manage("GET", &callers, None);
+    assert_eq!(r.json()["scheduled"], 1, "{}", r.text());
+    probe.look(&s);
+    assert_eq!(owner_rx.requests().len(), before + 5);
+    assert!(s.audit_text(&ep.slug).contains("webhook.recovery_started"));
+}

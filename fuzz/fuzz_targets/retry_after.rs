@@ -50,6 +50,7 @@ fuzz_target!(|data: &[u8]| {
                 partition: partition(7, environment),
                 record_id: 1,
                 kind: WebhookKind::Owner,
+                subscription: None,
                 url: "https://example.com/hook".into(),
                 auth_header: None,
                 auth_value_sealed: None,

@@ -114,6 +114,7 @@ pub enum Missing {
     DeployRequest,
     Webhook,
     Subscription,
+    Recovery,
     Delivery,
 }
 
@@ -128,6 +129,7 @@ impl Missing {
             Missing::DeployRequest => "deploy request",
             Missing::Webhook => "webhook",
             Missing::Subscription => "subscription",
+            Missing::Recovery => "recovery",
             Missing::Delivery => "delivery",
         }
     }

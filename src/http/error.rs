@@ -105,6 +105,7 @@ fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
                 Missing::DeployRequest => "deploy_request_not_found",
                 Missing::Webhook => "webhook_not_found",
                 Missing::Subscription => "subscription_not_found",
+                Missing::Recovery => "recovery_not_found",
                 Missing::Delivery => "delivery_not_found",
             },
         ),

@@ -161,6 +161,9 @@ impl AfterCommit for Wakers {
         if effects.deliveries_due {
             self.dispatcher.wake();
         }
+        if effects.recoveries {
+            self.dispatcher.wake_recoveries();
+        }
     }
 }
 

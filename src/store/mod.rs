@@ -88,6 +88,8 @@ pub struct Effects {
     /// Endpoints, keys, collaborators or accounts changed: clear the access cache so the next
     /// data call sees the change.
     pub access_changed: bool,
+    /// A webhook recovery is running: wake the dispatcher's recovery walk.
+    pub recoveries: bool,
 }
 
 impl Effects {
@@ -95,6 +97,7 @@ impl Effects {
         self.mail_queued |= other.mail_queued;
         self.deliveries_due |= other.deliveries_due;
         self.access_changed |= other.access_changed;
+        self.recoveries |= other.recoveries;
     }
 }
 

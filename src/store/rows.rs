@@ -309,6 +309,32 @@ pub struct SubscriptionRow {
     /// while enabled or when the owner disabled it.
     #[serde(default)]
     pub auto_disabled_at: Option<Timestamp>,
+    /// Its latest recovery (`domain::webhooks::recovery`), running or finished.
+    #[serde(default)]
+    pub recovery: Option<RecoveryRow>,
+}
+
+/// A recovery: a fresh attempt for every given-up or skipped delivery of a subscription (or
+/// of an environment's caller webhooks) made in a window, scheduled in created order.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecoveryRow {
+    pub since: Timestamp,
+    /// The window's end (exclusive); when none was given, the time of the request.
+    pub until: Timestamp,
+    pub requested_at: Timestamp,
+    /// The last delivery id the walk has looked at; it goes on after it.
+    pub position: u64,
+    /// Deliveries it has scheduled so far.
+    pub scheduled: u64,
+    /// When the next one it schedules is due at the earliest (paced by the rate limit).
+    pub next_due: Timestamp,
+    pub finished_at: Option<Timestamp>,
+}
+
+impl RecoveryRow {
+    pub fn running(&self) -> bool {
+        self.finished_at.is_none()
+    }
 }
 
 /// How a subscription's attempts have been going: what the dashboard shows, and what the
@@ -339,6 +365,8 @@ pub struct WebhookSettingsRow {
     pub subscriptions: Vec<SubscriptionRow>,
     /// The id the next subscription gets.
     pub next_subscription_id: u32,
+    /// The latest recovery of the environment's caller webhooks.
+    pub caller_recovery: Option<RecoveryRow>,
 }
 
 impl WebhookSettingsRow {
@@ -353,6 +381,17 @@ impl WebhookSettingsRow {
 
     pub fn subscription_mut(&mut self, id: u32) -> Option<&mut SubscriptionRow> {
         self.subscriptions.iter_mut().find(|s| s.id == id)
+    }
+
+    /// Whether a recovery of these settings is running.
+    pub fn recovering(&self) -> bool {
+        self.caller_recovery
+            .as_ref()
+            .is_some_and(RecoveryRow::running)
+            || self
+                .subscriptions
+                .iter()
+                .any(|s| s.recovery.as_ref().is_some_and(RecoveryRow::running))
     }
 
     /// Adds `subscription` under the next id.
@@ -374,6 +413,8 @@ enum StoredWebhookSettings {
     Current {
         subscriptions: Vec<SubscriptionRow>,
         next_subscription_id: u32,
+        #[serde(default)]
+        caller_recovery: Option<RecoveryRow>,
     },
     SingleWebhook {
         url: String,
@@ -391,9 +432,11 @@ impl From<StoredWebhookSettings> for WebhookSettingsRow {
             StoredWebhookSettings::Current {
                 subscriptions,
                 next_subscription_id,
+                caller_recovery,
             } => WebhookSettingsRow {
                 subscriptions,
                 next_subscription_id,
+                caller_recovery,
             },
             StoredWebhookSettings::SingleWebhook {
                 url,
@@ -415,8 +458,10 @@ impl From<StoredWebhookSettings> for WebhookSettingsRow {
                     updated_at,
                     health: SubscriptionHealth::default(),
                     auto_disabled_at: None,
+                    recovery: None,
                 }],
                 next_subscription_id: 2,
+                caller_recovery: None,
             },
         }
     }
@@ -642,6 +687,7 @@ mod tests {
             updated_at: Timestamp(1),
             health: SubscriptionHealth::default(),
             auto_disabled_at: None,
+            recovery: None,
         };
         assert_eq!(settings.add(row(Vec::new())).id, 1);
         assert_eq!(settings.add(row(vec![EventType::RecordDeleted])).id, 2);

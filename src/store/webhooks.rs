@@ -72,6 +72,18 @@ pub trait WebhooksRead {
         limit: usize,
     ) -> Result<Vec<DeliveryRow>, StoreError>;
 
+    /// The partition's deliveries with ids above `after`, oldest first, at most `limit`.
+    fn deliveries_after(
+        &self,
+        partition: u64,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<DeliveryRow>, StoreError>;
+
+    /// The webhook settings that have a recovery running ([`WebhookSettingsRow::recovering`]),
+    /// with their partitions.
+    fn recovering_settings(&self) -> Result<Vec<(u64, WebhookSettingsRow)>, StoreError>;
+
     /// Every attempt of a delivery, oldest first.
     fn delivery_attempts(&self, id: u64) -> Result<Vec<AttemptRow>, StoreError>;
 
@@ -99,6 +111,8 @@ pub trait WebhooksWrite {
     /// Removes the signing secret of a partition; whether there was one.
     fn delete_webhook_secret(&mut self, partition: u64) -> Result<bool, StoreError>;
 
+    /// Writes the settings of a partition; reports `recoveries` when a recovery of them is
+    /// running.
     fn put_webhook_settings(
         &mut self,
         partition: u64,

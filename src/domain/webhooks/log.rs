@@ -12,7 +12,9 @@ use crate::domain::records::Pagination;
 use crate::domain::webhooks::deliveries::{displayed_url, max_attempts, receiver_of};
 use crate::domain::webhooks::subscriptions::subscription_id;
 use crate::store::webhooks::DueDelivery;
-use crate::store::{DeliveryRow, DeliveryState, ReadTx, Store, WebhookKind, partition_environment};
+use crate::store::{
+    DeliveryRow, DeliveryState, ReadTx, Store, WebhookKind, WriteTx, partition_environment,
+};
 
 pub const LIST_LIMIT_DEFAULT: usize = 20;
 pub const LIST_LIMIT_MAX: usize = 100;
@@ -155,26 +157,38 @@ pub fn redeliver(handles: &Handles, partitions: [u64; 2], id: u64) -> Result<Del
     let now = handles.now();
     let row = handles.write(|tx| {
         let mut row = delivery_in(tx, partitions, id)?;
-        if !matches!(row.state, DeliveryState::GivenUp | DeliveryState::Skipped) {
+        if !can_redeliver(&row) {
             return Err(Error::Conflict(
                 "Only a given-up or skipped delivery can be redelivered.".into(),
             ));
         }
-        let budget = max_attempts(partition_environment(row.partition));
-        row.state = DeliveryState::Pending;
-        row.max_attempts = row.attempts + budget;
-        row.next_attempt_at = Some(now);
-        row.finished_at = None;
-        tx.put_delivery(&row)?;
-        tx.put_due(&DueDelivery {
-            due_at: now,
-            id,
-            retry: row.attempts > 0,
-            receiver: receiver_of(&row.url),
-        })?;
+        rearm(tx, &mut row, now)?;
         Ok(row)
     })?;
     Ok(view(&row))
+}
+
+/// Whether `row` has ended without reaching its receiver (given up, or skipped), so that it
+/// can be sent again.
+pub fn can_redeliver(row: &DeliveryRow) -> bool {
+    matches!(row.state, DeliveryState::GivenUp | DeliveryState::Skipped)
+}
+
+/// Makes `row` pending again in `tx`, due at `due` with a fresh budget of attempts.
+pub fn rearm(tx: &mut dyn WriteTx, row: &mut DeliveryRow, due: Timestamp) -> Result<()> {
+    let budget = max_attempts(partition_environment(row.partition));
+    row.state = DeliveryState::Pending;
+    row.max_attempts = row.attempts + budget;
+    row.next_attempt_at = Some(due);
+    row.finished_at = None;
+    tx.put_delivery(row)?;
+    tx.put_due(&DueDelivery {
+        due_at: due,
+        id: row.id,
+        retry: row.attempts > 0,
+        receiver: receiver_of(&row.url),
+    })?;
+    Ok(())
 }
 
 /// How the deliveries of one partition made since a time have ended (the dashboard's

@@ -13,6 +13,8 @@
 //!   owner webhook is the first).
 //! - [`health`]: each subscription's health, and the circuit breaker that disables a failing
 //!   one.
+//! - [`recovery`]: bulk recovery of a subscription's (or the caller webhooks') given-up and
+//!   skipped deliveries.
 //! - [`log`]: the delivery log with every attempt, and manual redelivery.
 //!
 //! Sending lives in `workers::webhooks`: the dispatcher (`dispatch`: a scheduler thread claims
@@ -25,6 +27,7 @@
 pub mod deliveries;
 pub mod health;
 pub mod log;
+pub mod recovery;
 pub mod secrets;
 pub mod signing;
 pub mod subscriptions;

@@ -22,8 +22,8 @@ use crate::domain::error::{Error, Missing, Result};
 use crate::domain::handles::Handles;
 use crate::domain::webhooks::deliveries::{displayed_url, valid_auth_header, valid_url};
 use crate::store::{
-    AccountRow, EndpointRow, Environment, EventType, SubscriptionHealth, SubscriptionRow,
-    WebhookSettingsRow, partition,
+    AccountRow, EndpointRow, Environment, EventType, RecoveryRow, SubscriptionHealth,
+    SubscriptionRow, WebhookSettingsRow, partition,
 };
 
 /// Most subscriptions of one endpoint in one environment: every write makes a delivery for
@@ -103,6 +103,51 @@ pub struct SubscriptionView {
     pub health: HealthView,
     /// When the circuit breaker disabled it; `null` otherwise.
     pub auto_disabled_at: Option<String>,
+    /// Its latest recovery (`recovery`), running or finished; `null` if it had none.
+    pub recovery: Option<RecoveryView>,
+}
+
+/// What a recovery is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoveryTarget {
+    Subscription(u32),
+    Callers,
+}
+
+/// A recovery as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct RecoveryView {
+    pub environment: Environment,
+    /// The subscription (`sub_N`), or `null` for the caller webhooks'.
+    pub subscription: Option<String>,
+    /// `running` or `finished`.
+    pub state: &'static str,
+    pub since: String,
+    pub until: String,
+    pub requested_at: String,
+    /// Deliveries scheduled so far.
+    pub scheduled: u64,
+    pub finished_at: Option<String>,
+}
+
+pub fn recovery_view(
+    environment: Environment,
+    target: RecoveryTarget,
+    row: &RecoveryRow,
+) -> RecoveryView {
+    RecoveryView {
+        environment,
+        subscription: match target {
+            RecoveryTarget::Subscription(id) => Some(subscription_id(id)),
+            RecoveryTarget::Callers => None,
+        },
+        state: if row.running() { "running" } else { "finished" },
+        since: row.since.to_rfc3339(),
+        until: row.until.to_rfc3339(),
+        requested_at: row.requested_at.to_rfc3339(),
+        scheduled: row.scheduled,
+        finished_at: row.finished_at.map(Timestamp::to_rfc3339),
+    }
 }
 
 /// How a subscription's attempts have been going.
@@ -159,6 +204,9 @@ fn view(environment: Environment, row: &SubscriptionRow) -> SubscriptionView {
             failed_attempts: row.health.failed_attempts,
         },
         auto_disabled_at: row.auto_disabled_at.map(Timestamp::to_rfc3339),
+        recovery: row.recovery.as_ref().map(|recovery| {
+            recovery_view(environment, RecoveryTarget::Subscription(row.id), recovery)
+        }),
     }
 }
 
@@ -189,14 +237,14 @@ pub enum Which {
 }
 
 impl Which {
-    fn find(self, settings: &WebhookSettingsRow) -> Option<&SubscriptionRow> {
+    pub fn find(self, settings: &WebhookSettingsRow) -> Option<&SubscriptionRow> {
         match self {
             Which::First => settings.first(),
             Which::Id(id) => settings.subscription(id),
         }
     }
 
-    fn missing(self) -> Error {
+    pub fn missing(self) -> Error {
         match self {
             Which::First => Error::NotFound(Missing::Webhook),
             Which::Id(_) => Error::NotFound(Missing::Subscription),
@@ -292,6 +340,7 @@ fn new_row(sealer: &Sealer, config: SubscriptionConfig, now: Timestamp) -> Resul
         updated_at: now,
         health: SubscriptionHealth::default(),
         auto_disabled_at: None,
+        recovery: None,
     })
 }
 
@@ -438,6 +487,7 @@ impl Subscriptions<'_> {
                         enabled: first.enabled,
                         health: first.health.clone(),
                         auto_disabled_at: first.auto_disabled_at,
+                        recovery: first.recovery.clone(),
                         ..new
                     };
                     set_enabled(first, enabled);

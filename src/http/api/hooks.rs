@@ -5,10 +5,10 @@ use http::{Method, StatusCode};
 use warp::reply::Response;
 
 use super::manage::{body, caller};
-use crate::domain::error::Missing;
+use crate::domain::error::{Error, Missing};
 use crate::domain::records::parse_record_id;
-use crate::domain::webhooks::log;
 use crate::domain::webhooks::subscriptions::{self, Which};
+use crate::domain::webhooks::{log, recovery};
 use crate::http::app::App;
 use crate::http::error::Result;
 use crate::http::reply::id_param;
@@ -94,6 +94,32 @@ async fn one_subscription(
         _ => service.get(&account, slug, environment, which)?,
     };
     Ok(reply::json(StatusCode::OK, &view))
+}
+
+/// `POST …/subscriptions/{id}/recover` (`subscription` given) and `GET`/`POST
+/// …/webhooks/{environment}/caller-recovery` (endpoint owner): start a recovery (202), or see
+/// the caller webhooks' latest.
+pub async fn recover(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    environment: &str,
+    subscription: Option<&str>,
+) -> Result<Response> {
+    let account = caller(app, req)?;
+    let environment = subscriptions::environment_param(environment)?;
+    let which = subscription
+        .map(|id| subscriptions::subscription_param(id).map(Which::Id))
+        .transpose()?;
+    let service = app.subscriptions();
+    if req.method == Method::GET {
+        let view = recovery::caller_recovery(&service, &account, slug, environment)?
+            .ok_or(Error::NotFound(Missing::Recovery))?;
+        return Ok(reply::json(StatusCode::OK, &view));
+    }
+    let request = body(req).await?;
+    let view = recovery::start(&service, &account, slug, environment, which, request)?;
+    Ok(reply::json(StatusCode::ACCEPTED, &view))
 }
 
 /// The endpoint's two partitions, if the caller is its owner or a collaborator.

@@ -144,6 +144,18 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
             let (slug, environment, id) = (owned(slug), owned(environment), owned(id));
             hooks::subscription(app, req, &slug, &environment, &id).await
         }
+        Route::ManageSubscriptionRecover {
+            slug,
+            environment,
+            id,
+        } => {
+            let (slug, environment, id) = (owned(slug), owned(environment), owned(id));
+            hooks::recover(app, req, &slug, &environment, Some(&id)).await
+        }
+        Route::ManageCallerRecovery { slug, environment } => {
+            let (slug, environment) = (owned(slug), owned(environment));
+            hooks::recover(app, req, &slug, &environment, None).await
+        }
         Route::ManageDeliveries { slug } => hooks::deliveries(app, req, slug),
         Route::ManageDelivery { slug, id } => hooks::delivery(app, req, slug, id),
         Route::ManageRedeliver { slug, id } => hooks::redeliver(app, req, slug, id),

@@ -95,6 +95,15 @@ pub enum Route<'a> {
         environment: &'a str,
         id: &'a str,
     },
+    ManageSubscriptionRecover {
+        slug: &'a str,
+        environment: &'a str,
+        id: &'a str,
+    },
+    ManageCallerRecovery {
+        slug: &'a str,
+        environment: &'a str,
+    },
     ManageDeliveries {
         slug: &'a str,
     },
@@ -208,6 +217,26 @@ impl<'a> Route<'a> {
                 environment,
                 id,
             },
+            [
+                "endpoints",
+                slug,
+                "webhooks",
+                environment,
+                "subscriptions",
+                id,
+                "recover",
+            ] => Route::ManageSubscriptionRecover {
+                slug,
+                environment,
+                id,
+            },
+            [
+                "endpoints",
+                slug,
+                "webhooks",
+                environment,
+                "caller-recovery",
+            ] => Route::ManageCallerRecovery { slug, environment },
             ["endpoints", slug, "deliveries"] => Route::ManageDeliveries { slug },
             ["endpoints", slug, "deliveries", id] => Route::ManageDelivery { slug, id },
             ["endpoints", slug, "deliveries", id, "redeliver"] => {
@@ -281,6 +310,12 @@ impl<'a> Route<'a> {
             Route::ManageSubscription { .. } => {
                 "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/subscriptions/{subscription_id}"
             }
+            Route::ManageSubscriptionRecover { .. } => {
+                "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/subscriptions/{subscription_id}/recover"
+            }
+            Route::ManageCallerRecovery { .. } => {
+                "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/caller-recovery"
+            }
             Route::ManageDeliveries { .. } => "/api/v1/manage/endpoints/{slug}/deliveries",
             Route::ManageDelivery { .. } => "/api/v1/manage/endpoints/{slug}/deliveries/{id}",
             Route::ManageRedeliver { .. } => {
@@ -331,7 +366,8 @@ impl<'a> Route<'a> {
             | Route::ManageEndpoints
             | Route::ManageTokens
             | Route::ManageInvitations { .. }
-            | Route::ManageSubscriptions { .. } => "GET, POST",
+            | Route::ManageSubscriptions { .. }
+            | Route::ManageCallerRecovery { .. } => "GET, POST",
             Route::DataRecord { .. } => "GET, PUT, DELETE",
             Route::ManageEndpoint { .. } | Route::ManageAccountById { .. } => "GET, PATCH",
             Route::ManageCollaborator { .. } => "PATCH, DELETE",
@@ -349,6 +385,7 @@ impl<'a> Route<'a> {
             | Route::ManageDeployReject { .. }
             | Route::ManageRedeliver { .. }
             | Route::ManageWebhookSecretReissue { .. }
+            | Route::ManageSubscriptionRecover { .. }
             | Route::ManageMailTest
             | Route::ManageBackups => "POST",
             Route::Dashboard { .. } => "GET, HEAD, POST",

@@ -187,7 +187,20 @@ fn subscription_example() -> Value {
             "rate_limit": 50, "created_at": CREATED_AT, "updated_at": CREATED_AT,
             "health": { "last_success_at": CREATED_AT, "last_failure_at": null,
                         "failing_since": null, "failed_attempts": 0 },
-            "auto_disabled_at": null })
+            "auto_disabled_at": null, "recovery": null })
+}
+
+fn recovery_body() -> Value {
+    json!({ "type": "object", "required": ["since"], "additionalProperties": false,
+            "properties": {
+                "since": { "type": "string", "description": "RFC 3339, or a date (midnight UTC)." },
+                "until": { "type": "string", "description": "RFC 3339, or a date; default now." } } })
+}
+
+fn recovery_example(subscription: bool) -> Value {
+    json!({ "environment": "production", "subscription": subscription.then_some("sub_1"),
+            "state": "running", "since": "2026-11-20T00:00:00.000000Z", "until": CREATED_AT,
+            "requested_at": CREATED_AT, "scheduled": 0, "finished_at": null })
 }
 
 /// The body of a subscription's settings: all of them (`POST`, `PUT`), or the ones to change
@@ -921,6 +934,9 @@ fn webhook_operations() -> Vec<Operation> {
     let subscriptions = "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/subscriptions";
     let subscription =
         "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/subscriptions/{subscription_id}";
+    let recover = "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/subscriptions/\
+                   {subscription_id}/recover";
+    let callers = "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/caller-recovery";
     let bad_environment: &[&str] = &["invalid_parameter"];
     let settings_rules = "`auth_value` is sent in `auth_header` (default `Authorization`), \
         stored sealed and never shown again. A `url` with credentials (`user:password@`), \
@@ -1038,6 +1054,35 @@ fn webhook_operations() -> Vec<Operation> {
             .ok(200, "The subscription.", schema_ref("Subscription"), subscription_example())
             .error(400, &["invalid_parameter", "invalid_webhook"])
             .error(404, &["subscription_not_found"]),
+        op("post", recover, "recoverSubscription", Who::Owner)
+            .summary(
+                "Send a subscription's failed deliveries again",
+                "Schedules a fresh attempt for every given-up or skipped delivery of the \
+                 subscription made from `since` until `until` (default: now), in the order they \
+                 were made, paced by its `rate_limit`. The walk runs in the background: the \
+                 subscription's `recovery` shows its progress. One at a time per subscription \
+                 (409 `conflict` while one runs).",
+            )
+            .body(BodyKind::Json, recovery_body(), json!({ "since": "2026-11-20T00:00:00Z" }))
+            .ok(202, "The recovery, started.", schema_ref("Recovery"), recovery_example(true))
+            .error(400, &["invalid_parameter"])
+            .error(404, &["subscription_not_found"])
+            .error(409, &["conflict"]),
+        op("get", callers, "getCallerRecovery", Who::Owner)
+            .summary("The latest recovery of the caller webhooks", "")
+            .ok(200, "The recovery.", schema_ref("Recovery"), recovery_example(false))
+            .error(400, bad_environment)
+            .error(404, &["recovery_not_found"]),
+        op("post", callers, "recoverCallerWebhooks", Who::Owner)
+            .summary(
+                "Send the caller webhooks' failed deliveries again",
+                "Like a subscription's recovery, for every given-up caller-webhook delivery of \
+                 the environment made in the window (\"redeliver all failed since T\").",
+            )
+            .body(BodyKind::Json, recovery_body(), json!({ "since": "2026-11-20T00:00:00Z" }))
+            .ok(202, "The recovery, started.", schema_ref("Recovery"), recovery_example(false))
+            .error(400, &["invalid_parameter"])
+            .error(409, &["conflict"]),
         op("delete", subscription, "deleteSubscription", Who::Owner)
             .summary(
                 "Delete a subscription",

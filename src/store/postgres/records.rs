@@ -895,6 +895,7 @@ mod tests {
                 updated_at: Timestamp(1),
                 health: Default::default(),
                 auto_disabled_at: None,
+                recovery: None,
             });
             settings
         };

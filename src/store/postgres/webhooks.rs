@@ -92,6 +92,31 @@ impl WebhooksRead for PgTx<'_> {
         decode_all(&rows)
     }
 
+    fn deliveries_after(
+        &self,
+        partition: u64,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<DeliveryRow>, StoreError> {
+        let rows = self.query(
+            "SELECT data FROM deliveries WHERE partition = $1 AND id > $2 ORDER BY id LIMIT $3",
+            &[&big(partition), &big(after), &sql_limit(limit)],
+        )?;
+        decode_all(&rows)
+    }
+
+    fn recovering_settings(&self) -> Result<Vec<(u64, WebhookSettingsRow)>, StoreError> {
+        let rows = self.query("SELECT partition, data FROM owner_webhooks", &[])?;
+        let mut out = Vec::new();
+        for row in &rows {
+            let settings: WebhookSettingsRow = from_json(row.try_get(1)?)?;
+            if settings.recovering() {
+                out.push((unbig(row.try_get(0)?), settings));
+            }
+        }
+        Ok(out)
+    }
+
     fn delivery_attempts(&self, id: u64) -> Result<Vec<AttemptRow>, StoreError> {
         let rows = self.query(
             "SELECT data FROM delivery_attempts WHERE delivery_id = $1 ORDER BY attempt",
@@ -185,6 +210,7 @@ impl WebhooksWrite for PgTx<'_> {
              ON CONFLICT (partition) DO UPDATE SET data = EXCLUDED.data",
             &[&big(partition), &to_json(row)?],
         )?;
+        self.effects.recoveries |= row.recovering();
         Ok(())
     }
 
@@ -526,6 +552,7 @@ pub(super) mod tests {
                 updated_at: Timestamp(2),
                 health: Default::default(),
                 auto_disabled_at: None,
+                recovery: None,
             });
             settings
         };

@@ -100,6 +100,35 @@ impl<T: Tables> WebhooksRead for T {
         self.deliveries(&ids)
     }
 
+    fn deliveries_after(
+        &self,
+        partition: u64,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<DeliveryRow>, StoreError> {
+        let index = self.open(PARTITION_DELIVERIES)?;
+        let mut ids = Vec::with_capacity(limit);
+        for entry in index.range((partition, after.saturating_add(1))..=(partition, u64::MAX))? {
+            if ids.len() == limit {
+                break;
+            }
+            ids.push(entry?.0.value().1);
+        }
+        self.deliveries(&ids)
+    }
+
+    fn recovering_settings(&self) -> Result<Vec<(u64, WebhookSettingsRow)>, StoreError> {
+        let mut out = Vec::new();
+        for entry in self.open(WEBHOOK_SETTINGS)?.iter()? {
+            let (partition, value) = entry?;
+            let settings: WebhookSettingsRow = from_json(value.value())?;
+            if settings.recovering() {
+                out.push((partition.value(), settings));
+            }
+        }
+        Ok(out)
+    }
+
     fn delivery_attempts(&self, id: u64) -> Result<Vec<AttemptRow>, StoreError> {
         let table = self.open(DELIVERY_ATTEMPTS)?;
         let mut attempts = Vec::new();
@@ -165,6 +194,7 @@ impl WebhooksWrite for RedbWrite<'_> {
     ) -> Result<(), StoreError> {
         self.table(WEBHOOK_SETTINGS)?
             .insert(partition, to_json(row)?.as_slice())?;
+        self.effects.recoveries |= row.recovering();
         Ok(())
     }
 

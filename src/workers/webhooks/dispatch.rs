@@ -30,6 +30,11 @@
 //!   e-mail, whose commit wakes the mail worker. Under load many attempts share one fsync;
 //!   with one in flight it costs one.
 //!
+//! - **The recovery walk** (`webhook-recovery`) carries out bulk recoveries
+//!   (`domain::webhooks::recovery`) a chunk at a time while one is running: woken by the
+//!   commit that starts one (and at start, for one a restart interrupted), it re-arms the
+//!   deliveries each chunk takes, whose commit wakes the scheduler.
+//!
 //! **Claims and at-least-once.** A claimed delivery is held in memory (`State::claimed`) from
 //! the scheduler's claim until its outcome is committed, so it is not taken twice. That lease
 //! lives as long as the attempt, which the timeout bounds, plus one commit; nothing about it
@@ -80,7 +85,7 @@ use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
 use crate::domain::mail::{self, OutgoingMail};
 use crate::domain::webhooks::health::{self, Breaker, SubscriptionAttempt};
-use crate::domain::webhooks::{deliveries, secrets, signing, subscriptions};
+use crate::domain::webhooks::{deliveries, recovery, secrets, signing, subscriptions};
 use crate::store::webhooks::{AfterAttempt, AttemptOutcome, DueDelivery};
 use crate::store::{
     AttemptRow, DeliveryRow, DeliveryState, Environment, ReadTx, WebhookKind, WebhookSettingsRow,
@@ -216,7 +221,7 @@ impl Dispatcher {
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new().name(name.into()).spawn(f)
         };
-        let mut threads = Vec::with_capacity(config.workers + 2);
+        let mut threads = Vec::with_capacity(config.workers + 3);
         threads.push(spawn("webhook-results", {
             let ctx = ctx.clone();
             Box::new(move || write_results(&ctx, &results_rx))
@@ -232,6 +237,12 @@ impl Dispatcher {
         threads.push(spawn("webhook-scheduler", {
             let ctx = ctx.clone();
             Box::new(move || schedule(&ctx, &jobs_tx))
+        })?);
+        // Recoveries a restart interrupted go on.
+        self.wake_recoveries();
+        threads.push(spawn("webhook-recovery", {
+            let ctx = ctx.clone();
+            Box::new(move || walk_recoveries(&ctx))
         })?);
         log::info!(
             "webhooks: {} workers, at most {} per receiver and {} per endpoint, timeout {:?}{}",
@@ -254,6 +265,12 @@ impl Dispatcher {
         self.shared.wake();
     }
 
+    /// Tells the recovery walk that a recovery is running; the after-commit path calls it.
+    pub fn wake_recoveries(&self) {
+        self.shared.state().recoveries_wanted = true;
+        self.shared.changed.notify_all();
+    }
+
     /// Stops claiming deliveries; attempts in flight finish and their outcomes are committed.
     /// Join the [`DispatchThreads`] to wait.
     pub fn shutdown(&self) {
@@ -273,6 +290,8 @@ struct Shared {
 struct State {
     woken: bool,
     stopping: bool,
+    /// A recovery may be running: the recovery walk has work.
+    recoveries_wanted: bool,
     /// Deliveries taken by a worker whose outcome is not committed yet: this process's leases.
     /// They live only here, which is enough while one process dispatches from the store. With
     /// several nodes dispatching from one shared store, the store must keep the claims: a
@@ -650,6 +669,44 @@ fn read_row(
         }
     }
     Ok(rows.remove(&entry.id).flatten())
+}
+
+/// The recovery walk's loop, until stopping: whenever a recovery may be running, one chunk of
+/// each (`recovery::advance`); its commit wakes the scheduler for what it re-armed, and the
+/// walk again while a recovery runs.
+fn walk_recoveries(ctx: &Context) {
+    loop {
+        {
+            let mut state = ctx.shared.state();
+            while !state.recoveries_wanted && !state.stopping {
+                state = ctx
+                    .shared
+                    .changed
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            if state.stopping {
+                return;
+            }
+            state.recoveries_wanted = false;
+        }
+        match recovery::advance(&ctx.parts.handles) {
+            Ok(true) => ctx.shared.state().recoveries_wanted = true,
+            Ok(false) => {}
+            Err(err) => {
+                log::error!("webhooks: a recovery could not go on; trying again: {err}");
+                ctx.shared.state().recoveries_wanted = true;
+                // Not at once: the store may need a moment.
+                let state = ctx.shared.state();
+                drop(
+                    ctx.shared
+                        .changed
+                        .wait_timeout(state, TICK)
+                        .unwrap_or_else(PoisonError::into_inner),
+                );
+            }
+        }
+    }
 }
 
 /// A worker's loop: one attempt at a time, until the scheduler is gone.

@@ -1,0 +1,302 @@
+//! Bulk recovery: a fresh attempt for every given-up or skipped delivery of one subscription
+//! (`POST …/subscriptions/{id}/recover`), or of an environment's caller webhooks (`POST
+//! …/webhooks/{environment}/caller-recovery`), made in a window.
+//!
+//! Starting one only records it (a [`RecoveryRow`] in the webhook settings, whose commit wakes
+//! the dispatcher's recovery walk); [`advance`] then walks the partition's deliveries in id
+//! order, which is the order they were made, [`CHUNK`] at a time, each chunk in one
+//! transaction that re-arms the matching deliveries (a fresh attempt budget, like a manual
+//! redelivery) and notes how far it got, so a restart goes on where it stopped. A subscription
+//! with a rate limit gets its recovered deliveries due `1/rate_limit` seconds apart, in
+//! created order; the dispatcher keeps the same pace. One recovery at a time per subscription
+//! (and per environment's caller webhooks): another while one runs answers 409. The window
+//! ends at `until`, or when none is given at the time of the request, so deliveries made
+//! afterwards are not taken.
+
+use serde::Deserialize;
+
+use crate::core::clock::{MICROS_PER_SECOND, Timestamp, parse_date_or_rfc3339};
+use crate::domain::audit;
+use crate::domain::error::{Error, Result};
+use crate::domain::handles::Handles;
+use crate::domain::webhooks::log::{can_redeliver, rearm};
+use crate::domain::webhooks::subscriptions::{
+    RecoveryTarget as Target, RecoveryView, Subscriptions, Which, recovery_view as view,
+    subscription_id,
+};
+use crate::store::{
+    AccountRow, DeliveryRow, Environment, RecoveryRow, WebhookKind, WebhookSettingsRow, partition,
+};
+
+/// Deliveries the walk reads in one transaction.
+pub const CHUNK: usize = 500;
+
+/// Body of the recovery requests.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecoveryRequest {
+    /// RFC 3339 (or a date, midnight UTC): deliveries made at or after it.
+    pub since: String,
+    /// RFC 3339 (or a date): deliveries made before it; default the time of the request.
+    pub until: Option<String>,
+}
+
+fn time_param(name: &'static str, text: &str) -> Result<Timestamp> {
+    parse_date_or_rfc3339(text).ok_or_else(|| Error::InvalidParameter {
+        name,
+        reason: "it must be an RFC 3339 time such as 2026-11-22T08:00:00Z, or a date".into(),
+    })
+}
+
+/// The recovery `request` asks for, made at `now`.
+fn new_recovery(request: &RecoveryRequest, now: Timestamp) -> Result<RecoveryRow> {
+    let since = time_param("since", &request.since)?;
+    let until = match &request.until {
+        Some(text) => time_param("until", text)?,
+        None => now,
+    };
+    if until <= since {
+        return Err(Error::InvalidParameter {
+            name: "until",
+            reason: "it must be after `since` (and `since` before now when `until` is not given)"
+                .into(),
+        });
+    }
+    Ok(RecoveryRow {
+        since,
+        until,
+        requested_at: now,
+        position: 0,
+        scheduled: 0,
+        next_due: now,
+        finished_at: None,
+    })
+}
+
+/// The recovery slot of `target` in `settings`.
+fn slot(settings: &mut WebhookSettingsRow, target: Target) -> Option<&mut Option<RecoveryRow>> {
+    match target {
+        Target::Subscription(id) => settings.subscription_mut(id).map(|s| &mut s.recovery),
+        Target::Callers => Some(&mut settings.caller_recovery),
+    }
+}
+
+/// Starts a recovery of `target` in one environment of an endpoint the caller owns.
+pub fn start(
+    service: &Subscriptions<'_>,
+    owner: &AccountRow,
+    slug: &str,
+    environment: Environment,
+    which: Option<Which>,
+    request: RecoveryRequest,
+) -> Result<RecoveryView> {
+    let handles = service.handles;
+    let endpoint = service.endpoints.owned_row(owner, slug)?;
+    let partition = partition(endpoint.id, environment);
+    let now = handles.now();
+    let recovery = new_recovery(&request, now)?;
+    let target = handles.write(|tx| {
+        let mut settings = tx.webhook_settings(partition)?.unwrap_or_default();
+        let target = begin(&mut settings, which, recovery.clone())?;
+        tx.put_webhook_settings(partition, &settings)?;
+        let details = serde_json::json!({
+            "environment": environment,
+            "subscription": match target {
+                Target::Subscription(id) => Some(subscription_id(id)),
+                Target::Callers => None,
+            },
+            "since": recovery.since.to_rfc3339(),
+            "until": recovery.until.to_rfc3339(),
+        });
+        audit::record(
+            tx,
+            now,
+            endpoint.id,
+            owner,
+            "webhook.recovery_started",
+            details,
+        )?;
+        Ok(target)
+    })?;
+    Ok(view(environment, target, &recovery))
+}
+
+/// Records `recovery` in `settings` for the subscription `which` names (the caller webhooks'
+/// when `None`), unless one of it is running.
+fn begin(
+    settings: &mut WebhookSettingsRow,
+    which: Option<Which>,
+    recovery: RecoveryRow,
+) -> Result<Target> {
+    let target = match which {
+        Some(which) => {
+            let row = which.find(settings).ok_or_else(|| which.missing())?;
+            Target::Subscription(row.id)
+        }
+        None => Target::Callers,
+    };
+    let slot =
+        slot(settings, target).ok_or_else(|| Error::Internal("the subscription is gone".into()))?;
+    if let Some(running) = slot.as_ref().filter(|r| r.running()) {
+        return Err(Error::Conflict(format!(
+            "a recovery of these deliveries is running ({} scheduled so far); one at a time",
+            running.scheduled
+        )));
+    }
+    *slot = Some(recovery);
+    Ok(target)
+}
+
+/// The latest recovery of the environment's caller webhooks.
+pub fn caller_recovery(
+    service: &Subscriptions<'_>,
+    owner: &AccountRow,
+    slug: &str,
+    environment: Environment,
+) -> Result<Option<RecoveryView>> {
+    let endpoint = service.endpoints.owned_row(owner, slug)?;
+    let settings = service
+        .handles
+        .store
+        .read()?
+        .webhook_settings(partition(endpoint.id, environment))?
+        .unwrap_or_default();
+    Ok(settings
+        .caller_recovery
+        .as_ref()
+        .map(|row| view(environment, Target::Callers, row)))
+}
+
+/// Whether `row` is one `recovery` of `target` takes.
+fn takes(row: &DeliveryRow, target: Target, recovery: &RecoveryRow) -> bool {
+    let ours = match target {
+        Target::Subscription(id) => row.owner_subscription() == Some(id),
+        Target::Callers => row.kind == WebhookKind::Caller,
+    };
+    ours && can_redeliver(row)
+        && row.created_at >= recovery.since
+        && row.created_at < recovery.until
+}
+
+/// Walks one chunk of every running recovery; returns whether any is still running.
+pub fn advance(handles: &Handles) -> Result<bool> {
+    let running = handles.store.read()?.recovering_settings()?;
+    let mut more = false;
+    for (partition, _) in running {
+        more |= advance_partition(handles, partition)?;
+    }
+    Ok(more)
+}
+
+/// One chunk of each running recovery of `partition`, in one transaction.
+fn advance_partition(handles: &Handles, partition: u64) -> Result<bool> {
+    let now = handles.now();
+    handles.write(|tx| {
+        let Some(mut settings) = tx.webhook_settings(partition)? else {
+            return Ok(false);
+        };
+        let mut targets: Vec<(Target, Option<u32>)> = settings
+            .subscriptions
+            .iter()
+            .map(|s| (Target::Subscription(s.id), s.rate_limit))
+            .collect();
+        targets.push((Target::Callers, None));
+        for (target, rate_limit) in targets {
+            let Some(Some(recovery)) = slot(&mut settings, target) else {
+                continue;
+            };
+            if !recovery.running() {
+                continue;
+            }
+            let page = tx.deliveries_after(partition, recovery.position, CHUNK)?;
+            let interval = rate_limit.map_or(0, |rate| MICROS_PER_SECOND / i64::from(rate.max(1)));
+            for mut row in page.iter().cloned() {
+                recovery.position = row.id;
+                if takes(&row, target, recovery) {
+                    let due = recovery.next_due.max(now);
+                    rearm(tx, &mut row, due)?;
+                    recovery.next_due = Timestamp(due.as_micros() + interval);
+                    recovery.scheduled += 1;
+                }
+            }
+            if page.len() < CHUNK {
+                recovery.finished_at = Some(now);
+            }
+        }
+        let more = settings.recovering();
+        tx.put_webhook_settings(partition, &settings)?;
+        Ok(more)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::SubscriptionRow;
+
+    fn request(since: &str, until: Option<&str>) -> RecoveryRequest {
+        RecoveryRequest {
+            since: since.into(),
+            until: until.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn one_recovery_at_a_time_per_subscription_and_for_the_callers() {
+        let now = Timestamp(1_795_000_000_000_000);
+        let mut settings = WebhookSettingsRow::default();
+        settings.add(SubscriptionRow {
+            id: 0,
+            url: "https://hooks.example/in".into(),
+            auth_header: None,
+            auth_value_sealed: None,
+            enabled: true,
+            description: String::new(),
+            event_types: Vec::new(),
+            rate_limit: None,
+            created_at: now,
+            updated_at: now,
+            health: Default::default(),
+            auto_disabled_at: None,
+            recovery: None,
+        });
+        let recovery = new_recovery(&request("2026-11-01", None), now).unwrap();
+        assert_eq!(recovery.until, now);
+        let first = Some(Which::Id(1));
+        assert_eq!(
+            begin(&mut settings, first, recovery.clone()).unwrap(),
+            Target::Subscription(1)
+        );
+        assert!(matches!(
+            begin(&mut settings, first, recovery.clone()),
+            Err(Error::Conflict(_))
+        ));
+        // The callers' own recovery is another one; an unknown subscription is 404.
+        assert_eq!(
+            begin(&mut settings, None, recovery.clone()).unwrap(),
+            Target::Callers
+        );
+        assert!(matches!(
+            begin(&mut settings, Some(Which::Id(2)), recovery.clone()),
+            Err(Error::NotFound(_))
+        ));
+        // Once finished, another may start.
+        if let Some(r) = settings
+            .subscription_mut(1)
+            .and_then(|s| s.recovery.as_mut())
+        {
+            r.finished_at = Some(now);
+        }
+        assert!(begin(&mut settings, first, recovery).is_ok());
+    }
+
+    #[test]
+    fn the_window_is_checked() {
+        let now = Timestamp(1_795_000_000_000_000);
+        assert!(new_recovery(&request("yesterday", None), now).is_err());
+        assert!(new_recovery(&request("2026-11-02", Some("2026-11-01")), now).is_err());
+        assert!(new_recovery(&request("2030-01-01", None), now).is_err());
+        let r = new_recovery(&request("2026-11-01", Some("2026-11-02T00:00:00Z")), now).unwrap();
+        assert_eq!(r.until.as_micros() - r.since.as_micros(), 86_400_000_000);
+    }
+}
