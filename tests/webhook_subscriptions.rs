@@ -26,6 +26,12 @@ fn subscriptions_path(slug: &str, environment: &str) -> String {
     format!("/api/v1/manage/endpoints/{slug}/webhooks/{environment}/subscriptions")
 }
 
+/// Adds a subscription to `slug`'s sandbox (asserts 201).
+fn subscribe(s: &ServerClient, slug: &str, body: &Value) {
+    let r = s.manage("POST", &subscriptions_path(slug, "sandbox"), Some(body));
+    assert_status(&r, 201);
+}
+
 fn ids(list: &Value) -> Vec<String> {
     list["data"]
         .as_array()
@@ -353,14 +359,7 @@ fn a_rate_limit_paces_a_subscription_by_the_clock_and_holds_no_one_else_up() {
     let ep = s.create_endpoint("Paced", &[]);
     let paced = Receiver::start();
     let body = json!({ "url": paced.url("/in"), "rate_limit": 2 });
-    assert_status(
-        &s.manage(
-            "POST",
-            &subscriptions_path(&ep.slug, "sandbox"),
-            Some(&body),
-        ),
-        201,
-    );
+    subscribe(&s, &ep.slug, &body);
     for n in 0..5 {
         s.create_record(&ep.slug, &ep.sandbox_key, &json!({ "n": n }));
     }
@@ -421,14 +420,7 @@ fn a_subscription_failing_for_five_days_is_disabled_once_with_one_email() {
     receiver.always(common::receiver::Reply::status(400));
     let sub = format!("{}/sub_1", subscriptions_path(&ep.slug, "sandbox"));
     let body = json!({ "url": receiver.url("/in") });
-    assert_status(
-        &s.manage(
-            "POST",
-            &subscriptions_path(&ep.slug, "sandbox"),
-            Some(&body),
-        ),
-        201,
-    );
+    subscribe(&s, &ep.slug, &body);
     let write = |n: usize| {
         s.create_record(&ep.slug, &ep.sandbox_key, &json!({ "n": n }));
     };

@@ -351,6 +351,26 @@ pub struct SubscriptionHealth {
 }
 
 impl SubscriptionRow {
+    /// A new enabled subscription to `url` for every event, made at `now` (its id is given
+    /// when it is added to its settings).
+    pub fn new(url: String, now: Timestamp) -> SubscriptionRow {
+        SubscriptionRow {
+            id: 0,
+            url,
+            auth_header: None,
+            auth_value_sealed: None,
+            enabled: true,
+            description: String::new(),
+            event_types: Vec::new(),
+            rate_limit: None,
+            created_at: now,
+            updated_at: now,
+            health: SubscriptionHealth::default(),
+            auto_disabled_at: None,
+            recovery: None,
+        }
+    }
+
     /// Whether it gets events of `event`'s type.
     pub fn wants(&self, event: EventType) -> bool {
         self.event_types.is_empty() || self.event_types.contains(&event)
@@ -447,18 +467,10 @@ impl From<StoredWebhookSettings> for WebhookSettingsRow {
             } => WebhookSettingsRow {
                 subscriptions: vec![SubscriptionRow {
                     id: 1,
-                    url,
                     auth_header,
                     auth_value_sealed,
                     enabled,
-                    description: String::new(),
-                    event_types: Vec::new(),
-                    rate_limit: None,
-                    created_at: updated_at,
-                    updated_at,
-                    health: SubscriptionHealth::default(),
-                    auto_disabled_at: None,
-                    recovery: None,
+                    ..SubscriptionRow::new(url, updated_at)
                 }],
                 next_subscription_id: 2,
                 caller_recovery: None,
@@ -675,19 +687,8 @@ mod tests {
     fn an_empty_filter_takes_every_event() {
         let mut settings = WebhookSettingsRow::default();
         let row = |types: Vec<EventType>| SubscriptionRow {
-            id: 0,
-            url: "https://hooks.example/in".into(),
-            auth_header: None,
-            auth_value_sealed: None,
-            enabled: true,
-            description: String::new(),
             event_types: types,
-            rate_limit: None,
-            created_at: Timestamp(1),
-            updated_at: Timestamp(1),
-            health: SubscriptionHealth::default(),
-            auto_disabled_at: None,
-            recovery: None,
+            ..SubscriptionRow::new("https://hooks.example/in".into(), Timestamp(1))
         };
         assert_eq!(settings.add(row(Vec::new())).id, 1);
         assert_eq!(settings.add(row(vec![EventType::RecordDeleted])).id, 2);

@@ -245,21 +245,7 @@ mod tests {
     fn one_recovery_at_a_time_per_subscription_and_for_the_callers() {
         let now = Timestamp(1_795_000_000_000_000);
         let mut settings = WebhookSettingsRow::default();
-        settings.add(SubscriptionRow {
-            id: 0,
-            url: "https://hooks.example/in".into(),
-            auth_header: None,
-            auth_value_sealed: None,
-            enabled: true,
-            description: String::new(),
-            event_types: Vec::new(),
-            rate_limit: None,
-            created_at: now,
-            updated_at: now,
-            health: Default::default(),
-            auto_disabled_at: None,
-            recovery: None,
-        });
+        settings.add(SubscriptionRow::new("https://hooks.example/in".into(), now));
         let recovery = new_recovery(&request("2026-11-01", None), now).unwrap();
         assert_eq!(recovery.until, now);
         let first = Some(Which::Id(1));

@@ -22,8 +22,8 @@ use crate::domain::error::{Error, Missing, Result};
 use crate::domain::handles::Handles;
 use crate::domain::webhooks::deliveries::{displayed_url, valid_auth_header, valid_url};
 use crate::store::{
-    AccountRow, EndpointRow, Environment, EventType, RecoveryRow, SubscriptionHealth,
-    SubscriptionRow, WebhookSettingsRow, partition,
+    AccountRow, EndpointRow, Environment, EventType, RecoveryRow, SubscriptionRow,
+    WebhookSettingsRow, partition,
 };
 
 /// Most subscriptions of one endpoint in one environment: every write makes a delivery for
@@ -328,19 +328,13 @@ fn new_row(sealer: &Sealer, config: SubscriptionConfig, now: Timestamp) -> Resul
         config.auth_value.as_deref(),
     )?;
     Ok(SubscriptionRow {
-        id: 0,
-        url,
         auth_header,
         auth_value_sealed,
         enabled: config.enabled,
         description: valid_description(&config.description)?,
         event_types: valid_event_types(&config.event_types)?,
         rate_limit: valid_rate_limit(config.rate_limit)?,
-        created_at: now,
-        updated_at: now,
-        health: SubscriptionHealth::default(),
-        auto_disabled_at: None,
-        recovery: None,
+        ..SubscriptionRow::new(url, now)
     })
 }
 

@@ -883,19 +883,8 @@ mod tests {
         let settings = |enabled| {
             let mut settings = WebhookSettingsRow::default();
             settings.add(SubscriptionRow {
-                id: 0,
-                url: "http://hooks.test/in".into(),
-                auth_header: None,
-                auth_value_sealed: None,
                 enabled,
-                description: String::new(),
-                event_types: Vec::new(),
-                rate_limit: None,
-                created_at: Timestamp(1),
-                updated_at: Timestamp(1),
-                health: Default::default(),
-                auto_disabled_at: None,
-                recovery: None,
+                ..SubscriptionRow::new("http://hooks.test/in".into(), Timestamp(1))
             });
             settings
         };

@@ -540,19 +540,11 @@ pub(super) mod tests {
         let owner = |url: &str| {
             let mut settings = WebhookSettingsRow::default();
             settings.add(SubscriptionRow {
-                id: 0,
-                url: url.into(),
                 auth_header: Some("X-Auth".into()),
                 auth_value_sealed: Some(vec![9]),
-                enabled: true,
-                description: String::new(),
                 event_types: vec![EventType::RecordDeleted],
                 rate_limit: Some(5),
-                created_at: Timestamp(2),
-                updated_at: Timestamp(2),
-                health: Default::default(),
-                auto_disabled_at: None,
-                recovery: None,
+                ..SubscriptionRow::new(url.into(), Timestamp(2))
             });
             settings
         };
