@@ -852,3 +852,128 @@ fn the_api_test_page_is_for_members_and_takes_only_sandbox_keys_of_its_endpoint(
     assert_eq!(r.status, 403);
     assert!(r.text().contains("csrf_failed"));
 }
+
+#[test]
+fn webhook_subscriptions_are_added_changed_recovered_and_deleted_from_the_dashboard() {
+    let s = TestServer::start();
+    let mut owner = Visitor::new(s.base_url(), &s.agent);
+    let token = login(&mut owner, OWNER_EMAIL, &s.password);
+    let ep = s.create_endpoint("Hooks", &[]);
+    let base = format!("/dashboard/endpoints/{}/webhooks", ep.slug);
+    let api = format!(
+        "/api/v1/manage/endpoints/{}/webhooks/sandbox/subscriptions",
+        ep.slug
+    );
+    let post = |owner: &mut Visitor, path: &str, fields: &[(&str, &str)]| {
+        let mut all = vec![("csrf", token.as_str())];
+        all.extend_from_slice(fields);
+        let r = owner.post(path, &all, &[]);
+        assert_eq!(r.status, 303, "{}", r.describe());
+    };
+
+    post(
+        &mut owner,
+        &format!("{base}/sandbox/subscriptions"),
+        &[
+            ("url", "https://hooks.example.com/orders"),
+            ("description", "Order sync"),
+            ("event_types", "record.created"),
+            ("event_types", "record.deleted"),
+            ("rate_limit", "5"),
+            ("enabled", "true"),
+        ],
+    );
+    let sub = &s.manage("GET", &api, None).json()["data"][0];
+    assert_eq!(sub["id"], "sub_1");
+    assert_eq!(
+        sub["event_types"],
+        serde_json::json!(["record.created", "record.deleted"])
+    );
+    assert_eq!(sub["rate_limit"], 5);
+    assert_eq!(sub["description"], "Order sync");
+    let page = owner.get(&base).text();
+    for needle in [
+        "sub_1",
+        "Order sync",
+        "record.created, record.deleted",
+        "5/s",
+        "Enabled",
+        "no attempt yet",
+        "https://hooks.example.com/orders",
+    ] {
+        assert!(page.contains(needle), "{needle:?} not on the page");
+    }
+
+    // Every box ticked is every event; an empty rate limit is none; unticked is disabled.
+    post(
+        &mut owner,
+        &format!("{base}/sandbox/subscriptions/sub_1"),
+        &[
+            ("events_shown", "1"),
+            ("url", "https://hooks.example.com/orders2"),
+            ("description", "Order sync v2"),
+            ("event_types", "record.created"),
+            ("event_types", "record.replaced"),
+            ("event_types", "record.deleted"),
+            ("rate_limit", ""),
+        ],
+    );
+    let sub = s.manage("GET", &format!("{api}/sub_1"), None).json();
+    assert_eq!(sub["event_types"], serde_json::json!([]));
+    assert_eq!(sub["rate_limit"], serde_json::Value::Null);
+    assert_eq!(sub["enabled"], false);
+    assert_eq!(sub["url"], "https://hooks.example.com/orders2");
+    assert!(owner.get(&base).text().contains("Disabled"));
+
+    // Recovery of the subscription and of the caller webhooks, from the date pickers.
+    post(
+        &mut owner,
+        &format!("{base}/sandbox/subscriptions/sub_1/recover"),
+        &[("since", "2026-01-01T00:00"), ("until", "")],
+    );
+    let sub = s.manage("GET", &format!("{api}/sub_1"), None).json();
+    assert_eq!(
+        sub["recovery"]["since"], "2026-01-01T00:00:00.000000Z",
+        "{sub}"
+    );
+    post(
+        &mut owner,
+        &format!("{base}/sandbox/caller-recovery"),
+        &[("since", "2026-01-01T00:00")],
+    );
+    let callers = s.manage(
+        "GET",
+        &format!(
+            "/api/v1/manage/endpoints/{}/webhooks/sandbox/caller-recovery",
+            ep.slug
+        ),
+        None,
+    );
+    assert_eq!(callers.status, 200, "{}", callers.describe());
+    // A bad rate limit is refused and changes nothing.
+    let r = owner.post(
+        &format!("{base}/sandbox/subscriptions/sub_1"),
+        &[
+            ("csrf", &token),
+            ("events_shown", "1"),
+            ("url", "https://hooks.example.com/x"),
+            ("rate_limit", "lots"),
+        ],
+        &[],
+    );
+    assert_eq!(r.status, 400, "{}", r.describe());
+    assert_eq!(
+        s.manage("GET", &format!("{api}/sub_1"), None).json()["url"],
+        "https://hooks.example.com/orders2"
+    );
+
+    post(
+        &mut owner,
+        &format!("{base}/sandbox/subscriptions/sub_1/delete"),
+        &[],
+    );
+    assert_eq!(
+        s.manage("GET", &api, None).json()["data"],
+        serde_json::json!([])
+    );
+}

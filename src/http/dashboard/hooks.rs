@@ -1,25 +1,31 @@
-//! The Webhooks tab (endpoint owner): the owner webhook of each environment (its first
-//! subscription): URL, custom auth header name and value, enabled. Saving changes what the
-//! form shows and keeps the rest (an empty auth value keeps the stored one); removing deletes
-//! it.
+//! The Webhooks tab (endpoint owner): each environment's subscriptions with their filters,
+//! rate limits and health (last success, failure streak, disabled by the circuit breaker),
+//! forms to add, change, switch, delete and recover them, and the caller webhooks' recovery.
+//!
+//! The first subscription is the spec's owner webhook: `POST …/webhooks/{environment}` (the
+//! first form) sets it. Saving a form changes what it shows and keeps the rest (an empty auth
+//! value keeps the stored one).
 
 use askama::Template;
 
 use super::endpoints::EndpointHead;
+use super::form::Form;
 use super::page::{Layout, Outcome, redirect, render};
 use super::visitor::{signed_in, user_form};
 use crate::domain::error::{Error, Missing};
+use crate::domain::webhooks::recovery::{self, RecoveryRequest};
 use crate::domain::webhooks::subscriptions::{
-    self, SubscriptionChange, SubscriptionConfig, SubscriptionView, Which,
+    self, RecoveryView, SubscriptionChange, SubscriptionConfig, SubscriptionView, Which,
 };
 use crate::http::app::App;
 use crate::http::request::Request;
-use crate::store::Environment;
+use crate::store::{Environment, EventType};
 
-/// One environment's settings form.
+/// One environment's subscriptions and its caller webhooks' latest recovery.
 struct Settings {
     environment: &'static str,
-    current: Option<SubscriptionView>,
+    subscriptions: Vec<SubscriptionView>,
+    caller_recovery: Option<RecoveryView>,
 }
 
 #[derive(Template)]
@@ -28,25 +34,20 @@ struct WebhooksPage {
     layout: Layout,
     head: EndpointHead,
     settings: Vec<Settings>,
+    event_types: [&'static str; 3],
 }
 
 /// `GET /dashboard/endpoints/{slug}/webhooks`.
 pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
     let user = signed_in(app, req)?;
     let head = EndpointHead::load(app, &user, slug, "webhooks")?;
+    let service = app.subscriptions();
     let mut settings = Vec::new();
     for environment in [Environment::Sandbox, Environment::Production] {
-        let current = match app
-            .subscriptions()
-            .get(&user.account, slug, environment, Which::First)
-        {
-            Ok(view) => Some(view),
-            Err(Error::NotFound(Missing::Webhook)) => None,
-            Err(err) => return Err(err.into()),
-        };
         settings.push(Settings {
             environment: environment.as_str(),
-            current,
+            subscriptions: service.list(&user.account, slug, environment)?.data,
+            caller_recovery: recovery::caller_recovery(&service, &user.account, slug, environment)?,
         });
     }
     let page = WebhooksPage {
@@ -58,8 +59,14 @@ pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
         ),
         head,
         settings,
+        event_types: EventType::ALL.map(EventType::as_str),
     };
     render(&page)
+}
+
+/// Whether `sub`'s filter names the event type `name` (its box is ticked).
+pub fn ticked(sub: &SubscriptionView, name: &str) -> bool {
+    sub.event_types.iter().any(|t| t.as_str() == name)
 }
 
 fn back(slug: &str, done: &str) -> Outcome {
@@ -68,43 +75,86 @@ fn back(slug: &str, done: &str) -> Outcome {
     )))
 }
 
-/// `POST …/webhooks/{environment}`: saves (replaces) the settings.
+/// A form field, trimmed; `None` when empty.
+fn optional(form: &Form, name: &str) -> Option<String> {
+    let text = form.text(name).trim();
+    (!text.is_empty()).then(|| text.to_string())
+}
+
+/// The event boxes ticked; none (or all three) means every event.
+fn event_types(form: &Form) -> Vec<String> {
+    let ticked: Vec<String> = form.all("event_types").map(str::to_string).collect();
+    match ticked.len() == EventType::ALL.len() {
+        true => Vec::new(),
+        false => ticked,
+    }
+}
+
+/// The rate limit field: empty for none.
+fn rate_limit(form: &Form) -> Result<Option<u32>, Error> {
+    optional(form, "rate_limit")
+        .map(|text| {
+            text.parse::<u32>().map_err(|_| {
+                Error::InvalidWebhook(
+                    "the rate limit must be a whole number of deliveries a second".into(),
+                )
+            })
+        })
+        .transpose()
+}
+
+/// What a subscription's form changes: every field it shows.
+fn change(form: &Form) -> Result<SubscriptionChange, Error> {
+    let clear_auth = form.checked("clear_auth");
+    Ok(SubscriptionChange {
+        url: Some(form.text("url").trim().to_string()),
+        auth_header: match clear_auth {
+            true => None,
+            false => optional(form, "auth_header").map(Some),
+        },
+        auth_value: match clear_auth {
+            true => Some(None),
+            false => optional(form, "auth_value").map(Some),
+        },
+        enabled: Some(form.checked("enabled")),
+        description: form.get("description").map(str::to_string),
+        event_types: form.get("events_shown").map(|_| event_types(form)),
+        rate_limit: form
+            .get("rate_limit")
+            .map(|_| rate_limit(form))
+            .transpose()?,
+    })
+}
+
+/// A new subscription from its form.
+fn config(form: &Form) -> Result<SubscriptionConfig, Error> {
+    Ok(SubscriptionConfig {
+        url: form.text("url").trim().to_string(),
+        auth_header: optional(form, "auth_header"),
+        auth_value: optional(form, "auth_value"),
+        enabled: form.checked("enabled"),
+        description: form.text("description").to_string(),
+        event_types: event_types(form),
+        rate_limit: rate_limit(form)?,
+    })
+}
+
+/// `POST …/webhooks/{environment}`: sets the first subscription (the owner webhook), making it
+/// when there is none.
 pub async fn save(app: &App, req: &mut Request, slug: &str, environment: &str) -> Outcome {
     let user = signed_in(app, req)?;
     let form = user_form(app, req, &user).await?;
     let environment = subscriptions::environment_param(environment)?;
-    let optional = |name: &str| {
-        let text = form.text(name).trim();
-        (!text.is_empty()).then(|| text.to_string())
-    };
-    let url = form.text("url").trim().to_string();
-    let enabled = form.checked("enabled");
     let service = app.subscriptions();
-    let change = SubscriptionChange {
-        url: Some(url.clone()),
-        auth_header: match form.checked("clear_auth") {
-            true => None,
-            false => optional("auth_header").map(Some),
-        },
-        auth_value: match form.checked("clear_auth") {
-            true => Some(None),
-            false => optional("auth_value").map(Some),
-        },
-        enabled: Some(enabled),
-        ..SubscriptionChange::default()
-    };
-    match service.update(&user.account, slug, environment, Which::First, change) {
+    match service.update(
+        &user.account,
+        slug,
+        environment,
+        Which::First,
+        change(&form)?,
+    ) {
         Err(Error::NotFound(Missing::Webhook)) => {
-            let config = SubscriptionConfig {
-                url,
-                auth_header: optional("auth_header"),
-                auth_value: optional("auth_value"),
-                enabled,
-                description: String::new(),
-                event_types: Vec::new(),
-                rate_limit: None,
-            };
-            service.put_first(&user.account, slug, environment, config)?;
+            service.put_first(&user.account, slug, environment, config(&form)?)?;
         }
         done => {
             done?;
@@ -113,7 +163,7 @@ pub async fn save(app: &App, req: &mut Request, slug: &str, environment: &str) -
     back(slug, "webhook")
 }
 
-/// `POST …/webhooks/{environment}/delete`.
+/// `POST …/webhooks/{environment}/delete`: removes the first subscription.
 pub async fn delete(app: &App, req: &mut Request, slug: &str, environment: &str) -> Outcome {
     let user = signed_in(app, req)?;
     user_form(app, req, &user).await?;
@@ -121,4 +171,116 @@ pub async fn delete(app: &App, req: &mut Request, slug: &str, environment: &str)
     app.subscriptions()
         .delete(&user.account, slug, environment, Which::First)?;
     back(slug, "webhook-removed")
+}
+
+/// `POST …/webhooks/{environment}/subscriptions`: adds a subscription.
+pub async fn create(app: &App, req: &mut Request, slug: &str, environment: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    let form = user_form(app, req, &user).await?;
+    let environment = subscriptions::environment_param(environment)?;
+    app.subscriptions()
+        .create(&user.account, slug, environment, config(&form)?)?;
+    back(slug, "subscription-added")
+}
+
+/// What a subscription's own form asks: `change` (save), `delete` or `recover`.
+pub enum Action {
+    Change,
+    Delete,
+    Recover,
+}
+
+/// `POST …/webhooks/{environment}/subscriptions/{id}[/delete|/recover]`.
+pub async fn subscription(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    environment: &str,
+    id: &str,
+    action: Action,
+) -> Outcome {
+    let user = signed_in(app, req)?;
+    let form = user_form(app, req, &user).await?;
+    let environment = subscriptions::environment_param(environment)?;
+    let which = Which::Id(subscriptions::subscription_param(id)?);
+    let service = app.subscriptions();
+    let done = match action {
+        Action::Change => {
+            service.update(&user.account, slug, environment, which, change(&form)?)?;
+            "subscription-saved"
+        }
+        Action::Delete => {
+            service.delete(&user.account, slug, environment, which)?;
+            "subscription-removed"
+        }
+        Action::Recover => {
+            let request = recovery_request(&form);
+            recovery::start(
+                &service,
+                &user.account,
+                slug,
+                environment,
+                Some(which),
+                request,
+            )?;
+            "recovery-started"
+        }
+    };
+    back(slug, done)
+}
+
+/// `POST …/webhooks/{environment}/caller-recovery`.
+pub async fn recover_callers(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    environment: &str,
+) -> Outcome {
+    let user = signed_in(app, req)?;
+    let form = user_form(app, req, &user).await?;
+    let environment = subscriptions::environment_param(environment)?;
+    let request = recovery_request(&form);
+    recovery::start(
+        &app.subscriptions(),
+        &user.account,
+        slug,
+        environment,
+        None,
+        request,
+    )?;
+    back(slug, "recovery-started")
+}
+
+/// A recovery window from the date pickers (`datetime-local`, read as UTC).
+fn recovery_request(form: &Form) -> RecoveryRequest {
+    RecoveryRequest {
+        since: utc(form.text("since")),
+        until: optional(form, "until").map(|text| utc(&text)),
+    }
+}
+
+/// A `datetime-local` value (`2026-11-20T08:00`) as RFC 3339 in UTC; anything else as it is.
+fn utc(text: &str) -> String {
+    let text = text.trim();
+    match text.len() {
+        16 if text.as_bytes().get(10) == Some(&b'T') => format!("{text}:00Z"),
+        19 if text.as_bytes().get(10) == Some(&b'T') => format!("{text}Z"),
+        _ => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utc;
+
+    #[test]
+    fn date_pickers_are_read_as_utc() {
+        assert_eq!(utc("2026-11-20T08:00"), "2026-11-20T08:00:00Z");
+        assert_eq!(utc("2026-11-20T08:00:30"), "2026-11-20T08:00:30Z");
+        assert_eq!(utc("2026-11-20"), "2026-11-20");
+        assert_eq!(
+            utc(" 2026-11-20T08:00:00+01:00 "),
+            "2026-11-20T08:00:00+01:00"
+        );
+    }
 }

@@ -87,6 +87,19 @@ async fn endpoint(
         (["webhooks"], true, _) => hooks::page(app, req, slug),
         (["webhooks", env], _, true) => hooks::save(app, req, slug, env).await,
         (["webhooks", env, "delete"], _, true) => hooks::delete(app, req, slug, env).await,
+        (["webhooks", env, "subscriptions"], _, true) => hooks::create(app, req, slug, env).await,
+        (["webhooks", env, "subscriptions", id], _, true) => {
+            hooks::subscription(app, req, slug, env, id, hooks::Action::Change).await
+        }
+        (["webhooks", env, "subscriptions", id, "delete"], _, true) => {
+            hooks::subscription(app, req, slug, env, id, hooks::Action::Delete).await
+        }
+        (["webhooks", env, "subscriptions", id, "recover"], _, true) => {
+            hooks::subscription(app, req, slug, env, id, hooks::Action::Recover).await
+        }
+        (["webhooks", env, "caller-recovery"], _, true) => {
+            hooks::recover_callers(app, req, slug, env).await
+        }
         (["requests"], true, _) => logs::requests(app, req, slug),
         (["deliveries"], true, _) => logs::deliveries(app, req, slug),
         (["deliveries", id], true, _) => logs::delivery(app, req, slug, id),
