@@ -884,3 +884,32 @@ fn the_database_is_reached_over_verified_tls() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_subscription_rate_limit_holds_across_the_nodes() {
+    let url = postgres::shared().database();
+    let nodes = BinaryNodes::start(2, &url, "[webhooks]\nallow_private_targets = true\n");
+    let ep: Endpoint = nodes.node(0).create_endpoint("paced", &[]);
+    let receiver = Receiver::start();
+    let path = format!(
+        "/api/v1/manage/endpoints/{}/webhooks/sandbox/subscriptions",
+        ep.slug
+    );
+    // Four a second, a tenth of a second's worth (at least one) at once: 1 + 3 more take at
+    // least 0.75 s however many nodes send them.
+    let body = json!({ "url": receiver.url("/in"), "rate_limit": 4 });
+    assert_status(&nodes.node(0).manage("POST", &path, Some(&body)), 201);
+    for i in 0..8 {
+        nodes
+            .node(i % 2)
+            .create_record(&ep.slug, &ep.sandbox_key, &json!({ "i": i }));
+    }
+    let got = receiver.wait_for(8, Duration::from_secs(30));
+    let span = got[7].at.duration_since(got[0].at);
+    // Eight starts at four a second: the last at least 1.75 s after the first (one node each
+    // pacing on its own would send them in half that).
+    assert!(
+        span >= Duration::from_millis(1_500),
+        "8 deliveries in {span:?}"
+    );
+}

@@ -57,6 +57,18 @@ pub trait ClusterStore: Send + Sync {
     /// keep an outcome from being recorded twice.
     fn claim_delivery(&self, id: u64, hold: Duration) -> Result<bool, StoreError>;
 
+    /// Books a start of a delivery of the rate-limited `subscription` (partition, number) at
+    /// `now` across the cluster: its starts at least `interval_us` apart on average, at most
+    /// `tolerance_us` ahead of that pace (`workers::webhooks::pacing`, which keeps the same
+    /// pace on one node). `Err` says when it may start.
+    fn pace(
+        &self,
+        subscription: (u64, u32),
+        interval_us: i64,
+        tolerance_us: i64,
+        now: Timestamp,
+    ) -> Result<Result<(), Timestamp>, StoreError>;
+
     /// Claims the queued e-mail `id` for this node for `hold`, like
     /// [`ClusterStore::claim_delivery`].
     fn claim_mail(&self, id: u64, hold: Duration) -> Result<bool, StoreError>;

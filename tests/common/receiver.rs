@@ -64,6 +64,8 @@ pub struct Received {
     /// Names lowercased, in arrival order.
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// When its body had been read.
+    pub at: Instant,
 }
 
 impl Received {
@@ -221,6 +223,7 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Received> {
         path,
         headers,
         body,
+        at: Instant::now(),
     })
 }
 

@@ -12,7 +12,10 @@ use deadpool_postgres::Pool;
 use crate::store::StoreError;
 
 /// The migrations in order: (version, SQL).
-const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("migrations/0001_initial.sql"))];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, include_str!("migrations/0001_initial.sql")),
+    (2, include_str!("migrations/0002_subscription_pace.sql")),
+];
 
 /// The advisory lock key the migrating node holds (`intake` in ASCII).
 const MIGRATION_LOCK: i64 = 0x0000_696e_7461_6b65;

@@ -74,7 +74,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::pacing::{Pacing, SubscriptionKey};
+use super::pacing::{Pacing, SubscriptionKey, pace};
 use super::send::{Exchange, Sender};
 use crate::core::clock::{MICROS_PER_SECOND, Timestamp};
 use crate::core::config::WebhooksConfig;
@@ -582,7 +582,13 @@ fn claim_due(
         });
         let paced = match &row {
             Some(row) => match rate_limit(snapshot.as_ref(), &mut settings, row)? {
-                Some((subscription, rate)) => pacing.start(subscription, rate, now).err(),
+                Some((subscription, rate)) => match ctx.parts.handles.store.cluster() {
+                    Some(cluster) => {
+                        let (interval, tolerance) = pace(rate);
+                        cluster.pace(subscription, interval, tolerance, now)?.err()
+                    }
+                    None => pacing.start(subscription, rate, now).err(),
+                },
                 None => None,
             },
             None => None,

@@ -20,6 +20,18 @@ const TIDY_AT: usize = 1024;
 /// A subscription: its partition and number.
 pub type SubscriptionKey = (u64, u32);
 
+/// The pace of `rate` deliveries a second: the interval between starts and how far ahead of
+/// it a start may be, in microseconds.
+pub fn pace(rate: u32) -> (i64, i64) {
+    let interval = MICROS_PER_SECOND / i64::from(rate.max(1));
+    (
+        interval,
+        interval * i64::from((rate / BURST_DIVISOR).max(1) - 1),
+    )
+}
+
+/// The pace of each subscription on one node. On a store shared by several nodes the
+/// dispatcher books starts in the store instead (`ClusterStore::pace`, the same step).
 #[derive(Default)]
 pub struct Pacing {
     /// Each paced subscription's theoretical time of its next start (GCRA's TAT). One at or
@@ -36,8 +48,7 @@ impl Pacing {
         rate: u32,
         now: Timestamp,
     ) -> Result<(), Timestamp> {
-        let interval = MICROS_PER_SECOND / i64::from(rate.max(1));
-        let tolerance = interval * i64::from((rate / BURST_DIVISOR).max(1) - 1);
+        let (interval, tolerance) = pace(rate);
         let next = self
             .next
             .get(&subscription)
