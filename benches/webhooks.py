@@ -15,6 +15,12 @@ answers 200 at once and notes each arrival's time and X-svc-Record-Id):
    receiver - the record's created_at (in its id: stamped when the POST arrived, before the
    commit and the 202), so it is an upper bound of "202 to receiver".
 
+SUBSCRIPTIONS (default 1) gives the endpoint that many subscriptions to the receiver: the
+first takes every event, of the others every second one `record.created` and the rest
+`record.deleted` only (which the benchmark's creates do not match), so each write makes
+1 + (SUBSCRIPTIONS - 1 + 1) // 2 deliveries and the filter is checked for every
+subscription.
+
 intake's memory is sampled from its start to its stop (benchlib.mem_watch, lib.sh's sampler);
 VmHWM is read after the backlog has drained (the peak of everything up to then: the backlog
 and its drain, intake being idle before) and at the end (the whole run). The profile file
@@ -44,6 +50,7 @@ BURST = os.environ.get("BURST", "5s")
 PACED = os.environ.get("PACED", "20s")
 CONNECTIONS = int(os.environ.get("CONNECTIONS", "12"))
 DELAY_MS = int(os.environ.get("DELAY_MS", "8"))
+SUBSCRIPTIONS = int(os.environ.get("SUBSCRIPTIONS", "1"))
 
 
 def log(msg):
@@ -65,6 +72,19 @@ def created_us(record_id):
     for c in record_id.removeprefix("rec_"):
         n = n * 32 + ALPHABET.index(c)
     return n >> 64
+
+
+def add_subscriptions(base, token, slug, hook_url):
+    """Gives the endpoint SUBSCRIPTIONS - 1 more subscriptions to HOOK_URL (see the module
+    docs); returns how many subscriptions each create is delivered to."""
+    path = f"{base}/api/v1/manage/endpoints/{slug}/webhooks/sandbox/subscriptions"
+    matching = 1
+    for n in range(1, SUBSCRIPTIONS):
+        types = ["record.created"] if n % 2 == 1 else ["record.deleted"]
+        call("POST", path, token, {"url": hook_url, "event_types": types,
+                                   "description": f"bench {n}"})
+        matching += n % 2
+    return matching
 
 
 def wait_delivered(receiver, at_least):
@@ -106,6 +126,7 @@ def main():
         mem_file = os.path.join(args.work, "intake.mem")
         procs.append(mem_watch(intake.pid, mem_file))
         slug, key = endpoint_with_webhook(base, token, f"{receiver}/hook")
+        per_write = add_subscriptions(base, token, slug, f"{receiver}/hook")
         data_url = f"{base}/api/v1/data/{slug}"
 
         log("phase 1: the receiver's ceiling")
@@ -118,7 +139,7 @@ def main():
         burst = wrk(data_url, BURST, 32, post_lua, key)
         accepted = int(burst["requests"] - burst["non2xx"])
         call("DELETE", f"{receiver}/hold")
-        stats = wait_delivered(receiver, accepted)
+        stats = wait_delivered(receiver, accepted * per_write)
         span = (stats["last_us"] - stats["first_us"]) / 1e6
         delivered_per_s = stats["count"] / span if span > 0 else 0.0
         backlog_hwm_kb = proc_kb(intake.pid, "VmHWM")
@@ -127,7 +148,7 @@ def main():
 
         log(f"phase 3: about {CONNECTIONS * 1000 // DELAY_MS} writes/s for {PACED}")
         paced = wrk(data_url, PACED, CONNECTIONS, paced_lua, key, {"DELAY_MS": str(DELAY_MS)})
-        wait_delivered(receiver, int(paced["requests"] - paced["non2xx"]))
+        wait_delivered(receiver, int(paced["requests"] - paced["non2xx"]) * per_write)
         with urllib.request.urlopen(f"{receiver}/arrivals", timeout=60) as resp:
             lines = resp.read().decode().splitlines()
         latencies = []
@@ -135,9 +156,10 @@ def main():
             at, record = line.split(" ", 1)
             if record.startswith("rec_"):
                 latencies.append((int(at) - created_us(record)) / 1000)
-        # Every write of the paced phase is delivered once (a 200 is never retried).
+        # Every write of the paced phase is delivered once per matching subscription (a 200
+        # is never retried).
         ids = [l.split(" ", 1)[1] for l in lines]
-        duplicates = len(ids) - len(set(ids))
+        duplicates = len(ids) - per_write * len(set(ids))
         hwm_kb = proc_kb(intake.pid, "VmHWM")
     run_mem = mem_peaks(mem_file)
     mb = lambda kb: round(kb / 1024, 1)
@@ -152,13 +174,15 @@ def main():
 - date: {datetime.now(timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}, commit: {commit}
 - machine: {os.cpu_count()} CPUs, {cpu}; intake, the receiver and wrk share it
 - intake `[webhooks]`: {webhooks.strip().replace(chr(10), '; ')} (other settings default)
+- subscriptions: {SUBSCRIPTIONS} to the receiver, {per_write} matching each write (the others
+  filter out the benchmark's `record.created` events)
 
 | measure | result | target |
 | --- | ---: | ---: |
 | receiver ceiling (wrk POSTs straight to it, 8 connections) | {ceiling['rps']:.0f} requests/s | (baseline) |
 | deliveries/s, draining the backlog of {accepted} writes | {delivered_per_s:.0f} /s | ≥ 5,000 /s |
 | deliveries as % of the receiver ceiling | {100 * delivered_per_s / ceiling['rps']:.1f} % | |
-| writes/s in the paced phase | {len(latencies) / float(PACED.rstrip('s')):.0f} /s | about 1,000 /s |
+| writes/s in the paced phase | {len(latencies) / per_write / float(PACED.rstrip('s')):.0f} /s | about 1,000 /s |
 | POST arrival → receiver, p50 | {percentile(latencies, 50):.2f} ms | ≤ 20 ms |
 | POST arrival → receiver, p90 / p99 / max | {percentile(latencies, 90):.2f} / {percentile(latencies, 99):.2f} / {max(latencies):.2f} ms | |
 | POST → 202 as wrk saw it in the paced phase, p50 / p99 | {paced['p50_ms']:.2f} / {paced['p99_ms']:.2f} ms | |
@@ -182,7 +206,7 @@ def main():
         write_figures(os.environ["RESULTS_JSON"], {
             "ceiling_rps": round(ceiling["rps"], 1), "deliveries_per_s": round(delivered_per_s, 1),
             "backlog_writes": accepted, "burst_rps": round(burst["rps"], 1),
-            "paced_writes_per_s": round(len(latencies) / float(PACED.rstrip("s")), 1),
+            "paced_writes_per_s": round(len(latencies) / per_write / float(PACED.rstrip("s")), 1),
             "latency_p50_ms": round(percentile(latencies, 50), 2),
             "latency_p99_ms": round(percentile(latencies, 99), 2), "duplicates": duplicates,
             "peak_rss_mb": mb(hwm_kb), "backlog_peak_rss_mb": mb(backlog_hwm_kb),

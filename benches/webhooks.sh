@@ -9,7 +9,8 @@
 # Env: BURST (full-speed write phase, default 5s), PACED (paced phase, default 20s),
 #      CONNECTIONS (paced phase connections, default 12), DELAY_MS (per-connection pause,
 #      default 8), WORKERS / PER_TARGET ([webhooks] workers / per_target_concurrency,
-#      default: intake's defaults), INTAKE_BIN (skip the build), RESULTS_FILE, RESULTS_JSON
+#      default: intake's defaults), SUBSCRIPTIONS (subscriptions to the receiver, default 1;
+#      see benches/webhooks.py), INTAKE_BIN (skip the build), RESULTS_FILE, RESULTS_JSON
 #      (also write the key figures there as JSON, see benches/webhooks.py), PROFILE_ENV (a
 #      benches/profiles/NAME.env file whose INTAKE_* variables go to intake serve alone).
 # All traffic goes to 127.0.0.1. See benches/webhooks.py for what each phase does.

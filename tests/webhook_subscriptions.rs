@@ -333,6 +333,50 @@ fn each_subscription_gets_the_events_of_its_filter_and_a_disabled_one_skips() {
         );
     }
     assert!(off.requests().is_empty());
+    // Each subscription's log: sub_1's three, two to a page.
+    let page = |query: &str| {
+        let path = format!("/api/v1/manage/endpoints/{}/deliveries?{query}", ep.slug);
+        let r = s.manage("GET", &path, None);
+        assert_status(&r, 200);
+        r.json()
+    };
+    let first = page("subscription=sub_1&limit=2");
+    let ids: Vec<&Value> = first["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|d| &d["id"])
+        .collect();
+    assert_eq!(ids.len(), 2);
+    assert!(
+        first["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .all(|d| d["subscription"] == "sub_1")
+    );
+    let cursor = first["pagination"]["next_cursor"]
+        .as_str()
+        .expect("a next page");
+    let second = page(&format!("subscription=sub_1&limit=2&cursor={cursor}"));
+    assert_eq!(second["data"].as_array().map(Vec::len), Some(1), "{second}");
+    assert_eq!(second["data"][0]["subscription"], "sub_1");
+    assert_eq!(
+        page("subscription=sub_2")["data"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_error(
+        &s.manage(
+            "GET",
+            &format!(
+                "/api/v1/manage/endpoints/{}/deliveries?subscription=2",
+                ep.slug
+            ),
+            None,
+        ),
+        400,
+        "invalid_parameter",
+    );
 
     // A skipped delivery can be sent by hand; it goes to the receiver it was made for.
     let first = skipped.last().expect("oldest skipped")["id"].clone();

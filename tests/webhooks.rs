@@ -773,6 +773,7 @@ fn a_given_up_production_owner_webhook_mails_the_owner_once_a_day() {
         first["record_id"].as_str().unwrap(),
         rx.url("/owner").as_str(),
         "HTTP 400",
+        "Subscription: sub_1",
         &format!("/deliveries/{}", first["id"]),
     ] {
         assert!(body.contains(needle), "{needle:?} not in {body}");

@@ -80,38 +80,60 @@ fn view(row: &DeliveryRow) -> DeliveryView {
     }
 }
 
+/// Rows a filtered page reads at most before it returns what it found (with a cursor to go on
+/// from): a subscription whose deliveries are rare costs each page a bounded read.
+const FILTER_SCAN_LIMIT: usize = 10_000;
+
 /// The deliveries of one partition (endpoint and environment), newest first; only those of
-/// `record` when given.
+/// `record` and of the owner subscription `subscription` when given.
 pub fn list(
     store: &dyn Store,
     partition: u64,
     record: Option<RecordId>,
+    subscription: Option<u32>,
     limit: usize,
     cursor_text: Option<&str>,
 ) -> Result<DeliveryPage> {
-    let before = match cursor_text {
+    let mut position = match cursor_text {
         Some(text) => cursor::parse(CursorKind::Delivery, partition, text)?.tiebreak as u64,
         None => u64::MAX,
     };
-    let mut rows = store.read()?.delivery_page(
-        partition,
-        record.map(|r| r.0),
-        before,
-        limit.saturating_add(1),
-    )?;
-    let more = rows.len() > limit;
-    rows.truncate(limit);
-    let next_cursor = match (more, rows.last()) {
-        (true, Some(last)) => Some(cursor::encode(
+    let snapshot = store.read()?;
+    let wanted =
+        |row: &DeliveryRow| subscription.is_none_or(|id| row.owner_subscription() == Some(id));
+    let page_size = limit.saturating_add(1).max(64);
+    let mut rows = Vec::new();
+    let mut scanned = 0;
+    // Where the next page goes on from, if there may be more.
+    let next = 'scan: loop {
+        let page = snapshot.delivery_page(partition, record.map(|r| r.0), position, page_size)?;
+        if page.is_empty() {
+            break None;
+        }
+        for row in page {
+            if rows.len() == limit {
+                break 'scan Some(position);
+            }
+            position = row.id;
+            scanned += 1;
+            if wanted(&row) {
+                rows.push(row);
+            }
+        }
+        if scanned >= FILTER_SCAN_LIMIT {
+            break Some(position);
+        }
+    };
+    let next_cursor = next.map(|last| {
+        cursor::encode(
             CursorKind::Delivery,
             partition,
             Position {
                 time: 0,
-                tiebreak: u128::from(last.id),
+                tiebreak: u128::from(last),
             },
-        )),
-        _ => None,
-    };
+        )
+    });
     Ok(DeliveryPage {
         data: rows.iter().map(view).collect(),
         pagination: Pagination { next_cursor },

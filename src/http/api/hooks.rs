@@ -149,10 +149,15 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Result<Response> {
         .transpose()?;
     let limit =
         crate::core::cursor::limit_param(&params, log::LIST_LIMIT_DEFAULT, log::LIST_LIMIT_MAX)?;
+    let subscription = params
+        .get("subscription")
+        .map(|text| subscriptions::subscription_param(text))
+        .transpose()?;
     let page = log::list(
         app.store.as_ref(),
         partition,
         record,
+        subscription,
         limit,
         params.get("cursor").map(String::as_str),
     )?;

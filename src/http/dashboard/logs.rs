@@ -131,7 +131,14 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Outcome {
         Environment::Production => production,
     };
     let cursor = params.get("cursor").map(String::as_str);
-    let page = log::list(app.store.as_ref(), part, None, DELIVERIES_PER_PAGE, cursor)?;
+    let page = log::list(
+        app.store.as_ref(),
+        part,
+        None,
+        None,
+        DELIVERIES_PER_PAGE,
+        cursor,
+    )?;
     let pager = Pager::new(
         &format!("{}/deliveries", head.path()),
         &[("environment", environment.as_str())],

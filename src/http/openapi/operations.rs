@@ -1095,6 +1095,12 @@ fn webhook_operations() -> Vec<Operation> {
             .summary("The delivery log", "Of one environment, or of one record; newest first.")
             .param(environment_query("Which environment's deliveries."))
             .param(query("record_id", "Only this record's deliveries.", schema_ref("RecordId")))
+            .param(query(
+                "subscription",
+                "Only this subscription's deliveries (`sub_N`). A page reads at most 10,000 \
+                 deliveries: it may hold fewer than `limit` with a `next_cursor` to go on.",
+                json!({ "type": "string", "pattern": "^sub_[1-9][0-9]*$" }),
+            ))
             .param(limit(webhooks::log::LIST_LIMIT_DEFAULT, webhooks::log::LIST_LIMIT_MAX))
             .param(cursor())
             .ok(200, "One page.", page_of("Delivery"), json!({ "data": [delivery_example()], "pagination": {} }))

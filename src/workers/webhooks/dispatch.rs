@@ -975,6 +975,7 @@ fn failure_mail(
         "A webhook of your endpoint \"{name}\" ({slug}) in production was given up after \
          {attempts} attempt(s).\n\n\
          Endpoint:     {name} ({slug}), production\n\
+         Subscription: {subscription}\n\
          Record id:    {record}\n\
          Receiver URL: {url}\n\
          Last result:  {last_result}\n\n\
@@ -989,6 +990,9 @@ fn failure_mail(
         attempts = row.attempts,
         record = RecordId(row.record_id),
         url = row.url,
+        subscription = row
+            .owner_subscription()
+            .map_or_else(String::new, subscriptions::subscription_id),
     );
     mail::enqueue(
         tx,
