@@ -222,6 +222,7 @@ fn every_route_refuses_calls_without_the_right_credential_and_they_change_nothin
                     .replace("{environment}", "sandbox")
                     .replace("{account_id}", &w.member_id.to_string())
                     .replace("{token}", "inv_unknown")
+                    .replace("{subscription_id}", "sub_1")
                     .replace("{id}", "1")
             };
             let path = path_for(&w.a.slug);

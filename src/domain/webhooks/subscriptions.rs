@@ -65,13 +65,17 @@ fn enabled_by_default() -> bool {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubscriptionChange {
+    #[serde(default, deserialize_with = "not_null")]
     pub url: Option<String>,
     #[serde(default, deserialize_with = "present")]
     pub auth_header: Option<Option<String>>,
     #[serde(default, deserialize_with = "present")]
     pub auth_value: Option<Option<String>>,
+    #[serde(default, deserialize_with = "not_null")]
     pub enabled: Option<bool>,
+    #[serde(default, deserialize_with = "not_null")]
     pub description: Option<String>,
+    #[serde(default, deserialize_with = "not_null")]
     pub event_types: Option<Vec<String>>,
     #[serde(default, deserialize_with = "present")]
     pub rate_limit: Option<Option<u32>>,
@@ -82,6 +86,13 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     deserializer: D,
 ) -> std::result::Result<Option<Option<T>>, D::Error> {
     Option::<T>::deserialize(deserializer).map(Some)
+}
+
+/// A field that, when present, has a value: `null` is refused (there is nothing to remove).
+fn not_null<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> std::result::Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
 }
 
 /// A subscription as the API and the dashboard show it.

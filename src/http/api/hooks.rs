@@ -33,7 +33,7 @@ pub async fn owner_webhook(
             .put_first(&account, slug, environment, config)?;
         return Ok(reply::json(StatusCode::OK, &view));
     }
-    one_subscription(app, req, slug, environment, Which::First).await
+    one_subscription(app, req, slug, environment, None).await
 }
 
 /// `GET` (list) and `POST` (create) `…/webhooks/{environment}/subscriptions` (endpoint owner).
@@ -66,20 +66,23 @@ pub async fn subscription(
     environment: &str,
     id: &str,
 ) -> Result<Response> {
-    let which = Which::Id(subscriptions::subscription_param(id)?);
-    one_subscription(app, req, slug, environment, which).await
+    one_subscription(app, req, slug, environment, Some(id)).await
 }
 
-/// `GET`, `PATCH` and `DELETE` of one subscription.
+/// `GET`, `PATCH` and `DELETE` of one subscription: the one `id` names, or the first.
 async fn one_subscription(
     app: &App,
     req: &mut Request,
     slug: &str,
     environment: &str,
-    which: Which,
+    id: Option<&str>,
 ) -> Result<Response> {
     let account = caller(app, req)?;
     let environment = subscriptions::environment_param(environment)?;
+    let which = match id {
+        Some(id) => Which::Id(subscriptions::subscription_param(id)?),
+        None => Which::First,
+    };
     let service = app.subscriptions();
     let view = match req.method {
         Method::PATCH => service.update(&account, slug, environment, which, body(req).await?)?,

@@ -194,7 +194,8 @@ fn recovery_body() -> Value {
     json!({ "type": "object", "required": ["since"], "additionalProperties": false,
             "properties": {
                 "since": { "type": "string", "description": "RFC 3339, or a date (midnight UTC)." },
-                "until": { "type": "string", "description": "RFC 3339, or a date; default now." } } })
+                "until": { "type": ["string", "null"],
+                           "description": "RFC 3339, or a date; absent or null: now." } } })
 }
 
 fn recovery_example(subscription: bool) -> Value {
