@@ -428,9 +428,10 @@ fn owner_settings_webhooks_secrets_and_a_member_who_logs_in_to_accept() {
         200
     );
 
-    // Owner webhook settings: saved (the auth value is never shown again), then removed.
+    // The owner webhook (the first subscription): added (the auth value is never shown
+    // again), changed, then removed.
     let r = owner.post(
-        &format!("{base}/webhooks/sandbox"),
+        &format!("{base}/webhooks/sandbox/subscriptions"),
         &[
             ("csrf", &token),
             ("url", "https://hooks.example.com/in"),
@@ -475,7 +476,11 @@ fn owner_settings_webhooks_secrets_and_a_member_who_logs_in_to_accept() {
             ("auth_value", ""),
         ];
         fields.extend(clear);
-        let r = owner.post(&format!("{base}/webhooks/sandbox"), &fields, &[]);
+        let r = owner.post(
+            &format!("{base}/webhooks/sandbox/subscriptions/sub_1"),
+            &fields,
+            &[],
+        );
         assert_eq!(r.status, 303, "{}", r.describe());
         let hook = hook_now();
         assert_eq!(hook["url"], "https://hooks.example.com/in2");
@@ -483,7 +488,7 @@ fn owner_settings_webhooks_secrets_and_a_member_who_logs_in_to_accept() {
         assert_eq!(hook["enabled"], false, "the unchecked box disables it");
     }
     owner.post(
-        &format!("{base}/webhooks/sandbox/delete"),
+        &format!("{base}/webhooks/sandbox/subscriptions/sub_1/delete"),
         &[("csrf", &token)],
         &[],
     );

@@ -2,9 +2,8 @@
 //! rate limits and health (last success, failure streak, disabled by the circuit breaker),
 //! forms to add, change, switch, delete and recover them, and the caller webhooks' recovery.
 //!
-//! The first subscription is the spec's owner webhook: `POST …/webhooks/{environment}` (the
-//! first form) sets it. Saving a form changes what it shows and keeps the rest (an empty auth
-//! value keeps the stored one).
+//! The first subscription is the spec's owner webhook. Saving a form changes what it shows and
+//! keeps the rest (an empty auth value keeps the stored one).
 
 use askama::Template;
 
@@ -12,7 +11,7 @@ use super::endpoints::EndpointHead;
 use super::form::Form;
 use super::page::{Layout, Outcome, redirect, render};
 use super::visitor::{signed_in, user_form};
-use crate::domain::error::{Error, Missing};
+use crate::domain::error::Error;
 use crate::domain::webhooks::recovery::{self, RecoveryRequest};
 use crate::domain::webhooks::subscriptions::{
     self, RecoveryView, SubscriptionChange, SubscriptionConfig, SubscriptionView, Which,
@@ -137,40 +136,6 @@ fn config(form: &Form) -> Result<SubscriptionConfig, Error> {
         event_types: event_types(form),
         rate_limit: rate_limit(form)?,
     })
-}
-
-/// `POST …/webhooks/{environment}`: sets the first subscription (the owner webhook), making it
-/// when there is none.
-pub async fn save(app: &App, req: &mut Request, slug: &str, environment: &str) -> Outcome {
-    let user = signed_in(app, req)?;
-    let form = user_form(app, req, &user).await?;
-    let environment = subscriptions::environment_param(environment)?;
-    let service = app.subscriptions();
-    match service.update(
-        &user.account,
-        slug,
-        environment,
-        Which::First,
-        change(&form)?,
-    ) {
-        Err(Error::NotFound(Missing::Webhook)) => {
-            service.put_first(&user.account, slug, environment, config(&form)?)?;
-        }
-        done => {
-            done?;
-        }
-    }
-    back(slug, "webhook")
-}
-
-/// `POST …/webhooks/{environment}/delete`: removes the first subscription.
-pub async fn delete(app: &App, req: &mut Request, slug: &str, environment: &str) -> Outcome {
-    let user = signed_in(app, req)?;
-    user_form(app, req, &user).await?;
-    let environment = subscriptions::environment_param(environment)?;
-    app.subscriptions()
-        .delete(&user.account, slug, environment, Which::First)?;
-    back(slug, "webhook-removed")
 }
 
 /// `POST …/webhooks/{environment}/subscriptions`: adds a subscription.

@@ -85,8 +85,6 @@ async fn endpoint(
             collaborators::remove(app, req, slug, id).await
         }
         (["webhooks"], true, _) => hooks::page(app, req, slug),
-        (["webhooks", env], _, true) => hooks::save(app, req, slug, env).await,
-        (["webhooks", env, "delete"], _, true) => hooks::delete(app, req, slug, env).await,
         (["webhooks", env, "subscriptions"], _, true) => hooks::create(app, req, slug, env).await,
         (["webhooks", env, "subscriptions", id], _, true) => {
             hooks::subscription(app, req, slug, env, id, hooks::Action::Change).await
