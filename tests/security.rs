@@ -377,10 +377,25 @@ fn dashboard_forms(w: &World) -> Vec<(String, Vec<(&'static str, String)>)> {
         ),
         (format!("{e}/collaborators/{member}/remove"), vec![]),
         (
-            format!("{e}/webhooks/sandbox"),
+            format!("{e}/webhooks/sandbox/subscriptions"),
             vec![("url", "https://example.com/hook".into())],
         ),
-        (format!("{e}/webhooks/sandbox/delete"), vec![]),
+        (
+            format!("{e}/webhooks/sandbox/subscriptions/sub_1"),
+            vec![("url", "https://example.com/hook".into())],
+        ),
+        (
+            format!("{e}/webhooks/sandbox/subscriptions/sub_1/delete"),
+            vec![],
+        ),
+        (
+            format!("{e}/webhooks/sandbox/subscriptions/sub_1/recover"),
+            vec![("since", "2026-01-01T00:00".into())],
+        ),
+        (
+            format!("{e}/webhooks/sandbox/caller-recovery"),
+            vec![("since", "2026-01-01T00:00".into())],
+        ),
         (format!("{e}/deliveries/1/redeliver"), vec![]),
         ("/dashboard/notifications/1/read".into(), vec![]),
         ("/dashboard/mail/test".into(), vec![]),
