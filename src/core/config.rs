@@ -47,6 +47,7 @@ pub struct Config {
     pub public_url: Option<String>,
     pub storage: StorageConfig,
     pub poll: PollConfig,
+    pub stream: StreamConfig,
     pub retention: RetentionConfig,
     pub request_log: RequestLogConfig,
     pub search: SearchConfig,
@@ -543,6 +544,61 @@ impl Default for PollConfig {
     }
 }
 
+/// `[stream]`: the change stream, `GET /api/v1/data/{slug}/stream` (see `domain::stream`).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StreamConfig {
+    /// A comment line goes out after this long without an event, so proxies and clients see
+    /// the connection is alive.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub heartbeat: Duration,
+    /// Streams one API key may hold open at once; one more is refused with 429.
+    pub max_per_key: usize,
+    /// What a stream may hold that its reader has not taken yet, in KiB.
+    pub buffer_kb: usize,
+    /// A reader that leaves the buffer full this long is sent a `stream_reader_too_slow` error
+    /// event and disconnected.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub slow_reader_timeout: Duration,
+    /// On a shared store: how often a stream looks for events committed by other nodes.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub cluster_poll: Duration,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        StreamConfig {
+            heartbeat: Duration::from_secs(15),
+            max_per_key: 10,
+            buffer_kb: 256,
+            slow_reader_timeout: Duration::from_secs(30),
+            cluster_poll: Duration::from_millis(250),
+        }
+    }
+}
+
+impl StreamConfig {
+    fn validate(&self) -> Result<(), String> {
+        if self.heartbeat < Duration::from_millis(10) {
+            return Err("stream.heartbeat must be at least \"10ms\"".into());
+        }
+        if self.max_per_key == 0 {
+            return Err("stream.max_per_key must be at least 1".into());
+        }
+        // A record's payload is at most 100 KB: one event must always fit.
+        if self.buffer_kb < 128 {
+            return Err("stream.buffer_kb must be at least 128".into());
+        }
+        if self.slow_reader_timeout < Duration::from_millis(10) {
+            return Err("stream.slow_reader_timeout must be at least \"10ms\"".into());
+        }
+        if self.cluster_poll < Duration::from_millis(10) {
+            return Err("stream.cluster_poll must be at least \"10ms\"".into());
+        }
+        Ok(())
+    }
+}
+
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetentionConfig {
@@ -798,6 +854,7 @@ impl Default for Config {
             public_url: None,
             storage: StorageConfig::default(),
             poll: PollConfig::default(),
+            stream: StreamConfig::default(),
             retention: RetentionConfig::default(),
             request_log: RequestLogConfig::default(),
             search: SearchConfig::default(),
@@ -918,6 +975,7 @@ impl Config {
         }
         self.http.validate()?;
         self.storage.validate()?;
+        self.stream.validate()?;
         if !(0..=19).contains(&self.search.indexer_nice) {
             return Err("search.indexer_nice must be from 0 to 19".into());
         }

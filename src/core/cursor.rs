@@ -31,6 +31,9 @@ pub enum CursorKind {
     Mail = b'm',
     /// Webhook deliveries of one partition: the tiebreak is the delivery id.
     Delivery = b'd',
+    /// The change stream's event ids (`Last-Event-ID`): the tiebreak is the event's position
+    /// in the store's event log, the time when its write was received.
+    Stream = b'e',
 }
 
 const LEN: usize = 1 + 8 + 8 + 16;

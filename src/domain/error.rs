@@ -73,6 +73,11 @@ pub enum Error {
     // 410
     #[error("This invitation {0}; ask the endpoint owner for a new one.")]
     InvitationGone(GoneReason),
+    #[error(
+        "This Last-Event-ID is older than the events kept for this endpoint (or from another \
+         store); read what you missed with poll, then open a new stream."
+    )]
+    StreamCursorExpired,
     #[error("No e-mail with that id exists.")]
     MailNotFound,
 
@@ -91,6 +96,11 @@ pub enum Error {
     UsageLimitExceeded { retry_after_secs: u64 },
     #[error("Too many failed login attempts; try again later.")]
     TooManyLoginAttempts { retry_after_secs: u64 },
+    #[error(
+        "This API key already holds {0} open streams, the most it may; close one before \
+         opening another."
+    )]
+    TooManyStreams(usize),
 
     // 5xx
     #[error("Storage is temporarily unavailable; retry with backoff.")]

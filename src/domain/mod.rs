@@ -11,6 +11,8 @@
 //!   202 leaves only after that commit.
 //! - [`poll`]: the oldest-first feed, the in-flight registry that keeps it gap-free, and the
 //!   read-ahead for a draining consumer.
+//! - [`stream`]: the change stream (Server-Sent Events): each processed write, live, from the
+//!   store's event log, resumable with `Last-Event-ID`, with bounded buffers per reader.
 //! - [`search`]: substring search: query rules, the exact-results planner (index or
 //!   newest-first store walk), the allocation-free substring test, case folding and the
 //!   positional trigram tokenizer, and the `SearchIndex` trait the tantivy index implements.
@@ -23,7 +25,8 @@
 //! - [`notifications`]: stored notifications per account.
 //! - [`audit`]: the per-endpoint audit log of every change.
 //! - [`usage`]: monthly data-call counters and the quota (429), per-day counts for the chart.
-//! - [`retention`]: the scheduled purge of records past their environment's retention.
+//! - [`retention`]: the scheduled purge of records (and their events) past their
+//!   environment's retention.
 //! - [`keys`]: every node of a store seals with the store's key.
 //! - [`migrate`]: copying a single-node install into PostgreSQL.
 //! - [`jobs`]: periodic jobs run once per period across the nodes of a shared store.
@@ -59,5 +62,6 @@ pub mod records;
 pub mod retention;
 pub mod search;
 pub mod sessions;
+pub mod stream;
 pub mod usage;
 pub mod webhooks;

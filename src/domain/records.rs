@@ -404,6 +404,7 @@ pub async fn delete(
     let record = RecordWrite::Delete {
         partition: access.partition,
         id,
+        at: hooks.at,
     };
     ingest.submit(Write { record, hooks }).await?;
     Ok(Accepted {

@@ -5,7 +5,8 @@
 //! injectable clock's schedule (hourly), deletes in bounded transactions so it never holds the
 //! write lock for long, and logs every delete in the change log (the store does, see
 //! `RecordsStore::purge_partition_before`), so the search index drops the record as it would
-//! after a DELETE.
+//! after a DELETE. The change stream's events of writes received before the same cutoff go
+//! too (`EventsStore::purge_events_before`); a stream resuming from before them is refused.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +25,16 @@ pub const SCHEDULE_TICK: Duration = Duration::from_secs(1);
 /// Most records deleted per transaction.
 const PURGE_CHUNK: usize = 2_000;
 
-/// Deletes every record past its environment's retention at `now`; returns how many.
+/// How long `partition`'s records and events are kept.
+fn kept(partition: u64, retention: &RetentionConfig) -> Duration {
+    match partition_environment(partition) {
+        Environment::Sandbox => retention.sandbox,
+        Environment::Production => retention.production,
+    }
+}
+
+/// Deletes every record past its environment's retention at `now`, and the change stream's
+/// events of writes received before then; returns how many records.
 pub fn purge_expired(
     store: &dyn Store,
     now: Timestamp,
@@ -33,11 +43,12 @@ pub fn purge_expired(
     let partitions = store.read()?.record_partitions()?;
     let mut total = 0;
     for partition in partitions {
-        let keep = match partition_environment(partition) {
-            Environment::Sandbox => retention.sandbox,
-            Environment::Production => retention.production,
-        };
-        total += purge_partition(store, partition, first_id_at(now.minus(keep)))?;
+        let cutoff = now.minus(kept(partition, retention));
+        total += purge_partition(store, partition, first_id_at(cutoff))?;
+    }
+    for partition in store.event_partitions()? {
+        let cutoff = now.minus(kept(partition, retention));
+        while store.purge_events_before(partition, cutoff, PURGE_CHUNK)? == PURGE_CHUNK {}
     }
     Ok(total)
 }

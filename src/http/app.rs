@@ -34,6 +34,8 @@ pub struct App {
     pub in_flight: Arc<InFlight>,
     /// Warms the cache with a draining poll consumer's next page.
     pub poll_read_ahead: ReadAhead,
+    /// The change streams of this node.
+    pub streams: crate::domain::stream::Streams,
     pub usage: Usage,
     pub logins: Box<dyn LoginThrottle>,
     /// The outbox worker (woken by the after-commit path of a commit that queued e-mail).

@@ -33,6 +33,24 @@ pub fn json_text(status: StatusCode, body: impl Into<Bytes>) -> Response {
     response
 }
 
+/// A `text/event-stream` answer whose body is `body`'s frames as they come. Neither caches
+/// nor reverse proxies may hold it back (`X-Accel-Buffering: no` tells nginx).
+pub fn event_stream(body: crate::domain::stream::StreamBody) -> Response {
+    use warp::Reply;
+    let mut response = warp::reply::stream(body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    headers.insert("x-accel-buffering", http::HeaderValue::from_static("no"));
+    response
+}
+
 /// The token of an `Authorization: Bearer <token>` header, if well-formed.
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;

@@ -47,6 +47,7 @@ use crate::workers::{cluster, compression, ingest};
 
 use crate::core::ticker::Ticker;
 use crate::domain::sessions::{self, LoginLimiter, LoginThrottle, SharedLoginLimiter};
+use crate::domain::stream::Streams;
 use crate::domain::usage::Usage;
 use crate::domain::{jobs, keys, retention};
 use crate::server::tls::{Tls, TlsError};
@@ -323,14 +324,16 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
             &config.webhooks,
         )
         .map_err(spawn_err)?;
+    let streams = Streams::new(store.clone(), config.stream.clone());
     let (ingest, writer) = ingest::start(store.clone(), metrics.clone(), {
-        let (indexer, wakers) = (indexer.clone(), wakers.clone());
+        let (indexer, wakers, streams) = (indexer.clone(), wakers.clone(), streams.clone());
         // Each commit appends to the change log the indexer follows; what else it requires
         // takes the after-commit path of every write.
-        Box::new(move |effects| {
+        Box::new(move |effects, partitions| {
             if let Some(indexer) = &indexer {
                 indexer.changed();
             }
+            streams.committed(partitions);
             wakers.committed(effects);
         })
     })
@@ -359,6 +362,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         search,
         in_flight,
         poll_read_ahead: ReadAhead::default(),
+        streams,
         mailer,
         dispatcher,
         dashboard,
@@ -468,6 +472,7 @@ async fn serve(
     let (http1, http2) = (builder.clone().http1_only(), builder.http2_only());
     let header_timeout = app.config.http.header_timeout;
     let connections = Arc::new(Semaphore::new(app.config.http.max_connections));
+    let streams = app.streams.clone();
     let service = warp::service(crate::http::filter(app));
     let graceful = GracefulShutdown::new();
     loop {
@@ -546,6 +551,9 @@ async fn serve(
         }
     }
     drop(listener);
+    // Change streams never end by themselves: end them so their connections can close (each
+    // reader reconnects, with Last-Event-ID, to a node that is up).
+    streams.shutdown();
     log::info!("shutting down: waiting for in-flight requests");
     tokio::select! {
         _ = graceful.shutdown() => {}

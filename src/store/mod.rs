@@ -30,6 +30,7 @@ pub mod changes;
 pub mod cluster;
 pub mod compression;
 pub mod endpoints;
+pub mod events;
 pub mod mail;
 pub mod postgres;
 pub mod records;
@@ -161,6 +162,7 @@ pub trait Store:
     + Sync
     + accounts::AccountsStore
     + endpoints::EndpointsStore
+    + events::EventsStore
     + mail::MailStore
     + records::RecordsStore
     + usage::UsageStore

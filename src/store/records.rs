@@ -75,6 +75,8 @@ pub enum RecordWrite {
     Delete {
         partition: u64,
         id: RecordId,
+        /// When the delete was received (its event's time).
+        at: Timestamp,
     },
 }
 
@@ -117,12 +119,14 @@ pub enum ChangeKind {
     Deleted,
 }
 
-/// An applied write, as its webhooks report it.
+/// An applied write, as its webhooks and its event report it.
 #[derive(Clone, Copy, Debug)]
 pub struct Change<'a> {
     pub partition: u64,
     pub id: RecordId,
     pub kind: ChangeKind,
+    /// When the write was received.
+    pub at: Timestamp,
     /// The payload after the write (`None` for a delete).
     pub payload: Option<&'a [u8]>,
 }
@@ -130,34 +134,36 @@ pub struct Change<'a> {
 impl<'a> Change<'a> {
     /// What `write` changed, given its `outcome`: `None` for a refused or replayed write.
     pub fn of(write: &'a RecordWrite, outcome: &WriteOutcome) -> Option<Change<'a>> {
-        let (partition, id, kind, payload) = match (write, outcome) {
+        let (partition, id, kind, at, payload) = match (write, outcome) {
             (
                 RecordWrite::Create {
                     partition, payload, ..
                 },
-                WriteOutcome::Created { id, .. },
+                WriteOutcome::Created { id, created_at },
             ) => (
                 *partition,
                 *id,
                 ChangeKind::Created,
+                *created_at,
                 Some(payload.as_slice()),
             ),
             (
                 RecordWrite::Replace {
                     partition,
                     id,
+                    updated_at,
                     payload,
-                    ..
                 },
                 WriteOutcome::Replaced,
             ) => (
                 *partition,
                 *id,
                 ChangeKind::Replaced,
+                *updated_at,
                 Some(payload.as_slice()),
             ),
-            (RecordWrite::Delete { partition, id }, WriteOutcome::Deleted) => {
-                (*partition, *id, ChangeKind::Deleted, None)
+            (RecordWrite::Delete { partition, id, at }, WriteOutcome::Deleted) => {
+                (*partition, *id, ChangeKind::Deleted, *at, None)
             }
             _ => return None,
         };
@@ -165,6 +171,7 @@ impl<'a> Change<'a> {
             partition,
             id,
             kind,
+            at,
             payload,
         })
     }

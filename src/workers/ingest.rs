@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use crate::core::metrics::Metrics;
 use crate::domain::ingest::{self, Ingest, Message, Queue, Reply, Write};
+use crate::store::records::Change;
 use crate::store::{Effects, Store};
 
 /// How many writes one transaction takes at most.
@@ -41,13 +42,17 @@ impl WriterThread {
     }
 }
 
+/// What the writer tells the rest of the server after each successful commit: what the commit
+/// requires ([`Effects`]) and the partitions it wrote a change to (their change streams wake).
+/// It wakes the consumers of the change log and carries out the effects; it must not block.
+pub type AfterCommit = Box<dyn Fn(Effects, &[u64]) + Send>;
+
 /// Starts the writer thread; returns the queue to submit writes to. `after_commit` runs after
-/// every successful commit with what the commit requires (it wakes the consumers of the change
-/// log and carries out the [`Effects`]; it must not block).
+/// every successful commit.
 pub fn start(
     store: Arc<dyn Store>,
     metrics: Arc<Metrics>,
-    after_commit: Box<dyn Fn(Effects) + Send>,
+    after_commit: AfterCommit,
 ) -> std::io::Result<(Ingest, WriterThread)> {
     let (ingest, queue) = ingest::queue();
     let writer = Writer {
@@ -74,7 +79,7 @@ struct WriterStats {
 struct Writer {
     store: Arc<dyn Store>,
     metrics: Arc<Metrics>,
-    after_commit: Box<dyn Fn(Effects) + Send>,
+    after_commit: AfterCommit,
 }
 
 fn writer_loop(writer: &Writer, mut queue: Queue) {
@@ -139,7 +144,15 @@ fn commit(
     stats.largest_batch = stats.largest_batch.max(writes.len());
     match applied {
         Ok(applied) => {
-            (writer.after_commit)(applied.effects);
+            let mut changed: Vec<u64> = writes
+                .iter()
+                .zip(&applied.outcomes)
+                .filter_map(|(write, outcome)| Change::of(write.write, outcome))
+                .map(|change| change.partition)
+                .collect();
+            changed.sort_unstable();
+            changed.dedup();
+            (writer.after_commit)(applied.effects, &changed);
             for ((_, reply), outcome) in batch.into_iter().zip(applied.outcomes) {
                 reply.applied(outcome);
             }

@@ -26,6 +26,7 @@ use serde_json::value::RawValue;
 
 use crate::core::clock::Timestamp;
 use crate::core::crypto::Sealer;
+use crate::core::ids::RecordId;
 use crate::domain::error::{Error, Result};
 use crate::store::records::{Change, ChangeKind, DeliveryPlanner, NewDelivery};
 use crate::store::{
@@ -293,8 +294,33 @@ pub fn event_type(kind: ChangeKind) -> EventType {
 }
 
 fn event_body(change: &Change<'_>, hooks: &Hooks) -> Result<String, StoreError> {
-    let id = change.id;
-    let payload = match change.payload {
+    event_json(&EventContent {
+        kind: change.kind,
+        at: hooks.at,
+        id: change.id,
+        endpoint_slug: &hooks.endpoint_slug,
+        environment: hooks.environment,
+        payload: change.payload,
+    })
+}
+
+/// What an event says: a webhook's body and a change-stream event's data (`domain::stream`)
+/// are the same JSON.
+pub struct EventContent<'a> {
+    pub kind: ChangeKind,
+    /// When the write was received.
+    pub at: Timestamp,
+    pub id: RecordId,
+    pub endpoint_slug: &'a str,
+    pub environment: Environment,
+    /// The record's payload (`None` for a delete).
+    pub payload: Option<&'a [u8]>,
+}
+
+/// The JSON of an event (see the module's documentation).
+pub fn event_json(event: &EventContent<'_>) -> Result<String, StoreError> {
+    let id = event.id;
+    let payload = match event.payload {
         Some(bytes) => Some(
             std::str::from_utf8(bytes)
                 .ok()
@@ -304,12 +330,12 @@ fn event_body(change: &Change<'_>, hooks: &Hooks) -> Result<String, StoreError> 
         None => None,
     };
     let body = Body {
-        kind: event_type(change.kind).as_str(),
-        timestamp: hooks.at.to_rfc3339(),
+        kind: event_type(event.kind).as_str(),
+        timestamp: event.at.to_rfc3339(),
         data: BodyData {
             id: id.to_string(),
-            endpoint: &hooks.endpoint_slug,
-            environment: hooks.environment,
+            endpoint: event.endpoint_slug,
+            environment: event.environment,
             created_at: id.created_at().to_rfc3339(),
             payload: payload.as_deref(),
         },

@@ -137,6 +137,24 @@ pub fn poll(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Res
     Ok(reply::json_text(StatusCode::OK, page.json))
 }
 
+/// `GET /api/v1/data/{slug}/stream`: the change stream as Server-Sent Events (see
+/// `domain::stream`). It resumes after `Last-Event-ID`, or after `?cursor=` (a saved event
+/// id) when the header is absent; the header wins because a browser's `EventSource`
+/// reconnects to the same URL with it.
+pub fn stream(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Result<Response> {
+    let access = authorize(app, req, slug, Permission::Read, call_log)?;
+    let params = query_params(&req.query);
+    let last_event_id = match req.headers.get("last-event-id") {
+        Some(value) => Some(value.to_str().map_err(|_| Error::InvalidParameter {
+            name: "Last-Event-ID",
+            reason: "it is not the id of an event of this endpoint's stream".into(),
+        })?),
+        None => params.get("cursor").map(String::as_str),
+    };
+    let body = app.streams.open(&access, last_event_id)?;
+    Ok(reply::event_stream(body))
+}
+
 /// Authorises the call, counts it against the monthly quota, and fills in where it is
 /// logged. A refused call on an existing endpoint is logged too (with the key id once the key
 /// is known), so the owner sees failed attempts.

@@ -61,6 +61,10 @@ pub(super) async fn dispatch(
             let slug = slug.to_string();
             data::poll(app, req, &slug, call_log)
         }
+        Route::DataStream { slug } => {
+            let slug = slug.to_string();
+            data::stream(app, req, &slug, call_log)
+        }
         Route::DataRecord { slug, record_id } => {
             let (slug, record_id) = (slug.to_string(), record_id.to_string());
             data::handle(app, req, &slug, Some(&record_id), call_log).await
@@ -168,6 +172,7 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
         | Route::DataCollection { .. }
         | Route::DataSearch { .. }
         | Route::DataPoll { .. }
+        | Route::DataStream { .. }
         | Route::DataRecord { .. }
         // The dashboard's paths never reach the API (`http::handle`).
         | Route::Dashboard { .. }

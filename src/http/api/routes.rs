@@ -19,6 +19,9 @@ pub enum Route<'a> {
     DataPoll {
         slug: &'a str,
     },
+    DataStream {
+        slug: &'a str,
+    },
     DataRecord {
         slug: &'a str,
         record_id: &'a str,
@@ -161,6 +164,7 @@ impl<'a> Route<'a> {
             ["api", "v1", "data", slug] => Route::DataCollection { slug },
             ["api", "v1", "data", slug, "search"] => Route::DataSearch { slug },
             ["api", "v1", "data", slug, "poll"] => Route::DataPoll { slug },
+            ["api", "v1", "data", slug, "stream"] => Route::DataStream { slug },
             // Before the record arm: `openapi.json` is never a record id (those start `rec_`).
             ["api", "v1", "openapi.json"] => Route::OpenApi,
             ["api", "v1", "data", slug, "openapi.json"] => Route::DataOpenApi { slug },
@@ -271,6 +275,7 @@ impl<'a> Route<'a> {
             Route::DataCollection { .. } => "/api/v1/data/{slug}",
             Route::DataSearch { .. } => "/api/v1/data/{slug}/search",
             Route::DataPoll { .. } => "/api/v1/data/{slug}/poll",
+            Route::DataStream { .. } => "/api/v1/data/{slug}/stream",
             Route::DataRecord { .. } => "/api/v1/data/{slug}/{record_id}",
             Route::AuthLogin => "/api/v1/auth/login",
             Route::AuthLogout => "/api/v1/auth/logout",
@@ -346,6 +351,7 @@ impl<'a> Route<'a> {
             | Route::Metrics
             | Route::DataSearch { .. }
             | Route::DataPoll { .. }
+            | Route::DataStream { .. }
             | Route::AuthSession
             | Route::Invitation { .. }
             | Route::ManageAccount

@@ -24,6 +24,7 @@
 mod accounts;
 mod cluster;
 mod endpoints;
+mod events;
 mod mail;
 mod records;
 mod request_log;

@@ -13,9 +13,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 
-use super::{PgStore, PgTx, big, from_json, id_bytes, id_from_bytes, to_json, unbig};
+use super::{PgStore, PgTx, big, from_json, id_bytes, id_from_bytes, micros, to_json, unbig};
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
+use crate::store::events::kind_code;
 use crate::store::records::{
     AppliedBatch, BatchWrite, Change, NewDelivery, RecordRef, RecordRow, RecordWrite, RecordsRead,
     RecordsStore, ScanOrder, SearchVisitor, WriteOutcome, searchable_text,
@@ -276,6 +277,8 @@ struct Batch<'w> {
     webhook_settings: HashMap<u64, WebhookSettingsRow>,
     /// The deliveries of the applied writes, in the order they were made.
     deliveries: Vec<(u64, RecordId, NewDelivery)>,
+    /// The events of the applied writes, in order (`store::events`).
+    events: EventColumns,
 }
 
 impl<'w> Batch<'w> {
@@ -298,7 +301,7 @@ impl<'w> Batch<'w> {
                     }
                 }
                 RecordWrite::Replace { partition, id, .. }
-                | RecordWrite::Delete { partition, id } => {
+                | RecordWrite::Delete { partition, id, .. } => {
                     partitions.insert(big(*partition));
                     record_partitions.push(big(*partition));
                     record_ids.push(id_bytes(id.0));
@@ -332,6 +335,7 @@ impl<'w> Batch<'w> {
             changed: BTreeMap::new(),
             webhook_settings: HashMap::new(),
             deliveries: Vec::new(),
+            events: EventColumns::default(),
         };
         for row in &rows {
             let partition = unbig(row.try_get(1)?);
@@ -372,6 +376,7 @@ impl<'w> Batch<'w> {
     fn apply_one(&mut self, batch_write: &BatchWrite<'w>) -> Result<WriteOutcome, StoreError> {
         let outcome = self.apply_to_records(batch_write.write)?;
         if let Some(change) = Change::of(batch_write.write, &outcome) {
+            self.events.push(&change);
             let settings = self.webhook_settings.get(&change.partition);
             for delivery in batch_write.webhooks.deliveries(&change, settings)? {
                 self.deliveries
@@ -443,7 +448,7 @@ impl<'w> Batch<'w> {
                     .insert((*partition, id.0), Some((*updated_at, payload.as_slice())));
                 Ok(WriteOutcome::Replaced)
             }
-            RecordWrite::Delete { partition, id } => {
+            RecordWrite::Delete { partition, id, .. } => {
                 if !self.exists((*partition, id.0)) {
                     return Ok(WriteOutcome::NotFound);
                 }
@@ -481,6 +486,7 @@ impl<'w> Batch<'w> {
             claim_times.push(big(time_key(row.created_at)));
             claim_data.push(to_json(row)?);
         }
+        let event_ids: Vec<&[u8]> = self.events.record_ids.iter().map(|id| &id[..]).collect();
         let new_deliveries = i32::try_from(self.deliveries.len())
             .map_err(|_| StoreError::Corrupt("too many deliveries in one batch".into()))?;
         let rows = tx.query(
@@ -498,6 +504,12 @@ impl<'w> Batch<'w> {
                  SELECT * FROM unnest($8::bigint[], $9::text[], $10::bigint[], $11::bytea[]) \
                  ON CONFLICT (partition, key) DO UPDATE SET created_at = EXCLUDED.created_at, \
                      data = EXCLUDED.data \
+             ), events AS ( \
+                 INSERT INTO record_events (partition, kind, record_id, at) \
+                 SELECT partition, kind, record_id, at \
+                 FROM unnest($13::bigint[], $14::smallint[], $15::bytea[], $16::bigint[]) \
+                     WITH ORDINALITY AS e(partition, kind, record_id, at, n) \
+                 ORDER BY n \
              ) \
              SELECT nextval('delivery_ids') FROM generate_series(1, $12::int)",
             &[
@@ -513,6 +525,10 @@ impl<'w> Batch<'w> {
                 &claim_times,
                 &claim_data,
                 &new_deliveries,
+                &self.events.partitions,
+                &self.events.kinds,
+                &event_ids,
+                &self.events.at,
             ],
         )?;
         if self.deliveries.is_empty() {
@@ -525,6 +541,24 @@ impl<'w> Batch<'w> {
         // Ids in the order the deliveries were made, as on redb.
         ids.sort_unstable();
         insert_deliveries(tx, ids, self.deliveries)
+    }
+}
+
+/// The columns of the events a batch writes.
+#[derive(Default)]
+struct EventColumns {
+    partitions: Vec<i64>,
+    kinds: Vec<i16>,
+    record_ids: Vec<[u8; 16]>,
+    at: Vec<i64>,
+}
+
+impl EventColumns {
+    fn push(&mut self, change: &Change<'_>) {
+        self.partitions.push(big(change.partition));
+        self.kinds.push(i16::from(kind_code(change.kind)));
+        self.record_ids.push(id_bytes(change.id.0));
+        self.at.push(micros(change.at));
     }
 }
 
@@ -667,7 +701,11 @@ mod tests {
     }
 
     fn delete(partition: u64, id: RecordId) -> RecordWrite {
-        RecordWrite::Delete { partition, id }
+        RecordWrite::Delete {
+            partition,
+            id,
+            at: id.created_at(),
+        }
     }
 
     fn apply(store: &PgStore, writes: &[RecordWrite]) -> AppliedBatch {

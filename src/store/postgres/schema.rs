@@ -15,6 +15,7 @@ use crate::store::StoreError;
 const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("migrations/0001_initial.sql")),
     (2, include_str!("migrations/0002_subscription_pace.sql")),
+    (3, include_str!("migrations/0003_record_events.sql")),
 ];
 
 /// The advisory lock key the migrating node holds (`intake` in ASCII).

@@ -18,6 +18,7 @@ mod changes;
 mod compact;
 mod deliveries;
 mod endpoints;
+mod events;
 mod gauges;
 mod mail;
 mod payload;
@@ -233,6 +234,8 @@ fn visit_main_tables(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(RECORDS)?;
     v.visit(PAYLOAD_DICTIONARIES)?;
     v.visit(CHANGES)?;
+    v.visit(EVENTS)?;
+    v.visit(EVENTS_TRIMMED)?;
     v.visit(IDEMPOTENCY)?;
     v.visit(IDEMPOTENCY_EXPIRY)?;
     v.visit(OUTBOX)?;

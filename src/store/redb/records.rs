@@ -10,11 +10,12 @@ use super::deliveries::DeliveryTables;
 use super::payload::PayloadCodec;
 use super::tx::Tables;
 use super::{
-    CHANGES, IDEMPOTENCY, IDEMPOTENCY_EXPIRY, LAST_CHANGE_SEQ, META, RECORDS, RedbStore, from_json,
-    partitions_of, read_counter, to_json, write_counter,
+    CHANGES, EVENTS, IDEMPOTENCY, IDEMPOTENCY_EXPIRY, LAST_CHANGE_SEQ, META, RECORDS, RedbStore,
+    from_json, partitions_of, read_counter, to_json, write_counter,
 };
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
+use crate::store::events::kind_code;
 use crate::store::records::{
     AppliedBatch, BatchWrite, Change, IdempotencyClaim, RecordRef, RecordRow, RecordWrite,
     RecordsRead, RecordsStore, ScanOrder, SearchVisitor, WriteOutcome,
@@ -257,6 +258,7 @@ struct BatchTables<'txn> {
     idempotency: Table<'txn, (u64, &'static str), &'static [u8]>,
     idempotency_expiry: Table<'txn, (u64, u64, &'static str), ()>,
     log: ChangeLog<'txn>,
+    events: Table<'txn, (u64, u64), (u8, u128, u64)>,
     deliveries: DeliveryTables<'txn>,
 }
 
@@ -271,6 +273,7 @@ impl<'txn> BatchTables<'txn> {
             idempotency: txn.open_table(IDEMPOTENCY)?,
             idempotency_expiry: txn.open_table(IDEMPOTENCY_EXPIRY)?,
             log: ChangeLog::open(txn)?,
+            events: txn.open_table(EVENTS)?,
             deliveries: DeliveryTables::open(txn)?,
         })
     }
@@ -281,13 +284,17 @@ impl<'txn> BatchTables<'txn> {
         self.deliveries.finish(txn)
     }
 
-    /// Applies one write; if it changed a record, logs it in the change log and creates its
-    /// webhook deliveries.
+    /// Applies one write; if it changed a record, logs it in the change log and the event log
+    /// (under the same sequence) and creates its webhook deliveries.
     fn apply(&mut self, batch_write: &BatchWrite<'_>) -> Result<WriteOutcome, StoreError> {
         let write = batch_write.write;
         let outcome = self.apply_to_records(write)?;
         if let Some(change) = Change::of(write, &outcome) {
             self.log.append(change.partition, change.id.0)?;
+            self.events.insert(
+                (change.partition, self.log.last_seq),
+                (kind_code(change.kind), change.id.0, time_key(change.at)),
+            )?;
             self.deliveries.create_for(&change, batch_write.webhooks)?;
         }
         Ok(outcome)
@@ -342,7 +349,7 @@ impl<'txn> BatchTables<'txn> {
                 )?;
                 Ok(WriteOutcome::Replaced)
             }
-            RecordWrite::Delete { partition, id } => {
+            RecordWrite::Delete { partition, id, .. } => {
                 if self.records.remove((*partition, id.0))?.is_none() {
                     return Ok(WriteOutcome::NotFound);
                 }

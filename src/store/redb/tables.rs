@@ -30,6 +30,14 @@ pub const CHANGES: TableDefinition<u64, (u64, u128)> = TableDefinition::new("cha
 pub const LAST_CHANGE_SEQ: &str = "last_change_seq";
 /// `META` key of the highest change sequence trimmed from `CHANGES`.
 pub const CHANGES_TRIMMED_UPTO: &str = "changes_trimmed_upto";
+/// The event log of the change stream (`store::events`): `(partition, change sequence)` →
+/// `(kind, record_id, received at µs)` of every applied create, replace and delete, written
+/// in the commit of the write with the sequence of its `CHANGES` entry. Kept for the
+/// partition's retention window.
+pub const EVENTS: TableDefinition<(u64, u64), (u8, u128, u64)> =
+    TableDefinition::new("record_events");
+/// `partition` → the highest event sequence retention has purged from `EVENTS`.
+pub const EVENTS_TRIMMED: TableDefinition<u64, u64> = TableDefinition::new("record_events_trimmed");
 /// `(partition, idempotency key)` → [`IdempotencyRow`] JSON.
 pub const IDEMPOTENCY: TableDefinition<(u64, &str), &[u8]> = TableDefinition::new("idempotency");
 /// `(stored_at_us, partition, idempotency key)` → `()`: the expiry order of `IDEMPOTENCY`.

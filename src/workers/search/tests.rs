@@ -46,7 +46,7 @@ impl Bench {
         let (ingest, writer) = ingest::start(
             store.clone(),
             Arc::new(Metrics::default()),
-            Box::new(|_| {}),
+            Box::new(|_, _| {}),
         )
         .expect("ingest writer");
         Bench {
@@ -102,6 +102,7 @@ fn edit(p: u64, id: u128, payload: Option<String>) -> RecordWrite {
         None => RecordWrite::Delete {
             partition: p,
             id: RecordId(id),
+            at: Timestamp((id >> 64) as i64),
         },
     }
 }

@@ -1,0 +1,557 @@
+//! The change stream: `GET /api/v1/data/{slug}/stream`, each processed write of an endpoint's
+//! environment as a Server-Sent Event, live.
+//!
+//! Poll is for consumers that fetch batches on their own schedule; the stream is for live
+//! ones. Both are gap-free, but they follow different orders: poll follows created_at (and
+//! holds records back until no earlier-stamped write can still appear), the stream follows the
+//! order of the commits themselves, through the store's event log (`store::events`), where a
+//! store only hands out events whose place is settled. So the stream needs no hold-back, shows
+//! replaces and deletes too, and an event reaches a reader as soon as its commit is done.
+//!
+//! **The wire.** Each event is
+//!
+//! ```text
+//! id: <cursor>
+//! event: record.created
+//! data: {"type":"record.created","timestamp":"…","data":{"id":"rec_…","endpoint":"…",
+//!        "environment":"sandbox","created_at":"…","payload":{…}}}
+//! ```
+//!
+//! with the same JSON as a webhook's body (`domain::webhooks::deliveries::event_json`), on one
+//! line. Its payload is the record as it is when the event is read: a reader that keeps up
+//! gets the write's own payload; one that resumes after later writes to the record gets the
+//! record as it is then (the later events follow), and none once it is deleted (its delete
+//! follows). A reader that reconnects with `Last-Event-ID` (or `?cursor=`) gets every event
+//! after that one, each once, in order. A comment line goes out after `[stream] heartbeat`
+//! without an event.
+//!
+//! **Bounded memory.** What a stream has sent but its reader not yet taken is limited to
+//! `[stream] buffer_kb`; a reader that leaves it full for `slow_reader_timeout` gets an
+//! `error` event (`stream_reader_too_slow`) and is disconnected, and if it does not even take
+//! that, the connection is cut. Events are read from the store in pages, and the readers of a
+//! partition share the frames of its newest events ([`Feed`]), so a hundred readers cost one
+//! store read per commit, not a hundred. An API key holds at most `max_per_key` streams.
+//!
+//! **Wake-ups.** The ingest writer tells [`Streams::committed`] which partitions each commit
+//! wrote to; a stream waits for that, its heartbeat, or, on a store shared by several nodes,
+//! `cluster_poll` (other nodes' commits, and events a running transaction held back).
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
+
+use crate::core::config::StreamConfig;
+use crate::core::cursor::{self, CursorKind, Position};
+use crate::domain::endpoints::DataAccess;
+use crate::domain::error::{Error, Result};
+use crate::domain::webhooks::deliveries::{EventContent, event_json, event_type};
+use crate::store::events::StoredEvent;
+use crate::store::records::ChangeKind;
+use crate::store::{Environment, Store, StoreError, time_key};
+
+/// Most events one store read takes.
+const PAGE_EVENTS: usize = 128;
+/// Most payload bytes one store read takes (it takes at least one event).
+const PAGE_BYTES: usize = 256 * 1024;
+/// What the frames a partition's readers share may hold.
+const SHARED_BYTES: usize = 512 * 1024;
+/// Room kept in every stream's buffer for the frame that ends it.
+const FINAL_FRAME_BYTES: usize = 512;
+/// What a client waits before it reconnects (the `retry:` field of the first frame).
+const RECONNECT_MS: u64 = 1000;
+
+/// The change streams of this node: started once by the server, shared by every request.
+#[derive(Clone)]
+pub struct Streams {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Arc<dyn Store>,
+    settings: StreamConfig,
+    feeds: Mutex<HashMap<u64, Weak<Feed>>>,
+    open_per_key: Mutex<HashMap<String, usize>>,
+    closing: watch::Sender<bool>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The body of an open stream: the frames its pump sends, until it ends or is cut.
+pub struct StreamBody {
+    frames: mpsc::UnboundedReceiver<Chunk>,
+    cut: Option<oneshot::Receiver<()>>,
+}
+
+/// Why a stream's connection was cut rather than ended.
+#[derive(Debug, thiserror::Error)]
+#[error("the stream's reader took nothing for too long; the connection is cut")]
+pub struct StreamCut;
+
+impl futures_util::Stream for StreamBody {
+    type Item = std::result::Result<Bytes, StreamCut>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(cut) = self.cut.as_mut() {
+            match Pin::new(cut).poll(cx) {
+                Poll::Ready(Ok(())) => {
+                    self.cut = None;
+                    self.frames.close();
+                    return Poll::Ready(Some(Err(StreamCut)));
+                }
+                Poll::Ready(Err(_)) => self.cut = None,
+                Poll::Pending => {}
+            }
+        }
+        // The chunk's share of the buffer is given back as it leaves for the connection.
+        self.frames
+            .poll_recv(cx)
+            .map(|chunk| chunk.map(|chunk| Ok(chunk.bytes)))
+    }
+}
+
+/// A piece of a stream's body and its share of the stream's buffer.
+struct Chunk {
+    bytes: Bytes,
+    _share: Option<OwnedSemaphorePermit>,
+}
+
+impl Streams {
+    pub fn new(store: Arc<dyn Store>, settings: StreamConfig) -> Streams {
+        Streams {
+            inner: Arc::new(Inner {
+                store,
+                settings,
+                feeds: Mutex::new(HashMap::new()),
+                open_per_key: Mutex::new(HashMap::new()),
+                closing: watch::Sender::new(false),
+            }),
+        }
+    }
+
+    /// A commit wrote events to `partitions`: wake their streams.
+    pub fn committed(&self, partitions: &[u64]) {
+        let feeds = lock(&self.inner.feeds);
+        for partition in partitions {
+            if let Some(feed) = feeds.get(partition).and_then(Weak::upgrade) {
+                feed.changed.send_replace(());
+            }
+        }
+    }
+
+    /// Ends every stream (the server is stopping): each sends a last comment and closes, and
+    /// its reader reconnects, to this node or another, with `Last-Event-ID`.
+    pub fn shutdown(&self) {
+        self.inner.closing.send_replace(true);
+    }
+
+    /// How many streams are open on this node.
+    pub fn open_count(&self) -> usize {
+        lock(&self.inner.open_per_key).values().sum()
+    }
+
+    /// Opens a stream of `access`'s partition after `last_event_id` (an event id this stream
+    /// sent), or from now on. Refused when the key holds its most streams already, or when
+    /// the id is older than the events kept.
+    pub fn open(&self, access: &DataAccess, last_event_id: Option<&str>) -> Result<StreamBody> {
+        let partition = access.partition;
+        let start = match last_event_id {
+            Some(text) => {
+                cursor::decode(CursorKind::Stream, partition, text.trim())
+                    .ok_or_else(|| Error::InvalidParameter {
+                        name: "Last-Event-ID",
+                        reason: "it is not the id of an event of this endpoint's stream".into(),
+                    })?
+                    .tiebreak
+            }
+            None => self.inner.store.event_bounds(partition)?.head,
+        };
+        if start < self.inner.store.event_bounds(partition)?.trimmed {
+            return Err(Error::StreamCursorExpired);
+        }
+        let slot = Slot::take(&self.inner, &access.key_id)?;
+        let feed = self.feed(access);
+        let capacity = (self.inner.settings.buffer_kb * 1024).max(FINAL_FRAME_BYTES * 2);
+        let budget = Arc::new(Semaphore::new(capacity));
+        let reserve = budget
+            .clone()
+            .try_acquire_many_owned(FINAL_FRAME_BYTES as u32)
+            .map_err(|_| Error::Internal("a new stream's buffer is taken".into()))?;
+        let (frames_tx, frames) = mpsc::unbounded_channel();
+        let (cut_tx, cut) = oneshot::channel();
+        let outbox = Outbox {
+            frames: frames_tx,
+            budget,
+            capacity,
+            reserve: Some(reserve),
+            cut: Some(cut_tx),
+            slow_after: self.inner.settings.slow_reader_timeout,
+        };
+        let pump = Pump {
+            inner: self.inner.clone(),
+            feed,
+            position: start,
+            outbox,
+            _slot: slot,
+        };
+        tokio::spawn(pump.run());
+        Ok(StreamBody {
+            frames,
+            cut: Some(cut),
+        })
+    }
+
+    fn feed(&self, access: &DataAccess) -> Arc<Feed> {
+        let mut feeds = lock(&self.inner.feeds);
+        if let Some(feed) = feeds.get(&access.partition).and_then(Weak::upgrade) {
+            return feed;
+        }
+        feeds.retain(|_, feed| feed.strong_count() > 0);
+        let feed = Arc::new(Feed {
+            partition: access.partition,
+            endpoint_slug: access.endpoint.slug.clone(),
+            environment: access.environment,
+            changed: watch::Sender::new(()),
+            shared: tokio::sync::Mutex::new(Shared::default()),
+        });
+        feeds.insert(access.partition, Arc::downgrade(&feed));
+        feed
+    }
+}
+
+/// One of the streams an API key holds open; given back when the stream ends.
+struct Slot {
+    inner: Arc<Inner>,
+    key_id: String,
+}
+
+impl Slot {
+    fn take(inner: &Arc<Inner>, key_id: &str) -> Result<Slot> {
+        let mut open = lock(&inner.open_per_key);
+        let count = open.entry(key_id.to_string()).or_insert(0);
+        if *count >= inner.settings.max_per_key {
+            return Err(Error::TooManyStreams(inner.settings.max_per_key));
+        }
+        *count += 1;
+        Ok(Slot {
+            inner: inner.clone(),
+            key_id: key_id.to_string(),
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = lock(&self.inner.open_per_key);
+        if let Some(count) = open.get_mut(&self.key_id) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&self.key_id);
+            }
+        }
+    }
+}
+
+/// One event as it goes on the wire.
+struct Frame {
+    position: u128,
+    text: Bytes,
+}
+
+/// What the streams of one partition share: a wake-up on each commit to it, and the frames of
+/// its newest events.
+struct Feed {
+    partition: u64,
+    endpoint_slug: String,
+    environment: Environment,
+    changed: watch::Sender<()>,
+    shared: tokio::sync::Mutex<Shared>,
+}
+
+/// The frames of a partition's newest events: every settled event with a position in
+/// `(start, end]`, oldest first, at most [`SHARED_BYTES`] of them.
+#[derive(Default)]
+struct Shared {
+    frames: VecDeque<Arc<Frame>>,
+    covers: Option<(u128, u128)>,
+    bytes: usize,
+}
+
+/// What a stream could not read.
+enum ReadError {
+    /// Events after the position were purged.
+    Expired,
+    Store(StoreError),
+}
+
+impl From<StoreError> for ReadError {
+    fn from(err: StoreError) -> Self {
+        ReadError::Store(err)
+    }
+}
+
+impl Feed {
+    /// The frames of the events after `after`, oldest first (none when there are none yet).
+    async fn frames_after(
+        &self,
+        store: &dyn Store,
+        after: u128,
+    ) -> std::result::Result<Vec<Arc<Frame>>, ReadError> {
+        let mut shared = self.shared.lock().await;
+        match shared.covers {
+            Some((start, end)) if start <= after && after < end => {
+                let from = shared.frames.partition_point(|f| f.position <= after);
+                return Ok(shared
+                    .frames
+                    .range(from..)
+                    .take(PAGE_EVENTS)
+                    .cloned()
+                    .collect());
+            }
+            Some((start, _)) if after < start => {
+                // Behind the shared frames: read on its own, without holding the others up.
+                drop(shared);
+                return self.read(store, after);
+            }
+            _ => {}
+        }
+        // At the newest shared frame (or past it, or nothing shared yet): one read serves
+        // every stream of the partition that is waiting here.
+        let frames = self.read(store, after)?;
+        let last = frames.last().map_or(after, |f| f.position);
+        match shared.covers {
+            Some((start, end)) if end == after => shared.covers = Some((start, last)),
+            _ => {
+                *shared = Shared::default();
+                shared.covers = Some((after, last));
+            }
+        }
+        for frame in &frames {
+            shared.bytes += frame.text.len();
+            shared.frames.push_back(frame.clone());
+        }
+        while shared.bytes > SHARED_BYTES {
+            let Some(oldest) = shared.frames.pop_front() else {
+                break;
+            };
+            shared.bytes -= oldest.text.len();
+            if let Some((_, end)) = shared.covers {
+                shared.covers = Some((oldest.position, end));
+            }
+        }
+        Ok(frames)
+    }
+
+    fn read(
+        &self,
+        store: &dyn Store,
+        after: u128,
+    ) -> std::result::Result<Vec<Arc<Frame>>, ReadError> {
+        let page = store.events_after(self.partition, after, PAGE_EVENTS, PAGE_BYTES)?;
+        if after < page.trimmed {
+            return Err(ReadError::Expired);
+        }
+        page.events
+            .iter()
+            .map(|event| Ok(Arc::new(self.frame(event)?)))
+            .collect()
+    }
+
+    fn frame(&self, event: &StoredEvent) -> std::result::Result<Frame, StoreError> {
+        let payload = match (event.kind, &event.record) {
+            (ChangeKind::Deleted, _) | (_, None) => None,
+            (_, Some((_, payload))) => Some(payload.as_slice()),
+        };
+        let json = event_json(&EventContent {
+            kind: event.kind,
+            at: event.at,
+            id: event.record_id,
+            endpoint_slug: &self.endpoint_slug,
+            environment: self.environment,
+            payload,
+        })?;
+        let id = cursor::encode(
+            CursorKind::Stream,
+            self.partition,
+            Position {
+                time: time_key(event.at),
+                tiebreak: event.position,
+            },
+        );
+        let kind = event_type(event.kind).as_str();
+        Ok(Frame {
+            position: event.position,
+            text: Bytes::from(format!("id: {id}\nevent: {kind}\ndata: {json}\n\n")),
+        })
+    }
+}
+
+/// Why a frame could not be sent.
+enum SendError {
+    /// The reader left the buffer full for too long.
+    Slow,
+    /// The reader is gone.
+    Gone,
+}
+
+/// A stream's side of its body: frames go out only while the reader takes them.
+struct Outbox {
+    frames: mpsc::UnboundedSender<Chunk>,
+    /// The buffer: each queued byte holds a permit until the connection takes it.
+    budget: Arc<Semaphore>,
+    capacity: usize,
+    /// The room of the frame that ends the stream, kept from the start.
+    reserve: Option<OwnedSemaphorePermit>,
+    cut: Option<oneshot::Sender<()>>,
+    slow_after: Duration,
+}
+
+impl Outbox {
+    async fn send(&self, bytes: Bytes) -> std::result::Result<(), SendError> {
+        let need = u32::try_from(bytes.len().clamp(1, self.capacity - FINAL_FRAME_BYTES))
+            .unwrap_or(u32::MAX);
+        let share = tokio::select! {
+            share = tokio::time::timeout(
+                self.slow_after,
+                self.budget.clone().acquire_many_owned(need),
+            ) => match share {
+                Ok(Ok(share)) => share,
+                Ok(Err(_)) => return Err(SendError::Gone),
+                Err(_) => return Err(SendError::Slow),
+            },
+            _ = self.frames.closed() => return Err(SendError::Gone),
+        };
+        self.frames
+            .send(Chunk {
+                bytes,
+                _share: Some(share),
+            })
+            .map_err(|_| SendError::Gone)
+    }
+
+    /// Sends the frame that ends the stream, in the room kept for it.
+    fn finish(&mut self, text: String) {
+        let _ = self.frames.send(Chunk {
+            bytes: Bytes::from(text),
+            _share: self.reserve.take(),
+        });
+    }
+
+    /// Waits for the reader to take what is queued; cuts the connection if it does not
+    /// within the slow-reader timeout.
+    async fn drain_or_cut(&mut self) {
+        let everything = u32::try_from(self.capacity).unwrap_or(u32::MAX);
+        let drained = tokio::select! {
+            drained = tokio::time::timeout(self.slow_after, self.budget.acquire_many(everything)) => drained.is_ok(),
+            _ = self.frames.closed() => true,
+        };
+        if !drained && let Some(cut) = self.cut.take() {
+            let _ = cut.send(());
+        }
+    }
+}
+
+/// The frame of an `error` event that ends a stream.
+fn error_frame(code: &str, message: &str) -> String {
+    let data = serde_json::json!({"error": {"code": code, "message": message}});
+    format!("event: error\ndata: {data}\n\n")
+}
+
+/// The task that feeds one stream.
+struct Pump {
+    inner: Arc<Inner>,
+    feed: Arc<Feed>,
+    /// The last event sent (or where the stream started).
+    position: u128,
+    outbox: Outbox,
+    _slot: Slot,
+}
+
+impl Pump {
+    async fn run(mut self) {
+        let settings = self.inner.settings.clone();
+        let shared_store = self.inner.store.cluster().is_some();
+        let mut changed = self.feed.changed.subscribe();
+        let mut closing = self.inner.closing.subscribe();
+        let opening = Bytes::from(format!("retry: {RECONNECT_MS}\n: stream open\n\n"));
+        if self.outbox.send(opening).await.is_err() {
+            return;
+        }
+        let mut quiet_since = tokio::time::Instant::now();
+        loop {
+            changed.borrow_and_update();
+            if *closing.borrow_and_update() {
+                self.outbox
+                    .finish(": the server is stopping; reconnect\n\n".into());
+                return;
+            }
+            let frames = self
+                .feed
+                .frames_after(self.inner.store.as_ref(), self.position)
+                .await;
+            match frames {
+                Ok(frames) if !frames.is_empty() => {
+                    for frame in frames {
+                        match self.outbox.send(frame.text.clone()).await {
+                            Ok(()) => self.position = frame.position,
+                            Err(SendError::Slow) => return self.too_slow().await,
+                            Err(SendError::Gone) => return,
+                        }
+                    }
+                    quiet_since = tokio::time::Instant::now();
+                    continue;
+                }
+                Ok(_) => {}
+                Err(ReadError::Expired) => {
+                    self.outbox.finish(error_frame(
+                        "stream_cursor_expired",
+                        &Error::StreamCursorExpired.to_string(),
+                    ));
+                    return;
+                }
+                Err(ReadError::Store(err)) => {
+                    log::error!("stream of partition {}: {err}", self.feed.partition);
+                    self.outbox.finish(error_frame(
+                        "storage_unavailable",
+                        "Storage is temporarily unavailable; reconnect with Last-Event-ID.",
+                    ));
+                    return;
+                }
+            }
+            let heartbeat_at = quiet_since + settings.heartbeat;
+            tokio::select! {
+                _ = changed.changed() => {}
+                _ = closing.changed() => {}
+                _ = tokio::time::sleep(settings.cluster_poll), if shared_store => {}
+                _ = tokio::time::sleep_until(heartbeat_at) => {
+                    match self.outbox.send(Bytes::from_static(b": heartbeat\n\n")).await {
+                        Ok(()) => quiet_since = tokio::time::Instant::now(),
+                        Err(SendError::Slow) => return self.too_slow().await,
+                        Err(SendError::Gone) => return,
+                    }
+                }
+                _ = self.outbox.frames.closed() => return,
+            }
+        }
+    }
+
+    async fn too_slow(mut self) {
+        log::info!(
+            "a stream of partition {} was disconnected: its reader took nothing for {:?}",
+            self.feed.partition,
+            self.inner.settings.slow_reader_timeout
+        );
+        self.outbox.finish(error_frame(
+            "stream_reader_too_slow",
+            "This reader took too long to read what was sent; reconnect with Last-Event-ID.",
+        ));
+        self.outbox.drain_or_cut().await;
+    }
+}

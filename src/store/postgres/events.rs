@@ -1,0 +1,171 @@
+//! [`EventsStore`] on PostgreSQL: `record_events` and `record_event_trims`.
+//!
+//! Nodes commit ingest batches at the same time, so neither a sequence nor a time orders the
+//! events the way their commits did: a transaction holding sequence 7 may commit after one
+//! holding 8 is already read. An event's position is therefore `(xid, seq)`, the id of the
+//! transaction that wrote it (`pg_current_xact_id()`) and its sequence, and a read only takes
+//! the events of transactions below the oldest one still running in its snapshot
+//! (`pg_snapshot_xmin(pg_current_snapshot())`, the transaction snapshot of the read): every one
+//! of those has ended, so each transaction that commits later has an id at or above that
+//! bound, and its events' positions are above every position handed out. A long transaction
+//! anywhere in the database server delays the stream (it never loses or reorders an event).
+//!
+//! Positions are `xid << 64 | seq`. Transaction ids start at 3, so every position of this store
+//! is at least `3 << 64`, and a position below that (one made by redb before `intake migrate`)
+//! counts as trimmed: its reader must start again.
+
+use super::records::sql_limit;
+use super::{PgStore, PgTx, big, id_from_bytes, micros, unbig};
+use crate::core::clock::Timestamp;
+use crate::core::ids::RecordId;
+use crate::store::StoreError;
+use crate::store::events::{EventBounds, EventPage, EventsStore, StoredEvent, kind_of_code};
+
+/// Below the first position this store can hand out (transaction id 3, the first normal one).
+const FIRST_POSITION: u128 = 3 << 64;
+
+/// The `(xid, seq)` columns of a position.
+fn columns(position: u128) -> (i64, i64) {
+    (big((position >> 64) as u64), big(position as u64))
+}
+
+fn position(xid: i64, seq: i64) -> u128 {
+    (u128::from(unbig(xid)) << 64) | u128::from(unbig(seq))
+}
+
+/// The settled events' bound of a statement: the oldest transaction running in its snapshot.
+const SETTLED: &str = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
+
+impl PgTx<'_> {
+    fn event_trim(&self, partition: u64) -> Result<u128, StoreError> {
+        let row = self.query_opt(
+            "SELECT xid, seq FROM record_event_trims WHERE partition = $1",
+            &[&big(partition)],
+        )?;
+        let trimmed = match row {
+            Some(row) => position(row.try_get(0)?, row.try_get(1)?),
+            None => 0,
+        };
+        Ok(trimmed.max(FIRST_POSITION - 1))
+    }
+}
+
+impl EventsStore for PgStore {
+    fn events_after(
+        &self,
+        partition: u64,
+        after: u128,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<EventPage, StoreError> {
+        let tx = PgTx::read(self)?;
+        let trimmed = tx.event_trim(partition)?;
+        let (xid, seq) = columns(after);
+        let rows = tx.query(
+            &format!(
+                "SELECT e.xid, e.seq, e.kind, e.record_id, e.at, r.updated_at, r.payload \
+                 FROM record_events e LEFT JOIN records r \
+                     ON r.partition = e.partition AND r.id = e.record_id \
+                 WHERE e.partition = $1 AND (e.xid, e.seq) > ($2, $3) AND e.xid < {SETTLED} \
+                 ORDER BY e.xid, e.seq LIMIT $4"
+            ),
+            &[&big(partition), &xid, &seq, &sql_limit(limit)],
+        )?;
+        let mut page = EventPage {
+            events: Vec::with_capacity(rows.len()),
+            trimmed,
+        };
+        let mut bytes = 0;
+        for row in rows {
+            if bytes >= max_bytes && !page.events.is_empty() {
+                break;
+            }
+            let record = match row.try_get::<_, Option<i64>>(5)? {
+                Some(updated_at) => {
+                    let payload: Vec<u8> = row.try_get(6)?;
+                    bytes += payload.len();
+                    Some((Timestamp(updated_at), payload))
+                }
+                None => None,
+            };
+            let kind = u8::try_from(row.try_get::<_, i16>(2)?)
+                .map_err(|_| StoreError::Corrupt("event kind".into()))?;
+            page.events.push(StoredEvent {
+                position: position(row.try_get(0)?, row.try_get(1)?),
+                kind: kind_of_code(kind)?,
+                record_id: RecordId(id_from_bytes(row.try_get(3)?)?),
+                at: Timestamp(row.try_get(4)?),
+                record,
+            });
+        }
+        Ok(page)
+    }
+
+    fn event_bounds(&self, partition: u64) -> Result<EventBounds, StoreError> {
+        let tx = PgTx::read(self)?;
+        let trimmed = tx.event_trim(partition)?;
+        let last = tx.query_opt(
+            &format!(
+                "SELECT xid, seq FROM record_events WHERE partition = $1 AND xid < {SETTLED} \
+                 ORDER BY xid DESC, seq DESC LIMIT 1"
+            ),
+            &[&big(partition)],
+        )?;
+        let last = match last {
+            Some(row) => position(row.try_get(0)?, row.try_get(1)?),
+            None => 0,
+        };
+        Ok(EventBounds {
+            head: last.max(trimmed),
+            trimmed,
+        })
+    }
+
+    fn event_partitions(&self) -> Result<Vec<u64>, StoreError> {
+        // A loose index scan: one probe of the primary key per partition.
+        let rows = PgTx::read(self)?.query(
+            "WITH RECURSIVE p AS ( \
+                 (SELECT partition FROM record_events ORDER BY partition LIMIT 1) \
+                 UNION ALL \
+                 SELECT (SELECT partition FROM record_events WHERE partition > p.partition \
+                         ORDER BY partition LIMIT 1) FROM p WHERE p.partition IS NOT NULL \
+             ) SELECT partition FROM p WHERE partition IS NOT NULL",
+            &[],
+        )?;
+        rows.iter().map(|row| Ok(unbig(row.try_get(0)?))).collect()
+    }
+
+    fn purge_events_before(
+        &self,
+        partition: u64,
+        cutoff: Timestamp,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        let (purged, _) = self.write_unit(|tx| {
+            // The trim mark rises to the highest position purged: every position above it
+            // still has all its later events.
+            let row = tx.query_opt(
+                "WITH gone AS ( \
+                     DELETE FROM record_events WHERE (partition, xid, seq) IN ( \
+                         SELECT partition, xid, seq FROM record_events \
+                         WHERE partition = $1 AND at < $2 ORDER BY xid, seq LIMIT $3) \
+                     RETURNING xid, seq \
+                 ), top AS ( \
+                     SELECT xid, seq FROM gone ORDER BY xid DESC, seq DESC LIMIT 1 \
+                 ), mark AS ( \
+                     INSERT INTO record_event_trims (partition, xid, seq) \
+                     SELECT $1, xid, seq FROM top \
+                     ON CONFLICT (partition) DO UPDATE SET xid = EXCLUDED.xid, seq = EXCLUDED.seq \
+                     WHERE (record_event_trims.xid, record_event_trims.seq) \
+                         < (EXCLUDED.xid, EXCLUDED.seq) \
+                 ) SELECT count(*) FROM gone",
+                &[&big(partition), &micros(cutoff), &sql_limit(limit)],
+            )?;
+            match row {
+                Some(row) => Ok(unbig(row.try_get(0)?)),
+                None => Ok(0),
+            }
+        })?;
+        usize::try_from(purged).map_err(|_| StoreError::Corrupt("purged event count".into()))
+    }
+}

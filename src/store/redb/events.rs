@@ -1,0 +1,137 @@
+//! [`EventsStore`] on redb: `EVENTS` and `EVENTS_TRIMMED`.
+//!
+//! An event's position is the sequence of its change-log entry, taken by the one writer in
+//! the write transaction, so every snapshot holds a prefix of the positions: every event a
+//! snapshot shows is settled.
+
+use redb::{ReadableTable, WriteTransaction};
+
+use super::{EVENTS, EVENTS_TRIMMED, RECORDS, RedbStore};
+use crate::core::ids::RecordId;
+use crate::store::events::{EventBounds, EventPage, EventsStore, StoredEvent, kind_of_code};
+use crate::store::{StoreError, time_from_key, time_key};
+
+/// A position as the sequence it is on redb: a position above every sequence (one made by
+/// another store) is past every event.
+fn sequence(position: u128) -> u64 {
+    u64::try_from(position).unwrap_or(u64::MAX)
+}
+
+fn trimmed(trims: &impl ReadableTable<u64, u64>, partition: u64) -> Result<u128, StoreError> {
+    Ok(trims.get(partition)?.map_or(0, |v| u128::from(v.value())))
+}
+
+impl EventsStore for RedbStore {
+    fn events_after(
+        &self,
+        partition: u64,
+        after: u128,
+        limit: usize,
+        max_bytes: usize,
+    ) -> Result<EventPage, StoreError> {
+        let txn = self.read()?;
+        let events = txn.open_table(EVENTS)?;
+        let records = txn.open_table(RECORDS)?;
+        let mut page = EventPage {
+            events: Vec::new(),
+            trimmed: trimmed(&txn.open_table(EVENTS_TRIMMED)?, partition)?,
+        };
+        let Some(from) = sequence(after).checked_add(1) else {
+            return Ok(page);
+        };
+        let mut bytes = 0;
+        let mut scratch = Vec::new();
+        for entry in events.range((partition, from)..=(partition, u64::MAX))? {
+            if page.events.len() >= limit || (bytes >= max_bytes && !page.events.is_empty()) {
+                break;
+            }
+            let (key, value) = entry?;
+            let (kind, record_id, at) = value.value();
+            let record = match records.get((partition, record_id))? {
+                Some(stored) => {
+                    let (updated_at, payload) = self.codec.decode(stored.value(), &mut scratch)?;
+                    bytes += payload.len();
+                    Some((updated_at, payload.to_vec()))
+                }
+                None => None,
+            };
+            page.events.push(StoredEvent {
+                position: u128::from(key.value().1),
+                kind: kind_of_code(kind)?,
+                record_id: RecordId(record_id),
+                at: time_from_key(at),
+                record,
+            });
+        }
+        Ok(page)
+    }
+
+    fn event_bounds(&self, partition: u64) -> Result<EventBounds, StoreError> {
+        let txn = self.read()?;
+        let last = txn
+            .open_table(EVENTS)?
+            .range((partition, 0)..=(partition, u64::MAX))?
+            .next_back()
+            .transpose()?
+            .map_or(0, |(key, _)| u128::from(key.value().1));
+        let trimmed = trimmed(&txn.open_table(EVENTS_TRIMMED)?, partition)?;
+        Ok(EventBounds {
+            head: last.max(trimmed),
+            trimmed,
+        })
+    }
+
+    fn event_partitions(&self) -> Result<Vec<u64>, StoreError> {
+        let events = self.read()?.open_table(EVENTS)?;
+        let mut partitions = Vec::new();
+        let mut from = Some(0);
+        while let Some(start) = from {
+            let Some(entry) = events.range((start, 0)..)?.next() else {
+                break;
+            };
+            let partition = entry?.0.value().0;
+            partitions.push(partition);
+            from = partition.checked_add(1);
+        }
+        Ok(partitions)
+    }
+
+    fn purge_events_before(
+        &self,
+        partition: u64,
+        cutoff: crate::core::clock::Timestamp,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        let txn = self.write()?;
+        let purged = purge(&txn, partition, time_key(cutoff), limit)?;
+        txn.commit()?;
+        Ok(purged)
+    }
+}
+
+/// Removes the oldest events of `partition` up to the first received at or after `cutoff`
+/// (at most `limit`) and raises the trim mark over them.
+fn purge(
+    txn: &WriteTransaction,
+    partition: u64,
+    cutoff: u64,
+    limit: usize,
+) -> Result<usize, StoreError> {
+    let mut events = txn.open_table(EVENTS)?;
+    let mut doomed = Vec::new();
+    for entry in events.range((partition, 0)..=(partition, u64::MAX))? {
+        let (key, value) = entry?;
+        if doomed.len() >= limit || value.value().2 >= cutoff {
+            break;
+        }
+        doomed.push(key.value().1);
+    }
+    let Some(&last) = doomed.last() else {
+        return Ok(0);
+    };
+    for seq in &doomed {
+        events.remove((partition, *seq))?;
+    }
+    txn.open_table(EVENTS_TRIMMED)?.insert(partition, last)?;
+    Ok(doomed.len())
+}
