@@ -20,8 +20,6 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 
-const PASSWORD: &str = "collaborator-password";
-
 // ---------------------------------------------------------------------------
 // Data methods
 // ---------------------------------------------------------------------------
@@ -143,50 +141,8 @@ fn all(want: Want) -> impl Fn(Op) -> Want {
 // Fixture
 // ---------------------------------------------------------------------------
 
-struct Collaborator {
-    id: u64,
-    sandbox_key: String,
-    cookie: String,
-}
-
-fn invitations_path(slug: &str) -> String {
-    format!("/api/v1/manage/endpoints/{slug}/invitations")
-}
-
 fn collaborator_path(slug: &str, id: u64) -> String {
     format!("/api/v1/manage/endpoints/{slug}/collaborators/{id}")
-}
-
-/// Invites `email` with `permissions` and accepts as a new account.
-fn add_collaborator(s: &TestServer, slug: &str, email: &str, permissions: &[&str]) -> Collaborator {
-    let r = s.manage(
-        "POST",
-        &invitations_path(slug),
-        Some(&json!({"email": email, "permissions": permissions})),
-    );
-    assert_status(&r, 201);
-    let url = r.json()["accept_url"]
-        .as_str()
-        .expect("accept_url")
-        .to_string();
-    let token = url.rsplit('/').next().unwrap();
-    let body = json!({ "password": PASSWORD }).to_string();
-    let r = s.request(
-        "POST",
-        &format!("/api/v1/invitations/{token}/accept"),
-        &[("Content-Type", "application/json")],
-        Some(body.as_bytes()),
-    );
-    assert_status(&r, 200);
-    let v = r.json();
-    Collaborator {
-        id: v["account"]["id"].as_u64().expect("account id"),
-        sandbox_key: v["endpoint"]["sandbox_key"]
-            .as_str()
-            .expect("sandbox_key")
-            .to_string(),
-        cookie: session_cookie(&r),
-    }
 }
 
 fn as_collaborator(s: &TestServer, c: &Collaborator, method: &str, path: &str) -> Resp {

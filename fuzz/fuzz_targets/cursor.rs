@@ -11,13 +11,14 @@ use intake::core::clock::Timestamp;
 use intake::core::cursor::{CursorKind, decode, encode};
 use libfuzzer_sys::fuzz_target;
 
-const KINDS: [CursorKind; 6] = [
+const KINDS: [CursorKind; 7] = [
     CursorKind::RecordList,
     CursorKind::RequestLog,
     CursorKind::Search,
     CursorKind::Poll,
     CursorKind::Mail,
     CursorKind::Delivery,
+    CursorKind::Stream,
 ];
 const PARTITIONS: [u64; 3] = [0, 7, u64::MAX];
 

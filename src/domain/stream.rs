@@ -26,9 +26,10 @@
 //! without an event.
 //!
 //! **Bounded memory.** What a stream has sent but its reader not yet taken is limited to
-//! `[stream] buffer_kb`; a reader that leaves it full for `slow_reader_timeout` gets an
-//! `error` event (`stream_reader_too_slow`) and is disconnected, and if it does not even take
-//! that, the connection is cut. Events are read from the store in pages, and the readers of a
+//! `[stream] buffer_kb`; a reader that leaves it full for `slow_reader_timeout` gets a
+//! `stream.error` event (`stream_reader_too_slow`) in place of everything still queued and is
+//! disconnected; if it does not take even that within another `slow_reader_timeout`, the
+//! connection is cut. Events are read from the store in pages, and the readers of a
 //! partition share the frames of its newest events ([`Feed`]), so a hundred readers cost one
 //! store read per commit, not a hundred. An API key holds at most `max_per_key` streams.
 //!
@@ -87,7 +88,11 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// The body of an open stream: the frames its pump sends, until it ends or is cut.
 pub struct StreamBody {
     frames: mpsc::UnboundedReceiver<Chunk>,
+    /// The frame a too-slow reader gets in place of everything still queued.
+    last_word: Option<oneshot::Receiver<Bytes>>,
+    /// Fires when the connection of a too-slow reader is to be cut.
     cut: Option<oneshot::Receiver<()>>,
+    said_last_word: bool,
 }
 
 /// Why a stream's connection was cut rather than ended.
@@ -99,18 +104,34 @@ impl futures_util::Stream for StreamBody {
     type Item = std::result::Result<Bytes, StreamCut>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if let Some(cut) = self.cut.as_mut() {
-            match Pin::new(cut).poll(cx) {
-                Poll::Ready(Ok(())) => {
-                    self.cut = None;
+        if let Some(last_word) = self.last_word.as_mut() {
+            match Pin::new(last_word).poll(cx) {
+                Poll::Ready(Ok(frame)) => {
+                    // What is still queued is dropped unsent: the reader is told why at once,
+                    // and the memory goes back now.
+                    self.last_word = None;
+                    self.said_last_word = true;
                     self.frames.close();
-                    return Poll::Ready(Some(Err(StreamCut)));
+                    while self.frames.try_recv().is_ok() {}
+                    return Poll::Ready(Some(Ok(frame)));
                 }
-                Poll::Ready(Err(_)) => self.cut = None,
+                Poll::Ready(Err(_)) => self.last_word = None,
                 Poll::Pending => {}
             }
         }
-        // The chunk's share of the buffer is given back as it leaves for the connection.
+        if self.said_last_word {
+            // A reader that takes even the last word in time sees the connection close; one
+            // that does not has it cut, so it cannot hold the socket for ever.
+            return match self.cut.as_mut().map(|cut| Pin::new(cut).poll(cx)) {
+                Some(Poll::Pending) => Poll::Pending,
+                Some(Poll::Ready(Ok(()))) => {
+                    self.cut = None;
+                    Poll::Ready(Some(Err(StreamCut)))
+                }
+                Some(Poll::Ready(Err(_))) | None => Poll::Ready(None),
+            };
+        }
+        // A chunk's share of the buffer is given back as it leaves for the connection.
         self.frames
             .poll_recv(cx)
             .map(|chunk| chunk.map(|chunk| Ok(chunk.bytes)))
@@ -185,12 +206,14 @@ impl Streams {
             .try_acquire_many_owned(FINAL_FRAME_BYTES as u32)
             .map_err(|_| Error::Internal("a new stream's buffer is taken".into()))?;
         let (frames_tx, frames) = mpsc::unbounded_channel();
+        let (last_word_tx, last_word) = oneshot::channel();
         let (cut_tx, cut) = oneshot::channel();
         let outbox = Outbox {
             frames: frames_tx,
             budget,
             capacity,
             reserve: Some(reserve),
+            last_word: Some(last_word_tx),
             cut: Some(cut_tx),
             slow_after: self.inner.settings.slow_reader_timeout,
         };
@@ -204,7 +227,9 @@ impl Streams {
         tokio::spawn(pump.run());
         Ok(StreamBody {
             frames,
+            last_word: Some(last_word),
             cut: Some(cut),
+            said_last_word: false,
         })
     }
 
@@ -409,6 +434,7 @@ struct Outbox {
     capacity: usize,
     /// The room of the frame that ends the stream, kept from the start.
     reserve: Option<OwnedSemaphorePermit>,
+    last_word: Option<oneshot::Sender<Bytes>>,
     cut: Option<oneshot::Sender<()>>,
     slow_after: Duration,
 }
@@ -444,24 +470,28 @@ impl Outbox {
         });
     }
 
-    /// Waits for the reader to take what is queued; cuts the connection if it does not
-    /// within the slow-reader timeout.
-    async fn drain_or_cut(&mut self) {
-        let everything = u32::try_from(self.capacity).unwrap_or(u32::MAX);
-        let drained = tokio::select! {
-            drained = tokio::time::timeout(self.slow_after, self.budget.acquire_many(everything)) => drained.is_ok(),
-            _ = self.frames.closed() => true,
-        };
-        if !drained && let Some(cut) = self.cut.take() {
+    /// Gives up on a reader that takes nothing: `text` replaces everything still queued, and
+    /// the connection is cut if the reader does not take even that within the slow-reader
+    /// timeout.
+    async fn give_up(&mut self, text: String) {
+        if let Some(last_word) = self.last_word.take() {
+            let _ = last_word.send(Bytes::from(text));
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(self.slow_after) => {}
+            _ = self.frames.closed() => {}
+        }
+        if let Some(cut) = self.cut.take() {
             let _ = cut.send(());
         }
     }
 }
 
-/// The frame of an `error` event that ends a stream.
+/// The frame of a `stream.error` event, which ends a stream. (Not `error`: a browser's
+/// `EventSource` uses that name for its own connection errors.)
 fn error_frame(code: &str, message: &str) -> String {
     let data = serde_json::json!({"error": {"code": code, "message": message}});
-    format!("event: error\ndata: {data}\n\n")
+    format!("event: stream.error\ndata: {data}\n\n")
 }
 
 /// The task that feeds one stream.
@@ -548,10 +578,11 @@ impl Pump {
             self.feed.partition,
             self.inner.settings.slow_reader_timeout
         );
-        self.outbox.finish(error_frame(
-            "stream_reader_too_slow",
-            "This reader took too long to read what was sent; reconnect with Last-Event-ID.",
-        ));
-        self.outbox.drain_or_cut().await;
+        self.outbox
+            .give_up(error_frame(
+                "stream_reader_too_slow",
+                "This reader took too long to read what was sent; reconnect with Last-Event-ID.",
+            ))
+            .await;
     }
 }

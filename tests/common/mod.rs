@@ -1548,3 +1548,58 @@ pub fn database_dump(data_dir: &Path) -> Option<Vec<u8>> {
     );
     Some(out.stdout)
 }
+
+// ---------------------------------------------------------------------------
+// Collaborators (tests/permissions.rs, tests/stream.rs)
+// ---------------------------------------------------------------------------
+
+/// The password of the accounts [`add_collaborator`] makes.
+pub const COLLABORATOR_PASSWORD: &str = "collaborator-password";
+
+/// A collaborator who accepted an invitation as a new account.
+pub struct Collaborator {
+    pub id: u64,
+    pub sandbox_key: String,
+    pub cookie: String,
+}
+
+pub fn invitations_path(slug: &str) -> String {
+    format!("/api/v1/manage/endpoints/{slug}/invitations")
+}
+
+/// Invites `email` with `permissions` and accepts as a new account.
+pub fn add_collaborator(
+    s: &ServerClient,
+    slug: &str,
+    email: &str,
+    permissions: &[&str],
+) -> Collaborator {
+    let r = s.manage(
+        "POST",
+        &invitations_path(slug),
+        Some(&json!({"email": email, "permissions": permissions})),
+    );
+    assert_status(&r, 201);
+    let url = r.json()["accept_url"]
+        .as_str()
+        .expect("accept_url")
+        .to_string();
+    let token = url.rsplit('/').next().unwrap();
+    let body = json!({ "password": COLLABORATOR_PASSWORD }).to_string();
+    let r = s.request(
+        "POST",
+        &format!("/api/v1/invitations/{token}/accept"),
+        &[("Content-Type", "application/json")],
+        Some(body.as_bytes()),
+    );
+    assert_status(&r, 200);
+    let v = r.json();
+    Collaborator {
+        id: v["account"]["id"].as_u64().expect("account id"),
+        sandbox_key: v["endpoint"]["sandbox_key"]
+            .as_str()
+            .expect("sandbox_key")
+            .to_string(),
+        cookie: session_cookie(&r),
+    }
+}
