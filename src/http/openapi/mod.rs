@@ -148,6 +148,8 @@ const JSON: &str = "application/json";
 
 /// The tag of the seven data operations.
 pub const DATA_TAG: &str = "Data";
+/// The change stream's tag: beside the data operations, outside an endpoint's own document.
+pub const STREAM_TAG: &str = "Change stream";
 
 /// A reference to a schema in `components`.
 pub fn schema_ref(name: &str) -> Value {

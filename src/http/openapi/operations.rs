@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::schemas::{list_of, page_of};
-use super::{Access, BodyKind, DATA_TAG, In, Operation, Param, Who, schema_ref};
+use super::{Access, BodyKind, DATA_TAG, In, Operation, Param, STREAM_TAG, Who, schema_ref};
 use crate::domain::{mail, poll, records, search, webhooks};
 use crate::store::Permission;
 use crate::workers::request_log;
@@ -255,6 +255,7 @@ fn note_body() -> Value {
 /// Every operation, in the order the document lists them.
 pub fn all() -> Vec<Operation> {
     let mut ops = data_operations();
+    ops.push(stream_operation());
     ops.extend(documentation_operations());
     ops.extend(session_operations());
     ops.extend(account_operations());
@@ -434,6 +435,46 @@ fn data_operations() -> Vec<Operation> {
         )
         .error(404, &["record_not_found"]),
     ]
+}
+
+/// The change stream: beside the data operations, not one of the seven (an endpoint's own
+/// document and its test page show those).
+fn stream_operation() -> Operation {
+    Operation::new("get", "/api/v1/data/{slug}/stream", "streamRecords")
+        .tag(STREAM_TAG)
+        .summary(
+            "Stream changes (Server-Sent Events)",
+            "Each processed create, replace and delete of this environment as an event, in \
+             commit order: `id` (resume with it), `event` (`record.created`, \
+             `record.replaced`, `record.deleted`) and `data`, the webhook body. Without \
+             `Last-Event-ID` (or `cursor`) it starts from now; with it, every later event \
+             follows once, in order. A comment line goes out after 15 s without an event. A \
+             reader that leaves its buffer full for 30 s gets a `stream.error` event \
+             (`stream_reader_too_slow`) and is disconnected. Counted once as a data call.",
+        )
+        .access(Access::DataKey(Permission::Read))
+        .param(header(
+            "Last-Event-ID",
+            "The id of the last event received: the stream continues after it. An id older \
+             than the events kept answers 410 `stream_cursor_expired`.",
+        ))
+        .param(query(
+            "cursor",
+            "An event id, used when `Last-Event-ID` is absent (the header wins).",
+            json!({ "type": "string" }),
+        ))
+        .ok_text(
+            "An open stream of events (`text/event-stream`).",
+            "text/event-stream",
+            "retry: 1000\n: stream open\n\nid: ZQAAAAAAAAACAAZhN0sd3zEAAAAAAAAAAAAAAAAAAAAB\n\
+             event: record.created\ndata: {\"type\":\"record.created\",\"timestamp\":\"2026-11-22T08:00:00.000000Z\",\
+             \"data\":{\"id\":\"rec_000sgkejrxvwrk2r1qt58rqhjy\",\"endpoint\":\"orders-7k2m9x4q1w8p\",\
+             \"environment\":\"sandbox\",\"created_at\":\"2026-11-22T08:00:00.000000Z\",\
+             \"payload\":{\"email\":\"ada@example.com\"}}}\n\n",
+        )
+        .error(400, &["invalid_parameter"])
+        .error(410, &["stream_cursor_expired"])
+        .error(429, &["too_many_streams"])
 }
 
 fn documentation_operations() -> Vec<Operation> {

@@ -91,6 +91,7 @@ pub fn payload(required_fields: &[String]) -> Value {
 pub fn tags() -> Value {
     json!([
         { "name": super::DATA_TAG, "description": "Records of one endpoint, with an API key." },
+        { "name": super::STREAM_TAG, "description": "Each processed write of one endpoint, live, as Server-Sent Events, with an API key." },
         { "name": "Documentation", "description": "This document and each endpoint's own." },
         { "name": "Session", "description": "Dashboard login and the session cookie." },
         { "name": "Invitations", "description": "Invitation links, opened by the invitee." },
