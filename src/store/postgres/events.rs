@@ -169,3 +169,135 @@ impl EventsStore for PgStore {
         usize::try_from(purged).map_err(|_| StoreError::Corrupt("purged event count".into()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Barrier;
+
+    use super::super::{PgStore, test_node};
+    use super::FIRST_POSITION;
+    use crate::core::clock::Timestamp;
+    use crate::core::ids::RecordId;
+    use crate::store::StoreError;
+    use crate::store::WebhookSettingsRow;
+    use crate::store::events::{EventsStore, StoredEvent};
+    use crate::store::records::{
+        BatchWrite, Change, ChangeKind, DeliveryPlanner, NewDelivery, RecordWrite, RecordsStore,
+    };
+
+    struct NoHooks;
+
+    impl DeliveryPlanner for NoHooks {
+        fn deliveries(
+            &self,
+            _: &Change<'_>,
+            _: Option<&WebhookSettingsRow>,
+        ) -> Result<Vec<NewDelivery>, StoreError> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn create(store: &PgStore, partition: u64, n: u128) {
+        let write = RecordWrite::Create {
+            partition,
+            id: RecordId((1_000 << 64) | n),
+            payload: format!("{{\"n\":{n}}}").into_bytes(),
+            idempotency: None,
+        };
+        store
+            .apply_batch(&[BatchWrite {
+                write: &write,
+                webhooks: &NoHooks,
+            }])
+            .unwrap();
+    }
+
+    /// The events of `partition` once `count` have settled: a test running beside this one
+    /// may hold a transaction open for a moment, which holds every event back.
+    fn settled(store: &PgStore, partition: u64, count: usize) -> Vec<StoredEvent> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            let events = store
+                .events_after(partition, 0, 10, 1 << 20)
+                .unwrap()
+                .events;
+            if events.len() >= count || std::time::Instant::now() > deadline {
+                assert_eq!(events.len(), count);
+                return events;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn no_event_is_handed_out_while_an_older_transaction_runs() {
+        let store = test_node();
+        let (began, release) = (Barrier::new(2), Barrier::new(2));
+        std::thread::scope(|scope| {
+            let older = scope.spawn(|| {
+                store.write_unit(|tx| {
+                    tx.query("SELECT pg_current_xact_id()", &[])?;
+                    began.wait();
+                    release.wait();
+                    Ok(())
+                })
+            });
+            began.wait();
+            // This batch commits while an older transaction still runs: a later commit of
+            // that one could take a position below its event, so the event waits.
+            create(&store, 41, 1);
+            let page = store.events_after(41, 0, 10, 1 << 20);
+            let bounds = store.event_bounds(41);
+            release.wait();
+            older.join().unwrap().unwrap();
+            assert_eq!(page.unwrap().events, []);
+            assert_eq!(bounds.unwrap().head, FIRST_POSITION - 1);
+        });
+        let page = store.events_after(41, 0, 10, 1 << 20).unwrap();
+        assert_eq!(page.events.len(), 1);
+        assert_eq!(page.events[0].kind, ChangeKind::Created);
+        assert_eq!(page.events[0].record.as_ref().unwrap().1, b"{\"n\":1}");
+        assert!(page.events[0].position >= FIRST_POSITION);
+        assert_eq!(
+            store.event_bounds(41).unwrap().head,
+            page.events[0].position
+        );
+    }
+
+    #[test]
+    fn purging_raises_the_trim_mark_over_what_it_removed() {
+        let store = test_node();
+        for n in 1..=3 {
+            create(&store, 42, n);
+        }
+        let all = settled(&store, 42, 3);
+        assert!(store.event_partitions().unwrap().contains(&42));
+        // Every event was received at time 1000 µs (its record id's): a cutoff after it purges
+        // two (the limit), then the last.
+        assert_eq!(
+            store.purge_events_before(42, Timestamp(1_001), 2).unwrap(),
+            2
+        );
+        assert_eq!(store.event_bounds(42).unwrap().trimmed, all[1].position);
+        let rest = store
+            .events_after(42, all[1].position, 10, 1 << 20)
+            .unwrap();
+        assert_eq!(rest.events, all[2..]);
+        assert_eq!(rest.trimmed, all[1].position);
+        assert_eq!(
+            store.purge_events_before(42, Timestamp(1_000), 10).unwrap(),
+            0
+        );
+        assert_eq!(
+            store.purge_events_before(42, Timestamp(1_001), 10).unwrap(),
+            1
+        );
+        let bounds = store.event_bounds(42).unwrap();
+        assert_eq!(
+            (bounds.head, bounds.trimmed),
+            (all[2].position, all[2].position)
+        );
+        // A position of another store (redb's are below 2^64) counts as trimmed.
+        assert!(store.event_bounds(7).unwrap().trimmed > u128::from(u64::MAX));
+    }
+}

@@ -135,3 +135,137 @@ fn purge(
     txn.open_table(EVENTS_TRIMMED)?.insert(partition, last)?;
     Ok(doomed.len())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::clock::Timestamp;
+    use crate::store::WebhookSettingsRow;
+    use crate::store::records::{
+        BatchWrite, Change, ChangeKind, DeliveryPlanner, NewDelivery, RecordWrite, RecordsStore,
+    };
+
+    struct NoHooks;
+
+    impl DeliveryPlanner for NoHooks {
+        fn deliveries(
+            &self,
+            _: &Change<'_>,
+            _: Option<&WebhookSettingsRow>,
+        ) -> Result<Vec<NewDelivery>, StoreError> {
+            Ok(Vec::new())
+        }
+    }
+
+    fn apply(store: &RedbStore, writes: &[RecordWrite]) {
+        let batch: Vec<_> = writes
+            .iter()
+            .map(|write| BatchWrite {
+                write,
+                webhooks: &NoHooks,
+            })
+            .collect();
+        store.apply_batch(&batch).unwrap();
+    }
+
+    fn rid(micros: u128, n: u128) -> RecordId {
+        RecordId((micros << 64) | n)
+    }
+
+    #[test]
+    fn events_follow_the_commits_and_purges_raise_the_trim_mark() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap();
+        let create = |partition, n| RecordWrite::Create {
+            partition,
+            id: rid(1_000, n),
+            payload: format!("{{\"n\":{n}}}").into_bytes(),
+            idempotency: None,
+        };
+        apply(&store, &[create(1, 1), create(2, 1), create(1, 2)]);
+        apply(
+            &store,
+            &[
+                RecordWrite::Replace {
+                    partition: 1,
+                    id: rid(1_000, 1),
+                    updated_at: Timestamp(2_000),
+                    payload: b"{\"n\":10}".to_vec(),
+                },
+                RecordWrite::Delete {
+                    partition: 1,
+                    id: rid(1_000, 2),
+                    at: Timestamp(3_000),
+                },
+                // Refused: the record does not exist. No event.
+                RecordWrite::Delete {
+                    partition: 1,
+                    id: rid(1_000, 9),
+                    at: Timestamp(3_000),
+                },
+            ],
+        );
+        let page = store.events_after(1, 0, 10, 1 << 20).unwrap();
+        let seen: Vec<_> = page
+            .events
+            .iter()
+            .map(|e| (e.kind, e.record_id, e.at, e.record.clone()))
+            .collect();
+        let now = |payload: &[u8]| Some((Timestamp(2_000), payload.to_vec()));
+        assert_eq!(
+            seen,
+            [
+                (
+                    ChangeKind::Created,
+                    rid(1_000, 1),
+                    Timestamp(1_000),
+                    now(b"{\"n\":10}")
+                ),
+                (ChangeKind::Created, rid(1_000, 2), Timestamp(1_000), None),
+                (
+                    ChangeKind::Replaced,
+                    rid(1_000, 1),
+                    Timestamp(2_000),
+                    now(b"{\"n\":10}")
+                ),
+                (ChangeKind::Deleted, rid(1_000, 2), Timestamp(3_000), None),
+            ]
+        );
+        let positions: Vec<u128> = page.events.iter().map(|e| e.position).collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
+        // Limits: by count, and by payload bytes (at least one event).
+        assert_eq!(
+            store.events_after(1, 0, 2, 1 << 20).unwrap().events.len(),
+            2
+        );
+        assert_eq!(store.events_after(1, 0, 10, 1).unwrap().events.len(), 1);
+        assert_eq!(store.event_partitions().unwrap(), [1, 2]);
+        assert_eq!(
+            store.event_bounds(1).unwrap(),
+            EventBounds {
+                head: positions[3],
+                trimmed: 0
+            }
+        );
+
+        // Everything received before 2 000 µs goes: the two creates.
+        assert_eq!(
+            store.purge_events_before(1, Timestamp(2_000), 10).unwrap(),
+            2
+        );
+        let bounds = store.event_bounds(1).unwrap();
+        assert_eq!((bounds.head, bounds.trimmed), (positions[3], positions[1]));
+        let rest = store.events_after(1, positions[1], 10, 1 << 20).unwrap();
+        assert_eq!(rest.trimmed, positions[1]);
+        assert_eq!(rest.events.len(), 2);
+        assert_eq!(
+            store.purge_events_before(1, Timestamp(2_000), 10).unwrap(),
+            0
+        );
+        // The other partition is untouched.
+        assert_eq!(
+            store.events_after(2, 0, 10, 1 << 20).unwrap().events.len(),
+            1
+        );
+    }
+}
