@@ -913,3 +913,64 @@ fn a_subscription_rate_limit_holds_across_the_nodes() {
         "8 deliveries in {span:?}"
     );
 }
+
+#[test]
+fn a_change_stream_sees_every_node_s_writes_and_resumes_on_another_node() {
+    let url = postgres::shared().database();
+    let nodes = BinaryNodes::start(2, &url, "[stream]\ncluster_poll = \"50ms\"\n");
+    let ep: Endpoint = nodes.node(0).create_endpoint("streamed", &[]);
+    let (slug, key) = (ep.slug.clone(), ep.sandbox_key.clone());
+    let first = common::sse::open(nodes.node(0).addr(), &slug, &key, None, "").expect("stream");
+    // Two writers, each alternating between the nodes.
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let clients: Vec<ServerClient> = nodes
+                .live()
+                .iter()
+                .map(|c| ServerClient::new(c.addr(), nodes.token.clone()))
+                .collect();
+            let (slug, key) = (slug.clone(), key.clone());
+            std::thread::spawn(move || {
+                (0..40)
+                    .map(|i| {
+                        let node = &clients[(w + i) % clients.len()];
+                        node.create_record(&slug, &key, &json!({"writer": w, "i": i}))["id"]
+                            .as_str()
+                            .expect("id")
+                            .to_string()
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    // Half the events from node 0, the rest from node 1, resumed with the last id seen.
+    let mut seen = Vec::new();
+    let mut last_id = None;
+    let mut reader = first;
+    for n in 0..80 {
+        if n == 40 {
+            reader = common::sse::open(nodes.node(1).addr(), &slug, &key, last_id.as_deref(), "")
+                .expect("resume on the other node");
+        }
+        let event = reader
+            .next()
+            .unwrap_or_else(|| panic!("the stream ended: {}", nodes.logs()));
+        assert_eq!(event.kind, "record.created");
+        seen.push(event.data["data"]["id"].as_str().unwrap().to_string());
+        last_id = event.id;
+    }
+    let written: Vec<Vec<String>> = writers.into_iter().map(|w| w.join().unwrap()).collect();
+    let unique: HashSet<&String> = seen.iter().collect();
+    assert_eq!(unique.len(), 80, "an event came twice");
+    for ids in &written {
+        let places: Vec<usize> = ids
+            .iter()
+            .map(|id| {
+                seen.iter()
+                    .position(|s| s == id)
+                    .expect("an acknowledged write is missing")
+            })
+            .collect();
+        assert!(places.windows(2).all(|w| w[0] < w[1]), "{places:?}");
+    }
+}

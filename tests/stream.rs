@@ -14,112 +14,15 @@
 mod common;
 
 use std::collections::{HashMap, HashSet};
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use common::in_process::{InProcessServer, at};
+use common::sse::{Event, open};
 use common::*;
-use serde_json::{Value, json};
-
-/// One Server-Sent Event as a reader sees it.
-#[derive(Debug, Clone)]
-struct Event {
-    id: Option<String>,
-    kind: String,
-    data: Value,
-}
-
-/// A reader of one open stream, over ureq (which undoes the chunked encoding).
-struct Reader {
-    lines: BufReader<Box<dyn Read + Send>>,
-    /// Comment lines seen (heartbeats and the like).
-    comments: Vec<String>,
-}
-
-/// Opens a stream; `Err` with the response when it is refused.
-fn open(
-    addr: SocketAddr,
-    slug: &str,
-    key: &str,
-    last_event_id: Option<&str>,
-    query: &str,
-) -> Result<Reader, Resp> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_recv_body(Some(Duration::from_secs(20)))
-        .build()
-        .into();
-    let mut request = agent
-        .get(format!("http://{addr}/api/v1/data/{slug}/stream{query}"))
-        .header("Authorization", format!("Bearer {key}"));
-    if let Some(id) = last_event_id {
-        request = request.header("Last-Event-ID", id);
-    }
-    let response = request.call().expect("the stream request");
-    let status = response.status().as_u16();
-    if status != 200 {
-        let headers = response
-            .headers()
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
-            .collect();
-        let body = response
-            .into_body()
-            .read_to_vec()
-            .expect("the refusal's body");
-        return Err(Resp {
-            status,
-            headers,
-            body,
-        });
-    }
-    assert_eq!(
-        response.headers().get("content-type").unwrap(),
-        "text/event-stream"
-    );
-    let body: Box<dyn Read + Send> = Box::new(response.into_body().into_reader());
-    Ok(Reader {
-        lines: BufReader::new(body),
-        comments: Vec::new(),
-    })
-}
-
-impl Reader {
-    /// The next event (comments are kept aside); `None` when the stream ended.
-    fn next(&mut self) -> Option<Event> {
-        let (mut id, mut kind, mut data) = (None, None, None);
-        loop {
-            let mut line = String::new();
-            if self.lines.read_line(&mut line).ok()? == 0 {
-                return None;
-            }
-            let line = line.trim_end_matches('\n');
-            if line.is_empty() {
-                if let Some(kind) = kind.take() {
-                    let data: String = data.take().expect("an event without data");
-                    return Some(Event {
-                        id: id.take(),
-                        kind,
-                        data: serde_json::from_str(&data).expect("event data is JSON"),
-                    });
-                }
-                continue;
-            }
-            if let Some(comment) = line.strip_prefix(':') {
-                self.comments.push(comment.trim().to_string());
-            } else if let Some(v) = line.strip_prefix("id: ") {
-                id = Some(v.to_string());
-            } else if let Some(v) = line.strip_prefix("event: ") {
-                kind = Some(v.to_string());
-            } else if let Some(v) = line.strip_prefix("data: ") {
-                data = Some(v.to_string());
-            } else if !line.starts_with("retry: ") {
-                panic!("an unexpected line in the stream: {line:?}");
-            }
-        }
-    }
-}
+use serde_json::json;
 
 fn setup(toml: &str) -> (TestServer, Endpoint) {
     let server = TestServer::start_with_config(toml);
@@ -364,7 +267,7 @@ fn rss_kib(pid: u32) -> u64 {
 #[test]
 fn a_reader_that_stops_reading_is_cut_off_and_memory_stays_flat() {
     let (s, e) = setup(
-        "[stream]\nbuffer_kb = 128\nslow_reader_timeout = \"1s\"\n\
+        "[stream]\nbuffer_kb = 128\nslow_reader_timeout = \"3s\"\n\
          [storage]\ncache_mb = 8\n[search]\nindex_memory_mb = 15\n",
     );
     let key = e.sandbox_key.clone();
@@ -450,4 +353,40 @@ fn sigterm_ends_open_streams_and_the_server_stops_at_once() {
         "{:?}",
         reader.comments
     );
+}
+
+#[test]
+fn an_id_older_than_the_events_kept_is_refused_with_410() {
+    let t0 = at("2025-03-01T00:00:00Z");
+    // Each try below that finds the events still there leaves a stream behind: a short
+    // heartbeat finds it gone and frees its slot.
+    let s = InProcessServer::start("[stream]\nheartbeat = \"50ms\"\n", t0);
+    let e = s.create_endpoint("kept", &[]);
+    let key = &e.sandbox_key;
+    let mut reader = open(s.addr(), &e.slug, key, None, "").expect("stream");
+    record_id(&s.post_record(&e.slug, key, &json!({"n": 0})));
+    record_id(&s.post_record(&e.slug, key, &json!({"n": 1})));
+    let first = reader.next().unwrap().id.unwrap();
+    let second = reader.next().unwrap().id.unwrap();
+    drop(reader);
+    // Sandbox events go with the records, after 30 days; the hourly purge runs on the
+    // server's clock.
+    s.clock
+        .set(t0.plus(Duration::from_secs(30 * 86_400 + 3_600)));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let refused = loop {
+        match open(s.addr(), &e.slug, key, Some(&first), "") {
+            Err(resp) if resp.status == 410 => break resp,
+            Ok(_) | Err(Resp { status: 429, .. }) => {
+                assert!(Instant::now() < deadline, "the events were never purged");
+                thread::sleep(Duration::from_millis(50));
+            }
+            Err(resp) => panic!("{}", resp.describe()),
+        }
+    };
+    assert_error(&refused, 410, "stream_cursor_expired");
+    // The last event purged is where the log now starts: nothing after it is missing.
+    let mut resumed = open(s.addr(), &e.slug, key, Some(&second), "").expect("resume");
+    let third = record_id(&s.post_record(&e.slug, key, &json!({"n": 2})));
+    assert_eq!(resumed.next().unwrap().data["data"]["id"], third.as_str());
 }

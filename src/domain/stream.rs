@@ -4,8 +4,9 @@
 //! Poll is for consumers that fetch batches on their own schedule; the stream is for live
 //! ones. Both are gap-free, but they follow different orders: poll follows created_at (and
 //! holds records back until no earlier-stamped write can still appear), the stream follows the
-//! order of the commits themselves, through the store's event log (`store::events`), where a
-//! store only hands out events whose place is settled. So the stream needs no hold-back, shows
+//! order of the store's event log (`store::events`: commit order on redb, the writing
+//! transactions' order on PostgreSQL), where a store only hands out events whose place is
+//! settled. So the stream needs no hold-back, shows
 //! replaces and deletes too, and an event reaches a reader as soon as its commit is done.
 //!
 //! **The wire.** Each event is
@@ -18,10 +19,10 @@
 //! ```
 //!
 //! with the same JSON as a webhook's body (`domain::webhooks::deliveries::event_json`), on one
-//! line. Its payload is the record as it is when the event is read: a reader that keeps up
-//! gets the write's own payload; one that resumes after later writes to the record gets the
-//! record as it is then (the later events follow), and none once it is deleted (its delete
-//! follows). A reader that reconnects with `Last-Event-ID` (or `?cursor=`) gets every event
+//! line. Its payload is the record as it was when the event was first read from the store: a
+//! reader that keeps up gets the write's own payload; one that resumes after later writes to
+//! the record may get a later state of it, or none once it is deleted (the later events
+//! follow, so applying events in order always ends at the record's current state). A reader that reconnects with `Last-Event-ID` (or `?cursor=`) gets every event
 //! after that one, each once, in order. A comment line goes out after `[stream] heartbeat`
 //! without an event.
 //!
@@ -109,9 +110,10 @@ impl futures_util::Stream for StreamBody {
                 Poll::Ready(Ok(frame)) => {
                     // What is still queued is dropped unsent: the reader is told why at once,
                     // and the memory goes back now.
+                    // (The channel stays open: the pump sees it close only when the connection
+                    // is gone, and until then waits to cut it.)
                     self.last_word = None;
                     self.said_last_word = true;
-                    self.frames.close();
                     while self.frames.try_recv().is_ok() {}
                     return Poll::Ready(Some(Ok(frame)));
                 }
@@ -120,8 +122,8 @@ impl futures_util::Stream for StreamBody {
             }
         }
         if self.said_last_word {
-            // A reader that takes even the last word in time sees the connection close; one
-            // that does not has it cut, so it cannot hold the socket for ever.
+            // The connection is cut a slow-reader timeout after the last word: a reader that
+            // took it has had time to; one that did not cannot hold the socket for ever.
             return match self.cut.as_mut().map(|cut| Pin::new(cut).poll(cx)) {
                 Some(Poll::Pending) => Poll::Pending,
                 Some(Poll::Ready(Ok(()))) => {

@@ -1,5 +1,5 @@
 //! The event log: every applied create, replace and delete of a partition, in the order of the
-//! commits that made them, for the change stream (`domain::stream`).
+//! transactions that made them, for the change stream (`domain::stream`).
 //!
 //! The ingest batch appends one event per applied write in the write's own commit
 //! (`RecordsStore::apply_batch`), so an event exists exactly when its write was acknowledged.

@@ -12,6 +12,7 @@ pub mod in_process;
 pub mod postgres;
 pub mod receiver;
 pub mod smtp;
+pub mod sse;
 pub mod visitor;
 
 use std::collections::HashMap;

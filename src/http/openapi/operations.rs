@@ -448,9 +448,10 @@ fn stream_operation() -> Operation {
              commit order: `id` (resume with it), `event` (`record.created`, \
              `record.replaced`, `record.deleted`) and `data`, the webhook body. Without \
              `Last-Event-ID` (or `cursor`) it starts from now; with it, every later event \
-             follows once, in order. A comment line goes out after 15 s without an event. A \
-             reader that leaves its buffer full for 30 s gets a `stream.error` event \
-             (`stream_reader_too_slow`) and is disconnected. Counted once as a data call.",
+             follows once, in order. A comment line goes out after `[stream] heartbeat` (15 s) \
+             without an event. A reader that leaves its buffer full for `[stream] \
+             slow_reader_timeout` (30 s) gets a `stream.error` event (`stream_reader_too_slow`) \
+             and is disconnected. Counted once as a data call.",
         )
         .access(Access::DataKey(Permission::Read))
         .param(header(
