@@ -48,6 +48,7 @@ pub struct Config {
     pub storage: StorageConfig,
     pub poll: PollConfig,
     pub stream: StreamConfig,
+    pub telemetry: TelemetryConfig,
     pub retention: RetentionConfig,
     pub request_log: RequestLogConfig,
     pub search: SearchConfig,
@@ -162,6 +163,46 @@ pub struct UsageConfig {
     /// Data calls allowed per endpoint, environment and calendar month (UTC); absent means
     /// unlimited. The owner can override it per endpoint.
     pub monthly_quota: Option<u64>,
+}
+
+/// `[telemetry]`: traces exported over OTLP/HTTP (see `core::telemetry`).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// The collector's OTLP/HTTP endpoint, such as `http://127.0.0.1:4318` (spans go to its
+    /// `/v1/traces`, or to the URL as given when it has a path); absent, no traces.
+    pub otlp_endpoint: Option<String>,
+    /// The `service.name` of every span.
+    pub service_name: String,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        TelemetryConfig {
+            otlp_endpoint: None,
+            service_name: "intake".into(),
+        }
+    }
+}
+
+impl TelemetryConfig {
+    fn validate(&self) -> Result<(), String> {
+        if let Some(url) = &self.otlp_endpoint {
+            let uri = url.parse::<http::Uri>().ok();
+            let scheme = uri.as_ref().and_then(|u| u.scheme_str());
+            if !matches!(scheme, Some("http" | "https"))
+                || uri.as_ref().and_then(|u| u.host()).is_none()
+            {
+                return Err(format!(
+                    "telemetry.otlp_endpoint {url:?} is not an http:// or https:// URL with a host"
+                ));
+            }
+        }
+        if self.service_name.trim().is_empty() {
+            return Err("telemetry.service_name must not be empty".into());
+        }
+        Ok(())
+    }
 }
 
 /// `[webhooks]`: how deliveries are sent (see `webhooks::dispatch`).
@@ -855,6 +896,7 @@ impl Default for Config {
             storage: StorageConfig::default(),
             poll: PollConfig::default(),
             stream: StreamConfig::default(),
+            telemetry: TelemetryConfig::default(),
             retention: RetentionConfig::default(),
             request_log: RequestLogConfig::default(),
             search: SearchConfig::default(),
@@ -976,6 +1018,7 @@ impl Config {
         self.http.validate()?;
         self.storage.validate()?;
         self.stream.validate()?;
+        self.telemetry.validate()?;
         if !(0..=19).contains(&self.search.indexer_nice) {
             return Err("search.indexer_nice must be from 0 to 19".into());
         }

@@ -13,6 +13,9 @@
 //! - [`text`]: a payload as text and the per-character case folding search matches with.
 //! - [`ticker`]: the beat of the server's periodic tasks, ending when the server stops.
 //! - [`private_dir`]: folders only their owner may read (data dir, backups).
+//! - [`trace`]: W3C Trace Context (`traceparent`) and span ids.
+//! - [`telemetry`]: spans recorded without waiting and exported over OTLP/HTTP (JSON) by a
+//!   thread of their own, when `[telemetry] otlp_endpoint` names a collector.
 //! - [`quiet_panic`]: runs code whose panic becomes an error (redb panics on some damaged
 //!   pages; the store turns that into "restore a backup" at start).
 
@@ -25,5 +28,7 @@ pub mod log_output;
 pub mod metrics;
 pub mod private_dir;
 pub mod quiet_panic;
+pub mod telemetry;
 pub mod text;
 pub mod ticker;
+pub mod trace;

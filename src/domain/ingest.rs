@@ -48,7 +48,11 @@ pub enum Message {
 }
 
 /// Where the answer to one queued write goes.
-pub struct Reply(oneshot::Sender<Result<WriteOutcome>>);
+pub struct Reply {
+    answer: oneshot::Sender<Result<WriteOutcome>>,
+    /// When the write was queued: the start of its queue-wait span.
+    pub queued_at: std::time::SystemTime,
+}
 
 impl Reply {
     /// Answers with what the committed batch did with this write: a refusal is its error.
@@ -71,7 +75,7 @@ impl Reply {
 
     fn send(self, answer: Result<WriteOutcome>) {
         // The requester may have gone away; the write stands regardless.
-        let _ = self.0.send(answer);
+        let _ = self.answer.send(answer);
     }
 }
 
@@ -140,7 +144,13 @@ impl Ingest {
     pub async fn submit(&self, write: Write) -> Result<WriteOutcome> {
         let (reply, answer) = oneshot::channel();
         self.tx
-            .send(Message::Write(Box::new(write), Reply(reply)))
+            .send(Message::Write(
+                Box::new(write),
+                Reply {
+                    answer: reply,
+                    queued_at: std::time::SystemTime::now(),
+                },
+            ))
             .await
             .map_err(|_| Error::ShuttingDown)?;
         answer.await.map_err(|_| Error::ShuttingDown)?

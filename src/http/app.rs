@@ -34,6 +34,8 @@ pub struct App {
     pub in_flight: Arc<InFlight>,
     /// Warms the cache with a draining poll consumer's next page.
     pub poll_read_ahead: ReadAhead,
+    /// Where spans go (nowhere unless `[telemetry] otlp_endpoint` is set).
+    pub telemetry: crate::core::telemetry::Telemetry,
     /// The change streams of this node.
     pub streams: crate::domain::stream::Streams,
     pub usage: Usage,

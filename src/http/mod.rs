@@ -38,6 +38,8 @@ use warp::Filter;
 use warp::reply::Response;
 
 use crate::core::ids::new_request_id;
+use crate::core::telemetry::{Span, SpanKind};
+use crate::core::trace::TraceContext;
 use crate::http::error::Result;
 use crate::store::RequestLogRow;
 use api::CallLog;
@@ -81,6 +83,7 @@ pub fn filter(
                     body_budget: app.body_budget.clone(),
                     body_share: None,
                     request_id: new_request_id(),
+                    trace: None,
                 };
                 handle(&app, request).await
             },
@@ -93,6 +96,7 @@ pub async fn handle(app: &App, mut req: Request) -> Response {
     let path = std::mem::take(&mut req.path);
     let route = Route::resolve(&path);
     let template = route.as_ref().map_or("(unmatched)", Route::template);
+    let span = ServerSpan::begin(app, route.as_ref(), &mut req);
     let mut call_log = CallLog::default();
     let result = respond(app, route, &mut req, &mut call_log).await;
     let mut response = match result {
@@ -113,6 +117,9 @@ pub async fn handle(app: &App, mut req: Request) -> Response {
     }
     let elapsed = started.elapsed();
     let status = response.status();
+    if let Some(span) = span {
+        span.end(app, &req, template, status);
+    }
     app.metrics
         .observe_request(template, req.method.as_str(), status.as_u16(), elapsed);
     log::info!(
@@ -139,6 +146,64 @@ pub async fn handle(app: &App, mut req: Request) -> Response {
         );
     }
     response
+}
+
+/// The span of one request, recorded when telemetry is on (health checks, metrics scrapes and
+/// dashboard pages are not traced).
+struct ServerSpan {
+    /// The caller's span, when it sent a `traceparent`.
+    parent: Option<[u8; 8]>,
+    start: std::time::SystemTime,
+}
+
+impl ServerSpan {
+    /// Sets the request's trace: a span of the server's own under the caller's (when
+    /// traced), or the caller's as sent.
+    fn begin(app: &App, route: Option<&Route<'_>>, req: &mut Request) -> Option<ServerSpan> {
+        let incoming = req
+            .headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .and_then(TraceContext::parse);
+        let traced = app.telemetry.enabled()
+            && !matches!(
+                route,
+                None | Some(
+                    Route::Health | Route::Ready | Route::Metrics | Route::Dashboard { .. }
+                )
+            );
+        if !traced {
+            req.trace = incoming;
+            return None;
+        }
+        req.trace = Some(incoming.map_or_else(TraceContext::root, |c| c.child()));
+        Some(ServerSpan {
+            parent: incoming.map(|c| c.span_id),
+            start: std::time::SystemTime::now(),
+        })
+    }
+
+    fn end(self, app: &App, req: &Request, template: &str, status: http::StatusCode) {
+        let Some(context) = req.trace else {
+            return;
+        };
+        let method = req.method.as_str();
+        let mut span = Span::ended_now(
+            context,
+            self.parent,
+            format!("{method} {template}"),
+            SpanKind::Server,
+            self.start,
+        )
+        .attribute("http.request.method", method)
+        .attribute("http.route", template)
+        .attribute("http.response.status_code", i64::from(status.as_u16()))
+        .attribute("intake.request_id", req.request_id.as_str());
+        if status.is_server_error() {
+            span.error = Some(format!("HTTP {}", status.as_u16()));
+        }
+        app.telemetry.record(span);
+    }
 }
 
 /// The dashboard's paths go to the dashboard, every other route to the API.

@@ -82,6 +82,10 @@ pub struct Request {
     pub body_budget: BodyBudget,
     pub body_share: Option<OwnedSemaphorePermit>,
     pub request_id: String,
+    /// The trace this request is part of (`core::trace`): the server's span of it while
+    /// telemetry is on, else the caller's `traceparent` as sent. Its writes pass it on to
+    /// their webhook deliveries.
+    pub trace: Option<crate::core::trace::TraceContext>,
 }
 
 /// The request body as a stream of `Bytes` chunks.

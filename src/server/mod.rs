@@ -45,6 +45,7 @@ use crate::store::Effects;
 use crate::workers::mail::Mailer;
 use crate::workers::{cluster, compression, ingest};
 
+use crate::core::telemetry::Telemetry;
 use crate::core::ticker::Ticker;
 use crate::domain::sessions::{self, LoginLimiter, LoginThrottle, SharedLoginLimiter};
 use crate::domain::stream::Streams;
@@ -294,6 +295,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         None => (None, None, None),
     };
     let metrics = Arc::new(Metrics::default());
+    let (telemetry, telemetry_thread) = Telemetry::start(&config.telemetry).map_err(spawn_err)?;
     let access_cache = AccessCache::default();
     // On a shared store the node joins the cluster before it takes its first write, and
     // before its workers claim what is due (a node that has not joined claims nothing).
@@ -320,12 +322,13 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
                 sealer: sealer.clone(),
                 public_url: config.public_url(),
                 metrics: metrics.clone(),
+                telemetry: telemetry.clone(),
             },
             &config.webhooks,
         )
         .map_err(spawn_err)?;
     let streams = Streams::new(store.clone(), config.stream.clone());
-    let (ingest, writer) = ingest::start(store.clone(), metrics.clone(), {
+    let (ingest, writer) = ingest::start(store.clone(), metrics.clone(), telemetry.clone(), {
         let (indexer, wakers, streams) = (indexer.clone(), wakers.clone(), streams.clone());
         // Each commit appends to the change log the indexer follows; what else it requires
         // takes the after-commit path of every write.
@@ -363,6 +366,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         in_flight,
         poll_read_ahead: ReadAhead::default(),
         streams,
+        telemetry,
         mailer,
         dispatcher,
         dashboard,
@@ -436,6 +440,11 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
             let _ = tokio::task::spawn_blocking(move || log_thread.join()).await;
             let _ = tokio::task::spawn_blocking(move || dispatch_threads.join()).await;
             let _ = tokio::task::spawn_blocking(move || mail_thread.join()).await;
+            // Last: the spans of everything above are sent before the server is done.
+            app.telemetry.shutdown();
+            if let Some(thread) = telemetry_thread {
+                let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+            }
             log::info!("shutdown complete");
         }
     });

@@ -193,6 +193,8 @@ pub struct NewDelivery {
     pub auth_value_sealed: Option<Vec<u8>>,
     /// The finished JSON body.
     pub body: String,
+    /// The write's `traceparent` (see `DeliveryRow::trace`).
+    pub trace: Option<String>,
     pub max_attempts: u32,
     /// When the write was received: the delivery's creation and first due time.
     pub created_at: Timestamp,
@@ -217,6 +219,7 @@ impl NewDelivery {
             auth_header: self.auth_header,
             auth_value_sealed: self.auth_value_sealed,
             body: self.body,
+            trace: self.trace,
             state: match self.skipped {
                 true => crate::store::DeliveryState::Skipped,
                 false => crate::store::DeliveryState::Pending,

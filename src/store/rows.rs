@@ -521,6 +521,10 @@ pub struct DeliveryRow {
     pub auth_value_sealed: Option<Vec<u8>>,
     /// The JSON body, fixed when the write was committed; signed afresh on every attempt.
     pub body: String,
+    /// The `traceparent` of the write's request (`core::trace`): each attempt is a span of
+    /// that trace, and tells the receiver so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
     pub state: DeliveryState,
     /// Attempts made so far.
     pub attempts: u32,

@@ -21,12 +21,13 @@
 //!   (unknown record, idempotency conflict) changes nothing and does not affect its neighbours.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::core::metrics::Metrics;
+use crate::core::telemetry::{Span, SpanKind, Telemetry};
 use crate::domain::ingest::{self, Ingest, Message, Queue, Reply, Write};
 use crate::store::records::Change;
-use crate::store::{Effects, Store};
+use crate::store::{Effects, Store, StoreError};
 
 /// How many writes one transaction takes at most.
 pub const MAX_BATCH: usize = 2048;
@@ -52,12 +53,14 @@ pub type AfterCommit = Box<dyn Fn(Effects, &[u64]) + Send>;
 pub fn start(
     store: Arc<dyn Store>,
     metrics: Arc<Metrics>,
+    telemetry: Telemetry,
     after_commit: AfterCommit,
 ) -> std::io::Result<(Ingest, WriterThread)> {
     let (ingest, queue) = ingest::queue();
     let writer = Writer {
         store,
         metrics,
+        telemetry,
         after_commit,
     };
     let handle = std::thread::Builder::new()
@@ -79,6 +82,7 @@ struct WriterStats {
 struct Writer {
     store: Arc<dyn Store>,
     metrics: Arc<Metrics>,
+    telemetry: Telemetry,
     after_commit: AfterCommit,
 }
 
@@ -121,6 +125,47 @@ fn writer_loop(writer: &Writer, mut queue: Queue) {
     }
 }
 
+/// The spans of a batch's traced writes: each waited in the queue from when it was queued
+/// until the batch began, then shared the batch's commit.
+fn record_spans(
+    telemetry: &Telemetry,
+    batch: &[(Box<Write>, Reply)],
+    started_at: SystemTime,
+    failed: Option<&StoreError>,
+) {
+    let committed_at = SystemTime::now();
+    let writes = i64::try_from(batch.len()).unwrap_or(i64::MAX);
+    for (write, reply) in batch {
+        let Some(request) = write.hooks.trace else {
+            continue;
+        };
+        let queued = Span {
+            end: started_at,
+            ..Span::ended_now(
+                request.child(),
+                Some(request.span_id),
+                "ingest.queue",
+                SpanKind::Internal,
+                reply.queued_at,
+            )
+        };
+        telemetry.record(queued);
+        let mut commit = Span {
+            end: committed_at,
+            ..Span::ended_now(
+                request.child(),
+                Some(request.span_id),
+                "ingest.commit",
+                SpanKind::Internal,
+                started_at,
+            )
+        }
+        .attribute("intake.batch.writes", writes);
+        commit.error = failed.map(|err| err.to_string());
+        telemetry.record(commit);
+    }
+}
+
 /// Applies `batch` in one durable transaction, then answers each of its writes.
 fn commit(
     writer: &Writer,
@@ -130,8 +175,17 @@ fn commit(
 ) {
     let writes: Vec<_> = batch.iter().map(|(write, _)| write.batch_write()).collect();
     let started = std::time::Instant::now();
+    let started_at = SystemTime::now();
     let applied = writer.store.apply_batch(&writes);
     let elapsed = started.elapsed();
+    if writer.telemetry.enabled() {
+        record_spans(
+            &writer.telemetry,
+            &batch,
+            started_at,
+            applied.as_ref().err(),
+        );
+    }
     stats.busy += elapsed;
     writer.metrics.write_batch_size.observe(writes.len() as f64);
     writer

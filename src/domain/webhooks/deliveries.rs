@@ -27,6 +27,7 @@ use serde_json::value::RawValue;
 use crate::core::clock::Timestamp;
 use crate::core::crypto::Sealer;
 use crate::core::ids::RecordId;
+use crate::core::trace::TraceContext;
 use crate::domain::error::{Error, Result};
 use crate::store::records::{Change, ChangeKind, DeliveryPlanner, NewDelivery};
 use crate::store::{
@@ -97,6 +98,8 @@ pub struct Hooks {
     /// When the write was received: the event's `timestamp`.
     pub at: Timestamp,
     pub caller: Option<CallerWebhook>,
+    /// The trace of the write's request, which its deliveries continue (`core::trace`).
+    pub trace: Option<TraceContext>,
 }
 
 /// A webhook requested with the write's `X-Webhook-*` headers.
@@ -256,6 +259,7 @@ impl DeliveryPlanner for Hooks {
             auth_header,
             auth_value_sealed,
             body: body.clone(),
+            trace: self.trace.map(|t| t.header()),
             max_attempts: max_attempts(self.environment),
             created_at: self.at,
         };

@@ -212,6 +212,7 @@ fn hooks(app: &App, req: &Request, access: &DataAccess, at: Timestamp) -> Result
         environment: access.environment,
         at,
         caller: deliveries::caller_webhook(&req.headers, &app.endpoints.sealer)?,
+        trace: req.trace,
     })
 }
 

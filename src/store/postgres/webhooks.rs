@@ -460,6 +460,7 @@ pub(super) mod tests {
             auth_header: None,
             auth_value_sealed: None,
             body: format!("body {id}"),
+            trace: None,
             state: DeliveryState::Pending,
             attempts: 0,
             max_attempts: 3,

@@ -46,6 +46,7 @@ impl Bench {
         let (ingest, writer) = ingest::start(
             store.clone(),
             Arc::new(Metrics::default()),
+            Default::default(),
             Box::new(|_, _| {}),
         )
         .expect("ingest writer");
@@ -73,6 +74,7 @@ fn write(runtime: &tokio::runtime::Runtime, ingest: &Ingest, ops: Vec<RecordWrit
             environment: partition_environment(partition),
             at: Timestamp(0),
             caller: None,
+            trace: None,
         };
         ingest.submit(Write { record: op, hooks })
     });

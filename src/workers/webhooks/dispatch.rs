@@ -72,7 +72,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use super::pacing::{Pacing, SubscriptionKey, pace};
 use super::send::{Exchange, Sender};
@@ -81,6 +81,8 @@ use crate::core::config::WebhooksConfig;
 use crate::core::crypto::Sealer;
 use crate::core::ids::RecordId;
 use crate::core::metrics::Metrics;
+use crate::core::telemetry::{Span, SpanKind, Telemetry};
+use crate::core::trace::TraceContext;
 use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
 use crate::domain::mail::{self, OutgoingMail};
@@ -192,6 +194,8 @@ pub struct DispatchParts {
     pub public_url: String,
     /// Where attempt outcomes are counted (`GET /metrics`).
     pub metrics: Arc<Metrics>,
+    /// Where each attempt's span goes.
+    pub telemetry: Telemetry,
 }
 
 impl Dispatcher {
@@ -743,7 +747,18 @@ fn attempt(ctx: &Context, job: &Job) -> Attempted {
     let number = row.attempts.saturating_add(1);
     let started_at = ctx.parts.handles.now();
     let started = Instant::now();
-    let (exchange, request_headers) = match request_headers(ctx, row, number, started_at) {
+    // The attempt is a span of the write's trace while telemetry is on (a trace of its own
+    // for a delivery made without one); otherwise the write's trace is passed on as it came.
+    let parent = row.trace.as_deref().and_then(TraceContext::parse);
+    let span = ctx
+        .parts
+        .telemetry
+        .enabled()
+        .then(|| parent.map_or_else(TraceContext::root, |p| p.child()));
+    let traceparent = span.or(parent).map(|c| c.header());
+    let span_start = SystemTime::now();
+    let headers = request_headers(ctx, row, number, started_at, traceparent.as_deref());
+    let (exchange, request_headers) = match headers {
         Ok(headers) => {
             let exchange = ctx
                 .sender
@@ -756,6 +771,17 @@ fn attempt(ctx: &Context, job: &Job) -> Attempted {
         ),
     };
     let verdict = verdict(row, &exchange);
+    if let Some(context) = span {
+        ctx.parts.telemetry.record(attempt_span(
+            context,
+            parent.map(|p| p.span_id),
+            span_start,
+            row,
+            number,
+            &exchange,
+            verdict,
+        ));
+    }
     let (status, error, response_body) = match exchange {
         Exchange::Answered { status, body, .. } => (Some(status), None, Some(body)),
         Exchange::Failed(error) | Exchange::Refused(error) => (None, Some(error), None),
@@ -798,12 +824,53 @@ fn attempt(ctx: &Context, job: &Job) -> Attempted {
     }
 }
 
-/// Every header of attempt `number`, signed at `now` with the keys valid then.
+/// The span of one attempt: the webhook id, attempt number and kind, the receiver's host and
+/// its status (never the URL's path, the body or a header value).
+fn attempt_span(
+    context: TraceContext,
+    parent: Option<[u8; 8]>,
+    start: SystemTime,
+    row: &DeliveryRow,
+    number: u32,
+    exchange: &Exchange,
+    verdict: Verdict,
+) -> Span {
+    let host = row
+        .url
+        .parse::<http::Uri>()
+        .ok()
+        .and_then(|uri| uri.host().map(str::to_string))
+        .unwrap_or_default();
+    let kind = match row.kind {
+        WebhookKind::Owner => "owner",
+        WebhookKind::Caller => "caller",
+    };
+    let mut span = Span::ended_now(context, parent, "webhook.attempt", SpanKind::Client, start)
+        .attribute("webhook.id", RecordId(row.record_id).to_string())
+        .attribute("webhook.attempt", i64::from(number))
+        .attribute("intake.webhook.kind", kind)
+        .attribute("server.address", host)
+        .attribute("intake.webhook.outcome", verdict.outcome());
+    match exchange {
+        Exchange::Answered { status, .. } => {
+            span = span.attribute("http.response.status_code", i64::from(*status));
+            if verdict != Verdict::Delivered {
+                span.error = Some(format!("HTTP {status}"));
+            }
+        }
+        Exchange::Failed(error) | Exchange::Refused(error) => span.error = Some(error.clone()),
+    }
+    span
+}
+
+/// Every header of attempt `number`, signed at `now` with the keys valid then, and the
+/// attempt's `traceparent` when it has one.
 fn request_headers(
     ctx: &Context,
     row: &DeliveryRow,
     number: u32,
     now: Timestamp,
+    traceparent: Option<&str>,
 ) -> Result<Vec<(String, String)>> {
     let record_id = RecordId(row.record_id).to_string();
     let timestamp = now.as_micros().div_euclid(MICROS_PER_SECOND);
@@ -821,6 +888,16 @@ fn request_headers(
     .into_iter()
     .map(|(name, value)| (name.to_string(), value))
     .collect();
+    let auth_named = |name: &str| {
+        row.auth_header
+            .as_deref()
+            .is_some_and(|auth| auth.eq_ignore_ascii_case(name))
+    };
+    if let Some(traceparent) = traceparent
+        && !auth_named("traceparent")
+    {
+        headers.push(("traceparent".to_string(), traceparent.to_string()));
+    }
     if let (Some(name), Some(sealed)) = (&row.auth_header, &row.auth_value_sealed) {
         let value = ctx
             .parts
@@ -1023,6 +1100,7 @@ mod tests {
             auth_header: None,
             auth_value_sealed: None,
             body: "{}".into(),
+            trace: None,
             state: DeliveryState::Pending,
             attempts,
             max_attempts,
