@@ -1,6 +1,9 @@
 //! Creating webhook deliveries in the ingest batch's transaction, and the due index every
 //! delivery is listed in while pending.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use super::webhooks::list_due;
@@ -23,6 +26,9 @@ pub(super) struct DeliveryTables<'txn> {
     due: Table<'txn, (u64, u64), (bool, &'static str)>,
     by_partition: Table<'txn, (u64, u64), u128>,
     by_record: Table<'txn, (u64, u128, u64), ()>,
+    /// Each partition's webhook settings, read and decoded once per batch (nothing else
+    /// writes them in its transaction).
+    settings: HashMap<u64, Option<WebhookSettingsRow>>,
     last_id: u64,
     first_id: u64,
 }
@@ -36,6 +42,7 @@ impl<'txn> DeliveryTables<'txn> {
             due: txn.open_table(DELIVERIES_DUE)?,
             by_partition: txn.open_table(PARTITION_DELIVERIES)?,
             by_record: txn.open_table(RECORD_DELIVERIES)?,
+            settings: HashMap::new(),
             last_id,
             first_id: last_id,
         })
@@ -59,11 +66,16 @@ impl<'txn> DeliveryTables<'txn> {
         change: &Change<'_>,
         planner: &dyn DeliveryPlanner,
     ) -> Result<(), StoreError> {
-        let settings: Option<WebhookSettingsRow> =
-            match self.webhook_settings.get(change.partition)? {
-                Some(v) => Some(from_json(v.value())?),
-                None => None,
-            };
+        let settings = match self.settings.entry(change.partition) {
+            Entry::Occupied(known) => known.into_mut(),
+            Entry::Vacant(unknown) => {
+                let stored = match self.webhook_settings.get(change.partition)? {
+                    Some(v) => Some(from_json(v.value())?),
+                    None => None,
+                };
+                unknown.insert(stored)
+            }
+        };
         for delivery in planner.deliveries(change, settings.as_ref())? {
             self.insert(change.partition, change.id, delivery)?;
         }
