@@ -112,6 +112,10 @@ pub struct Metrics {
     pub webhook_delivered: AtomicU64,
     pub webhook_retry: AtomicU64,
     pub webhook_given_up: AtomicU64,
+    /// Change-stream readers disconnected for leaving their buffer full.
+    pub stream_slow_readers: AtomicU64,
+    /// Spans dropped because the exporter's queue was full.
+    pub telemetry_spans_dropped: AtomicU64,
 }
 
 impl Default for Metrics {
@@ -124,6 +128,8 @@ impl Default for Metrics {
             webhook_delivered: AtomicU64::new(0),
             webhook_retry: AtomicU64::new(0),
             webhook_given_up: AtomicU64::new(0),
+            stream_slow_readers: AtomicU64::new(0),
+            telemetry_spans_dropped: AtomicU64::new(0),
         }
     }
 }
@@ -145,6 +151,8 @@ pub struct State {
     /// zstd dictionaries the store has trained for stored payloads (0: payloads are stored
     /// as sent).
     pub payload_dictionaries: u64,
+    /// Change streams open on this node.
+    pub streams_open: u64,
 }
 
 impl Metrics {
@@ -242,6 +250,24 @@ impl Metrics {
             "zstd dictionaries the store has trained to compress stored payloads.",
             state.payload_dictionaries,
         );
+        gauge(
+            &mut out,
+            "intake_streams_open",
+            "Change streams open on this node.",
+            state.streams_open,
+        );
+        counter(
+            &mut out,
+            "intake_stream_slow_readers_total",
+            "Change-stream readers disconnected for leaving their buffer full.",
+            self.stream_slow_readers.load(Ordering::Relaxed),
+        );
+        counter(
+            &mut out,
+            "intake_telemetry_spans_dropped_total",
+            "Trace spans dropped because the exporter fell behind.",
+            self.telemetry_spans_dropped.load(Ordering::Relaxed),
+        );
         header(
             &mut out,
             "intake_mail_outbox",
@@ -296,6 +322,11 @@ fn header(out: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
+fn counter(out: &mut String, name: &str, help: &str, value: u64) {
+    header(out, name, "counter", help);
+    let _ = writeln!(out, "{name} {value}");
+}
+
 fn gauge(out: &mut String, name: &str, help: &str, value: u64) {
     header(out, name, "gauge", help);
     let _ = writeln!(out, "{name} {value}");
@@ -336,6 +367,7 @@ mod tests {
             search_index_lag: 0,
             request_body_kib: 0,
             payload_dictionaries: 2,
+            streams_open: 4,
         };
         let out = m.render(&state);
         assert!(out.contains(
@@ -346,5 +378,7 @@ mod tests {
         ));
         assert!(out.contains("intake_http_request_duration_seconds_count{route=\"/healthz\"} 3\n"));
         assert!(out.contains("intake_mail_outbox{status=\"failed\"} 3\n"));
+        assert!(out.contains("intake_streams_open 4\n"));
+        assert!(out.contains("# TYPE intake_stream_slow_readers_total counter\n"));
     }
 }

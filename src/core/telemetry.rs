@@ -11,13 +11,14 @@
 //! attribute: methods, route templates, statuses, record and request ids, receiver hosts.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
 use crate::core::config::TelemetryConfig;
+use crate::core::metrics::Metrics;
 use crate::core::trace::{TraceContext, hex};
 
 /// Spans waiting for the exporter; beyond this they are dropped.
@@ -118,7 +119,8 @@ pub struct Telemetry {
 
 struct Exporter {
     queue: SyncSender<Message>,
-    dropped: AtomicU64,
+    /// Counts the dropped spans (`intake_telemetry_spans_dropped_total`).
+    metrics: Arc<Metrics>,
 }
 
 /// The exporter thread; joined at shutdown after [`Telemetry::shutdown`].
@@ -134,15 +136,15 @@ impl ExporterThread {
 
 impl Telemetry {
     /// Starts the exporter when `config` names a collector; otherwise spans go nowhere.
-    pub fn start(config: &TelemetryConfig) -> std::io::Result<(Telemetry, Option<ExporterThread>)> {
+    pub fn start(
+        config: &TelemetryConfig,
+        metrics: Arc<Metrics>,
+    ) -> std::io::Result<(Telemetry, Option<ExporterThread>)> {
         let Some(endpoint) = &config.otlp_endpoint else {
             return Ok((Telemetry::default(), None));
         };
         let (queue, spans) = mpsc::sync_channel(QUEUE);
-        let exporter = Arc::new(Exporter {
-            queue,
-            dropped: AtomicU64::new(0),
-        });
+        let exporter = Arc::new(Exporter { queue, metrics });
         let target = Target {
             url: traces_url(endpoint),
             resource: resource(&config.service_name),
@@ -184,7 +186,10 @@ impl Telemetry {
         match exporter.queue.try_send(Message::Span(Box::new(span))) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                exporter.dropped.fetch_add(1, Ordering::Relaxed);
+                exporter
+                    .metrics
+                    .telemetry_spans_dropped
+                    .fetch_add(1, Ordering::Relaxed);
             }
         }
     }
@@ -253,7 +258,10 @@ fn export_loop(target: &Target, spans: &Receiver<Message>, exporter: &Exporter) 
             }
             batch.clear();
             due = Instant::now() + INTERVAL;
-            let dropped = exporter.dropped.load(Ordering::Relaxed);
+            let dropped = exporter
+                .metrics
+                .telemetry_spans_dropped
+                .load(Ordering::Relaxed);
             if dropped > reported_drops {
                 log::warn!(
                     "telemetry: {} spans dropped (the exporter fell behind)",

@@ -34,13 +34,15 @@ impl TraceContext {
         }
     }
 
-    /// A `traceparent` header value (version 00); `None` for anything else, as the
-    /// specification asks of a version-00 parser: then a new trace starts.
+    /// A `traceparent` header value; `None` when it is not one (then a new trace starts).
+    /// As the specification asks, a later version is read as far as version 00 goes.
     pub fn parse(header: &str) -> Option<TraceContext> {
         let mut parts = header.trim().split('-');
         let (version, trace, span, flags) =
             (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-        if version != "00" || parts.next().is_some() {
+        // A later version is read as version 00 (its extra fields ignored); ff is invalid.
+        let [version]: [u8; 1] = lower_hex(version)?;
+        if version == 0xff || (version == 0 && parts.next().is_some()) {
             return None;
         }
         let trace_id: [u8; 16] = lower_hex(trace)?;
@@ -115,7 +117,7 @@ mod tests {
         assert_ne!(child.span_id, ctx.span_id);
         for bad in [
             "",
-            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
             "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
             "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
             "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
@@ -125,6 +127,9 @@ mod tests {
         ] {
             assert_eq!(TraceContext::parse(bad), None, "{bad}");
         }
+        let later =
+            TraceContext::parse("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x");
+        assert_eq!(later, Some(ctx));
         let unsampled =
             TraceContext::parse("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00");
         assert!(!unsampled.unwrap().sampled);

@@ -130,8 +130,14 @@ fn index_lag(vitals: &Vitals<'_>) -> Result<u64> {
     Ok(last.saturating_sub(position))
 }
 
-/// The gauges of `GET /metrics`, read now; `request_body_kib` is the HTTP layer's.
-pub fn metrics_state(vitals: &Vitals<'_>, now: Timestamp, request_body_kib: u64) -> Result<State> {
+/// The gauges of `GET /metrics`, read now; `request_body_kib` and `streams_open` are the
+/// HTTP layer's.
+pub fn metrics_state(
+    vitals: &Vitals<'_>,
+    now: Timestamp,
+    request_body_kib: u64,
+    streams_open: u64,
+) -> Result<State> {
     let gauges = vitals.store.gauges(now)?;
     Ok(State {
         ingest_queue_depth: vitals.writer.queue_depth,
@@ -143,5 +149,6 @@ pub fn metrics_state(vitals: &Vitals<'_>, now: Timestamp, request_body_kib: u64)
         search_index_lag: index_lag(vitals)?,
         request_body_kib,
         payload_dictionaries: gauges.payload_dictionaries,
+        streams_open,
     })
 }

@@ -50,6 +50,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 
 use crate::core::config::StreamConfig;
 use crate::core::cursor::{self, CursorKind, Position};
+use crate::core::metrics::Metrics;
 use crate::domain::endpoints::DataAccess;
 use crate::domain::error::{Error, Result};
 use crate::domain::webhooks::deliveries::{EventContent, event_json, event_type};
@@ -77,6 +78,7 @@ pub struct Streams {
 struct Inner {
     store: Arc<dyn Store>,
     settings: StreamConfig,
+    metrics: Arc<Metrics>,
     feeds: Mutex<HashMap<u64, Weak<Feed>>>,
     open_per_key: Mutex<HashMap<String, usize>>,
     closing: watch::Sender<bool>,
@@ -147,11 +149,12 @@ struct Chunk {
 }
 
 impl Streams {
-    pub fn new(store: Arc<dyn Store>, settings: StreamConfig) -> Streams {
+    pub fn new(store: Arc<dyn Store>, settings: StreamConfig, metrics: Arc<Metrics>) -> Streams {
         Streams {
             inner: Arc::new(Inner {
                 store,
                 settings,
+                metrics,
                 feeds: Mutex::new(HashMap::new()),
                 open_per_key: Mutex::new(HashMap::new()),
                 closing: watch::Sender::new(false),
@@ -575,6 +578,10 @@ impl Pump {
     }
 
     async fn too_slow(mut self) {
+        self.inner
+            .metrics
+            .stream_slow_readers
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         log::info!(
             "a stream of partition {} was disconnected: its reader took nothing for {:?}",
             self.feed.partition,

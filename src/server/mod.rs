@@ -295,7 +295,8 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         None => (None, None, None),
     };
     let metrics = Arc::new(Metrics::default());
-    let (telemetry, telemetry_thread) = Telemetry::start(&config.telemetry).map_err(spawn_err)?;
+    let (telemetry, telemetry_thread) =
+        Telemetry::start(&config.telemetry, metrics.clone()).map_err(spawn_err)?;
     let access_cache = AccessCache::default();
     // On a shared store the node joins the cluster before it takes its first write, and
     // before its workers claim what is due (a node that has not joined claims nothing).
@@ -327,7 +328,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
             &config.webhooks,
         )
         .map_err(spawn_err)?;
-    let streams = Streams::new(store.clone(), config.stream.clone());
+    let streams = Streams::new(store.clone(), config.stream.clone(), metrics.clone());
     let (ingest, writer) = ingest::start(store.clone(), metrics.clone(), telemetry.clone(), {
         let (indexer, wakers, streams) = (indexer.clone(), wakers.clone(), streams.clone());
         // Each commit appends to the change log the indexer follows; what else it requires

@@ -50,7 +50,12 @@ pub fn metrics(app: &App, req: &Request) -> Result<Response> {
             return Err(Error::InvalidMetricsToken.into());
         }
     }
-    let state = health::metrics_state(&vitals(app), app.clock.now(), app.body_budget.held_kib())?;
+    let state = health::metrics_state(
+        &vitals(app),
+        app.clock.now(),
+        app.body_budget.held_kib(),
+        app.streams.open_count() as u64,
+    )?;
     let text = app.metrics.render(&state);
     let mut response = Response::new(text.into());
     response.headers_mut().insert(
