@@ -253,15 +253,11 @@ mod tests {
             assert_eq!(page.unwrap().events, []);
             assert_eq!(bounds.unwrap().head, FIRST_POSITION - 1);
         });
-        let page = store.events_after(41, 0, 10, 1 << 20).unwrap();
-        assert_eq!(page.events.len(), 1);
-        assert_eq!(page.events[0].kind, ChangeKind::Created);
-        assert_eq!(page.events[0].record.as_ref().unwrap().1, b"{\"n\":1}");
-        assert!(page.events[0].position >= FIRST_POSITION);
-        assert_eq!(
-            store.event_bounds(41).unwrap().head,
-            page.events[0].position
-        );
+        let events = settled(&store, 41, 1);
+        assert_eq!(events[0].kind, ChangeKind::Created);
+        assert_eq!(events[0].record.as_ref().unwrap().1, b"{\"n\":1}");
+        assert!(events[0].position >= FIRST_POSITION);
+        assert_eq!(store.event_bounds(41).unwrap().head, events[0].position);
     }
 
     #[test]
