@@ -248,6 +248,22 @@ pub trait DeliveryPlanner {
     ) -> Result<Vec<NewDelivery>, StoreError>;
 }
 
+/// A planner that makes no deliveries: for tests of the batch apply that are not about
+/// webhooks.
+#[cfg(test)]
+pub struct NoDeliveries;
+
+#[cfg(test)]
+impl DeliveryPlanner for NoDeliveries {
+    fn deliveries(
+        &self,
+        _: &Change<'_>,
+        _: Option<&WebhookSettingsRow>,
+    ) -> Result<Vec<NewDelivery>, StoreError> {
+        Ok(Vec::new())
+    }
+}
+
 /// One write of a batch with what decides its webhooks.
 #[derive(Clone, Copy)]
 pub struct BatchWrite<'a> {

@@ -178,24 +178,8 @@ mod tests {
     use super::FIRST_POSITION;
     use crate::core::clock::Timestamp;
     use crate::core::ids::RecordId;
-    use crate::store::StoreError;
-    use crate::store::WebhookSettingsRow;
     use crate::store::events::{EventsStore, StoredEvent};
-    use crate::store::records::{
-        BatchWrite, Change, ChangeKind, DeliveryPlanner, NewDelivery, RecordWrite, RecordsStore,
-    };
-
-    struct NoHooks;
-
-    impl DeliveryPlanner for NoHooks {
-        fn deliveries(
-            &self,
-            _: &Change<'_>,
-            _: Option<&WebhookSettingsRow>,
-        ) -> Result<Vec<NewDelivery>, StoreError> {
-            Ok(Vec::new())
-        }
-    }
+    use crate::store::records::{BatchWrite, ChangeKind, NoDeliveries, RecordWrite, RecordsStore};
 
     fn create(store: &PgStore, partition: u64, n: u128) {
         let write = RecordWrite::Create {
@@ -207,7 +191,7 @@ mod tests {
         store
             .apply_batch(&[BatchWrite {
                 write: &write,
-                webhooks: &NoHooks,
+                webhooks: &NoDeliveries,
             }])
             .unwrap();
     }

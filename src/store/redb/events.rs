@@ -140,29 +140,14 @@ fn purge(
 mod tests {
     use super::*;
     use crate::core::clock::Timestamp;
-    use crate::store::WebhookSettingsRow;
-    use crate::store::records::{
-        BatchWrite, Change, ChangeKind, DeliveryPlanner, NewDelivery, RecordWrite, RecordsStore,
-    };
-
-    struct NoHooks;
-
-    impl DeliveryPlanner for NoHooks {
-        fn deliveries(
-            &self,
-            _: &Change<'_>,
-            _: Option<&WebhookSettingsRow>,
-        ) -> Result<Vec<NewDelivery>, StoreError> {
-            Ok(Vec::new())
-        }
-    }
+    use crate::store::records::{BatchWrite, ChangeKind, NoDeliveries, RecordWrite, RecordsStore};
 
     fn apply(store: &RedbStore, writes: &[RecordWrite]) {
         let batch: Vec<_> = writes
             .iter()
             .map(|write| BatchWrite {
                 write,
-                webhooks: &NoHooks,
+                webhooks: &NoDeliveries,
             })
             .collect();
         store.apply_batch(&batch).unwrap();

@@ -485,24 +485,10 @@ mod tests {
 
     use super::*;
     use crate::core::ids::RecordId;
-    use crate::store::records::{
-        BatchWrite, Change, DeliveryPlanner, NewDelivery, RecordWrite, RecordsStore, ScanOrder,
-    };
-    use crate::store::{Store, WebhookSettingsRow};
+    use crate::store::Store;
+    use crate::store::records::{BatchWrite, NoDeliveries, RecordWrite, RecordsStore, ScanOrder};
 
     const AT: Timestamp = Timestamp(1_795_000_000_123_456);
-
-    struct NoHooks;
-
-    impl DeliveryPlanner for NoHooks {
-        fn deliveries(
-            &self,
-            _: &Change<'_>,
-            _: Option<&WebhookSettingsRow>,
-        ) -> Result<Vec<NewDelivery>, StoreError> {
-            Ok(Vec::new())
-        }
-    }
 
     /// A varied ~700-byte JSON record: shared keys and shape, different values.
     fn payload(n: u64) -> Vec<u8> {
@@ -547,7 +533,7 @@ mod tests {
             .iter()
             .map(|write| BatchWrite {
                 write,
-                webhooks: &NoHooks,
+                webhooks: &NoDeliveries,
             })
             .collect();
         store.apply_batch(&batch).unwrap();
