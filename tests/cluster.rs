@@ -137,6 +137,37 @@ impl Drop for BinaryNodes {
     }
 }
 
+/// `writers` threads, each creating `each` records of `ep` on the live nodes in turn; each
+/// returns its record ids in the order they were acknowledged.
+fn spread_writers(
+    nodes: &BinaryNodes,
+    ep: &Endpoint,
+    writers: usize,
+    each: usize,
+) -> Vec<std::thread::JoinHandle<Vec<String>>> {
+    (0..writers)
+        .map(|w| {
+            let clients: Vec<ServerClient> = nodes
+                .live()
+                .iter()
+                .map(|c| ServerClient::new(c.addr(), nodes.token.clone()))
+                .collect();
+            let (slug, key) = (ep.slug.clone(), ep.sandbox_key.clone());
+            std::thread::spawn(move || {
+                (0..each)
+                    .map(|i| {
+                        let node = &clients[(w + i) % clients.len()];
+                        node.create_record(&slug, &key, &json!({"writer": w, "i": i}))["id"]
+                            .as_str()
+                            .expect("id")
+                            .to_string()
+                    })
+                    .collect()
+            })
+        })
+        .collect()
+}
+
 /// One POST with the client's agent, its `Idempotency-Key` derived from `payload` (so a retry
 /// of the same payload is the same create): `Some(id)` for a 202, `None` for anything else (a
 /// refusal or no answer at all).
@@ -231,27 +262,7 @@ fn every_acknowledged_write_is_readable_on_every_node() {
     let url = postgres::shared().database();
     let nodes = BinaryNodes::start(3, &url, "");
     let ep: Endpoint = nodes.node(0).create_endpoint("spread", &[]);
-    let writers: Vec<_> = (0..3)
-        .map(|w| {
-            let clients: Vec<ServerClient> = nodes
-                .live()
-                .iter()
-                .map(|c| ServerClient::new(c.addr(), nodes.token.clone()))
-                .collect();
-            let (slug, key) = (ep.slug.clone(), ep.sandbox_key.clone());
-            std::thread::spawn(move || {
-                (0..30)
-                    .map(|i| {
-                        let node = &clients[(w + i) % clients.len()];
-                        node.create_record(&slug, &key, &json!({"writer": w, "i": i}))["id"]
-                            .as_str()
-                            .expect("id")
-                            .to_string()
-                    })
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
+    let writers = spread_writers(&nodes, &ep, 3, 30);
     let ids: Vec<String> = writers
         .into_iter()
         .flat_map(|w| w.join().expect("writer"))
@@ -922,27 +933,7 @@ fn a_change_stream_sees_every_node_s_writes_and_resumes_on_another_node() {
     let (slug, key) = (ep.slug.clone(), ep.sandbox_key.clone());
     let first = common::sse::open(nodes.node(0).addr(), &slug, &key, None, "").expect("stream");
     // Two writers, each alternating between the nodes.
-    let writers: Vec<_> = (0..2)
-        .map(|w| {
-            let clients: Vec<ServerClient> = nodes
-                .live()
-                .iter()
-                .map(|c| ServerClient::new(c.addr(), nodes.token.clone()))
-                .collect();
-            let (slug, key) = (slug.clone(), key.clone());
-            std::thread::spawn(move || {
-                (0..40)
-                    .map(|i| {
-                        let node = &clients[(w + i) % clients.len()];
-                        node.create_record(&slug, &key, &json!({"writer": w, "i": i}))["id"]
-                            .as_str()
-                            .expect("id")
-                            .to_string()
-                    })
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
+    let writers = spread_writers(&nodes, &ep, 2, 40);
     // Half the events from node 0, the rest from node 1, resumed with the last id seen.
     let mut seen = Vec::new();
     let mut last_id = None;

@@ -264,6 +264,18 @@ impl DeliveryPlanner for NoDeliveries {
     }
 }
 
+/// `writes` as a batch that makes no deliveries (tests).
+#[cfg(test)]
+pub fn plain_batch(writes: &[RecordWrite]) -> Vec<BatchWrite<'_>> {
+    writes
+        .iter()
+        .map(|write| BatchWrite {
+            write,
+            webhooks: &NoDeliveries,
+        })
+        .collect()
+}
+
 /// One write of a batch with what decides its webhooks.
 #[derive(Clone, Copy)]
 pub struct BatchWrite<'a> {

@@ -179,7 +179,7 @@ mod tests {
     use crate::core::clock::Timestamp;
     use crate::core::ids::RecordId;
     use crate::store::events::{EventsStore, StoredEvent};
-    use crate::store::records::{BatchWrite, ChangeKind, NoDeliveries, RecordWrite, RecordsStore};
+    use crate::store::records::{ChangeKind, RecordWrite, RecordsStore, plain_batch};
 
     fn create(store: &PgStore, partition: u64, n: u128) {
         let write = RecordWrite::Create {
@@ -188,12 +188,7 @@ mod tests {
             payload: format!("{{\"n\":{n}}}").into_bytes(),
             idempotency: None,
         };
-        store
-            .apply_batch(&[BatchWrite {
-                write: &write,
-                webhooks: &NoDeliveries,
-            }])
-            .unwrap();
+        store.apply_batch(&plain_batch(&[write])).unwrap();
     }
 
     /// The events of `partition` once `count` have settled: a test running beside this one

@@ -140,17 +140,10 @@ fn purge(
 mod tests {
     use super::*;
     use crate::core::clock::Timestamp;
-    use crate::store::records::{BatchWrite, ChangeKind, NoDeliveries, RecordWrite, RecordsStore};
+    use crate::store::records::{ChangeKind, RecordWrite, RecordsStore, plain_batch};
 
     fn apply(store: &RedbStore, writes: &[RecordWrite]) {
-        let batch: Vec<_> = writes
-            .iter()
-            .map(|write| BatchWrite {
-                write,
-                webhooks: &NoDeliveries,
-            })
-            .collect();
-        store.apply_batch(&batch).unwrap();
+        store.apply_batch(&plain_batch(writes)).unwrap();
     }
 
     fn rid(micros: u128, n: u128) -> RecordId {

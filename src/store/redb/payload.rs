@@ -486,7 +486,7 @@ mod tests {
     use super::*;
     use crate::core::ids::RecordId;
     use crate::store::Store;
-    use crate::store::records::{BatchWrite, NoDeliveries, RecordWrite, RecordsStore, ScanOrder};
+    use crate::store::records::{RecordWrite, RecordsStore, ScanOrder, plain_batch};
 
     const AT: Timestamp = Timestamp(1_795_000_000_123_456);
 
@@ -529,14 +529,7 @@ mod tests {
                 idempotency: None,
             })
             .collect();
-        let batch: Vec<BatchWrite<'_>> = writes
-            .iter()
-            .map(|write| BatchWrite {
-                write,
-                webhooks: &NoDeliveries,
-            })
-            .collect();
-        store.apply_batch(&batch).unwrap();
+        store.apply_batch(&plain_batch(&writes)).unwrap();
     }
 
     /// Every record of `partition`, oldest first, as `(seq, payload)`, read through the store.
