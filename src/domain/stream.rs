@@ -31,14 +31,15 @@
 //! `stream.error` event (`stream_reader_too_slow`) in place of everything still queued and is
 //! disconnected; if it does not take even that within another `slow_reader_timeout`, the
 //! connection is cut. Events are read from the store in pages, and the readers of a
-//! partition share the frames of its newest events ([`Feed`]), so a hundred readers cost one
-//! store read per commit, not a hundred. An API key holds at most `max_per_key` streams.
+//! partition share the frames they read ([`Feed`]): a hundred readers at the newest event
+//! cost one store read per commit, not a hundred, and readers a burst of writes left behind
+//! together share their reads too. An API key holds at most `max_per_key` streams.
 //!
 //! **Wake-ups.** The ingest writer tells [`Streams::committed`] which partitions each commit
 //! wrote to; a stream waits for that, its heartbeat, or, on a store shared by several nodes,
 //! `cluster_poll` (other nodes' commits, and events a running transaction held back).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
@@ -63,7 +64,10 @@ const PAGE_EVENTS: usize = 128;
 /// Most payload bytes one store read takes (it takes at least one event).
 const PAGE_BYTES: usize = 256 * 1024;
 /// What the frames a partition's readers share may hold.
-const SHARED_BYTES: usize = 512 * 1024;
+const SHARED_BYTES: usize = 1024 * 1024;
+/// A segment of shared frames grows to about this much; then a new one starts, so that
+/// the oldest frames can go a segment at a time.
+const SEGMENT_BYTES: usize = 128 * 1024;
 /// Room kept in every stream's buffer for the frame that ends it.
 const FINAL_FRAME_BYTES: usize = 512;
 /// What a client waits before it reconnects (the `retry:` field of the first frame).
@@ -295,8 +299,8 @@ struct Frame {
     text: Bytes,
 }
 
-/// What the streams of one partition share: a wake-up on each commit to it, and the frames of
-/// its newest events.
+/// What the streams of one partition share: a wake-up on each commit to it, and the frames
+/// they read.
 struct Feed {
     partition: u64,
     endpoint_slug: String,
@@ -305,13 +309,26 @@ struct Feed {
     shared: tokio::sync::Mutex<Shared>,
 }
 
-/// The frames of a partition's newest events: every settled event with a position in
-/// `(start, end]`, oldest first, at most [`SHARED_BYTES`] of them.
+/// The frames of a partition's events that its streams have read, in segments of
+/// consecutive events, so that streams at the same place share one store read: those at the
+/// newest event (the usual case), and those that fell behind together (a burst of writes
+/// outran them all). At most [`SHARED_BYTES`] in all; the segment used longest ago goes
+/// first.
 #[derive(Default)]
 struct Shared {
-    frames: VecDeque<Arc<Frame>>,
-    covers: Option<(u128, u128)>,
+    /// By the position each segment starts after.
+    segments: BTreeMap<u128, Segment>,
     bytes: usize,
+    /// Counts uses, to tell which segment was used longest ago.
+    uses: u64,
+}
+
+/// Every settled event with a position in `(start, end]`, oldest first.
+struct Segment {
+    end: u128,
+    frames: Vec<Arc<Frame>>,
+    bytes: usize,
+    last_used: u64,
 }
 
 /// What a stream could not read.
@@ -335,45 +352,60 @@ impl Feed {
         after: u128,
     ) -> std::result::Result<Vec<Arc<Frame>>, ReadError> {
         let mut shared = self.shared.lock().await;
-        match shared.covers {
-            Some((start, end)) if start <= after && after < end => {
-                let from = shared.frames.partition_point(|f| f.position <= after);
-                return Ok(shared
-                    .frames
-                    .range(from..)
-                    .take(PAGE_EVENTS)
-                    .cloned()
-                    .collect());
-            }
-            Some((start, _)) if after < start => {
-                // Behind the shared frames: read on its own, without holding the others up.
-                drop(shared);
-                return self.read(store, after);
-            }
-            _ => {}
+        shared.uses += 1;
+        let now = shared.uses;
+        if let Some((_, segment)) = shared.segments.range_mut(..=after).next_back()
+            && after < segment.end
+        {
+            segment.last_used = now;
+            let from = segment.frames.partition_point(|f| f.position <= after);
+            return Ok(segment.frames[from..]
+                .iter()
+                .take(PAGE_EVENTS)
+                .cloned()
+                .collect());
         }
-        // At the newest shared frame (or past it, or nothing shared yet): one read serves
-        // every stream of the partition that is waiting here.
+        // Nobody has read past `after` yet: one read serves every stream that comes here
+        // (they wait on the lock meanwhile).
         let frames = self.read(store, after)?;
-        let last = frames.last().map_or(after, |f| f.position);
-        match shared.covers {
-            Some((start, end)) if end == after => shared.covers = Some((start, last)),
-            _ => {
-                *shared = Shared::default();
-                shared.covers = Some((after, last));
+        let Some(last) = frames.last().map(|f| f.position) else {
+            return Ok(frames);
+        };
+        let bytes: usize = frames.iter().map(|f| f.text.len()).sum();
+        shared.bytes += bytes;
+        let extends = shared
+            .segments
+            .range_mut(..=after)
+            .next_back()
+            .filter(|(_, s)| s.end == after && s.bytes < SEGMENT_BYTES);
+        match extends {
+            Some((_, segment)) => {
+                segment.frames.extend(frames.iter().cloned());
+                segment.end = last;
+                segment.bytes += bytes;
+                segment.last_used = now;
+            }
+            None => {
+                let segment = Segment {
+                    end: last,
+                    frames: frames.clone(),
+                    bytes,
+                    last_used: now,
+                };
+                shared.segments.insert(after, segment);
             }
         }
-        for frame in &frames {
-            shared.bytes += frame.text.len();
-            shared.frames.push_back(frame.clone());
-        }
-        while shared.bytes > SHARED_BYTES {
-            let Some(oldest) = shared.frames.pop_front() else {
+        while shared.bytes > SHARED_BYTES && shared.segments.len() > 1 {
+            let Some(oldest) = shared
+                .segments
+                .iter()
+                .min_by_key(|(_, s)| s.last_used)
+                .map(|(start, _)| *start)
+            else {
                 break;
             };
-            shared.bytes -= oldest.text.len();
-            if let Some((_, end)) = shared.covers {
-                shared.covers = Some((oldest.position, end));
+            if let Some(gone) = shared.segments.remove(&oldest) {
+                shared.bytes -= gone.bytes;
             }
         }
         Ok(frames)

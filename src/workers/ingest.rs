@@ -206,10 +206,12 @@ fn commit(
                 .collect();
             changed.sort_unstable();
             changed.dedup();
-            (writer.after_commit)(applied.effects, &changed);
+            // The writers are answered first: their requests' tasks are queued before the
+            // work the wake-ups start (a hundred change streams reading the commit, say).
             for ((_, reply), outcome) in batch.into_iter().zip(applied.outcomes) {
                 reply.applied(outcome);
             }
+            (writer.after_commit)(applied.effects, &changed);
         }
         Err(err) => {
             log::error!(
