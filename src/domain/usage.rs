@@ -153,8 +153,12 @@ impl Usage {
     }
 
     /// The counts of the endpoint's two partitions (sandbox, production) per period in
-    /// `periods`: the stored ones, overridden by this server's counters (which include the
-    /// calls it has not flushed yet).
+    /// `periods`: the stored ones, or this server's counters (which include the calls it has
+    /// not flushed yet) where they are higher.
+    ///
+    /// The counters are read first: a flush that commits between the two reads is then in the
+    /// stored counts, and one that has not committed yet is still in the counters, so a count
+    /// never seems to go back (the counters of a shared store are forgotten after each flush).
     fn per_period(
         &self,
         period: Period,
@@ -165,23 +169,30 @@ impl Usage {
             partition(endpoint_id, Environment::Sandbox),
             partition(endpoint_id, Environment::Production),
         ];
+        let known: Vec<(usize, u32, u64)> = {
+            let counters = self.counters();
+            let known = match period {
+                Period::Month => &counters.months,
+                Period::Day => &counters.days,
+            };
+            known
+                .iter()
+                .filter(|((_, at), _)| periods.contains(at))
+                .filter_map(|((part, at), calls)| {
+                    let i = parts.iter().position(|p| p == part)?;
+                    Some((i, *at, *calls))
+                })
+                .collect()
+        };
         let mut counts: BTreeMap<u32, [u64; 2]> = BTreeMap::new();
         for (i, part) in parts.iter().enumerate() {
             for (at, calls) in self.stored(period, *part, periods.clone())? {
                 counts.entry(at).or_default()[i] = calls;
             }
         }
-        let counters = self.counters();
-        let known = match period {
-            Period::Month => &counters.months,
-            Period::Day => &counters.days,
-        };
-        for ((part, at), calls) in known {
-            if let Some(i) = parts.iter().position(|p| p == part)
-                && periods.contains(at)
-            {
-                counts.entry(*at).or_default()[i] = *calls;
-            }
+        for (i, at, calls) in known {
+            let count = &mut counts.entry(at).or_default()[i];
+            *count = (*count).max(calls);
         }
         Ok(counts)
     }
