@@ -192,6 +192,7 @@ impl Streams {
     /// the id is older than the events kept.
     pub fn open(&self, access: &DataAccess, last_event_id: Option<&str>) -> Result<StreamBody> {
         let partition = access.partition;
+        let bounds = self.inner.store.event_bounds(partition)?;
         let start = match last_event_id {
             Some(text) => {
                 cursor::decode(CursorKind::Stream, partition, text.trim())
@@ -201,9 +202,9 @@ impl Streams {
                     })?
                     .tiebreak
             }
-            None => self.inner.store.event_bounds(partition)?.head,
+            None => bounds.head,
         };
-        if start < self.inner.store.event_bounds(partition)?.trimmed {
+        if start < bounds.trimmed {
             return Err(Error::StreamCursorExpired);
         }
         let slot = Slot::take(&self.inner, &access.key_id)?;
