@@ -5,6 +5,7 @@
 //! - [`ids`]: record ids, slugs, keys, tokens, request ids.
 //! - [`crypto`]: hashes for key lookup, sealing of viewable secrets, password hashing.
 //! - [`cursor`]: opaque, partition-checked pagination cursors and the `limit` rule.
+//! - [`egress`]: which addresses webhooks may go to (the SSRF rule).
 //! - [`config`]: the TOML file, defaults, duration syntax, `INTAKE_*` environment overrides,
 //!   and the masked TOML printout of `intake check`.
 //! - [`metrics`]: counters and histograms kept while running and the Prometheus rendering.
@@ -23,6 +24,7 @@ pub mod clock;
 pub mod config;
 pub mod crypto;
 pub mod cursor;
+pub mod egress;
 pub mod ids;
 pub mod log_output;
 pub mod metrics;

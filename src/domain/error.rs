@@ -25,6 +25,9 @@ pub enum Error {
     InvalidIdempotencyKey,
     #[error("Invalid webhook request: {0}.")]
     InvalidWebhook(String),
+    /// The server's egress rule refuses every address of a webhook URL.
+    #[error("{0}")]
+    WebhookTargetRefused(String),
 
     // 401
     #[error("Send the API key as `Authorization: Bearer <API_KEY>`.")]

@@ -7,17 +7,20 @@ use crate::core::config::Config;
 use crate::core::metrics::Metrics;
 use crate::domain::collaborators::Collaborators;
 use crate::domain::endpoints::Endpoints;
+use crate::domain::error::Result;
 use crate::domain::handles::Handles;
 use crate::domain::ingest::Ingest;
 use crate::domain::poll::{InFlight, ReadAhead};
 use crate::domain::search::SearchIndex;
 use crate::domain::sessions::LoginThrottle;
 use crate::domain::usage::Usage;
-use crate::domain::webhooks::subscriptions::Subscriptions;
+use crate::domain::webhooks::subscriptions::{Subscriptions, Which};
 use crate::store::Store;
+use crate::store::{AccountRow, Environment};
 use crate::workers::mail::Mailer;
 use crate::workers::request_log::RequestLog;
 use crate::workers::webhooks::dispatch::Dispatcher;
+use crate::workers::webhooks::probe::{self, TestResult};
 
 pub struct App {
     pub config: Config,
@@ -49,6 +52,8 @@ pub struct App {
     pub dashboard: crate::http::dashboard::setup::Dashboard,
     /// Counters and histograms for `GET /metrics`.
     pub metrics: Arc<Metrics>,
+    /// Where webhooks may go (`[webhooks] allow_private_targets`, `allowed_cidrs`).
+    pub egress: crate::core::egress::TargetPolicy,
     /// The memory request bodies share (`[http] body_memory_mb`).
     pub body_budget: crate::http::request::BodyBudget,
 }
@@ -60,7 +65,30 @@ impl App {
             endpoints: &self.endpoints,
             handles: &self.handles,
             sealer: &self.endpoints.sealer,
+            policy: &self.egress,
         }
+    }
+
+    /// Sends a test event to one of `owner`'s subscriptions and waits for the answer.
+    pub async fn send_test_event(
+        &self,
+        owner: &AccountRow,
+        slug: &str,
+        environment: Environment,
+        which: Which,
+    ) -> Result<TestResult> {
+        let stored = self
+            .subscriptions()
+            .stored(owner, slug, environment, which)?;
+        probe::send_off_runtime(
+            self.handles.clone(),
+            self.endpoints.sealer.clone(),
+            self.config.webhooks.clone(),
+            slug.to_string(),
+            environment,
+            stored,
+        )
+        .await
     }
 
     /// The collaborator service over this server's endpoints, with its invitation settings.

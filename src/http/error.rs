@@ -68,6 +68,7 @@ fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
         InvalidRequest(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
         InvalidIdempotencyKey => (StatusCode::BAD_REQUEST, "invalid_idempotency_key"),
         InvalidWebhook(_) => (StatusCode::BAD_REQUEST, "invalid_webhook"),
+        WebhookTargetRefused(_) => (StatusCode::BAD_REQUEST, "webhook_target_refused"),
         MissingApiKey => (StatusCode::UNAUTHORIZED, "missing_api_key"),
         InvalidApiKey => (StatusCode::UNAUTHORIZED, "invalid_api_key"),
         MissingToken => (StatusCode::UNAUTHORIZED, "missing_token"),

@@ -84,6 +84,7 @@ pub fn filter(
                     body_share: None,
                     request_id: new_request_id(),
                     trace: None,
+                    extensions: http::Extensions::new(),
                 };
                 handle(&app, request).await
             },

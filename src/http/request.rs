@@ -86,6 +86,9 @@ pub struct Request {
     /// telemetry is on, else the caller's `traceparent` as sent. Its writes pass it on to
     /// their webhook deliveries.
     pub trace: Option<crate::core::trace::TraceContext>,
+    /// What one layer hands to a later step of the same request (the dashboard keeps the
+    /// form it read, to show it again if the service refuses it).
+    pub extensions: http::Extensions,
 }
 
 /// The request body as a stream of `Bytes` chunks.

@@ -354,6 +354,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     };
     let body_budget = crate::http::request::BodyBudget::new(config.http.body_memory_mb);
     let app = Arc::new(App {
+        egress: crate::core::egress::TargetPolicy::new(&config.webhooks),
         endpoints: Endpoints::new(handles.clone(), sealer, access_cache),
         handles,
         usage: Usage::new(store.clone()),

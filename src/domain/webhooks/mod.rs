@@ -11,6 +11,7 @@
 //! - [`deliveries`]: creating deliveries in the commit of the write that causes them.
 //! - [`subscriptions`]: the owner's subscriptions of each endpoint and environment (the spec's
 //!   owner webhook is the first).
+//! - [`targets`]: a URL checked against the server's egress rule when it is saved.
 //! - [`health`]: each subscription's health, and the circuit breaker that disables a failing
 //!   one.
 //! - [`recovery`]: bulk recovery of a subscription's (or the caller webhooks') given-up and
@@ -31,6 +32,7 @@ pub mod recovery;
 pub mod secrets;
 pub mod signing;
 pub mod subscriptions;
+pub mod targets;
 
 /// How much of a receiver's response body an attempt keeps in the delivery log (bytes; cut at
 /// a character boundary, invalid UTF-8 replaced).

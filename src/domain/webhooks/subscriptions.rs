@@ -16,11 +16,13 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::core::clock::Timestamp;
 use crate::core::crypto::Sealer;
+use crate::core::egress::TargetPolicy;
 use crate::domain::audit;
 use crate::domain::endpoints::Endpoints;
 use crate::domain::error::{Error, Missing, Result};
 use crate::domain::handles::Handles;
 use crate::domain::webhooks::deliveries::{displayed_url, valid_auth_header, valid_url};
+use crate::domain::webhooks::targets;
 use crate::store::{
     AccountRow, EndpointRow, Environment, EventType, RecoveryRow, SubscriptionRow,
     WebhookSettingsRow, partition,
@@ -406,6 +408,8 @@ pub struct Subscriptions<'a> {
     pub handles: &'a Handles,
     /// Seals auth values.
     pub sealer: &'a Sealer,
+    /// Where deliveries may go: a URL every delivery would be refused is refused on save.
+    pub policy: &'a TargetPolicy,
 }
 
 impl Subscriptions<'_> {
@@ -459,14 +463,29 @@ impl Subscriptions<'_> {
         Ok(view(environment, row))
     }
 
+    /// One subscription as stored, with its partition: what a test event is sent to.
+    pub fn stored(
+        &self,
+        owner: &AccountRow,
+        slug: &str,
+        environment: Environment,
+        which: Which,
+    ) -> Result<(u64, SubscriptionRow)> {
+        let target = self.target(owner, slug, environment)?;
+        let settings = self.settings(&target)?;
+        let row = which.find(&settings).ok_or_else(|| which.missing())?;
+        Ok((target.partition, row.clone()))
+    }
+
     /// Adds a subscription (`POST …/subscriptions`).
-    pub fn create(
+    pub async fn create(
         &self,
         owner: &AccountRow,
         slug: &str,
         environment: Environment,
         config: SubscriptionConfig,
     ) -> Result<SubscriptionView> {
+        targets::vet(self.policy, &config.url).await?;
         self.configure(owner, slug, environment, config, |settings, new, _| {
             add(settings, new).map(|row| (row, "webhook.subscription_created"))
         })
@@ -474,13 +493,14 @@ impl Subscriptions<'_> {
 
     /// Sets (replaces) the first subscription, making it when there is none
     /// (`PUT …/webhooks/{environment}`).
-    pub fn put_first(
+    pub async fn put_first(
         &self,
         owner: &AccountRow,
         slug: &str,
         environment: Environment,
         config: SubscriptionConfig,
     ) -> Result<SubscriptionView> {
+        targets::vet(self.policy, &config.url).await?;
         self.configure(owner, slug, environment, config, |settings, new, now| {
             let row = match settings.subscriptions.first_mut() {
                 Some(first) => {
@@ -525,7 +545,7 @@ impl Subscriptions<'_> {
     }
 
     /// Changes the fields `change` gives of one subscription (`PATCH`).
-    pub fn update(
+    pub async fn update(
         &self,
         owner: &AccountRow,
         slug: &str,
@@ -535,6 +555,9 @@ impl Subscriptions<'_> {
     ) -> Result<SubscriptionView> {
         let target = self.target(owner, slug, environment)?;
         let url = change.url.as_deref().map(valid_url).transpose()?;
+        if let Some(url) = &url {
+            targets::vet(self.policy, url).await?;
+        }
         let description = change
             .description
             .as_deref()

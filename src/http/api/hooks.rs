@@ -30,7 +30,8 @@ pub async fn owner_webhook(
         let config = body(req).await?;
         let view = app
             .subscriptions()
-            .put_first(&account, slug, environment, config)?;
+            .put_first(&account, slug, environment, config)
+            .await?;
         return Ok(reply::json(StatusCode::OK, &view));
     }
     one_subscription(app, req, slug, environment, None).await
@@ -48,7 +49,9 @@ pub async fn subscriptions(
     let service = app.subscriptions();
     match req.method {
         Method::POST => {
-            let view = service.create(&account, slug, environment, body(req).await?)?;
+            let view = service
+                .create(&account, slug, environment, body(req).await?)
+                .await?;
             Ok(reply::json(StatusCode::CREATED, &view))
         }
         _ => Ok(reply::json(
@@ -85,7 +88,11 @@ async fn one_subscription(
     };
     let service = app.subscriptions();
     let view = match req.method {
-        Method::PATCH => service.update(&account, slug, environment, which, body(req).await?)?,
+        Method::PATCH => {
+            service
+                .update(&account, slug, environment, which, body(req).await?)
+                .await?
+        }
         Method::DELETE => {
             service.delete(&account, slug, environment, which)?;
             let mut removed = serde_json::json!({ "environment": environment, "removed": true });
@@ -97,6 +104,24 @@ async fn one_subscription(
         _ => service.get(&account, slug, environment, which)?,
     };
     Ok(reply::json(StatusCode::OK, &view))
+}
+
+/// `POST …/subscriptions/{id}/test` (endpoint owner): sends a signed `webhook.test` event
+/// now and answers 200 with what the receiver said (also when it refused or was unreachable).
+pub async fn test_event(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    environment: &str,
+    id: &str,
+) -> Result<Response> {
+    let account = caller(app, req)?;
+    let environment = subscriptions::environment_param(environment)?;
+    let which = Which::Id(subscriptions::subscription_param(id)?);
+    let result = app
+        .send_test_event(&account, slug, environment, which)
+        .await?;
+    Ok(reply::json(StatusCode::OK, &result))
 }
 
 /// `POST …/subscriptions/{id}/recover` (`subscription` given) and `GET`/`POST

@@ -156,6 +156,14 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
             let (slug, environment, id) = (owned(slug), owned(environment), owned(id));
             hooks::recover(app, req, &slug, &environment, Some(&id)).await
         }
+        Route::ManageSubscriptionTest {
+            slug,
+            environment,
+            id,
+        } => {
+            let (slug, environment, id) = (owned(slug), owned(environment), owned(id));
+            hooks::test_event(app, req, &slug, &environment, &id).await
+        }
         Route::ManageCallerRecovery { slug, environment } => {
             let (slug, environment) = (owned(slug), owned(environment));
             hooks::recover(app, req, &slug, &environment, None).await

@@ -103,6 +103,11 @@ pub enum Route<'a> {
         environment: &'a str,
         id: &'a str,
     },
+    ManageSubscriptionTest {
+        slug: &'a str,
+        environment: &'a str,
+        id: &'a str,
+    },
     ManageCallerRecovery {
         slug: &'a str,
         environment: &'a str,
@@ -239,6 +244,19 @@ impl<'a> Route<'a> {
                 slug,
                 "webhooks",
                 environment,
+                "subscriptions",
+                id,
+                "test",
+            ] => Route::ManageSubscriptionTest {
+                slug,
+                environment,
+                id,
+            },
+            [
+                "endpoints",
+                slug,
+                "webhooks",
+                environment,
                 "caller-recovery",
             ] => Route::ManageCallerRecovery { slug, environment },
             ["endpoints", slug, "deliveries"] => Route::ManageDeliveries { slug },
@@ -318,6 +336,9 @@ impl<'a> Route<'a> {
             Route::ManageSubscriptionRecover { .. } => {
                 "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/subscriptions/{subscription_id}/recover"
             }
+            Route::ManageSubscriptionTest { .. } => {
+                "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/subscriptions/{subscription_id}/test"
+            }
             Route::ManageCallerRecovery { .. } => {
                 "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/caller-recovery"
             }
@@ -392,6 +413,7 @@ impl<'a> Route<'a> {
             | Route::ManageRedeliver { .. }
             | Route::ManageWebhookSecretReissue { .. }
             | Route::ManageSubscriptionRecover { .. }
+            | Route::ManageSubscriptionTest { .. }
             | Route::ManageMailTest
             | Route::ManageBackups => "POST",
             Route::Dashboard { .. } => "GET, HEAD, POST",

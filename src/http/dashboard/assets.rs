@@ -27,7 +27,7 @@ fn asset(name: &'static str, content_type: &'static str, body: &'static str) -> 
     }
 }
 
-static ASSETS: LazyLock<[Asset; 3]> = LazyLock::new(|| {
+static ASSETS: LazyLock<[Asset; 5]> = LazyLock::new(|| {
     [
         asset(
             "app.css",
@@ -40,6 +40,16 @@ static ASSETS: LazyLock<[Asset; 3]> = LazyLock::new(|| {
             include_str!("static/app.js"),
         ),
         asset(
+            "theme.js",
+            "text/javascript; charset=utf-8",
+            include_str!("static/theme.js"),
+        ),
+        asset(
+            "highlight.js",
+            "text/javascript; charset=utf-8",
+            include_str!("static/highlight.js"),
+        ),
+        asset(
             "testpage.js",
             "text/javascript; charset=utf-8",
             include_str!("static/testpage.js"),
@@ -50,6 +60,8 @@ static ASSETS: LazyLock<[Asset; 3]> = LazyLock::new(|| {
 static CSS_URL: LazyLock<String> = LazyLock::new(|| url("app.css"));
 static JS_URL: LazyLock<String> = LazyLock::new(|| url("app.js"));
 static TESTPAGE_JS_URL: LazyLock<String> = LazyLock::new(|| url("testpage.js"));
+static THEME_JS_URL: LazyLock<String> = LazyLock::new(|| url("theme.js"));
+static HIGHLIGHT_JS_URL: LazyLock<String> = LazyLock::new(|| url("highlight.js"));
 
 fn url(name: &str) -> String {
     ASSETS
@@ -67,6 +79,16 @@ pub fn css_url() -> &'static str {
 /// The versioned URL of the script every page loads.
 pub fn js_url() -> &'static str {
     &JS_URL
+}
+
+/// The versioned URL of the theme script, which runs before the page paints.
+pub fn theme_js_url() -> &'static str {
+    &THEME_JS_URL
+}
+
+/// The versioned URL of the syntax highlighter (pages with code load it).
+pub fn highlight_js_url() -> &'static str {
+    &HIGHLIGHT_JS_URL
 }
 
 /// The versioned URL of the API test page's script (only that page loads it).

@@ -22,6 +22,8 @@ pub struct EndpointHead {
     pub tab: &'static str,
     pub base_url: String,
     pub owner: bool,
+    /// The environment the page shows (its badge); `None` on tabs about both.
+    pub viewing: Option<Environment>,
 }
 
 impl EndpointHead {
@@ -37,6 +39,21 @@ impl EndpointHead {
             owner: ep.role == "owner",
             ep,
             tab,
+            viewing: None,
+        })
+    }
+
+    /// The header of a page that shows one environment.
+    pub fn viewing(mut self, environment: Environment) -> EndpointHead {
+        self.viewing = Some(environment);
+        self
+    }
+
+    /// The name of the environment shown, as its badge says it.
+    pub fn viewing_label(&self) -> Option<(&'static str, &'static str)> {
+        self.viewing.map(|environment| match environment {
+            Environment::Sandbox => ("sandbox", "Sandbox"),
+            Environment::Production => ("production", "Production"),
         })
     }
 
@@ -52,31 +69,17 @@ struct ListPage {
     layout: Layout,
     endpoints: Vec<EndpointView>,
     can_create: bool,
-    error: Option<String>,
-    name: String,
-}
-
-fn list_page(
-    app: &App,
-    req: &Request,
-    user: &User,
-    error: Option<String>,
-    name: String,
-) -> Outcome {
-    let page = ListPage {
-        layout: user.layout(app, "Endpoints", "endpoints", req),
-        endpoints: app.endpoints.list(&user.account)?,
-        can_create: crate::domain::accounts::require_server_owner(&user.account).is_ok(),
-        error,
-        name,
-    };
-    render(&page)
 }
 
 /// `GET /dashboard/endpoints`.
 pub fn list(app: &App, req: &Request) -> Outcome {
     let user = signed_in(app, req)?;
-    list_page(app, req, &user, None, String::new())
+    let page = ListPage {
+        layout: user.layout(app, "Endpoints", "endpoints", req),
+        endpoints: app.endpoints.list(&user.account)?,
+        can_create: crate::domain::accounts::require_server_owner(&user.account).is_ok(),
+    };
+    render(&page)
 }
 
 /// `POST /dashboard/endpoints`: creates an endpoint from its name.
@@ -88,20 +91,11 @@ pub async fn create(app: &App, req: &mut Request) -> Outcome {
         description: None,
         required_fields: Vec::new(),
     };
-    match app.endpoints.create(&user.account, new) {
-        Ok(created) => Ok(redirect(&format!(
-            "/dashboard/endpoints/{}?done=created",
-            created.slug
-        ))),
-        Err(err @ crate::domain::error::Error::InvalidRequest(_)) => list_page(
-            app,
-            req,
-            &user,
-            Some(err.to_string()),
-            form.text("name").to_string(),
-        ),
-        Err(err) => Err(err.into()),
-    }
+    let created = app.endpoints.create(&user.account, new)?;
+    Ok(redirect(&format!(
+        "/dashboard/endpoints/{}?done=created",
+        created.slug
+    )))
 }
 
 #[derive(Template)]
@@ -119,7 +113,7 @@ struct DetailPage {
 /// `GET /dashboard/endpoints/{slug}` (Sandbox tab) and `…/production` (Production tab).
 pub fn detail(app: &App, req: &Request, slug: &str, environment: Environment) -> Outcome {
     let user = signed_in(app, req)?;
-    let head = EndpointHead::load(app, &user, slug, environment.as_str())?;
+    let head = EndpointHead::load(app, &user, slug, environment.as_str())?.viewing(environment);
     let (key, secret) = match environment {
         Environment::Sandbox => (Some(head.ep.sandbox_key.clone()), true),
         Environment::Production if head.ep.deployed => (head.ep.production_key.clone(), true),

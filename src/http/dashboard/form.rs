@@ -7,6 +7,7 @@ use crate::http::reply::read_body;
 use crate::http::request::{MAX_MANAGE_BODY, Request};
 
 /// The fields of a posted form, in order; a name may repeat (checkboxes).
+#[derive(Clone, Debug, Default)]
 pub struct Form {
     fields: Vec<(String, String)>,
 }

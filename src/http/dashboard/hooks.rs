@@ -19,12 +19,28 @@ use crate::domain::webhooks::subscriptions::{
 use crate::http::app::App;
 use crate::http::request::Request;
 use crate::store::{Environment, EventType};
+use crate::workers::webhooks::probe::TestResult;
 
 /// One environment's subscriptions and its caller webhooks' latest recovery.
 struct Settings {
     environment: &'static str,
     subscriptions: Vec<SubscriptionView>,
     caller_recovery: Option<RecoveryView>,
+}
+
+/// A test event just sent, shown beside its subscription.
+struct Tested {
+    environment: &'static str,
+    subscription: String,
+    result: TestResult,
+    /// The event's body, indented.
+    pretty_body: String,
+}
+
+impl Tested {
+    pub fn is_for(&self, environment: &str, subscription: &str) -> bool {
+        self.environment == environment && self.subscription == subscription
+    }
 }
 
 #[derive(Template)]
@@ -34,10 +50,15 @@ struct WebhooksPage {
     head: EndpointHead,
     settings: Vec<Settings>,
     event_types: [&'static str; 3],
+    tested: Option<Tested>,
 }
 
 /// `GET /dashboard/endpoints/{slug}/webhooks`.
 pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
+    page_with(app, req, slug, None)
+}
+
+fn page_with(app: &App, req: &Request, slug: &str, tested: Option<Tested>) -> Outcome {
     let user = signed_in(app, req)?;
     let head = EndpointHead::load(app, &user, slug, "webhooks")?;
     let service = app.subscriptions();
@@ -59,8 +80,39 @@ pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
         head,
         settings,
         event_types: EventType::ALL.map(EventType::as_str),
+        tested,
     };
     render(&page)
+}
+
+/// `POST …/webhooks/{environment}/subscriptions/{id}/test`: sends a test event now and shows
+/// the page with the receiver's answer beside the subscription.
+pub async fn test_event(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    environment: &str,
+    id: &str,
+) -> Outcome {
+    let user = signed_in(app, req)?;
+    user_form(app, req, &user).await?;
+    let environment = subscriptions::environment_param(environment)?;
+    let number = subscriptions::subscription_param(id)?;
+    let result = app
+        .send_test_event(&user.account, slug, environment, Which::Id(number))
+        .await?;
+    let tested = Tested {
+        environment: environment.as_str(),
+        subscription: subscriptions::subscription_id(number),
+        pretty_body: super::page::pretty_json(&result.request_body),
+        result,
+    };
+    page_with(app, req, slug, Some(tested))
+}
+
+/// A rate limit as its form field shows it: empty for none.
+pub fn rate_text(rate_limit: Option<u32>) -> String {
+    rate_limit.map(|r| r.to_string()).unwrap_or_default()
 }
 
 /// Whether `sub`'s filter names the event type `name` (its box is ticked).
@@ -144,7 +196,8 @@ pub async fn create(app: &App, req: &mut Request, slug: &str, environment: &str)
     let form = user_form(app, req, &user).await?;
     let environment = subscriptions::environment_param(environment)?;
     app.subscriptions()
-        .create(&user.account, slug, environment, config(&form)?)?;
+        .create(&user.account, slug, environment, config(&form)?)
+        .await?;
     back(slug, "subscription-added")
 }
 
@@ -171,7 +224,9 @@ pub async fn subscription(
     let service = app.subscriptions();
     let done = match action {
         Action::Change => {
-            service.update(&user.account, slug, environment, which, change(&form)?)?;
+            service
+                .update(&user.account, slug, environment, which, change(&form)?)
+                .await?;
             "subscription-saved"
         }
         Action::Delete => {

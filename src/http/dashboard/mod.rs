@@ -33,10 +33,12 @@ pub mod setup;
 mod testpage;
 mod visitor;
 
-use http::{HeaderValue, header};
+use http::{HeaderValue, Method, header};
+use page::Failure;
 use warp::reply::Response;
 
 use crate::http::app::App;
+use crate::http::error::status_and_code;
 use crate::http::request::Request;
 
 /// Answers one dashboard request: a page, a redirect, an asset, or an error page; always
@@ -44,7 +46,7 @@ use crate::http::request::Request;
 pub async fn handle(app: &App, req: &mut Request, path: &str) -> Response {
     let mut response = match router::route(app, req, path).await {
         Ok(response) => response,
-        Err(failure) => page::failure(req, path, failure),
+        Err(failure) => refused(app, req, path, failure).await,
     };
     security::harden(&mut response);
     let headers = response.headers_mut();
@@ -52,4 +54,40 @@ pub async fn handle(app: &App, req: &mut Request, path: &str) -> Response {
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     response
+}
+
+/// The answer to a failed request. A form the service refused (a 4xx) shows its page again
+/// with the reason beside the form and the values as typed, under the refusal's status;
+/// anything else is an error page with the navigation.
+async fn refused(app: &App, req: &mut Request, path: &str, failure: Failure) -> Response {
+    if let Failure::Service(err) = &failure {
+        let (status, _) = status_and_code(err);
+        let page = router::form_page(path).filter(|_| req.method == Method::POST);
+        if let (true, Some(page), Some(form)) = (
+            status.is_client_error(),
+            page,
+            req.extensions.remove::<form::Form>(),
+        ) {
+            let message = page::readable(&err.to_string());
+            req.extensions
+                .insert(page::FailedForm::new(path, message, form));
+            req.method = Method::GET;
+            return match router::route(app, req, &page).await {
+                Ok(mut response) => {
+                    *response.status_mut() = status;
+                    response
+                }
+                Err(failure) => error_page(app, req, &page, failure),
+            };
+        }
+    }
+    error_page(app, req, path, failure)
+}
+
+fn error_page(app: &App, req: &Request, path: &str, failure: Failure) -> Response {
+    let layout = match visitor::maybe_signed_in(app, req) {
+        Ok(Some(user)) => user.layout(app, "Error", "endpoints", req),
+        _ => page::Layout::new("Error", None, String::new(), None),
+    };
+    page::failure(req, path, failure, layout)
 }

@@ -6,7 +6,10 @@ use askama::Template;
 use http::{HeaderValue, StatusCode, header};
 use warp::reply::Response;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use super::assets;
+use super::form::Form;
 use crate::domain::error::Error;
 use crate::http::error::{HttpError, status_and_code};
 use crate::http::request::Request;
@@ -51,6 +54,27 @@ pub struct Nav {
     pub section: &'static str,
 }
 
+/// A form post the service refused, shown again on the page the form is on: the reason
+/// beside the form and the values as they were typed (see `dashboard::handle`).
+#[derive(Clone, Debug)]
+pub struct FailedForm {
+    /// The path the form posted to; a page tells its forms apart by it.
+    pub action: String,
+    /// Why, for a reader.
+    pub message: String,
+    pub form: Form,
+}
+
+impl FailedForm {
+    pub fn new(action: &str, message: String, form: Form) -> FailedForm {
+        FailedForm {
+            action: action.to_string(),
+            message,
+            form,
+        }
+    }
+}
+
 /// What the base template needs.
 pub struct Layout {
     pub title: String,
@@ -59,7 +83,12 @@ pub struct Layout {
     pub csrf: String,
     pub css: &'static str,
     pub js: &'static str,
+    pub theme_js: &'static str,
+    pub highlight_js: &'static str,
     pub flash: Option<&'static str>,
+    pub failed: Option<FailedForm>,
+    /// Whether a form of the page showed `failed`'s message (else the layout does).
+    failed_shown: AtomicBool,
 }
 
 impl Layout {
@@ -75,9 +104,74 @@ impl Layout {
             csrf,
             css: assets::css_url(),
             js: assets::js_url(),
+            theme_js: assets::theme_js_url(),
+            highlight_js: assets::highlight_js_url(),
             flash,
+            failed: None,
+            failed_shown: AtomicBool::new(false),
         }
     }
+
+    /// The refused form posting to `action`, if this page shows one again.
+    fn failed_for(&self, action: &str) -> Option<&FailedForm> {
+        self.failed.as_ref().filter(|f| f.action == action)
+    }
+
+    /// Whether the form posting to `action` was refused (its section opens).
+    pub fn refused(&self, action: &str) -> bool {
+        self.failed_for(action).is_some()
+    }
+
+    /// Why the form posting to `action` was refused, when the page shows it again.
+    pub fn form_error(&self, action: &str) -> Option<&str> {
+        let failed = self.failed_for(action)?;
+        self.failed_shown.store(true, Ordering::Relaxed);
+        Some(&failed.message)
+    }
+
+    /// The value of `field` in the form posting to `action`: as typed when the form was
+    /// refused, else `current`.
+    pub fn kept<'a>(&'a self, action: &str, field: &str, current: &'a str) -> &'a str {
+        match self.failed_for(action) {
+            Some(failed) => failed.form.text(field),
+            None => current,
+        }
+    }
+
+    /// Whether the box `field` = `value` of the form posting to `action` is ticked: as sent
+    /// when the form was refused, else `current`.
+    pub fn ticked(&self, action: &str, field: &str, value: &str, current: bool) -> bool {
+        match self.failed_for(action) {
+            Some(failed) => failed.form.all(field).any(|v| v == value),
+            None => current,
+        }
+    }
+
+    /// A refusal no form of the page showed (the layout shows it instead, so it is never
+    /// lost).
+    pub fn unshown_error(&self) -> Option<&str> {
+        self.failed
+            .as_ref()
+            .filter(|_| !self.failed_shown.load(Ordering::Relaxed))
+            .map(|f| f.message.as_str())
+    }
+}
+
+/// An error message for a page: the API's messages quote names in backticks (Markdown),
+/// which a page shows as quotation marks.
+pub fn readable(message: &str) -> String {
+    let mut out = String::with_capacity(message.len() + 8);
+    let mut open = false;
+    for c in message.chars() {
+        match c {
+            '`' => {
+                out.push(if open { '”' } else { '“' });
+                open = !open;
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The links between the pages of a log: to the newest page (when on a later one) and to
@@ -135,6 +229,12 @@ pub fn flash(req: &Request) -> Option<&'static str> {
         "permissions" => "Permissions saved.",
         "webhook" => "Webhook settings saved.",
         "webhook-removed" => "Webhook removed.",
+        "subscription-added" => "Subscription added.",
+        "subscription-saved" => "Subscription saved.",
+        "subscription-removed" => "Subscription deleted.",
+        "recovery-started" => {
+            "Recovery started: the deliveries of the window are being scheduled again."
+        }
         "redelivered" => "Redelivery scheduled.",
         "mail" => "Test e-mail queued; its status shows below.",
         "read" => "Notification marked as read.",
@@ -142,6 +242,14 @@ pub fn flash(req: &Request) -> Option<&'static str> {
         "welcome" => "Your owner account is ready.",
         _ => return None,
     })
+}
+
+/// JSON text indented for reading; any other text as it is.
+pub fn pretty_json(text: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|value| serde_json::to_string_pretty(&value).ok())
+        .unwrap_or_else(|| text.to_string())
 }
 
 /// A stored RFC 3339 time as pages show it: `2026-11-22 09:36:07 UTC` (to the second); any
@@ -203,6 +311,15 @@ pub fn safe_next(next: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn messages_quote_names_instead_of_backticks() {
+        assert_eq!(
+            super::readable("`name` must be 1 to 100 characters."),
+            "“name” must be 1 to 100 characters."
+        );
+        assert_eq!(super::readable("plain"), "plain");
+    }
+
+    #[test]
     fn times_show_to_the_second_in_utc() {
         assert_eq!(
             super::when("2026-11-22T09:36:07.685861Z"),
@@ -219,10 +336,12 @@ struct ErrorPage {
     status: u16,
     code: &'static str,
     message: String,
+    request_id: String,
 }
 
-/// The response for a failure: the login redirect, or an error page.
-pub fn failure(req: &Request, path: &str, failure: Failure) -> Response {
+/// The response for a failure: the login redirect, or an error page in `layout` (with the
+/// navigation of a logged-in visitor, so the page is never a dead end).
+pub fn failure(req: &Request, path: &str, failure: Failure, mut layout: Layout) -> Response {
     let (status, code, message) = match failure {
         Failure::Login => {
             let next = if req.method == http::Method::GET {
@@ -249,14 +368,18 @@ pub fn failure(req: &Request, path: &str, failure: Failure) -> Response {
             if status.is_server_error() {
                 log::error!("{} dashboard {path}: {err}", req.request_id);
             }
-            (status, code, err.to_string())
+            (status, code, readable(&err.to_string()))
         }
     };
+    layout.title = "Error".to_string();
+    layout.flash = None;
+    layout.failed = None;
     let page = ErrorPage {
-        layout: Layout::new("Error", None, String::new(), None),
+        layout,
         status: status.as_u16(),
         code,
         message,
+        request_id: req.request_id.clone(),
     };
     match page.render() {
         Ok(body) => html(status, body),

@@ -95,6 +95,9 @@ async fn endpoint(
         (["webhooks", env, "subscriptions", id, "recover"], _, true) => {
             hooks::subscription(app, req, slug, env, id, hooks::Action::Recover).await
         }
+        (["webhooks", env, "subscriptions", id, "test"], _, true) => {
+            hooks::test_event(app, req, slug, env, id).await
+        }
         (["webhooks", env, "caller-recovery"], _, true) => {
             hooks::recover_callers(app, req, slug, env).await
         }
@@ -106,5 +109,70 @@ async fn endpoint(
         (["test"], true, _) => testpage::page(app, req, slug),
         (["test", "authorize"], _, true) => testpage::authorize(app, req, slug).await,
         _ => Err(Failure::NotFound),
+    }
+}
+
+/// The page a form posting to `path` is on: where a refused form is shown again (with the
+/// post's query, which names the environment where a page needs one). `None` for posts that
+/// answer with their own page (login, setup, invitations) or not with a page at all (the
+/// test page's key check).
+pub fn form_page(path: &str) -> Option<String> {
+    let path = path.strip_suffix('/').unwrap_or(path);
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    let page = match segments.as_slice() {
+        ["dashboard", "endpoints"] => "/dashboard/endpoints".to_string(),
+        ["dashboard", "mail", "test"] => "/dashboard/mail".to_string(),
+        ["dashboard", "notifications", ..] => "/dashboard/notifications".to_string(),
+        ["dashboard", "endpoints", slug, tail @ ..] => {
+            let base = format!("/dashboard/endpoints/{slug}");
+            match tail {
+                ["test", ..] | [] => return None,
+                ["collaborators" | "invitations", ..] => format!("{base}/collaborators"),
+                ["webhooks", ..] => format!("{base}/webhooks"),
+                ["deliveries", id, ..] => format!("{base}/deliveries/{id}"),
+                ["requests", ..] => format!("{base}/requests"),
+                ["records", id, ..] => format!("{base}/records/{id}"),
+                ["keys" | "webhook-secrets", "production", ..] => format!("{base}/production"),
+                _ => base,
+            }
+        }
+        _ => return None,
+    };
+    Some(page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::form_page;
+
+    #[test]
+    fn refused_forms_go_back_to_their_page() {
+        let page = form_page;
+        assert_eq!(
+            page("/dashboard/endpoints").as_deref(),
+            Some("/dashboard/endpoints")
+        );
+        assert_eq!(
+            page("/dashboard/endpoints/s/settings").as_deref(),
+            Some("/dashboard/endpoints/s")
+        );
+        assert_eq!(
+            page("/dashboard/endpoints/s/webhook-secrets/production/reissue").as_deref(),
+            Some("/dashboard/endpoints/s/production")
+        );
+        assert_eq!(
+            page("/dashboard/endpoints/s/webhooks/sandbox/subscriptions/1").as_deref(),
+            Some("/dashboard/endpoints/s/webhooks")
+        );
+        assert_eq!(
+            page("/dashboard/endpoints/s/invitations/4/revoke").as_deref(),
+            Some("/dashboard/endpoints/s/collaborators")
+        );
+        assert_eq!(
+            page("/dashboard/endpoints/s/deliveries/9/redeliver").as_deref(),
+            Some("/dashboard/endpoints/s/deliveries/9")
+        );
+        assert_eq!(page("/dashboard/login"), None);
+        assert_eq!(page("/dashboard/endpoints/s/test/authorize"), None);
     }
 }

@@ -147,7 +147,7 @@ struct TestPage {
 /// `GET /dashboard/endpoints/{slug}/test`: the owner's and collaborators' (as the detail page).
 pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
     let user = signed_in(app, req)?;
-    let head = EndpointHead::load(app, &user, slug, "test")?;
+    let head = EndpointHead::load(app, &user, slug, "test")?.viewing(Environment::Sandbox);
     let document = openapi::endpoint_document(
         &app.config.public_url(),
         &EndpointInfo {

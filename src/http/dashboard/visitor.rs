@@ -2,7 +2,7 @@
 //! form post only after its CSRF token and origin check out.
 
 use super::form::Form;
-use super::page::{Failure, Layout, Nav};
+use super::page::{FailedForm, Failure, Layout, Nav};
 use super::security;
 use crate::domain::accounts;
 use crate::domain::error::Error;
@@ -38,7 +38,9 @@ impl User {
             unread,
             section,
         };
-        Layout::new(title, Some(nav), self.csrf.clone(), super::page::flash(req))
+        let mut layout = Layout::new(title, Some(nav), self.csrf.clone(), super::page::flash(req));
+        layout.failed = req.extensions.get::<FailedForm>().cloned();
+        layout
     }
 
     /// The session token (to end it at logout).
@@ -93,5 +95,7 @@ async fn checked_form(app: &App, req: &mut Request, secret: &str) -> Result<Form
     if !security::verify(secret, form.text(security::FIELD)) {
         return Err(Failure::Csrf);
     }
+    // Kept for the page that shows the form again if the service refuses it (`page::refused`).
+    req.extensions.insert(form.clone());
     Ok(form)
 }

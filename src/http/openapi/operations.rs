@@ -980,6 +980,8 @@ fn webhook_operations() -> Vec<Operation> {
     let recover = "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/subscriptions/\
                    {subscription_id}/recover";
     let callers = "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/caller-recovery";
+    let test = "/api/v1/manage/endpoints/{slug}/webhooks/{environment}/subscriptions/\
+                {subscription_id}/test";
     let bad_environment: &[&str] = &["invalid_parameter"];
     let settings_rules = "`auth_value` is sent in `auth_header` (default `Authorization`), \
         stored sealed and never shown again. A `url` with credentials (`user:password@`), \
@@ -1025,7 +1027,7 @@ fn webhook_operations() -> Vec<Operation> {
                 json!({ "url": "https://example.com/hook", "auth_value": "Bearer s3cret" }),
             )
             .ok(200, "The webhook.", schema_ref("Subscription"), subscription_example())
-            .error(400, &["invalid_parameter", "invalid_webhook"]),
+            .error(400, &["invalid_parameter", "invalid_webhook", "webhook_target_refused"]),
         op("patch", owner_hook, "changeOwnerWebhook", Who::Owner)
             .summary(
                 "Change or pause the owner webhook",
@@ -1034,7 +1036,7 @@ fn webhook_operations() -> Vec<Operation> {
             )
             .body(BodyKind::Json, subscription_body(true), json!({ "enabled": false }))
             .ok(200, "The webhook.", schema_ref("Subscription"), subscription_example())
-            .error(400, &["invalid_parameter", "invalid_webhook"])
+            .error(400, &["invalid_parameter", "invalid_webhook", "webhook_target_refused"])
             .error(404, &["webhook_not_found"]),
         op("delete", owner_hook, "deleteOwnerWebhook", Who::Owner)
             .summary(
@@ -1074,7 +1076,7 @@ fn webhook_operations() -> Vec<Operation> {
                         "description": "Order sync", "rate_limit": 50 }),
             )
             .ok(201, "The subscription.", schema_ref("Subscription"), subscription_example())
-            .error(400, &["invalid_parameter", "invalid_webhook"])
+            .error(400, &["invalid_parameter", "invalid_webhook", "webhook_target_refused"])
             .error(409, &["conflict"]),
         op("get", subscription, "getSubscription", Who::Owner)
             .summary("One subscription", "")
@@ -1095,7 +1097,7 @@ fn webhook_operations() -> Vec<Operation> {
                 json!({ "event_types": [], "rate_limit": null }),
             )
             .ok(200, "The subscription.", schema_ref("Subscription"), subscription_example())
-            .error(400, &["invalid_parameter", "invalid_webhook"])
+            .error(400, &["invalid_parameter", "invalid_webhook", "webhook_target_refused"])
             .error(404, &["subscription_not_found"]),
         op("post", recover, "recoverSubscription", Who::Owner)
             .summary(
@@ -1111,6 +1113,27 @@ fn webhook_operations() -> Vec<Operation> {
             .error(400, &["invalid_parameter"])
             .error(404, &["subscription_not_found"])
             .error(409, &["conflict"]),
+        op("post", test, "testSubscription", Who::Owner)
+            .summary(
+                "Send a test event",
+                "Signs and sends one `webhook.test` event to the subscription's URL now, \
+                 exactly as a delivery would be sent (same headers, secret, timeout and egress \
+                 rule), and answers with what the receiver said: 200 also when the receiver \
+                 refused or could not be reached (`delivered` false, `status` or `error` says \
+                 why). Its `webhook-id` starts with `test_`. Nothing is stored or retried, and \
+                 the subscription's health is left alone.",
+            )
+            .ok(200, "The receiver's answer.", schema_ref("TestEventResult"), json!({
+                "webhook_id": "test_4k2m9x4q1w8pz3n5b7c6d1f0gh",
+                "delivered": true,
+                "status": 204,
+                "response_body": "",
+                "error": null,
+                "duration_ms": 41.7,
+                "request_body": "{\"type\":\"webhook.test\",\"timestamp\":\"2026-11-27T10:00:00.000000Z\",\"data\":{\"id\":\"test_4k2m9x4q1w8pz3n5b7c6d1f0gh\",\"endpoint\":\"orders-7k2m9x4q1w8p\",\"environment\":\"sandbox\",\"created_at\":\"2026-11-27T10:00:00.000000Z\",\"payload\":{\"message\":\"A test event from intake: your receiver is reachable and can verify the signature.\"}}}",
+            }))
+            .error(400, bad_environment)
+            .error(404, &["subscription_not_found"]),
         op("get", callers, "getCallerRecovery", Who::Owner)
             .summary("The latest recovery of the caller webhooks", "")
             .ok(200, "The recovery.", schema_ref("Recovery"), recovery_example(false))

@@ -381,6 +381,16 @@ fn webhook_schemas() -> Value {
             "finished_at": nullable(time()),
         }), &["environment", "subscription", "state", "since", "until", "requested_at",
               "scheduled", "finished_at"]),
+        "TestEventResult": object(json!({
+            "webhook_id": { "type": "string", "pattern": "^test_" },
+            "delivered": { "type": "boolean", "description": "Whether the receiver answered 2xx." },
+            "status": nullable(json!({ "type": "integer", "minimum": 100, "maximum": 599 })),
+            "response_body": nullable(json!({ "type": "string", "description": "The first 4 KiB of the receiver's answer." })),
+            "error": nullable(json!({ "type": "string", "description": "Why there was no answer: timeout, connection, TLS, or the egress rule." })),
+            "duration_ms": { "type": "number", "minimum": 0 },
+            "request_body": { "type": "string", "description": "The JSON body sent." },
+        }), &["webhook_id", "delivered", "status", "response_body", "error", "duration_ms",
+              "request_body"]),
         "SubscriptionList": object(json!({
             "environment": schema_ref("Environment"),
             "data": { "type": "array", "items": schema_ref("Subscription") },

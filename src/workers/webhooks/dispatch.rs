@@ -872,16 +872,51 @@ fn request_headers(
     now: Timestamp,
     traceparent: Option<&str>,
 ) -> Result<Vec<(String, String)>> {
-    let record_id = RecordId(row.record_id).to_string();
+    signed_headers(
+        &ctx.parts.handles,
+        &ctx.parts.sealer,
+        &Message {
+            partition: row.partition,
+            id: &RecordId(row.record_id).to_string(),
+            body: row.body.as_bytes(),
+            auth_header: row.auth_header.as_deref(),
+            auth_value_sealed: row.auth_value_sealed.as_deref(),
+        },
+        number,
+        now,
+        traceparent,
+    )
+}
+
+/// What a webhook request says, whatever sends it (a delivery, or a test event).
+pub struct Message<'a> {
+    pub partition: u64,
+    /// The `webhook-id` (and `X-svc-Record-Id`).
+    pub id: &'a str,
+    pub body: &'a [u8],
+    pub auth_header: Option<&'a str>,
+    pub auth_value_sealed: Option<&'a [u8]>,
+}
+
+/// Every header of attempt `number` of `message`, signed at `now` with the partition's keys
+/// valid then, and `traceparent` when given (unless the receiver's auth header has its name).
+pub fn signed_headers(
+    handles: &Handles,
+    sealer: &Sealer,
+    message: &Message<'_>,
+    number: u32,
+    now: Timestamp,
+    traceparent: Option<&str>,
+) -> Result<Vec<(String, String)>> {
     let timestamp = now.as_micros().div_euclid(MICROS_PER_SECOND);
-    let keys = secrets::signing_keys(&ctx.parts.handles, &ctx.parts.sealer, row.partition, now)?;
-    let signature = signing::signature_header(&keys, &record_id, timestamp, row.body.as_bytes());
+    let keys = secrets::signing_keys(handles, sealer, message.partition, now)?;
+    let signature = signing::signature_header(&keys, message.id, timestamp, message.body);
     let mut headers: Vec<(String, String)> = [
         ("User-Agent", USER_AGENT.to_string()),
         ("Content-Type", "application/json".to_string()),
-        ("X-svc-Record-Id", record_id.clone()),
+        ("X-svc-Record-Id", message.id.to_string()),
         ("X-svc-Delivery-Attempt", number.to_string()),
-        ("webhook-id", record_id),
+        ("webhook-id", message.id.to_string()),
         ("webhook-timestamp", timestamp.to_string()),
         ("webhook-signature", signature),
     ]
@@ -889,8 +924,8 @@ fn request_headers(
     .map(|(name, value)| (name.to_string(), value))
     .collect();
     let auth_named = |name: &str| {
-        row.auth_header
-            .as_deref()
+        message
+            .auth_header
             .is_some_and(|auth| auth.eq_ignore_ascii_case(name))
     };
     if let Some(traceparent) = traceparent
@@ -898,13 +933,11 @@ fn request_headers(
     {
         headers.push(("traceparent".to_string(), traceparent.to_string()));
     }
-    if let (Some(name), Some(sealed)) = (&row.auth_header, &row.auth_value_sealed) {
-        let value = ctx
-            .parts
-            .sealer
+    if let (Some(name), Some(sealed)) = (message.auth_header, message.auth_value_sealed) {
+        let value = sealer
             .open_string(sealed)
             .map_err(|e| Error::Internal(format!("the receiver's auth value: {e}")))?;
-        headers.push((name.clone(), value));
+        headers.push((name.to_string(), value));
     }
     Ok(headers)
 }

@@ -41,3 +41,31 @@ document.addEventListener("change", function (event) {
     target.form.submit();
   }
 });
+
+// The theme toggle (theme.js applies the choice): system → light → dark → system.
+(function () {
+  var toggle = document.getElementById("theme-toggle");
+  if (!toggle || !window.intakeTheme) {
+    return;
+  }
+  var next = { system: "light", light: "dark", dark: "system" };
+  var show = function () {
+    toggle.textContent = "Theme: " + window.intakeTheme.choice();
+  };
+  toggle.hidden = false;
+  show();
+  toggle.addEventListener("click", function () {
+    window.intakeTheme.set(next[window.intakeTheme.choice()] || "system");
+    show();
+  });
+})();
+
+// A form the server refused is shown again with its reason: bring the reason into view.
+(function () {
+  var error = document.querySelector("[data-form-error]");
+  if (error) {
+    error.setAttribute("tabindex", "-1");
+    error.scrollIntoView({ block: "center" });
+    error.focus({ preventScroll: true });
+  }
+})();
