@@ -366,6 +366,30 @@ impl Endpoints {
         member_in(&*self.handles.store.read()?, account, slug)
     }
 
+    /// What `account` may do with the records of one environment from the dashboard: the
+    /// owner anything, a collaborator what their permissions allow (403
+    /// `missing_permission` otherwise), as their own keys would; 404 for anyone else.
+    pub fn member_access(
+        &self,
+        account: &AccountRow,
+        slug: &str,
+        environment: Environment,
+        needed: Permission,
+    ) -> Result<DataAccess> {
+        let (row, membership) = self.member_row(account, slug)?;
+        if let Membership::Collaborator(collaborator) = &membership
+            && !collaborator.permissions.contains(&needed)
+        {
+            return Err(Error::MissingPermission(needed));
+        }
+        Ok(DataAccess {
+            partition: partition(row.id, environment),
+            environment,
+            key_id: format!("account_{}", account.id),
+            endpoint: Arc::new(row),
+        })
+    }
+
     /// Authorises a data call: the key must exist (401), belong to the endpoint named by
     /// `slug` (404 otherwise, so a key reveals nothing about other endpoints), the endpoint
     /// must be active (403), the key holder's account not suspended (403), a production key

@@ -28,12 +28,14 @@ use crate::core::clock::Timestamp;
 use crate::core::crypto::sha256;
 use crate::core::cursor::{self, CursorKind, Position};
 use crate::core::ids::RecordId;
+use crate::domain::audit;
 use crate::domain::endpoints::DataAccess;
 use crate::domain::error::{Error, Result};
+use crate::domain::handles::Handles;
 use crate::domain::ingest::{IDEMPOTENCY_TTL, Ingest, Write};
 use crate::domain::webhooks::deliveries::Hooks;
 use crate::store::records::{IdempotencyClaim, RecordWrite, ScanOrder, WriteOutcome};
-use crate::store::{Store, StoreError, time_key};
+use crate::store::{AccountRow, Store, StoreError, time_key};
 
 pub const LIST_LIMIT_DEFAULT: usize = 10;
 pub const LIST_LIMIT_MAX: usize = 30;
@@ -412,6 +414,35 @@ pub async fn delete(
         created_at: None,
         status: "accepted",
     })
+}
+
+/// A delete a member of the endpoint made in the dashboard: queued like the API's, and noted
+/// in the endpoint's audit log with who made it (the request log only holds API calls).
+pub async fn delete_as_member(
+    ingest: &Ingest,
+    handles: &Handles,
+    access: &DataAccess,
+    member: &AccountRow,
+    id: RecordId,
+    hooks: Hooks,
+) -> Result<Accepted> {
+    let accepted = delete(ingest, access, id, hooks).await?;
+    let now = handles.now();
+    let details = serde_json::json!({
+        "record_id": id.to_string(),
+        "environment": access.environment,
+    });
+    handles.write(|tx| {
+        audit::record(
+            tx,
+            now,
+            access.endpoint.id,
+            member,
+            "record.deleted",
+            details.clone(),
+        )
+    })?;
+    Ok(accepted)
 }
 
 /// The JSON of one record.

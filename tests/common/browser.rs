@@ -107,6 +107,22 @@ impl Browser {
     }
 }
 
+/// axe-core's browser build: `$AXE_CORE_JS`, else where `.ci/run` installs it
+/// (`npm install --prefix target/axe axe-core`).
+fn axe_core_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("AXE_CORE_JS") {
+        return PathBuf::from(path);
+    }
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("target/axe/node_modules/axe-core/axe.min.js");
+    assert!(
+        path.exists(),
+        "axe-core is missing: run `npm install --prefix target/axe axe-core@4` (as .ci/run does) \
+         or set AXE_CORE_JS"
+    );
+    path
+}
+
 /// A console error, an uncaught exception, or a browser log entry of level error (CSP
 /// violations, failed loads).
 fn console_problem(event: &Event) -> Option<String> {
@@ -221,6 +237,32 @@ impl Session<'_> {
             .click()
             .expect("click");
         self.wait_for_new_page(selector);
+    }
+
+    /// Clicks the button at `selector`, which asks first (`data-confirm`), answers the
+    /// question with OK, and waits for the next page; returns the question asked.
+    pub fn submit_confirmed(&self, selector: &str) -> String {
+        let question = self.eval(&format!(
+            "document.querySelector({}).getAttribute('data-confirm')",
+            serde_json::Value::String(selector.to_string())
+        ));
+        let question = question
+            .as_str()
+            .unwrap_or_else(|| panic!("{selector} asks no question (data-confirm)"))
+            .to_string();
+        // The page's own confirm() would block the headless tab: answer it as OK.
+        self.eval("window.confirm = function () { return true; }; true");
+        self.submit(selector);
+        question
+    }
+
+    /// Logs in through the login form and lands on the endpoints page.
+    pub fn login(&self, email: &str, password: &str) {
+        self.goto("/dashboard/login");
+        self.fill("#email", email);
+        self.paste("#password", password);
+        self.submit("form[action='/dashboard/login'] button[type=submit]");
+        assert_eq!(self.path(), "/dashboard/endpoints", "login failed");
     }
 
     /// Clicks the element at `selector` where the page's script answers without loading
@@ -357,6 +399,80 @@ impl Session<'_> {
         self.tab.call_method(metrics).expect("set device metrics");
     }
 
+    /// Emulates the desktop window again (undoes [`Session::phone_width`]).
+    pub fn desktop_width(&self) {
+        use headless_chrome::protocol::cdp::Emulation::ClearDeviceMetricsOverride;
+        self.tab
+            .call_method(ClearDeviceMetricsOverride(None))
+            .expect("clear device metrics");
+    }
+
+    /// Emulates the system's colour scheme (`light` or `dark`) for `prefers-color-scheme`.
+    pub fn color_scheme(&self, scheme: &str) {
+        use headless_chrome::protocol::cdp::Emulation::SetEmulatedMedia;
+        let media: SetEmulatedMedia = serde_json::from_value(serde_json::json!({
+            "media": "",
+            "features": [{ "name": "prefers-color-scheme", "value": scheme }]
+        }))
+        .expect("emulated media");
+        self.tab.call_method(media).expect("set emulated media");
+        // theme.js follows the change of the media query.
+        self.wait_until(&format!(
+            "document.documentElement.getAttribute('data-theme') === '{scheme}'"
+        ));
+    }
+
+    /// Screenshots of the page at desktop and phone widths in the light and dark schemes,
+    /// `target/screenshots/{name}-{desktop|phone}-{light|dark}.png`; fails if the page is
+    /// wider than the phone's screen. Leaves the session at desktop width, light.
+    pub fn screenshots(&self, name: &str) {
+        for scheme in ["light", "dark"] {
+            self.color_scheme(scheme);
+            self.desktop_width();
+            self.screenshot(&format!("{name}-desktop-{scheme}"));
+            self.phone_width();
+            self.assert_fits_width();
+            self.screenshot(&format!("{name}-phone-{scheme}"));
+        }
+        self.desktop_width();
+        self.color_scheme("light");
+        self.assert_clean();
+    }
+
+    /// Runs axe-core (from npm, see `.ci/run`) on the page in the light and the dark scheme
+    /// and fails on any serious or critical violation, listing each with the elements it
+    /// found.
+    pub fn assert_accessible(&self) {
+        let source = std::fs::read_to_string(axe_core_path()).expect("read axe.min.js");
+        for scheme in ["light", "dark"] {
+            self.color_scheme(scheme);
+            let loaded = self
+                .tab
+                .evaluate(&format!("{source};typeof axe"), false)
+                .expect("inject axe-core");
+            assert_eq!(
+                loaded.value,
+                Some(serde_json::json!("object")),
+                "axe-core did not load"
+            );
+            let run = "axe.run(document, { resultTypes: ['violations'] }).then(r =>                 JSON.stringify(r.violations.filter(v => v.impact === 'serious' ||                 v.impact === 'critical').map(v => ({ id: v.id, impact: v.impact, help: v.help,                 nodes: v.nodes.slice(0, 5).map(n => n.target.join(' ') + ': ' +                 n.failureSummary) }))))";
+            let result = self.tab.evaluate(run, true).expect("run axe-core");
+            let text = result
+                .value
+                .and_then(|v| v.as_str().map(str::to_string))
+                .expect("axe-core result");
+            let violations: serde_json::Value = serde_json::from_str(&text).expect("axe JSON");
+            assert_eq!(
+                violations,
+                serde_json::json!([]),
+                "serious or critical accessibility violations at {} ({scheme}):\n{}",
+                self.url(),
+                serde_json::to_string_pretty(&violations).unwrap_or_default()
+            );
+        }
+        self.color_scheme("light");
+    }
+
     /// Fails the test if the page is wider than the viewport (sideways scrolling).
     pub fn assert_fits_width(&self) {
         let widths = self.eval("[document.documentElement.scrollWidth, window.innerWidth]");
@@ -384,13 +500,21 @@ impl Session<'_> {
         path
     }
 
-    /// Fails the test if the page logged a console error, threw, or violated the CSP.
+    /// Fails the test if the page logged a console error, threw, or violated the CSP. The
+    /// page's own 4xx status (a refused form shown again, an error page) is what the test
+    /// looks at, not a broken resource: Chromium's log line about it is not a problem.
     pub fn assert_clean(&self) {
-        let problems = self.problems.lock().unwrap();
+        let page = self.tab.get_url();
+        let own_status = format!("(Some({page:?}))");
+        let mut problems = self.problems.lock().unwrap();
+        problems.retain(|p| {
+            !(p.starts_with(
+                "browser log error: Failed to load resource: the server responded with a status of 4",
+            ) && p.ends_with(&own_status))
+        });
         assert!(
             problems.is_empty(),
-            "browser console errors at {}:\n{}",
-            self.tab.get_url(),
+            "browser console errors at {page}:\n{}",
             problems.join("\n")
         );
     }

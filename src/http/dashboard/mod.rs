@@ -9,6 +9,7 @@
 //!   as an error page with the API's error code.
 //! - `form`, `assets` (embedded CSS and JavaScript), `setup` (the first-run link), `chart`
 //!   (the inline SVG of the usage page).
+//! - `records`: the record browser (list, search, one record with its deliveries, delete).
 //! - Pages, one module per concept: `auth` (login, logout, setup, invitations), `endpoints`
 //!   (list, create, detail, keys, secrets, deploy, settings), `collaborators`, `hooks` (owner
 //!   webhook settings), `logs` (request log, delivery log, usage), `inbox` (notifications,
@@ -27,6 +28,7 @@ mod hooks;
 mod inbox;
 mod logs;
 mod page;
+mod records;
 mod router;
 pub mod security;
 pub mod setup;

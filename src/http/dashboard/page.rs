@@ -229,6 +229,7 @@ pub fn flash(req: &Request) -> Option<&'static str> {
         "permissions" => "Permissions saved.",
         "webhook" => "Webhook settings saved.",
         "webhook-removed" => "Webhook removed.",
+        "record-deleted" => "Record deletion queued: it disappears from the list in a moment.",
         "subscription-added" => "Subscription added.",
         "subscription-saved" => "Subscription saved.",
         "subscription-removed" => "Subscription deleted.",

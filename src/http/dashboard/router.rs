@@ -5,7 +5,7 @@ use http::Method;
 
 use super::endpoints::{self, DeployStep};
 use super::page::{Failure, Outcome};
-use super::{assets, auth, collaborators, hooks, inbox, logs, testpage};
+use super::{assets, auth, collaborators, hooks, inbox, logs, records, testpage};
 use crate::http::app::App;
 use crate::http::request::Request;
 use crate::store::Environment;
@@ -101,6 +101,9 @@ async fn endpoint(
         (["webhooks", env, "caller-recovery"], _, true) => {
             hooks::recover_callers(app, req, slug, env).await
         }
+        (["records"], true, _) => records::list(app, req, slug),
+        (["records", id], true, _) => records::record(app, req, slug, id),
+        (["records", id, "delete"], _, true) => records::delete(app, req, slug, id).await,
         (["requests"], true, _) => logs::requests(app, req, slug),
         (["deliveries"], true, _) => logs::deliveries(app, req, slug),
         (["deliveries", id], true, _) => logs::delivery(app, req, slug, id),

@@ -1,0 +1,447 @@
+//! The dashboard as a product, in a real headless Chromium against the real server: forms
+//! that keep what was typed and say what is wrong beside the form, error pages with the
+//! navigation, webhook URLs checked on save and the "Send test event" button (against a real
+//! loopback receiver), the record browser, the environment badge, and the theme toggle.
+//! Any console error, uncaught exception or CSP violation fails a test (tests/common/browser.rs).
+
+#[path = "common/browser.rs"]
+mod browser;
+mod common;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use browser::{Browser, Session};
+use common::receiver::{Receiver, Reply};
+use common::{COLLABORATOR_PASSWORD, OWNER_EMAIL, ServerClient, TestServer, add_collaborator};
+use serde_json::{Value, json};
+
+/// Writes one record per payload with `key` and waits until the last is stored (writes are
+/// stored in the order they were acknowledged); returns their ids in that order.
+fn write_records(s: &ServerClient, slug: &str, key: &str, payloads: &[Value]) -> Vec<String> {
+    let ids: Vec<String> = payloads
+        .iter()
+        .map(|payload| {
+            let r = s.data("POST", &format!("/api/v1/data/{slug}"), key, Some(payload));
+            assert_eq!(r.status, 202, "{}", r.describe());
+            r.json()["id"].as_str().expect("id").to_string()
+        })
+        .collect();
+    let last = ids.last().expect("at least one record");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while s
+        .data("GET", &format!("/api/v1/data/{slug}/{last}"), key, None)
+        .status
+        != 200
+    {
+        assert!(Instant::now() < deadline, "record {last} was not stored");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    ids
+}
+
+/// Waits until the sandbox delivery of `record` is delivered.
+fn wait_delivered(s: &ServerClient, slug: &str, record: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = s.manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/deliveries?environment=sandbox&limit=100"),
+            None,
+        );
+        let delivered = r.json()["data"].as_array().is_some_and(|d| {
+            d.iter()
+                .any(|d| d["record_id"] == record && d["state"] == "delivered")
+        });
+        if delivered {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{record} was not delivered: {}",
+            r.text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The record ids of the record browser's current page, in its order.
+fn listed_ids(page: &Session) -> Vec<String> {
+    let ids = page.eval(
+        "JSON.stringify(Array.from(document.querySelectorAll('#records tbody tr td:first-child code')).map(c => c.textContent))",
+    );
+    serde_json::from_str(ids.as_str().expect("ids")).expect("ids JSON")
+}
+
+#[test]
+fn refused_forms_keep_the_input_and_say_why_beside_the_form() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Orders", &[]);
+    let browser = Browser::start();
+    let owner = browser.session(&s.base_url());
+    owner.login(OWNER_EMAIL, &s.password);
+
+    // A blank name: the endpoints page again, the reason beside the create form in words
+    // (no Markdown backticks), the navigation still there.
+    owner.paste("#name", "   ");
+    owner.submit("form[action='/dashboard/endpoints'] button[type=submit]");
+    assert_eq!(owner.path(), "/dashboard/endpoints");
+    let error = owner.text("form[action='/dashboard/endpoints'] ~ .error, .error[data-form-error]");
+    assert!(error.contains("“name”"), "{error}");
+    assert!(!error.contains('`'), "{error}");
+    assert!(owner.exists(".main-nav"));
+    assert_eq!(
+        owner.eval("document.activeElement.hasAttribute('data-form-error')"),
+        json!(true),
+        "the reason is brought into view and focused"
+    );
+
+    // A webhook URL the egress rule refuses (loopback, default settings): refused on save with
+    // the reason, the typed URL and description kept, the form open.
+    owner.goto(&format!("/dashboard/endpoints/{}/webhooks", ep.slug));
+    owner.paste("#url-sandbox", "http://127.0.0.1:9/hook");
+    owner.paste("#description-sandbox", "Order sync");
+    owner.submit("form[action$='/webhooks/sandbox/subscriptions'] button[type=submit]");
+    let form = "form[action$='/webhooks/sandbox/subscriptions']";
+    let error = owner.text(&format!("{form} .error"));
+    assert!(error.contains("127.0.0.1"), "{error}");
+    assert!(error.contains("allow_private_targets"), "{error}");
+    assert_eq!(owner.value("#url-sandbox"), "http://127.0.0.1:9/hook");
+    assert_eq!(owner.value("#description-sandbox"), "Order sync");
+    assert!(
+        owner.visible("#url-sandbox"),
+        "the form with the error is open"
+    );
+    // Nothing was saved.
+    let subs = s.manage(
+        "GET",
+        &format!(
+            "/api/v1/manage/endpoints/{}/webhooks/sandbox/subscriptions",
+            ep.slug
+        ),
+        None,
+    );
+    assert_eq!(subs.json()["data"], json!([]));
+    owner.screenshots("form-error");
+
+    // A page that does not exist, and an endpoint that is not yours: an error page with the
+    // navigation, the code and the request id, not a dead end.
+    owner.goto("/dashboard/endpoints/no-such-endpoint");
+    assert!(
+        owner.text("h1").contains("Not found"),
+        "{}",
+        owner.text("h1")
+    );
+    assert!(owner.exists(".main-nav"));
+    assert!(owner.text("main").contains("endpoint_not_found"));
+    assert!(owner.exists("a[href='/dashboard/endpoints']"));
+    owner.assert_accessible();
+}
+
+#[test]
+fn webhook_settings_send_a_signed_test_event_and_keep_the_stored_auth_value() {
+    let s = TestServer::start_with_config("[webhooks]\nallow_private_targets = true\n");
+    let ep = s.create_endpoint("Orders", &[]);
+    let receiver = Receiver::start();
+    receiver.always(Reply::status(200).body("thanks"));
+    let browser = Browser::start();
+    let owner = browser.session(&s.base_url());
+    owner.login(OWNER_EMAIL, &s.password);
+
+    owner.goto(&format!("/dashboard/endpoints/{}/webhooks", ep.slug));
+    owner.paste("#url-sandbox", &receiver.url("/hooks"));
+    owner.paste("#header-sandbox", "X-Hook-Token");
+    owner.paste("#value-sandbox", "s3cret-token");
+    owner.submit("form[action$='/webhooks/sandbox/subscriptions'] button[type=submit]");
+    assert!(owner.text(".flash").contains("Subscription added"));
+
+    // Send test event: the receiver's answer shows beside the subscription.
+    owner.submit("#test-sandbox-sub_1 button[type=submit]");
+    let result = owner.text("#test-result");
+    assert!(result.contains("Delivered"), "{result}");
+    assert!(result.contains("200"), "{result}");
+    assert!(owner.text("#test-result").contains("thanks"));
+    let got = receiver.wait_for(1, Duration::from_secs(10));
+    let event = &got[0];
+    let id = event.header("webhook-id").expect("webhook-id").to_string();
+    assert!(id.starts_with("test_"), "{id}");
+    assert_eq!(event.header("X-Hook-Token"), Some("s3cret-token"));
+    assert_eq!(event.json()["type"], "webhook.test");
+    // Signed with the environment's secret, as Standard Webhooks verifies it.
+    let secret = s.manage(
+        "GET",
+        &format!(
+            "/api/v1/manage/endpoints/{}/webhook-secrets/sandbox",
+            ep.slug
+        ),
+        None,
+    );
+    let secret = secret.json()["secret"]
+        .as_str()
+        .expect("secret")
+        .to_string();
+    let key = intake::domain::webhooks::signing::secret_key(&secret).expect("key");
+    let timestamp: i64 = event.header("webhook-timestamp").unwrap().parse().unwrap();
+    assert!(intake::domain::webhooks::signing::verify(
+        &key,
+        &id,
+        timestamp,
+        event.body_text().as_bytes(),
+        event.header("webhook-signature").unwrap()
+    ));
+    owner.screenshots("webhook-test-event");
+
+    // Saving the form again with the auth value left empty keeps the stored value.
+    owner.goto(&format!("/dashboard/endpoints/{}/webhooks", ep.slug));
+    owner.click("details:has(#url-sandbox-sub_1) > summary");
+    owner.paste("#description-sandbox-sub_1", "Still the same token");
+    owner.submit("form[action$='/subscriptions/sub_1'] button[type=submit]");
+    assert!(owner.text(".flash").contains("Subscription saved"));
+    owner.submit("#test-sandbox-sub_1 button[type=submit]");
+    let got = receiver.wait_for(2, Duration::from_secs(10));
+    assert_eq!(got[1].header("X-Hook-Token"), Some("s3cret-token"));
+
+    // "Remove the stored auth value" is explicit, and then no auth header is sent.
+    owner.click("details:has(#url-sandbox-sub_1) > summary");
+    owner.set_checked(
+        "form[action$='/subscriptions/sub_1'] input[name=clear_auth]",
+        true,
+    );
+    owner.submit("form[action$='/subscriptions/sub_1'] button[type=submit]");
+    owner.submit("#test-sandbox-sub_1 button[type=submit]");
+    let got = receiver.wait_for(3, Duration::from_secs(10));
+    assert_eq!(got[2].header("X-Hook-Token"), None);
+
+    // A receiver that refuses: the answer says so, with the status and body.
+    receiver.always(Reply::status(401).body("bad token"));
+    owner.submit("#test-sandbox-sub_1 button[type=submit]");
+    let result = owner.text("#test-result");
+    assert!(
+        result.contains("Not accepted") && result.contains("401"),
+        "{result}"
+    );
+    assert!(result.contains("bad token"), "{result}");
+}
+
+#[test]
+fn the_record_browser_pages_searches_shows_and_deletes_records() {
+    let s = TestServer::start_with_config("[webhooks]\nallow_private_targets = true\n");
+    let ep = s.create_endpoint("Orders", &[]);
+    let receiver = Receiver::start();
+    receiver.always(Reply::status(204));
+    let r = s.manage(
+        "POST",
+        &format!(
+            "/api/v1/manage/endpoints/{}/webhooks/sandbox/subscriptions",
+            ep.slug
+        ),
+        Some(&json!({ "url": receiver.url("/hooks") })),
+    );
+    assert_eq!(r.status, 201, "{}", r.describe());
+    // 60 records (more than two pages of 25); every seventh carries a word to search for.
+    let payloads: Vec<Value> = (0..60)
+        .map(|i| match i % 7 {
+            0 => json!({ "n": i, "note": format!("needle {i}") }),
+            _ => json!({ "n": i, "note": "hay" }),
+        })
+        .collect();
+    let ids = write_records(&s, &ep.slug, &ep.sandbox_key, &payloads);
+    let browser = Browser::start();
+    let owner = browser.session(&s.base_url());
+    owner.login(OWNER_EMAIL, &s.password);
+
+    // Newest first, page by page through "Older": every record once, none missing.
+    owner.goto(&format!("/dashboard/endpoints/{}/records", ep.slug));
+    assert_eq!(owner.text("#environment-badge"), "Sandbox");
+    let mut seen = listed_ids(&owner);
+    assert_eq!(seen.len(), 25);
+    owner.screenshots("records");
+    while owner.exists(".pager a[rel=next]") {
+        owner.submit(".pager a[rel=next]");
+        seen.extend(listed_ids(&owner));
+    }
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+    assert_eq!(seen, newest_first, "no duplicates, no gaps, newest first");
+    assert_eq!(seen.iter().collect::<HashSet<_>>().len(), 60);
+
+    // The search box runs the API's exact search.
+    owner.fill("#q", "needle");
+    owner.submit("form[role=search] button[type=submit]");
+    let found = listed_ids(&owner);
+    let expected: Vec<String> = (0..60)
+        .rev()
+        .filter(|i| i % 7 == 0)
+        .map(|i| ids[i].clone())
+        .collect();
+    assert_eq!(found, expected);
+    // A query the API refuses (the box asks for 3 characters; a link can still carry fewer):
+    // the reason beside the box, not an error page.
+    owner.goto(&format!("/dashboard/endpoints/{}/records?q=ab", ep.slug));
+    assert!(
+        owner.text("#search-error").contains("3 to 200"),
+        "{}",
+        owner.text("#search-error")
+    );
+    assert!(owner.exists(".tabs"));
+
+    // One record: its payload indented and highlighted, its delivery, delete.
+    let target = &ids[7];
+    owner.goto(&format!(
+        "/dashboard/endpoints/{}/records/{target}?environment=sandbox",
+        ep.slug
+    ));
+    assert_eq!(owner.text("#record-id"), *target);
+    let payload: Value =
+        serde_json::from_str(&owner.text("#record-payload")).expect("payload JSON");
+    assert_eq!(payload, json!({ "n": 7, "note": "needle 7" }));
+    assert!(
+        owner.text("#record-payload").contains("\n  \"n\": 7"),
+        "indented"
+    );
+    assert!(owner.exists("#record-payload .hl-key"), "highlighted");
+    wait_delivered(&s, &ep.slug, target);
+    owner.goto(&format!(
+        "/dashboard/endpoints/{}/records/{target}?environment=sandbox",
+        ep.slug
+    ));
+    assert!(
+        owner.text("#record-deliveries").contains("Delivered"),
+        "{}",
+        owner.text("#record-deliveries")
+    );
+    owner.screenshots("record");
+    owner.assert_accessible();
+    let question = owner.submit_confirmed("form[action*='/delete'] button[type=submit]");
+    assert!(question.contains(target.as_str()), "{question}");
+    assert!(owner.text(".flash").contains("deletion queued"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while s
+        .data(
+            "GET",
+            &format!("/api/v1/data/{}/{target}", ep.slug),
+            &ep.sandbox_key,
+            None,
+        )
+        .status
+        != 404
+    {
+        assert!(Instant::now() < deadline, "the record was not deleted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The audit log names who deleted it.
+    let audit = s.manage(
+        "GET",
+        &format!("/api/v1/manage/endpoints/{}/audit", ep.slug),
+        None,
+    );
+    let entry = audit.json()["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "record.deleted")
+        .cloned()
+        .expect("audit entry");
+    assert_eq!(entry["details"]["record_id"], json!(target));
+    assert_eq!(entry["actor"]["email"], OWNER_EMAIL);
+
+    // A collaborator without the read permission cannot browse, and is told why; one with
+    // read but without delete sees no delete button.
+    let writer = add_collaborator(&s, &ep.slug, "writer@example.com", &["create"]);
+    let reader = add_collaborator(&s, &ep.slug, "reader@example.com", &["read"]);
+    let _ = (writer.id, reader.id);
+    let writer = browser.session(&s.base_url());
+    writer.login("writer@example.com", COLLABORATOR_PASSWORD);
+    writer.goto(&format!("/dashboard/endpoints/{}/records", ep.slug));
+    assert!(
+        writer.text("main").contains("missing_permission"),
+        "{}",
+        writer.text("main")
+    );
+    assert!(writer.exists(".main-nav"));
+    let reader = browser.session(&s.base_url());
+    reader.login("reader@example.com", COLLABORATOR_PASSWORD);
+    reader.goto(&format!(
+        "/dashboard/endpoints/{}/records/{}?environment=sandbox",
+        ep.slug, ids[8]
+    ));
+    assert!(reader.exists("#record-payload"));
+    assert!(!reader.exists("form[action*='/delete']"));
+}
+
+#[test]
+fn the_badge_names_the_environment_shown_and_the_deploy_state_is_apart() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Orders", &[]);
+    let browser = Browser::start();
+    let owner = browser.session(&s.base_url());
+    owner.login(OWNER_EMAIL, &s.password);
+    owner.goto(&format!("/dashboard/endpoints/{}", ep.slug));
+    assert_eq!(owner.text("#environment-badge"), "Sandbox");
+    assert!(owner.text("#deploy-state").contains("Not deployed"));
+
+    // Deploying asks first, and so does approving a collaborator's request.
+    let question = owner.submit_confirmed("form[action$='/deploy'] button[type=submit]");
+    assert!(question.contains("Deploy to production"), "{question}");
+    // After the deploy the Sandbox tab still says Sandbox; the state says deployed.
+    owner.goto(&format!("/dashboard/endpoints/{}", ep.slug));
+    assert_eq!(owner.text("#environment-badge"), "Sandbox");
+    assert!(owner.text("#deploy-state").contains("Deployed"));
+    owner.goto(&format!("/dashboard/endpoints/{}/production", ep.slug));
+    assert_eq!(owner.text("#environment-badge"), "Production");
+    owner.goto(&format!(
+        "/dashboard/endpoints/{}/records?environment=production",
+        ep.slug
+    ));
+    assert_eq!(owner.text("#environment-badge"), "Production");
+    owner.goto(&format!("/dashboard/endpoints/{}/test", ep.slug));
+    assert_eq!(owner.text("#environment-badge"), "Sandbox");
+
+    let other = s.create_endpoint("Invoices", &[]);
+    add_collaborator(&s, &other.slug, "collab@example.com", &["read"]);
+    let collaborator = browser.session(&s.base_url());
+    collaborator.login("collab@example.com", COLLABORATOR_PASSWORD);
+    collaborator.goto(&format!("/dashboard/endpoints/{}", other.slug));
+    collaborator.submit("form[action$='/deploy-request'] button[type=submit]");
+    assert!(collaborator.text(".flash").contains("Deploy requested"));
+    owner.goto(&format!("/dashboard/endpoints/{}", other.slug));
+    assert!(owner.text("#deploy-state").contains("deploy requested"));
+    let question =
+        owner.submit_confirmed("form[action$='/deploy-request/approve'] button[type=submit]");
+    assert!(question.contains("collab@example.com"), "{question}");
+    assert!(owner.text(".flash").contains("Deployed"));
+}
+
+#[test]
+fn the_theme_follows_the_system_until_the_toggle_picks_one() {
+    let s = TestServer::start();
+    let browser = Browser::start();
+    let owner = browser.session(&s.base_url());
+    owner.login(OWNER_EMAIL, &s.password);
+    owner.color_scheme("dark");
+    assert_eq!(
+        owner.eval("document.documentElement.dataset.theme"),
+        json!("dark")
+    );
+    let background = "getComputedStyle(document.documentElement).backgroundColor";
+    let dark = owner.eval(background);
+    owner.color_scheme("light");
+    assert_ne!(owner.eval(background), dark);
+
+    // system → light → dark: the choice holds against the system's and across pages.
+    assert_eq!(owner.text("#theme-toggle"), "Theme: system");
+    owner.click("#theme-toggle");
+    owner.click("#theme-toggle");
+    assert_eq!(owner.text("#theme-toggle"), "Theme: dark");
+    owner.goto("/dashboard/notifications");
+    assert_eq!(
+        owner.eval("document.documentElement.dataset.theme"),
+        json!("dark")
+    );
+    assert_eq!(owner.text("#theme-toggle"), "Theme: dark");
+    owner.click("#theme-toggle");
+    assert_eq!(owner.text("#theme-toggle"), "Theme: system");
+    assert_eq!(
+        owner.eval("document.documentElement.dataset.theme"),
+        json!("light")
+    );
+}
