@@ -340,12 +340,14 @@ fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
         "document.getElementById('auth-message').textContent.includes('another endpoint')",
     );
     assert!(owner.visible("#test-key"));
+    // Sending before authorizing says what to do instead of doing nothing.
+    owner.click("#call-createRecord button[type=submit]");
     assert!(
-        owner
-            .eval("document.querySelector('#call-createRecord fieldset').disabled")
-            .as_bool()
-            .unwrap()
+        owner.text("#createRecord-note").contains("Authorize"),
+        "{}",
+        owner.text("#createRecord-note")
     );
+    assert!(owner.eval("document.getElementById('createRecord-result').hidden").as_bool().unwrap());
 
     // The sandbox key: the input goes, Logout comes.
     owner.paste("#test-key", &sandbox_key);

@@ -445,3 +445,66 @@ fn the_theme_follows_the_system_until_the_toggle_picks_one() {
         json!("light")
     );
 }
+
+#[test]
+fn the_test_page_uses_my_key_shows_what_it_lacks_and_reads_like_a_reference() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Orders", &[]);
+    add_collaborator(&s, &ep.slug, "reader@example.com", &["read"]);
+    let browser = Browser::start();
+    let reader = browser.session(&s.base_url());
+    reader.login("reader@example.com", COLLABORATOR_PASSWORD);
+    reader.goto(&format!("/dashboard/endpoints/{}/test", ep.slug));
+
+    // Before authorizing, every call says why it cannot be sent.
+    assert!(reader.text("#createRecord-note").contains("Authorize"));
+    // "Use my sandbox key": the collaborator's own key, without copying it.
+    reader.click("#use-mine");
+    reader.wait_until("!document.getElementById('authorized').hidden");
+    assert!(reader.text("#authorized-key").starts_with("tm_test_"));
+    assert!(reader.text("#authorized").contains("allowed: read"));
+    // The calls the key may not make are disabled, with the reason; the others work.
+    assert_eq!(
+        reader.eval("document.querySelector('#call-createRecord button[type=submit]').disabled"),
+        json!(true)
+    );
+    assert!(reader.text("#createRecord-note").contains("lacks the create permission"));
+    assert_eq!(
+        reader.eval("document.querySelector('#call-listRecords button[type=submit]').disabled"),
+        json!(false)
+    );
+    reader.click("#call-listRecords button[type=submit]");
+    reader.wait_until("!document.getElementById('listRecords-result').hidden");
+    assert!(reader.text("#listRecords-result .status").starts_with("HTTP 200"));
+    assert!(reader.exists("#listRecords-response .hl-key"), "the response is highlighted");
+    assert!(reader.exists("button[data-copy='listRecords-response']"));
+    // Two logouts, two meanings: the page's key, and the dashboard session.
+    assert_eq!(reader.text("#logout"), "Logout");
+    assert!(reader.text("#logout-help").contains("stay signed in"));
+    assert_eq!(reader.text("#sign-out"), "Sign out");
+    reader.screenshots("testpage-collaborator");
+
+    // API Reference: a table of contents, cards that open and close, one language at a time
+    // on every card, highlighted.
+    reader.click("#tab-reference");
+    assert_eq!(reader.eval("document.querySelectorAll('.toc a').length"), json!(7));
+    assert_eq!(reader.eval("document.getElementById('ref-deleteRecord').open"), json!(false));
+    reader.click(".toc a[href='#ref-deleteRecord']");
+    assert_eq!(reader.eval("document.getElementById('ref-deleteRecord').open"), json!(true));
+    assert!(reader.visible("#sample-deleteRecord-curl"));
+    assert!(!reader.visible("#sample-deleteRecord-requests"));
+    reader.click("#tab-deleteRecord-requests");
+    assert!(reader.visible("#sample-deleteRecord-requests"));
+    assert!(!reader.visible("#sample-deleteRecord-curl"));
+    reader.click("#expand-all");
+    assert!(reader.visible("#sample-createRecord-requests"), "the choice holds on every card");
+    assert!(reader.exists("#sample-createRecord-requests .hl-keyword"));
+    assert!(reader.exists("#ref-createRecord pre code.language-json .hl-key"));
+    reader.screenshots("testpage-reference");
+    reader.assert_accessible();
+    // Remembered on the next visit.
+    reader.goto(&format!("/dashboard/endpoints/{}/test", ep.slug));
+    reader.click("#tab-reference");
+    reader.click("#expand-all");
+    assert!(reader.visible("#sample-getRecord-requests"));
+}

@@ -409,6 +409,30 @@ impl Endpoints {
         self.authorize_key(key, slug, None)
     }
 
+    /// The permissions of a key that may make data calls on `slug` (every permission for the
+    /// endpoint's default keys): what the test page offers to a key.
+    pub fn key_permissions(&self, key: &str, slug: &str) -> Result<Vec<Permission>> {
+        self.authorize_any_data_key(Some(key), slug)?;
+        let resolved = self.resolved(&secret_hash(key))?;
+        Ok(resolved
+            .permissions
+            .clone()
+            .unwrap_or_else(|| Permission::ALL.to_vec()))
+    }
+
+    /// The key with this hash, from the cache or the store (401 when there is none).
+    fn resolved(&self, hash: &[u8; 32]) -> Result<Arc<CachedKey>> {
+        Ok(match self.cache.get(hash) {
+            (Some(hit), _) => hit,
+            (None, generation) => {
+                // Unknown keys are not cached: only keys that exist can take memory.
+                let entry = Arc::new(self.resolve_key(hash)?.ok_or(Error::InvalidApiKey)?);
+                self.cache.insert(generation, *hash, entry.clone());
+                entry
+            }
+        })
+    }
+
     fn authorize_key(
         &self,
         key: Option<&str>,
@@ -421,16 +445,7 @@ impl Endpoints {
         {
             return Err(Error::InvalidApiKey);
         }
-        let hash = secret_hash(key);
-        let resolved = match self.cache.get(&hash) {
-            (Some(hit), _) => hit,
-            (None, generation) => {
-                // Unknown keys are not cached: only keys that exist can take memory.
-                let entry = Arc::new(self.resolve_key(&hash)?.ok_or(Error::InvalidApiKey)?);
-                self.cache.insert(generation, hash, entry.clone());
-                entry
-            }
-        };
+        let resolved = self.resolved(&secret_hash(key))?;
         let endpoint = &resolved.endpoint;
         if endpoint.slug != slug {
             return Err(Error::EndpointNotFound);

@@ -424,11 +424,12 @@ impl Session<'_> {
 
     /// Screenshots of the page at desktop and phone widths in the light and dark schemes,
     /// `target/screenshots/{name}-{desktop|phone}-{light|dark}.png`; fails if the page is
-    /// wider than the phone's screen. Leaves the session at desktop width, light.
+    /// wider than the window at either width. Leaves the session at desktop width, light.
     pub fn screenshots(&self, name: &str) {
         for scheme in ["light", "dark"] {
             self.color_scheme(scheme);
             self.desktop_width();
+            self.assert_fits_width();
             self.screenshot(&format!("{name}-desktop-{scheme}"));
             self.phone_width();
             self.assert_fits_width();

@@ -22,7 +22,7 @@ use crate::domain::error::Error;
 use crate::http::app::App;
 use crate::http::openapi::{self, DATA_TAG, EndpointInfo, examples};
 use crate::http::request::Request;
-use crate::store::Environment;
+use crate::store::{Environment, Permission};
 
 /// One parameter of an operation, as the document declares it.
 pub struct ParamView {
@@ -107,6 +107,17 @@ pub struct SampleView {
     pub source: String,
 }
 
+impl SampleView {
+    /// The highlighter's name of the sample's language.
+    pub fn highlight(&self) -> &'static str {
+        match self.label.as_str() {
+            "fetch" => "javascript",
+            "requests" => "python",
+            _ => "bash",
+        }
+    }
+}
+
 /// One data operation: its card in the API Reference and its form in Quick Start.
 pub struct OperationView {
     pub id: String,
@@ -123,6 +134,8 @@ pub struct OperationView {
     pub body_example: Option<String>,
     pub responses: Vec<ResponseView>,
     pub samples: Vec<SampleView>,
+    /// The permission a collaboration key needs for it.
+    pub permission: &'static str,
 }
 
 impl OperationView {
@@ -266,7 +279,14 @@ fn operation_view(server: &str, path: &str, method: &str, op: &Value) -> Operati
             source: text(&s["source"]),
         })
         .collect();
+    let permission = match method {
+        "post" => Permission::Create,
+        "put" => Permission::Replace,
+        "delete" => Permission::Delete,
+        _ => Permission::Read,
+    };
     OperationView {
+        permission: permission.as_str(),
         id: text(&op["operationId"]),
         method: method.to_uppercase(),
         summary: text(&op["summary"]),
@@ -321,16 +341,35 @@ fn verdict(app: &App, slug: &str, key: &str) -> Result<Verdict, Error> {
     )
 }
 
-/// `POST …/test/authorize` (CSRF-checked form with `key`): the page's Authorize button.
-/// Answers 200 with `{"authorized": true}` or `{"authorized": false, "message": …}`: a refused
-/// key is an answer, not a failed request. Nothing is stored and the key is not logged.
+/// `POST …/test/authorize` (CSRF-checked form): the page's Authorize button with `key`, or
+/// its "Use my sandbox key" button with `mine=1` (the viewer's own sandbox key: the owner's
+/// default key, a collaborator's collaboration key). Answers 200 with `{"authorized": true,
+/// "permissions": […]}` (and `"key"` for `mine`) or `{"authorized": false, "message": …}`: a
+/// refused key is an answer, not a failed request. Nothing is stored and no key is logged.
 pub async fn authorize(app: &App, req: &mut Request, slug: &str) -> Outcome {
     let user = signed_in(app, req)?;
     // Only a member of the endpoint may ask (strangers get the detail page's 404).
-    app.endpoints.get(&user.account, slug)?;
+    let endpoint = app.endpoints.get(&user.account, slug)?;
     let form = user_form(app, req, &user).await?;
-    let answer = match verdict(app, slug, form.text("key").trim())? {
-        Verdict::Authorized => json!({ "authorized": true }),
+    let mine = form.checked("mine");
+    let key = match mine {
+        true => endpoint.sandbox_key.clone(),
+        false => form.text("key").trim().to_string(),
+    };
+    let answer = match verdict(app, slug, &key)? {
+        Verdict::Authorized => {
+            let permissions: Vec<&str> = app
+                .endpoints
+                .key_permissions(&key, slug)?
+                .into_iter()
+                .map(Permission::as_str)
+                .collect();
+            let mut answer = json!({ "authorized": true, "permissions": permissions });
+            if mine {
+                answer["key"] = json!(key);
+            }
+            answer
+        }
         Verdict::Refused(message) => json!({ "authorized": false, "message": message }),
     };
     Ok(crate::http::reply::json(StatusCode::OK, &answer))

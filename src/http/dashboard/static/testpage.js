@@ -13,7 +13,17 @@
   }
   var KEY_PLACEHOLDER = root.getAttribute("data-key-placeholder");
   var RECORD_PLACEHOLDER = root.getAttribute("data-record-placeholder");
-  var state = { key: null, recordId: null };
+  var state = { key: null, recordId: null, permissions: [] };
+  var LOCKED = "Authorize with a sandbox key above first: the call is sent with it.";
+
+  // Code on the page is highlighted by highlight.js; text this script replaces is highlighted
+  // again.
+  function rehighlight(el) {
+    el.removeAttribute("data-highlighted");
+    if (window.intakeHighlight) {
+      window.intakeHighlight(el.parentNode || el);
+    }
+  }
 
   // Tabs (WAI-ARIA tabs pattern, automatic activation): without this script every panel
   // shows, one after the other.
@@ -69,7 +79,10 @@
       if (state.recordId) {
         text = text.split(RECORD_PLACEHOLDER).join(state.recordId);
       }
-      el.textContent = text;
+      if (el.textContent !== text) {
+        el.textContent = text;
+        rehighlight(el);
+      }
     });
   }
 
@@ -84,30 +97,36 @@
     message.hidden = !text;
   }
 
-  function setAuthorized(key) {
+  // Each call says why it cannot be sent yet: no key, or a key without its permission (a
+  // collaboration key); those calls' buttons are disabled.
+  function setAuthorized(key, permissions) {
     state.key = key;
+    state.permissions = permissions || [];
     keyInput.value = "";
     authForm.hidden = key !== null;
     authorized.hidden = key === null;
     document.getElementById("authorized-key").textContent = key ? key.slice(0, 12) + "…" : "";
+    var all = state.permissions.length === 4;
+    document.getElementById("authorized-permissions").textContent =
+      key && !all ? ", allowed: " + state.permissions.join(", ") : "";
     document.getElementById("calls-locked").hidden = key !== null;
     calls.forEach(function (form) {
-      form.querySelector("fieldset").disabled = key === null;
+      var needed = form.getAttribute("data-permission");
+      var lacks = key !== null && state.permissions.indexOf(needed) < 0;
+      form.querySelector("fieldset").disabled = false;
+      form.querySelector("button[type=submit]").disabled = lacks;
+      form.classList.toggle("lacking", lacks);
+      var note = form.querySelector(".call-note");
+      note.textContent = key === null ? LOCKED
+        : lacks ? "This key lacks the " + needed + " permission: the call would be refused with 403."
+        : "";
     });
     fill();
     (key ? document.getElementById("logout") : keyInput).focus();
   }
 
-  authForm.addEventListener("submit", function (event) {
-    event.preventDefault();
-    var key = keyInput.value.trim();
-    if (!key) {
-      say("Paste a sandbox key (tm_test_…) first.");
-      return;
-    }
-    var body = new URLSearchParams();
+  function check(body, key) {
     body.set("csrf", root.getAttribute("data-csrf"));
-    body.set("key", key);
     fetch(root.getAttribute("data-authorize"), {
       method: "POST",
       body: body,
@@ -123,7 +142,7 @@
       .then(function (verdict) {
         if (verdict.authorized) {
           say("");
-          setAuthorized(key);
+          setAuthorized(verdict.key || key, verdict.permissions);
         } else {
           say(verdict.message);
         }
@@ -131,6 +150,28 @@
       .catch(function (error) {
         say("The key could not be checked (" + error.message + "). Reload the page and try again.");
       });
+  }
+
+  authForm.addEventListener("submit", function (event) {
+    event.preventDefault();
+    var key = keyInput.value.trim();
+    if (!key) {
+      say("Paste a sandbox key (tm_test_…) first.");
+      return;
+    }
+    var body = new URLSearchParams();
+    body.set("key", key);
+    check(body, key);
+  });
+
+  // The signed-in viewer's own sandbox key (the owner's default key or their collaboration
+  // key), without copying it from the Sandbox tab.
+  var useMine = document.getElementById("use-mine");
+  useMine.hidden = false;
+  useMine.addEventListener("click", function () {
+    var body = new URLSearchParams();
+    body.set("mine", "1");
+    check(body, null);
   });
 
   document.getElementById("logout").addEventListener("click", function () {
@@ -208,7 +249,9 @@
     statusLine.textContent = status;
     statusLine.className = "status s" + String(status).charAt(5);
     result.querySelector(".headers").textContent = headers;
-    result.querySelector(".response-body").textContent = body;
+    var bodyCode = result.querySelector(".response-body");
+    bodyCode.textContent = body;
+    rehighlight(bodyCode);
     result.hidden = false;
   }
 
@@ -216,6 +259,8 @@
     form.addEventListener("submit", function (event) {
       event.preventDefault();
       if (!state.key) {
+        form.querySelector(".call-note").textContent = LOCKED;
+        keyInput.focus();
         return;
       }
       var method = form.getAttribute("data-method");
@@ -270,4 +315,86 @@
         });
     });
   });
+  setAuthorized(null);
+  // setAuthorized focused the key input; the page should open where it starts.
+  keyInput.blur();
+
+  // API Reference: the table of contents opens the card it links to; all cards open or
+  // close at once; code examples show one language at a time, the same on every card, and
+  // the choice is remembered.
+  function openCard(id) {
+    var card = document.getElementById(id);
+    if (card) {
+      card.open = true;
+    }
+  }
+  root.addEventListener("click", function (event) {
+    var link = event.target instanceof Element ? event.target.closest("[data-open]") : null;
+    if (link) {
+      openCard(link.getAttribute("data-open"));
+    }
+  });
+  if (window.location.hash.indexOf("#ref-") === 0) {
+    openCard(window.location.hash.slice(1));
+  }
+  function setAllCards(open) {
+    Array.prototype.forEach.call(root.querySelectorAll("details.api-card"), function (card) {
+      card.open = open;
+    });
+  }
+  document.getElementById("expand-all").addEventListener("click", function () { setAllCards(true); });
+  document.getElementById("collapse-all").addEventListener("click", function () { setAllCards(false); });
+
+  var sampleSets = Array.prototype.slice.call(root.querySelectorAll("[data-samples]"));
+  function showLanguage(label) {
+    sampleSets.forEach(function (set) {
+      Array.prototype.forEach.call(set.querySelectorAll(".sample-tab"), function (tab) {
+        var selected = tab.getAttribute("data-label") === label;
+        tab.setAttribute("aria-selected", selected ? "true" : "false");
+        tab.tabIndex = selected ? 0 : -1;
+        document.getElementById(tab.getAttribute("aria-controls")).hidden = !selected;
+      });
+    });
+    try {
+      window.localStorage.setItem("intake-sample-language", label);
+    } catch (e) {
+      // Not remembered without storage.
+    }
+  }
+  sampleSets.forEach(function (set) {
+    var list = set.querySelector("[role=tablist]");
+    list.hidden = false;
+    Array.prototype.forEach.call(set.querySelectorAll(".sample"), function (panel) {
+      panel.setAttribute("role", "tabpanel");
+      panel.setAttribute("aria-labelledby", panel.id.replace(/^panel-/, "tab-"));
+    });
+    list.addEventListener("click", function (event) {
+      var tab = event.target instanceof Element ? event.target.closest("[role=tab]") : null;
+      if (tab) {
+        showLanguage(tab.getAttribute("data-label"));
+      }
+    });
+    list.addEventListener("keydown", function (event) {
+      var own = Array.prototype.slice.call(list.querySelectorAll("[role=tab]"));
+      var at = own.indexOf(document.activeElement);
+      var step = { ArrowRight: 1, ArrowLeft: own.length - 1 }[event.key];
+      if (at >= 0 && step !== undefined) {
+        event.preventDefault();
+        var next = own[(at + step) % own.length];
+        showLanguage(next.getAttribute("data-label"));
+        next.focus();
+      }
+    });
+  });
+  var remembered = null;
+  try {
+    remembered = window.localStorage.getItem("intake-sample-language");
+  } catch (e) {
+    remembered = null;
+  }
+  var first = root.querySelector(".sample-tab");
+  if (first) {
+    var known = remembered && root.querySelector(".sample-tab[data-label='" + remembered.replace(/[^a-z]/g, "") + "']");
+    showLanguage(known ? remembered : first.getAttribute("data-label"));
+  }
 })();
