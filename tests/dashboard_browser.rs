@@ -347,7 +347,12 @@ fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
         "{}",
         owner.text("#createRecord-note")
     );
-    assert!(owner.eval("document.getElementById('createRecord-result').hidden").as_bool().unwrap());
+    assert!(
+        owner
+            .eval("document.getElementById('createRecord-result').hidden")
+            .as_bool()
+            .unwrap()
+    );
 
     // The sandbox key: the input goes, Logout comes.
     owner.paste("#test-key", &sandbox_key);

@@ -468,15 +468,26 @@ fn the_test_page_uses_my_key_shows_what_it_lacks_and_reads_like_a_reference() {
         reader.eval("document.querySelector('#call-createRecord button[type=submit]').disabled"),
         json!(true)
     );
-    assert!(reader.text("#createRecord-note").contains("lacks the create permission"));
+    assert!(
+        reader
+            .text("#createRecord-note")
+            .contains("lacks the create permission")
+    );
     assert_eq!(
         reader.eval("document.querySelector('#call-listRecords button[type=submit]').disabled"),
         json!(false)
     );
     reader.click("#call-listRecords button[type=submit]");
     reader.wait_until("!document.getElementById('listRecords-result').hidden");
-    assert!(reader.text("#listRecords-result .status").starts_with("HTTP 200"));
-    assert!(reader.exists("#listRecords-response .hl-key"), "the response is highlighted");
+    assert!(
+        reader
+            .text("#listRecords-result .status")
+            .starts_with("HTTP 200")
+    );
+    assert!(
+        reader.exists("#listRecords-response .hl-key"),
+        "the response is highlighted"
+    );
     assert!(reader.exists("button[data-copy='listRecords-response']"));
     // Two logouts, two meanings: the page's key, and the dashboard session.
     assert_eq!(reader.text("#logout"), "Logout");
@@ -487,17 +498,29 @@ fn the_test_page_uses_my_key_shows_what_it_lacks_and_reads_like_a_reference() {
     // API Reference: a table of contents, cards that open and close, one language at a time
     // on every card, highlighted.
     reader.click("#tab-reference");
-    assert_eq!(reader.eval("document.querySelectorAll('.toc a').length"), json!(7));
-    assert_eq!(reader.eval("document.getElementById('ref-deleteRecord').open"), json!(false));
+    assert_eq!(
+        reader.eval("document.querySelectorAll('.toc a').length"),
+        json!(7)
+    );
+    assert_eq!(
+        reader.eval("document.getElementById('ref-deleteRecord').open"),
+        json!(false)
+    );
     reader.click(".toc a[href='#ref-deleteRecord']");
-    assert_eq!(reader.eval("document.getElementById('ref-deleteRecord').open"), json!(true));
+    assert_eq!(
+        reader.eval("document.getElementById('ref-deleteRecord').open"),
+        json!(true)
+    );
     assert!(reader.visible("#sample-deleteRecord-curl"));
     assert!(!reader.visible("#sample-deleteRecord-requests"));
     reader.click("#tab-deleteRecord-requests");
     assert!(reader.visible("#sample-deleteRecord-requests"));
     assert!(!reader.visible("#sample-deleteRecord-curl"));
     reader.click("#expand-all");
-    assert!(reader.visible("#sample-createRecord-requests"), "the choice holds on every card");
+    assert!(
+        reader.visible("#sample-createRecord-requests"),
+        "the choice holds on every card"
+    );
     assert!(reader.exists("#sample-createRecord-requests .hl-keyword"));
     assert!(reader.exists("#ref-createRecord pre code.language-json .hl-key"));
     reader.screenshots("testpage-reference");
@@ -507,4 +530,165 @@ fn the_test_page_uses_my_key_shows_what_it_lacks_and_reads_like_a_reference() {
     reader.click("#tab-reference");
     reader.click("#expand-all");
     assert!(reader.visible("#sample-getRecord-requests"));
+}
+
+#[test]
+fn notifications_link_to_their_page_and_invitations_say_what_happened() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Orders", &[]);
+    let browser = Browser::start();
+    let owner = browser.session(&s.base_url());
+    owner.login(OWNER_EMAIL, &s.password);
+
+    // Without SMTP the form says no mail goes out and makes a link instead.
+    owner.goto(&format!("/dashboard/endpoints/{}/collaborators", ep.slug));
+    assert!(owner.exists("#no-mail"));
+    assert_eq!(owner.text("#invite"), "Create invitation link");
+    // A refused invitation keeps the address and the ticked boxes.
+    owner.paste("#invite-email", "not-an-address");
+    owner.eval("document.getElementById('invite-email').type = 'text'; true");
+    owner.set_checked("form[action$='/invitations'] input[value=delete]", true);
+    owner.submit("#invite");
+    assert!(owner.exists("form[action$='/invitations'] .error"));
+    assert_eq!(owner.value("#invite-email"), "not-an-address");
+    assert_eq!(
+        owner.eval(
+            "document.querySelector(\"form[action$='/invitations'] input[value=delete]\").checked"
+        ),
+        json!(true)
+    );
+    owner.paste("#invite-email", "collab@example.com");
+    owner.submit("#invite");
+    let link = owner.value(".invite-link");
+
+    // The collaborator accepts; opening the link again explains instead of failing.
+    let collaborator = browser.session(&s.base_url());
+    collaborator.goto(&link);
+    collaborator.paste("#password", COLLABORATOR_PASSWORD);
+    collaborator.paste("#password_again", COLLABORATOR_PASSWORD);
+    collaborator.submit("form[action$='/accept'] button[type=submit]");
+    collaborator.goto(&link);
+    assert!(
+        collaborator.text("h1").contains("already accepted"),
+        "{}",
+        collaborator.text("h1")
+    );
+    assert!(collaborator.exists(".main-nav"));
+    assert!(collaborator.exists("a[href='/dashboard/endpoints']"));
+    collaborator.assert_accessible();
+    collaborator.goto(&format!("/dashboard/endpoints/{}", ep.slug));
+    collaborator.submit("form[action$='/deploy-request'] button[type=submit]");
+
+    // The owner has two notifications, each linking to its page; "mark all read" clears both.
+    owner.goto("/dashboard/notifications");
+    assert_eq!(
+        owner.eval("document.querySelectorAll('#notifications li.unread').length"),
+        json!(2)
+    );
+    let links = owner.eval(
+        "JSON.stringify(Array.from(document.querySelectorAll('.notification-link')).map(a => a.getAttribute('href')))",
+    );
+    let links: Vec<String> = serde_json::from_str(links.as_str().unwrap()).unwrap();
+    assert_eq!(
+        links,
+        [
+            format!("/dashboard/endpoints/{}#deploy-title", ep.slug),
+            format!("/dashboard/endpoints/{}/collaborators", ep.slug),
+        ]
+    );
+    owner.submit(".notification-link");
+    assert!(owner.exists("#deploy-pending"));
+    owner.goto("/dashboard/notifications");
+    owner.submit("#mark-all-read");
+    assert!(owner.text(".flash").contains("Every notification"));
+    assert_eq!(
+        owner.eval("document.querySelectorAll('#notifications li.unread').length"),
+        json!(0)
+    );
+    assert!(!owner.exists(".main-nav .count"));
+}
+
+#[test]
+fn every_main_page_is_accessible_and_fits_a_phone_in_both_themes() {
+    let s = TestServer::start_with_config("[webhooks]\nallow_private_targets = true\n");
+    let ep = s.create_endpoint("Orders", &["email"]);
+    let receiver = Receiver::start();
+    receiver.always(Reply::status(204));
+    let r = s.manage(
+        "POST",
+        &format!(
+            "/api/v1/manage/endpoints/{}/webhooks/sandbox/subscriptions",
+            ep.slug
+        ),
+        Some(&json!({ "url": receiver.url("/hooks"), "description": "Order sync" })),
+    );
+    assert_eq!(r.status, 201, "{}", r.describe());
+    let ids = write_records(
+        &s,
+        &ep.slug,
+        &ep.sandbox_key,
+        &[json!({ "email": "ada@example.com", "total": 42.5, "items": [{ "sku": "A-1" }] })],
+    );
+    wait_delivered(&s, &ep.slug, &ids[0]);
+    let invitation = s.manage(
+        "POST",
+        &common::invitations_path(&ep.slug),
+        Some(&json!({ "email": "pending@example.com", "permissions": ["read"] })),
+    );
+    let invite_url = invitation.json()["accept_url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    add_collaborator(&s, &ep.slug, "collab@example.com", &["read", "create"]);
+    let delivery = s.manage(
+        "GET",
+        &format!(
+            "/api/v1/manage/endpoints/{}/deliveries?environment=sandbox",
+            ep.slug
+        ),
+        None,
+    );
+    let delivery_id = delivery.json()["data"][0]["id"].as_u64().unwrap();
+
+    let browser = Browser::start();
+    let visitor = browser.session(&s.base_url());
+    for (name, path) in [
+        ("login", "/dashboard/login".to_string()),
+        ("invitation", invite_url),
+    ] {
+        visitor.goto(&path);
+        visitor.screenshots(&format!("page-{name}"));
+        visitor.assert_accessible();
+    }
+    let owner = browser.session(&s.base_url());
+    owner.login(OWNER_EMAIL, &s.password);
+    let e = format!("/dashboard/endpoints/{}", ep.slug);
+    let pages = [
+        ("endpoints", "/dashboard/endpoints".to_string()),
+        ("sandbox", e.clone()),
+        ("production", format!("{e}/production")),
+        ("records", format!("{e}/records")),
+        (
+            "record",
+            format!("{e}/records/{}?environment=sandbox", ids[0]),
+        ),
+        ("collaborators", format!("{e}/collaborators")),
+        ("webhooks", format!("{e}/webhooks")),
+        ("requests", format!("{e}/requests")),
+        ("deliveries", format!("{e}/deliveries")),
+        ("delivery", format!("{e}/deliveries/{delivery_id}")),
+        ("usage", format!("{e}/usage")),
+        ("test-page", format!("{e}/test")),
+        ("notifications", "/dashboard/notifications".to_string()),
+        ("mail", "/dashboard/mail".to_string()),
+        (
+            "not-found",
+            "/dashboard/endpoints/no-such-endpoint".to_string(),
+        ),
+    ];
+    for (name, path) in &pages {
+        owner.goto(path);
+        owner.screenshots(&format!("page-{name}"));
+        owner.assert_accessible();
+    }
 }

@@ -85,3 +85,19 @@ pub fn mark_read(handles: &Handles, account_id: u64, id: u64) -> Result<Notifica
     })?;
     Ok(row.into())
 }
+
+/// Marks every unread notification of the account read, in one write; returns how many.
+pub fn mark_all_read(handles: &Handles, account_id: u64) -> Result<usize> {
+    let now = handles.now();
+    handles.write(|tx| {
+        let mut marked = 0;
+        for mut row in tx.notifications(account_id)? {
+            if row.read_at.is_none() {
+                row.read_at = Some(now);
+                tx.put_notification(account_id, &row)?;
+                marked += 1;
+            }
+        }
+        Ok(marked)
+    })
+}

@@ -178,6 +178,16 @@ pub fn mark_read(app: &App, req: &Request, id: &str) -> Result<Response> {
     Ok(reply::json(StatusCode::OK, &view))
 }
 
+/// `POST /api/v1/manage/notifications/read-all`: `{"marked": n}`.
+pub fn mark_all_read(app: &App, req: &Request) -> Result<Response> {
+    let account = caller(app, req)?;
+    let marked = notifications::mark_all_read(&app.handles, account.id)?;
+    Ok(reply::json(
+        StatusCode::OK,
+        &serde_json::json!({ "marked": marked }),
+    ))
+}
+
 /// `GET /api/v1/invitations/{token}`: what the link offers (the token is the credential).
 pub fn invitation(app: &App, token: &str) -> Result<Response> {
     let preview = app.collaborators().preview(token)?;

@@ -99,6 +99,7 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
         Route::ManageToken { id } => account::revoke_token(app, req, id),
         Route::ManageNotifications => account::notifications(app, req),
         Route::ManageNotificationRead { id } => account::mark_read(app, req, id),
+        Route::ManageNotificationsReadAll => account::mark_all_read(app, req),
         Route::ManageEndpoints => manage::endpoints(app, req).await,
         Route::ManageEndpoint { slug } => {
             let slug = owned(slug);

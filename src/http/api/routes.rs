@@ -46,6 +46,7 @@ pub enum Route<'a> {
         id: &'a str,
     },
     ManageNotifications,
+    ManageNotificationsReadAll,
     ManageNotificationRead {
         id: &'a str,
     },
@@ -193,6 +194,7 @@ impl<'a> Route<'a> {
             ["tokens"] => Route::ManageTokens,
             ["tokens", id] => Route::ManageToken { id },
             ["notifications"] => Route::ManageNotifications,
+            ["notifications", "read-all"] => Route::ManageNotificationsReadAll,
             ["notifications", id, "read"] => Route::ManageNotificationRead { id },
             ["endpoints"] => Route::ManageEndpoints,
             ["endpoints", slug] => Route::ManageEndpoint { slug },
@@ -307,6 +309,7 @@ impl<'a> Route<'a> {
             Route::ManageTokens => "/api/v1/manage/tokens",
             Route::ManageToken { .. } => "/api/v1/manage/tokens/{id}",
             Route::ManageNotifications => "/api/v1/manage/notifications",
+            Route::ManageNotificationsReadAll => "/api/v1/manage/notifications/read-all",
             Route::ManageNotificationRead { .. } => "/api/v1/manage/notifications/{id}/read",
             Route::ManageEndpoints => "/api/v1/manage/endpoints",
             Route::ManageEndpoint { .. } => "/api/v1/manage/endpoints/{slug}",
@@ -406,6 +409,7 @@ impl<'a> Route<'a> {
             | Route::InvitationAccept { .. }
             | Route::ManagePassword
             | Route::ManageNotificationRead { .. }
+            | Route::ManageNotificationsReadAll
             | Route::ManageDeploy { .. }
             | Route::ManageDeployRequest { .. }
             | Route::ManageDeployApprove { .. }

@@ -11,7 +11,7 @@ use super::security;
 use super::visitor::{User, maybe_signed_in, signed_in, user_form, visitor_form};
 use crate::domain::accounts;
 use crate::domain::collaborators::{Acceptance, Acceptor, InvitationPreview};
-use crate::domain::error::Error;
+use crate::domain::error::{Error, GoneReason};
 use crate::domain::sessions::{self, Login, Opened};
 use crate::http::app::App;
 use crate::http::error::{HttpError, status_and_code};
@@ -239,9 +239,33 @@ struct InvitationPage {
     error: Option<String>,
 }
 
+#[derive(Template)]
+#[template(path = "dashboard/invitation_gone.html")]
+struct InvitationGonePage {
+    layout: Layout,
+    reason: GoneReason,
+    signed_in: bool,
+}
+
 fn invitation_form(app: &App, req: &Request, token: &str, error: Option<String>) -> Outcome {
-    let invitation = app.collaborators().preview(token)?;
     let user = maybe_signed_in(app, req)?;
+    let invitation = match app.collaborators().preview(token) {
+        Ok(invitation) => invitation,
+        // A link used up, revoked or expired says so, and where to go from here.
+        Err(Error::InvitationGone(reason)) => {
+            let layout = match &user {
+                Some(user) => user.layout(app, "Invitation", "endpoints", req),
+                None => Layout::new("Invitation", None, String::new(), None),
+            };
+            let page = InvitationGonePage {
+                layout,
+                reason,
+                signed_in: user.is_some(),
+            };
+            return render_with(StatusCode::GONE, &page);
+        }
+        Err(err) => return Err(err.into()),
+    };
     let (layout, csrf) = match &user {
         Some(user) => (user.layout(app, "Invitation", "endpoints", req), None),
         None => {

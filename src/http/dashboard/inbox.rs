@@ -22,16 +22,43 @@ const MAIL_PER_PAGE: usize = 50;
 struct NotificationsPage {
     layout: Layout,
     notifications: Vec<NotificationView>,
+    unread: usize,
+}
+
+/// The page a notification is about, and the words of its link.
+pub fn notification_link(n: &NotificationView) -> (String, &'static str) {
+    let endpoint = format!("/dashboard/endpoints/{}", n.endpoint_slug);
+    match n.kind.as_str() {
+        "deploy_requested" => (
+            format!("{endpoint}#deploy-title"),
+            "Review the deploy request",
+        ),
+        "endpoint_deployed" => (format!("{endpoint}/production"), "Take the production key"),
+        "deploy_request_rejected" => (format!("{endpoint}#deploy-title"), "See the deploy section"),
+        "invitation_accepted" => (format!("{endpoint}/collaborators"), "See the collaborators"),
+        "webhook_disabled" => (format!("{endpoint}/webhooks"), "See the webhook settings"),
+        _ => (endpoint, "Open the endpoint"),
+    }
 }
 
 /// `GET /dashboard/notifications`.
 pub fn notifications(app: &App, req: &Request) -> Outcome {
     let user = signed_in(app, req)?;
+    let notifications = notifications::list(app.store.as_ref(), user.account.id, false)?;
     let page = NotificationsPage {
         layout: user.layout(app, "Notifications", "notifications", req),
-        notifications: notifications::list(app.store.as_ref(), user.account.id, false)?,
+        unread: notifications.iter().filter(|n| !n.read).count(),
+        notifications,
     };
     render(&page)
+}
+
+/// `POST /dashboard/notifications/read-all`.
+pub async fn mark_all_read(app: &App, req: &mut Request) -> Outcome {
+    let user = signed_in(app, req)?;
+    user_form(app, req, &user).await?;
+    notifications::mark_all_read(&app.handles, user.account.id)?;
+    Ok(redirect("/dashboard/notifications?done=all-read"))
 }
 
 /// `POST /dashboard/notifications/{id}/read`.

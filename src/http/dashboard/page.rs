@@ -239,6 +239,7 @@ pub fn flash(req: &Request) -> Option<&'static str> {
         "redelivered" => "Redelivery scheduled.",
         "mail" => "Test e-mail queued; its status shows below.",
         "read" => "Notification marked as read.",
+        "all-read" => "Every notification is marked as read.",
         "accepted" => "Invitation accepted: you are now a collaborator on this endpoint.",
         "welcome" => "Your owner account is ready.",
         _ => return None,

@@ -33,6 +33,7 @@ pub async fn route(app: &App, req: &mut Request, path: &str) -> Outcome {
                 assets::serve(hash, name, &req.headers).ok_or(Failure::NotFound)
             }
             (["notifications"], true, _) => inbox::notifications(app, req),
+            (["notifications", "read-all"], _, true) => inbox::mark_all_read(app, req).await,
             (["notifications", id, "read"], _, true) => inbox::mark_read(app, req, id).await,
             (["mail"], true, _) => inbox::mail(app, req),
             (["mail", "test"], _, true) => inbox::send_test(app, req).await,

@@ -746,6 +746,9 @@ fn account_operations() -> Vec<Operation> {
             ))
             .ok(200, "The notifications.", list_of("Notification"), json!({ "data": [notification] }))
             .error(400, &["invalid_parameter"]),
+        any("post", "/api/v1/manage/notifications/read-all", "markAllNotificationsRead")
+            .summary("Mark every notification read", "Answers how many were unread.")
+            .ok(200, "How many were marked.", schema_ref("Marked"), json!({ "marked": 3 })),
         any("post", "/api/v1/manage/notifications/{id}/read", "markNotificationRead")
             .summary("Mark a notification read", "")
             .ok(200, "The notification.", schema_ref("Notification"), {

@@ -381,6 +381,7 @@ fn webhook_schemas() -> Value {
             "finished_at": nullable(time()),
         }), &["environment", "subscription", "state", "since", "until", "requested_at",
               "scheduled", "finished_at"]),
+        "Marked": object(json!({ "marked": integer() }), &["marked"]),
         "TestEventResult": object(json!({
             "webhook_id": { "type": "string", "pattern": "^test_" },
             "delivered": { "type": "boolean", "description": "Whether the receiver answered 2xx." },
