@@ -23,7 +23,7 @@ use crate::http::app::App;
 use crate::http::error::Result;
 use crate::http::reply;
 use crate::http::request::Request;
-use crate::store::Environment;
+use crate::store::{Environment, KeyHolder};
 use routes::Route;
 
 /// Where a data call is logged: filled in by the data handler once it knows the endpoint.
@@ -32,6 +32,7 @@ pub struct CallLog {
     pub partition: Option<u64>,
     pub environment: Option<Environment>,
     pub key_id: Option<String>,
+    pub holder: Option<KeyHolder>,
 }
 
 pub(super) async fn dispatch(

@@ -16,9 +16,8 @@ use crate::http::app::App;
 use crate::http::reply::id_param;
 use crate::http::reply::query_params;
 use crate::http::request::Request;
-use crate::store::request_log::StatusFilter;
 use crate::store::{DeliveryState, Environment, partition};
-use crate::workers::request_log::EntryView;
+use crate::workers::request_log::{self, EntryView, HolderView};
 
 /// Entries per page of the request log.
 const REQUESTS_PER_PAGE: usize = 50;
@@ -35,50 +34,117 @@ fn environment(params: &std::collections::HashMap<String, String>) -> Result<Env
     }
 }
 
+/// A request-log entry as the pages show it.
+struct EntryRow {
+    entry: EntryView,
+    /// Whose key made the call: an e-mail address, or the owner's default key.
+    who: String,
+}
+
+impl EntryRow {
+    fn new(entry: EntryView) -> EntryRow {
+        let who = match &entry.holder {
+            None => String::new(),
+            Some(HolderView {
+                email: Some(email), ..
+            }) => email.clone(),
+            Some(HolderView {
+                account_id: Some(id),
+                ..
+            }) => format!("removed account {id}"),
+            Some(_) => format!("owner default key ({})", entry.environment),
+        };
+        EntryRow { entry, who }
+    }
+}
+
+/// The request log's filter form, as sent (shown back as typed, even when refused).
+#[derive(Default)]
+struct RequestFilterForm {
+    status: String,
+    code: String,
+    method: String,
+    holder: String,
+    request_id: String,
+}
+
 #[derive(Template)]
 #[template(path = "dashboard/requests.html")]
 struct RequestsPage {
     layout: Layout,
     head: EndpointHead,
     environment: &'static str,
-    status: String,
-    entries: Vec<EntryView>,
+    form: RequestFilterForm,
+    /// The collaborators to choose from, as account id and e-mail address.
+    holders: Vec<(u64, String)>,
+    /// Why the filter was refused; the page then lists nothing.
+    error: Option<String>,
+    entries: Vec<EntryRow>,
     pager: Pager,
 }
 
-/// `GET /dashboard/endpoints/{slug}/requests?environment=&status=&cursor=`.
+/// `GET /dashboard/endpoints/{slug}/requests?environment=&status=&code=&method=&holder=&request_id=&cursor=`.
+/// A refused filter is said on the page, above the form it came from.
 pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
     let user = signed_in(app, req)?;
     let head = EndpointHead::load(app, &user, slug, "requests")?;
     let (endpoint, _) = app.endpoints.member_row(&user.account, slug)?;
     let params = query_params(&req.query);
-    let environment = environment(&params)?;
-    let status = params.get("status").cloned().unwrap_or_default();
-    let filter = match status.as_str() {
-        "" => StatusFilter::Any,
-        "2xx" => StatusFilter::Class(2),
-        "4xx" => StatusFilter::Class(4),
-        "5xx" => StatusFilter::Class(5),
-        _ => {
-            return Err(Error::InvalidParameter {
-                name: "status",
-                reason: "it must be 2xx, 4xx or 5xx".into(),
-            }
-            .into());
-        }
+    let text = |name: &str| params.get(name).cloned().unwrap_or_default();
+    let form = RequestFilterForm {
+        status: text("status"),
+        code: text("code"),
+        method: text("method"),
+        holder: text("holder"),
+        request_id: text("request_id"),
     };
     let cursor = params.get("cursor").map(String::as_str);
-    let page = app.request_log.list_matching(
-        partition(endpoint.id, environment),
-        REQUESTS_PER_PAGE,
-        cursor,
-        filter,
-    )?;
+    let listed = environment(&params).and_then(|environment| {
+        let filter = request_log::parse_filter(&params)?;
+        // The search box sends a request id alone: it is looked for in both environments.
+        if let (Some(id), None) = (&filter.request_id, params.get("environment")) {
+            let partitions = [Environment::Sandbox, Environment::Production]
+                .map(|environment| partition(endpoint.id, environment));
+            return match app.request_log.entry(app.store.as_ref(), partitions, id) {
+                Ok(entry) => {
+                    let environment = Environment::parse(entry.environment).unwrap_or(environment);
+                    Ok((environment, vec![entry], None))
+                }
+                Err(Error::NotFound(_)) => Ok((environment, Vec::new(), None)),
+                Err(err) => Err(err),
+            };
+        }
+        let page = app.request_log.list(
+            app.store.as_ref(),
+            partition(endpoint.id, environment),
+            REQUESTS_PER_PAGE,
+            cursor,
+            &filter,
+        )?;
+        Ok((environment, page.data, page.pagination.next_cursor))
+    });
+    let (environment, entries, next_cursor, error) = match listed {
+        Ok((environment, entries, next_cursor)) => (environment, entries, next_cursor, None),
+        Err(err @ Error::InvalidParameter { .. }) => (
+            Environment::Sandbox,
+            Vec::new(),
+            None,
+            Some(err.to_string()),
+        ),
+        Err(err) => return Err(err.into()),
+    };
     let pager = Pager::new(
         &format!("{}/requests", head.path()),
-        &[("environment", environment.as_str()), ("status", &status)],
+        &[
+            ("environment", environment.as_str()),
+            ("status", &form.status),
+            ("code", &form.code),
+            ("method", &form.method),
+            ("holder", &form.holder),
+            ("request_id", &form.request_id),
+        ],
         cursor,
-        page.pagination.next_cursor,
+        next_cursor,
     );
     let page = RequestsPage {
         layout: user.layout(
@@ -87,11 +153,38 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
             "endpoints",
             req,
         ),
+        holders: request_log::holders(app.store.as_ref(), endpoint.id)?,
         head,
         environment: environment.as_str(),
-        status,
-        entries: page.data,
+        form,
+        error,
+        entries: entries.into_iter().map(EntryRow::new).collect(),
         pager,
+    };
+    render(&page)
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/request.html")]
+struct RequestPage {
+    layout: Layout,
+    head: EndpointHead,
+    row: EntryRow,
+}
+
+/// `GET /dashboard/endpoints/{slug}/requests/{request_id}`: one entry, in either environment.
+pub fn request(app: &App, req: &Request, slug: &str, request_id: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    let head = EndpointHead::load(app, &user, slug, "requests")?;
+    let entry = app.request_log.entry(
+        app.store.as_ref(),
+        partitions(app, &user.account, slug)?,
+        request_id,
+    )?;
+    let page = RequestPage {
+        layout: user.layout(app, format!("Request {request_id}"), "endpoints", req),
+        head,
+        row: EntryRow::new(entry),
     };
     render(&page)
 }

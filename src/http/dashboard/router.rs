@@ -99,6 +99,7 @@ async fn endpoint(
             hooks::recover_callers(app, req, slug, env).await
         }
         (["requests"], true, _) => logs::requests(app, req, slug),
+        (["requests", request_id], true, _) => logs::request(app, req, slug, request_id),
         (["deliveries"], true, _) => logs::deliveries(app, req, slug),
         (["deliveries", id], true, _) => logs::delivery(app, req, slug, id),
         (["deliveries", id, "redeliver"], _, true) => logs::redeliver(app, req, slug, id).await,
