@@ -854,17 +854,60 @@ fn endpoint_operations() -> Vec<Operation> {
         .ok(200, "Rejected.", schema_ref("Endpoint"), endpoint_example())
         .error(404, &["deploy_request_not_found"]),
         op("get", "/api/v1/manage/endpoints/{slug}/requests", "listRequests", Who::Member)
-            .summary("The request log", "Data calls on the endpoint, newest first.")
+            .summary(
+                "The request log",
+                "Data calls on the endpoint, newest first, only those that pass every filter \
+                 given. A page reads at most 5,000 entries; a filtered page may hold fewer than \
+                 `limit` and still have a `next_cursor`. A `request_id` made by this version \
+                 (it carries its time) is found wherever it is in the log.",
+            )
             .param(environment_query("Which environment's calls."))
             .param(limit(request_log::LIST_LIMIT_DEFAULT, request_log::LIST_LIMIT_MAX))
             .param(cursor())
+            .param(query(
+                "status",
+                "Only responses of this status class.",
+                json!({ "type": "string", "enum": ["1xx", "2xx", "3xx", "4xx", "5xx"] }),
+            ))
+            .param(query(
+                "code",
+                "Only error responses with this error code.",
+                json!({ "type": "string", "pattern": "^[a-z_]{1,64}$" }),
+            ))
+            .param(query(
+                "method",
+                "Only calls with this method (any case).",
+                json!({ "type": "string", "enum": ["GET", "POST", "PUT", "DELETE"] }),
+            ))
+            .param(query(
+                "holder",
+                "Only calls with a key of this holder: `owner` (the endpoint's default keys) \
+                 or a collaborator's account id.",
+                json!({ "type": "string", "pattern": "^(owner|[0-9]+)$" }),
+            ))
+            .param(query(
+                "key_id",
+                "Only calls with this key.",
+                json!({ "type": "string", "pattern": "^key_" }),
+            ))
+            .param(query(
+                "request_id",
+                "Only the call with this request id (the `X-Request-Id` header and the \
+                 `request_id` of an error body).",
+                json!({ "type": "string", "pattern": "^req_" }),
+            ))
             .ok(
                 200,
                 "One page.",
                 page_of("RequestLogEntry"),
                 json!({ "data": [{ "time": CREATED_AT, "method": "POST", "route": "/api/v1/data/{slug}",
-                    "status": 202, "key_id": "key_3f9a0c1d2e4b5a69", "latency_ms": 1.92,
-                    "environment": "sandbox", "request_id": "req_0f3k9x2m4n8p1q7r" }], "pagination": {} }),
+                    "status": 403, "key_id": "key_3f9a0c1d2e4b5a69", "latency_ms": 1.92,
+                    "environment": "sandbox", "request_id": "req_1mfk8r2w4q0d3c9y7hx5pk",
+                    "code": "missing_permission_create",
+                    "message": "This key lacks the `create` permission; the endpoint owner manages permissions.",
+                    "client": "203.0.113.9",
+                    "holder": { "kind": "collaborator", "account_id": 7, "email": "dev@example.com" } }],
+                    "pagination": {} }),
             )
             .error(400, &["invalid_parameter"]),
         op("get", "/api/v1/manage/endpoints/{slug}/audit", "listAudit", Who::Owner)

@@ -322,7 +322,26 @@ fn management_schemas() -> Value {
             "latency_ms": { "type": "number" },
             "environment": schema_ref("Environment"),
             "request_id": string(),
-        }), &["time", "method", "route", "status", "key_id", "latency_ms", "environment", "request_id"]),
+            "code": { "anyOf": [string(), { "type": "null" }],
+                      "description": "The error code of an error response." },
+            "message": { "anyOf": [string(), { "type": "null" }],
+                         "description": "The error message, at most 200 characters." },
+            "client": { "anyOf": [string(), { "type": "null" }],
+                        "description": "The client's IP address (behind trusted proxies, the forwarded one)." },
+            "holder": nullable(schema_ref("KeyHolder")),
+        }), &["time", "method", "route", "status", "key_id", "latency_ms", "environment",
+              "request_id", "code", "message", "client", "holder"]),
+        "KeyHolder": {
+            "description": "Who held the key of a call, kept when the call was logged (a replaced key's calls still name its holder).",
+            "type": "object",
+            "properties": {
+                "kind": string_enum(&["owner", "collaborator"]),
+                "account_id": nullable(integer()),
+                "email": { "anyOf": [string(), { "type": "null" }],
+                           "description": "The collaborator's e-mail address; null for the owner's default keys and for a deleted account." },
+            },
+            "required": ["kind", "account_id", "email"],
+        },
         "Usage": object(json!({
             "monthly_quota": nullable(integer()),
             "months": { "type": "array", "items": object(json!({

@@ -1,0 +1,161 @@
+//! The management API's logs: the request log's fields and filters, and the delivery log's
+//! filters and "retry now".
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+fn requests(s: &ServerClient, slug: &str, query: &str) -> Vec<Value> {
+    let r = s.request_log(slug, query);
+    assert_status(&r, 200);
+    r.json()["data"].as_array().expect("data").clone()
+}
+
+fn request_ids(entries: &[Value]) -> Vec<&str> {
+    entries
+        .iter()
+        .map(|e| e["request_id"].as_str().expect("request_id"))
+        .collect()
+}
+
+#[test]
+fn request_log_entries_name_code_message_client_and_holder_and_filter_by_them() {
+    // The loopback peer is a trusted proxy, so the forwarded address is the client's.
+    let s = TestServer::start_with_config("[http]\ntrusted_proxies = [\"127.0.0.1/32\"]\n");
+    let ep = s.create_endpoint("orders", &[]);
+    let slug = &ep.slug;
+    let reader = add_collaborator(&s, slug, "reader@example.com", &["read"]);
+    let path = format!("/api/v1/data/{slug}");
+    let write = |key: &str, forwarded: Option<&str>| {
+        let auth = format!("Bearer {key}");
+        let mut headers = vec![
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+        ];
+        headers.extend(forwarded.map(|f| ("X-Forwarded-For", f)));
+        s.request("POST", &path, &headers, Some(br#"{"secret-payload":"p4"}"#))
+    };
+    let refused = write(&reader.sandbox_key, Some("203.0.113.9"));
+    assert_error(&refused, 403, "missing_permission_create");
+    let refused_id = refused.json()["error"]["request_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(refused.request_id(), refused_id);
+    let accepted = write(&ep.sandbox_key, None);
+    assert_status(&accepted, 202);
+    let read = s.list(slug, &reader.sandbox_key, "");
+    assert_status(&read, 200);
+    let unknown = write("tm_test_00000000000000000000000000000000", None);
+    assert_error(&unknown, 401, "invalid_api_key");
+    let all = [&refused, &accepted, &read, &unknown].map(|r| r.request_id());
+    s.wait_request_log(slug, "sandbox", Duration::from_secs(10), |d| {
+        all.iter().all(|id| request_ids(d).contains(&id.as_str()))
+    });
+
+    // The error response's request id finds its entry, with what explains it.
+    let found = requests(&s, slug, &format!("request_id={refused_id}"));
+    assert_eq!(request_ids(&found), [refused_id.as_str()]);
+    let entry = &found[0];
+    assert_eq!(entry["status"], 403);
+    assert_eq!(entry["code"], "missing_permission_create");
+    let message = entry["message"].as_str().unwrap();
+    assert!(message.contains("`create` permission"), "{message}");
+    assert!(!entry.to_string().contains("secret-payload"), "{entry}");
+    assert_eq!(entry["client"], "203.0.113.9");
+    assert_eq!(
+        entry["holder"],
+        json!({"kind": "collaborator", "account_id": reader.id, "email": "reader@example.com"})
+    );
+    assert!(entry["key_id"].as_str().unwrap().starts_with("key_"));
+
+    let owner_call = &requests(&s, slug, &format!("request_id={}", accepted.request_id()))[0];
+    assert_eq!(owner_call["code"], Value::Null);
+    assert_eq!(owner_call["message"], Value::Null);
+    assert_eq!(owner_call["client"], "127.0.0.1");
+    assert_eq!(
+        owner_call["holder"],
+        json!({"kind": "owner", "account_id": null, "email": null})
+    );
+    let stranger = &requests(&s, slug, &format!("request_id={}", unknown.request_id()))[0];
+    assert_eq!(stranger["code"], "invalid_api_key");
+    assert_eq!(stranger["holder"], Value::Null);
+
+    // Each filter, alone and together.
+    let ids = |query: &str| -> Vec<String> {
+        let mut ids: Vec<String> = request_ids(&requests(&s, slug, query))
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        ids.sort();
+        ids
+    };
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    assert_eq!(ids("code=missing_permission_create"), [refused_id.clone()]);
+    assert_eq!(ids("holder=owner"), [accepted.request_id()]);
+    assert_eq!(
+        ids(&format!("holder={}", reader.id)),
+        sorted(vec![refused_id.clone(), read.request_id()])
+    );
+    assert_eq!(ids("method=GET"), [read.request_id()]);
+    assert_eq!(
+        ids("status=4xx&method=post"),
+        sorted(vec![refused_id.clone(), unknown.request_id()])
+    );
+    assert_eq!(
+        ids(&format!("holder={}&status=2xx", reader.id)),
+        [read.request_id()]
+    );
+    let key_id = entry["key_id"].as_str().unwrap();
+    assert_eq!(
+        ids(&format!("key_id={key_id}")),
+        sorted(vec![refused_id.clone(), read.request_id()])
+    );
+    assert!(ids("request_id=req_0000000000000000000000").is_empty());
+
+    // A bad filter is a 400 naming the parameter.
+    for query in [
+        "status=9xx",
+        "method=PATCH",
+        "holder=someone",
+        "code=Not-A-Code",
+        "request_id=rec_1",
+        "key_id=tm_test_abc",
+    ] {
+        let r = s.request_log(slug, query);
+        assert_error(&r, 400, "invalid_parameter");
+        let name = query.split('=').next().unwrap();
+        assert!(error_message(&r).contains(name), "{query}: {}", r.text());
+    }
+
+    // A removed collaborator's entries still name them: the holder was kept at log time.
+    let r = s.manage(
+        "DELETE",
+        &format!(
+            "/api/v1/manage/endpoints/{slug}/collaborators/{}",
+            reader.id
+        ),
+        None,
+    );
+    assert_status(&r, 200);
+    let after = &requests(&s, slug, &format!("request_id={refused_id}"))[0];
+    assert_eq!(after["holder"]["email"], "reader@example.com");
+}
+
+#[test]
+fn request_ids_carry_the_time_of_the_call_and_sort_by_it() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("orders", &[]);
+    let first = s.list(&ep.slug, &ep.sandbox_key, "").request_id();
+    let second = s.list(&ep.slug, &ep.sandbox_key, "").request_id();
+    for id in [&first, &second] {
+        assert!(id.starts_with("req_") && id.len() == 25, "{id}");
+    }
+    assert!(first < second, "{first} {second}");
+}
