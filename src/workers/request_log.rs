@@ -465,7 +465,9 @@ mod tests {
             }
         );
         assert_eq!(
-            parse_filter(&params(&[("holder", "owner")])).unwrap().holder,
+            parse_filter(&params(&[("holder", "owner")]))
+                .unwrap()
+                .holder,
             Some(KeyHolder::Owner)
         );
         for (name, value) in [
