@@ -159,3 +159,177 @@ fn request_ids_carry_the_time_of_the_call_and_sort_by_it() {
     }
     assert!(first < second, "{first} {second}");
 }
+
+fn deliveries(s: &ServerClient, slug: &str, query: &str) -> Vec<Value> {
+    let r = s.manage(
+        "GET",
+        &format!("/api/v1/manage/endpoints/{slug}/deliveries?{query}"),
+        None,
+    );
+    assert_status(&r, 200);
+    r.json()["data"].as_array().expect("data").clone()
+}
+
+fn delivery_ids(list: &[Value]) -> Vec<u64> {
+    list.iter().map(|d| d["id"].as_u64().expect("id")).collect()
+}
+
+/// The delivery once `done` holds for it, polling its detail (the dispatcher works on its own
+/// threads); fails after 30 seconds.
+fn wait_delivery(
+    s: &ServerClient,
+    slug: &str,
+    id: u64,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = s.manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/deliveries/{id}"),
+            None,
+        );
+        assert_status(&r, 200);
+        let v = r.json();
+        if done(&v) {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "{what}: {v}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+#[test]
+fn deliveries_filter_by_state_kind_and_url_and_retry_now_attempts_a_failing_one_at_once() {
+    use common::in_process::InProcessServer;
+    use common::receiver::{Receiver, Reply};
+    use intake::core::clock::{Clock, SystemClock};
+
+    let s = InProcessServer::start(
+        "[webhooks]\nallow_private_targets = true\n",
+        SystemClock.now(),
+    );
+    let failing = Receiver::start();
+    failing.always(Reply::status(503));
+    let fine = Receiver::start();
+    fine.always(Reply::status(204));
+    let ep = s.create_endpoint("Orders", &[]);
+    let slug = &ep.slug;
+    let r = s.manage(
+        "PUT",
+        &format!("/api/v1/manage/endpoints/{slug}/webhooks/sandbox"),
+        Some(&json!({ "url": failing.url("/Hooks/Failing") })),
+    );
+    assert_status(&r, 200);
+    let auth = format!("Bearer {}", ep.sandbox_key);
+    let callback = fine.url("/caller");
+    let r = s.request(
+        "POST",
+        &format!("/api/v1/data/{slug}"),
+        &[
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+            ("X-Webhook-Callback", callback.as_str()),
+        ],
+        Some(br#"{"n":1}"#),
+    );
+    assert_status(&r, 202);
+    let all = {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let all = deliveries(&s, slug, "environment=sandbox");
+            if all.len() == 2 {
+                break all;
+            }
+            assert!(std::time::Instant::now() < deadline, "{all:?}");
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    };
+    let id_of = |kind: &str| {
+        all.iter()
+            .find(|d| d["kind"] == kind)
+            .and_then(|d| d["id"].as_u64())
+            .unwrap()
+    };
+    let (owner, caller) = (id_of("owner"), id_of("caller"));
+    let first = wait_delivery(&s, slug, owner, "first attempt", |v| v["attempts"] == 1);
+    wait_delivery(&s, slug, caller, "delivered", |v| v["state"] == "delivered");
+    assert_eq!(first["state"], "pending");
+    assert_eq!(first["failing"], true);
+    assert_eq!(first["environment"], "sandbox");
+    assert_eq!(first["max_attempts"], 4);
+    let next = first["next_attempt_at"].as_str().unwrap().to_string();
+
+    // Filters, alone and together.
+    let ids = |query: &str| delivery_ids(&deliveries(&s, slug, query));
+    assert_eq!(ids("state=failing"), [owner]);
+    assert!(
+        ids("state=pending").is_empty(),
+        "none is waiting for a first attempt"
+    );
+    assert_eq!(ids("state=delivered"), [caller]);
+    assert!(ids("state=given_up").is_empty());
+    assert_eq!(ids("kind=caller"), [caller]);
+    assert_eq!(ids("kind=owner&state=failing"), [owner]);
+    assert!(ids("kind=owner&state=delivered").is_empty());
+    assert_eq!(ids("url=hooks%2Ffailing"), [owner], "any case");
+    assert_eq!(ids("url=%2Fcaller"), [caller]);
+    assert!(ids("url=elsewhere.example").is_empty());
+    assert!(ids("environment=production&state=failing").is_empty());
+    for query in ["state=failed", "kind=subscription", "state=Pending"] {
+        let r = s.manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/deliveries?{query}"),
+            None,
+        );
+        assert_error(&r, 400, "invalid_parameter");
+    }
+
+    // Retry now: due at once, by the server's clock, which does not move; the attempt comes
+    // and counts against the same budget.
+    let retry = format!("/api/v1/manage/endpoints/{slug}/deliveries/{owner}/retry");
+    let r = s.manage("POST", &retry, None);
+    assert_status(&r, 200);
+    let now = s.clock.now().to_rfc3339();
+    assert_eq!(r.json()["next_attempt_at"], now.as_str());
+    assert_ne!(next, now);
+    let second = wait_delivery(&s, slug, owner, "the retry", |v| v["attempts"] == 2);
+    assert_eq!(second["max_attempts"], 4);
+    assert_eq!(second["state"], "pending");
+    assert_eq!(failing.requests().len(), 2);
+    let log = second["attempt_log"].as_array().unwrap();
+    assert_eq!(log[1]["started_at"], now.as_str());
+    // The owner's action is in the audit log.
+    let r = s.manage(
+        "GET",
+        &format!("/api/v1/manage/endpoints/{slug}/audit"),
+        None,
+    );
+    assert_status(&r, 200);
+    let audit = r.json()["data"].to_string();
+    assert!(audit.contains("delivery.retried"), "{audit}");
+    // Only a pending delivery can be retried; a delivered one is a conflict.
+    let r = s.manage(
+        "POST",
+        &format!("/api/v1/manage/endpoints/{slug}/deliveries/{caller}/retry"),
+        None,
+    );
+    assert_error(&r, 409, "conflict");
+    let r = s.manage(
+        "POST",
+        &format!("/api/v1/manage/endpoints/{slug}/deliveries/999999/retry"),
+        None,
+    );
+    assert_error(&r, 404, "delivery_not_found");
+    // A collaborator may see the log but not retry.
+    let dev = add_collaborator(&s, slug, "dev@example.com", &["read"]);
+    let cookie = format!("intake_session={}", dev.cookie);
+    let r = s.request(
+        "POST",
+        &retry,
+        &[("Cookie", cookie.as_str()), ("Origin", &s.base_url())],
+        None,
+    );
+    assert_error(&r, 403, "owner_only");
+}

@@ -128,6 +128,10 @@ pub trait WebhooksWrite {
     /// Lists a delivery as due; reports `deliveries_due`.
     fn put_due(&mut self, due: &DueDelivery) -> Result<(), StoreError>;
 
+    /// Moves a pending delivery listed at `from` (its `next_attempt_at`) to `due`, so it is
+    /// listed once; reports `deliveries_due`.
+    fn move_due(&mut self, from: Option<Timestamp>, due: &DueDelivery) -> Result<(), StoreError>;
+
     /// Records a group of attempts: each attempt's row, its delivery's attempts, state and
     /// next attempt time, and its place in the due list (removed, or moved to the retry).
     /// An outcome whose delivery is no longer pending, or whose attempt is not the next one,

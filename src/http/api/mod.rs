@@ -164,6 +164,7 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
         Route::ManageDeliveries { slug } => hooks::deliveries(app, req, slug),
         Route::ManageDelivery { slug, id } => hooks::delivery(app, req, slug, id),
         Route::ManageRedeliver { slug, id } => hooks::redeliver(app, req, slug, id),
+        Route::ManageRetryDelivery { slug, id } => hooks::retry(app, req, slug, id),
         Route::ManageUsage { slug } => manage::usage(app, req, slug),
         Route::ManageWebhookSecret { slug, env } => webhooks::secret(app, req, slug, env),
         Route::ManageWebhookSecretReissue { slug, env } => webhooks::reissue(app, req, slug, env),

@@ -136,6 +136,7 @@ pub fn flash(req: &Request) -> Option<&'static str> {
         "webhook" => "Webhook settings saved.",
         "webhook-removed" => "Webhook removed.",
         "redelivered" => "Redelivery scheduled.",
+        "retried" => "The next attempt is due now.",
         "mail" => "Test e-mail queued; its status shows below.",
         "read" => "Notification marked as read.",
         "accepted" => "Invitation accepted: you are now a collaborator on this endpoint.",

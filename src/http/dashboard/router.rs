@@ -102,7 +102,12 @@ async fn endpoint(
         (["requests", request_id], true, _) => logs::request(app, req, slug, request_id),
         (["deliveries"], true, _) => logs::deliveries(app, req, slug),
         (["deliveries", id], true, _) => logs::delivery(app, req, slug, id),
-        (["deliveries", id, "redeliver"], _, true) => logs::redeliver(app, req, slug, id).await,
+        (["deliveries", id, "redeliver"], _, true) => {
+            logs::act(app, req, slug, id, logs::DeliveryAction::Redeliver).await
+        }
+        (["deliveries", id, "retry"], _, true) => {
+            logs::act(app, req, slug, id, logs::DeliveryAction::Retry).await
+        }
         (["usage"], true, _) => logs::usage(app, req, slug),
         (["test"], true, _) => testpage::page(app, req, slug),
         (["test", "authorize"], _, true) => testpage::authorize(app, req, slug).await,

@@ -254,6 +254,11 @@ impl WebhooksWrite for PgTx<'_> {
         Ok(())
     }
 
+    /// A delivery is listed on its row, so listing it again moves it.
+    fn move_due(&mut self, _from: Option<Timestamp>, due: &DueDelivery) -> Result<(), StoreError> {
+        self.put_due(due)
+    }
+
     fn record_outcomes(
         &mut self,
         outcomes: &[AttemptOutcome],

@@ -214,6 +214,18 @@ impl WebhooksWrite for RedbWrite<'_> {
         Ok(())
     }
 
+    fn move_due(&mut self, from: Option<Timestamp>, due: &DueDelivery) -> Result<(), StoreError> {
+        {
+            let mut table = self.table(DELIVERIES_DUE)?;
+            if let Some(at) = from {
+                table.remove(due_key((at, due.id)))?;
+            }
+            list_due(&mut table, due)?;
+        }
+        self.effects.deliveries_due = true;
+        Ok(())
+    }
+
     fn record_outcomes(
         &mut self,
         outcomes: &[AttemptOutcome],
