@@ -174,9 +174,10 @@ fn collaborator_example() -> Value {
 }
 
 fn delivery_example() -> Value {
-    json!({ "id": 7, "record_id": RECORD_ID, "kind": "owner", "subscription": "sub_1",
-            "url": "https://example.com/hook",
-            "state": "delivered", "attempts": 1, "max_attempts": 6, "next_attempt_at": null,
+    json!({ "id": 7, "record_id": RECORD_ID, "environment": "production", "kind": "owner",
+            "subscription": "sub_1", "url": "https://example.com/hook",
+            "state": "delivered", "failing": false, "attempts": 1, "max_attempts": 6,
+            "next_attempt_at": null,
             "created_at": CREATED_AT, "finished_at": CREATED_AT })
 }
 
@@ -1183,9 +1184,28 @@ fn webhook_operations() -> Vec<Operation> {
             .param(query("record_id", "Only this record's deliveries.", schema_ref("RecordId")))
             .param(query(
                 "subscription",
-                "Only this subscription's deliveries (`sub_N`). A page reads at most 10,000 \
-                 deliveries: it may hold fewer than `limit` with a `next_cursor` to go on.",
+                "Only this subscription's deliveries (`sub_N`). With any filter, a page reads \
+                 at most 10,000 deliveries: it may hold fewer than `limit` with a \
+                 `next_cursor` to go on.",
                 json!({ "type": "string", "pattern": "^sub_[1-9][0-9]*$" }),
+            ))
+            .param(query(
+                "state",
+                "Only deliveries in this state: `pending` (no attempt yet), `failing` (pending \
+                 after a failed attempt), `delivered`, `given_up`, `skipped`.",
+                json!({ "type": "string",
+                        "enum": ["pending", "failing", "delivered", "given_up", "skipped"] }),
+            ))
+            .param(query(
+                "kind",
+                "Only owner-subscription or caller-webhook deliveries.",
+                json!({ "type": "string", "enum": ["owner", "caller"] }),
+            ))
+            .param(query(
+                "url",
+                "Only deliveries whose URL (as shown, credentials masked) contains this text, \
+                 in any case.",
+                json!({ "type": "string", "maxLength": 2048 }),
             ))
             .param(limit(webhooks::log::LIST_LIMIT_DEFAULT, webhooks::log::LIST_LIMIT_MAX))
             .param(cursor())
@@ -1211,6 +1231,30 @@ fn webhook_operations() -> Vec<Operation> {
             "A fresh attempt budget, the first attempt at once; 409 `conflict` unless given up.",
         )
         .ok(200, "The delivery.", schema_ref("Delivery"), delivery_example())
+        .error(404, &["delivery_not_found"])
+        .error(409, &["conflict"]),
+        op(
+            "post",
+            "/api/v1/manage/endpoints/{slug}/deliveries/{id}/retry",
+            "retryDelivery",
+            Who::Owner,
+        )
+        .summary(
+            "Attempt a pending delivery now",
+            "Brings the next attempt of a pending (or failing) delivery forward to now. It \
+             counts as one of the delivery's attempts: the budget is not reset (to send a \
+             given-up delivery again, redeliver it). Recorded in the audit log as \
+             `delivery.retried`. 409 `conflict` unless pending.",
+        )
+        .ok(200, "The delivery, due now.", schema_ref("Delivery"), {
+            let mut d = delivery_example();
+            d["state"] = json!("pending");
+            d["failing"] = json!(true);
+            d["attempts"] = json!(3);
+            d["next_attempt_at"] = json!(CREATED_AT);
+            d["finished_at"] = json!(null);
+            d
+        })
         .error(404, &["delivery_not_found"])
         .error(409, &["conflict"]),
         op(

@@ -407,17 +407,21 @@ fn webhook_schemas() -> Value {
         "Delivery": object(json!({
             "id": integer(),
             "record_id": schema_ref("RecordId"),
+            "environment": schema_ref("Environment"),
             "kind": string_enum(&["owner", "caller"]),
             "subscription": nullable(json!({ "type": "string", "pattern": "^sub_[1-9][0-9]*$" })),
             "url": string(),
             "state": string_enum(&["pending", "delivered", "given_up", "skipped"]),
+            "failing": { "type": "boolean",
+                         "description": "Pending after at least one failed attempt (the log's `failing` state)." },
             "attempts": integer(),
             "max_attempts": integer(),
             "next_attempt_at": nullable(time()),
             "created_at": time(),
             "finished_at": nullable(time()),
-        }), &["id", "record_id", "kind", "subscription", "url", "state", "attempts",
-              "max_attempts", "next_attempt_at", "created_at", "finished_at"]),
+        }), &["id", "record_id", "environment", "kind", "subscription", "url", "state",
+              "failing", "attempts", "max_attempts", "next_attempt_at", "created_at",
+              "finished_at"]),
         "DeliveryDetail": {
             "allOf": [schema_ref("Delivery")],
             "properties": {
