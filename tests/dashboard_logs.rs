@@ -16,11 +16,11 @@ use common::{
 
 const DEV: &str = "dev@example.com";
 
-fn log_in<'b>(browser: &'b Browser, s: &TestServer) -> Session<'b> {
+fn log_in<'b>(browser: &'b Browser, s: &ServerClient, password: &str) -> Session<'b> {
     let owner = browser.session(&s.base_url());
     owner.goto("/dashboard/login");
     owner.fill("#email", OWNER_EMAIL);
-    owner.fill("#password", &s.password);
+    owner.fill("#password", password);
     owner.submit("form[action='/dashboard/login'] button[type=submit]");
     assert_eq!(owner.path(), "/dashboard/endpoints");
     owner
@@ -99,7 +99,7 @@ fn an_error_responses_request_id_finds_its_entry_which_names_code_person_and_cli
     });
 
     let browser = Browser::start();
-    let owner = log_in(&browser, &s);
+    let owner = log_in(&browser, &s, &s.password);
     let requests = format!("/dashboard/endpoints/{slug}/requests");
     owner.goto(&requests);
     assert_eq!(listed(&owner).len(), 4);
@@ -168,4 +168,145 @@ fn an_error_responses_request_id_finds_its_entry_which_names_code_person_and_cli
     collaborator.assert_fits_width();
     owner.assert_clean();
     collaborator.assert_clean();
+}
+
+/// The delivery's API view once `done` holds for it (the dispatcher works on its own threads).
+fn wait_delivery(s: &ServerClient, slug: &str, id: u64, done: impl Fn(&serde_json::Value) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = s.manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/deliveries/{id}"),
+            None,
+        );
+        assert_status(&r, 200);
+        let v = r.json();
+        if done(&v) {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "{v}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+#[test]
+fn a_failing_delivery_shows_as_failing_and_retry_now_makes_the_next_attempt_happen() {
+    use common::in_process::InProcessServer;
+    use common::receiver::{Receiver, Reply};
+    use intake::core::clock::{Clock, SystemClock};
+
+    let s = InProcessServer::start(
+        "[webhooks]\nallow_private_targets = true\n",
+        SystemClock.now(),
+    );
+    let receiver = Receiver::start();
+    receiver.always(Reply::status(503).body(r#"{"error":{"reason":"maintenance","retry":true}}"#));
+    let ep = s.create_endpoint("Orders", &[]);
+    let slug = &ep.slug;
+    // A long URL, which must wrap on a phone.
+    let url = receiver.url(&format!("/hooks/{}", "very-long-path-segment-".repeat(6)));
+    let r = s.manage(
+        "PUT",
+        &format!("/api/v1/manage/endpoints/{slug}/webhooks/sandbox"),
+        Some(&serde_json::json!({ "url": url })),
+    );
+    assert_status(&r, 200);
+    let auth = format!("Bearer {}", ep.sandbox_key);
+    let r = s.request(
+        "POST",
+        &format!("/api/v1/data/{slug}"),
+        &[
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+        ],
+        Some(br#"{"order":12345678901234567890123}"#),
+    );
+    assert_status(&r, 202);
+    let record_id = r.json()["id"].as_str().unwrap().to_string();
+    let listed = {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let r = s.manage(
+                "GET",
+                &format!("/api/v1/manage/endpoints/{slug}/deliveries"),
+                None,
+            );
+            let data = r.json()["data"].as_array().cloned().unwrap_or_default();
+            if let Some(d) = data.first() {
+                break d["id"].as_u64().unwrap();
+            }
+            assert!(std::time::Instant::now() < deadline, "no delivery");
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    };
+    wait_delivery(&s, slug, listed, |v| v["attempts"] == 1);
+
+    let browser = Browser::start();
+    let owner = log_in(&browser, &s, &s.password);
+    let deliveries = format!("/dashboard/endpoints/{slug}/deliveries");
+    owner.goto(&deliveries);
+    let row = format!("tr[data-delivery-id='{listed}']");
+    assert_eq!(
+        owner.text(&format!("{row} .chip")),
+        "Failing · 1 of 4 attempts"
+    );
+    assert!(owner.exists(&format!("{row} .chip.warn")));
+    // The record id links to the record browser, in the delivery's environment.
+    let href = owner.eval(&format!(
+        "document.querySelector(\"{row} a[href*='/records/']\").getAttribute('href')"
+    ));
+    assert_eq!(
+        href.as_str().unwrap(),
+        format!("/dashboard/endpoints/{slug}/records/{record_id}?environment=sandbox")
+    );
+    // Filters: by state, kind and URL.
+    owner.eval("document.getElementById('state').value = 'failing'");
+    owner.submit("#delivery-filters button[type=submit]");
+    assert!(owner.exists(&row));
+    owner.goto(&format!("{deliveries}?state=delivered"));
+    assert!(!owner.exists(&row));
+    owner.goto(&format!("{deliveries}?kind=caller"));
+    assert!(!owner.exists(&row));
+    owner.goto(&deliveries);
+    owner.fill("#url", "VERY-LONG-PATH");
+    owner.submit("#delivery-filters button[type=submit]");
+    assert!(owner.exists(&row));
+    owner.goto(&format!("{deliveries}?state=failed"));
+    assert!(owner.text("#filter-error").contains("state"));
+    assert!(owner.exists("#delivery-filters"));
+
+    // The delivery's page: state with its attempts, the next one, the body indented.
+    owner.goto(&format!("{deliveries}/{listed}"));
+    assert_eq!(owner.text("#delivery-state"), "Failing · 1 of 4 attempts");
+    assert_eq!(owner.text("#delivery-attempts"), "1 of 4");
+    assert!(owner.exists("#delivery-next time"));
+    assert!(owner.exists("#delivery-body.language-json"));
+    let body = owner.text("#delivery-body");
+    assert!(body.contains("\n  \"type\": \"record.created\""), "{body}");
+    assert!(
+        body.contains("12345678901234567890123"),
+        "numbers as sent: {body}"
+    );
+    assert!(owner.exists("#attempt-log code.language-json"));
+    owner.screenshot("delivery-failing");
+
+    // Retry now: the next attempt happens without the clock moving to its scheduled time.
+    let before = s.clock.now();
+    owner.submit("#retry-now");
+    assert!(owner.text(".flash").contains("due now"));
+    wait_delivery(&s, slug, listed, |v| v["attempts"] == 2);
+    assert_eq!(s.clock.now(), before);
+    assert_eq!(receiver.requests().len(), 2);
+    owner.goto(&format!("{deliveries}/{listed}"));
+    assert_eq!(owner.text("#delivery-state"), "Failing · 2 of 4 attempts");
+    assert!(!owner.exists("form[action$='/redeliver']"));
+
+    // On a phone the list fits the screen: the long URL wraps.
+    owner.phone_width();
+    owner.goto(&deliveries);
+    owner.assert_fits_width();
+    owner.goto(&format!("{deliveries}/{listed}"));
+    owner.assert_fits_width();
+    owner.screenshot("delivery-phone");
+    owner.assert_clean();
 }
