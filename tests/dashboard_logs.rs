@@ -113,7 +113,7 @@ fn an_error_responses_request_id_finds_its_entry_which_names_code_person_and_cli
     // The request id of the error body, typed into the search, finds its row.
     owner.fill("#request_id", &refused_id);
     owner.submit("#request-search button[type=submit]");
-    assert_eq!(listed(&owner), [refused_id.clone()]);
+    assert_eq!(listed(&owner), [refused_id.as_str()]);
     // Its time links to the entry, which explains the failure.
     owner.submit(&format!("tr[data-request-id='{refused_id}'] a"));
     assert_eq!(owner.path(), format!("{requests}/{refused_id}"));

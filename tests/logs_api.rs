@@ -97,7 +97,7 @@ fn request_log_entries_name_code_message_client_and_holder_and_filter_by_them() 
         v.sort();
         v
     };
-    assert_eq!(ids("code=missing_permission_create"), [refused_id.clone()]);
+    assert_eq!(ids("code=missing_permission_create"), [refused_id.as_str()]);
     assert_eq!(ids("holder=owner"), [accepted.request_id()]);
     assert_eq!(
         ids(&format!("holder={}", reader.id)),

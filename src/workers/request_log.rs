@@ -40,7 +40,9 @@ pub const LIST_LIMIT_DEFAULT: usize = 50;
 pub const LIST_LIMIT_MAX: usize = 100;
 
 enum Message {
-    Entry(u64, RequestLogRow),
+    /// Boxed: an error's entry is over 200 bytes, and every slot of the channel would be
+    /// that large.
+    Entry(u64, Box<RequestLogRow>),
     /// Write what is queued, then stop.
     Shutdown,
 }
@@ -166,7 +168,11 @@ impl RequestLog {
             }
             return;
         }
-        if self.tx.send(Message::Entry(partition, row)).is_err() {
+        if self
+            .tx
+            .send(Message::Entry(partition, Box::new(row)))
+            .is_err()
+        {
             // The writer has stopped (shutdown).
             self.queued.fetch_sub(1, Ordering::Relaxed);
         }
@@ -207,7 +213,7 @@ fn writer_loop(store: &dyn RequestLogStore, clock: &dyn Clock, retention: Durati
     while !stopping {
         let mut batch = Vec::new();
         match rx.recv_timeout(PURGE_EVERY.min(Duration::from_secs(60))) {
-            Ok(Message::Entry(p, row)) => batch.push((p, row)),
+            Ok(Message::Entry(p, row)) => batch.push((p, *row)),
             Ok(Message::Shutdown) | Err(RecvTimeoutError::Disconnected) => stopping = true,
             Err(RecvTimeoutError::Timeout) => {}
         }
@@ -217,7 +223,7 @@ fn writer_loop(store: &dyn RequestLogStore, clock: &dyn Clock, retention: Durati
             std::thread::sleep(BATCH_WINDOW);
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
-                    Ok(Message::Entry(p, row)) => batch.push((p, row)),
+                    Ok(Message::Entry(p, row)) => batch.push((p, *row)),
                     Ok(Message::Shutdown) | Err(TryRecvError::Disconnected) => {
                         stopping = true;
                         break;
