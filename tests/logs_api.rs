@@ -134,6 +134,36 @@ fn request_log_entries_name_code_message_client_and_holder_and_filter_by_them() 
         assert!(error_message(&r).contains(name), "{query}: {}", r.text());
     }
 
+    // A collaborator sees their own e-mail, and another collaborator's calls by account id
+    // only (the collaborator list is the owner's).
+    let other = add_collaborator(&s, slug, "other@example.com", &["read"]);
+    let theirs = s.list(slug, &other.sandbox_key, "");
+    assert_status(&theirs, 200);
+    s.wait_request_log(slug, "sandbox", Duration::from_secs(10), |d| {
+        request_ids(d).contains(&theirs.request_id().as_str())
+    });
+    let as_reader = |request_id: &str| -> Value {
+        let cookie = format!("intake_session={}", reader.cookie);
+        let r = s.request(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/requests?request_id={request_id}"),
+            &[("Cookie", cookie.as_str())],
+            None,
+        );
+        assert_status(&r, 200);
+        r.json()["data"][0]["holder"].clone()
+    };
+    assert_eq!(
+        as_reader(&theirs.request_id()),
+        json!({"kind": "collaborator", "account_id": other.id, "email": null})
+    );
+    assert_eq!(as_reader(&refused_id)["email"], "reader@example.com");
+    assert_eq!(
+        requests(&s, slug, &format!("request_id={}", theirs.request_id()))[0]["holder"]["email"],
+        "other@example.com",
+        "the owner sees every collaborator's"
+    );
+
     // A removed collaborator's entries still name them: the holder was kept at log time.
     let r = s.manage(
         "DELETE",

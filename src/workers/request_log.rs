@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use crate::core::clock::{Clock, SharedClock, Timestamp};
 use crate::core::cursor::{self, CursorKind, Position};
+use crate::domain::endpoints::Membership;
 use crate::domain::error::{Error, Missing, Result};
 use crate::domain::records::{Page, Pagination};
 use crate::store::request_log::{EntryFilter, LogPosition, RequestLogStore, StatusFilter};
@@ -88,13 +89,40 @@ pub struct EntryView {
     pub holder: Option<HolderView>,
 }
 
+/// Whose e-mail addresses the views of a page may show. The owner sees every collaborator's
+/// (the collaborator list is the owner's); a collaborator sees only their own, and the other
+/// collaborators' calls by account id.
+#[derive(Clone, Copy, Debug)]
+pub enum Naming {
+    Everyone,
+    Only(u64),
+}
+
+impl Naming {
+    /// What `account_id` may see, being `membership` of the endpoint.
+    pub fn of(account_id: u64, membership: &Membership) -> Naming {
+        match membership {
+            Membership::Owner => Naming::Everyone,
+            Membership::Collaborator(_) => Naming::Only(account_id),
+        }
+    }
+
+    fn allows(self, account_id: u64) -> bool {
+        match self {
+            Naming::Everyone => true,
+            Naming::Only(id) => id == account_id,
+        }
+    }
+}
+
 /// Who held the key of an entry, as shown.
 #[derive(Debug, Serialize)]
 pub struct HolderView {
     /// `owner` (the endpoint's default key) or `collaborator`.
     pub kind: &'static str,
     pub account_id: Option<u64>,
-    /// The collaborator's e-mail address today; `null` when the account no longer exists.
+    /// The collaborator's e-mail address today; `null` when the account no longer exists, or
+    /// for a collaborator looking at another collaborator's call ([`Naming`]).
     pub email: Option<String>,
 }
 
@@ -249,10 +277,11 @@ fn writer_loop(store: &dyn RequestLogStore, clock: &dyn Clock, retention: Durati
 
 impl RequestLog {
     /// The entries of one partition that pass `filter`, newest first; collaborators are named
-    /// by their e-mail addresses in `accounts`.
+    /// by their e-mail addresses in `accounts`, as `naming` allows.
     pub fn list(
         &self,
         accounts: &dyn Store,
+        naming: Naming,
         partition: u64,
         limit: usize,
         cursor: Option<&str>,
@@ -282,7 +311,7 @@ impl RequestLog {
             cursor::encode(CursorKind::RequestLog, partition, pos)
         });
         Ok(Page {
-            data: views(accounts, page.entries)?,
+            data: views(accounts, naming, page.entries)?,
             pagination: Pagination { next_cursor },
         })
     }
@@ -293,6 +322,7 @@ impl RequestLog {
     pub fn entry(
         &self,
         accounts: &dyn Store,
+        naming: Naming,
         partitions: [u64; 2],
         request_id: &str,
     ) -> Result<EntryView> {
@@ -302,7 +332,7 @@ impl RequestLog {
         };
         for partition in partitions {
             let page = self.store.requests_page(partition, None, 1, &filter)?;
-            if let Some(view) = views(accounts, page.entries)?.pop() {
+            if let Some(view) = views(accounts, naming, page.entries)?.pop() {
                 return Ok(view);
             }
         }
@@ -310,15 +340,16 @@ impl RequestLog {
     }
 }
 
-/// The views of `entries`, with the collaborators' e-mail addresses read from one snapshot.
+/// The views of `entries`, with the e-mail addresses `naming` allows read from one snapshot.
 fn views(
     accounts: &dyn Store,
+    naming: Naming,
     entries: Vec<(LogPosition, RequestLogRow)>,
 ) -> Result<Vec<EntryView>> {
     let ids: BTreeSet<u64> = entries
         .iter()
         .filter_map(|(_, row)| match row.holder {
-            Some(KeyHolder::Collaborator(id)) => Some(id),
+            Some(KeyHolder::Collaborator(id)) if naming.allows(id) => Some(id),
             _ => None,
         })
         .collect();
@@ -402,12 +433,19 @@ pub fn parse_filter(params: &HashMap<String, String>) -> Result<EntryFilter> {
     })
 }
 
-/// The collaborators of an endpoint, as account id and e-mail address, for choosing whose
-/// calls to show.
-pub fn holders(accounts: &dyn Store, endpoint_id: u64) -> Result<Vec<(u64, String)>> {
+/// The collaborators of an endpoint that `naming` may name, as account id and e-mail address,
+/// for choosing whose calls to show.
+pub fn holders(
+    accounts: &dyn Store,
+    naming: Naming,
+    endpoint_id: u64,
+) -> Result<Vec<(u64, String)>> {
     let snapshot = accounts.read()?;
     let mut holders = Vec::new();
     for collaborator in snapshot.collaborators(endpoint_id)? {
+        if !naming.allows(collaborator.account_id) {
+            continue;
+        }
         if let Some(account) = snapshot.account(collaborator.account_id)? {
             holders.push((account.id, account.email));
         }

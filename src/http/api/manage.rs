@@ -152,7 +152,7 @@ pub enum DeployStep {
 /// of `request_log::parse_filter`: the owner and collaborators see the endpoint's request log.
 pub fn requests(app: &App, req: &Request, slug: &str) -> Result<Response> {
     let account = caller(app, req)?;
-    let (endpoint, _) = app.endpoints.member_row(&account, slug)?;
+    let (endpoint, membership) = app.endpoints.member_row(&account, slug)?;
     let params = query_params(&req.query);
     let environment = match params.get("environment") {
         None => Environment::Sandbox,
@@ -169,6 +169,7 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Result<Response> {
     let filter = request_log::parse_filter(&params)?;
     let page = app.request_log.list(
         app.store.as_ref(),
+        request_log::Naming::of(account.id, &membership),
         partition(endpoint.id, environment),
         limit,
         params.get("cursor").map(String::as_str),

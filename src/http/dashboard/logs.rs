@@ -17,7 +17,7 @@ use crate::http::reply::id_param;
 use crate::http::reply::query_params;
 use crate::http::request::Request;
 use crate::store::{DeliveryState, Environment, partition};
-use crate::workers::request_log::{self, EntryView, HolderView};
+use crate::workers::request_log::{self, EntryView, HolderView, Naming};
 
 /// Entries per page of the request log.
 const REQUESTS_PER_PAGE: usize = 50;
@@ -48,10 +48,11 @@ impl EntryRow {
             Some(HolderView {
                 email: Some(email), ..
             }) => email.clone(),
+            // Gone, or another collaborator's call seen by a collaborator.
             Some(HolderView {
                 account_id: Some(id),
                 ..
-            }) => format!("removed account {id}"),
+            }) => format!("collaborator account {id}"),
             Some(_) => format!("owner default key ({})", entry.environment),
         };
         EntryRow { entry, who }
@@ -88,7 +89,8 @@ struct RequestsPage {
 pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
     let user = signed_in(app, req)?;
     let head = EndpointHead::load(app, &user, slug, "requests")?;
-    let (endpoint, _) = app.endpoints.member_row(&user.account, slug)?;
+    let (endpoint, membership) = app.endpoints.member_row(&user.account, slug)?;
+    let naming = Naming::of(user.account.id, &membership);
     let params = query_params(&req.query);
     let text = |name: &str| params.get(name).cloned().unwrap_or_default();
     let form = RequestFilterForm {
@@ -105,7 +107,10 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
         if let (Some(id), None) = (&filter.request_id, params.get("environment")) {
             let partitions = [Environment::Sandbox, Environment::Production]
                 .map(|environment| partition(endpoint.id, environment));
-            return match app.request_log.entry(app.store.as_ref(), partitions, id) {
+            return match app
+                .request_log
+                .entry(app.store.as_ref(), naming, partitions, id)
+            {
                 Ok(entry) => {
                     let environment = Environment::parse(entry.environment).unwrap_or(environment);
                     Ok((environment, vec![entry], None))
@@ -116,6 +121,7 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
         }
         let page = app.request_log.list(
             app.store.as_ref(),
+            naming,
             partition(endpoint.id, environment),
             REQUESTS_PER_PAGE,
             cursor,
@@ -153,7 +159,7 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
             "endpoints",
             req,
         ),
-        holders: request_log::holders(app.store.as_ref(), endpoint.id)?,
+        holders: request_log::holders(app.store.as_ref(), naming, endpoint.id)?,
         head,
         environment: environment.as_str(),
         form,
@@ -176,9 +182,11 @@ struct RequestPage {
 pub fn request(app: &App, req: &Request, slug: &str, request_id: &str) -> Outcome {
     let user = signed_in(app, req)?;
     let head = EndpointHead::load(app, &user, slug, "requests")?;
+    let (endpoint, membership) = app.endpoints.member_row(&user.account, slug)?;
     let entry = app.request_log.entry(
         app.store.as_ref(),
-        partitions(app, &user.account, slug)?,
+        Naming::of(user.account.id, &membership),
+        [Environment::Sandbox, Environment::Production].map(|e| partition(endpoint.id, e)),
         request_id,
     )?;
     let page = RequestPage {

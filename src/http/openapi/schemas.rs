@@ -338,7 +338,7 @@ fn management_schemas() -> Value {
                 "kind": string_enum(&["owner", "collaborator"]),
                 "account_id": nullable(integer()),
                 "email": { "anyOf": [string(), { "type": "null" }],
-                           "description": "The collaborator's e-mail address; null for the owner's default keys and for a deleted account." },
+                           "description": "The collaborator's e-mail address; null for the owner's default keys, a deleted account, and another collaborator's call seen by a collaborator." },
             },
             "required": ["kind", "account_id", "email"],
         },
