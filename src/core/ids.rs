@@ -143,14 +143,65 @@ pub fn new_token() -> String {
     format!("{TOKEN_PREFIX}{}", random_base32(32))
 }
 
-/// A short id for correlating one request's log line, error body and request-log entry.
-pub fn new_request_id() -> String {
-    format!("req_{}", random_base32(16))
+const REQUEST_PREFIX: &str = "req_";
+/// Characters of a request id that carry its time: 55 bits of microseconds (until 3111).
+const REQUEST_TIME_CHARS: usize = 11;
+
+/// A short id for correlating one request's log line, error body and request-log entry:
+/// `req_`, the request's time in microseconds (11 characters, so ids sort by time), then 10
+/// random characters (50 bits). The time lets a request-log search by id seek straight to
+/// the entry instead of scanning the log.
+pub fn new_request_id(at: Timestamp) -> String {
+    let micros = at.as_micros().max(0) as u64;
+    let mut id = String::with_capacity(REQUEST_PREFIX.len() + REQUEST_TIME_CHARS + 10);
+    id.push_str(REQUEST_PREFIX);
+    for i in (0..REQUEST_TIME_CHARS).rev() {
+        id.push(ALPHABET[((micros >> (5 * i)) & 31) as usize] as char);
+    }
+    id.push_str(&random_base32(10));
+    id
+}
+
+/// The time a request id was made at; `None` for anything else (including the wholly random
+/// ids earlier builds made, which carry no time).
+pub fn request_id_time(id: &str) -> Option<Timestamp> {
+    let body = id.strip_prefix(REQUEST_PREFIX)?.as_bytes();
+    if body.len() != REQUEST_TIME_CHARS + 10 {
+        return None;
+    }
+    let mut micros: u64 = 0;
+    for &c in &body[..REQUEST_TIME_CHARS] {
+        micros = (micros << 5) | u64::from(decode_char(c)?);
+    }
+    // Every character must be of the alphabet, the random ones too.
+    body[REQUEST_TIME_CHARS..]
+        .iter()
+        .try_for_each(|&c| decode_char(c).map(drop))?;
+    Some(Timestamp(i64::try_from(micros).ok()?))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn request_ids_carry_their_time() {
+        let at = Timestamp(1_795_000_000_123_456);
+        let id = new_request_id(at);
+        assert_eq!(id.len(), 25, "{id}");
+        assert_eq!(request_id_time(&id), Some(at));
+        assert!(new_request_id(Timestamp(1)) < new_request_id(Timestamp(2)));
+        assert_ne!(new_request_id(at), id, "the random part differs");
+        for other in [
+            "req_0f3k9x2m4n8p1q7r",
+            "req_",
+            "rec_0000000000000000000000",
+            &id[1..],
+        ] {
+            assert_eq!(request_id_time(other), None, "{other}");
+        }
+        assert_eq!(request_id_time(&format!("{}U", &id[..24])), None);
+    }
 
     #[test]
     fn pushed_record_ids_read_like_displayed_ones() {

@@ -24,8 +24,8 @@ use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
 use crate::domain::webhooks;
 use crate::store::{
-    AccountRow, ApiKeyRow, CollaboratorRow, EndpointRow, Environment, IdKind, Permission, ReadTx,
-    Role, WriteTx, partition,
+    AccountRow, ApiKeyRow, CollaboratorRow, EndpointRow, Environment, IdKind, KeyHolder,
+    Permission, ReadTx, Role, WriteTx, partition,
 };
 
 const MAX_NAME_CHARS: usize = 100;
@@ -110,7 +110,15 @@ pub struct DataAccess {
     pub endpoint: Arc<EndpointRow>,
     pub environment: Environment,
     pub key_id: String,
+    /// Who holds the key, as the request log keeps it.
+    pub holder: KeyHolder,
     pub partition: u64,
+}
+
+/// Who holds `key`: a collaborator, or the owner (the endpoint's default keys).
+fn holder_of(key: &ApiKeyRow) -> KeyHolder {
+    key.collaborator_id
+        .map_or(KeyHolder::Owner, KeyHolder::Collaborator)
 }
 
 /// Cached result of resolving a key: its row, its endpoint's row, and for a collaboration
@@ -386,6 +394,10 @@ impl Endpoints {
             partition: partition(row.id, environment),
             environment,
             key_id: format!("account_{}", account.id),
+            holder: match membership {
+                Membership::Owner => KeyHolder::Owner,
+                Membership::Collaborator(_) => KeyHolder::Collaborator(account.id),
+            },
             endpoint: Arc::new(row),
         })
     }
@@ -468,8 +480,20 @@ impl Endpoints {
             partition: partition(endpoint.id, resolved.key.environment),
             environment: resolved.key.environment,
             key_id: resolved.key.key_id.clone(),
+            holder: holder_of(&resolved.key),
             endpoint: endpoint.clone(),
         })
+    }
+
+    /// The id and holder of an existing key, for logging a call it made that was refused
+    /// after the key was recognised; `None` for an unknown key (or when the store cannot say).
+    pub fn key_identity(&self, key: &str) -> Option<(String, KeyHolder)> {
+        let hash = secret_hash(key);
+        let row = match self.cache.get(&hash) {
+            (Some(hit), _) => hit.key.clone(),
+            (None, _) => self.resolve_key(&hash).ok().flatten()?.key,
+        };
+        Some((row.key_id.clone(), holder_of(&row)))
     }
 
     /// Everything a key allows, read from one snapshot.

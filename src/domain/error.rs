@@ -129,6 +129,7 @@ pub enum Missing {
     Subscription,
     Recovery,
     Delivery,
+    RequestLogEntry,
 }
 
 impl Missing {
@@ -144,6 +145,7 @@ impl Missing {
             Missing::Subscription => "subscription",
             Missing::Recovery => "recovery",
             Missing::Delivery => "delivery",
+            Missing::RequestLogEntry => "request-log entry",
         }
     }
 }

@@ -108,6 +108,7 @@ fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
                 Missing::Subscription => "subscription_not_found",
                 Missing::Recovery => "recovery_not_found",
                 Missing::Delivery => "delivery_not_found",
+                Missing::RequestLogEntry => "request_not_found",
             },
         ),
         InvitationGone(why) => (
@@ -130,6 +131,22 @@ fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
         ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),
         Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
     }
+}
+
+/// Longest error message a request-log entry keeps, in characters.
+const LOGGED_MESSAGE_MAX: usize = 200;
+
+/// The code and message of an error as a request-log entry keeps them: the message the caller
+/// got (never a server-side cause; messages never hold a secret or payload), cut to
+/// [`LOGGED_MESSAGE_MAX`] characters.
+pub fn logged(err: &HttpError) -> (&'static str, String) {
+    let (_, code) = status_and_code(err);
+    let message = err.to_string();
+    let message = match message.char_indices().nth(LOGGED_MESSAGE_MAX) {
+        Some((cut, _)) => format!("{}…", &message[..cut]),
+        None => message,
+    };
+    (code, message)
 }
 
 #[derive(Serialize)]

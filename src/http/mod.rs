@@ -71,6 +71,7 @@ pub fn filter(
                 let body: BodyStream = Box::pin(body_bytes(body));
                 let client =
                     peer.map(|p| forwarded::client_address(p.0, &headers, &app.config.http));
+                let received_at = app.clock.now();
                 let request = Request {
                     client,
                     method,
@@ -78,11 +79,11 @@ pub fn filter(
                     query,
                     headers,
                     body,
-                    received_at: app.clock.now(),
+                    received_at,
                     body_deadline: tokio::time::Instant::now() + app.config.http.body_timeout,
                     body_budget: app.body_budget.clone(),
                     body_share: None,
-                    request_id: new_request_id(),
+                    request_id: new_request_id(received_at),
                     trace: None,
                     extensions: http::Extensions::new(),
                 };
@@ -100,9 +101,13 @@ pub async fn handle(app: &App, mut req: Request) -> Response {
     let span = ServerSpan::begin(app, route.as_ref(), &mut req);
     let mut call_log = CallLog::default();
     let result = respond(app, route, &mut req, &mut call_log).await;
+    let mut failure = None;
     let mut response = match result {
         Ok(response) => response,
-        Err(err) => error::response(&err, &req.request_id),
+        Err(err) => {
+            failure = Some(error::logged(&err));
+            error::response(&err, &req.request_id)
+        }
     };
     if let Ok(value) = http::HeaderValue::from_str(&req.request_id) {
         response.headers_mut().insert("x-request-id", value);
@@ -132,6 +137,7 @@ pub async fn handle(app: &App, mut req: Request) -> Response {
         elapsed.as_secs_f64() * 1000.0
     );
     if let (Some(partition), Some(environment)) = (call_log.partition, call_log.environment) {
+        let (code, message) = failure.unzip();
         app.request_log.record(
             partition,
             RequestLogRow {
@@ -143,6 +149,10 @@ pub async fn handle(app: &App, mut req: Request) -> Response {
                 latency_us: u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
                 environment,
                 request_id: req.request_id.clone(),
+                code: code.map(str::to_string),
+                message,
+                client: req.client.map(|ip| ip.to_string()),
+                holder: call_log.holder,
             },
         );
     }

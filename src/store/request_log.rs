@@ -1,7 +1,8 @@
 //! The request log: a store of its own (`requests.redb` on redb), so logging every call never waits on the data path's commits.
 
 use crate::core::clock::Timestamp;
-use crate::store::{RequestLogRow, StoreError};
+use crate::core::ids::request_id_time;
+use crate::store::{KeyHolder, RequestLogRow, StoreError, time_key};
 
 /// Where an entry sits in its partition's log; a page resumes just before one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -13,8 +14,9 @@ pub struct LogPosition {
 }
 
 /// Which entries a page holds, by response status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum StatusFilter {
+    #[default]
     Any,
     /// One class: 2 for 2xx, 4 for 4xx, 5 for 5xx...
     Class(u16),
@@ -26,6 +28,44 @@ impl StatusFilter {
             StatusFilter::Any => true,
             StatusFilter::Class(class) => status / 100 == class,
         }
+    }
+}
+
+/// Which entries a page holds: those that pass every condition given.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EntryFilter {
+    pub status: StatusFilter,
+    /// The error `code`, exactly.
+    pub code: Option<String>,
+    /// The HTTP method, exactly (upper case).
+    pub method: Option<String>,
+    pub holder: Option<KeyHolder>,
+    pub key_id: Option<String>,
+    /// The request id, exactly. An id that carries its time ([`request_id_time`]) confines
+    /// the read to the entries of that microsecond.
+    pub request_id: Option<String>,
+}
+
+impl EntryFilter {
+    pub fn matches(&self, row: &RequestLogRow) -> bool {
+        fn same(wanted: &Option<String>, got: Option<&str>) -> bool {
+            wanted.as_deref().is_none_or(|w| got == Some(w))
+        }
+        self.status.matches(row.status)
+            && same(&self.code, row.code.as_deref())
+            && same(&self.method, Some(&row.method))
+            && self.holder.is_none_or(|h| row.holder == Some(h))
+            && same(&self.key_id, row.key_id.as_deref())
+            && same(&self.request_id, Some(&row.request_id))
+    }
+
+    /// The only time (`time_key`) a matching entry can have, when the filter names a request
+    /// id that carries its time.
+    pub fn pinned_time(&self) -> Option<u64> {
+        self.request_id
+            .as_deref()
+            .and_then(request_id_time)
+            .map(time_key)
     }
 }
 
@@ -47,15 +87,16 @@ pub trait RequestLogStore: Send + Sync {
     /// of its partition at the same time.
     fn append_requests(&self, entries: &[(u64, RequestLogRow)]) -> Result<(), StoreError>;
 
-    /// The entries of `partition` whose status passes `filter`, newest first, starting just
-    /// before `before` (at the newest without it): at most `limit`, reading at most
-    /// [`PAGE_SCAN_LIMIT`] entries.
+    /// The entries of `partition` that pass `filter`, newest first, starting just before
+    /// `before` (at the newest without it): at most `limit`, reading at most
+    /// [`PAGE_SCAN_LIMIT`] entries (only those of [`EntryFilter::pinned_time`] when it has
+    /// one).
     fn requests_page(
         &self,
         partition: u64,
         before: Option<LogPosition>,
         limit: usize,
-        filter: StatusFilter,
+        filter: &EntryFilter,
     ) -> Result<LogPage, StoreError>;
 
     /// Deletes every partition's entries older than `cutoff`, in bounded transactions;

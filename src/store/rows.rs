@@ -609,6 +609,18 @@ pub struct WebhookSecretRow {
     pub rotated_at: Option<Timestamp>,
 }
 
+/// Who holds an API key: the endpoint's owner (its default keys) or a collaborator. A request
+/// log entry keeps it as of the call, so it still names the person after the key is replaced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyHolder {
+    Owner,
+    /// The collaborator's account id.
+    Collaborator(u64),
+}
+
+/// One data call. The fields after `request_id` came later: entries written before them
+/// read as `None`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RequestLogRow {
     pub time: Timestamp,
@@ -619,6 +631,18 @@ pub struct RequestLogRow {
     pub latency_us: u64,
     pub environment: Environment,
     pub request_id: String,
+    /// The error body's stable `code`, for an error response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// The error body's message, shortened (see `http::error::logged`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The client's address (behind trusted proxies, the one they forwarded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
+    /// Who held the key, once the key was recognised.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<KeyHolder>,
 }
 
 /// Byte fields of JSON rows as base64 text rather than arrays of numbers.

@@ -128,6 +128,10 @@ pub trait WebhooksWrite {
     /// Lists a delivery as due; reports `deliveries_due`.
     fn put_due(&mut self, due: &DueDelivery) -> Result<(), StoreError>;
 
+    /// Moves a pending delivery listed at `from` (its `next_attempt_at`) to `due`, so it is
+    /// listed once; reports `deliveries_due`.
+    fn move_due(&mut self, from: Option<Timestamp>, due: &DueDelivery) -> Result<(), StoreError>;
+
     /// Records a group of attempts: each attempt's row, its delivery's attempts, state and
     /// next attempt time, and its place in the due list (removed, or moved to the retry).
     /// An outcome whose delivery is no longer pending, or whose attempt is not the next one,
@@ -145,3 +149,65 @@ pub trait WebhooksWrite {
 
 /// Units of work of their own transaction: none (see the module's doc).
 pub trait WebhooksStore {}
+
+/// Checks of the trait that every store must pass, run by each backend's tests.
+#[cfg(test)]
+pub(crate) mod conformance {
+    use super::DueDelivery;
+    use crate::core::clock::Timestamp;
+    use crate::store::{DeliveryRow, DeliveryState, Store, StoreError, WebhookKind, write};
+
+    fn due(at: i64, id: u64) -> DueDelivery {
+        DueDelivery {
+            due_at: Timestamp(at),
+            id,
+            retry: true,
+            receiver: "http://hooks.test:80".into(),
+        }
+    }
+
+    /// A moved delivery is listed once, at its new time; the others stay where they were.
+    pub fn move_due_lists_a_delivery_once(store: &dyn Store) {
+        let ids = |now: i64| -> Vec<(i64, u64)> {
+            store
+                .read()
+                .unwrap()
+                .due_deliveries(Timestamp(now), None, 10)
+                .unwrap()
+                .iter()
+                .map(|d| (d.due_at.0, d.id))
+                .collect()
+        };
+        let (_, effects) = write(store, |tx| -> Result<(), StoreError> {
+            for id in [1, 2] {
+                tx.put_delivery(&DeliveryRow {
+                    id,
+                    partition: 4,
+                    record_id: 1,
+                    kind: WebhookKind::Owner,
+                    subscription: Some(1),
+                    url: "http://hooks.test/".into(),
+                    auth_header: None,
+                    auth_value_sealed: None,
+                    body: "{}".into(),
+                    trace: None,
+                    state: DeliveryState::Pending,
+                    attempts: 1,
+                    max_attempts: 4,
+                    next_attempt_at: Some(Timestamp(500)),
+                    created_at: Timestamp(1),
+                    finished_at: None,
+                })?;
+                tx.put_due(&due(500, id))?;
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert!(effects.deliveries_due);
+        let (_, effects) =
+            write(store, |tx| tx.move_due(Some(Timestamp(500)), &due(100, 2))).unwrap();
+        assert!(effects.deliveries_due);
+        assert_eq!(ids(100), [(100, 2)]);
+        assert_eq!(ids(1_000), [(100, 2), (500, 1)]);
+    }
+}

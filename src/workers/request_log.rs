@@ -12,6 +12,7 @@
 //! has one writer at a time per file, and a batch of log inserts must never make a data write
 //! wait for its commit.
 
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError, channel};
@@ -21,10 +22,11 @@ use serde::Serialize;
 
 use crate::core::clock::{Clock, SharedClock, Timestamp};
 use crate::core::cursor::{self, CursorKind, Position};
-use crate::domain::error::{Error, Result};
+use crate::domain::endpoints::Membership;
+use crate::domain::error::{Error, Missing, Result};
 use crate::domain::records::{Page, Pagination};
-use crate::store::request_log::{LogPosition, RequestLogStore, StatusFilter};
-use crate::store::{RequestLogRow, time_from_key};
+use crate::store::request_log::{EntryFilter, LogPosition, RequestLogStore, StatusFilter};
+use crate::store::{KeyHolder, RequestLogRow, Store, time_from_key};
 
 /// Most entries waiting for the writer.
 const CHANNEL_CAPACITY: usize = 16_384;
@@ -39,7 +41,9 @@ pub const LIST_LIMIT_DEFAULT: usize = 50;
 pub const LIST_LIMIT_MAX: usize = 100;
 
 enum Message {
-    Entry(u64, RequestLogRow),
+    /// Boxed: an error's entry is over 200 bytes, and every slot of the channel would be
+    /// that large.
+    Entry(u64, Box<RequestLogRow>),
     /// Write what is queued, then stop.
     Shutdown,
 }
@@ -75,10 +79,55 @@ pub struct EntryView {
     pub latency_ms: f64,
     pub environment: &'static str,
     pub request_id: String,
+    /// The error `code` of an error response.
+    pub code: Option<String>,
+    pub message: Option<String>,
+    /// The client's address.
+    pub client: Option<String>,
+    /// Who held the key at the time of the call; `null` when the key was not recognised (or
+    /// for entries older than this field).
+    pub holder: Option<HolderView>,
+}
+
+/// Whose e-mail addresses the views of a page may show. The owner sees every collaborator's
+/// (the collaborator list is the owner's); a collaborator sees only their own, and the other
+/// collaborators' calls by account id.
+#[derive(Clone, Copy, Debug)]
+pub enum Naming {
+    Everyone,
+    Only(u64),
+}
+
+impl Naming {
+    /// What `account_id` may see, being `membership` of the endpoint.
+    pub fn of(account_id: u64, membership: &Membership) -> Naming {
+        match membership {
+            Membership::Owner => Naming::Everyone,
+            Membership::Collaborator(_) => Naming::Only(account_id),
+        }
+    }
+
+    fn allows(self, account_id: u64) -> bool {
+        match self {
+            Naming::Everyone => true,
+            Naming::Only(id) => id == account_id,
+        }
+    }
+}
+
+/// Who held the key of an entry, as shown.
+#[derive(Debug, Serialize)]
+pub struct HolderView {
+    /// `owner` (the endpoint's default key) or `collaborator`.
+    pub kind: &'static str,
+    pub account_id: Option<u64>,
+    /// The collaborator's e-mail address today; `null` when the account no longer exists, or
+    /// for a collaborator looking at another collaborator's call ([`Naming`]).
+    pub email: Option<String>,
 }
 
 impl EntryView {
-    fn new(at: LogPosition, row: RequestLogRow) -> EntryView {
+    fn new(at: LogPosition, row: RequestLogRow, emails: &HashMap<u64, String>) -> EntryView {
         EntryView {
             time: time_from_key(at.time).to_rfc3339(),
             method: row.method,
@@ -88,6 +137,21 @@ impl EntryView {
             latency_ms: row.latency_us as f64 / 1000.0,
             environment: row.environment.as_str(),
             request_id: row.request_id,
+            code: row.code,
+            message: row.message,
+            client: row.client,
+            holder: row.holder.map(|holder| match holder {
+                KeyHolder::Owner => HolderView {
+                    kind: "owner",
+                    account_id: None,
+                    email: None,
+                },
+                KeyHolder::Collaborator(id) => HolderView {
+                    kind: "collaborator",
+                    account_id: Some(id),
+                    email: emails.get(&id).cloned(),
+                },
+            }),
         }
     }
 }
@@ -132,7 +196,11 @@ impl RequestLog {
             }
             return;
         }
-        if self.tx.send(Message::Entry(partition, row)).is_err() {
+        if self
+            .tx
+            .send(Message::Entry(partition, Box::new(row)))
+            .is_err()
+        {
             // The writer has stopped (shutdown).
             self.queued.fetch_sub(1, Ordering::Relaxed);
         }
@@ -173,7 +241,7 @@ fn writer_loop(store: &dyn RequestLogStore, clock: &dyn Clock, retention: Durati
     while !stopping {
         let mut batch = Vec::new();
         match rx.recv_timeout(PURGE_EVERY.min(Duration::from_secs(60))) {
-            Ok(Message::Entry(p, row)) => batch.push((p, row)),
+            Ok(Message::Entry(p, row)) => batch.push((p, *row)),
             Ok(Message::Shutdown) | Err(RecvTimeoutError::Disconnected) => stopping = true,
             Err(RecvTimeoutError::Timeout) => {}
         }
@@ -183,7 +251,7 @@ fn writer_loop(store: &dyn RequestLogStore, clock: &dyn Clock, retention: Durati
             std::thread::sleep(BATCH_WINDOW);
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
-                    Ok(Message::Entry(p, row)) => batch.push((p, row)),
+                    Ok(Message::Entry(p, row)) => batch.push((p, *row)),
                     Ok(Message::Shutdown) | Err(TryRecvError::Disconnected) => {
                         stopping = true;
                         break;
@@ -208,23 +276,16 @@ fn writer_loop(store: &dyn RequestLogStore, clock: &dyn Clock, retention: Durati
 }
 
 impl RequestLog {
-    /// The entries of one partition, newest first.
+    /// The entries of one partition that pass `filter`, newest first; collaborators are named
+    /// by their e-mail addresses in `accounts`, as `naming` allows.
     pub fn list(
         &self,
+        accounts: &dyn Store,
+        naming: Naming,
         partition: u64,
         limit: usize,
         cursor: Option<&str>,
-    ) -> Result<Page<EntryView>> {
-        self.list_matching(partition, limit, cursor, StatusFilter::Any)
-    }
-
-    /// The entries of one partition whose status passes `filter`, newest first.
-    pub fn list_matching(
-        &self,
-        partition: u64,
-        limit: usize,
-        cursor: Option<&str>,
-        filter: StatusFilter,
+        filter: &EntryFilter,
     ) -> Result<Page<EntryView>> {
         let before = match cursor {
             Some(text) => {
@@ -250,14 +311,146 @@ impl RequestLog {
             cursor::encode(CursorKind::RequestLog, partition, pos)
         });
         Ok(Page {
-            data: page
-                .entries
-                .into_iter()
-                .map(|(at, row)| EntryView::new(at, row))
-                .collect(),
+            data: views(accounts, naming, page.entries)?,
             pagination: Pagination { next_cursor },
         })
     }
+
+    /// The entry with this request id in one of `partitions` (an endpoint's two
+    /// environments). An id that carries its time is found wherever it is; one of an earlier
+    /// build only among the newest `PAGE_SCAN_LIMIT` entries.
+    pub fn entry(
+        &self,
+        accounts: &dyn Store,
+        naming: Naming,
+        partitions: [u64; 2],
+        request_id: &str,
+    ) -> Result<EntryView> {
+        let filter = EntryFilter {
+            request_id: Some(request_id.to_string()),
+            ..EntryFilter::default()
+        };
+        for partition in partitions {
+            let page = self.store.requests_page(partition, None, 1, &filter)?;
+            if let Some(view) = views(accounts, naming, page.entries)?.pop() {
+                return Ok(view);
+            }
+        }
+        Err(Error::NotFound(Missing::RequestLogEntry))
+    }
+}
+
+/// The views of `entries`, with the e-mail addresses `naming` allows read from one snapshot.
+fn views(
+    accounts: &dyn Store,
+    naming: Naming,
+    entries: Vec<(LogPosition, RequestLogRow)>,
+) -> Result<Vec<EntryView>> {
+    let ids: BTreeSet<u64> = entries
+        .iter()
+        .filter_map(|(_, row)| match row.holder {
+            Some(KeyHolder::Collaborator(id)) if naming.allows(id) => Some(id),
+            _ => None,
+        })
+        .collect();
+    let mut emails = HashMap::new();
+    if !ids.is_empty() {
+        let snapshot = accounts.read()?;
+        for id in ids {
+            if let Some(account) = snapshot.account(id)? {
+                emails.insert(id, account.email);
+            }
+        }
+    }
+    Ok(entries
+        .into_iter()
+        .map(|(at, row)| EntryView::new(at, row, &emails))
+        .collect())
+}
+
+/// Longest `code`, `key_id` or `request_id` a filter accepts.
+const FILTER_TEXT_MAX: usize = 64;
+
+/// The filter that the query parameters `status`, `code`, `method`, `holder`, `key_id` and
+/// `request_id` ask for; an empty value is no condition (a form sends its empty fields).
+pub fn parse_filter(params: &HashMap<String, String>) -> Result<EntryFilter> {
+    let given = |name: &str| params.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+    let invalid = |name: &'static str, reason: &str| Error::InvalidParameter {
+        name,
+        reason: reason.into(),
+    };
+    let status = match given("status") {
+        None => StatusFilter::Any,
+        Some(text) => match text.as_bytes() {
+            [class @ b'1'..=b'5', b'x', b'x'] => StatusFilter::Class(u16::from(class - b'0')),
+            _ => return Err(invalid("status", "it must be 1xx, 2xx, 3xx, 4xx or 5xx")),
+        },
+    };
+    let code = given("code")
+        .map(|code| {
+            let ok = code.len() <= FILTER_TEXT_MAX
+                && code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+            ok.then(|| code.to_string())
+                .ok_or_else(|| invalid("code", "it must be an error code such as invalid_api_key"))
+        })
+        .transpose()?;
+    let method = given("method")
+        .map(|method| {
+            let method = method.to_ascii_uppercase();
+            ["GET", "POST", "PUT", "DELETE"]
+                .contains(&method.as_str())
+                .then_some(method)
+                .ok_or_else(|| invalid("method", "it must be GET, POST, PUT or DELETE"))
+        })
+        .transpose()?;
+    let holder = given("holder")
+        .map(|holder| match holder {
+            "owner" => Ok(KeyHolder::Owner),
+            id => id
+                .parse()
+                .map(KeyHolder::Collaborator)
+                .map_err(|_| invalid("holder", "it must be owner or a collaborator's account id")),
+        })
+        .transpose()?;
+    let prefixed = |name: &'static str, prefix: &str| {
+        given(name)
+            .map(|text| {
+                (text.starts_with(prefix) && text.len() <= FILTER_TEXT_MAX)
+                    .then(|| text.to_string())
+                    .ok_or_else(|| {
+                        invalid(name, &format!("it must be an id starting with {prefix}"))
+                    })
+            })
+            .transpose()
+    };
+    Ok(EntryFilter {
+        status,
+        code,
+        method,
+        holder,
+        key_id: prefixed("key_id", "key_")?,
+        request_id: prefixed("request_id", "req_")?,
+    })
+}
+
+/// The collaborators of an endpoint that `naming` may name, as account id and e-mail address,
+/// for choosing whose calls to show.
+pub fn holders(
+    accounts: &dyn Store,
+    naming: Naming,
+    endpoint_id: u64,
+) -> Result<Vec<(u64, String)>> {
+    let snapshot = accounts.read()?;
+    let mut holders = Vec::new();
+    for collaborator in snapshot.collaborators(endpoint_id)? {
+        if !naming.allows(collaborator.account_id) {
+            continue;
+        }
+        if let Some(account) = snapshot.account(collaborator.account_id)? {
+            holders.push((account.id, account.email));
+        }
+    }
+    Ok(holders)
 }
 
 #[cfg(test)]
@@ -275,6 +468,65 @@ mod tests {
             latency_us: 1,
             environment: Environment::Sandbox,
             request_id: "req_1".into(),
+            code: None,
+            message: None,
+            client: None,
+            holder: None,
+        }
+    }
+
+    fn params(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn filters_are_read_from_parameters_and_empty_ones_ask_for_nothing() {
+        assert_eq!(
+            parse_filter(&params(&[("status", ""), ("code", " "), ("holder", "")])).unwrap(),
+            EntryFilter::default()
+        );
+        let filter = parse_filter(&params(&[
+            ("status", "4xx"),
+            ("code", "invalid_api_key"),
+            ("method", "post"),
+            ("holder", "17"),
+            ("key_id", "key_3f9a"),
+            ("request_id", " req_0abc "),
+        ]))
+        .unwrap();
+        assert_eq!(
+            filter,
+            EntryFilter {
+                status: StatusFilter::Class(4),
+                code: Some("invalid_api_key".into()),
+                method: Some("POST".into()),
+                holder: Some(KeyHolder::Collaborator(17)),
+                key_id: Some("key_3f9a".into()),
+                request_id: Some("req_0abc".into()),
+            }
+        );
+        assert_eq!(
+            parse_filter(&params(&[("holder", "owner")]))
+                .unwrap()
+                .holder,
+            Some(KeyHolder::Owner)
+        );
+        for (name, value) in [
+            ("status", "4"),
+            ("status", "6xx"),
+            ("code", "Invalid-Key"),
+            ("method", "PATCH"),
+            ("holder", "me"),
+            ("key_id", "tm_test_secret"),
+            ("request_id", "rec_1"),
+        ] {
+            match parse_filter(&params(&[(name, value)])) {
+                Err(Error::InvalidParameter { name: got, .. }) => assert_eq!(got, name),
+                other => panic!("{name}={value}: {other:?}"),
+            }
         }
     }
 

@@ -1,11 +1,13 @@
 //! The delivery log: every delivery of an endpoint (newest first, per environment or per
-//! record) with every attempt, and manual redelivery of a given-up or skipped delivery.
+//! record, filtered by state, kind and URL) with every attempt; "retry now" of a pending one,
+//! and manual redelivery of a given-up or skipped delivery.
 
 use serde::Serialize;
 
 use crate::core::clock::Timestamp;
 use crate::core::cursor::{self, CursorKind, Position};
 use crate::core::ids::RecordId;
+use crate::domain::audit;
 use crate::domain::error::{Error, Missing, Result};
 use crate::domain::handles::Handles;
 use crate::domain::records::Pagination;
@@ -13,7 +15,8 @@ use crate::domain::webhooks::deliveries::{displayed_url, max_attempts, receiver_
 use crate::domain::webhooks::subscriptions::subscription_id;
 use crate::store::webhooks::DueDelivery;
 use crate::store::{
-    DeliveryRow, DeliveryState, ReadTx, Store, WebhookKind, WriteTx, partition_environment,
+    AccountRow, DeliveryRow, DeliveryState, ReadTx, Store, WebhookKind, WriteTx,
+    partition_endpoint, partition_environment,
 };
 
 pub const LIST_LIMIT_DEFAULT: usize = 20;
@@ -24,16 +27,138 @@ pub const LIST_LIMIT_MAX: usize = 100;
 pub struct DeliveryView {
     pub id: u64,
     pub record_id: String,
+    /// `sandbox` or `production`.
+    pub environment: &'static str,
     pub kind: WebhookKind,
     /// The owner subscription it was made for (`sub_1`…); `null` for a caller webhook's.
     pub subscription: Option<String>,
     pub url: String,
     pub state: DeliveryState,
+    /// Pending after at least one failed attempt.
+    pub failing: bool,
+    /// Where it is as the log shows it.
+    #[serde(skip)]
+    pub shown: ShownState,
     pub attempts: u32,
     pub max_attempts: u32,
     pub next_attempt_at: Option<String>,
     pub created_at: String,
     pub finished_at: Option<String>,
+}
+
+/// A delivery's state as the log shows and filters it: a pending delivery is "failing" once
+/// an attempt has failed, which the stored state does not tell apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShownState {
+    /// Not attempted yet.
+    Pending,
+    Failing,
+    Delivered,
+    GivenUp,
+    Skipped,
+}
+
+impl ShownState {
+    pub const ALL: [ShownState; 5] = [
+        ShownState::Pending,
+        ShownState::Failing,
+        ShownState::Delivered,
+        ShownState::GivenUp,
+        ShownState::Skipped,
+    ];
+
+    /// Its name in a filter parameter: `pending`, `failing`, `delivered`, `given_up`,
+    /// `skipped`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ShownState::Pending => "pending",
+            ShownState::Failing => "failing",
+            ShownState::Delivered => "delivered",
+            ShownState::GivenUp => "given_up",
+            ShownState::Skipped => "skipped",
+        }
+    }
+
+    fn of(row: &DeliveryRow) -> ShownState {
+        match row.state {
+            DeliveryState::Pending if row.attempts > 0 => ShownState::Failing,
+            DeliveryState::Pending => ShownState::Pending,
+            DeliveryState::Delivered => ShownState::Delivered,
+            DeliveryState::GivenUp => ShownState::GivenUp,
+            DeliveryState::Skipped => ShownState::Skipped,
+        }
+    }
+}
+
+/// Which deliveries of a partition a page lists: those that pass every condition given.
+#[derive(Clone, Debug, Default)]
+pub struct DeliveryFilter {
+    pub record: Option<RecordId>,
+    /// The owner subscription (`sub_N`'s N).
+    pub subscription: Option<u32>,
+    pub state: Option<ShownState>,
+    pub kind: Option<WebhookKind>,
+    /// Part of the URL as shown (credentials masked), in any case.
+    pub url: Option<String>,
+}
+
+/// Longest `url` filter, in bytes.
+const URL_FILTER_MAX: usize = 2_048;
+
+impl DeliveryFilter {
+    /// The filter of the parameters `state`, `kind` and `url` (an empty value is no
+    /// condition); `record` and `subscription` are the caller's to set.
+    pub fn from_params(params: &std::collections::HashMap<String, String>) -> Result<Self> {
+        let given = |name: &str| params.get(name).map(|v| v.trim()).filter(|v| !v.is_empty());
+        let state = given("state")
+            .map(|text| {
+                ShownState::ALL
+                    .into_iter()
+                    .find(|s| s.as_str() == text)
+                    .ok_or_else(|| Error::InvalidParameter {
+                        name: "state",
+                        reason: "it must be pending, failing, delivered, given_up or skipped"
+                            .into(),
+                    })
+            })
+            .transpose()?;
+        let kind = given("kind")
+            .map(|text| match text {
+                "owner" => Ok(WebhookKind::Owner),
+                "caller" => Ok(WebhookKind::Caller),
+                _ => Err(Error::InvalidParameter {
+                    name: "kind",
+                    reason: "it must be owner or caller".into(),
+                }),
+            })
+            .transpose()?;
+        let url = given("url")
+            .map(|text| match text.len() <= URL_FILTER_MAX {
+                true => Ok(text.to_lowercase()),
+                false => Err(Error::InvalidParameter {
+                    name: "url",
+                    reason: format!("it must be at most {URL_FILTER_MAX} bytes"),
+                }),
+            })
+            .transpose()?;
+        Ok(DeliveryFilter {
+            state,
+            kind,
+            url,
+            ..DeliveryFilter::default()
+        })
+    }
+
+    fn matches(&self, row: &DeliveryRow) -> bool {
+        self.subscription
+            .is_none_or(|id| row.owner_subscription() == Some(id))
+            && self.state.is_none_or(|state| ShownState::of(row) == state)
+            && self.kind.is_none_or(|kind| row.kind == kind)
+            && self
+                .url
+                .as_deref()
+                .is_none_or(|part| displayed_url(&row.url).to_lowercase().contains(part))
+    }
 }
 
 /// One delivery with its body and every attempt, oldest attempt first.
@@ -65,13 +190,17 @@ pub struct DeliveryPage {
 }
 
 fn view(row: &DeliveryRow) -> DeliveryView {
+    let shown = ShownState::of(row);
     DeliveryView {
         id: row.id,
         record_id: RecordId(row.record_id).to_string(),
+        environment: partition_environment(row.partition).as_str(),
         kind: row.kind,
         subscription: row.owner_subscription().map(subscription_id),
         url: displayed_url(&row.url),
         state: row.state,
+        failing: shown == ShownState::Failing,
+        shown,
         attempts: row.attempts,
         max_attempts: row.max_attempts,
         next_attempt_at: row.next_attempt_at.map(Timestamp::to_rfc3339),
@@ -84,13 +213,13 @@ fn view(row: &DeliveryRow) -> DeliveryView {
 /// from): a subscription whose deliveries are rare costs each page a bounded read.
 const FILTER_SCAN_LIMIT: usize = 10_000;
 
-/// The deliveries of one partition (endpoint and environment), newest first; only those of
-/// `record` and of the owner subscription `subscription` when given.
+/// The deliveries of one partition (endpoint and environment) that pass `filter`, newest
+/// first. A page reads at most [`FILTER_SCAN_LIMIT`] deliveries, so a rare match costs a
+/// bounded read; it then ends early, with a cursor to read on.
 pub fn list(
     store: &dyn Store,
     partition: u64,
-    record: Option<RecordId>,
-    subscription: Option<u32>,
+    filter: &DeliveryFilter,
     limit: usize,
     cursor_text: Option<&str>,
 ) -> Result<DeliveryPage> {
@@ -99,8 +228,7 @@ pub fn list(
         None => u64::MAX,
     };
     let snapshot = store.read()?;
-    let wanted =
-        |row: &DeliveryRow| subscription.is_none_or(|id| row.owner_subscription() == Some(id));
+    let record = filter.record;
     let page_size = limit.saturating_add(1).max(64);
     let mut rows = Vec::new();
     let mut scanned = 0;
@@ -116,7 +244,7 @@ pub fn list(
             }
             position = row.id;
             scanned += 1;
-            if wanted(&row) {
+            if filter.matches(&row) {
                 rows.push(row);
             }
         }
@@ -185,6 +313,57 @@ pub fn redeliver(handles: &Handles, partitions: [u64; 2], id: u64) -> Result<Del
             ));
         }
         rearm(tx, &mut row, now)?;
+        Ok(row)
+    })?;
+    Ok(view(&row))
+}
+
+/// "Retry now": brings a pending delivery's next attempt forward to now (or leaves it when it
+/// is due already). The attempt counts against the delivery's budget like any retry, so the
+/// retry policy's number of attempts holds; a given-up or skipped delivery is redelivered
+/// instead, with a fresh budget. Audited as `delivery.retried`. Returns the delivery.
+pub fn retry_now(
+    handles: &Handles,
+    actor: &AccountRow,
+    partitions: [u64; 2],
+    id: u64,
+) -> Result<DeliveryView> {
+    let now = handles.now();
+    let row = handles.write(|tx| {
+        let mut row = delivery_in(tx, partitions, id)?;
+        if row.state != DeliveryState::Pending {
+            return Err(Error::Conflict(
+                "Only a pending delivery can be retried now; redeliver a given-up or skipped \
+                 one."
+                    .into(),
+            ));
+        }
+        let listed = row.next_attempt_at;
+        let due_at = listed.map_or(now, |at| at.min(now));
+        row.next_attempt_at = Some(due_at);
+        tx.put_delivery(&row)?;
+        tx.move_due(
+            listed,
+            &DueDelivery {
+                due_at,
+                id: row.id,
+                retry: row.attempts > 0,
+                receiver: receiver_of(&row.url),
+            },
+        )?;
+        audit::record(
+            tx,
+            now,
+            partition_endpoint(row.partition),
+            actor,
+            "delivery.retried",
+            serde_json::json!({
+                "delivery": row.id,
+                "environment": partition_environment(row.partition).as_str(),
+                "attempts": row.attempts,
+                "was_due_at": listed.map(Timestamp::to_rfc3339),
+            }),
+        )?;
         Ok(row)
     })?;
     Ok(view(&row))

@@ -12,7 +12,6 @@ use warp::reply::Response;
 
 use super::CallLog;
 use crate::core::clock::Timestamp;
-use crate::core::crypto::{key_id, secret_hash};
 use crate::domain::endpoints::DataAccess;
 use crate::domain::error::Error;
 use crate::domain::poll;
@@ -171,6 +170,7 @@ fn authorize(
             call_log.partition = Some(access.partition);
             call_log.environment = Some(access.environment);
             call_log.key_id = Some(access.key_id.clone());
+            call_log.holder = Some(access.holder);
             let quota = access
                 .endpoint
                 .monthly_quota
@@ -197,7 +197,10 @@ fn authorize(
                     | Error::MissingPermission(_),
                 ) = (key, &err)
                 {
-                    call_log.key_id = Some(key_id(&secret_hash(key)));
+                    if let Some((key_id, holder)) = app.endpoints.key_identity(key) {
+                        call_log.key_id = Some(key_id);
+                        call_log.holder = Some(holder);
+                    }
                 }
             }
             Err(err.into())

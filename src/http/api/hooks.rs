@@ -14,7 +14,7 @@ use crate::http::error::Result;
 use crate::http::reply::id_param;
 use crate::http::reply::{self, query_params};
 use crate::http::request::Request;
-use crate::store::{Environment, partition};
+use crate::store::{AccountRow, Environment, partition};
 
 /// `GET`, `PUT`, `PATCH` and `DELETE /api/v1/manage/endpoints/{slug}/webhooks/{environment}`
 /// (endpoint owner): the first subscription, the spec's owner webhook.
@@ -160,7 +160,7 @@ fn member_partitions(app: &App, req: &Request, slug: &str) -> Result<[u64; 2]> {
     ])
 }
 
-/// `GET /api/v1/manage/endpoints/{slug}/deliveries?environment=&record_id=&limit=&cursor=`.
+/// `GET /api/v1/manage/endpoints/{slug}/deliveries?environment=&record_id=&subscription=&state=&kind=&url=&limit=&cursor=`.
 pub fn deliveries(app: &App, req: &Request, slug: &str) -> Result<Response> {
     let [sandbox, production] = member_partitions(app, req, slug)?;
     let params = query_params(&req.query);
@@ -181,11 +181,15 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Result<Response> {
         .get("subscription")
         .map(|text| subscriptions::subscription_param(text))
         .transpose()?;
+    let filter = log::DeliveryFilter {
+        record,
+        subscription,
+        ..log::DeliveryFilter::from_params(&params)?
+    };
     let page = log::list(
         app.store.as_ref(),
         partition,
-        record,
-        subscription,
+        &filter,
         limit,
         params.get("cursor").map(String::as_str),
     )?;
@@ -202,15 +206,30 @@ pub fn delivery(app: &App, req: &Request, slug: &str, id: &str) -> Result<Respon
     ))
 }
 
-/// `POST /api/v1/manage/endpoints/{slug}/deliveries/{id}/redeliver` (endpoint owner).
-pub fn redeliver(app: &App, req: &Request, slug: &str, id: &str) -> Result<Response> {
+/// The caller, if it owns the endpoint, with the endpoint's two partitions.
+fn owner_partitions(app: &App, req: &Request, slug: &str) -> Result<(AccountRow, [u64; 2])> {
     let account = caller(app, req)?;
     let endpoint = app.endpoints.owned_row(&account, slug)?;
     let partitions = [
         partition(endpoint.id, Environment::Sandbox),
         partition(endpoint.id, Environment::Production),
     ];
+    Ok((account, partitions))
+}
+
+/// `POST /api/v1/manage/endpoints/{slug}/deliveries/{id}/redeliver` (endpoint owner).
+pub fn redeliver(app: &App, req: &Request, slug: &str, id: &str) -> Result<Response> {
+    let (_, partitions) = owner_partitions(app, req, slug)?;
     let id = id_param(id, Missing::Delivery)?;
     let view = log::redeliver(&app.handles, partitions, id)?;
+    Ok(reply::json(StatusCode::OK, &view))
+}
+
+/// `POST /api/v1/manage/endpoints/{slug}/deliveries/{id}/retry` (endpoint owner): the next
+/// attempt of a pending delivery, now.
+pub fn retry(app: &App, req: &Request, slug: &str, id: &str) -> Result<Response> {
+    let (account, partitions) = owner_partitions(app, req, slug)?;
+    let id = id_param(id, Missing::Delivery)?;
+    let view = log::retry_now(&app.handles, &account, partitions, id)?;
     Ok(reply::json(StatusCode::OK, &view))
 }

@@ -148,11 +148,11 @@ pub enum DeployStep {
     Reject,
 }
 
-/// `GET /api/v1/manage/endpoints/{slug}/requests?environment=&limit=&cursor=`: the owner and
-/// collaborators see the endpoint's request log.
+/// `GET /api/v1/manage/endpoints/{slug}/requests?environment=&limit=&cursor=` and the filters
+/// of `request_log::parse_filter`: the owner and collaborators see the endpoint's request log.
 pub fn requests(app: &App, req: &Request, slug: &str) -> Result<Response> {
     let account = caller(app, req)?;
-    let (endpoint, _) = app.endpoints.member_row(&account, slug)?;
+    let (endpoint, membership) = app.endpoints.member_row(&account, slug)?;
     let params = query_params(&req.query);
     let environment = match params.get("environment") {
         None => Environment::Sandbox,
@@ -166,10 +166,14 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Result<Response> {
         request_log::LIST_LIMIT_DEFAULT,
         request_log::LIST_LIMIT_MAX,
     )?;
+    let filter = request_log::parse_filter(&params)?;
     let page = app.request_log.list(
+        app.store.as_ref(),
+        request_log::Naming::of(account.id, &membership),
         partition(endpoint.id, environment),
         limit,
         params.get("cursor").map(String::as_str),
+        &filter,
     )?;
     Ok(reply::json(StatusCode::OK, &page))
 }

@@ -23,7 +23,7 @@ use crate::http::app::App;
 use crate::http::error::Result;
 use crate::http::reply;
 use crate::http::request::Request;
-use crate::store::Environment;
+use crate::store::{Environment, KeyHolder};
 use routes::Route;
 
 /// Where a data call is logged: filled in by the data handler once it knows the endpoint.
@@ -32,6 +32,7 @@ pub struct CallLog {
     pub partition: Option<u64>,
     pub environment: Option<Environment>,
     pub key_id: Option<String>,
+    pub holder: Option<KeyHolder>,
 }
 
 pub(super) async fn dispatch(
@@ -172,6 +173,7 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
         Route::ManageDeliveries { slug } => hooks::deliveries(app, req, slug),
         Route::ManageDelivery { slug, id } => hooks::delivery(app, req, slug, id),
         Route::ManageRedeliver { slug, id } => hooks::redeliver(app, req, slug, id),
+        Route::ManageRetryDelivery { slug, id } => hooks::retry(app, req, slug, id),
         Route::ManageUsage { slug } => manage::usage(app, req, slug),
         Route::ManageWebhookSecret { slug, env } => webhooks::secret(app, req, slug, env),
         Route::ManageWebhookSecretReissue { slug, env } => webhooks::reissue(app, req, slug, env),

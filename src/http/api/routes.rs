@@ -124,6 +124,10 @@ pub enum Route<'a> {
         slug: &'a str,
         id: &'a str,
     },
+    ManageRetryDelivery {
+        slug: &'a str,
+        id: &'a str,
+    },
     ManageUsage {
         slug: &'a str,
     },
@@ -266,6 +270,9 @@ impl<'a> Route<'a> {
             ["endpoints", slug, "deliveries", id, "redeliver"] => {
                 Route::ManageRedeliver { slug, id }
             }
+            ["endpoints", slug, "deliveries", id, "retry"] => {
+                Route::ManageRetryDelivery { slug, id }
+            }
             ["endpoints", slug, "usage"] => Route::ManageUsage { slug },
             // Only the two environments exist: any other name matches no route (404).
             ["endpoints", slug, "webhook-secrets", env] => Route::ManageWebhookSecret {
@@ -350,6 +357,9 @@ impl<'a> Route<'a> {
             Route::ManageRedeliver { .. } => {
                 "/api/v1/manage/endpoints/{slug}/deliveries/{id}/redeliver"
             }
+            Route::ManageRetryDelivery { .. } => {
+                "/api/v1/manage/endpoints/{slug}/deliveries/{id}/retry"
+            }
             Route::ManageUsage { .. } => "/api/v1/manage/endpoints/{slug}/usage",
             Route::ManageWebhookSecret { .. } => {
                 "/api/v1/manage/endpoints/{slug}/webhook-secrets/{environment}"
@@ -415,6 +425,7 @@ impl<'a> Route<'a> {
             | Route::ManageDeployApprove { .. }
             | Route::ManageDeployReject { .. }
             | Route::ManageRedeliver { .. }
+            | Route::ManageRetryDelivery { .. }
             | Route::ManageWebhookSecretReissue { .. }
             | Route::ManageSubscriptionRecover { .. }
             | Route::ManageSubscriptionTest { .. }

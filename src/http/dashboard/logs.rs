@@ -11,14 +11,13 @@ use super::page::{Layout, Outcome, Pager, redirect, render};
 use super::visitor::{signed_in, user_form};
 use crate::domain::error::{Error, Missing};
 use crate::domain::usage::MonthUsage;
-use crate::domain::webhooks::log::{self, DeliveryDetail, DeliveryView, Outcomes};
+use crate::domain::webhooks::log::{self, AttemptView, DeliveryView, Outcomes, ShownState};
 use crate::http::app::App;
 use crate::http::reply::id_param;
 use crate::http::reply::query_params;
 use crate::http::request::Request;
-use crate::store::request_log::StatusFilter;
 use crate::store::{DeliveryState, Environment, partition};
-use crate::workers::request_log::EntryView;
+use crate::workers::request_log::{self, EntryView, HolderView, Naming};
 
 /// Entries per page of the request log.
 const REQUESTS_PER_PAGE: usize = 50;
@@ -35,50 +34,124 @@ fn environment(params: &std::collections::HashMap<String, String>) -> Result<Env
     }
 }
 
+/// A request-log entry as the pages show it.
+struct EntryRow {
+    entry: EntryView,
+    /// Whose key made the call: an e-mail address, or the owner's default key.
+    who: String,
+}
+
+impl EntryRow {
+    fn new(entry: EntryView) -> EntryRow {
+        let who = match &entry.holder {
+            None => String::new(),
+            Some(HolderView {
+                email: Some(email), ..
+            }) => email.clone(),
+            // Gone, or another collaborator's call seen by a collaborator.
+            Some(HolderView {
+                account_id: Some(id),
+                ..
+            }) => format!("collaborator account {id}"),
+            Some(_) => format!("owner default key ({})", entry.environment),
+        };
+        EntryRow { entry, who }
+    }
+}
+
+/// The request log's filter form, as sent (shown back as typed, even when refused).
+#[derive(Default)]
+struct RequestFilterForm {
+    status: String,
+    code: String,
+    method: String,
+    holder: String,
+    request_id: String,
+}
+
 #[derive(Template)]
 #[template(path = "dashboard/requests.html")]
 struct RequestsPage {
     layout: Layout,
     head: EndpointHead,
     environment: &'static str,
-    status: String,
-    entries: Vec<EntryView>,
+    form: RequestFilterForm,
+    /// The collaborators to choose from, as account id and e-mail address.
+    holders: Vec<(u64, String)>,
+    /// Why the filter was refused; the page then lists nothing.
+    error: Option<String>,
+    entries: Vec<EntryRow>,
     pager: Pager,
 }
 
-/// `GET /dashboard/endpoints/{slug}/requests?environment=&status=&cursor=`.
+/// `GET /dashboard/endpoints/{slug}/requests?environment=&status=&code=&method=&holder=&request_id=&cursor=`.
+/// A refused filter is said on the page, above the form it came from.
 pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
     let user = signed_in(app, req)?;
-    let head = EndpointHead::load(app, &user, slug, "requests")?;
-    let (endpoint, _) = app.endpoints.member_row(&user.account, slug)?;
     let params = query_params(&req.query);
-    let environment = environment(&params)?;
-    let status = params.get("status").cloned().unwrap_or_default();
-    let filter = match status.as_str() {
-        "" => StatusFilter::Any,
-        "2xx" => StatusFilter::Class(2),
-        "4xx" => StatusFilter::Class(4),
-        "5xx" => StatusFilter::Class(5),
-        _ => {
-            return Err(Error::InvalidParameter {
-                name: "status",
-                reason: "it must be 2xx, 4xx or 5xx".into(),
-            }
-            .into());
-        }
+    let mut head = EndpointHead::load(app, &user, slug, "requests")?;
+    head.viewing = environment(&params).ok();
+    let (endpoint, membership) = app.endpoints.member_row(&user.account, slug)?;
+    let naming = Naming::of(user.account.id, &membership);
+    let text = |name: &str| params.get(name).cloned().unwrap_or_default();
+    let form = RequestFilterForm {
+        status: text("status"),
+        code: text("code"),
+        method: text("method"),
+        holder: text("holder"),
+        request_id: text("request_id"),
     };
     let cursor = params.get("cursor").map(String::as_str);
-    let page = app.request_log.list_matching(
-        partition(endpoint.id, environment),
-        REQUESTS_PER_PAGE,
-        cursor,
-        filter,
-    )?;
+    let listed = environment(&params).and_then(|environment| {
+        let filter = request_log::parse_filter(&params)?;
+        // The search box sends a request id alone: it is looked for in both environments.
+        if let (Some(id), None) = (&filter.request_id, params.get("environment")) {
+            let partitions = [Environment::Sandbox, Environment::Production]
+                .map(|environment| partition(endpoint.id, environment));
+            return match app
+                .request_log
+                .entry(app.store.as_ref(), naming, partitions, id)
+            {
+                Ok(entry) => {
+                    let environment = Environment::parse(entry.environment).unwrap_or(environment);
+                    Ok((environment, vec![entry], None))
+                }
+                Err(Error::NotFound(_)) => Ok((environment, Vec::new(), None)),
+                Err(err) => Err(err),
+            };
+        }
+        let page = app.request_log.list(
+            app.store.as_ref(),
+            naming,
+            partition(endpoint.id, environment),
+            REQUESTS_PER_PAGE,
+            cursor,
+            &filter,
+        )?;
+        Ok((environment, page.data, page.pagination.next_cursor))
+    });
+    let (environment, entries, next_cursor, error) = match listed {
+        Ok((environment, entries, next_cursor)) => (environment, entries, next_cursor, None),
+        Err(err @ Error::InvalidParameter { .. }) => (
+            Environment::Sandbox,
+            Vec::new(),
+            None,
+            Some(err.to_string()),
+        ),
+        Err(err) => return Err(err.into()),
+    };
     let pager = Pager::new(
         &format!("{}/requests", head.path()),
-        &[("environment", environment.as_str()), ("status", &status)],
+        &[
+            ("environment", environment.as_str()),
+            ("status", &form.status),
+            ("code", &form.code),
+            ("method", &form.method),
+            ("holder", &form.holder),
+            ("request_id", &form.request_id),
+        ],
         cursor,
-        page.pagination.next_cursor,
+        next_cursor,
     );
     let page = RequestsPage {
         layout: user.layout(
@@ -87,13 +160,90 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
             "endpoints",
             req,
         ),
+        holders: request_log::holders(app.store.as_ref(), naming, endpoint.id)?,
         head,
         environment: environment.as_str(),
-        status,
-        entries: page.data,
+        form,
+        error,
+        entries: entries.into_iter().map(EntryRow::new).collect(),
         pager,
     };
     render(&page)
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/request.html")]
+struct RequestPage {
+    layout: Layout,
+    head: EndpointHead,
+    row: EntryRow,
+}
+
+/// `GET /dashboard/endpoints/{slug}/requests/{request_id}`: one entry, in either environment.
+pub fn request(app: &App, req: &Request, slug: &str, request_id: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    let head = EndpointHead::load(app, &user, slug, "requests")?;
+    let (endpoint, membership) = app.endpoints.member_row(&user.account, slug)?;
+    let entry = app.request_log.entry(
+        app.store.as_ref(),
+        Naming::of(user.account.id, &membership),
+        [Environment::Sandbox, Environment::Production].map(|e| partition(endpoint.id, e)),
+        request_id,
+    )?;
+    let page = RequestPage {
+        layout: user.layout(app, format!("Request {request_id}"), "endpoints", req),
+        head,
+        row: EntryRow::new(entry),
+    };
+    render(&page)
+}
+
+/// A delivery's state as a chip: its CSS class and its words (never colour alone).
+pub struct Chip {
+    pub class: &'static str,
+    pub words: String,
+}
+
+impl Chip {
+    fn of(d: &DeliveryView) -> Chip {
+        let (class, words) = match d.shown {
+            ShownState::Delivered => ("ok", "Delivered".to_string()),
+            ShownState::Failing => (
+                "warn",
+                format!("Failing · {} of {} attempts", d.attempts, d.max_attempts),
+            ),
+            ShownState::Pending => ("pending", "Pending".to_string()),
+            ShownState::GivenUp => (
+                "danger",
+                format!("Given up · {} of {} attempts", d.attempts, d.max_attempts),
+            ),
+            ShownState::Skipped => ("muted", "Skipped".to_string()),
+        };
+        Chip { class, words }
+    }
+}
+
+/// A delivery as the pages show it (the delivery log, a record's deliveries).
+pub struct DeliveryRow {
+    pub delivery: DeliveryView,
+    pub chip: Chip,
+}
+
+impl DeliveryRow {
+    pub fn new(delivery: DeliveryView) -> DeliveryRow {
+        DeliveryRow {
+            chip: Chip::of(&delivery),
+            delivery,
+        }
+    }
+}
+
+/// The delivery log's filter form, as sent.
+#[derive(Default)]
+struct DeliveryFilterForm {
+    state: String,
+    kind: String,
+    url: String,
 }
 
 #[derive(Template)]
@@ -102,7 +252,10 @@ struct DeliveriesPage {
     layout: Layout,
     head: EndpointHead,
     environment: &'static str,
-    deliveries: Vec<DeliveryView>,
+    form: DeliveryFilterForm,
+    /// Why the filter was refused; the page then lists nothing.
+    error: Option<String>,
+    deliveries: Vec<DeliveryRow>,
     pager: Pager,
 }
 
@@ -119,31 +272,56 @@ fn partitions(
     ])
 }
 
-/// `GET /dashboard/endpoints/{slug}/deliveries?environment=&cursor=`.
+/// `GET /dashboard/endpoints/{slug}/deliveries?environment=&state=&kind=&url=&cursor=`. A
+/// refused filter is said on the page, above the form it came from.
 pub fn deliveries(app: &App, req: &Request, slug: &str) -> Outcome {
     let user = signed_in(app, req)?;
-    let head = EndpointHead::load(app, &user, slug, "deliveries")?;
-    let [sandbox, production] = partitions(app, &user.account, slug)?;
     let params = query_params(&req.query);
-    let environment = environment(&params)?;
-    let part = match environment {
-        Environment::Sandbox => sandbox,
-        Environment::Production => production,
+    let mut head = EndpointHead::load(app, &user, slug, "deliveries")?;
+    head.viewing = environment(&params).ok();
+    let [sandbox, production] = partitions(app, &user.account, slug)?;
+    let text = |name: &str| params.get(name).cloned().unwrap_or_default();
+    let form = DeliveryFilterForm {
+        state: text("state"),
+        kind: text("kind"),
+        url: text("url"),
     };
     let cursor = params.get("cursor").map(String::as_str);
-    let page = log::list(
-        app.store.as_ref(),
-        part,
-        None,
-        None,
-        DELIVERIES_PER_PAGE,
-        cursor,
-    )?;
+    let listed = environment(&params).and_then(|environment| {
+        let part = match environment {
+            Environment::Sandbox => sandbox,
+            Environment::Production => production,
+        };
+        let filter = log::DeliveryFilter::from_params(&params)?;
+        let page = log::list(
+            app.store.as_ref(),
+            part,
+            &filter,
+            DELIVERIES_PER_PAGE,
+            cursor,
+        )?;
+        Ok((environment, page))
+    });
+    let (environment, deliveries, next_cursor, error) = match listed {
+        Ok((environment, page)) => (environment, page.data, page.pagination.next_cursor, None),
+        Err(err @ Error::InvalidParameter { .. }) => (
+            Environment::Sandbox,
+            Vec::new(),
+            None,
+            Some(err.to_string()),
+        ),
+        Err(err) => return Err(err.into()),
+    };
     let pager = Pager::new(
         &format!("{}/deliveries", head.path()),
-        &[("environment", environment.as_str())],
+        &[
+            ("environment", environment.as_str()),
+            ("state", &form.state),
+            ("kind", &form.kind),
+            ("url", &form.url),
+        ],
         cursor,
-        page.pagination.next_cursor,
+        next_cursor,
     );
     let page = DeliveriesPage {
         layout: user.layout(
@@ -154,10 +332,37 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Outcome {
         ),
         head,
         environment: environment.as_str(),
-        deliveries: page.data,
+        form,
+        error,
+        deliveries: deliveries.into_iter().map(DeliveryRow::new).collect(),
         pager,
     };
     render(&page)
+}
+
+/// A body as the page shows it: indented when it is JSON (and then marked as such for the
+/// highlighter), as it is otherwise.
+struct Body {
+    text: String,
+    json: bool,
+}
+
+impl Body {
+    fn of(text: &str) -> Body {
+        match indented(text) {
+            Some(text) => Body { text, json: true },
+            None => Body {
+                text: text.to_string(),
+                json: false,
+            },
+        }
+    }
+}
+
+/// An attempt as the page shows it.
+struct AttemptRow {
+    attempt: AttemptView,
+    response_body: Option<Body>,
 }
 
 #[derive(Template)]
@@ -165,36 +370,65 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Outcome {
 struct DeliveryPage {
     layout: Layout,
     head: EndpointHead,
-    detail: DeliveryDetail,
-    /// The owner may redeliver a given-up delivery.
+    row: DeliveryRow,
+    /// The event body.
+    body: Body,
+    attempts: Vec<AttemptRow>,
+    /// The owner may retry a pending delivery now.
+    can_retry: bool,
+    /// The owner may redeliver a given-up or skipped delivery.
     can_redeliver: bool,
 }
 
 /// `GET /dashboard/endpoints/{slug}/deliveries/{id}`: every attempt.
 pub fn delivery(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
     let user = signed_in(app, req)?;
-    let head = EndpointHead::load(app, &user, slug, "deliveries")?;
     let id = id_param(id, Missing::Delivery)?;
     let detail = log::detail(
         app.store.as_ref(),
         partitions(app, &user.account, slug)?,
         id,
     )?;
+    let mut head = EndpointHead::load(app, &user, slug, "deliveries")?;
+    head.viewing = Environment::parse(detail.delivery.environment);
+    let state = detail.delivery.state;
     let page = DeliveryPage {
         layout: user.layout(app, format!("Delivery {id}"), "endpoints", req),
+        can_retry: head.owner && state == DeliveryState::Pending,
         can_redeliver: head.owner
-            && matches!(
-                detail.delivery.state,
-                DeliveryState::GivenUp | DeliveryState::Skipped
-            ),
+            && matches!(state, DeliveryState::GivenUp | DeliveryState::Skipped),
         head,
-        detail,
+        body: Body::of(&detail.body),
+        attempts: detail
+            .attempt_log
+            .into_iter()
+            .map(|attempt| AttemptRow {
+                response_body: attempt.response_body.as_deref().map(Body::of),
+                attempt,
+            })
+            .collect(),
+        row: DeliveryRow::new(detail.delivery),
     };
     render(&page)
 }
 
-/// `POST …/deliveries/{id}/redeliver` (owner).
-pub async fn redeliver(app: &App, req: &mut Request, slug: &str, id: &str) -> Outcome {
+/// What an owner's post does to one delivery.
+#[derive(Clone, Copy)]
+pub enum DeliveryAction {
+    /// A given-up or skipped delivery, with a fresh budget of attempts.
+    Redeliver,
+    /// A pending delivery's next attempt, now.
+    Retry,
+}
+
+/// `POST …/deliveries/{id}/redeliver` and `…/retry` (owner).
+pub async fn act(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    id: &str,
+    action: DeliveryAction,
+) -> Outcome {
     let user = signed_in(app, req)?;
     user_form(app, req, &user).await?;
     let endpoint = app.endpoints.owned_row(&user.account, slug)?;
@@ -203,10 +437,79 @@ pub async fn redeliver(app: &App, req: &mut Request, slug: &str, id: &str) -> Ou
         partition(endpoint.id, Environment::Sandbox),
         partition(endpoint.id, Environment::Production),
     ];
-    log::redeliver(&app.handles, partitions, id)?;
+    let done = match action {
+        DeliveryAction::Redeliver => {
+            log::redeliver(&app.handles, partitions, id)?;
+            "redelivered"
+        }
+        DeliveryAction::Retry => {
+            log::retry_now(&app.handles, &user.account, partitions, id)?;
+            "retried"
+        }
+    };
     Ok(redirect(&format!(
-        "/dashboard/endpoints/{slug}/deliveries/{id}?done=redelivered"
+        "/dashboard/endpoints/{slug}/deliveries/{id}?done={done}"
     )))
+}
+
+/// `text` indented two spaces a level, when it is JSON. Indented as text, token by token,
+/// never parsed into values and written again: that would round numbers past 2^53 and write
+/// `1E2` as `100`, and a body must show as it was sent.
+fn indented(text: &str) -> Option<String> {
+    serde_json::from_str::<serde::de::IgnoredAny>(text).ok()?;
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut chars = text.chars().peekable();
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.extend(std::iter::repeat_n("  ", depth));
+    };
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                // An empty object or array stays on its line.
+                while chars.peek().is_some_and(|c| c.is_ascii_whitespace()) {
+                    chars.next();
+                }
+                if chars.peek().is_some_and(|&n| n == '}' || n == ']') {
+                    out.extend(chars.next());
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_ascii_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    Some(out)
 }
 
 /// Webhook outcomes of one environment this month, as the page shows them.
@@ -273,4 +576,35 @@ pub fn usage(app: &App, req: &Request, slug: &str) -> Outcome {
         outcomes_cap: OUTCOMES_CAP,
     };
     render(&page)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::indented;
+
+    #[test]
+    fn json_is_indented_as_sent_and_anything_else_is_left_alone() {
+        let body = r#"{"type":"record.created","data":{"n":12345678901234567890123,"f":1E2,"s":"a,b:{c}\"]","e":{},"l":[ ]},"t":[1,2]}"#;
+        assert_eq!(
+            indented(body).unwrap(),
+            r#"{
+  "type": "record.created",
+  "data": {
+    "n": 12345678901234567890123,
+    "f": 1E2,
+    "s": "a,b:{c}\"]",
+    "e": {},
+    "l": []
+  },
+  "t": [
+    1,
+    2
+  ]
+}"#
+        );
+        for text in ["not json", "{\"a\":", "", "<html>ok</html>"] {
+            assert_eq!(indented(text), None);
+        }
+        assert_eq!(indented(" 42 ").unwrap(), "42");
+    }
 }

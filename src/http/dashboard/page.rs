@@ -237,6 +237,7 @@ pub fn flash(req: &Request) -> Option<&'static str> {
             "Recovery started: the deliveries of the window are being scheduled again."
         }
         "redelivered" => "Redelivery scheduled.",
+        "retried" => "The next attempt is due now.",
         "mail" => "Test e-mail queued; its status shows below.",
         "read" => "Notification marked as read.",
         "all-read" => "Every notification is marked as read.",

@@ -12,13 +12,14 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::endpoints::EndpointHead;
+use super::logs::DeliveryRow;
 use super::page::{Layout, Outcome, Pager, pretty_json, redirect, render, render_with};
 use super::visitor::{signed_in, user_form};
 use crate::domain::error::Error;
 use crate::domain::records::{self, parse_record_id};
 use crate::domain::search;
 use crate::domain::webhooks::deliveries::Hooks;
-use crate::domain::webhooks::log::{self, DeliveryView};
+use crate::domain::webhooks::log::{self, DeliveryFilter};
 use crate::http::app::App;
 use crate::http::reply::query_params;
 use crate::http::request::Request;
@@ -179,7 +180,7 @@ struct RecordPage {
     created_at: String,
     updated_at: String,
     payload: String,
-    deliveries: Vec<DeliveryView>,
+    deliveries: Vec<DeliveryRow>,
     can_delete: bool,
 }
 
@@ -194,15 +195,21 @@ pub fn record(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
         .member_access(&user.account, slug, environment, Permission::Read)?;
     let id = parse_record_id(id)?;
     let record: ApiRecord = parse(&records::get(app.store.as_ref(), &access, id)?)?;
+    let of_record = DeliveryFilter {
+        record: Some(id),
+        ..DeliveryFilter::default()
+    };
     let deliveries = log::list(
         app.store.as_ref(),
         access.partition,
-        Some(id),
-        None,
+        &of_record,
         RECORD_DELIVERIES,
         None,
     )?
-    .data;
+    .data
+    .into_iter()
+    .map(DeliveryRow::new)
+    .collect();
     let can_delete = app
         .endpoints
         .member_access(&user.account, slug, environment, Permission::Delete)

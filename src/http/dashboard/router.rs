@@ -106,9 +106,15 @@ async fn endpoint(
         (["records", id], true, _) => records::record(app, req, slug, id),
         (["records", id, "delete"], _, true) => records::delete(app, req, slug, id).await,
         (["requests"], true, _) => logs::requests(app, req, slug),
+        (["requests", request_id], true, _) => logs::request(app, req, slug, request_id),
         (["deliveries"], true, _) => logs::deliveries(app, req, slug),
         (["deliveries", id], true, _) => logs::delivery(app, req, slug, id),
-        (["deliveries", id, "redeliver"], _, true) => logs::redeliver(app, req, slug, id).await,
+        (["deliveries", id, "redeliver"], _, true) => {
+            logs::act(app, req, slug, id, logs::DeliveryAction::Redeliver).await
+        }
+        (["deliveries", id, "retry"], _, true) => {
+            logs::act(app, req, slug, id, logs::DeliveryAction::Retry).await
+        }
         (["usage"], true, _) => logs::usage(app, req, slug),
         (["test"], true, _) => testpage::page(app, req, slug),
         (["test", "authorize"], _, true) => testpage::authorize(app, req, slug).await,

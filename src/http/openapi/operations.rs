@@ -174,9 +174,10 @@ fn collaborator_example() -> Value {
 }
 
 fn delivery_example() -> Value {
-    json!({ "id": 7, "record_id": RECORD_ID, "kind": "owner", "subscription": "sub_1",
-            "url": "https://example.com/hook",
-            "state": "delivered", "attempts": 1, "max_attempts": 6, "next_attempt_at": null,
+    json!({ "id": 7, "record_id": RECORD_ID, "environment": "production", "kind": "owner",
+            "subscription": "sub_1", "url": "https://example.com/hook",
+            "state": "delivered", "failing": false, "attempts": 1, "max_attempts": 6,
+            "next_attempt_at": null,
             "created_at": CREATED_AT, "finished_at": CREATED_AT })
 }
 
@@ -857,17 +858,60 @@ fn endpoint_operations() -> Vec<Operation> {
         .ok(200, "Rejected.", schema_ref("Endpoint"), endpoint_example())
         .error(404, &["deploy_request_not_found"]),
         op("get", "/api/v1/manage/endpoints/{slug}/requests", "listRequests", Who::Member)
-            .summary("The request log", "Data calls on the endpoint, newest first.")
+            .summary(
+                "The request log",
+                "Data calls on the endpoint, newest first, only those that pass every filter \
+                 given. A page reads at most 5,000 entries; a filtered page may hold fewer than \
+                 `limit` and still have a `next_cursor`. A `request_id` made by this version \
+                 (it carries its time) is found wherever it is in the log.",
+            )
             .param(environment_query("Which environment's calls."))
             .param(limit(request_log::LIST_LIMIT_DEFAULT, request_log::LIST_LIMIT_MAX))
             .param(cursor())
+            .param(query(
+                "status",
+                "Only responses of this status class.",
+                json!({ "type": "string", "enum": ["1xx", "2xx", "3xx", "4xx", "5xx"] }),
+            ))
+            .param(query(
+                "code",
+                "Only error responses with this error code.",
+                json!({ "type": "string", "pattern": "^[a-z_]{1,64}$" }),
+            ))
+            .param(query(
+                "method",
+                "Only calls with this method (any case).",
+                json!({ "type": "string", "enum": ["GET", "POST", "PUT", "DELETE"] }),
+            ))
+            .param(query(
+                "holder",
+                "Only calls with a key of this holder: `owner` (the endpoint's default keys) \
+                 or a collaborator's account id.",
+                json!({ "type": "string", "pattern": "^(owner|[0-9]+)$" }),
+            ))
+            .param(query(
+                "key_id",
+                "Only calls with this key.",
+                json!({ "type": "string", "pattern": "^key_" }),
+            ))
+            .param(query(
+                "request_id",
+                "Only the call with this request id (the `X-Request-Id` header and the \
+                 `request_id` of an error body).",
+                json!({ "type": "string", "pattern": "^req_" }),
+            ))
             .ok(
                 200,
                 "One page.",
                 page_of("RequestLogEntry"),
                 json!({ "data": [{ "time": CREATED_AT, "method": "POST", "route": "/api/v1/data/{slug}",
-                    "status": 202, "key_id": "key_3f9a0c1d2e4b5a69", "latency_ms": 1.92,
-                    "environment": "sandbox", "request_id": "req_0f3k9x2m4n8p1q7r" }], "pagination": {} }),
+                    "status": 403, "key_id": "key_3f9a0c1d2e4b5a69", "latency_ms": 1.92,
+                    "environment": "sandbox", "request_id": "req_1mfk8r2w4q0d3c9y7hx5pk",
+                    "code": "missing_permission_create",
+                    "message": "This key lacks the `create` permission; the endpoint owner manages permissions.",
+                    "client": "203.0.113.9",
+                    "holder": { "kind": "collaborator", "account_id": 7, "email": "dev@example.com" } }],
+                    "pagination": {} }),
             )
             .error(400, &["invalid_parameter"]),
         op("get", "/api/v1/manage/endpoints/{slug}/audit", "listAudit", Who::Owner)
@@ -1166,9 +1210,28 @@ fn webhook_operations() -> Vec<Operation> {
             .param(query("record_id", "Only this record's deliveries.", schema_ref("RecordId")))
             .param(query(
                 "subscription",
-                "Only this subscription's deliveries (`sub_N`). A page reads at most 10,000 \
-                 deliveries: it may hold fewer than `limit` with a `next_cursor` to go on.",
+                "Only this subscription's deliveries (`sub_N`). With any filter, a page reads \
+                 at most 10,000 deliveries: it may hold fewer than `limit` with a \
+                 `next_cursor` to go on.",
                 json!({ "type": "string", "pattern": "^sub_[1-9][0-9]*$" }),
+            ))
+            .param(query(
+                "state",
+                "Only deliveries in this state: `pending` (no attempt yet), `failing` (pending \
+                 after a failed attempt), `delivered`, `given_up`, `skipped`.",
+                json!({ "type": "string",
+                        "enum": ["pending", "failing", "delivered", "given_up", "skipped"] }),
+            ))
+            .param(query(
+                "kind",
+                "Only owner-subscription or caller-webhook deliveries.",
+                json!({ "type": "string", "enum": ["owner", "caller"] }),
+            ))
+            .param(query(
+                "url",
+                "Only deliveries whose URL (as shown, credentials masked) contains this text, \
+                 in any case.",
+                json!({ "type": "string", "maxLength": 2048 }),
             ))
             .param(limit(webhooks::log::LIST_LIMIT_DEFAULT, webhooks::log::LIST_LIMIT_MAX))
             .param(cursor())
@@ -1194,6 +1257,30 @@ fn webhook_operations() -> Vec<Operation> {
             "A fresh attempt budget, the first attempt at once; 409 `conflict` unless given up.",
         )
         .ok(200, "The delivery.", schema_ref("Delivery"), delivery_example())
+        .error(404, &["delivery_not_found"])
+        .error(409, &["conflict"]),
+        op(
+            "post",
+            "/api/v1/manage/endpoints/{slug}/deliveries/{id}/retry",
+            "retryDelivery",
+            Who::Owner,
+        )
+        .summary(
+            "Attempt a pending delivery now",
+            "Brings the next attempt of a pending (or failing) delivery forward to now. It \
+             counts as one of the delivery's attempts: the budget is not reset (to send a \
+             given-up delivery again, redeliver it). Recorded in the audit log as \
+             `delivery.retried`. 409 `conflict` unless pending.",
+        )
+        .ok(200, "The delivery, due now.", schema_ref("Delivery"), {
+            let mut d = delivery_example();
+            d["state"] = json!("pending");
+            d["failing"] = json!(true);
+            d["attempts"] = json!(3);
+            d["next_attempt_at"] = json!(CREATED_AT);
+            d["finished_at"] = json!(null);
+            d
+        })
         .error(404, &["delivery_not_found"])
         .error(409, &["conflict"]),
         op(

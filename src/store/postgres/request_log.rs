@@ -5,29 +5,41 @@
 use super::{PgStore, PgTx, big, count, micros, row_json, to_json, unbig};
 use crate::core::clock::Timestamp;
 use crate::store::request_log::{
-    LogPage, LogPosition, PAGE_SCAN_LIMIT, RequestLogStore, StatusFilter,
+    EntryFilter, LogPage, LogPosition, PAGE_SCAN_LIMIT, RequestLogStore, StatusFilter,
 };
 use crate::store::{RequestLogRow, StoreError};
 
 /// Entries deleted per transaction by a purge, so it never holds many rows for long.
 const PURGE_CHUNK: usize = 10_000;
 
-/// One page, the way redb's reads it: the entries before `($2, $3)` newest first, at most
+/// One page, the way redb's reads it: the entries before `($2, $3)` and at or after `$10`
+/// newest first, at most
 /// `$6` (`PAGE_SCAN_LIMIT` + 1) of them, numbered (`n`) and counted (`hits`: matches up to
 /// and including each). Of those it returns, in order and at most `$9` (`limit` + 2), the
 /// rows that decide the page: the first `$7` (`limit`) matches, every row from the `limit`-th
 /// match on, and the rows numbered `$8` (`PAGE_SCAN_LIMIT`) and above. The rows left out are
 /// non-matching ones a page passes over on its way to those, so reading the rows returned as
 /// redb reads the whole range gives the same page, `next` included; and with the filter in
-/// SQL, only those few rows leave the database.
+/// SQL, only those few rows leave the database. The filter's text conditions (`$11`…`$15`,
+/// each `NULL` when not asked for) read the entry's JSON; an entry written before a field
+/// existed lacks it and does not match it (`coalesce`: a missing field makes the condition
+/// `NULL`, which must count as no match).
 const PAGE: &str = "
 SELECT time, seq, status, data, n FROM (
     SELECT time, seq, status, data, hit,
            row_number() OVER newest AS n,
            count(*) FILTER (WHERE hit) OVER newest AS hits
-    FROM (SELECT time, seq, status, data, status BETWEEN $4 AND $5 AS hit
+    FROM (SELECT time, seq, status, data, coalesce(
+                 status BETWEEN $4 AND $5
+                 AND ($11::text IS NULL OR convert_from(data, 'UTF8')::jsonb->>'code' = $11)
+                 AND ($12::text IS NULL OR convert_from(data, 'UTF8')::jsonb->>'method' = $12)
+                 AND ($13::text IS NULL
+                      OR convert_from(data, 'UTF8')::jsonb->'holder' = $13::text::jsonb)
+                 AND ($14::text IS NULL OR convert_from(data, 'UTF8')::jsonb->>'key_id' = $14)
+                 AND ($15::text IS NULL
+                      OR convert_from(data, 'UTF8')::jsonb->>'request_id' = $15), false) AS hit
           FROM request_log
-          WHERE partition = $1 AND (time, seq) < ($2, $3)
+          WHERE partition = $1 AND (time, seq) < ($2, $3) AND time >= $10
           ORDER BY time DESC, seq DESC
           LIMIT $6) AS scanned
     WINDOW newest AS (ORDER BY time DESC, seq DESC ROWS UNBOUNDED PRECEDING)
@@ -82,13 +94,25 @@ impl RequestLogStore for PgStore {
         partition: u64,
         before: Option<LogPosition>,
         limit: usize,
-        filter: StatusFilter,
+        filter: &EntryFilter,
     ) -> Result<LogPage, StoreError> {
         // Without `before`, from past the newest possible position (no time or sequence
         // reaches i64::MAX).
-        let (time, seq) =
+        let (mut time, mut seq) =
             before.map_or((i64::MAX, i64::MAX), |at| (big(at.time), big(at.sequence)));
-        let (low, high) = status_range(filter);
+        let mut oldest = 0;
+        if let Some(pinned) = filter.pinned_time().map(big) {
+            oldest = pinned;
+            if time > pinned {
+                (time, seq) = (pinned, i64::MAX);
+            }
+        }
+        let (low, high) = status_range(filter.status);
+        let holder = filter.holder.as_ref().map(to_json).transpose()?;
+        let holder = holder
+            .map(String::from_utf8)
+            .transpose()
+            .map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let tx = PgTx::read(self)?;
         let rows = tx.query(
             PAGE,
@@ -102,6 +126,12 @@ impl RequestLogStore for PgStore {
                 &count(limit),
                 &count(PAGE_SCAN_LIMIT),
                 &count(limit.saturating_add(2)),
+                &oldest,
+                &filter.code,
+                &filter.method,
+                &holder,
+                &filter.key_id,
+                &filter.request_id,
             ],
         )?;
         // redb's loop, over the rows that decide the page (see `PAGE`).
@@ -119,11 +149,9 @@ impl RequestLogStore for PgStore {
                 sequence: unbig(row.try_get(1)?),
             };
             last = Some(position);
-            let status: i32 = row.try_get(2)?;
-            let status = u16::try_from(status)
-                .map_err(|_| StoreError::Corrupt(format!("a response status of {status}")))?;
-            if filter.matches(status) {
-                entries.push((position, row_json(row, 3)?));
+            let entry: RequestLogRow = row_json(row, 3)?;
+            if filter.matches(&entry) {
+                entries.push((position, entry));
             }
         }
         Ok(LogPage {
@@ -159,19 +187,37 @@ mod tests {
     use super::super::test_store;
     use super::PURGE_CHUNK;
     use crate::core::clock::Timestamp;
-    use crate::store::request_log::{LogPosition, PAGE_SCAN_LIMIT, RequestLogStore, StatusFilter};
-    use crate::store::{Environment, RequestLogRow};
+    use crate::store::request_log::{
+        EntryFilter, LogPosition, PAGE_SCAN_LIMIT, RequestLogStore, StatusFilter,
+    };
+    use crate::store::{Environment, KeyHolder, RequestLogRow};
 
     fn entry(time: i64, status: u16, request_id: String) -> RequestLogRow {
+        // Errors name a code and a holder; some calls are writes.
+        let failed = status >= 400;
         RequestLogRow {
             time: Timestamp(time),
-            method: "GET".into(),
+            method: if time % 4 == 0 { "POST" } else { "GET" }.into(),
             route: "/v1/records".into(),
             status,
-            key_id: None,
+            key_id: failed.then(|| format!("key_{}", time % 2)),
             latency_us: 10,
             environment: Environment::Sandbox,
             request_id,
+            code: failed.then(|| format!("code_{status}")),
+            message: failed.then(|| "no".into()),
+            client: Some("192.0.2.1".into()),
+            holder: failed.then_some(match time % 3 {
+                0 => KeyHolder::Owner,
+                n => KeyHolder::Collaborator(n as u64),
+            }),
+        }
+    }
+
+    fn status(filter: StatusFilter) -> EntryFilter {
+        EntryFilter {
+            status: filter,
+            ..EntryFilter::default()
         }
     }
 
@@ -181,7 +227,7 @@ mod tests {
         log: &dyn RequestLogStore,
         partition: u64,
         limit: usize,
-        filter: StatusFilter,
+        filter: &EntryFilter,
         names: &HashMap<(u64, u64), String>,
     ) -> Vec<(Vec<String>, Option<String>)> {
         let mut pages = Vec::new();
@@ -209,7 +255,7 @@ mod tests {
         let mut before = None;
         loop {
             let page = log
-                .requests_page(partition, before, 1000, StatusFilter::Any)
+                .requests_page(partition, before, 1000, &EntryFilter::default())
                 .unwrap();
             all.extend(page.entries.into_iter().map(|(at, r)| (at, r.request_id)));
             match page.next {
@@ -270,16 +316,38 @@ mod tests {
         let pg_names = names(&positions(&pg, 7));
         assert_eq!(pg_names.len(), total);
         let filters = [
-            StatusFilter::Any,
-            StatusFilter::Class(2),
-            StatusFilter::Class(3),
-            StatusFilter::Class(4),
-            StatusFilter::Class(5),
-            StatusFilter::Class(1),
+            status(StatusFilter::Any),
+            status(StatusFilter::Class(2)),
+            status(StatusFilter::Class(3)),
+            status(StatusFilter::Class(4)),
+            status(StatusFilter::Class(5)),
+            status(StatusFilter::Class(1)),
+            EntryFilter {
+                code: Some("code_503".into()),
+                ..EntryFilter::default()
+            },
+            EntryFilter {
+                method: Some("POST".into()),
+                status: StatusFilter::Class(4),
+                ..EntryFilter::default()
+            },
+            EntryFilter {
+                holder: Some(KeyHolder::Collaborator(2)),
+                ..EntryFilter::default()
+            },
+            EntryFilter {
+                holder: Some(KeyHolder::Owner),
+                key_id: Some("key_1".into()),
+                ..EntryFilter::default()
+            },
+            EntryFilter {
+                request_id: Some("r7-150".into()),
+                ..EntryFilter::default()
+            },
         ];
-        for filter in filters {
+        for filter in &filters {
             for limit in [0, 1, 7, 50, 1000, 6000] {
-                if limit == 1 && filter == StatusFilter::Any {
+                if limit == 1 && *filter == EntryFilter::default() {
                     continue;
                 }
                 let expected = walk(&redb, 7, limit, filter, &redb_names);
@@ -292,10 +360,66 @@ mod tests {
         }
         // The 5xx page that meets the scan limit ends early, with where to read on.
         let page = pg
-            .requests_page(7, None, 1000, StatusFilter::Class(5))
+            .requests_page(7, None, 1000, &status(StatusFilter::Class(5)))
             .unwrap();
         assert_eq!(page.entries.len(), 10);
         assert!(page.next.is_some());
+    }
+
+    #[test]
+    fn a_request_id_with_its_time_is_found_past_the_scan_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let redb =
+            crate::store::redb::RedbStore::open_request_log(&dir.path().join("r.redb"), 1 << 20)
+                .unwrap();
+        let pg = test_store();
+        let at = |i: usize| Timestamp(1_000_000 + i as i64 * 10);
+        let ids: Vec<String> = (0..PAGE_SCAN_LIMIT + 50)
+            .map(|i| crate::core::ids::new_request_id(at(i)))
+            .collect();
+        let entries: Vec<_> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (3, entry(at(i).0, 200, id.clone())))
+            .collect();
+        for batch in entries.chunks(1000) {
+            redb.append_requests(batch).unwrap();
+            pg.append_requests(batch).unwrap();
+        }
+        let log: [&dyn RequestLogStore; 2] = [&redb, &pg];
+        for log in log {
+            // The oldest entry, beyond the scan limit from the newest.
+            let filter = EntryFilter {
+                request_id: Some(ids[0].clone()),
+                ..EntryFilter::default()
+            };
+            let page = log.requests_page(3, None, 10, &filter).unwrap();
+            let found: Vec<&str> = page
+                .entries
+                .iter()
+                .map(|(_, r)| r.request_id.as_str())
+                .collect();
+            assert_eq!(found, [ids[0].as_str()]);
+            assert_eq!(page.next, None);
+            // From a cursor past it, or in another partition, nothing.
+            let (position, _) = page.entries[0];
+            let none = log.requests_page(3, Some(position), 10, &filter).unwrap();
+            assert!(none.entries.is_empty() && none.next.is_none());
+            assert!(
+                log.requests_page(4, None, 10, &filter)
+                    .unwrap()
+                    .entries
+                    .is_empty()
+            );
+            // An id without a time is looked for in the bounded scan only.
+            let filter = EntryFilter {
+                request_id: Some("req_0f3k9x2m4n8p1q7r".into()),
+                ..EntryFilter::default()
+            };
+            let page = log.requests_page(3, None, 10, &filter).unwrap();
+            assert!(page.entries.is_empty());
+            assert!(page.next.is_some(), "the scan limit ends the page");
+        }
     }
 
     #[test]
@@ -309,7 +433,8 @@ mod tests {
         pg.append_requests(&batch(0)).unwrap();
         pg.append_requests(&[]).unwrap();
         pg.append_requests(&batch(3)).unwrap();
-        let page = pg.requests_page(1, None, 4, StatusFilter::Any).unwrap();
+        let any = EntryFilter::default();
+        let page = pg.requests_page(1, None, 4, &any).unwrap();
         let ids: Vec<&str> = page
             .entries
             .iter()
@@ -317,9 +442,7 @@ mod tests {
             .collect();
         assert_eq!(ids, ["e5", "e4", "e3", "e2"]);
         // `before` is exclusive; the last page has no `next`.
-        let rest = pg
-            .requests_page(1, page.next, 4, StatusFilter::Any)
-            .unwrap();
+        let rest = pg.requests_page(1, page.next, 4, &any).unwrap();
         let ids: Vec<&str> = rest
             .entries
             .iter()
@@ -328,7 +451,7 @@ mod tests {
         assert_eq!(ids, ["e1", "e0"]);
         assert!(rest.next.is_none());
         // A page that ends exactly at the oldest entry has no `next` either.
-        let exact = pg.requests_page(1, None, 6, StatusFilter::Any).unwrap();
+        let exact = pg.requests_page(1, None, 6, &any).unwrap();
         assert_eq!(exact.entries.len(), 6);
         assert!(exact.next.is_none());
     }

@@ -254,6 +254,11 @@ impl WebhooksWrite for PgTx<'_> {
         Ok(())
     }
 
+    /// A delivery is listed on its row, so listing it again moves it.
+    fn move_due(&mut self, _from: Option<Timestamp>, due: &DueDelivery) -> Result<(), StoreError> {
+        self.put_due(due)
+    }
+
     fn record_outcomes(
         &mut self,
         outcomes: &[AttemptOutcome],
@@ -657,6 +662,11 @@ pub(super) mod tests {
         );
         // Only listed deliveries are due.
         assert!(due_ids(&tx, i64::MAX, None, 10).is_empty());
+    }
+
+    #[test]
+    fn move_due_lists_a_delivery_once() {
+        crate::store::webhooks::conformance::move_due_lists_a_delivery_once(&test_store());
     }
 
     #[test]

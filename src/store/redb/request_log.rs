@@ -8,9 +8,9 @@ use redb::{ReadableDatabase, ReadableTable, Table};
 use super::{REQUEST_LOG, RedbStore, from_json};
 use crate::core::clock::Timestamp;
 use crate::store::request_log::{
-    LogPage, LogPosition, PAGE_SCAN_LIMIT, RequestLogStore, StatusFilter,
+    EntryFilter, LogPage, LogPosition, PAGE_SCAN_LIMIT, RequestLogStore,
 };
-use crate::store::{Environment, RequestLogRow, StoreError, time_from_key, time_key};
+use crate::store::{Environment, KeyHolder, RequestLogRow, StoreError, time_from_key, time_key};
 
 /// Entries deleted per transaction by a purge, so it never holds the writer for long.
 const PURGE_CHUNK: usize = 10_000;
@@ -37,19 +37,33 @@ impl RequestLogStore for RedbStore {
         partition: u64,
         before: Option<LogPosition>,
         limit: usize,
-        filter: StatusFilter,
+        filter: &EntryFilter,
     ) -> Result<LogPage, StoreError> {
-        let upper = match before {
+        let mut lower = (partition, 0, 0);
+        let mut upper = match before {
             Some(at) => Bound::Excluded((partition, at.time, at.sequence)),
             None => Bound::Included((partition, u64::MAX, u64::MAX)),
         };
+        if let Some(time) = filter.pinned_time() {
+            lower = (partition, time, 0);
+            match before {
+                Some(at) if at.time < time => {
+                    return Ok(LogPage {
+                        entries: Vec::new(),
+                        next: None,
+                    });
+                }
+                Some(at) if at.time == time => {}
+                _ => upper = Bound::Included((partition, time, u64::MAX)),
+            }
+        }
         let txn = self.db.begin_read()?;
         let table = txn.open_table(REQUEST_LOG)?;
         let mut entries = Vec::with_capacity(limit);
         let mut last = None;
         let mut more = false;
         for (scanned, entry) in table
-            .range::<Key>((Bound::Included((partition, 0, 0)), upper))?
+            .range::<Key>((Bound::Included(lower), upper))?
             .rev()
             .enumerate()
         {
@@ -62,7 +76,7 @@ impl RequestLogStore for RedbStore {
             let position = LogPosition { time, sequence };
             last = Some(position);
             let row = decode_entry(time, value.value())?;
-            if filter.matches(row.status) {
+            if filter.matches(&row) {
                 entries.push((position, row));
             }
         }
@@ -125,46 +139,76 @@ fn last_sequence(
     Ok(last.map_or(0, |(key, _)| key.value().2))
 }
 
-/// First byte of an entry in the binary layout. Entries of earlier versions are JSON objects,
-/// which begin with `{`.
+/// First byte of an entry in the first binary layout, which ended with the key id. Entries of
+/// earlier versions are JSON objects, which begin with `{`.
 const BINARY: u8 = 0x01;
+/// First byte of an entry in today's layout ([`encode_entry`]).
+const BINARY_2: u8 = 0x02;
 
-/// Encodes an entry: [`BINARY`], the status (u16 LE), the environment (0 sandbox, 1
-/// production), the latency in µs (LEB128), then the method, route, request id and key id
-/// (absent: no bytes) as length-prefixed (LEB128) UTF-8. The time is the key's. About 60 bytes
-/// where the JSON of the first versions took 210: the log of every data call is most of
+/// Which optional fields follow, in this order, in a [`BINARY_2`] entry.
+const HAS_KEY_ID: u8 = 1;
+const HAS_CODE: u8 = 2;
+const HAS_MESSAGE: u8 = 4;
+const HAS_CLIENT: u8 = 8;
+const HAS_HOLDER: u8 = 16;
+
+/// Encodes an entry: [`BINARY_2`], the status (u16 LE), the environment (0 sandbox, 1
+/// production), the latency in µs (LEB128), the method, route and request id as
+/// length-prefixed (LEB128) UTF-8, then a byte of `HAS_*` flags and the fields it names: key
+/// id, code, message and client address as text, the holder as a LEB128 number (0 the owner,
+/// n + 1 collaborator n). The time is the key's. About 60 bytes for a successful call, where
+/// the JSON of the first versions took 210: the log of every data call is most of
 /// `requests.redb`.
 fn encode_entry(row: &RequestLogRow) -> Vec<u8> {
-    let key_id = row.key_id.as_deref();
+    let texts = [
+        row.key_id.as_deref(),
+        row.code.as_deref(),
+        row.message.as_deref(),
+        row.client.as_deref(),
+    ];
     let mut v = Vec::with_capacity(
-        16 + row.method.len() + row.route.len() + row.request_id.len() + key_id.map_or(0, str::len),
+        24 + row.method.len()
+            + row.route.len()
+            + row.request_id.len()
+            + texts.iter().flatten().map(|t| t.len()).sum::<usize>(),
     );
-    v.push(BINARY);
+    v.push(BINARY_2);
     v.extend_from_slice(&row.status.to_le_bytes());
     v.push(match row.environment {
         Environment::Sandbox => 0,
         Environment::Production => 1,
     });
     put_varint(&mut v, row.latency_us);
-    for text in [
-        Some(row.method.as_str()),
-        Some(row.route.as_str()),
-        Some(row.request_id.as_str()),
-        key_id,
-    ]
-    .into_iter()
-    .flatten()
-    {
-        put_varint(&mut v, text.len() as u64);
-        v.extend_from_slice(text.as_bytes());
+    for text in [&row.method, &row.route, &row.request_id] {
+        put_text(&mut v, text);
+    }
+    let flags = [HAS_KEY_ID, HAS_CODE, HAS_MESSAGE, HAS_CLIENT]
+        .iter()
+        .zip(&texts)
+        .filter(|(_, text)| text.is_some())
+        .fold(0, |flags, (flag, _)| flags | flag)
+        | if row.holder.is_some() { HAS_HOLDER } else { 0 };
+    v.push(flags);
+    for text in texts.into_iter().flatten() {
+        put_text(&mut v, text);
+    }
+    if let Some(holder) = row.holder {
+        put_varint(
+            &mut v,
+            match holder {
+                KeyHolder::Owner => 0,
+                KeyHolder::Collaborator(id) => id.saturating_add(1),
+            },
+        );
     }
     v
 }
 
-/// Decodes an entry stored at `time` (the key's), in either layout.
+/// Decodes an entry stored at `time` (the key's), in any layout.
 fn decode_entry(time: u64, bytes: &[u8]) -> Result<RequestLogRow, StoreError> {
-    let Some((&BINARY, rest)) = bytes.split_first() else {
-        return from_json(bytes);
+    let (layout, rest) = match bytes.split_first() {
+        Some((&layout, rest)) if layout == BINARY || layout == BINARY_2 => (layout, rest),
+        _ => return from_json(bytes),
     };
     let corrupt = || StoreError::Corrupt("request log entry".into());
     let mut reader = Reader(rest);
@@ -178,11 +222,33 @@ fn decode_entry(time: u64, bytes: &[u8]) -> Result<RequestLogRow, StoreError> {
     let method = reader.text().ok_or_else(corrupt)?;
     let route = reader.text().ok_or_else(corrupt)?;
     let request_id = reader.text().ok_or_else(corrupt)?;
-    let key_id = match reader.0.is_empty() {
-        true => None,
-        false => Some(reader.text().ok_or_else(corrupt)?),
+    let flags = match layout {
+        // The first layout: the key id, when bytes remain.
+        BINARY if reader.0.is_empty() => 0,
+        BINARY => HAS_KEY_ID,
+        _ => {
+            let [flags] = *reader.take::<1>().ok_or_else(corrupt)?;
+            flags
+        }
     };
-    if !reader.0.is_empty() {
+    let mut optional = |flag: u8| match flags & flag {
+        0 => Ok(None),
+        _ => reader.text().map(Some).ok_or_else(corrupt),
+    };
+    let key_id = optional(HAS_KEY_ID)?;
+    let code = optional(HAS_CODE)?;
+    let message = optional(HAS_MESSAGE)?;
+    let client = optional(HAS_CLIENT)?;
+    let holder = match flags & HAS_HOLDER {
+        0 => None,
+        _ => Some(match reader.varint().ok_or_else(corrupt)? {
+            0 => KeyHolder::Owner,
+            n => KeyHolder::Collaborator(n - 1),
+        }),
+    };
+    if !reader.0.is_empty()
+        || flags & !(HAS_KEY_ID | HAS_CODE | HAS_MESSAGE | HAS_CLIENT | HAS_HOLDER) != 0
+    {
         return Err(corrupt());
     }
     Ok(RequestLogRow {
@@ -194,7 +260,16 @@ fn decode_entry(time: u64, bytes: &[u8]) -> Result<RequestLogRow, StoreError> {
         latency_us,
         environment,
         request_id,
+        code,
+        message,
+        client,
+        holder,
     })
+}
+
+fn put_text(v: &mut Vec<u8>, text: &str) {
+    put_varint(v, text.len() as u64);
+    v.extend_from_slice(text.as_bytes());
 }
 
 fn put_varint(v: &mut Vec<u8>, mut n: u64) {
@@ -257,6 +332,36 @@ mod tests {
             latency_us,
             environment: Environment::Production,
             request_id: "req_abcdefghjkmnpqrs".into(),
+            code: None,
+            message: None,
+            client: None,
+            holder: None,
+        }
+    }
+
+    /// `row` as the first binary layout wrote it.
+    fn first_layout(row: &RequestLogRow) -> Vec<u8> {
+        let mut v = vec![BINARY];
+        v.extend_from_slice(&row.status.to_le_bytes());
+        v.push(1);
+        put_varint(&mut v, row.latency_us);
+        for text in [&row.method, &row.route, &row.request_id]
+            .into_iter()
+            .chain(row.key_id.as_ref())
+        {
+            put_text(&mut v, text);
+        }
+        v
+    }
+
+    fn failed(holder: Option<KeyHolder>) -> RequestLogRow {
+        RequestLogRow {
+            status: 403,
+            code: Some("missing_permission_create".into()),
+            message: Some("This key lacks the `create` permission.".into()),
+            client: Some("2001:db8::7".into()),
+            holder,
+            ..row(Some("key_9"), 870)
         }
     }
 
@@ -280,6 +385,29 @@ mod tests {
     }
 
     #[test]
+    fn refused_calls_round_trip_with_code_message_client_and_holder() {
+        for row in [
+            failed(Some(KeyHolder::Collaborator(41))),
+            failed(Some(KeyHolder::Owner)),
+            failed(Some(KeyHolder::Collaborator(u64::MAX - 1))),
+            failed(None),
+        ] {
+            let bytes = encode_entry(&row);
+            assert_eq!(decode_entry(time_key(row.time), &bytes).unwrap(), row);
+            // Less than the JSON, whose field names repeat in every entry.
+            assert!(bytes.len() < to_json(&row).len());
+        }
+    }
+
+    #[test]
+    fn entries_of_the_first_binary_layout_still_read() {
+        for row in [row(Some("key_7f3k2m"), 1_234), row(None, 5)] {
+            let bytes = first_layout(&row);
+            assert_eq!(decode_entry(time_key(row.time), &bytes).unwrap(), row);
+        }
+    }
+
+    #[test]
     fn json_entries_of_earlier_versions_still_read() {
         let row = row(Some("key_1"), 99);
         let json = to_json(&row);
@@ -296,6 +424,7 @@ mod tests {
         bad_utf8[last] = 0xFF;
         let trailing = [&good[..], &[0]].concat();
         let endless_varint = [&good[..4], &[0xFF; 11]].concat();
+        let unknown_flag = [&good[..good.len() - 7], &[0x80]].concat();
         for bad in [
             &good[..1],
             &good[..6],
@@ -304,6 +433,7 @@ mod tests {
             &bad_utf8,
             &trailing,
             &endless_varint,
+            &unknown_flag,
         ] {
             assert!(
                 matches!(decode_entry(0, bad), Err(StoreError::Corrupt(_))),
