@@ -40,6 +40,13 @@ fn write_records(s: &ServerClient, slug: &str, key: &str, payloads: &[Value]) ->
     ids
 }
 
+/// A browser session of the server's owner, logged in.
+fn owner_session<'b>(browser: &'b Browser, s: &TestServer) -> Session<'b> {
+    let owner = browser.session(&s.base_url());
+    owner.login(OWNER_EMAIL, &s.password);
+    owner
+}
+
 /// Waits until the sandbox delivery of `record` is delivered.
 fn wait_delivered(s: &ServerClient, slug: &str, record: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -78,8 +85,7 @@ fn refused_forms_keep_the_input_and_say_why_beside_the_form() {
     let s = TestServer::start();
     let ep = s.create_endpoint("Orders", &[]);
     let browser = Browser::start();
-    let owner = browser.session(&s.base_url());
-    owner.login(OWNER_EMAIL, &s.password);
+    let owner = owner_session(&browser, &s);
 
     // A blank name: the endpoints page again, the reason beside the create form in words
     // (no Markdown backticks), the navigation still there.
@@ -145,8 +151,7 @@ fn webhook_settings_send_a_signed_test_event_and_keep_the_stored_auth_value() {
     let receiver = Receiver::start();
     receiver.always(Reply::status(200).body("thanks"));
     let browser = Browser::start();
-    let owner = browser.session(&s.base_url());
-    owner.login(OWNER_EMAIL, &s.password);
+    let owner = owner_session(&browser, &s);
 
     owner.goto(&format!("/dashboard/endpoints/{}/webhooks", ep.slug));
     owner.paste("#url-sandbox", &receiver.url("/hooks"));
@@ -247,8 +252,7 @@ fn the_record_browser_pages_searches_shows_and_deletes_records() {
         .collect();
     let ids = write_records(&s, &ep.slug, &ep.sandbox_key, &payloads);
     let browser = Browser::start();
-    let owner = browser.session(&s.base_url());
-    owner.login(OWNER_EMAIL, &s.password);
+    let owner = owner_session(&browser, &s);
 
     // Newest first, page by page through "Older": every record once, none missing.
     owner.goto(&format!("/dashboard/endpoints/{}/records", ep.slug));
@@ -373,8 +377,7 @@ fn the_badge_names_the_environment_shown_and_the_deploy_state_is_apart() {
     let s = TestServer::start();
     let ep = s.create_endpoint("Orders", &[]);
     let browser = Browser::start();
-    let owner = browser.session(&s.base_url());
-    owner.login(OWNER_EMAIL, &s.password);
+    let owner = owner_session(&browser, &s);
     owner.goto(&format!("/dashboard/endpoints/{}", ep.slug));
     assert_eq!(owner.text("#environment-badge"), "Sandbox");
     assert!(owner.text("#deploy-state").contains("Not deployed"));
@@ -415,8 +418,7 @@ fn the_badge_names_the_environment_shown_and_the_deploy_state_is_apart() {
 fn the_theme_follows_the_system_until_the_toggle_picks_one() {
     let s = TestServer::start();
     let browser = Browser::start();
-    let owner = browser.session(&s.base_url());
-    owner.login(OWNER_EMAIL, &s.password);
+    let owner = owner_session(&browser, &s);
     owner.color_scheme("dark");
     assert_eq!(
         owner.eval("document.documentElement.dataset.theme"),
@@ -537,8 +539,7 @@ fn notifications_link_to_their_page_and_invitations_say_what_happened() {
     let s = TestServer::start();
     let ep = s.create_endpoint("Orders", &[]);
     let browser = Browser::start();
-    let owner = browser.session(&s.base_url());
-    owner.login(OWNER_EMAIL, &s.password);
+    let owner = owner_session(&browser, &s);
 
     // Without SMTP the form says no mail goes out and makes a link instead.
     owner.goto(&format!("/dashboard/endpoints/{}/collaborators", ep.slug));
@@ -660,8 +661,7 @@ fn every_main_page_is_accessible_and_fits_a_phone_in_both_themes() {
         visitor.screenshots(&format!("page-{name}"));
         visitor.assert_accessible();
     }
-    let owner = browser.session(&s.base_url());
-    owner.login(OWNER_EMAIL, &s.password);
+    let owner = owner_session(&browser, &s);
     let e = format!("/dashboard/endpoints/{}", ep.slug);
     let pages = [
         ("endpoints", "/dashboard/endpoints".to_string()),

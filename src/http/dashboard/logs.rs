@@ -7,7 +7,7 @@ use askama::Template;
 
 use super::chart;
 use super::endpoints::EndpointHead;
-use super::page::{Layout, Outcome, Pager, redirect, render};
+use super::page::{Layout, Outcome, Pager, environment, redirect, render};
 use super::visitor::{signed_in, user_form};
 use crate::domain::error::{Error, Missing};
 use crate::domain::usage::MonthUsage;
@@ -25,14 +25,6 @@ const REQUESTS_PER_PAGE: usize = 50;
 const DELIVERIES_PER_PAGE: usize = 25;
 /// The success rate counts at most this many of the month's newest deliveries.
 const OUTCOMES_CAP: usize = 5_000;
-
-/// The `environment` query parameter (sandbox by default).
-fn environment(params: &std::collections::HashMap<String, String>) -> Result<Environment, Error> {
-    match params.get("environment").map(String::as_str) {
-        None | Some("") => Ok(Environment::Sandbox),
-        Some(text) => crate::domain::webhooks::subscriptions::environment_param(text),
-    }
-}
 
 /// A request-log entry as the pages show it.
 struct EntryRow {

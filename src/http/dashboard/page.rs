@@ -13,6 +13,7 @@ use super::form::Form;
 use crate::domain::error::Error;
 use crate::http::error::{HttpError, status_and_code};
 use crate::http::request::Request;
+use crate::store::Environment;
 
 /// Why a page could not be shown.
 #[derive(Debug)]
@@ -245,6 +246,17 @@ pub fn flash(req: &Request) -> Option<&'static str> {
         "welcome" => "Your owner account is ready.",
         _ => return None,
     })
+}
+
+/// The `environment` query parameter of a page showing one environment: sandbox unless it
+/// says production (400 `invalid_parameter` for anything else).
+pub fn environment(
+    params: &std::collections::HashMap<String, String>,
+) -> Result<Environment, Error> {
+    match params.get("environment").map(String::as_str) {
+        None | Some("") => Ok(Environment::Sandbox),
+        Some(text) => crate::domain::webhooks::subscriptions::environment_param(text),
+    }
 }
 
 /// JSON text indented for reading; any other text as it is.

@@ -13,8 +13,11 @@ use serde_json::value::RawValue;
 
 use super::endpoints::EndpointHead;
 use super::logs::DeliveryRow;
-use super::page::{Layout, Outcome, Pager, pretty_json, redirect, render, render_with};
-use super::visitor::{signed_in, user_form};
+use super::page::{
+    Failure, Layout, Outcome, Pager, environment, pretty_json, redirect, render, render_with,
+};
+use super::visitor::{User, signed_in, user_form};
+use crate::domain::endpoints::DataAccess;
 use crate::domain::error::Error;
 use crate::domain::records::{self, parse_record_id};
 use crate::domain::search;
@@ -23,7 +26,7 @@ use crate::domain::webhooks::log::{self, DeliveryFilter};
 use crate::http::app::App;
 use crate::http::reply::query_params;
 use crate::http::request::Request;
-use crate::store::{Environment, Permission};
+use crate::store::Permission;
 
 /// Records per page (the API's list allows 30 at most).
 const RECORDS_PER_PAGE: usize = 25;
@@ -83,14 +86,6 @@ impl From<ApiRecord> for RecordRow {
     }
 }
 
-/// The `environment` query parameter: sandbox unless it says production.
-fn environment(params: &std::collections::HashMap<String, String>) -> Result<Environment, Error> {
-    match params.get("environment").map(String::as_str) {
-        None | Some("") => Ok(Environment::Sandbox),
-        Some(text) => crate::domain::webhooks::subscriptions::environment_param(text),
-    }
-}
-
 #[derive(Template)]
 #[template(path = "dashboard/records.html")]
 struct RecordsPage {
@@ -104,15 +99,27 @@ struct RecordsPage {
     pager: Pager,
 }
 
-/// `GET /dashboard/endpoints/{slug}/records?environment=&q=&cursor=`.
-pub fn list(app: &App, req: &Request, slug: &str) -> Outcome {
+/// What a records page starts from: the viewer, the page's header and the viewer's read
+/// access to the environment the query names.
+fn reading(
+    app: &App,
+    req: &Request,
+    slug: &str,
+) -> Result<(User, EndpointHead, DataAccess), Failure> {
     let user = signed_in(app, req)?;
-    let params = query_params(&req.query);
-    let environment = environment(&params)?;
+    let environment = environment(&query_params(&req.query))?;
     let head = EndpointHead::load(app, &user, slug, "records")?.viewing(environment);
     let access = app
         .endpoints
         .member_access(&user.account, slug, environment, Permission::Read)?;
+    Ok((user, head, access))
+}
+
+/// `GET /dashboard/endpoints/{slug}/records?environment=&q=&cursor=`.
+pub fn list(app: &App, req: &Request, slug: &str) -> Outcome {
+    let (user, head, access) = reading(app, req, slug)?;
+    let environment = access.environment;
+    let params = query_params(&req.query);
     let q = params
         .get("q")
         .map(|q| q.trim().to_string())
@@ -186,13 +193,8 @@ struct RecordPage {
 
 /// `GET /dashboard/endpoints/{slug}/records/{id}?environment=`.
 pub fn record(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
-    let user = signed_in(app, req)?;
-    let params = query_params(&req.query);
-    let environment = environment(&params)?;
-    let head = EndpointHead::load(app, &user, slug, "records")?.viewing(environment);
-    let access = app
-        .endpoints
-        .member_access(&user.account, slug, environment, Permission::Read)?;
+    let (user, head, access) = reading(app, req, slug)?;
+    let environment = access.environment;
     let id = parse_record_id(id)?;
     let record: ApiRecord = parse(&records::get(app.store.as_ref(), &access, id)?)?;
     let of_record = DeliveryFilter {
