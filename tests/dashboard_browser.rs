@@ -121,7 +121,7 @@ fn owner_and_collaborator_go_from_invitation_to_production() {
     owner.goto(&format!("/dashboard/endpoints/{slug}"));
     assert!(owner.text("#deploy-pending").contains(COLLABORATOR));
     owner.screenshot("deploy-requested");
-    owner.submit("form[action$='/deploy-request/approve'] button[type=submit]");
+    owner.submit_confirmed("form[action$='/deploy-request/approve'] button[type=submit]");
     assert_eq!(
         owner.path(),
         format!("/dashboard/endpoints/{slug}/production?done=approved")
