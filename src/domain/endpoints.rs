@@ -195,8 +195,9 @@ impl Endpoints {
             owner_id: owner.id,
             deploy_request: None,
             monthly_quota: None,
-            sandbox_key_sealed: keys.sandbox_sealed.clone(),
-            production_key_sealed: keys.production_sealed.clone(),
+            sandbox_key_sealed: keys.sandbox.sealed.clone(),
+            production_key_sealed: keys.production.sealed.clone(),
+            previous_keys: Vec::new(),
         };
         // 60 random bits make a clash vanishingly rare; retry rather than assume.
         let row = loop {
@@ -407,6 +408,14 @@ impl Endpoints {
                 entry
             }
         };
+        // A replaced key's grace period ends by the server's clock, cached or not.
+        if resolved
+            .key
+            .expires_at
+            .is_some_and(|end| end <= self.handles.now())
+        {
+            return Err(Error::InvalidApiKey);
+        }
         let endpoint = &resolved.endpoint;
         if endpoint.slug != slug {
             return Err(Error::EndpointNotFound);
@@ -533,7 +542,7 @@ impl Endpoints {
 }
 
 /// The endpoint with this slug as `tx` sees it, and how `account` relates to it.
-fn member_in<R: ReadTx + ?Sized>(
+pub(crate) fn member_in<R: ReadTx + ?Sized>(
     tx: &R,
     account: &AccountRow,
     slug: &str,
@@ -551,24 +560,67 @@ fn member_in<R: ReadTx + ?Sized>(
     }
 }
 
-/// A new pair of API keys, one per environment, with their sealed copies: made before the
-/// write, so a write that runs again stores the same keys.
+/// A new API key of one environment with its sealed copy: made before the write, so a write
+/// that runs again stores the same key. Endpoints, collaborators and rotations all make keys
+/// here.
+pub(crate) struct NewKey {
+    pub(crate) environment: Environment,
+    plain: String,
+    pub(crate) sealed: Vec<u8>,
+}
+
+impl NewKey {
+    pub(crate) fn generate(sealer: &Sealer, environment: Environment) -> NewKey {
+        let plain = new_api_key(environment.key_prefix());
+        NewKey {
+            environment,
+            sealed: sealer.seal(plain.as_bytes()),
+            plain,
+        }
+    }
+
+    /// The key itself, to show once.
+    pub(crate) fn plain(&self) -> &str {
+        &self.plain
+    }
+
+    pub(crate) fn key_id(&self) -> String {
+        key_id(&secret_hash(&self.plain))
+    }
+
+    /// Stores the key (by hash) for an endpoint; `collaborator_id` for a collaboration key.
+    pub(crate) fn insert(
+        &self,
+        tx: &mut dyn WriteTx,
+        endpoint_id: u64,
+        now: Timestamp,
+        collaborator_id: Option<u64>,
+    ) -> Result<()> {
+        let hash = secret_hash(&self.plain);
+        let row = ApiKeyRow {
+            key_id: key_id(&hash),
+            endpoint_id,
+            environment: self.environment,
+            created_at: now,
+            collaborator_id,
+            expires_at: None,
+        };
+        tx.insert_api_key(&hash, &row)?;
+        Ok(())
+    }
+}
+
+/// A new pair of API keys, one per environment.
 pub(crate) struct NewKeys {
-    sandbox: String,
-    production: String,
-    pub(crate) sandbox_sealed: Vec<u8>,
-    pub(crate) production_sealed: Vec<u8>,
+    pub(crate) sandbox: NewKey,
+    pub(crate) production: NewKey,
 }
 
 impl NewKeys {
     pub(crate) fn generate(sealer: &Sealer) -> NewKeys {
-        let sandbox = new_api_key(Environment::Sandbox.key_prefix());
-        let production = new_api_key(Environment::Production.key_prefix());
         NewKeys {
-            sandbox_sealed: sealer.seal(sandbox.as_bytes()),
-            production_sealed: sealer.seal(production.as_bytes()),
-            sandbox,
-            production,
+            sandbox: NewKey::generate(sealer, Environment::Sandbox),
+            production: NewKey::generate(sealer, Environment::Production),
         }
     }
 
@@ -580,21 +632,9 @@ impl NewKeys {
         now: Timestamp,
         collaborator_id: Option<u64>,
     ) -> Result<()> {
-        for (key, environment) in [
-            (&self.sandbox, Environment::Sandbox),
-            (&self.production, Environment::Production),
-        ] {
-            let hash = secret_hash(key);
-            let row = ApiKeyRow {
-                key_id: key_id(&hash),
-                endpoint_id,
-                environment,
-                created_at: now,
-                collaborator_id,
-            };
-            tx.insert_api_key(&hash, &row)?;
-        }
-        Ok(())
+        self.sandbox.insert(tx, endpoint_id, now, collaborator_id)?;
+        self.production
+            .insert(tx, endpoint_id, now, collaborator_id)
     }
 }
 

@@ -126,6 +126,7 @@ pub enum Missing {
     Subscription,
     Recovery,
     Delivery,
+    PreviousKey,
 }
 
 impl Missing {
@@ -141,6 +142,7 @@ impl Missing {
             Missing::Subscription => "subscription",
             Missing::Recovery => "recovery",
             Missing::Delivery => "delivery",
+            Missing::PreviousKey => "previous key in its grace period",
         }
     }
 }

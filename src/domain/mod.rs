@@ -43,6 +43,7 @@
 //! - [`handles`]: the handles every service is given.
 
 pub mod accounts;
+pub mod api_keys;
 pub mod audit;
 pub mod backup;
 pub mod collaborators;

@@ -107,6 +107,7 @@ fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
                 Missing::Subscription => "subscription_not_found",
                 Missing::Recovery => "recovery_not_found",
                 Missing::Delivery => "delivery_not_found",
+                Missing::PreviousKey => "previous_key_not_found",
             },
         ),
         InvitationGone(why) => (

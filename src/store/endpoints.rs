@@ -59,6 +59,10 @@ pub trait EndpointsWrite {
     /// Stores a new API key under the SHA-256 of its secret; reports `access_changed`.
     fn insert_api_key(&mut self, hash: &[u8; 32], row: &ApiKeyRow) -> Result<(), StoreError>;
 
+    /// Replaces the row of an existing API key (a rotation sets its `expires_at`); reports
+    /// `access_changed`.
+    fn put_api_key(&mut self, hash: &[u8; 32], row: &ApiKeyRow) -> Result<(), StoreError>;
+
     /// Deletes the API key with this hash (if any); reports `access_changed`.
     fn delete_api_key(&mut self, hash: &[u8; 32]) -> Result<(), StoreError>;
 

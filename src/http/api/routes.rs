@@ -129,6 +129,24 @@ pub enum Route<'a> {
         slug: &'a str,
         env: Environment,
     },
+    ManageKeyRotate {
+        slug: &'a str,
+        env: Environment,
+    },
+    ManageKeyRevokePrevious {
+        slug: &'a str,
+        env: Environment,
+    },
+    ManageCollaboratorKeyRotate {
+        slug: &'a str,
+        account_id: &'a str,
+        env: Environment,
+    },
+    ManageCollaboratorKeyRevokePrevious {
+        slug: &'a str,
+        account_id: &'a str,
+        env: Environment,
+    },
     ManageMail,
     ManageMailTest,
     ManageMailMessage {
@@ -258,6 +276,40 @@ impl<'a> Route<'a> {
                     env: Environment::parse(env)?,
                 }
             }
+            ["endpoints", slug, "keys", env, "rotate"] => Route::ManageKeyRotate {
+                slug,
+                env: Environment::parse(env)?,
+            },
+            ["endpoints", slug, "keys", env, "revoke-previous"] => Route::ManageKeyRevokePrevious {
+                slug,
+                env: Environment::parse(env)?,
+            },
+            [
+                "endpoints",
+                slug,
+                "collaborators",
+                account_id,
+                "keys",
+                env,
+                "rotate",
+            ] => Route::ManageCollaboratorKeyRotate {
+                slug,
+                account_id,
+                env: Environment::parse(env)?,
+            },
+            [
+                "endpoints",
+                slug,
+                "collaborators",
+                account_id,
+                "keys",
+                env,
+                "revoke-previous",
+            ] => Route::ManageCollaboratorKeyRevokePrevious {
+                slug,
+                account_id,
+                env: Environment::parse(env)?,
+            },
             ["mail"] => Route::ManageMail,
             ["mail", "test"] => Route::ManageMailTest,
             ["mail", id] => Route::ManageMailMessage { id },
@@ -333,6 +385,18 @@ impl<'a> Route<'a> {
             Route::ManageWebhookSecretReissue { .. } => {
                 "/api/v1/manage/endpoints/{slug}/webhook-secrets/{environment}/reissue"
             }
+            Route::ManageKeyRotate { .. } => {
+                "/api/v1/manage/endpoints/{slug}/keys/{environment}/rotate"
+            }
+            Route::ManageKeyRevokePrevious { .. } => {
+                "/api/v1/manage/endpoints/{slug}/keys/{environment}/revoke-previous"
+            }
+            Route::ManageCollaboratorKeyRotate { .. } => {
+                "/api/v1/manage/endpoints/{slug}/collaborators/{account_id}/keys/{environment}/rotate"
+            }
+            Route::ManageCollaboratorKeyRevokePrevious { .. } => {
+                "/api/v1/manage/endpoints/{slug}/collaborators/{account_id}/keys/{environment}/revoke-previous"
+            }
             Route::ManageMail => "/api/v1/manage/mail",
             Route::ManageMailTest => "/api/v1/manage/mail/test",
             Route::ManageMailMessage { .. } => "/api/v1/manage/mail/{id}",
@@ -391,6 +455,10 @@ impl<'a> Route<'a> {
             | Route::ManageDeployReject { .. }
             | Route::ManageRedeliver { .. }
             | Route::ManageWebhookSecretReissue { .. }
+            | Route::ManageKeyRotate { .. }
+            | Route::ManageKeyRevokePrevious { .. }
+            | Route::ManageCollaboratorKeyRotate { .. }
+            | Route::ManageCollaboratorKeyRevokePrevious { .. }
             | Route::ManageSubscriptionRecover { .. }
             | Route::ManageMailTest
             | Route::ManageBackups => "POST",

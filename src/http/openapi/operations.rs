@@ -261,6 +261,7 @@ pub fn all() -> Vec<Operation> {
     ops.extend(account_operations());
     ops.extend(endpoint_operations());
     ops.extend(collaborator_operations());
+    ops.extend(key_operations());
     ops.extend(webhook_operations());
     ops.extend(administration_operations());
     ops
@@ -964,6 +965,90 @@ fn collaborator_operations() -> Vec<Operation> {
             json!({ "account_id": 2, "removed": true }),
         )
         .error(404, &["collaborator_not_found"]),
+    ]
+}
+
+fn key_operations() -> Vec<Operation> {
+    let op = |method, path, id| {
+        Operation::new(method, path, id)
+            .tag("API keys")
+            .access(Access::Account(Who::Member))
+    };
+    let state = || {
+        json!({ "environment": "sandbox", "collaborator_id": null, "key_id": "key_8c1d2e3f4a5b6c7d",
+                "previous_key_id": "key_3f9a0c1d2e4b5a69", "previous_valid_until": CREATED_AT })
+    };
+    let rotated = || {
+        let mut r = state();
+        r["key"] = json!("tm_test_…");
+        r
+    };
+    let revoked = || {
+        let mut r = state();
+        r["previous_key_id"] = Value::Null;
+        r["previous_valid_until"] = Value::Null;
+        r
+    };
+    let rotate = |path, id, whose: &str| {
+        op("post", path, id)
+            .summary(
+                "Rotate an API key",
+                format!(
+                    "Issues a new key for {whose} at once and answers it. The replaced key keeps \
+                     working until `previous_valid_until` (`grace_period_seconds`, 0 to 7 days; \
+                     0 or no body revokes it at once), then gets 401 `invalid_api_key`. A \
+                     rotation during a grace period ends the older replaced key at once. A \
+                     collaborator's own production key can be rotated only once the endpoint is \
+                     deployed (403 `endpoint_not_deployed`)."
+                ),
+            )
+            .body(
+                BodyKind::OptionalJson,
+                schema_ref("KeyRotationRequest"),
+                json!({ "grace_period_seconds": 86400 }),
+            )
+            .ok(200, "The new key.", schema_ref("ApiKeyRotation"), rotated())
+            .error(400, &["invalid_request"])
+            .error(403, &["owner_only", "endpoint_not_deployed"])
+            .error(404, &["collaborator_not_found"])
+    };
+    let revoke =
+        |path, id, whose: &str| {
+            op("post", path, id)
+            .summary(
+                "Revoke a replaced key now",
+                format!(
+                    "Ends the grace period of {whose} replaced by the last rotation: it gets 401 \
+                     from now on. 404 `previous_key_not_found` when no grace period runs."
+                ),
+            )
+            .ok(200, "The key's state.", schema_ref("ApiKeyState"), revoked())
+            .error(403, &["owner_only", "endpoint_not_deployed"])
+            .error(404, &["collaborator_not_found", "previous_key_not_found"])
+        };
+    let own = "the caller's own key (the owner's default key, a collaborator's collaboration key)";
+    let theirs = "a collaborator's key (for the owner, or that collaborator)";
+    vec![
+        rotate(
+            "/api/v1/manage/endpoints/{slug}/keys/{environment}/rotate",
+            "rotateKey",
+            own,
+        ),
+        revoke(
+            "/api/v1/manage/endpoints/{slug}/keys/{environment}/revoke-previous",
+            "revokePreviousKey",
+            own,
+        ),
+        rotate(
+            "/api/v1/manage/endpoints/{slug}/collaborators/{account_id}/keys/{environment}/rotate",
+            "rotateCollaboratorKey",
+            theirs,
+        ),
+        revoke(
+            "/api/v1/manage/endpoints/{slug}/collaborators/{account_id}/keys/{environment}/revoke-previous",
+            "revokePreviousCollaboratorKey",
+            theirs,
+        ),
     ]
 }
 

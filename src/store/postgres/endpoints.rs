@@ -155,6 +155,14 @@ impl EndpointsWrite for PgTx<'_> {
         access_changed(self)
     }
 
+    fn put_api_key(&mut self, hash: &[u8; 32], row: &ApiKeyRow) -> Result<(), StoreError> {
+        self.execute(
+            "UPDATE api_keys SET data = $2 WHERE hash = $1",
+            &[&&hash[..], &to_json(row)?],
+        )?;
+        access_changed(self)
+    }
+
     fn delete_api_key(&mut self, hash: &[u8; 32]) -> Result<(), StoreError> {
         self.execute("DELETE FROM api_keys WHERE hash = $1", &[&&hash[..]])?;
         access_changed(self)
@@ -247,6 +255,7 @@ mod tests {
             monthly_quota: None,
             sandbox_key_sealed: vec![1, 2],
             production_key_sealed: vec![3, 4],
+            previous_keys: vec![],
         }
     }
 
@@ -259,6 +268,7 @@ mod tests {
             added_at: Timestamp(2_000),
             sandbox_key_sealed: vec![5],
             production_key_sealed: vec![6],
+            previous_keys: vec![],
         }
     }
 
@@ -269,6 +279,7 @@ mod tests {
             environment: Environment::Sandbox,
             created_at: Timestamp(3_000),
             collaborator_id: None,
+            expires_at: None,
         }
     }
 

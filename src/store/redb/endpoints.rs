@@ -131,6 +131,10 @@ impl EndpointsWrite for RedbWrite<'_> {
         Ok(())
     }
 
+    fn put_api_key(&mut self, hash: &[u8; 32], row: &ApiKeyRow) -> Result<(), StoreError> {
+        self.insert_api_key(hash, row)
+    }
+
     fn delete_api_key(&mut self, hash: &[u8; 32]) -> Result<(), StoreError> {
         self.table(API_KEYS)?.remove(hash)?;
         self.effects.access_changed = true;
