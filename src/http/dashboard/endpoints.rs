@@ -5,8 +5,10 @@
 use askama::Template;
 
 use super::form::Form;
+use super::keys::KeyPanel;
 use super::page::{Failure, Layout, Outcome, redirect, render};
 use super::visitor::{User, signed_in, user_form};
+use crate::domain::api_keys::Holder;
 use crate::domain::deploy::{self, Note};
 use crate::domain::endpoints::{EndpointPatch, EndpointView, NewEndpoint};
 use crate::domain::webhooks::secrets::{self, SecretView};
@@ -111,7 +113,7 @@ struct DetailPage {
     head: EndpointHead,
     environment: &'static str,
     /// The viewer's key of this environment; `None` on the Production tab before deploying.
-    key: Option<String>,
+    key: Option<KeyPanel>,
     secret: Option<SecretView>,
     required_fields_text: String,
 }
@@ -120,21 +122,28 @@ struct DetailPage {
 pub fn detail(app: &App, req: &Request, slug: &str, environment: Environment) -> Outcome {
     let user = signed_in(app, req)?;
     let head = EndpointHead::load(app, &user, slug, environment.as_str())?;
-    let (key, secret) = match environment {
-        Environment::Sandbox => (Some(head.ep.sandbox_key.clone()), true),
-        Environment::Production if head.ep.deployed => (head.ep.production_key.clone(), true),
-        Environment::Production => (None, false),
-    };
-    let secret = match secret {
-        true => Some(secrets::view(
-            &app.endpoints,
-            &app.handles,
-            &app.endpoints.sealer,
-            &user.account,
-            slug,
-            environment,
-        )?),
-        false => None,
+    let shown = environment == Environment::Sandbox || head.ep.deployed;
+    let (key, secret) = match shown {
+        true => (
+            Some(KeyPanel::load(
+                app,
+                req,
+                &user,
+                slug,
+                Holder::Own,
+                environment,
+                format!("{} API key", environment.as_str()),
+            )?),
+            Some(secrets::view(
+                &app.endpoints,
+                &app.handles,
+                &app.endpoints.sealer,
+                &user.account,
+                slug,
+                environment,
+            )?),
+        ),
+        false => (None, None),
     };
     let page = DetailPage {
         layout: user.layout(app, head.ep.name.clone(), "endpoints", req),

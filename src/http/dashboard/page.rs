@@ -129,6 +129,8 @@ pub fn flash(req: &Request) -> Option<&'static str> {
         "approved" | "deployed" => "Deployed: the production key works now.",
         "rejected" => "Deploy request rejected.",
         "reissued" => "Signing secret reissued. The previous one keeps signing for 24 hours.",
+        "key-rotated" => "New key issued, shown below: copy it now.",
+        "key-revoked" => "Previous key revoked: calls with it are refused from now on.",
         "invited" => "Invitation created.",
         "revoked" => "Invitation revoked.",
         "removed" => "Collaborator removed; their keys stopped working.",

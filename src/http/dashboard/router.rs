@@ -5,7 +5,7 @@ use http::Method;
 
 use super::endpoints::{self, DeployStep};
 use super::page::{Failure, Outcome};
-use super::{assets, auth, collaborators, hooks, inbox, logs, testpage};
+use super::{assets, auth, collaborators, hooks, inbox, keys, logs, testpage};
 use crate::http::app::App;
 use crate::http::request::Request;
 use crate::store::Environment;
@@ -74,6 +74,18 @@ async fn endpoint(
         }
         (["webhook-secrets", env, "reissue"], _, true) => {
             endpoints::reissue_secret(app, req, slug, environment(env)?).await
+        }
+        (["keys", env, "rotate"], _, true) => {
+            keys::rotate(app, req, slug, None, environment(env)?).await
+        }
+        (["keys", env, "revoke-previous"], _, true) => {
+            keys::revoke_previous(app, req, slug, None, environment(env)?).await
+        }
+        (["collaborators", id, "keys", env, "rotate"], _, true) => {
+            keys::rotate(app, req, slug, Some(id), environment(env)?).await
+        }
+        (["collaborators", id, "keys", env, "revoke-previous"], _, true) => {
+            keys::revoke_previous(app, req, slug, Some(id), environment(env)?).await
         }
         (["collaborators"], true, _) => collaborators::page(app, req, slug),
         (["invitations"], _, true) => collaborators::invite(app, req, slug).await,
