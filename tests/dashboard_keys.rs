@@ -10,8 +10,11 @@
 mod browser;
 mod common;
 
+use std::sync::{Arc, Mutex};
+
 use browser::{Browser, Session};
 use common::{COLLABORATOR_PASSWORD, OWNER_EMAIL, ServerClient, TestServer, add_collaborator};
+use headless_chrome::protocol::cdp::types::Event;
 
 const COLLABORATOR: &str = "collab@example.com";
 
@@ -62,6 +65,70 @@ fn assert_masked(page: &Session, dom_id: &str, key: &str, prefix: &str) {
     assert!(
         !page.text("main").contains(key),
         "the full key {dom_id} is visible"
+    );
+}
+
+/// Records the console problems of `page` with a listener of the test's own. A form refused
+/// with 409 or 400 on purpose makes Chromium log a failed resource load, which the harness
+/// counts as an error in every later check of the session; so a refused form is the last
+/// step of its session, sent with [`submit_refused`], and the session is checked with
+/// [`assert_only_refusal`] instead.
+fn record_problems(page: &Session) -> Arc<Mutex<Vec<String>>> {
+    use headless_chrome::protocol::cdp::Log::LogEntryLevel;
+    use headless_chrome::protocol::cdp::Runtime::ConsoleAPICalledEventTypeOption;
+    let problems: Arc<Mutex<Vec<String>>> = Arc::default();
+    let sink = problems.clone();
+    page.tab()
+        .add_event_listener(Arc::new(move |event: &Event| {
+            let problem = match event {
+                Event::RuntimeConsoleAPICalled(e)
+                    if matches!(e.params.Type, ConsoleAPICalledEventTypeOption::Error) =>
+                {
+                    Some(format!("console.error: {:?}", e.params.args))
+                }
+                Event::RuntimeExceptionThrown(e) => Some(format!(
+                    "uncaught exception: {}",
+                    e.params.exception_details.text
+                )),
+                Event::LogEntryAdded(e) if matches!(e.params.entry.level, LogEntryLevel::Error) => {
+                    Some(e.params.entry.text.clone())
+                }
+                _ => None,
+            };
+            if let Some(problem) = problem {
+                sink.lock().unwrap().push(problem);
+            }
+        }))
+        .expect("listen to console events");
+    problems
+}
+
+/// Submits the form of the button at `selector` and waits for the answer page, without the
+/// harness's console check (see [`record_problems`]).
+fn submit_refused(page: &Session, selector: &str) {
+    page.eval("window.refusedOldPage = true");
+    page.click(selector);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while page
+        .eval("window.refusedOldPage === undefined && document.readyState === 'complete'")
+        .as_bool()
+        != Some(true)
+    {
+        assert!(std::time::Instant::now() < deadline, "no answer page");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Asserts that the only console problem recorded since the session started is one page load
+/// answered with `status`: no CSP violation, no script error.
+#[track_caller]
+fn assert_only_refusal(problems: &Mutex<Vec<String>>, status: u16) {
+    let problems = problems.lock().unwrap();
+    let expected =
+        format!("Failed to load resource: the server responded with a status of {status} ");
+    assert!(
+        problems.len() == 1 && problems[0].starts_with(&expected),
+        "console problems: {problems:?}"
     );
 }
 
@@ -218,4 +285,84 @@ fn owner_and_collaborator_reveal_copy_rotate_and_revoke_keys() {
     }
     owner.assert_clean();
     collaborator.assert_clean();
+}
+
+#[test]
+fn a_name_already_in_use_is_refused_next_to_the_form_with_the_input_kept() {
+    let s = TestServer::start();
+    let orders = s.create_endpoint("Orders", &[]);
+    let leads = s.create_endpoint("Leads", &[]);
+    let leads_path = format!("/dashboard/endpoints/{}", leads.slug);
+    let browser = Browser::start();
+
+    // The create form: 409, the message above the form, the name typed kept, nothing made.
+    let page = browser.session(&s.base_url());
+    let problems = record_problems(&page);
+    login(&page, OWNER_EMAIL, &s.password);
+    page.fill("#name", " orders ");
+    submit_refused(
+        &page,
+        "form[action='/dashboard/endpoints'] button[type=submit]",
+    );
+    assert_eq!(page.path(), "/dashboard/endpoints");
+    assert!(
+        page.text(".error")
+            .contains("already have an endpoint named")
+    );
+    assert_eq!(page.value("#name"), " orders ");
+    let listed = s.manage("GET", "/api/v1/manage/endpoints", None).json();
+    assert_eq!(listed["data"].as_array().unwrap().len(), 2, "{listed}");
+    assert_only_refusal(&problems, 409);
+
+    // The settings form: the detail page again (409), the error in the form, every typed
+    // value kept, nothing saved.
+    let page = browser.session(&s.base_url());
+    let problems = record_problems(&page);
+    login(&page, OWNER_EMAIL, &s.password);
+    page.goto(&leads_path);
+    page.fill("#ep-name", "ORDERS");
+    page.fill("#ep-description", "Sales leads");
+    page.fill("#ep-fields", "email");
+    submit_refused(&page, "form[action$='/settings'] button[type=submit]");
+    assert!(
+        page.text("#settings-error")
+            .contains("already have an endpoint named")
+    );
+    assert_eq!(page.value("#ep-name"), "ORDERS");
+    assert_eq!(page.value("#ep-description"), "Sales leads");
+    assert_eq!(page.value("#ep-fields"), "email");
+    assert_eq!(page.text("h1"), "Leads");
+    page.screenshot("settings-name-taken");
+    let v = s
+        .manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{}", leads.slug),
+            None,
+        )
+        .json();
+    assert_eq!(v["name"], "Leads");
+    assert_eq!(v["description"], serde_json::Value::Null);
+    assert_only_refusal(&problems, 409);
+
+    // Invalid input is shown the same way (400).
+    let page = browser.session(&s.base_url());
+    let problems = record_problems(&page);
+    login(&page, OWNER_EMAIL, &s.password);
+    page.goto(&leads_path);
+    page.fill("#ep-fields", "email, email");
+    submit_refused(&page, "form[action$='/settings'] button[type=submit]");
+    assert!(page.text("#settings-error").contains("twice"));
+    assert_eq!(page.value("#ep-fields"), "email, email");
+    assert_only_refusal(&problems, 400);
+
+    // Another name saves as before.
+    let owner = browser.session(&s.base_url());
+    login(&owner, OWNER_EMAIL, &s.password);
+    owner.goto(&leads_path);
+    owner.fill("#ep-name", "Leads 2026");
+    owner.submit("form[action$='/settings'] button[type=submit]");
+    assert!(owner.text(".flash").contains("Changes saved"));
+    assert_eq!(owner.text("h1"), "Leads 2026");
+    assert_ne!(orders.slug, leads.slug);
+    owner.assert_clean();
 }

@@ -19,6 +19,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::core::clock::Timestamp;
 use crate::core::crypto::{Sealer, key_id, secret_hash};
 use crate::core::ids::{new_api_key, new_slug};
+use crate::core::text::fold_case;
 use crate::domain::audit;
 use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
@@ -224,6 +225,7 @@ impl Endpoints {
         keys: &NewKeys,
         owner: &AccountRow,
     ) -> Result<Option<EndpointRow>> {
+        name_free(&*tx, owner.id, &candidate.name, None)?;
         if tx.endpoint_id_by_slug(&candidate.slug)?.is_some() {
             return Ok(None);
         }
@@ -288,6 +290,7 @@ impl Endpoints {
         self.modify(owner, slug, |tx, actor, row| {
             let mut changed = serde_json::Map::new();
             if let Some(name) = &name {
+                name_free(&*tx, row.owner_id, name, Some(row.id))?;
                 changed.insert("name".into(), name.clone().into());
                 row.name = name.clone();
             }
@@ -635,6 +638,24 @@ impl NewKeys {
         self.sandbox.insert(tx, endpoint_id, now, collaborator_id)?;
         self.production
             .insert(tx, endpoint_id, now, collaborator_id)
+    }
+}
+
+/// 409 `endpoint_name_taken` when the owner `owner_id` has another endpoint than `except`
+/// named `name`, compared trimmed and case-folded (as search folds case).
+fn name_free<R: ReadTx + ?Sized>(
+    tx: &R,
+    owner_id: u64,
+    name: &str,
+    except: Option<u64>,
+) -> Result<()> {
+    let folded = fold_case(name.trim());
+    let taken = tx.endpoints_of(owner_id)?.into_iter().any(|(row, _)| {
+        row.owner_id == owner_id && Some(row.id) != except && fold_case(row.name.trim()) == folded
+    });
+    match taken {
+        true => Err(Error::EndpointNameTaken(name.trim().to_string())),
+        false => Ok(()),
     }
 }
 

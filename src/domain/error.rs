@@ -88,6 +88,8 @@ pub enum Error {
     IdempotencyConflict,
     #[error("{0}")]
     Conflict(String),
+    #[error("You already have an endpoint named \"{0}\"; choose another name.")]
+    EndpointNameTaken(String),
 
     // 429
     #[error(

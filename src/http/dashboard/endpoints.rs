@@ -3,16 +3,19 @@
 //! Every other endpoint tab starts with the same header ([`EndpointHead`]).
 
 use askama::Template;
+use http::StatusCode;
 
 use super::form::Form;
 use super::keys::KeyPanel;
-use super::page::{Failure, Layout, Outcome, redirect, render};
+use super::page::{Failure, Layout, Outcome, redirect, render_with};
 use super::visitor::{User, signed_in, user_form};
 use crate::domain::api_keys::Holder;
 use crate::domain::deploy::{self, Note};
 use crate::domain::endpoints::{EndpointPatch, EndpointView, NewEndpoint};
+use crate::domain::error::Error;
 use crate::domain::webhooks::secrets::{self, SecretView};
 use crate::http::app::App;
+use crate::http::error::{HttpError, status_and_code};
 use crate::http::request::Request;
 use crate::store::Environment;
 
@@ -58,13 +61,18 @@ struct ListPage {
     name: String,
 }
 
+/// The list page; with the create form's refusal (its status and message) and the name typed.
 fn list_page(
     app: &App,
     req: &Request,
     user: &User,
-    error: Option<String>,
+    refusal: Option<Refusal>,
     name: String,
 ) -> Outcome {
+    let (status, error) = match refusal {
+        Some(Refusal { status, message }) => (status, Some(message)),
+        None => (StatusCode::OK, None),
+    };
     let page = ListPage {
         layout: user.layout(app, "Endpoints", "endpoints", req),
         endpoints: app.endpoints.list(&user.account)?,
@@ -72,7 +80,29 @@ fn list_page(
         error,
         name,
     };
-    render(&page)
+    render_with(status, &page)
+}
+
+/// A form's input refused by a service, shown next to the form (the typed values kept) rather
+/// than as an error page: its status and message.
+struct Refusal {
+    status: StatusCode,
+    message: String,
+}
+
+impl Refusal {
+    /// The refusals a form shows inline: invalid input and a name already in use; any other
+    /// error is the caller's to show as an error page.
+    fn of(err: Error) -> Result<Refusal, Failure> {
+        match err {
+            Error::InvalidRequest(_) | Error::EndpointNameTaken(_) => {
+                let message = err.to_string();
+                let (status, _) = status_and_code(&HttpError::Service(err));
+                Ok(Refusal { status, message })
+            }
+            other => Err(other.into()),
+        }
+    }
 }
 
 /// `GET /dashboard/endpoints`.
@@ -95,14 +125,13 @@ pub async fn create(app: &App, req: &mut Request) -> Outcome {
             "/dashboard/endpoints/{}?done=created",
             created.slug
         ))),
-        Err(err @ crate::domain::error::Error::InvalidRequest(_)) => list_page(
+        Err(err) => list_page(
             app,
             req,
             &user,
-            Some(err.to_string()),
+            Some(Refusal::of(err)?),
             form.text("name").to_string(),
         ),
-        Err(err) => Err(err.into()),
     }
 }
 
@@ -115,20 +144,43 @@ struct DetailPage {
     /// The viewer's key of this environment; `None` on the Production tab before deploying.
     key: Option<KeyPanel>,
     secret: Option<SecretView>,
-    required_fields_text: String,
+    /// What the settings form shows: the endpoint's values, or those typed when refused.
+    settings: Settings,
+    /// Why the settings form was refused.
+    settings_error: Option<String>,
+}
+
+/// The settings form's fields.
+struct Settings {
+    name: String,
+    description: String,
+    /// One per line.
+    required_fields: String,
 }
 
 /// `GET /dashboard/endpoints/{slug}` (Sandbox tab) and `…/production` (Production tab).
 pub fn detail(app: &App, req: &Request, slug: &str, environment: Environment) -> Outcome {
     let user = signed_in(app, req)?;
-    let head = EndpointHead::load(app, &user, slug, environment.as_str())?;
+    detail_page(app, req, &user, slug, environment, None)
+}
+
+/// The detail page; with the settings form's refusal and the values typed into it.
+fn detail_page(
+    app: &App,
+    req: &Request,
+    user: &User,
+    slug: &str,
+    environment: Environment,
+    refused: Option<(Refusal, Settings)>,
+) -> Outcome {
+    let head = EndpointHead::load(app, user, slug, environment.as_str())?;
     let shown = environment == Environment::Sandbox || head.ep.deployed;
     let (key, secret) = match shown {
         true => (
             Some(KeyPanel::load(
                 app,
                 req,
-                &user,
+                user,
                 slug,
                 Holder::Own,
                 environment,
@@ -145,15 +197,28 @@ pub fn detail(app: &App, req: &Request, slug: &str, environment: Environment) ->
         ),
         false => (None, None),
     };
+    let (status, settings_error, settings) = match refused {
+        Some((refusal, typed)) => (refusal.status, Some(refusal.message), typed),
+        None => (
+            StatusCode::OK,
+            None,
+            Settings {
+                name: head.ep.name.clone(),
+                description: head.ep.description.clone().unwrap_or_default(),
+                required_fields: head.ep.required_fields.join("\n"),
+            },
+        ),
+    };
     let page = DetailPage {
         layout: user.layout(app, head.ep.name.clone(), "endpoints", req),
-        required_fields_text: head.ep.required_fields.join("\n"),
         environment: environment.as_str(),
         key,
         secret,
+        settings,
+        settings_error,
         head,
     };
-    render(&page)
+    render_with(status, &page)
 }
 
 /// Required fields as typed: one per line or separated by commas.
@@ -176,8 +241,18 @@ pub async fn save_settings(app: &App, req: &mut Request, slug: &str) -> Outcome 
         required_fields: Some(field_list(form.text("required_fields"))),
         ..EndpointPatch::default()
     };
-    app.endpoints.update(&user.account, slug, patch)?;
-    Ok(redirect(&format!("/dashboard/endpoints/{slug}?done=saved")))
+    match app.endpoints.update(&user.account, slug, patch) {
+        Ok(_) => Ok(redirect(&format!("/dashboard/endpoints/{slug}?done=saved"))),
+        Err(err) => {
+            let typed = Settings {
+                name: form.text("name").to_string(),
+                description: form.text("description").to_string(),
+                required_fields: form.text("required_fields").to_string(),
+            };
+            let refused = Some((Refusal::of(err)?, typed));
+            detail_page(app, req, &user, slug, Environment::Sandbox, refused)
+        }
+    }
 }
 
 /// `POST …/active`: the active switch (owner).

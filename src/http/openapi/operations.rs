@@ -779,8 +779,9 @@ fn endpoint_operations() -> Vec<Operation> {
         op("post", "/api/v1/manage/endpoints", "createEndpoint", Who::ServerOwner)
             .summary(
                 "Create an endpoint",
-                "Names are 1 to 100 characters; at most 50 required fields, each a top-level \
-                 field name of 1 to 200 characters.",
+                "Names are 1 to 100 characters, different from the owner's other endpoints' \
+                 (compared trimmed and case-insensitively: 409 `endpoint_name_taken`); at most \
+                 50 required fields, each a top-level field name of 1 to 200 characters.",
             )
             .body(
                 BodyKind::Json,
@@ -791,6 +792,7 @@ fn endpoint_operations() -> Vec<Operation> {
                 json!({ "name": "Orders", "required_fields": ["email"] }),
             )
             .ok(201, "Created, with its keys.", schema_ref("Endpoint"), endpoint_example())
+            .error(409, &["endpoint_name_taken"])
             .link("GetEndpoint", "getEndpoint", json!({ "slug": "$response.body#/slug" })),
         op("get", "/api/v1/manage/endpoints/{slug}", "getEndpoint", Who::Member)
             .summary("One endpoint", "With the caller's own keys.")
@@ -813,7 +815,8 @@ fn endpoint_operations() -> Vec<Operation> {
                                         "monthly_quota": { "type": ["integer", "null"], "minimum": 1 } } }),
                 json!({ "description": "Web shop orders", "monthly_quota": 100000 }),
             )
-            .ok(200, "The endpoint.", schema_ref("Endpoint"), endpoint_example()),
+            .ok(200, "The endpoint.", schema_ref("Endpoint"), endpoint_example())
+            .error(409, &["endpoint_name_taken"]),
         op("post", "/api/v1/manage/endpoints/{slug}/deploy", "deployEndpoint", Who::Owner)
             .summary(
                 "Deploy",
