@@ -304,7 +304,11 @@ fn a_name_already_in_use_is_refused_next_to_the_form_with_the_input_kept() {
         &page,
         "form[action='/dashboard/endpoints'] button[type=submit]",
     );
-    assert_eq!(page.path(), "/dashboard/endpoints");
+    assert!(
+        page.path().starts_with("/dashboard/endpoints"),
+        "{}",
+        page.path()
+    );
     assert!(
         page.text(".error")
             .contains("already have an endpoint named")
@@ -364,5 +368,55 @@ fn a_name_already_in_use_is_refused_next_to_the_form_with_the_input_kept() {
     assert!(owner.text(".flash").contains("Changes saved"));
     assert_eq!(owner.text("h1"), "Leads 2026");
     assert_ne!(orders.slug, leads.slug);
+    owner.assert_clean();
+}
+
+#[test]
+fn the_owner_deletes_an_endpoint_by_typing_its_name() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Orders", &[]);
+    let detail = format!("/dashboard/endpoints/{}", ep.slug);
+    let api = format!("/api/v1/manage/endpoints/{}", ep.slug);
+    let browser = Browser::start();
+
+    // A wrong name: the page again (400), the error next to the field, the input kept,
+    // nothing deleted.
+    let page = browser.session(&s.base_url());
+    let problems = record_problems(&page);
+    login(&page, OWNER_EMAIL, &s.password);
+    page.goto(&detail);
+    page.fill("#delete-name", "Order");
+    submit_refused(&page, "form[action*='/delete'] button[type=submit]");
+    assert!(
+        page.text("#delete-error")
+            .contains("Type the endpoint's name, Orders")
+    );
+    assert_eq!(page.value("#delete-name"), "Order");
+    assert_eq!(
+        page.eval("document.getElementById('delete-name').getAttribute('aria-describedby')"),
+        "delete-error"
+    );
+    page.screenshot("delete-endpoint-refused");
+    common::assert_status(&s.manage("GET", &api, None), 200);
+    assert_eq!(status(&s, &ep.slug, &ep.sandbox_key), 200);
+    assert_only_refusal(&problems, 400);
+
+    // The right name: back to the list with the flash; the endpoint and its keys are gone.
+    let owner = browser.session(&s.base_url());
+    login(&owner, OWNER_EMAIL, &s.password);
+    owner.goto(&detail);
+    owner.fill("#delete-name", "Orders");
+    owner.submit("form[action*='/delete'] button[type=submit]");
+    assert!(
+        owner
+            .path()
+            .starts_with("/dashboard/endpoints?done=deleted"),
+        "{}",
+        owner.path()
+    );
+    assert!(owner.text(".flash").contains("Endpoint deleted"));
+    assert!(!owner.exists(&format!("a[href='{detail}']")));
+    common::assert_error(&s.manage("GET", &api, None), 404, "endpoint_not_found");
+    assert_eq!(status(&s, &ep.slug, &ep.sandbox_key), 401);
     owner.assert_clean();
 }

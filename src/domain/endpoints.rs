@@ -199,6 +199,8 @@ impl Endpoints {
             sandbox_key_sealed: keys.sandbox.sealed.clone(),
             production_key_sealed: keys.production.sealed.clone(),
             previous_keys: Vec::new(),
+            deleted_at: None,
+            purged: false,
         };
         // 60 random bits make a clash vanishingly rare; retry rather than assume.
         let row = loop {
@@ -252,6 +254,7 @@ impl Endpoints {
     pub fn list(&self, account: &AccountRow) -> Result<Vec<EndpointView>> {
         let rows = self.handles.store.read()?.endpoints_of(account.id)?;
         rows.into_iter()
+            .filter(|(row, _)| row.deleted_at.is_none())
             .map(|(row, collaborator)| {
                 let membership = match collaborator {
                     None => Membership::Owner,
@@ -451,7 +454,10 @@ impl Endpoints {
         let Some(key) = snapshot.api_key(hash)? else {
             return Ok(None);
         };
-        let Some(endpoint) = snapshot.endpoint(key.endpoint_id)? else {
+        let Some(endpoint) = snapshot
+            .endpoint(key.endpoint_id)?
+            .filter(|e| e.deleted_at.is_none())
+        else {
             return Ok(None);
         };
         let (permissions, suspended) = match key.collaborator_id {
@@ -473,9 +479,37 @@ impl Endpoints {
         }))
     }
 
-    /// The endpoint id for a slug, whoever owns it (for request logging of refused calls).
+    /// The endpoint id for a slug, whoever owns it (for request logging of refused calls);
+    /// `None` for a deleted endpoint, whose request log is purged.
     pub fn id_for_slug(&self, slug: &str) -> Result<Option<u64>> {
-        Ok(self.handles.store.read()?.endpoint_id_by_slug(slug)?)
+        let snapshot = self.handles.store.read()?;
+        let Some(id) = snapshot.endpoint_id_by_slug(slug)? else {
+            return Ok(None);
+        };
+        Ok(snapshot
+            .endpoint(id)?
+            .filter(|row| row.deleted_at.is_none())
+            .map(|row| row.id))
+    }
+
+    /// The endpoint whose audit log `owner` may read: one it owns, deleted or not (the audit
+    /// entries outlive a deletion). 403 `owner_only` for a collaborator of a live endpoint,
+    /// 404 for anyone else.
+    pub fn audited_row(&self, owner: &AccountRow, slug: &str) -> Result<EndpointRow> {
+        let snapshot = self.handles.store.read()?;
+        let id = snapshot
+            .endpoint_id_by_slug(slug)?
+            .ok_or(Error::EndpointNotFound)?;
+        match snapshot.endpoint(id)? {
+            Some(row)
+                if row.deleted_at.is_some()
+                    && row.owner_id == owner.id
+                    && owner.role == Role::Owner =>
+            {
+                Ok(row)
+            }
+            _ => self.owned_row(owner, slug),
+        }
     }
 
     /// Opens a sealed key.
@@ -553,7 +587,10 @@ pub(crate) fn member_in<R: ReadTx + ?Sized>(
     let id = tx
         .endpoint_id_by_slug(slug)?
         .ok_or(Error::EndpointNotFound)?;
-    let row = tx.endpoint(id)?.ok_or(Error::EndpointNotFound)?;
+    let row = tx
+        .endpoint(id)?
+        .filter(|row| row.deleted_at.is_none())
+        .ok_or(Error::EndpointNotFound)?;
     if row.owner_id == account.id && account.role == Role::Owner {
         return Ok((row, Membership::Owner));
     }
@@ -651,7 +688,10 @@ fn name_free<R: ReadTx + ?Sized>(
 ) -> Result<()> {
     let folded = fold_case(name.trim());
     let taken = tx.endpoints_of(owner_id)?.into_iter().any(|(row, _)| {
-        row.owner_id == owner_id && Some(row.id) != except && fold_case(row.name.trim()) == folded
+        row.owner_id == owner_id
+            && row.deleted_at.is_none()
+            && Some(row.id) != except
+            && fold_case(row.name.trim()) == folded
     });
     match taken {
         true => Err(Error::EndpointNameTaken(name.trim().to_string())),

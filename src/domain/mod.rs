@@ -48,6 +48,7 @@ pub mod audit;
 pub mod backup;
 pub mod collaborators;
 pub mod deploy;
+pub mod endpoint_deletion;
 pub mod endpoints;
 pub mod error;
 pub mod handles;

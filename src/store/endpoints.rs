@@ -39,6 +39,9 @@ pub trait EndpointsRead {
     /// The endpoint's invitations, newest first.
     fn invitations(&self, endpoint_id: u64) -> Result<Vec<InvitationRow>, StoreError>;
 
+    /// Deleted endpoints whose purge has not finished.
+    fn unpurged_deletions(&self) -> Result<Vec<EndpointRow>, StoreError>;
+
     /// The endpoint's audit entries with ids below `before`, newest first, at most `limit`.
     fn audit_page(
         &self,
@@ -79,6 +82,9 @@ pub trait EndpointsWrite {
         row: &InvitationRow,
         token_hash: &[u8; 32],
     ) -> Result<(), StoreError>;
+
+    /// Deletes an invitation and its link token's hash.
+    fn delete_invitation(&mut self, id: u64, token_hash: &[u8; 32]) -> Result<(), StoreError>;
 
     /// Replaces an invitation's row (its token never changes).
     fn put_invitation(&mut self, row: &InvitationRow) -> Result<(), StoreError>;

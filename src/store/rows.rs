@@ -244,6 +244,14 @@ pub struct EndpointRow {
     /// Default keys replaced by a rotation and still in their grace period.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub previous_keys: Vec<PreviousKeyRow>,
+    /// When its owner deleted it: from then on no call or list finds it, and its data is
+    /// purged in the background. The row (and its slug, which is never given again) and its
+    /// audit entries stay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<Timestamp>,
+    /// Whether the purge after the deletion has finished.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub purged: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

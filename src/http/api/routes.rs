@@ -439,7 +439,8 @@ impl<'a> Route<'a> {
             | Route::ManageSubscriptions { .. }
             | Route::ManageCallerRecovery { .. } => "GET, POST",
             Route::DataRecord { .. } => "GET, PUT, DELETE",
-            Route::ManageEndpoint { .. } | Route::ManageAccountById { .. } => "GET, PATCH",
+            Route::ManageEndpoint { .. } => "GET, PATCH, DELETE",
+            Route::ManageAccountById { .. } => "GET, PATCH",
             Route::ManageCollaborator { .. } => "PATCH, DELETE",
             Route::ManageWebhook { .. } => "GET, PUT, PATCH, DELETE",
             Route::ManageSubscription { .. } => "GET, PATCH, DELETE",

@@ -11,6 +11,7 @@ use super::page::{Failure, Layout, Outcome, redirect, render_with};
 use super::visitor::{User, signed_in, user_form};
 use crate::domain::api_keys::Holder;
 use crate::domain::deploy::{self, Note};
+use crate::domain::endpoint_deletion;
 use crate::domain::endpoints::{EndpointPatch, EndpointView, NewEndpoint};
 use crate::domain::error::Error;
 use crate::domain::webhooks::secrets::{self, SecretView};
@@ -148,6 +149,15 @@ struct DetailPage {
     settings: Settings,
     /// Why the settings form was refused.
     settings_error: Option<String>,
+    /// The name typed into the Delete form, and why it was refused.
+    delete_typed: String,
+    delete_error: Option<String>,
+}
+
+/// A form of the detail page refused, shown again with its error and what was typed.
+enum Refused {
+    Settings(Refusal, Settings),
+    Delete(Refusal, String),
 }
 
 /// The settings form's fields.
@@ -164,14 +174,14 @@ pub fn detail(app: &App, req: &Request, slug: &str, environment: Environment) ->
     detail_page(app, req, &user, slug, environment, None)
 }
 
-/// The detail page; with the settings form's refusal and the values typed into it.
+/// The detail page; with a form's refusal and the values typed into it.
 fn detail_page(
     app: &App,
     req: &Request,
     user: &User,
     slug: &str,
     environment: Environment,
-    refused: Option<(Refusal, Settings)>,
+    refused: Option<Refused>,
 ) -> Outcome {
     let head = EndpointHead::load(app, user, slug, environment.as_str())?;
     let shown = environment == Environment::Sandbox || head.ep.deployed;
@@ -197,17 +207,23 @@ fn detail_page(
         ),
         false => (None, None),
     };
-    let (status, settings_error, settings) = match refused {
-        Some((refusal, typed)) => (refusal.status, Some(refusal.message), typed),
-        None => (
-            StatusCode::OK,
+    let stored = || Settings {
+        name: head.ep.name.clone(),
+        description: head.ep.description.clone().unwrap_or_default(),
+        required_fields: head.ep.required_fields.join("\n"),
+    };
+    let (status, settings_error, settings, delete_error, delete_typed) = match refused {
+        Some(Refused::Settings(refusal, typed)) => (
+            refusal.status,
+            Some(refusal.message),
+            typed,
             None,
-            Settings {
-                name: head.ep.name.clone(),
-                description: head.ep.description.clone().unwrap_or_default(),
-                required_fields: head.ep.required_fields.join("\n"),
-            },
+            String::new(),
         ),
+        Some(Refused::Delete(refusal, typed)) => {
+            (refusal.status, None, stored(), Some(refusal.message), typed)
+        }
+        None => (StatusCode::OK, None, stored(), None, String::new()),
     };
     let page = DetailPage {
         layout: user.layout(app, head.ep.name.clone(), "endpoints", req),
@@ -216,6 +232,8 @@ fn detail_page(
         secret,
         settings,
         settings_error,
+        delete_typed,
+        delete_error,
         head,
     };
     render_with(status, &page)
@@ -249,7 +267,21 @@ pub async fn save_settings(app: &App, req: &mut Request, slug: &str) -> Outcome 
                 description: form.text("description").to_string(),
                 required_fields: form.text("required_fields").to_string(),
             };
-            let refused = Some((Refusal::of(err)?, typed));
+            let refused = Some(Refused::Settings(Refusal::of(err)?, typed));
+            detail_page(app, req, &user, slug, Environment::Sandbox, refused)
+        }
+    }
+}
+
+/// `POST …/delete`: the danger zone (owner); the endpoint's name must be typed to confirm.
+pub async fn delete(app: &App, req: &mut Request, slug: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    let form = user_form(app, req, &user).await?;
+    let typed = form.text("confirm_name");
+    match endpoint_deletion::delete(&app.endpoints, &user.account, slug, Some(typed)) {
+        Ok(_) => Ok(redirect("/dashboard/endpoints?done=deleted")),
+        Err(err) => {
+            let refused = Some(Refused::Delete(Refusal::of(err)?, typed.to_string()));
             detail_page(app, req, &user, slug, Environment::Sandbox, refused)
         }
     }

@@ -122,6 +122,7 @@ pub fn flash(req: &Request) -> Option<&'static str> {
     let params = crate::http::reply::query_params(&req.query);
     Some(match params.get("done")?.as_str() {
         "created" => "Endpoint created.",
+        "deleted" => "Endpoint deleted: its keys stopped working and its data is being purged.",
         "saved" => "Changes saved.",
         "activated" => "The endpoint is active again.",
         "deactivated" => "The endpoint is inactive: data calls are refused with 403.",

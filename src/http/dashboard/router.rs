@@ -61,6 +61,7 @@ async fn endpoint(
         ([], true, _) => endpoints::detail(app, req, slug, Environment::Sandbox),
         (["production"], true, _) => endpoints::detail(app, req, slug, Environment::Production),
         (["settings"], _, true) => endpoints::save_settings(app, req, slug).await,
+        (["delete"], _, true) => endpoints::delete(app, req, slug).await,
         (["active"], _, true) => endpoints::set_active(app, req, slug).await,
         (["deploy"], _, true) => endpoints::deploy_step(app, req, slug, DeployStep::Deploy).await,
         (["deploy-request"], _, true) => {

@@ -817,6 +817,23 @@ fn endpoint_operations() -> Vec<Operation> {
             )
             .ok(200, "The endpoint.", schema_ref("Endpoint"), endpoint_example())
             .error(409, &["endpoint_name_taken"]),
+        op("delete", "/api/v1/manage/endpoints/{slug}", "deleteEndpoint", Who::Owner)
+            .summary(
+                "Delete an endpoint",
+                "At once: the endpoint is gone from every list and call (404 \
+                 `endpoint_not_found`, its keys 401), its keys, collaborators, invitations, \
+                 webhook subscriptions and signing secrets are deleted. Then in the \
+                 background: its records (both environments, and so its search results), \
+                 change-stream events, deliveries and attempts, request log and usage counts. \
+                 The audit log stays, with an `endpoint.deleted` entry, readable by the owner \
+                 at `GET …/audit`; the slug is never given again.",
+            )
+            .ok(
+                200,
+                "Deleted.",
+                schema_ref("DeletedEndpoint"),
+                json!({ "slug": "orders-7k2m9x4q1w8p", "deleted": true, "deleted_at": CREATED_AT }),
+            ),
         op("post", "/api/v1/manage/endpoints/{slug}/deploy", "deployEndpoint", Who::Owner)
             .summary(
                 "Deploy",

@@ -374,6 +374,11 @@ fn key_schemas() -> Value {
             } },
         },
         "ApiKeyState": object(state, &state_required),
+        "DeletedEndpoint": object(json!({
+            "slug": string(),
+            "deleted": { "const": true },
+            "deleted_at": time(),
+        }), &["slug", "deleted", "deleted_at"]),
         "ApiKeyRotation": object(rotation, &rotation_required),
     })
 }

@@ -112,6 +112,18 @@ impl EndpointsRead for PgTx<'_> {
         .collect()
     }
 
+    fn unpurged_deletions(&self) -> Result<Vec<EndpointRow>, StoreError> {
+        let rows = self.query("SELECT data FROM endpoints ORDER BY id", &[])?;
+        let mut out = Vec::new();
+        for row in &rows {
+            let row: EndpointRow = row_json(row, 0)?;
+            if row.deleted_at.is_some() && !row.purged {
+                out.push(row);
+            }
+        }
+        Ok(out)
+    }
+
     fn audit_page(
         &self,
         endpoint_id: u64,
@@ -202,6 +214,12 @@ impl EndpointsWrite for PgTx<'_> {
         Ok(())
     }
 
+    fn delete_invitation(&mut self, id: u64, _token_hash: &[u8; 32]) -> Result<(), StoreError> {
+        // The token's hash is a column of the invitation's own row.
+        self.execute("DELETE FROM invitations WHERE id = $1", &[&big(id)])?;
+        Ok(())
+    }
+
     fn put_invitation(&mut self, row: &InvitationRow) -> Result<(), StoreError> {
         // The row keeps the token hash it was inserted with, so there must be one to replace.
         let changed = self.execute(
@@ -256,6 +274,8 @@ mod tests {
             sandbox_key_sealed: vec![1, 2],
             production_key_sealed: vec![3, 4],
             previous_keys: vec![],
+            deleted_at: None,
+            purged: false,
         }
     }
 
