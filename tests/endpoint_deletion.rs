@@ -8,8 +8,8 @@
 //!   free again, the slug is never given again;
 //! - in the background: the records of both environments, their change-stream events,
 //!   deliveries and attempts, Idempotency-Key claims, usage counts, keys, collaborators,
-//!   invitations, webhook subscriptions and secrets are gone from the store, and the other
-//!   endpoint's data is untouched;
+//!   invitations, webhook subscriptions and secrets are gone from the store, its request log
+//!   is empty, and the other endpoint's data is untouched;
 //! - a deletion committed while no purge ran (the server stopped right after it) is purged
 //!   after the next start.
 
@@ -22,6 +22,7 @@ use common::*;
 use intake::core::crypto::secret_hash;
 use intake::domain::endpoint_deletion;
 use intake::domain::endpoints::Endpoints;
+use intake::store::request_log::StatusFilter;
 use intake::store::{Environment, Store, partition};
 use serde_json::json;
 
@@ -121,6 +122,22 @@ fn leftovers(store: &dyn Store, endpoint_id: u64, deliveries: &[u64]) -> Vec<Str
     left
 }
 
+/// How many request log entries the endpoint `id`'s partitions hold (at most a page each).
+fn logged_requests(s: &mut InProcessServer, id: u64) -> usize {
+    let count = s.stopped_request_log(|log| {
+        [Environment::Sandbox, Environment::Production]
+            .into_iter()
+            .map(|environment| {
+                let p = partition(id, environment);
+                let page = log.requests_page(p, None, 100, StatusFilter::Any).unwrap();
+                page.entries.len()
+            })
+            .sum()
+    });
+    s.resume();
+    count
+}
+
 #[test]
 fn a_deleted_endpoint_is_gone_at_once_and_its_data_is_purged() {
     let mut s = in_process();
@@ -184,6 +201,8 @@ fn a_deleted_endpoint_is_gone_at_once_and_its_data_is_purged() {
         deliveries = data.iter().filter_map(|d| d["id"].as_u64()).collect();
         deliveries.len() == 25 && data.iter().all(|d| d["attempts"].as_u64() >= Some(1))
     });
+
+    s.wait_request_log(&slug, "sandbox", Duration::from_secs(10), |d| d.len() >= 25);
 
     // Only the owner deletes.
     let r = as_member(&s, "DELETE", &endpoint_path(&slug), &member.cookie);
@@ -254,7 +273,7 @@ fn a_deleted_endpoint_is_gone_at_once_and_its_data_is_purged() {
         &ep.production_key,
         &member.sandbox_key,
     ];
-    s.stopped(|handles, _| {
+    let id = s.stopped(|handles, _| {
         let store = handles.store.as_ref();
         let id = endpoint_id(store, &slug);
         assert_eq!(leftovers(store, id, &deliveries), Vec::<String>::new());
@@ -264,8 +283,10 @@ fn a_deleted_endpoint_is_gone_at_once_and_its_data_is_purged() {
         }
         let kept = partition(endpoint_id(store, &other.slug), Environment::Sandbox);
         assert!(snapshot.record_partitions().unwrap().contains(&kept));
+        id
     });
     s.resume();
+    assert_eq!(logged_requests(&mut s, id), 0);
     let r = s.data(
         "GET",
         &format!("/api/v1/data/{}/search?q=zebra", other.slug),
@@ -290,6 +311,10 @@ fn a_deletion_whose_purge_was_cut_short_is_purged_after_a_restart() {
         s.create_record(&slug, &ep.sandbox_key, &json!({ "n": n }));
     }
     s.wait_request_log(&slug, "sandbox", Duration::from_secs(10), |d| d.len() >= 10);
+
+    let id = s.stopped(|handles, _| endpoint_id(handles.store.as_ref(), &slug));
+    s.resume();
+    assert!(logged_requests(&mut s, id) >= 10);
 
     // Deleted while the server is stopped: nothing purges it yet.
     let owner_token = s.owner_token.clone();
@@ -316,9 +341,12 @@ fn a_deletion_whose_purge_was_cut_short_is_purged_after_a_restart() {
         "endpoint_not_found",
     );
     wait_purged(&mut s, &slug);
-    s.stopped(|handles, _| {
+    let id = s.stopped(|handles, _| {
         let store = handles.store.as_ref();
         let id = endpoint_id(store, &slug);
         assert_eq!(leftovers(store, id, &[]), Vec::<String>::new());
+        id
     });
+    s.resume();
+    assert_eq!(logged_requests(&mut s, id), 0);
 }

@@ -127,7 +127,7 @@ fn indexer_settings(config: &SearchConfig) -> search::IndexerSettings {
 
 /// Opens the request-log store (see `request_log`): a file of its own in the data dir, or
 /// tables of the PostgreSQL database on a pool of their own.
-fn open_request_log(config: &Config) -> Result<Arc<dyn RequestLogStore>, ServerError> {
+pub fn open_request_log(config: &Config) -> Result<Arc<dyn RequestLogStore>, ServerError> {
     Ok(match (config.storage.backend, &config.storage.postgres) {
         (StorageBackend::Postgres, Some(postgres)) => store::open_postgres_request_log(postgres)?,
         _ => store::open_embedded_request_log(
