@@ -8,7 +8,8 @@
 //!   revoke-previous ends the grace early and answers 404 `previous_key_not_found` when none
 //!   runs; more than 7 days is 400; the grace survives a restart; the audit log has every
 //!   rotation and revocation with the holder and never a key;
-//! - a collaborator rotates their own keys (both paths), not anyone else's (403 `owner_only`),
+//! - a collaborator rotates their own keys (`…/keys/…`), never by the collaborators' paths,
+//!   which are the owner's (403 `owner_only`),
 //!   not their production key before the deploy (403 `endpoint_not_deployed`); the owner
 //!   rotates any collaborator's key, which keeps its permissions; strangers get 404, unknown
 //!   collaborators 404 `collaborator_not_found`, calls without a token 401; removing a
@@ -227,7 +228,7 @@ fn collaborators_rotate_their_own_keys_and_the_owner_rotates_anyones() {
     let ada = add_collaborator(&s, &slug, "ada@example.com", &["read"]);
     let bob = add_collaborator(&s, &slug, "bob@example.com", &["read", "create"]);
 
-    // Ada rotates her own sandbox key, by either path.
+    // Ada rotates her own sandbox key.
     let r = as_member(
         &s,
         "POST",
@@ -253,23 +254,25 @@ fn collaborators_rotate_their_own_keys_and_the_owner_rotates_anyones() {
     let r = as_member(
         &s,
         "POST",
-        &collaborator_keys_path(&slug, ada.id, "sandbox", "revoke-previous"),
+        &keys_path(&slug, "sandbox", "revoke-previous"),
         &ada.cookie,
         None,
     );
     assert_status(&r, 200);
     assert_refused(&s, &slug, &ada.sandbox_key);
 
-    // Not Bob's keys, nor the default ones' (they are the owner's), nor production before
-    // the deploy.
-    let r = as_member(
-        &s,
-        "POST",
-        &collaborator_keys_path(&slug, bob.id, "sandbox", "rotate"),
-        &ada.cookie,
-        None,
-    );
-    assert_error(&r, 403, "owner_only");
+    // The collaborators' paths are the owner's, even for Ada's own id: not Bob's keys, nor
+    // the default ones (they are the owner's), nor production before the deploy.
+    for id in [bob.id, ada.id] {
+        let r = as_member(
+            &s,
+            "POST",
+            &collaborator_keys_path(&slug, id, "sandbox", "rotate"),
+            &ada.cookie,
+            None,
+        );
+        assert_error(&r, 403, "owner_only");
+    }
     assert_eq!(list_status(&s, &slug, &bob.sandbox_key), 200);
     let r = as_member(
         &s,

@@ -8,9 +8,9 @@
 //! (`PreviousKeyRow`) so it can be revoked early. A rotation during a grace period ends the
 //! older previous key at once: at most two keys of a holder and environment ever work.
 //!
-//! The owner rotates and revokes the default keys and any collaborator's keys; a collaborator
-//! only their own (and their production key only once the endpoint is deployed, as it is shown
-//! only then). Every rotation and revocation is in the audit log with the environment, the
+//! The owner rotates and revokes the default keys and any collaborator's keys (named by
+//! account id); a collaborator only their own, as the caller's own keys (and their production
+//! key only once the endpoint is deployed, as it is shown only then). Every rotation and revocation is in the audit log with the environment, the
 //! holder, the key ids and the grace end; never with a key.
 
 use std::time::Duration;
@@ -34,7 +34,7 @@ pub const MAX_GRACE: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 pub enum Holder {
     /// The caller's own: the default keys for the owner, a collaborator's collaboration keys.
     Own,
-    /// The collaboration keys of the collaborator with this account id.
+    /// The collaboration keys of the collaborator with this account id (for the owner).
     Collaborator(u64),
 }
 
@@ -257,9 +257,9 @@ impl Target {
 }
 
 /// The keys `account` asks about, if it may change them: 404 when it is no member of the
-/// endpoint (or the collaborator does not exist), 403 `owner_only` for a collaborator asking
-/// about someone else's keys, 403 `endpoint_not_deployed` for a collaborator's own production
-/// key before the deploy.
+/// endpoint (or the collaborator does not exist), 403 `owner_only` for a collaborator naming a
+/// collaborator (their own keys are `Holder::Own`), 403 `endpoint_not_deployed` for a
+/// collaborator's own production key before the deploy.
 fn target_in<R: ReadTx + ?Sized>(
     tx: &R,
     account: &AccountRow,
@@ -275,9 +275,6 @@ fn target_in<R: ReadTx + ?Sized>(
                 .ok_or(Error::NotFound(Missing::Collaborator))?,
         ),
         (Holder::Own, Membership::Collaborator(own)) => Some(own),
-        (Holder::Collaborator(id), Membership::Collaborator(own)) if own.account_id == id => {
-            Some(own)
-        }
         (Holder::Collaborator(_), Membership::Collaborator(_)) => return Err(Error::OwnerOnly),
     };
     if collaborator.is_some()

@@ -989,10 +989,10 @@ fn collaborator_operations() -> Vec<Operation> {
 }
 
 fn key_operations() -> Vec<Operation> {
-    let op = |method, path, id| {
+    let op = |method, path, id, who| {
         Operation::new(method, path, id)
             .tag("API keys")
-            .access(Access::Account(Who::Member))
+            .access(Access::Account(who))
     };
     let state = || {
         json!({ "environment": "sandbox", "collaborator_id": null, "key_id": "key_8c1d2e3f4a5b6c7d",
@@ -1009,8 +1009,8 @@ fn key_operations() -> Vec<Operation> {
         r["previous_valid_until"] = Value::Null;
         r
     };
-    let rotate = |path, id, whose: &str| {
-        op("post", path, id)
+    let rotate = |path, id, who, whose: &str| {
+        op("post", path, id, who)
             .summary(
                 "Rotate an API key",
                 format!(
@@ -1029,12 +1029,11 @@ fn key_operations() -> Vec<Operation> {
             )
             .ok(200, "The new key.", schema_ref("ApiKeyRotation"), rotated())
             .error(400, &["invalid_request"])
-            .error(403, &["owner_only", "endpoint_not_deployed"])
-            .error(404, &["collaborator_not_found"])
+            .error(403, &["endpoint_not_deployed"])
     };
     let revoke =
-        |path, id, whose: &str| {
-            op("post", path, id)
+        |path, id, who, whose: &str| {
+            op("post", path, id, who)
             .summary(
                 "Revoke a replaced key now",
                 format!(
@@ -1043,32 +1042,38 @@ fn key_operations() -> Vec<Operation> {
                 ),
             )
             .ok(200, "The key's state.", schema_ref("ApiKeyState"), revoked())
-            .error(403, &["owner_only", "endpoint_not_deployed"])
-            .error(404, &["collaborator_not_found", "previous_key_not_found"])
+            .error(403, &["endpoint_not_deployed"])
+            .error(404, &["previous_key_not_found"])
         };
     let own = "the caller's own key (the owner's default key, a collaborator's collaboration key)";
-    let theirs = "a collaborator's key (for the owner, or that collaborator)";
+    let theirs = "a collaborator's key (the owner's call; a collaborator uses `…/keys/…`)";
     vec![
         rotate(
             "/api/v1/manage/endpoints/{slug}/keys/{environment}/rotate",
             "rotateKey",
+            Who::Member,
             own,
         ),
         revoke(
             "/api/v1/manage/endpoints/{slug}/keys/{environment}/revoke-previous",
             "revokePreviousKey",
+            Who::Member,
             own,
         ),
         rotate(
             "/api/v1/manage/endpoints/{slug}/collaborators/{account_id}/keys/{environment}/rotate",
             "rotateCollaboratorKey",
+            Who::Owner,
             theirs,
-        ),
+        )
+        .error(404, &["collaborator_not_found"]),
         revoke(
             "/api/v1/manage/endpoints/{slug}/collaborators/{account_id}/keys/{environment}/revoke-previous",
             "revokePreviousCollaboratorKey",
+            Who::Owner,
             theirs,
-        ),
+        )
+        .error(404, &["collaborator_not_found"]),
     ]
 }
 
