@@ -9,7 +9,8 @@
 //! - in the background: the records of both environments, their change-stream events,
 //!   deliveries and attempts, Idempotency-Key claims, usage counts, keys, collaborators,
 //!   invitations, webhook subscriptions and secrets are gone from the store, its request log
-//!   is empty, and the other endpoint's data is untouched;
+//!   is empty, a search of its partitions finds nothing, and the other endpoint's data (and
+//!   search results) is untouched;
 //! - a deletion committed while no purge ran (the server stopped right after it) is purged
 //!   after the next start.
 
@@ -22,6 +23,7 @@ use common::*;
 use intake::core::crypto::secret_hash;
 use intake::domain::endpoint_deletion;
 use intake::domain::endpoints::Endpoints;
+use intake::domain::search;
 use intake::store::request_log::StatusFilter;
 use intake::store::{Environment, Store, partition};
 use serde_json::json;
@@ -281,8 +283,24 @@ fn a_deleted_endpoint_is_gone_at_once_and_its_data_is_purged() {
         for key in keys {
             assert!(snapshot.api_key(&secret_hash(key)).unwrap().is_none());
         }
+        // The store-side search of the deleted partitions finds nothing (what the search index
+        // returns is confirmed against the store, whose records are gone).
+        let params = [("q".to_string(), "zebra".to_string())]
+            .into_iter()
+            .collect();
+        for environment in [Environment::Sandbox, Environment::Production] {
+            let p = partition(id, environment);
+            let request = search::parse_request(&params, p, handles.now()).unwrap();
+            let page: serde_json::Value =
+                serde_json::from_str(&search::search(store, None, p, &request).unwrap()).unwrap();
+            assert_eq!(page["data"], json!([]), "{page}");
+        }
         let kept = partition(endpoint_id(store, &other.slug), Environment::Sandbox);
         assert!(snapshot.record_partitions().unwrap().contains(&kept));
+        let request = search::parse_request(&params, kept, handles.now()).unwrap();
+        let page: serde_json::Value =
+            serde_json::from_str(&search::search(store, None, kept, &request).unwrap()).unwrap();
+        assert_eq!(page["data"].as_array().map(Vec::len), Some(1), "{page}");
         id
     });
     s.resume();
