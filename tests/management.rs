@@ -66,13 +66,15 @@ fn create_echoes_description_and_required_fields() {
 }
 
 #[test]
-fn slugs_are_unique_and_url_safe_for_same_and_unusual_names() {
+fn slugs_are_unique_and_url_safe_for_similar_and_unusual_names() {
     let s = TestServer::start();
     let long = "a".repeat(100);
+    // Names that make the same slug stem (one owner's names differ: see
+    // one_owner_never_has_two_endpoints_of_the_same_name).
     let names = [
         "Orders",
-        "Orders",
-        "orders",
+        "Orders!",
+        "orders?",
         "Ünïcode & spaces / slashes!",
         "???",
         long.as_str(),
@@ -94,6 +96,40 @@ fn slugs_are_unique_and_url_safe_for_same_and_unusual_names() {
         .map(|e| e["sandbox_key"].as_str().unwrap())
         .collect();
     assert_eq!(keys.len(), names.len(), "sandbox keys must be distinct");
+}
+
+#[test]
+fn one_owner_never_has_two_endpoints_of_the_same_name() {
+    let s = TestServer::start();
+    let orders = s.create_endpoint("Orders", &[]);
+    let leads = s.create_endpoint("Leads", &[]);
+    // Compared trimmed and case-insensitively; nothing is created.
+    for name in ["Orders", "orders", "  ORDERS  "] {
+        let r = s.manage("POST", ENDPOINTS, Some(&json!({ "name": name })));
+        assert_error(&r, 409, "endpoint_name_taken");
+        assert!(error_message(&r).contains(name.trim()), "{}", r.describe());
+    }
+    let listed = s.manage("GET", ENDPOINTS, None).json();
+    assert_eq!(listed["data"].as_array().unwrap().len(), 2, "{listed}");
+
+    // Renaming onto another endpoint's name is refused, and nothing of the change is kept.
+    let r = s.manage(
+        "PATCH",
+        &ep_path(&leads.slug),
+        Some(&json!({ "name": " orders ", "description": "changed" })),
+    );
+    assert_error(&r, 409, "endpoint_name_taken");
+    let v = s.manage("GET", &ep_path(&leads.slug), None).json();
+    assert_eq!(v["name"], "Leads");
+    assert_eq!(v["description"], Value::Null);
+    assert!(!s.audit_text(&leads.slug).contains("changed"));
+
+    // An endpoint keeps its own name, in any case; a name given up is free again.
+    let v = s.patch_endpoint(&orders.slug, &json!({ "name": "ORDERS" }));
+    assert_eq!(v["name"], "ORDERS");
+    s.patch_endpoint(&leads.slug, &json!({ "name": "Leads 2026" }));
+    let again = s.create_endpoint("leads", &[]);
+    assert_ne!(again.slug, leads.slug);
 }
 
 #[test]

@@ -391,8 +391,9 @@ impl<'a> Collaborators<'a> {
                 permissions: invitation.permissions.clone(),
                 invitation_id: invitation.id,
                 added_at: now,
-                sandbox_key_sealed: keys.sandbox_sealed.clone(),
-                production_key_sealed: keys.production_sealed.clone(),
+                sandbox_key_sealed: keys.sandbox.sealed.clone(),
+                production_key_sealed: keys.production.sealed.clone(),
+                previous_keys: Vec::new(),
             };
             tx.put_collaborator(&collaborator)?;
             keys.insert(tx, endpoint.id, now, Some(account.id))?;
@@ -516,8 +517,13 @@ impl<'a> Collaborators<'a> {
         })
     }
 
+    /// Deletes the collaborator's keys, those still in a rotation's grace period too.
     fn delete_keys(&self, tx: &mut dyn WriteTx, row: &CollaboratorRow) -> Result<()> {
-        for sealed in [&row.sandbox_key_sealed, &row.production_key_sealed] {
+        let previous = row.previous_keys.iter().map(|p| &p.key_sealed);
+        for sealed in [&row.sandbox_key_sealed, &row.production_key_sealed]
+            .into_iter()
+            .chain(previous)
+        {
             tx.delete_api_key(&secret_hash(&self.endpoints.open_key(sealed)?))?;
         }
         Ok(())

@@ -19,6 +19,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::core::clock::Timestamp;
 use crate::core::crypto::{Sealer, key_id, secret_hash};
 use crate::core::ids::{new_api_key, new_slug};
+use crate::core::text::fold_case;
 use crate::domain::audit;
 use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
@@ -203,8 +204,11 @@ impl Endpoints {
             owner_id: owner.id,
             deploy_request: None,
             monthly_quota: None,
-            sandbox_key_sealed: keys.sandbox_sealed.clone(),
-            production_key_sealed: keys.production_sealed.clone(),
+            sandbox_key_sealed: keys.sandbox.sealed.clone(),
+            production_key_sealed: keys.production.sealed.clone(),
+            previous_keys: Vec::new(),
+            deleted_at: None,
+            purged: false,
         };
         // 60 random bits make a clash vanishingly rare; retry rather than assume.
         let row = loop {
@@ -231,6 +235,7 @@ impl Endpoints {
         keys: &NewKeys,
         owner: &AccountRow,
     ) -> Result<Option<EndpointRow>> {
+        name_free(&*tx, owner.id, &candidate.name, None)?;
         if tx.endpoint_id_by_slug(&candidate.slug)?.is_some() {
             return Ok(None);
         }
@@ -257,6 +262,7 @@ impl Endpoints {
     pub fn list(&self, account: &AccountRow) -> Result<Vec<EndpointView>> {
         let rows = self.handles.store.read()?.endpoints_of(account.id)?;
         rows.into_iter()
+            .filter(|(row, _)| row.deleted_at.is_none())
             .map(|(row, collaborator)| {
                 let membership = match collaborator {
                     None => Membership::Owner,
@@ -295,6 +301,7 @@ impl Endpoints {
         self.modify(owner, slug, |tx, actor, row| {
             let mut changed = serde_json::Map::new();
             if let Some(name) = &name {
+                name_free(&*tx, row.owner_id, name, Some(row.id))?;
                 changed.insert("name".into(), name.clone().into());
                 row.name = name.clone();
             }
@@ -458,6 +465,14 @@ impl Endpoints {
             return Err(Error::InvalidApiKey);
         }
         let resolved = self.resolved(&secret_hash(key))?;
+        // A replaced key's grace period ends by the server's clock, cached or not.
+        if resolved
+            .key
+            .expires_at
+            .is_some_and(|end| end <= self.handles.now())
+        {
+            return Err(Error::InvalidApiKey);
+        }
         let endpoint = &resolved.endpoint;
         if endpoint.slug != slug {
             return Err(Error::EndpointNotFound);
@@ -502,7 +517,10 @@ impl Endpoints {
         let Some(key) = snapshot.api_key(hash)? else {
             return Ok(None);
         };
-        let Some(endpoint) = snapshot.endpoint(key.endpoint_id)? else {
+        let Some(endpoint) = snapshot
+            .endpoint(key.endpoint_id)?
+            .filter(|e| e.deleted_at.is_none())
+        else {
             return Ok(None);
         };
         let (permissions, suspended) = match key.collaborator_id {
@@ -524,9 +542,37 @@ impl Endpoints {
         }))
     }
 
-    /// The endpoint id for a slug, whoever owns it (for request logging of refused calls).
+    /// The endpoint id for a slug, whoever owns it (for request logging of refused calls);
+    /// `None` for a deleted endpoint, whose request log is purged.
     pub fn id_for_slug(&self, slug: &str) -> Result<Option<u64>> {
-        Ok(self.handles.store.read()?.endpoint_id_by_slug(slug)?)
+        let snapshot = self.handles.store.read()?;
+        let Some(id) = snapshot.endpoint_id_by_slug(slug)? else {
+            return Ok(None);
+        };
+        Ok(snapshot
+            .endpoint(id)?
+            .filter(|row| row.deleted_at.is_none())
+            .map(|row| row.id))
+    }
+
+    /// The endpoint whose audit log `owner` may read: one it owns, deleted or not (the audit
+    /// entries outlive a deletion). 403 `owner_only` for a collaborator of a live endpoint,
+    /// 404 for anyone else.
+    pub fn audited_row(&self, owner: &AccountRow, slug: &str) -> Result<EndpointRow> {
+        let snapshot = self.handles.store.read()?;
+        let id = snapshot
+            .endpoint_id_by_slug(slug)?
+            .ok_or(Error::EndpointNotFound)?;
+        match snapshot.endpoint(id)? {
+            Some(row)
+                if row.deleted_at.is_some()
+                    && row.owner_id == owner.id
+                    && owner.role == Role::Owner =>
+            {
+                Ok(row)
+            }
+            _ => self.owned_row(owner, slug),
+        }
     }
 
     /// Opens a sealed key.
@@ -596,7 +642,7 @@ impl Endpoints {
 }
 
 /// The endpoint with this slug as `tx` sees it, and how `account` relates to it.
-fn member_in<R: ReadTx + ?Sized>(
+pub(crate) fn member_in<R: ReadTx + ?Sized>(
     tx: &R,
     account: &AccountRow,
     slug: &str,
@@ -604,7 +650,10 @@ fn member_in<R: ReadTx + ?Sized>(
     let id = tx
         .endpoint_id_by_slug(slug)?
         .ok_or(Error::EndpointNotFound)?;
-    let row = tx.endpoint(id)?.ok_or(Error::EndpointNotFound)?;
+    let row = tx
+        .endpoint(id)?
+        .filter(|row| row.deleted_at.is_none())
+        .ok_or(Error::EndpointNotFound)?;
     if row.owner_id == account.id && account.role == Role::Owner {
         return Ok((row, Membership::Owner));
     }
@@ -614,24 +663,67 @@ fn member_in<R: ReadTx + ?Sized>(
     }
 }
 
-/// A new pair of API keys, one per environment, with their sealed copies: made before the
-/// write, so a write that runs again stores the same keys.
+/// A new API key of one environment with its sealed copy: made before the write, so a write
+/// that runs again stores the same key. Endpoints, collaborators and rotations all make keys
+/// here.
+pub(crate) struct NewKey {
+    pub(crate) environment: Environment,
+    plain: String,
+    pub(crate) sealed: Vec<u8>,
+}
+
+impl NewKey {
+    pub(crate) fn generate(sealer: &Sealer, environment: Environment) -> NewKey {
+        let plain = new_api_key(environment.key_prefix());
+        NewKey {
+            environment,
+            sealed: sealer.seal(plain.as_bytes()),
+            plain,
+        }
+    }
+
+    /// The key itself, to show once.
+    pub(crate) fn plain(&self) -> &str {
+        &self.plain
+    }
+
+    pub(crate) fn key_id(&self) -> String {
+        key_id(&secret_hash(&self.plain))
+    }
+
+    /// Stores the key (by hash) for an endpoint; `collaborator_id` for a collaboration key.
+    pub(crate) fn insert(
+        &self,
+        tx: &mut dyn WriteTx,
+        endpoint_id: u64,
+        now: Timestamp,
+        collaborator_id: Option<u64>,
+    ) -> Result<()> {
+        let hash = secret_hash(&self.plain);
+        let row = ApiKeyRow {
+            key_id: key_id(&hash),
+            endpoint_id,
+            environment: self.environment,
+            created_at: now,
+            collaborator_id,
+            expires_at: None,
+        };
+        tx.insert_api_key(&hash, &row)?;
+        Ok(())
+    }
+}
+
+/// A new pair of API keys, one per environment.
 pub(crate) struct NewKeys {
-    sandbox: String,
-    production: String,
-    pub(crate) sandbox_sealed: Vec<u8>,
-    pub(crate) production_sealed: Vec<u8>,
+    pub(crate) sandbox: NewKey,
+    pub(crate) production: NewKey,
 }
 
 impl NewKeys {
     pub(crate) fn generate(sealer: &Sealer) -> NewKeys {
-        let sandbox = new_api_key(Environment::Sandbox.key_prefix());
-        let production = new_api_key(Environment::Production.key_prefix());
         NewKeys {
-            sandbox_sealed: sealer.seal(sandbox.as_bytes()),
-            production_sealed: sealer.seal(production.as_bytes()),
-            sandbox,
-            production,
+            sandbox: NewKey::generate(sealer, Environment::Sandbox),
+            production: NewKey::generate(sealer, Environment::Production),
         }
     }
 
@@ -643,21 +735,30 @@ impl NewKeys {
         now: Timestamp,
         collaborator_id: Option<u64>,
     ) -> Result<()> {
-        for (key, environment) in [
-            (&self.sandbox, Environment::Sandbox),
-            (&self.production, Environment::Production),
-        ] {
-            let hash = secret_hash(key);
-            let row = ApiKeyRow {
-                key_id: key_id(&hash),
-                endpoint_id,
-                environment,
-                created_at: now,
-                collaborator_id,
-            };
-            tx.insert_api_key(&hash, &row)?;
-        }
-        Ok(())
+        self.sandbox.insert(tx, endpoint_id, now, collaborator_id)?;
+        self.production
+            .insert(tx, endpoint_id, now, collaborator_id)
+    }
+}
+
+/// 409 `endpoint_name_taken` when the owner `owner_id` has another endpoint than `except`
+/// named `name`, compared trimmed and case-folded (as search folds case).
+fn name_free<R: ReadTx + ?Sized>(
+    tx: &R,
+    owner_id: u64,
+    name: &str,
+    except: Option<u64>,
+) -> Result<()> {
+    let folded = fold_case(name.trim());
+    let taken = tx.endpoints_of(owner_id)?.into_iter().any(|(row, _)| {
+        row.owner_id == owner_id
+            && row.deleted_at.is_none()
+            && Some(row.id) != except
+            && fold_case(row.name.trim()) == folded
+    });
+    match taken {
+        true => Err(Error::EndpointNameTaken(name.trim().to_string())),
+        false => Ok(()),
     }
 }
 

@@ -91,6 +91,8 @@ pub enum Error {
     IdempotencyConflict,
     #[error("{0}")]
     Conflict(String),
+    #[error("You already have an endpoint named \"{0}\"; choose another name.")]
+    EndpointNameTaken(String),
 
     // 429
     #[error(
@@ -130,6 +132,7 @@ pub enum Missing {
     Recovery,
     Delivery,
     RequestLogEntry,
+    PreviousKey,
 }
 
 impl Missing {
@@ -146,6 +149,7 @@ impl Missing {
             Missing::Recovery => "recovery",
             Missing::Delivery => "delivery",
             Missing::RequestLogEntry => "request-log entry",
+            Missing::PreviousKey => "previous key in its grace period",
         }
     }
 }

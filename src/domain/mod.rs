@@ -43,10 +43,12 @@
 //! - [`handles`]: the handles every service is given.
 
 pub mod accounts;
+pub mod api_keys;
 pub mod audit;
 pub mod backup;
 pub mod collaborators;
 pub mod deploy;
+pub mod endpoint_deletion;
 pub mod endpoints;
 pub mod error;
 pub mod handles;

@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::core::clock::Timestamp;
 use crate::domain::error::{Error, Result};
 use crate::store::usage::CallsDelta;
-use crate::store::{Environment, Store, partition};
+use crate::store::{Environment, Store, StoreError, partition, partition_endpoint};
 
 /// A month as stored: `yyyymm`.
 fn month_key(t: Timestamp) -> u32 {
@@ -200,6 +200,20 @@ impl Usage {
     /// Adds the calls counted since the last flush to the store in one commit (kept for the
     /// next flush when it fails), and forgets the counters of past months and days that hold
     /// nothing unflushed.
+    /// The deltas whose endpoint is not deleted: a deleted endpoint's counts are purged, and
+    /// calls counted just before the deletion must not bring them back.
+    fn of_live_endpoints(&self, deltas: &[CallsDelta]) -> Result<Vec<CallsDelta>, StoreError> {
+        let snapshot = self.store.read()?;
+        let mut live = Vec::with_capacity(deltas.len());
+        for delta in deltas {
+            let endpoint = snapshot.endpoint(partition_endpoint(delta.partition))?;
+            if endpoint.is_some_and(|row| row.deleted_at.is_none()) {
+                live.push(*delta);
+            }
+        }
+        Ok(live)
+    }
+
     pub fn flush(&self, now: Timestamp) -> Result<()> {
         let deltas: Vec<CallsDelta> = self
             .counters()
@@ -215,7 +229,8 @@ impl Usage {
         let result = if deltas.is_empty() {
             Ok(())
         } else {
-            self.store.add_calls(&deltas)
+            self.of_live_endpoints(&deltas)
+                .and_then(|live| self.store.add_calls(&live))
         };
         let mut counters = self.counters();
         if result.is_err() {

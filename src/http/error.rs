@@ -109,6 +109,7 @@ fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
                 Missing::Recovery => "recovery_not_found",
                 Missing::Delivery => "delivery_not_found",
                 Missing::RequestLogEntry => "request_not_found",
+                Missing::PreviousKey => "previous_key_not_found",
             },
         ),
         InvitationGone(why) => (
@@ -126,6 +127,7 @@ fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
         MailNotFound => (StatusCode::NOT_FOUND, "mail_not_found"),
         IdempotencyConflict => (StatusCode::CONFLICT, "idempotency_key_conflict"),
         Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+        EndpointNameTaken(_) => (StatusCode::CONFLICT, "endpoint_name_taken"),
         Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "storage_unavailable"),
         StorageFull => (StatusCode::SERVICE_UNAVAILABLE, "storage_full"),
         ShuttingDown => (StatusCode::SERVICE_UNAVAILABLE, "shutting_down"),

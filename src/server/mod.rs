@@ -50,7 +50,7 @@ use crate::core::ticker::Ticker;
 use crate::domain::sessions::{self, LoginLimiter, LoginThrottle, SharedLoginLimiter};
 use crate::domain::stream::Streams;
 use crate::domain::usage::Usage;
-use crate::domain::{jobs, keys, retention};
+use crate::domain::{endpoint_deletion, jobs, keys, retention};
 use crate::server::tls::{Tls, TlsError};
 use crate::store::request_log::RequestLogStore;
 use crate::store::{self, Store, StoreError};
@@ -127,7 +127,7 @@ fn indexer_settings(config: &SearchConfig) -> search::IndexerSettings {
 
 /// Opens the request-log store (see `request_log`): a file of its own in the data dir, or
 /// tables of the PostgreSQL database on a pool of their own.
-fn open_request_log(config: &Config) -> Result<Arc<dyn RequestLogStore>, ServerError> {
+pub fn open_request_log(config: &Config) -> Result<Arc<dyn RequestLogStore>, ServerError> {
     Ok(match (config.storage.backend, &config.storage.postgres) {
         (StorageBackend::Postgres, Some(postgres)) => store::open_postgres_request_log(postgres)?,
         _ => store::open_embedded_request_log(
@@ -343,9 +343,12 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     })
     .map_err(spawn_err)?;
     let log_store = open_request_log(&config)?;
-    let (request_log, log_thread) =
-        RequestLog::start(log_store, clock.clone(), config.request_log.retention)
-            .map_err(spawn_err)?;
+    let (request_log, log_thread) = RequestLog::start(
+        log_store.clone(),
+        clock.clone(),
+        config.request_log.retention,
+    )
+    .map_err(spawn_err)?;
     let grace = config.shutdown.grace;
     // Nodes sharing a store share the failed-login counts, or each would multiply the limits.
     let logins: Box<dyn LoginThrottle> = match store.cluster() {
@@ -393,6 +396,20 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         tokio::spawn(compression::run(
             app.handles.store.clone(),
             ticker(compression::CHECK_EVERY),
+        )),
+        tokio::spawn(endpoint_deletion::run_schedule(
+            app.handles.store.clone(),
+            log_store,
+            app.clock.clone(),
+            ticker(endpoint_deletion::SCHEDULE_TICK),
+            {
+                let indexer = indexer.clone();
+                move || {
+                    if let Some(indexer) = &indexer {
+                        indexer.changed();
+                    }
+                }
+            },
         )),
         tokio::spawn(retention::run_schedule(
             app.handles.store.clone(),

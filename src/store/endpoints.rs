@@ -39,6 +39,9 @@ pub trait EndpointsRead {
     /// The endpoint's invitations, newest first.
     fn invitations(&self, endpoint_id: u64) -> Result<Vec<InvitationRow>, StoreError>;
 
+    /// Deleted endpoints whose purge has not finished.
+    fn unpurged_deletions(&self) -> Result<Vec<EndpointRow>, StoreError>;
+
     /// The endpoint's audit entries with ids below `before`, newest first, at most `limit`.
     fn audit_page(
         &self,
@@ -59,6 +62,10 @@ pub trait EndpointsWrite {
     /// Stores a new API key under the SHA-256 of its secret; reports `access_changed`.
     fn insert_api_key(&mut self, hash: &[u8; 32], row: &ApiKeyRow) -> Result<(), StoreError>;
 
+    /// Replaces the row of an existing API key (a rotation sets its `expires_at`); reports
+    /// `access_changed`.
+    fn put_api_key(&mut self, hash: &[u8; 32], row: &ApiKeyRow) -> Result<(), StoreError>;
+
     /// Deletes the API key with this hash (if any); reports `access_changed`.
     fn delete_api_key(&mut self, hash: &[u8; 32]) -> Result<(), StoreError>;
 
@@ -75,6 +82,9 @@ pub trait EndpointsWrite {
         row: &InvitationRow,
         token_hash: &[u8; 32],
     ) -> Result<(), StoreError>;
+
+    /// Deletes an invitation and its link token's hash.
+    fn delete_invitation(&mut self, id: u64, token_hash: &[u8; 32]) -> Result<(), StoreError>;
 
     /// Replaces an invitation's row (its token never changes).
     fn put_invitation(&mut self, row: &InvitationRow) -> Result<(), StoreError>;

@@ -33,6 +33,7 @@ pub mod endpoints;
 pub mod events;
 pub mod mail;
 pub mod postgres;
+pub mod purge;
 pub mod records;
 pub mod redb;
 pub mod request_log;
@@ -164,6 +165,7 @@ pub trait Store:
     + endpoints::EndpointsStore
     + events::EventsStore
     + mail::MailStore
+    + purge::PurgeStore
     + records::RecordsStore
     + usage::UsageStore
     + webhooks::WebhooksStore

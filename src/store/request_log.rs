@@ -102,4 +102,8 @@ pub trait RequestLogStore: Send + Sync {
     /// Deletes every partition's entries older than `cutoff`, in bounded transactions;
     /// returns how many.
     fn purge_requests_before(&self, cutoff: Timestamp) -> Result<usize, StoreError>;
+
+    /// Deletes at most `limit` entries of `partition` (of a deleted endpoint) in one
+    /// transaction; returns how many.
+    fn purge_partition_requests(&self, partition: u64, limit: usize) -> Result<usize, StoreError>;
 }

@@ -170,6 +170,20 @@ pub struct CollaboratorRow {
     pub sandbox_key_sealed: Vec<u8>,
     #[serde(with = "base64_bytes")]
     pub production_key_sealed: Vec<u8>,
+    /// Collaboration keys replaced by a rotation and still in their grace period.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous_keys: Vec<PreviousKeyRow>,
+}
+
+/// A key replaced by a rotation that keeps working until `valid_until` (at most one per
+/// environment and holder). Its `ApiKeyRow` carries the same time as `expires_at`; the sealed
+/// copy is what finds that row again (by the key's hash) to revoke it early.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PreviousKeyRow {
+    pub environment: Environment,
+    #[serde(with = "base64_bytes")]
+    pub key_sealed: Vec<u8>,
+    pub valid_until: Timestamp,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -227,6 +241,17 @@ pub struct EndpointRow {
     pub sandbox_key_sealed: Vec<u8>,
     #[serde(with = "base64_bytes")]
     pub production_key_sealed: Vec<u8>,
+    /// Default keys replaced by a rotation and still in their grace period.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub previous_keys: Vec<PreviousKeyRow>,
+    /// When its owner deleted it: from then on no call or list finds it, and its data is
+    /// purged in the background. The row (and its slug, which is never given again) and its
+    /// audit entries stay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted_at: Option<Timestamp>,
+    /// Whether the purge after the deletion has finished.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub purged: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -239,6 +264,10 @@ pub struct ApiKeyRow {
     /// which carry every permission.
     #[serde(default)]
     pub collaborator_id: Option<u64>,
+    /// When a key replaced by a rotation stops working (judged by the server's clock);
+    /// `None` for a current key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

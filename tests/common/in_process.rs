@@ -13,6 +13,7 @@ use intake::core::crypto::Sealer;
 use intake::domain::handles::{Handles, Unattended};
 use intake::server::RunningServer;
 use intake::store::Store;
+use intake::store::request_log::RequestLogStore;
 use tokio::runtime::Runtime;
 
 use super::{OWNER_EMAIL, ServerClient, config_with_storage, release_storage};
@@ -105,6 +106,14 @@ impl InProcessServer {
         let (store, sealer) = intake::server::open_data_dir(&self.config).expect("open data dir");
         let handles = Handles::new(store, self.clock.clone(), Arc::new(Unattended));
         f(&handles, &sealer)
+    }
+
+    /// Stops the server and runs `f` on its request-log store (kept apart from the main
+    /// store); [`InProcessServer::resume`] serves again.
+    pub fn stopped_request_log<T>(&mut self, f: impl FnOnce(&dyn RequestLogStore) -> T) -> T {
+        self.stop();
+        let log = intake::server::open_request_log(&self.config).expect("open request log");
+        f(log.as_ref())
     }
 
     /// Sets the clock to `t` (a date or RFC 3339).

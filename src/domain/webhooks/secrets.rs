@@ -198,7 +198,8 @@ fn row_or_create(
         if let Some(row) = tx.webhook_secret(partition)? {
             return Ok(row);
         }
-        if tx.endpoint(partition_endpoint(partition))?.is_none() {
+        let live = tx.endpoint(partition_endpoint(partition))?;
+        if live.is_none_or(|row| row.deleted_at.is_some()) {
             return Err(Error::EndpointNotFound);
         }
         tx.put_webhook_secret(partition, &made)?;

@@ -7,6 +7,7 @@ use warp::reply::Response;
 use crate::domain::accounts;
 use crate::domain::audit;
 use crate::domain::deploy;
+use crate::domain::endpoint_deletion;
 use crate::domain::error::Result as ServiceResult;
 use crate::domain::error::{Error, Missing};
 use crate::domain::sessions;
@@ -92,9 +93,13 @@ pub async fn endpoints(app: &App, req: &mut Request) -> Result<Response> {
     ))
 }
 
-/// `GET` and `PATCH /api/v1/manage/endpoints/{slug}`.
+/// `GET`, `PATCH` and `DELETE /api/v1/manage/endpoints/{slug}`.
 pub async fn endpoint(app: &App, req: &mut Request, slug: &str) -> Result<Response> {
     let account = caller(app, req)?;
+    if req.method == Method::DELETE {
+        let deleted = endpoint_deletion::delete(&app.endpoints, &account, slug, None)?;
+        return Ok(reply::json(StatusCode::OK, &deleted));
+    }
     let view = if req.method == Method::PATCH {
         let patch = body(req).await?;
         app.endpoints.update(&account, slug, patch)?
@@ -235,10 +240,10 @@ pub async fn collaborator(
     Ok(reply::json(StatusCode::OK, &view))
 }
 
-/// `GET /api/v1/manage/endpoints/{slug}/audit?limit=&before=`.
+/// `GET /api/v1/manage/endpoints/{slug}/audit?limit=&before=`: also of a deleted endpoint.
 pub fn audit_log(app: &App, req: &Request, slug: &str) -> Result<Response> {
     let owner = caller(app, req)?;
-    let endpoint = app.endpoints.owned_row(&owner, slug)?;
+    let endpoint = app.endpoints.audited_row(&owner, slug)?;
     let params = query_params(&req.query);
     let limit = crate::core::cursor::limit_param(&params, 50, 200)?;
     let before = match params.get("before") {

@@ -10,6 +10,7 @@ mod backups;
 mod data;
 mod docs;
 mod hooks;
+mod keys;
 mod mail;
 pub(crate) mod manage;
 mod ops;
@@ -177,6 +178,26 @@ async fn manage_route(app: &App, route: Route<'_>, req: &mut Request) -> Result<
         Route::ManageUsage { slug } => manage::usage(app, req, slug),
         Route::ManageWebhookSecret { slug, env } => webhooks::secret(app, req, slug, env),
         Route::ManageWebhookSecretReissue { slug, env } => webhooks::reissue(app, req, slug, env),
+        Route::ManageKeyRotate { slug, env } => {
+            let slug = owned(slug);
+            keys::rotate(app, req, &slug, None, env).await
+        }
+        Route::ManageKeyRevokePrevious { slug, env } => {
+            keys::revoke_previous(app, req, slug, None, env)
+        }
+        Route::ManageCollaboratorKeyRotate {
+            slug,
+            account_id,
+            env,
+        } => {
+            let (slug, account_id) = (owned(slug), owned(account_id));
+            keys::rotate(app, req, &slug, Some(&account_id), env).await
+        }
+        Route::ManageCollaboratorKeyRevokePrevious {
+            slug,
+            account_id,
+            env,
+        } => keys::revoke_previous(app, req, slug, Some(account_id), env),
         Route::Health
         | Route::Ready
         | Route::Metrics

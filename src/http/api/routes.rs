@@ -139,6 +139,24 @@ pub enum Route<'a> {
         slug: &'a str,
         env: Environment,
     },
+    ManageKeyRotate {
+        slug: &'a str,
+        env: Environment,
+    },
+    ManageKeyRevokePrevious {
+        slug: &'a str,
+        env: Environment,
+    },
+    ManageCollaboratorKeyRotate {
+        slug: &'a str,
+        account_id: &'a str,
+        env: Environment,
+    },
+    ManageCollaboratorKeyRevokePrevious {
+        slug: &'a str,
+        account_id: &'a str,
+        env: Environment,
+    },
     ManageMail,
     ManageMailTest,
     ManageMailMessage {
@@ -285,6 +303,40 @@ impl<'a> Route<'a> {
                     env: Environment::parse(env)?,
                 }
             }
+            ["endpoints", slug, "keys", env, "rotate"] => Route::ManageKeyRotate {
+                slug,
+                env: Environment::parse(env)?,
+            },
+            ["endpoints", slug, "keys", env, "revoke-previous"] => Route::ManageKeyRevokePrevious {
+                slug,
+                env: Environment::parse(env)?,
+            },
+            [
+                "endpoints",
+                slug,
+                "collaborators",
+                account_id,
+                "keys",
+                env,
+                "rotate",
+            ] => Route::ManageCollaboratorKeyRotate {
+                slug,
+                account_id,
+                env: Environment::parse(env)?,
+            },
+            [
+                "endpoints",
+                slug,
+                "collaborators",
+                account_id,
+                "keys",
+                env,
+                "revoke-previous",
+            ] => Route::ManageCollaboratorKeyRevokePrevious {
+                slug,
+                account_id,
+                env: Environment::parse(env)?,
+            },
             ["mail"] => Route::ManageMail,
             ["mail", "test"] => Route::ManageMailTest,
             ["mail", id] => Route::ManageMailMessage { id },
@@ -367,6 +419,18 @@ impl<'a> Route<'a> {
             Route::ManageWebhookSecretReissue { .. } => {
                 "/api/v1/manage/endpoints/{slug}/webhook-secrets/{environment}/reissue"
             }
+            Route::ManageKeyRotate { .. } => {
+                "/api/v1/manage/endpoints/{slug}/keys/{environment}/rotate"
+            }
+            Route::ManageKeyRevokePrevious { .. } => {
+                "/api/v1/manage/endpoints/{slug}/keys/{environment}/revoke-previous"
+            }
+            Route::ManageCollaboratorKeyRotate { .. } => {
+                "/api/v1/manage/endpoints/{slug}/collaborators/{account_id}/keys/{environment}/rotate"
+            }
+            Route::ManageCollaboratorKeyRevokePrevious { .. } => {
+                "/api/v1/manage/endpoints/{slug}/collaborators/{account_id}/keys/{environment}/revoke-previous"
+            }
             Route::ManageMail => "/api/v1/manage/mail",
             Route::ManageMailTest => "/api/v1/manage/mail/test",
             Route::ManageMailMessage { .. } => "/api/v1/manage/mail/{id}",
@@ -409,7 +473,8 @@ impl<'a> Route<'a> {
             | Route::ManageSubscriptions { .. }
             | Route::ManageCallerRecovery { .. } => "GET, POST",
             Route::DataRecord { .. } => "GET, PUT, DELETE",
-            Route::ManageEndpoint { .. } | Route::ManageAccountById { .. } => "GET, PATCH",
+            Route::ManageEndpoint { .. } => "GET, PATCH, DELETE",
+            Route::ManageAccountById { .. } => "GET, PATCH",
             Route::ManageCollaborator { .. } => "PATCH, DELETE",
             Route::ManageWebhook { .. } => "GET, PUT, PATCH, DELETE",
             Route::ManageSubscription { .. } => "GET, PATCH, DELETE",
@@ -427,6 +492,10 @@ impl<'a> Route<'a> {
             | Route::ManageRedeliver { .. }
             | Route::ManageRetryDelivery { .. }
             | Route::ManageWebhookSecretReissue { .. }
+            | Route::ManageKeyRotate { .. }
+            | Route::ManageKeyRevokePrevious { .. }
+            | Route::ManageCollaboratorKeyRotate { .. }
+            | Route::ManageCollaboratorKeyRevokePrevious { .. }
             | Route::ManageSubscriptionRecover { .. }
             | Route::ManageSubscriptionTest { .. }
             | Route::ManageMailTest

@@ -1,13 +1,15 @@
 //! The Collaborators tab (endpoint owner): invite by e-mail with the collaboration key's
-//! permissions, pending invitations with their link, the collaborators with a Permissions
-//! editor, and removal.
+//! permissions, pending invitations with their link, the collaborators with their keys (see
+//! `keys`), a Permissions editor, and removal.
 
 use askama::Template;
 
 use super::endpoints::EndpointHead;
 use super::form::Form;
-use super::page::{Layout, Outcome, redirect, render};
+use super::keys::KeyPanel;
+use super::page::{Failure, Layout, Outcome, redirect, render};
 use super::visitor::{signed_in, user_form};
+use crate::domain::api_keys::Holder;
 use crate::domain::collaborators::{
     CollaboratorView, InvitationView, NewInvitation, PermissionsChange,
 };
@@ -15,7 +17,7 @@ use crate::domain::error::Missing;
 use crate::http::app::App;
 use crate::http::reply::id_param;
 use crate::http::request::Request;
-use crate::store::Permission;
+use crate::store::{Environment, Permission};
 
 /// One checkbox of a Permissions editor.
 struct PermissionBox {
@@ -40,8 +42,8 @@ struct CollaboratorsPage {
     layout: Layout,
     head: EndpointHead,
     invitations: Vec<InvitationView>,
-    /// Each collaborator with the checkboxes of their permissions.
-    collaborators: Vec<(CollaboratorView, Vec<PermissionBox>)>,
+    /// Each collaborator with the checkboxes of their permissions and their two keys.
+    collaborators: Vec<(CollaboratorView, Vec<PermissionBox>, Vec<KeyPanel>)>,
     smtp_configured: bool,
     /// The invite form's checkboxes: create and read ticked.
     invite_boxes: Vec<PermissionBox>,
@@ -67,9 +69,17 @@ pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
             .into_iter()
             .map(|c| {
                 let boxes = boxes(&c.permissions);
-                (c, boxes)
+                let keys = [Environment::Sandbox, Environment::Production]
+                    .into_iter()
+                    .map(|environment| {
+                        let label = format!("{} key of {}", environment.as_str(), c.email);
+                        let holder = Holder::Collaborator(c.account_id);
+                        KeyPanel::load(app, req, &user, slug, holder, environment, label)
+                    })
+                    .collect::<Result<Vec<_>, Failure>>()?;
+                Ok((c, boxes, keys))
             })
-            .collect(),
+            .collect::<Result<Vec<_>, Failure>>()?,
         smtp_configured: app.mailer.smtp_configured(),
         invite_boxes: boxes(&[Permission::Create, Permission::Read]),
         head,

@@ -5,9 +5,12 @@
 use askama::Template;
 
 use super::form::Form;
+use super::keys::KeyPanel;
 use super::page::{Failure, Layout, Outcome, redirect, render};
 use super::visitor::{User, signed_in, user_form};
+use crate::domain::api_keys::Holder;
 use crate::domain::deploy::{self, Note};
+use crate::domain::endpoint_deletion;
 use crate::domain::endpoints::{EndpointPatch, EndpointView, NewEndpoint};
 use crate::domain::webhooks::secrets::{self, SecretView};
 use crate::http::app::App;
@@ -105,8 +108,9 @@ struct DetailPage {
     head: EndpointHead,
     environment: &'static str,
     /// The viewer's key of this environment; `None` on the Production tab before deploying.
-    key: Option<String>,
+    key: Option<KeyPanel>,
     secret: Option<SecretView>,
+    /// The required fields as the settings form shows them, one per line.
     required_fields_text: String,
 }
 
@@ -114,21 +118,28 @@ struct DetailPage {
 pub fn detail(app: &App, req: &Request, slug: &str, environment: Environment) -> Outcome {
     let user = signed_in(app, req)?;
     let head = EndpointHead::load(app, &user, slug, environment.as_str())?.viewing(environment);
-    let (key, secret) = match environment {
-        Environment::Sandbox => (Some(head.ep.sandbox_key.clone()), true),
-        Environment::Production if head.ep.deployed => (head.ep.production_key.clone(), true),
-        Environment::Production => (None, false),
-    };
-    let secret = match secret {
-        true => Some(secrets::view(
-            &app.endpoints,
-            &app.handles,
-            &app.endpoints.sealer,
-            &user.account,
-            slug,
-            environment,
-        )?),
-        false => None,
+    let shown = environment == Environment::Sandbox || head.ep.deployed;
+    let (key, secret) = match shown {
+        true => (
+            Some(KeyPanel::load(
+                app,
+                req,
+                &user,
+                slug,
+                Holder::Own,
+                environment,
+                format!("{} API key", environment.as_str()),
+            )?),
+            Some(secrets::view(
+                &app.endpoints,
+                &app.handles,
+                &app.endpoints.sealer,
+                &user.account,
+                slug,
+                environment,
+            )?),
+        ),
+        false => (None, None),
     };
     let page = DetailPage {
         layout: user.layout(app, head.ep.name.clone(), "endpoints", req),
@@ -163,6 +174,19 @@ pub async fn save_settings(app: &App, req: &mut Request, slug: &str) -> Outcome 
     };
     app.endpoints.update(&user.account, slug, patch)?;
     Ok(redirect(&format!("/dashboard/endpoints/{slug}?done=saved")))
+}
+
+/// `POST …/delete`: the danger zone (owner); the endpoint's name must be typed to confirm.
+pub async fn delete(app: &App, req: &mut Request, slug: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    let form = user_form(app, req, &user).await?;
+    endpoint_deletion::delete(
+        &app.endpoints,
+        &user.account,
+        slug,
+        Some(form.text("confirm_name")),
+    )?;
+    Ok(redirect("/dashboard/endpoints?done=deleted"))
 }
 
 /// `POST …/active`: the active switch (owner).

@@ -11,7 +11,8 @@
 //!   (the inline SVG of the usage page).
 //! - `records`: the record browser (list, search, one record with its deliveries, delete).
 //! - Pages, one module per concept: `auth` (login, logout, setup, invitations), `endpoints`
-//!   (list, create, detail, keys, secrets, deploy, settings), `collaborators`, `hooks` (owner
+//!   (list, create, detail, secrets, deploy, settings), `keys` (the key panel: masked key,
+//!   rotation, early revocation), `collaborators`, `hooks` (owner
 //!   webhook settings), `logs` (request log, delivery log, usage), `inbox` (notifications,
 //!   mail outbox), `testpage` (the sandbox API test page, built from the endpoint's OpenAPI
 //!   document).
@@ -26,6 +27,7 @@ mod endpoints;
 mod form;
 mod hooks;
 mod inbox;
+mod keys;
 mod logs;
 mod page;
 mod records;

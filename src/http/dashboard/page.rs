@@ -217,6 +217,7 @@ pub fn flash(req: &Request) -> Option<&'static str> {
     let params = crate::http::reply::query_params(&req.query);
     Some(match params.get("done")?.as_str() {
         "created" => "Endpoint created.",
+        "deleted" => "Endpoint deleted: its keys stopped working and its data is being purged.",
         "saved" => "Changes saved.",
         "activated" => "The endpoint is active again.",
         "deactivated" => "The endpoint is inactive: data calls are refused with 403.",
@@ -224,6 +225,8 @@ pub fn flash(req: &Request) -> Option<&'static str> {
         "approved" | "deployed" => "Deployed: the production key works now.",
         "rejected" => "Deploy request rejected.",
         "reissued" => "Signing secret reissued. The previous one keeps signing for 24 hours.",
+        "key-rotated" => "New key issued, shown below: copy it now.",
+        "key-revoked" => "Previous key revoked: calls with it are refused from now on.",
         "invited" => "Invitation created.",
         "revoked" => "Invitation revoked.",
         "removed" => "Collaborator removed; their keys stopped working.",

@@ -5,7 +5,7 @@ use http::Method;
 
 use super::endpoints::{self, DeployStep};
 use super::page::{Failure, Outcome};
-use super::{assets, auth, collaborators, hooks, inbox, logs, records, testpage};
+use super::{assets, auth, collaborators, hooks, inbox, keys, logs, records, testpage};
 use crate::http::app::App;
 use crate::http::request::Request;
 use crate::store::Environment;
@@ -62,6 +62,7 @@ async fn endpoint(
         ([], true, _) => endpoints::detail(app, req, slug, Environment::Sandbox),
         (["production"], true, _) => endpoints::detail(app, req, slug, Environment::Production),
         (["settings"], _, true) => endpoints::save_settings(app, req, slug).await,
+        (["delete"], _, true) => endpoints::delete(app, req, slug).await,
         (["active"], _, true) => endpoints::set_active(app, req, slug).await,
         (["deploy"], _, true) => endpoints::deploy_step(app, req, slug, DeployStep::Deploy).await,
         (["deploy-request"], _, true) => {
@@ -75,6 +76,18 @@ async fn endpoint(
         }
         (["webhook-secrets", env, "reissue"], _, true) => {
             endpoints::reissue_secret(app, req, slug, environment(env)?).await
+        }
+        (["keys", env, "rotate"], _, true) => {
+            keys::rotate(app, req, slug, None, environment(env)?).await
+        }
+        (["keys", env, "revoke-previous"], _, true) => {
+            keys::revoke_previous(app, req, slug, None, environment(env)?).await
+        }
+        (["collaborators", id, "keys", env, "rotate"], _, true) => {
+            keys::rotate(app, req, slug, Some(id), environment(env)?).await
+        }
+        (["collaborators", id, "keys", env, "revoke-previous"], _, true) => {
+            keys::revoke_previous(app, req, slug, Some(id), environment(env)?).await
         }
         (["collaborators"], true, _) => collaborators::page(app, req, slug),
         (["invitations"], _, true) => collaborators::invite(app, req, slug).await,

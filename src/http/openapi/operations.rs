@@ -262,6 +262,7 @@ pub fn all() -> Vec<Operation> {
     ops.extend(account_operations());
     ops.extend(endpoint_operations());
     ops.extend(collaborator_operations());
+    ops.extend(key_operations());
     ops.extend(webhook_operations());
     ops.extend(administration_operations());
     ops
@@ -782,8 +783,9 @@ fn endpoint_operations() -> Vec<Operation> {
         op("post", "/api/v1/manage/endpoints", "createEndpoint", Who::ServerOwner)
             .summary(
                 "Create an endpoint",
-                "Names are 1 to 100 characters; at most 50 required fields, each a top-level \
-                 field name of 1 to 200 characters.",
+                "Names are 1 to 100 characters, different from the owner's other endpoints' \
+                 (compared trimmed and case-insensitively: 409 `endpoint_name_taken`); at most \
+                 50 required fields, each a top-level field name of 1 to 200 characters.",
             )
             .body(
                 BodyKind::Json,
@@ -794,6 +796,7 @@ fn endpoint_operations() -> Vec<Operation> {
                 json!({ "name": "Orders", "required_fields": ["email"] }),
             )
             .ok(201, "Created, with its keys.", schema_ref("Endpoint"), endpoint_example())
+            .error(409, &["endpoint_name_taken"])
             .link("GetEndpoint", "getEndpoint", json!({ "slug": "$response.body#/slug" })),
         op("get", "/api/v1/manage/endpoints/{slug}", "getEndpoint", Who::Member)
             .summary("One endpoint", "With the caller's own keys.")
@@ -816,7 +819,25 @@ fn endpoint_operations() -> Vec<Operation> {
                                         "monthly_quota": { "type": ["integer", "null"], "minimum": 1 } } }),
                 json!({ "description": "Web shop orders", "monthly_quota": 100000 }),
             )
-            .ok(200, "The endpoint.", schema_ref("Endpoint"), endpoint_example()),
+            .ok(200, "The endpoint.", schema_ref("Endpoint"), endpoint_example())
+            .error(409, &["endpoint_name_taken"]),
+        op("delete", "/api/v1/manage/endpoints/{slug}", "deleteEndpoint", Who::Owner)
+            .summary(
+                "Delete an endpoint",
+                "At once: the endpoint is gone from every list and call (404 \
+                 `endpoint_not_found`, its keys 401), its keys, collaborators, invitations, \
+                 webhook subscriptions and signing secrets are deleted. Then in the \
+                 background: its records (both environments, and so its search results), \
+                 change-stream events, deliveries and attempts, request log and usage counts. \
+                 The audit log stays, with an `endpoint.deleted` entry, readable by the owner \
+                 at `GET …/audit`; the slug is never given again.",
+            )
+            .ok(
+                200,
+                "Deleted.",
+                schema_ref("DeletedEndpoint"),
+                json!({ "slug": "orders-7k2m9x4q1w8p", "deleted": true, "deleted_at": CREATED_AT }),
+            ),
         op("post", "/api/v1/manage/endpoints/{slug}/deploy", "deployEndpoint", Who::Owner)
             .summary(
                 "Deploy",
@@ -1009,6 +1030,95 @@ fn collaborator_operations() -> Vec<Operation> {
             json!({ "type": "object", "required": ["account_id", "removed"],
                     "properties": { "account_id": { "type": "integer" }, "removed": { "const": true } } }),
             json!({ "account_id": 2, "removed": true }),
+        )
+        .error(404, &["collaborator_not_found"]),
+    ]
+}
+
+fn key_operations() -> Vec<Operation> {
+    let op = |method, path, id, who| {
+        Operation::new(method, path, id)
+            .tag("API keys")
+            .access(Access::Account(who))
+    };
+    let state = || {
+        json!({ "environment": "sandbox", "collaborator_id": null, "key_id": "key_8c1d2e3f4a5b6c7d",
+                "previous_key_id": "key_3f9a0c1d2e4b5a69", "previous_valid_until": CREATED_AT })
+    };
+    let rotated = || {
+        let mut r = state();
+        r["key"] = json!("tm_test_…");
+        r
+    };
+    let revoked = || {
+        let mut r = state();
+        r["previous_key_id"] = Value::Null;
+        r["previous_valid_until"] = Value::Null;
+        r
+    };
+    let rotate = |path, id, who, whose: &str| {
+        op("post", path, id, who)
+            .summary(
+                "Rotate an API key",
+                format!(
+                    "Issues a new key for {whose} at once and answers it. The replaced key keeps \
+                     working until `previous_valid_until` (`grace_period_seconds`, 0 to 7 days; \
+                     0 or no body revokes it at once), then gets 401 `invalid_api_key`. A \
+                     rotation during a grace period ends the older replaced key at once. A \
+                     collaborator's own production key can be rotated only once the endpoint is \
+                     deployed (403 `endpoint_not_deployed`)."
+                ),
+            )
+            .body(
+                BodyKind::OptionalJson,
+                schema_ref("KeyRotationRequest"),
+                json!({ "grace_period_seconds": 86400 }),
+            )
+            .ok(200, "The new key.", schema_ref("ApiKeyRotation"), rotated())
+            .error(400, &["invalid_request"])
+            .error(403, &["endpoint_not_deployed"])
+    };
+    let revoke =
+        |path, id, who, whose: &str| {
+            op("post", path, id, who)
+            .summary(
+                "Revoke a replaced key now",
+                format!(
+                    "Ends the grace period of {whose} replaced by the last rotation: it gets 401 \
+                     from now on. 404 `previous_key_not_found` when no grace period runs."
+                ),
+            )
+            .ok(200, "The key's state.", schema_ref("ApiKeyState"), revoked())
+            .error(403, &["endpoint_not_deployed"])
+            .error(404, &["previous_key_not_found"])
+        };
+    let own = "the caller's own key (the owner's default key, a collaborator's collaboration key)";
+    let theirs = "a collaborator's key (the owner's call; a collaborator uses `…/keys/…`)";
+    vec![
+        rotate(
+            "/api/v1/manage/endpoints/{slug}/keys/{environment}/rotate",
+            "rotateKey",
+            Who::Member,
+            own,
+        ),
+        revoke(
+            "/api/v1/manage/endpoints/{slug}/keys/{environment}/revoke-previous",
+            "revokePreviousKey",
+            Who::Member,
+            own,
+        ),
+        rotate(
+            "/api/v1/manage/endpoints/{slug}/collaborators/{account_id}/keys/{environment}/rotate",
+            "rotateCollaboratorKey",
+            Who::Owner,
+            theirs,
+        )
+        .error(404, &["collaborator_not_found"]),
+        revoke(
+            "/api/v1/manage/endpoints/{slug}/collaborators/{account_id}/keys/{environment}/revoke-previous",
+            "revokePreviousCollaboratorKey",
+            Who::Owner,
+            theirs,
         )
         .error(404, &["collaborator_not_found"]),
     ]

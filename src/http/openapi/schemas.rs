@@ -98,6 +98,7 @@ pub fn tags() -> Value {
         { "name": "Account", "description": "The caller's own account, tokens and notifications." },
         { "name": "Endpoints", "description": "Endpoints, their deploy workflow, logs and usage." },
         { "name": "Collaborators", "description": "Invitations sent and collaborators of an endpoint." },
+        { "name": "API keys", "description": "Rotating and revoking the default and collaboration keys." },
         { "name": "Webhooks", "description": "Owner webhooks, signing secrets and the delivery log." },
         { "name": "Administration", "description": "Accounts and the mail outbox (server owner)." },
         { "name": "Health", "description": "Liveness, readiness and metrics, for load balancers and Prometheus." },
@@ -150,10 +151,15 @@ pub fn components() -> Value {
     })
 }
 
-/// The schemas, in three groups (one `json!` each would exceed the macro recursion limit).
+/// The schemas, in groups (one `json!` each would exceed the macro recursion limit).
 fn schemas() -> Value {
     let mut all = serde_json::Map::new();
-    for group in [data_schemas(), management_schemas(), webhook_schemas()] {
+    for group in [
+        data_schemas(),
+        management_schemas(),
+        key_schemas(),
+        webhook_schemas(),
+    ] {
         if let Value::Object(map) = group {
             all.extend(map);
         }
@@ -350,6 +356,49 @@ fn management_schemas() -> Value {
                 "production": integer(),
             }), &["month", "sandbox", "production"]) },
         }), &["monthly_quota", "months"]),
+    })
+}
+
+fn key_schemas() -> Value {
+    let state = json!({
+        "environment": schema_ref("Environment"),
+        "collaborator_id": { "anyOf": [integer(), { "type": "null" }],
+            "description": "The collaborator holding the key; null for the endpoint's default key." },
+        "key_id": string(),
+        "previous_key_id": { "anyOf": [string(), { "type": "null" }],
+            "description": "The replaced key, while its grace period runs." },
+        "previous_valid_until": { "anyOf": [time(), { "type": "null" }],
+            "description": "When the replaced key stops working (401 afterwards)." },
+    });
+    let state_required = [
+        "environment",
+        "collaborator_id",
+        "key_id",
+        "previous_key_id",
+        "previous_valid_until",
+    ];
+    let mut rotation = state.clone();
+    rotation["key"] = json!({ "type": "string", "pattern": "^tm_(test|live)_",
+        "description": "The new key: shown in this answer, sealed in the store." });
+    let mut rotation_required = state_required.to_vec();
+    rotation_required.push("key");
+    json!({
+        "KeyRotationRequest": {
+            "type": "object",
+            "additionalProperties": false,
+            "properties": { "grace_period_seconds": {
+                "type": "integer", "minimum": 0, "maximum": crate::domain::api_keys::MAX_GRACE.as_secs(),
+                "default": 0,
+                "description": "How long the replaced key keeps working; 0 revokes it at once.",
+            } },
+        },
+        "ApiKeyState": object(state, &state_required),
+        "DeletedEndpoint": object(json!({
+            "slug": string(),
+            "deleted": { "const": true },
+            "deleted_at": time(),
+        }), &["slug", "deleted", "deleted_at"]),
+        "ApiKeyRotation": object(rotation, &rotation_required),
     })
 }
 

@@ -112,6 +112,18 @@ impl EndpointsRead for PgTx<'_> {
         .collect()
     }
 
+    fn unpurged_deletions(&self) -> Result<Vec<EndpointRow>, StoreError> {
+        let rows = self.query("SELECT data FROM endpoints ORDER BY id", &[])?;
+        let mut out = Vec::new();
+        for row in &rows {
+            let row: EndpointRow = row_json(row, 0)?;
+            if row.deleted_at.is_some() && !row.purged {
+                out.push(row);
+            }
+        }
+        Ok(out)
+    }
+
     fn audit_page(
         &self,
         endpoint_id: u64,
@@ -155,6 +167,14 @@ impl EndpointsWrite for PgTx<'_> {
         access_changed(self)
     }
 
+    fn put_api_key(&mut self, hash: &[u8; 32], row: &ApiKeyRow) -> Result<(), StoreError> {
+        self.execute(
+            "UPDATE api_keys SET data = $2 WHERE hash = $1",
+            &[&&hash[..], &to_json(row)?],
+        )?;
+        access_changed(self)
+    }
+
     fn delete_api_key(&mut self, hash: &[u8; 32]) -> Result<(), StoreError> {
         self.execute("DELETE FROM api_keys WHERE hash = $1", &[&&hash[..]])?;
         access_changed(self)
@@ -191,6 +211,12 @@ impl EndpointsWrite for PgTx<'_> {
                 &to_json(row)?,
             ],
         )?;
+        Ok(())
+    }
+
+    fn delete_invitation(&mut self, id: u64, _token_hash: &[u8; 32]) -> Result<(), StoreError> {
+        // The token's hash is a column of the invitation's own row.
+        self.execute("DELETE FROM invitations WHERE id = $1", &[&big(id)])?;
         Ok(())
     }
 
@@ -247,6 +273,9 @@ mod tests {
             monthly_quota: None,
             sandbox_key_sealed: vec![1, 2],
             production_key_sealed: vec![3, 4],
+            previous_keys: vec![],
+            deleted_at: None,
+            purged: false,
         }
     }
 
@@ -259,6 +288,7 @@ mod tests {
             added_at: Timestamp(2_000),
             sandbox_key_sealed: vec![5],
             production_key_sealed: vec![6],
+            previous_keys: vec![],
         }
     }
 
@@ -269,6 +299,7 @@ mod tests {
             environment: Environment::Sandbox,
             created_at: Timestamp(3_000),
             collaborator_id: None,
+            expires_at: None,
         }
     }
 

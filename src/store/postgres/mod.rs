@@ -26,6 +26,7 @@ mod cluster;
 mod endpoints;
 mod events;
 mod mail;
+mod purge;
 mod records;
 mod request_log;
 mod schema;

@@ -160,6 +160,17 @@ impl RequestLogStore for PgStore {
         })
     }
 
+    fn purge_partition_requests(&self, partition: u64, limit: usize) -> Result<usize, StoreError> {
+        let (removed, _) = self.write_unit(|tx| {
+            tx.execute(
+                "DELETE FROM request_log WHERE ctid = ANY(ARRAY(
+                     SELECT ctid FROM request_log WHERE partition = $1 LIMIT $2))",
+                &[&big(partition), &count(limit)],
+            )
+        })?;
+        Ok(usize::try_from(removed).unwrap_or(usize::MAX))
+    }
+
     fn purge_requests_before(&self, cutoff: Timestamp) -> Result<usize, StoreError> {
         let mut total = 0;
         loop {

@@ -92,6 +92,17 @@ impl<T: Tables> EndpointsRead for T {
         Ok(out)
     }
 
+    fn unpurged_deletions(&self) -> Result<Vec<EndpointRow>, StoreError> {
+        let mut out = Vec::new();
+        for entry in self.open(ENDPOINTS)?.iter()? {
+            let row: EndpointRow = from_json(entry?.1.value())?;
+            if row.deleted_at.is_some() && !row.purged {
+                out.push(row);
+            }
+        }
+        Ok(out)
+    }
+
     fn audit_page(
         &self,
         endpoint_id: u64,
@@ -131,6 +142,10 @@ impl EndpointsWrite for RedbWrite<'_> {
         Ok(())
     }
 
+    fn put_api_key(&mut self, hash: &[u8; 32], row: &ApiKeyRow) -> Result<(), StoreError> {
+        self.insert_api_key(hash, row)
+    }
+
     fn delete_api_key(&mut self, hash: &[u8; 32]) -> Result<(), StoreError> {
         self.table(API_KEYS)?.remove(hash)?;
         self.effects.access_changed = true;
@@ -158,6 +173,12 @@ impl EndpointsWrite for RedbWrite<'_> {
     ) -> Result<(), StoreError> {
         self.put_invitation(row)?;
         self.table(INVITATION_TOKENS)?.insert(token_hash, row.id)?;
+        Ok(())
+    }
+
+    fn delete_invitation(&mut self, id: u64, token_hash: &[u8; 32]) -> Result<(), StoreError> {
+        self.table(INVITATIONS)?.remove(id)?;
+        self.table(INVITATION_TOKENS)?.remove(token_hash)?;
         Ok(())
     }
 

@@ -22,6 +22,7 @@ mod events;
 mod gauges;
 mod mail;
 mod payload;
+mod purge;
 mod records;
 mod request_log;
 pub mod tables;

@@ -86,6 +86,24 @@ impl RequestLogStore for RedbStore {
         })
     }
 
+    fn purge_partition_requests(&self, partition: u64, limit: usize) -> Result<usize, StoreError> {
+        let txn = self.write()?;
+        let removed = {
+            let mut table = txn.open_table(REQUEST_LOG)?;
+            let keys: Vec<Key> = table
+                .range((partition, 0, 0)..=(partition, u64::MAX, u64::MAX))?
+                .take(limit)
+                .map(|e| e.map(|(k, _)| k.value()))
+                .collect::<Result<_, _>>()?;
+            for key in &keys {
+                table.remove(*key)?;
+            }
+            keys.len()
+        };
+        txn.commit()?;
+        Ok(removed)
+    }
+
     fn purge_requests_before(&self, cutoff: Timestamp) -> Result<usize, StoreError> {
         let cut = time_key(cutoff);
         let mut total = 0;

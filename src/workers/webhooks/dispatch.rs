@@ -1065,7 +1065,7 @@ fn failure_mail(
     if tx.failure_mailed(endpoint_id, day)? {
         return Ok(());
     }
-    let Some(endpoint) = tx.endpoint(endpoint_id)? else {
+    let Some(endpoint) = tx.endpoint(endpoint_id)?.filter(|e| e.deleted_at.is_none()) else {
         return Ok(());
     };
     let Some(owner) = tx.account(endpoint.owner_id)? else {

@@ -6,14 +6,30 @@ document.addEventListener("click", function (event) {
   if (!(target instanceof Element)) {
     return;
   }
+  // Reveal buttons: data-reveal names the hidden input holding a key; the element `{id}-shown`
+  // shows it instead of its masked text (data-masked) until pressed again.
+  var reveal = target.closest("[data-reveal]");
+  if (reveal) {
+    var id = reveal.getAttribute("data-reveal");
+    var hidden = document.getElementById(id);
+    var shown = document.getElementById(id + "-shown");
+    if (hidden && shown) {
+      var show = reveal.getAttribute("aria-pressed") !== "true";
+      shown.textContent = show ? hidden.value : shown.getAttribute("data-masked");
+      reveal.setAttribute("aria-pressed", show ? "true" : "false");
+      reveal.textContent = show ? "Hide" : "Reveal";
+    }
+    return;
+  }
   // Copy buttons: data-copy names the id of the input whose value (or the element whose
-  // text, such as a code example) is copied.
+  // text, such as a code example) is copied; a hidden input copies the key it keeps out of
+  // sight.
   var copy = target.closest("[data-copy]");
   if (copy) {
     var source = document.getElementById(copy.getAttribute("data-copy"));
     if (source) {
       var isInput = source instanceof HTMLInputElement;
-      if (isInput) {
+      if (isInput && source.type !== "hidden") {
         source.select();
       }
       var done = function () {

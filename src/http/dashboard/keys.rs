@@ -1,0 +1,190 @@
+//! API keys on the dashboard: the key panel (the key masked, Reveal and Copy, its id, the
+//! Rotate form with the grace period, and Revoke now while a replaced key's grace period runs)
+//! on an endpoint's Sandbox and Production tabs (the viewer's own key) and on the
+//! Collaborators page (each collaborator's keys, for the owner); and the two forms' posts.
+//!
+//! The full key is only in a hidden input, the one Copy and Reveal read (`static/app.js`);
+//! the visible text is masked until revealed. Right after a rotation the page shows the new
+//! key revealed, with the flash. A collaborator's key is its holder's credential: the owner's
+//! panel of it shows it masked, with its id and the Rotate and Revoke forms, and the page
+//! never carries the key itself.
+
+use super::page::{Failure, Outcome, redirect};
+use super::visitor::{User, signed_in, user_form};
+use crate::domain::api_keys::{self, HeldKey, Holder, KeyState, Rotation};
+use crate::domain::error::{Error, Missing};
+use crate::http::app::App;
+use crate::http::reply::{id_param, query_params};
+use crate::http::request::Request;
+use crate::store::Environment;
+
+/// The grace periods the Rotate form offers, in seconds, with their labels.
+pub const GRACE_CHOICES: [(u64, &str); 4] = [
+    (0, "Revoke now"),
+    (3600, "1 hour"),
+    (86_400, "24 hours"),
+    (604_800, "7 days"),
+];
+
+/// One key as a panel shows it.
+pub struct KeyPanel {
+    /// The id of the hidden input holding the key (what Copy and Reveal name).
+    pub dom_id: String,
+    /// What the key is, for screen readers: "Sandbox key of ada@example.com".
+    pub label: String,
+    /// Where the panel's forms post: `{action}/rotate`, `{action}/revoke-previous`.
+    pub action: String,
+    /// The key, on a panel of the viewer's own key only.
+    pub key: Option<String>,
+    /// `tm_test_••••••••1a2b`: the prefix and the last four characters.
+    pub masked: String,
+    pub state: KeyState,
+    /// Shown unmasked: the key was just rotated.
+    pub revealed: bool,
+}
+
+impl KeyPanel {
+    /// The panel of `holder`'s key of `environment` on the endpoint `slug`, as `user` sees it.
+    pub fn load(
+        app: &App,
+        req: &Request,
+        user: &User,
+        slug: &str,
+        holder: Holder,
+        environment: Environment,
+        label: String,
+    ) -> Result<KeyPanel, Failure> {
+        let HeldKey { key, state } =
+            api_keys::held_key(&app.endpoints, &user.account, slug, holder, environment)?;
+        let dom_id = dom_id(holder, environment);
+        let action = match holder {
+            Holder::Own => format!("/dashboard/endpoints/{slug}/keys/{}", environment.as_str()),
+            Holder::Collaborator(id) => format!(
+                "/dashboard/endpoints/{slug}/collaborators/{id}/keys/{}",
+                environment.as_str()
+            ),
+        };
+        let own = holder == Holder::Own;
+        let revealed = own
+            && query_params(&req.query)
+                .get("revealed")
+                .is_some_and(|shown| *shown == dom_id);
+        Ok(KeyPanel {
+            masked: masked(&key, environment),
+            revealed,
+            dom_id,
+            label,
+            action,
+            key: own.then_some(key),
+            state,
+        })
+    }
+
+    pub fn grace_choices(&self) -> &'static [(u64, &'static str)] {
+        &GRACE_CHOICES
+    }
+}
+
+/// The id of the hidden input holding a panel's key: `sandbox-key` for the viewer's own,
+/// `collab-{id}-sandbox-key` for a collaborator's.
+fn dom_id(holder: Holder, environment: Environment) -> String {
+    match holder {
+        Holder::Own => format!("{}-key", environment.as_str()),
+        Holder::Collaborator(id) => format!("collab-{id}-{}-key", environment.as_str()),
+    }
+}
+
+/// The key's prefix, eight dots and its last four characters.
+fn masked(key: &str, environment: Environment) -> String {
+    let tail = key
+        .char_indices()
+        .rev()
+        .nth(3)
+        .map_or("", |(at, _)| &key[at..]);
+    format!("{}••••••••{tail}", environment.key_prefix())
+}
+
+/// Whose keys a dashboard path names: the viewer's own, or a collaborator's by account id.
+fn holder(account_id: Option<&str>) -> Result<Holder, Failure> {
+    Ok(match account_id {
+        None => Holder::Own,
+        Some(id) => Holder::Collaborator(id_param(id, Missing::Collaborator)?),
+    })
+}
+
+/// Where to go back to after a key form: the key's panel on the tab of the viewer's own key,
+/// or on the Collaborators page.
+fn back(slug: &str, holder: Holder, environment: Environment, query: &str) -> Outcome {
+    let page = match (holder, environment) {
+        (Holder::Own, Environment::Sandbox) => "",
+        (Holder::Own, Environment::Production) => "/production",
+        (Holder::Collaborator(_), _) => "/collaborators",
+    };
+    let panel = dom_id(holder, environment);
+    Ok(redirect(&format!(
+        "/dashboard/endpoints/{slug}{page}?{query}#{panel}-panel"
+    )))
+}
+
+/// `POST …/keys/{environment}/rotate` and `…/collaborators/{id}/keys/{environment}/rotate`:
+/// the Rotate form, with `grace_period_seconds`.
+pub async fn rotate(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    account_id: Option<&str>,
+    environment: Environment,
+) -> Outcome {
+    let user = signed_in(app, req)?;
+    let form = user_form(app, req, &user).await?;
+    let holder = holder(account_id)?;
+    let grace = form.text("grace_period_seconds").parse().map_err(|_| {
+        Error::InvalidRequest("Choose how long the previous key stays valid.".into())
+    })?;
+    let rotation = Rotation {
+        grace_period_seconds: grace,
+    };
+    api_keys::rotate(
+        &app.endpoints,
+        &user.account,
+        slug,
+        holder,
+        environment,
+        rotation,
+    )?;
+    let query = format!("done=key-rotated&revealed={}", dom_id(holder, environment));
+    back(slug, holder, environment, &query)
+}
+
+/// `POST …/keys/{environment}/revoke-previous` and the same under `…/collaborators/{id}/`:
+/// Revoke now.
+pub async fn revoke_previous(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    account_id: Option<&str>,
+    environment: Environment,
+) -> Outcome {
+    let user = signed_in(app, req)?;
+    user_form(app, req, &user).await?;
+    let holder = holder(account_id)?;
+    api_keys::revoke_previous(&app.endpoints, &user.account, slug, holder, environment)?;
+    back(slug, holder, environment, "done=key-revoked")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_masked_key_shows_its_prefix_and_last_four_characters() {
+        assert_eq!(
+            masked("tm_test_abcdefgh1a2b", Environment::Sandbox),
+            "tm_test_••••••••1a2b"
+        );
+        assert_eq!(
+            masked("tm_live_xyz9", Environment::Production),
+            "tm_live_••••••••xyz9"
+        );
+    }
+}

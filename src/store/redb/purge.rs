@@ -1,0 +1,113 @@
+//! [`PurgeStore`] on redb.
+
+use redb::{ReadableTable, WriteTransaction};
+
+use super::{
+    DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, FAILURE_MAILS, IDEMPOTENCY, IDEMPOTENCY_EXPIRY,
+    PARTITION_DELIVERIES, RECORD_DELIVERIES, RedbStore, USAGE, USAGE_DAYS, from_json,
+};
+use crate::store::purge::PurgeStore;
+use crate::store::{DeliveryRow, IdempotencyRow, StoreError, partition_endpoint, time_key};
+
+impl PurgeStore for RedbStore {
+    fn purge_partition_rows(&self, partition: u64, limit: usize) -> Result<usize, StoreError> {
+        let txn = self.write()?;
+        let mut removed = purge_deliveries(&txn, partition, limit)?;
+        if removed < limit {
+            removed += purge_idempotency(&txn, partition, limit - removed)?;
+        }
+        if removed < limit {
+            removed += purge_small_tables(&txn, partition)?;
+        }
+        txn.commit()?;
+        Ok(removed)
+    }
+}
+
+/// At most `limit` deliveries of `partition`, with their attempts and index entries.
+fn purge_deliveries(
+    txn: &WriteTransaction,
+    partition: u64,
+    limit: usize,
+) -> Result<usize, StoreError> {
+    let mut by_partition = txn.open_table(PARTITION_DELIVERIES)?;
+    let doomed: Vec<(u64, u128)> = by_partition
+        .range((partition, 0)..=(partition, u64::MAX))?
+        .take(limit)
+        .map(|e| e.map(|(k, v)| (k.value().1, v.value())))
+        .collect::<Result<_, _>>()?;
+    let mut deliveries = txn.open_table(DELIVERIES)?;
+    let mut due = txn.open_table(DELIVERIES_DUE)?;
+    let mut by_record = txn.open_table(RECORD_DELIVERIES)?;
+    let mut attempts = txn.open_table(DELIVERY_ATTEMPTS)?;
+    for &(id, record_id) in &doomed {
+        let next_attempt = match deliveries.remove(id)? {
+            Some(value) => from_json::<DeliveryRow>(value.value())?.next_attempt_at,
+            None => None,
+        };
+        if let Some(at) = next_attempt {
+            due.remove((time_key(at), id))?;
+        }
+        by_partition.remove((partition, id))?;
+        by_record.remove((partition, record_id, id))?;
+        let numbers: Vec<u32> = attempts
+            .range((id, 0)..=(id, u32::MAX))?
+            .map(|e| e.map(|(k, _)| k.value().1))
+            .collect::<Result<_, _>>()?;
+        for n in numbers {
+            attempts.remove((id, n))?;
+        }
+    }
+    Ok(doomed.len())
+}
+
+/// At most `limit` Idempotency-Key claims of `partition`, with their expiry entries.
+fn purge_idempotency(
+    txn: &WriteTransaction,
+    partition: u64,
+    limit: usize,
+) -> Result<usize, StoreError> {
+    let mut keys = txn.open_table(IDEMPOTENCY)?;
+    let mut doomed: Vec<(String, u64)> = Vec::new();
+    for entry in keys.range((partition, "")..)? {
+        let (key, value) = entry?;
+        let (of, idem) = key.value();
+        if of != partition || doomed.len() == limit {
+            break;
+        }
+        let row: IdempotencyRow = from_json(value.value())?;
+        doomed.push((idem.to_string(), time_key(row.created_at)));
+    }
+    let mut expiry = txn.open_table(IDEMPOTENCY_EXPIRY)?;
+    for (idem, stored) in &doomed {
+        keys.remove((partition, idem.as_str()))?;
+        expiry.remove((*stored, partition, idem.as_str()))?;
+    }
+    Ok(doomed.len())
+}
+
+/// The partition's usage counts and its endpoint's failure-mail marks: a few rows per month.
+fn purge_small_tables(txn: &WriteTransaction, partition: u64) -> Result<usize, StoreError> {
+    let mut removed = 0;
+    for table in [USAGE, USAGE_DAYS] {
+        let mut table = txn.open_table(table)?;
+        let keys: Vec<u32> = table
+            .range((partition, 0)..=(partition, u32::MAX))?
+            .map(|e| e.map(|(k, _)| k.value().1))
+            .collect::<Result<_, _>>()?;
+        for key in &keys {
+            table.remove((partition, *key))?;
+        }
+        removed += keys.len();
+    }
+    let endpoint = partition_endpoint(partition);
+    let mut marks = txn.open_table(FAILURE_MAILS)?;
+    let days: Vec<u64> = marks
+        .range((endpoint, 0)..=(endpoint, u64::MAX))?
+        .map(|e| e.map(|(k, _)| k.value().1))
+        .collect::<Result<_, _>>()?;
+    for day in &days {
+        marks.remove((endpoint, *day))?;
+    }
+    Ok(removed + days.len())
+}
