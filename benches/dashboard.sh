@@ -120,12 +120,20 @@ PAGES=(
   "$E/test"
   "/dashboard/notifications"
 )
+# The page as the report names it: the ids of this run replaced by what they stand for.
+label() {
+  local page="$1" slug='{slug}' record='{record_id}' delivery='{id}' request='{request_id}'
+  page="${page//$SLUG/$slug}"
+  page="${page//$RECORD/$record}"
+  page="${page//deliveries\/$DELIVERY/deliveries/$delivery}"
+  echo "${page//$REQUEST/$request}"
+}
 printf '%-58s %9s %9s %9s %9s\n' "page ($RECORDS records, $DURATION, $CONNECTIONS conn.)" p50 p90 p99 pages/s
 for page in "${PAGES[@]}"; do
   status="$(curl -s -o /dev/null -w '%{http_code}' -H "Cookie: $SESSION" "$BASE$page")"
   [ "$status" = 200 ] || die "$page answered $status"
   wrk -t 2 -c "$CONNECTIONS" -d "$DURATION" --latency -H "Cookie: $SESSION" "$BASE$page" |
-    awk -v page="${page//$SLUG/{slug}}" '
+    awk -v page="$(label "$page")" '
       $1 == "50%" { p50 = $2 } $1 == "90%" { p90 = $2 } $1 == "99%" { p99 = $2 }
       $1 == "Requests/sec:" { rps = $2 }
       END { printf "%-58s %9s %9s %9s %9s\n", page, p50, p90, p99, rps }'

@@ -533,6 +533,25 @@ pub enum DeliveryState {
     Skipped,
 }
 
+/// What counting a partition's delivery outcomes reads of each delivery: a store can decode it
+/// from a stored [`DeliveryRow`] without the body, the URL and the headers.
+#[derive(Clone, Copy, Debug, Deserialize)]
+pub struct DeliveryBrief {
+    pub id: u64,
+    pub state: DeliveryState,
+    pub created_at: Timestamp,
+}
+
+impl From<&DeliveryRow> for DeliveryBrief {
+    fn from(row: &DeliveryRow) -> DeliveryBrief {
+        DeliveryBrief {
+            id: row.id,
+            state: row.state,
+            created_at: row.created_at,
+        }
+    }
+}
+
 /// One webhook delivery: one write to one receiver, with its fixed body.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeliveryRow {

@@ -9,7 +9,9 @@
 //! after-commit path.
 
 use crate::core::clock::Timestamp;
-use crate::store::{AttemptRow, DeliveryRow, StoreError, WebhookSecretRow, WebhookSettingsRow};
+use crate::store::{
+    AttemptRow, DeliveryBrief, DeliveryRow, StoreError, WebhookSecretRow, WebhookSettingsRow,
+};
 
 /// A pending delivery in the due list: when it is due, and what the dispatcher needs to pass
 /// over it without reading its row.
@@ -61,6 +63,21 @@ pub trait WebhooksRead {
 
     /// The deliveries with these ids that exist, in the order of `ids`.
     fn deliveries(&self, ids: &[u64]) -> Result<Vec<DeliveryRow>, StoreError>;
+
+    /// [`WebhooksRead::delivery_page`] of the whole partition, reading of each delivery only
+    /// what counting outcomes needs (a store may skip decoding the rest).
+    fn delivery_briefs(
+        &self,
+        partition: u64,
+        before: u64,
+        limit: usize,
+    ) -> Result<Vec<DeliveryBrief>, StoreError> {
+        Ok(self
+            .delivery_page(partition, None, before, limit)?
+            .iter()
+            .map(DeliveryBrief::from)
+            .collect())
+    }
 
     /// The partition's deliveries (only those of `record` when given) with ids below
     /// `before`, newest first, at most `limit`.

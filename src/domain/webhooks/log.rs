@@ -420,7 +420,7 @@ pub fn outcomes_since(
     let mut seen = 0;
     let mut before = u64::MAX;
     loop {
-        let page = snapshot.delivery_page(partition, None, before, OUTCOMES_PAGE)?;
+        let page = snapshot.delivery_briefs(partition, before, OUTCOMES_PAGE)?;
         let last_page = page.len() < OUTCOMES_PAGE;
         for row in page {
             if row.created_at < since {

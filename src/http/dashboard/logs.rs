@@ -24,7 +24,7 @@ const REQUESTS_PER_PAGE: usize = 50;
 /// Deliveries per page of the delivery log.
 const DELIVERIES_PER_PAGE: usize = 25;
 /// The success rate counts at most this many of the month's newest deliveries.
-const OUTCOMES_CAP: usize = 5_000;
+const OUTCOMES_CAP: usize = 1_000;
 
 /// A request-log entry as the pages show it.
 struct EntryRow {

@@ -14,8 +14,8 @@ use crate::store::webhooks::{
     AfterAttempt, AttemptOutcome, DueDelivery, WebhooksRead, WebhooksStore, WebhooksWrite,
 };
 use crate::store::{
-    AttemptRow, DeliveryRow, DeliveryState, StoreError, WebhookSecretRow, WebhookSettingsRow,
-    time_from_key, time_key,
+    AttemptRow, DeliveryBrief, DeliveryRow, DeliveryState, StoreError, WebhookSecretRow,
+    WebhookSettingsRow, time_from_key, time_key,
 };
 
 /// A `DELIVERIES_DUE` key: `(due_at_us, delivery id)`.
@@ -66,6 +66,28 @@ impl<T: Tables> WebhooksRead for T {
             }
         }
         Ok(rows)
+    }
+
+    fn delivery_briefs(
+        &self,
+        partition: u64,
+        before: u64,
+        limit: usize,
+    ) -> Result<Vec<DeliveryBrief>, StoreError> {
+        let index = self.open(PARTITION_DELIVERIES)?;
+        let table = self.open(DELIVERIES)?;
+        let mut briefs = Vec::with_capacity(limit);
+        for entry in index.range((partition, 0)..(partition, before))?.rev() {
+            if briefs.len() == limit {
+                break;
+            }
+            let id = entry?.0.value().1;
+            if let Some(value) = table.get(id)? {
+                // Only three fields are decoded; the body and the rest are skipped over.
+                briefs.push(from_json(value.value())?);
+            }
+        }
+        Ok(briefs)
     }
 
     fn delivery_page(
