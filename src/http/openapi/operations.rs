@@ -1066,7 +1066,8 @@ fn key_operations() -> Vec<Operation> {
                      0 or no body revokes it at once), then gets 401 `invalid_api_key`. A \
                      rotation during a grace period ends the older replaced key at once. A \
                      collaborator's own production key can be rotated only once the endpoint is \
-                     deployed (403 `endpoint_not_deployed`)."
+                     deployed (403 `endpoint_not_deployed`). An `environment` other than \
+                     `sandbox` or `production` matches no route (404 `route_not_found`)."
                 ),
             )
             .body(
@@ -1077,6 +1078,7 @@ fn key_operations() -> Vec<Operation> {
             .ok(200, "The new key.", schema_ref("ApiKeyRotation"), rotated())
             .error(400, &["invalid_request"])
             .error(403, &["endpoint_not_deployed"])
+            .error(404, &["route_not_found"])
     };
     let revoke =
         |path, id, who, whose: &str| {
@@ -1085,12 +1087,14 @@ fn key_operations() -> Vec<Operation> {
                 "Revoke a replaced key now",
                 format!(
                     "Ends the grace period of {whose} replaced by the last rotation: it gets 401 \
-                     from now on. 404 `previous_key_not_found` when no grace period runs."
+                     from now on. 404 `previous_key_not_found` when no grace period runs; an \
+                     `environment` other than `sandbox` or `production` matches no route (404 \
+                     `route_not_found`)."
                 ),
             )
             .ok(200, "The key's state.", schema_ref("ApiKeyState"), revoked())
             .error(403, &["endpoint_not_deployed"])
-            .error(404, &["previous_key_not_found"])
+            .error(404, &["previous_key_not_found", "route_not_found"])
         };
     let own = "the caller's own key (the owner's default key, a collaborator's collaboration key)";
     let theirs = "a collaborator's key (the owner's call; a collaborator uses `…/keys/…`)";
