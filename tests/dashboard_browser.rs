@@ -40,13 +40,7 @@ fn owner_and_collaborator_go_from_invitation_to_production() {
     assert!(owner.text(".flash").contains("Endpoint created"));
     assert_eq!(owner.text("h1"), "Orders");
     assert!(owner.text(".badges").contains("Sandbox"));
-    let slug = owner
-        .path()
-        .trim_start_matches("/dashboard/endpoints/")
-        .split('?')
-        .next()
-        .unwrap()
-        .to_string();
+    let slug = owner.endpoint_slug();
     let sandbox_key = owner.value("#sandbox-key");
     assert!(sandbox_key.starts_with("tm_test_"), "{sandbox_key}");
     assert!(owner.value("#sandbox-secret").starts_with("whsec_"));
@@ -243,13 +237,7 @@ fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
     owner.submit("form[action='/dashboard/login'] button[type=submit]");
     owner.paste("#name", "Orders");
     owner.submit("form[action='/dashboard/endpoints'] button[type=submit]");
-    let slug = owner
-        .path()
-        .trim_start_matches("/dashboard/endpoints/")
-        .split('?')
-        .next()
-        .unwrap()
-        .to_string();
+    let slug = owner.endpoint_slug();
     owner.paste("#ep-description", "Orders from the web shop");
     owner.submit("form[action$='/settings'] button[type=submit]");
     let sandbox_key = owner.value("#sandbox-key");

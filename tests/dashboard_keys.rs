@@ -73,13 +73,7 @@ fn owner_and_collaborator_reveal_copy_rotate_and_revoke_keys() {
     login(&owner, OWNER_EMAIL, &s.password);
     owner.fill("#name", "Orders");
     owner.submit("form[action='/dashboard/endpoints'] button[type=submit]");
-    let slug = owner
-        .path()
-        .trim_start_matches("/dashboard/endpoints/")
-        .split('?')
-        .next()
-        .unwrap()
-        .to_string();
+    let slug = owner.endpoint_slug();
 
     // Masked; Reveal shows the key, Hide masks it again; Copy copies the whole key.
     let k0 = owner.value("#sandbox-key");

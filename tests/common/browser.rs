@@ -256,6 +256,18 @@ impl Session<'_> {
         question
     }
 
+    /// The slug of the endpoint page the session is on (`/dashboard/endpoints/{slug}…`).
+    pub fn endpoint_slug(&self) -> String {
+        let path = self.path();
+        let rest = path
+            .strip_prefix("/dashboard/endpoints/")
+            .unwrap_or_else(|| panic!("{path} is not an endpoint page"));
+        rest.split(['?', '/', '#'])
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    }
+
     /// Logs in through the login form and lands on the endpoints page.
     pub fn login(&self, email: &str, password: &str) {
         self.goto("/dashboard/login");
