@@ -1,9 +1,10 @@
 #!/bin/sh
 # Installs the single intake binary as a systemd service (docs/src/deployment.md):
 #   sudo packaging/install.sh [path/to/intake]
-# puts the binary in $PREFIX/bin, the config in /etc/intake (an existing one is never
-# overwritten), the unit, the sysusers.d and tmpfiles.d snippets in /etc, creates the intake
-# user and its directories, and prints the next steps.
+# puts the binary in $PREFIX/bin, its shell completions (bash, zsh, fish) and manual pages in
+# $PREFIX/share, the config in /etc/intake (an existing one is never overwritten), the unit,
+# the sysusers.d and tmpfiles.d snippets in /etc, creates the intake user and its
+# directories, and prints the next steps.
 #
 # DESTDIR=/some/root installs into that tree instead and creates no user (for packaging and
 # tests); PREFIX defaults to /usr/local.
@@ -39,6 +40,18 @@ sed "s#/usr/bin/intake#$PREFIX/bin/intake#" "$here/systemd/intake.service" \
 chmod 0644 "$root/etc/systemd/system/intake.service"
 install -m 0644 "$here/sysusers.d/intake.conf" "$root/etc/sysusers.d/intake.conf"
 install -m 0644 "$here/tmpfiles.d/intake.conf" "$root/etc/tmpfiles.d/intake.conf"
+
+# Completions and manual pages where bash-completion, zsh, fish and man look under $PREFIX.
+assets=$(mktemp -d)
+trap 'rm -rf "$assets"' EXIT
+sh "$here/assets.sh" "$binary" "$assets"
+share=$root$PREFIX/share
+install -d "$share/bash-completion/completions" "$share/zsh/site-functions" \
+    "$share/fish/vendor_completions.d" "$share/man/man1"
+install -m 0644 "$assets/completions/intake.bash" "$share/bash-completion/completions/intake"
+install -m 0644 "$assets/completions/_intake" "$share/zsh/site-functions/_intake"
+install -m 0644 "$assets/completions/intake.fish" "$share/fish/vendor_completions.d/intake.fish"
+install -m 0644 "$assets/man/"*.1 "$share/man/man1/"
 
 if [ -z "$root" ]; then
     # The user first: the directories and the config belong to it.

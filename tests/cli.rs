@@ -688,3 +688,91 @@ fn compact_shrinks_the_store_of_a_stopped_server_and_keeps_its_records() {
         assert_eq!(r["payload"]["pad"], json!(pad));
     }
 }
+
+#[test]
+fn health_exits_0_while_the_server_answers_and_1_when_nothing_does() {
+    let s = TestServer::start();
+    let base = s.base_url();
+    for args in [vec!["health"], vec!["health", "--ready"]] {
+        let out = run_cli(
+            intake_cmd().args(&args).env("INTAKE_SERVER", &base),
+            CLI_TIMEOUT,
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        assert!(stdout.contains("\"ok\""), "{args:?}: {stdout}");
+    }
+    // A port nothing listens on: bound, then closed.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = closed.local_addr().unwrap();
+    drop(closed);
+    let out = run_cli(
+        intake_cmd().args([
+            "health",
+            "--server",
+            &format!("http://{addr}"),
+            "--timeout",
+            "2",
+        ]),
+        CLI_TIMEOUT,
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot reach"), "{stderr}");
+}
+
+#[test]
+fn bash_completion_completes_the_commands_and_their_flags() {
+    let out = run_cli(intake_cmd().args(["completions", "bash"]), CLI_TIMEOUT);
+    assert!(out.status.success(), "{out:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("intake.bash");
+    std::fs::write(&script, &out.stdout).unwrap();
+    // What bash's completion machinery does on TAB: set COMP_WORDS/COMP_CWORD, call the
+    // function `complete -F` registered, read COMPREPLY.
+    let complete = |words: &str| -> String {
+        let program = format!(
+            "source '{}'; COMP_WORDS=({words}); COMP_CWORD=$((${{#COMP_WORDS[@]}} - 1)); \
+             COMP_LINE=\"${{COMP_WORDS[*]}}\"; COMP_POINT=${{#COMP_LINE}}; \
+             $(complete -p intake | sed -E 's/.*-F ([^ ]+).*/\\1/') intake \"${{COMP_WORDS[-1]}}\" \"${{COMP_WORDS[-2]}}\"; \
+             echo \"${{COMPREPLY[*]}}\"",
+            script.display()
+        );
+        let out = run_cli(
+            std::process::Command::new("bash").args(["-c", &program]),
+            CLI_TIMEOUT,
+        );
+        assert!(out.status.success(), "{words}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let commands = complete("intake ''");
+    for command in ["serve", "init", "health", "completions", "man"] {
+        assert!(
+            commands.split(' ').any(|c| c == command),
+            "{command} not in {commands}"
+        );
+    }
+    assert_eq!(complete("intake serve --data-d"), "--data-dir");
+    let shells = complete("intake completions ''");
+    for shell in ["bash", "zsh", "fish"] {
+        assert!(
+            shells.split(' ').any(|s| s == shell),
+            "{shell} not in {shells}"
+        );
+    }
+}
+
+#[test]
+fn every_shell_gets_a_completion_script_naming_the_commands() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = run_cli(intake_cmd().args(["completions", shell]), CLI_TIMEOUT);
+        assert!(out.status.success(), "{shell}: {out:?}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            script.contains("serve") && script.contains("data-dir"),
+            "{shell}: {script}"
+        );
+    }
+    let out = run_cli(intake_cmd().args(["completions", "tcsh"]), CLI_TIMEOUT);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+}

@@ -1,5 +1,7 @@
-//! The command line: `serve`, `init`, `check`, `backup`, `restore` and the operator's
-//! `endpoint` commands.
+//! The command line: `serve`, `init`, `check`, `health`, `backup`, `restore`, `migrate`,
+//! `compact`, the operator's `endpoint` commands, and `completions` and `man` (`manual`).
+
+mod manual;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -113,6 +115,32 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Ask a running server whether it is up or ready.
+    ///
+    /// One GET of /healthz (or /readyz with --ready); exits 0 when the server answers 200 and
+    /// 1 otherwise. For container health checks and scripts: the image has no curl.
+    Health {
+        /// Base URL of the running server.
+        #[arg(long, env = "INTAKE_SERVER", default_value = "http://127.0.0.1:8080")]
+        server: String,
+        /// Ask `/readyz` (storage writable, search index open) instead of `/healthz`.
+        #[arg(long)]
+        ready: bool,
+        /// Give up after this many seconds.
+        #[arg(long, default_value_t = 5)]
+        timeout: u64,
+    },
+    /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page intake(1), or write every page into a directory.
+    Man {
+        /// Write intake.1 and one page per command (intake-serve.1, ...) into DIR.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -194,6 +222,13 @@ pub fn run() -> i32 {
         Command::Restore { from, files, force } => {
             load(&files).and_then(|config| restore(&from, &config, force))
         }
+        Command::Health {
+            server,
+            ready,
+            timeout,
+        } => health(&server, ready, std::time::Duration::from_secs(timeout)),
+        Command::Completions { shell } => manual::completions(shell),
+        Command::Man { out_dir } => manual::man(out_dir.as_deref()),
     };
     log_output::flush();
     match result {
@@ -332,6 +367,29 @@ fn check(config: &Config, files: &FileArgs) -> Result<(), String> {
     print!("{text}");
     eprintln!("intake: the configuration is valid");
     Ok(())
+}
+
+/// `intake health`: one GET of `/healthz` (or `/readyz`); prints the answer's body.
+fn health(server: &str, ready: bool, timeout: std::time::Duration) -> Result<(), String> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(timeout))
+        .build()
+        .into();
+    let path = if ready { "/readyz" } else { "/healthz" };
+    let url = format!("{}{path}", server.trim_end_matches('/'));
+    let mut response = agent
+        .get(&url)
+        .call()
+        .map_err(|e| format!("cannot reach {server}: {e}"))?;
+    let status = response.status();
+    let body = response.body_mut().read_to_string().unwrap_or_default();
+    if status == ureq::http::StatusCode::OK {
+        println!("{}", body.trim_end());
+        Ok(())
+    } else {
+        Err(format!("{url} answered {status}: {}", body.trim_end()))
+    }
 }
 
 /// `intake backup --to FILE`: asks the running server for a backup and saves it to FILE.
