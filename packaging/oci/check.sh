@@ -110,6 +110,8 @@ gid=$(json "$spec" 'd["process"]["user"]["gid"]')
 cwd=$(json "$spec" 'd["process"]["cwd"]')
 echo "process: ${args[*]} as $uid:$gid in $cwd with ${env[*]}"
 [ "$uid:$gid" = "$want_user" ] || die "the bundle runs as $uid:$gid"
+# umoci takes HOME from the image's /etc/passwd: the user has an entry there.
+printf '%s\n' "${env[@]}" | grep -qx "HOME=$want_volume" || die "no HOME=$want_volume: is the user in /etc/passwd?"
 
 # in_image EXTRA_ENV... -- ARGS...: runs ARGS in the rootfs as the image's user, with the
 # image's environment (plus EXTRA_ENV) and working directory, in a private mount namespace
@@ -141,12 +143,13 @@ in_image() {
         "${env[@]}" "${extra[@]}" "$@"
 }
 
-image_version=$(in_image -- "${entrypoint[@]}" --version)
+image_version=$(in_image -- "${entrypoint[@]}" --version) || die "--version fails in the image"
 echo "--version in the image: $image_version"
 [ "$image_version" = "$host_version" ] || die "the image's binary says: $image_version"
 
 # The documented first start: `intake init` on the empty volume (docs/src/container.md).
-(in_image -- "${entrypoint[@]}" init --owner-email owner@example.com --json) >"$tmp/init.json"
+(in_image -- "${entrypoint[@]}" init --owner-email owner@example.com --json) >"$tmp/init.json" ||
+    die "init fails in the image (its message above)"
 [ "$(json "$tmp/init.json" 'd["token"][:4]')" = itk_ ] || die "init printed no token"
 echo "init: owner created, token printed"
 
@@ -172,6 +175,9 @@ for _ in $(seq 100); do
 done
 [ -n "$ready" ] || die "/readyz never answered 200"
 echo "/readyz: $ready"
+ids=$(awk '/^Uid:/ { u = $2 " " $3 " " $4 " " $5 } /^Gid:/ { g = $2 " " $3 " " $4 " " $5 } END { print u "/" g }' "/proc/$server_pid/status")
+[ "$ids" = "$uid $uid $uid $uid/$gid $gid $gid $gid" ] || die "serve runs as uid/gid $ids"
+echo "serve runs as $uid:$gid (real, effective, saved, filesystem)"
 [ -f "$rootfs$want_volume/intake.redb" ] || die "no intake.redb in $want_volume"
 strangers=$(find "$rootfs$want_volume" \( ! -uid "$uid" -o ! -gid "$gid" \) -printf '%p %u:%g\n')
 [ -z "$strangers" ] || die "files in the volume not owned by $uid:$gid: $strangers"
