@@ -693,9 +693,20 @@ fn compact_shrinks_the_store_of_a_stopped_server_and_keeps_its_records() {
 fn health_exits_0_while_the_server_answers_and_1_when_nothing_does() {
     let s = TestServer::start();
     let base = s.base_url();
+    let port = base.rsplit(':').next().unwrap();
     for args in [vec!["health"], vec!["health", "--ready"]] {
         let out = run_cli(
             intake_cmd().args(&args).env("INTAKE_SERVER", &base),
+            CLI_TIMEOUT,
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        assert!(stdout.contains("\"ok\""), "{args:?}: {stdout}");
+        // No --server: the address `serve` would listen on, the wildcard asked on loopback.
+        let out = run_cli(
+            intake_cmd()
+                .args(&args)
+                .env("INTAKE_LISTEN", format!("0.0.0.0:{port}")),
             CLI_TIMEOUT,
         );
         let stdout = String::from_utf8_lossy(&out.stdout);

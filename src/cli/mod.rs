@@ -118,12 +118,17 @@ enum Command {
     /// Ask a running server whether it is up or ready.
     ///
     /// One GET of /healthz (or /readyz with --ready); exits 0 when the server answers 200 and
-    /// 1 otherwise. For container health checks and scripts: the image has no curl.
+    /// 1 otherwise. For container health checks and scripts: the image has no curl. Without
+    /// --server, asks the address the configuration listens on (a wildcard address as
+    /// loopback), so the same environment as `serve` needs no flag.
     Health {
         /// Base URL of the running server.
-        #[arg(long, env = "INTAKE_SERVER", default_value = "http://127.0.0.1:8080")]
-        server: String,
-        /// Ask `/readyz` (storage writable, search index open) instead of `/healthz`.
+        #[arg(long, env = "INTAKE_SERVER")]
+        server: Option<String>,
+        /// The config file whose `listen` to ask when there is no --server.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Ask /readyz (storage writable, search index open) instead of /healthz.
         #[arg(long)]
         ready: bool,
         /// Give up after this many seconds.
@@ -224,9 +229,11 @@ pub fn run() -> i32 {
         }
         Command::Health {
             server,
+            config,
             ready,
             timeout,
-        } => health(&server, ready, std::time::Duration::from_secs(timeout)),
+        } => health_server(server, config.as_deref())
+            .and_then(|server| health(&server, ready, std::time::Duration::from_secs(timeout))),
         Command::Completions { shell } => manual::completions(shell),
         Command::Man { out_dir } => manual::man(out_dir.as_deref()),
     };
@@ -367,6 +374,30 @@ fn check(config: &Config, files: &FileArgs) -> Result<(), String> {
     print!("{text}");
     eprintln!("intake: the configuration is valid");
     Ok(())
+}
+
+/// The server `intake health` asks: --server (or INTAKE_SERVER), else the configuration's
+/// `listen`, where a wildcard address (0.0.0.0, ::) is asked on loopback.
+fn health_server(
+    server: Option<String>,
+    config: Option<&std::path::Path>,
+) -> Result<String, String> {
+    if let Some(server) = server {
+        return Ok(server);
+    }
+    let config = Config::load(config).map_err(|e| e.to_string())?;
+    let ip = match config.listen.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    let scheme = if config.tls.is_some() {
+        "https"
+    } else {
+        "http"
+    };
+    let address = std::net::SocketAddr::new(ip, config.listen.port());
+    Ok(format!("{scheme}://{address}"))
 }
 
 /// `intake health`: one GET of `/healthz` (or `/readyz`); prints the answer's body.
