@@ -24,9 +24,12 @@ server.mount_proc "/" do |req, res|
 
   # The library looks the headers up by these lower-case names; WEBrick's req[] ignores case.
   headers = %w[webhook-id webhook-timestamp webhook-signature].to_h { |name| [name, req[name]] }
+  # The bytes as received: the signature covers them, not JSON parsed and written again.
+  body = req.body || ""
   begin
-    # The bytes as received: the signature covers them, not JSON parsed and written again.
-    event = hook.verify(req.body || "", headers)
+    hook.verify(body, headers)
+    # Parsed here, not taken from verify: gem versions before 1.1 give Symbol keys.
+    event = JSON.parse(body)
   rescue StandardError => e
     # A WebhookVerificationError (signature, timestamp, headers), or malformed input the
     # library does not catch itself (a body that is not JSON, a `v1` entry without a comma).
