@@ -1,4 +1,4 @@
-// An intake webhook receiver: verifies each request with the Standard Webhooks library.
+// An intake webhook receiver, verified with the Standard Webhooks library.
 //
 //	go mod init receiver
 //	go get github.com/standard-webhooks/standard-webhooks/libraries@v0.0.1
@@ -23,16 +23,18 @@ type event struct {
 	} `json:"data"`
 }
 
-// handle is your code. Store or queue the event and return quickly: intake waits for the
-// answer. Deliveries can repeat; deduplicate on Data.ID with type and timestamp.
+// handle is your code: store or queue the event and return quickly, as
+// intake waits for the answer. Deliveries can repeat: deduplicate on
+// Data.ID with type and timestamp.
 func handle(ev event) {
 	line, _ := json.Marshal(map[string]string{"type": ev.Type, "id": ev.Data.ID})
 	fmt.Printf("%s\n", line)
 }
 
 func main() {
-	// The endpoint's signing secret for the environment received, `whsec_` prefix included.
-	hook, err := standardwebhooks.NewWebhook(os.Getenv("INTAKE_WEBHOOK_SECRET"))
+	// The endpoint's secret for the environment received, with its whsec_.
+	secret := os.Getenv("INTAKE_WEBHOOK_SECRET")
+	hook, err := standardwebhooks.NewWebhook(secret)
 	if err != nil {
 		log.Fatalf("INTAKE_WEBHOOK_SECRET: %v", err)
 	}
@@ -45,8 +47,9 @@ func main() {
 			w.WriteHeader(http.StatusMethodNotAllowed)
 			return
 		}
-		// The bytes as received: the signature covers them, not JSON parsed and written
-		// again. intake's bodies stay far below 1 MiB (payloads are at most 100 KB).
+		// The bytes as received: the signature covers them, not JSON
+		// parsed and written again. intake's bodies stay far below
+		// 1 MiB (payloads are at most 100 KB).
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 		if err != nil {
 			w.WriteHeader(http.StatusBadRequest)

@@ -1,4 +1,4 @@
-// An intake webhook receiver: verifies each request with the Standard Webhooks library.
+// An intake webhook receiver, verified with the Standard Webhooks library.
 //
 //   npm install standardwebhooks@1.1.1
 //   INTAKE_WEBHOOK_SECRET='whsec_…' PORT=8000 node receiver.js
@@ -6,11 +6,12 @@
 const http = require("node:http");
 const { Webhook } = require("standardwebhooks");
 
-// The endpoint's signing secret for the environment received, `whsec_` prefix included.
+// The endpoint's secret for the environment received, with its `whsec_`.
 const hook = new Webhook(process.env.INTAKE_WEBHOOK_SECRET);
 
-// Your code. Store or queue the event and return quickly: intake waits for the answer.
-// Deliveries can repeat; deduplicate on data.id with type and timestamp.
+// Your code: store or queue the event and return quickly, as intake waits
+// for the answer. Deliveries can repeat: deduplicate on data.id with type
+// and timestamp.
 function handle(event) {
   console.log(JSON.stringify({ type: event.type, id: event.data.id }));
 }
@@ -21,13 +22,16 @@ http
     const chunks = [];
     req.on("data", (chunk) => chunks.push(chunk));
     req.on("end", () => {
-      // The bytes as received: the signature covers them, not JSON parsed and written again.
+      // The bytes as received: the signature covers them, not JSON parsed
+      // and written again.
       const body = Buffer.concat(chunks);
       let event;
       try {
-        event = hook.verify(body, req.headers); // Node gives header names in lower case
+        // Node gives the header names in lower case, as verify wants them.
+        event = hook.verify(body, req.headers);
       } catch (err) {
-        // A WebhookVerificationError (signature, timestamp, headers) or a body that is not JSON.
+        // A WebhookVerificationError (signature, timestamp, headers), or
+        // a body that is not JSON.
         console.error(`refused: ${err.message}`);
         return res.writeHead(400).end();
       }

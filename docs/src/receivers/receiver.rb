@@ -1,4 +1,4 @@
-# An intake webhook receiver: verifies each request with the Standard Webhooks library.
+# An intake webhook receiver, verified with the Standard Webhooks library.
 #
 #   gem install standardwebhooks webrick
 #   INTAKE_WEBHOOK_SECRET='whsec_…' PORT=8000 ruby receiver.rb
@@ -9,30 +9,39 @@ require "webrick"
 
 $stdout.sync = true
 
-# The endpoint's signing secret for the environment received, `whsec_` prefix included.
+# The endpoint's secret for the environment received, with its `whsec_`.
 hook = StandardWebhooks::Webhook.new(ENV.fetch("INTAKE_WEBHOOK_SECRET"))
 
-# Your code. Store or queue the event and return quickly: intake waits for the answer.
-# Deliveries can repeat; deduplicate on data.id with type and timestamp.
+# Your code: store or queue the event and return quickly, as intake waits
+# for the answer. Deliveries can repeat: deduplicate on data.id with type
+# and timestamp.
 def handle(event)
   puts JSON.generate({ type: event["type"], id: event["data"]["id"] })
 end
 
-server = WEBrick::HTTPServer.new(Port: Integer(ENV.fetch("PORT", "8000")), AccessLog: [])
+port = Integer(ENV.fetch("PORT", "8000"))
+server = WEBrick::HTTPServer.new(Port: port, AccessLog: [])
 server.mount_proc "/" do |req, res|
-  raise WEBrick::HTTPStatus::MethodNotAllowed unless req.request_method == "POST"
+  unless req.request_method == "POST"
+    raise WEBrick::HTTPStatus::MethodNotAllowed
+  end
 
-  # The library looks the headers up by these lower-case names; WEBrick's req[] ignores case.
-  headers = %w[webhook-id webhook-timestamp webhook-signature].to_h { |name| [name, req[name]] }
-  # The bytes as received: the signature covers them, not JSON parsed and written again.
+  # The gem reads the headers from a Hash by these lower-case names;
+  # WEBrick's req[] ignores case.
+  names = %w[webhook-id webhook-timestamp webhook-signature]
+  headers = names.to_h { |name| [name, req[name]] }
+  # The bytes as received: the signature covers them, not JSON parsed and
+  # written again.
   body = req.body || ""
   begin
     hook.verify(body, headers)
-    # Parsed here, not taken from verify: gem versions before 1.1 give Symbol keys.
+    # Parsed here, not taken from verify: before 1.1 the gem gives Symbol
+    # keys.
     event = JSON.parse(body)
   rescue StandardError => e
-    # A WebhookVerificationError (signature, timestamp, headers), or malformed input the
-    # library does not catch itself (a body that is not JSON, a `v1` entry without a comma).
+    # A WebhookVerificationError (signature, timestamp, headers), or input
+    # the gem does not check itself (a body that is not JSON, a `v1` entry
+    # without a comma).
     warn "refused: #{e.message}"
     res.status = 400
     next
