@@ -20,7 +20,7 @@ Usage: python3 tests/receivers/run.py [RECEIVER...]   (default: python node)
 
 - python: the `standardwebhooks` package installed for this interpreter;
 - node: `npm install --prefix target/receivers-node standardwebhooks@1.1.1`;
-- go: the receiver built into target/receivers-go/receiver (or $RECEIVER_GO_BIN);
+- go: receiver.go built as the guide says, at target/receivers-go/receiver (or $RECEIVER_GO_BIN);
 - ruby: `gem install standardwebhooks webrick`.
 
 Ends with 'N passed, N failed' (one per receiver); exits 1 when one failed.
@@ -140,7 +140,10 @@ class Receiver:
                 raise Failed(
                     f"logged {len(events)} of {count} events within {DEADLINE} s: {events}"
                 ) from None
-            events.append(json.loads(line))
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                raise Failed(f"logged a line that is not one JSON event: {line!r}") from None
         return events
 
     def post(self, body, headers):

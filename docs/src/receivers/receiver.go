@@ -28,7 +28,7 @@ type event struct {
 // Data.ID with type and timestamp.
 func handle(ev event) {
 	line, _ := json.Marshal(map[string]string{"type": ev.Type, "id": ev.Data.ID})
-	fmt.Printf("%s\n", line)
+	fmt.Printf("%s\n", line) // one write: requests are handled concurrently
 }
 
 func main() {

@@ -6,6 +6,7 @@ INTAKE_WEBHOOK_SECRET='whsec_…' PORT=8000 python3 receiver.py
 
 import json
 import os
+import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
@@ -14,12 +15,17 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 hook = Webhook(os.environ["INTAKE_WEBHOOK_SECRET"])
 
 
+# Requests are handled in threads, and deliveries arrive in parallel.
+print_lock = threading.Lock()
+
+
 def handle(event):
     """Your code: store or queue the event and return quickly, as intake
     waits for the answer. Deliveries can repeat: deduplicate on data.id
     with type and timestamp."""
     line = {"type": event["type"], "id": event["data"]["id"]}
-    print(json.dumps(line), flush=True)
+    with print_lock:  # else two lines can mix
+        print(json.dumps(line), flush=True)
 
 
 class Receiver(BaseHTTPRequestHandler):

@@ -16,7 +16,9 @@ hook = StandardWebhooks::Webhook.new(ENV.fetch("INTAKE_WEBHOOK_SECRET"))
 # for the answer. Deliveries can repeat: deduplicate on data.id with type
 # and timestamp.
 def handle(event)
-  puts JSON.generate({ type: event["type"], id: event["data"]["id"] })
+  line = JSON.generate({ type: event["type"], id: event["data"]["id"] })
+  # One write: WEBrick handles requests in threads, so lines must not mix.
+  $stdout.write("#{line}\n")
 end
 
 port = Integer(ENV.fetch("PORT", "8000"))
