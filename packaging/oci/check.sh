@@ -8,7 +8,8 @@
 # 3. the rootfs that `umoci unpack` makes runs, as the image's user and with the process
 #    umoci's runtime bundle describes (arguments, environment, working directory):
 #    `--version`, then `init` on the empty volume, then `serve`, which answers /healthz and
-#    /readyz, writes its data dir as that user and exits 0 on SIGTERM.
+#    /readyz, whose own `intake health --ready` (the compose healthcheck) passes inside the
+#    image, writes its data dir as that user and exits 0 on SIGTERM.
 # The processes run chrooted in a private mount namespace holding the /dev nodes and /proc a
 # container runtime would provide (the binary reads /dev/urandom); no daemon is involved.
 set -euo pipefail
@@ -175,6 +176,11 @@ for _ in $(seq 100); do
 done
 [ -n "$ready" ] || die "/readyz never answered 200"
 echo "/readyz: $ready"
+# The image's own probe (compose.yaml's healthcheck), in the image as its user, asking the
+# address INTAKE_LISTEN gives.
+probe=$(in_image "INTAKE_LISTEN=0.0.0.0:$port" -- "${entrypoint[@]}" health --ready) ||
+    die "intake health --ready fails in the image"
+echo "intake health --ready in the image: $probe"
 ids=$(awk '/^Uid:/ { u = $2 " " $3 " " $4 " " $5 } /^Gid:/ { g = $2 " " $3 " " $4 " " $5 } END { print u "/" g }' "/proc/$server_pid/status")
 [ "$ids" = "$uid $uid $uid $uid/$gid $gid $gid $gid" ] || die "serve runs as uid/gid $ids"
 echo "serve runs as $uid:$gid (real, effective, saved, filesystem)"
