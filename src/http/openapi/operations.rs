@@ -2,7 +2,9 @@
 //! [`Operation`] to [`all`] (method, the route table's path template, id, tag, summary,
 //! access, query/header parameters, body, success response with an example, and the error
 //! codes only it answers), then give `tests/openapi.rs` a request for its success and for
-//! each of its error statuses; the test fails until both are done.
+//! each of its error statuses; the test fails until both are done. Bodies are `schema_ref`s
+//! to schemas of `schemas.rs`, never inline: client generators name their types after them
+//! (`tests/openapi.rs` checks it too).
 
 use serde_json::{Value, json};
 
