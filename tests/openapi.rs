@@ -78,7 +78,8 @@ fn every_body_is_a_named_schema_a_generator_can_map() {
     for doc in [&whole, &own] {
         let schemas = doc["components"]["schemas"].as_object().unwrap();
         let mut bodies = Vec::new();
-        for (path, item) in doc["paths"].as_object().unwrap() {
+        let paths = doc["paths"].as_object().unwrap();
+        for (path, item) in paths.iter().chain(doc["webhooks"].as_object().unwrap()) {
             for (method, op) in item.as_object().unwrap() {
                 let at = format!("{method} {path}");
                 for (media, content) in op["requestBody"]["content"]
