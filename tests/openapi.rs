@@ -59,6 +59,132 @@ fn every_route_in_the_table_is_documented_with_its_methods() {
     );
 }
 
+/// Client generators (openapi-python-client, @hey-api/openapi-ts: tests/clients) name a
+/// type after each component schema and fall back to names made up from the operation, or to
+/// an untyped value, for the rest. So in both documents every JSON body is a `$ref` (an error
+/// response: `allOf` of `Error` narrowed to its codes), every object is a component of its
+/// own, no schema uses `oneOf`, every `$ref` resolves, and the backup is a binary download.
+#[test]
+fn every_body_is_a_named_schema_a_generator_can_map() {
+    let fields = vec!["email".to_string()];
+    let endpoint = openapi::EndpointInfo {
+        slug: "orders-7k2m9x4q1w8p",
+        name: "Orders",
+        description: None,
+        required_fields: &fields,
+    };
+    let whole = openapi::document("http://127.0.0.1:8080");
+    let own = openapi::endpoint_document("http://127.0.0.1:8080", &endpoint);
+    for doc in [&whole, &own] {
+        let schemas = doc["components"]["schemas"].as_object().unwrap();
+        let mut bodies = Vec::new();
+        let paths = doc["paths"].as_object().unwrap();
+        for (path, item) in paths.iter().chain(doc["webhooks"].as_object().unwrap()) {
+            for (method, op) in item.as_object().unwrap() {
+                let at = format!("{method} {path}");
+                for (media, content) in op["requestBody"]["content"]
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                {
+                    bodies.push((format!("{at} request {media}"), &content["schema"]));
+                }
+                for (status, response) in op["responses"].as_object().unwrap() {
+                    for (media, content) in response["content"].as_object().into_iter().flatten() {
+                        let schema = &content["schema"];
+                        let json = media == "application/json";
+                        // An error response narrows `Error` to its codes.
+                        let named = match &schema["allOf"] {
+                            Value::Array(all) if all.len() == 1 && !status.starts_with('2') => {
+                                &all[0]
+                            }
+                            _ => schema,
+                        };
+                        if json {
+                            bodies.push((format!("{at} {status} {media}"), named));
+                        } else {
+                            assert_eq!(schema["type"], "string", "{at} {status} {media}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(bodies.len() >= 7, "{bodies:?}");
+        for (at, schema) in &bodies {
+            let target = schema["$ref"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{at}: inline {schema}"));
+            let name = target.strip_prefix("#/components/schemas/").unwrap();
+            assert!(
+                schemas.contains_key(name),
+                "{at}: {target} is not a component"
+            );
+        }
+        for (name, schema) in schemas {
+            assert_nested_objects_named(name, schema, true);
+        }
+        assert_refs_resolve(doc, doc);
+    }
+    let backup = &whole["paths"]["/api/v1/manage/backups"]["post"]["responses"]["200"];
+    let schema = &backup["content"]["application/octet-stream"]["schema"];
+    assert_eq!(schema["format"], "binary", "{backup}");
+    assert_eq!(schema["contentMediaType"], "application/x-tar", "{backup}");
+    let poll = &whole["components"]["schemas"]["PollPage"];
+    assert_eq!(
+        (&poll["minProperties"], &poll["maxProperties"]),
+        (&2.into(), &2.into())
+    );
+    assert_eq!(
+        own["components"]["schemas"]["WritePayload"]["required"],
+        serde_json::json!(["email"])
+    );
+    assert!(
+        own["components"]["schemas"].get("Endpoint").is_none(),
+        "management schemas"
+    );
+}
+
+/// No `oneOf`, and no object with `properties` below the top of a component schema (`top`:
+/// the schema itself, or a member of its `allOf`).
+fn assert_nested_objects_named(name: &str, schema: &Value, top: bool) {
+    match schema {
+        Value::Object(map) => {
+            assert!(!map.contains_key("oneOf"), "{name}: oneOf");
+            assert!(
+                top || !map.contains_key("properties"),
+                "{name}: an inline object {schema}"
+            );
+            for (key, inner) in map {
+                match (key.as_str(), inner) {
+                    ("properties", Value::Object(properties)) => properties
+                        .values()
+                        .for_each(|p| assert_nested_objects_named(name, p, false)),
+                    ("allOf", _) => assert_nested_objects_named(name, inner, top),
+                    _ => assert_nested_objects_named(name, inner, false),
+                }
+            }
+        }
+        Value::Array(items) => items
+            .iter()
+            .for_each(|i| assert_nested_objects_named(name, i, top)),
+        _ => {}
+    }
+}
+
+fn assert_refs_resolve(doc: &Value, value: &Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(target) = map.get("$ref").and_then(Value::as_str) {
+                let pointer = target.strip_prefix('#').unwrap_or(target);
+                assert!(doc.pointer(pointer).is_some(), "{target} does not resolve");
+            }
+            map.values().for_each(|v| assert_refs_resolve(doc, v));
+        }
+        Value::Array(items) => items.iter().for_each(|v| assert_refs_resolve(doc, v)),
+        _ => {}
+    }
+}
+
 fn validate_openapi(doc: &Value) {
     let out = Command::new("python3")
         .args([

@@ -46,9 +46,10 @@ class Intake:
             status, raw = err.code, err.read()
         return status, (json.loads(raw) if raw else None)
 
-    def create_endpoint(self, name):
+    def create_endpoint(self, name, required_fields=()):
         """Creates an endpoint as the owner; returns its JSON (slug, sandbox_key, ...)."""
-        status, body = self.call("POST", "/api/v1/manage/endpoints", self.token, {"name": name})
+        request = {"name": name, "required_fields": list(required_fields)}
+        status, body = self.call("POST", "/api/v1/manage/endpoints", self.token, request)
         if status != 201:
             raise RuntimeError(f"creating endpoint {name!r}: {status} {body}")
         return body

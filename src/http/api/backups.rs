@@ -1,5 +1,5 @@
 //! `POST /api/v1/manage/backups`: a consistent backup of the running server, streamed as a
-//! tar archive (see `backup`). Only the server's owner may take one: it holds every record
+//! tar archive (see `backup`) in an `application/octet-stream` download. Only the server's owner may take one: it holds every record
 //! and the key-encryption key.
 
 use http::HeaderValue;
@@ -34,7 +34,10 @@ pub async fn create(app: &App, req: &mut Request) -> Result<Response> {
     let headers = response.headers_mut();
     headers.insert(
         http::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-tar"),
+        // A tar archive, sent as a generic file download: client generators map
+        // `application/octet-stream` to bytes and the file name tells what it is
+        // (`openapi::Operation::ok_file`).
+        HeaderValue::from_static("application/octet-stream"),
     );
     headers.insert(
         http::header::CONTENT_DISPOSITION,

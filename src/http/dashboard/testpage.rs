@@ -201,7 +201,7 @@ fn operation_views(document: &Value) -> Result<Vec<OperationView>, Failure> {
                 .find_map(|(path, item)| {
                     let operation = &item[op.method];
                     (operation["operationId"] == op.id)
-                        .then(|| operation_view(server, path, op.method, operation))
+                        .then(|| operation_view(document, server, path, op.method, operation))
                 })
                 .ok_or_else(|| {
                     Failure::from(Error::Internal(format!(
@@ -221,7 +221,23 @@ fn pretty(value: &Value) -> String {
     serde_json::to_string_pretty(value).unwrap_or_default()
 }
 
-fn operation_view(server: &str, path: &str, method: &str, op: &Value) -> OperationView {
+/// `schema`, or the component schema its `$ref` names: the cards show what a body or parameter
+/// is, not the name the document gives it.
+fn resolved<'a>(document: &'a Value, schema: &'a Value) -> &'a Value {
+    schema["$ref"]
+        .as_str()
+        .and_then(|target| target.strip_prefix('#'))
+        .and_then(|pointer| document.pointer(pointer))
+        .unwrap_or(schema)
+}
+
+fn operation_view(
+    document: &Value,
+    server: &str,
+    path: &str,
+    method: &str,
+    op: &Value,
+) -> OperationView {
     let params: Vec<ParamView> = op["parameters"]
         .as_array()
         .into_iter()
@@ -236,7 +252,7 @@ fn operation_view(server: &str, path: &str, method: &str, op: &Value) -> Operati
                 name: text(&p["name"]),
                 required: p["required"] == true,
                 description: spans(&p["description"]),
-                schema: schema_summary(&p["schema"]),
+                schema: schema_summary(resolved(document, &p["schema"])),
                 location,
             }
         })
@@ -295,7 +311,7 @@ fn operation_view(server: &str, path: &str, method: &str, op: &Value) -> Operati
         path: path.to_string(),
         headers,
         params,
-        body_schema: body.get("schema").map(pretty),
+        body_schema: body.get("schema").map(|s| pretty(resolved(document, s))),
         body_example: body.get("example").map(pretty),
         responses,
         samples,
@@ -427,6 +443,12 @@ mod tests {
         );
         assert_eq!(read.params[0].name, "record_id");
         assert_eq!(read.params[0].initial, "");
+        // The `RecordId` component the parameter refers to.
+        assert!(
+            read.params[0].schema.starts_with("string"),
+            "{}",
+            read.params[0].schema
+        );
         let search = &views[3];
         let q = search.params.iter().find(|p| p.name == "q");
         assert!(q.is_some_and(|q| q.required && q.initial == examples::EXAMPLE_VALUE));

@@ -113,7 +113,7 @@ pub struct Body {
 pub struct Success {
     pub status: u16,
     pub description: &'static str,
-    /// `application/json` unless the operation answers text.
+    /// `application/json` unless the operation answers text or a file.
     pub content_type: &'static str,
     pub schema: Value,
     pub example: Value,
@@ -145,6 +145,10 @@ pub struct Operation {
 }
 
 const JSON: &str = "application/json";
+/// A file download. Generators map it to bytes (a named media type such as
+/// `application/x-tar` is one that openapi-python-client cannot map: it leaves the response
+/// out with a warning); the schema's `contentMediaType` says what the bytes are.
+const BINARY: &str = "application/octet-stream";
 
 /// The tag of the seven data operations.
 pub const DATA_TAG: &str = "Data";
@@ -241,6 +245,19 @@ impl Operation {
             content_type,
             schema: json!({ "type": "string" }),
             example: Value::String(example.into()),
+        };
+        self
+    }
+
+    /// The success is a file download of `media_type` (`application/octet-stream` on the wire,
+    /// with a `Content-Disposition` file name).
+    pub fn ok_file(mut self, description: &'static str, media_type: &'static str) -> Self {
+        self.success = Success {
+            status: 200,
+            description,
+            content_type: BINARY,
+            schema: json!({ "type": "string", "format": "binary", "contentMediaType": media_type }),
+            example: Value::Null,
         };
         self
     }
@@ -429,7 +446,7 @@ pub fn endpoint_document(base_url: &str, endpoint: &EndpointInfo) -> Value {
             .collect();
         let mut value = operation_json(&op, &params);
         if let Some(body) = value.pointer_mut("/requestBody/content/application~1json") {
-            body["schema"] = schemas::payload(endpoint.required_fields);
+            body["schema"] = schema_ref(WRITE_PAYLOAD);
             body["example"] = examples::payload(endpoint.required_fields);
         }
         value["x-codeSamples"] = examples::for_operation(&op, &context)
@@ -459,7 +476,7 @@ pub fn endpoint_document(base_url: &str, endpoint: &EndpointInfo) -> Value {
                 .join(", ")
         ));
     }
-    json!({
+    let mut document = json!({
         "openapi": "3.1.0",
         "info": info(&format!("{} (intake data API)", endpoint.name), &description),
         "servers": [{ "url": base_url }],
@@ -467,7 +484,50 @@ pub fn endpoint_document(base_url: &str, endpoint: &EndpointInfo) -> Value {
         "paths": paths,
         "webhooks": schemas::webhooks(),
         "components": schemas::components(),
-    })
+    });
+    let all = std::mem::take(&mut document["components"]["schemas"]);
+    let mut used = Map::new();
+    used.insert(
+        WRITE_PAYLOAD.into(),
+        schemas::payload(endpoint.required_fields),
+    );
+    let mut pending = schema_refs(&document);
+    while let Some(name) = pending.pop() {
+        if used.contains_key(&name) {
+            continue;
+        }
+        if let Some(schema) = all.get(&name) {
+            pending.extend(schema_refs(schema));
+            used.insert(name, schema.clone());
+        }
+    }
+    // The management API's schemas stay out: a client generated from this document has the
+    // types of the data API only.
+    document["components"]["schemas"] = Value::Object(used);
+    document
+}
+
+/// The body schema of the writes in an endpoint's own document: the payload with that
+/// endpoint's required fields.
+const WRITE_PAYLOAD: &str = "WritePayload";
+
+/// The names of the component schemas `value` refers to, directly.
+fn schema_refs(value: &Value) -> Vec<String> {
+    match value {
+        Value::Object(map) => map
+            .iter()
+            .flat_map(|(key, inner)| match (key.as_str(), inner.as_str()) {
+                ("$ref", Some(target)) => target
+                    .strip_prefix("#/components/schemas/")
+                    .map(String::from)
+                    .into_iter()
+                    .collect(),
+                _ => schema_refs(inner),
+            })
+            .collect(),
+        Value::Array(items) => items.iter().flat_map(schema_refs).collect(),
+        _ => Vec::new(),
+    }
 }
 
 const API_DESCRIPTION: &str = "intake's data API (records: create, read one, list, search, \
@@ -525,17 +585,22 @@ fn operation_json(op: &Operation, path_params: &[Param]) -> Value {
     }
     let mut responses = Map::new();
     for outcome in std::iter::once(&op.success).chain(&op.also) {
+        let mut media = json!({ "schema": outcome.schema });
+        if !outcome.example.is_null() {
+            media["example"] = outcome.example.clone();
+        }
         let mut response = json!({
             "description": outcome.description,
             "headers": { "X-Request-Id": { "$ref": "#/components/headers/X-Request-Id" } },
-            "content": { outcome.content_type: {
-                "schema": outcome.schema,
-                "example": outcome.example,
-            } },
+            "content": { outcome.content_type: media },
         });
         if op.id == "login" || op.id == "acceptInvitation" {
             response["headers"]["Set-Cookie"] =
                 json!({ "$ref": "#/components/headers/Set-Cookie" });
+        }
+        if outcome.content_type == BINARY {
+            response["headers"]["Content-Disposition"] =
+                json!({ "$ref": "#/components/headers/Content-Disposition" });
         }
         if outcome.status == op.success.status && !op.links.is_empty() {
             let links: Map<String, Value> = op

@@ -2,11 +2,12 @@
 //! [`Operation`] to [`all`] (method, the route table's path template, id, tag, summary,
 //! access, query/header parameters, body, success response with an example, and the error
 //! codes only it answers), then give `tests/openapi.rs` a request for its success and for
-//! each of its error statuses; the test fails until both are done.
+//! each of its error statuses; the test fails until both are done. Bodies are `schema_ref`s
+//! to schemas of `schemas.rs`, never inline: client generators name their types after them
+//! (`tests/openapi.rs` checks it too).
 
 use serde_json::{Value, json};
 
-use super::schemas::{list_of, page_of};
 use super::{Access, BodyKind, DATA_TAG, In, Operation, Param, STREAM_TAG, Who, schema_ref};
 use crate::domain::{mail, poll, records, search, webhooks};
 use crate::store::Permission;
@@ -191,41 +192,10 @@ fn subscription_example() -> Value {
             "auto_disabled_at": null, "recovery": null })
 }
 
-fn recovery_body() -> Value {
-    json!({ "type": "object", "required": ["since"], "additionalProperties": false,
-            "properties": {
-                "since": { "type": "string", "description": "RFC 3339, or a date (midnight UTC)." },
-                "until": { "type": ["string", "null"],
-                           "description": "RFC 3339, or a date; absent or null: now." } } })
-}
-
 fn recovery_example(subscription: bool) -> Value {
     json!({ "environment": "production", "subscription": subscription.then_some("sub_1"),
             "state": "running", "since": "2026-11-20T00:00:00.000000Z", "until": CREATED_AT,
             "requested_at": CREATED_AT, "scheduled": 0, "finished_at": null })
-}
-
-/// The body of a subscription's settings: all of them (`POST`, `PUT`), or the ones to change
-/// (`PATCH`, where `null` removes an optional one).
-fn subscription_body(patch: bool) -> Value {
-    let optional = |schema: Value| json!({ "anyOf": [schema, { "type": "null" }] });
-    let mut body = json!({
-        "type": "object", "additionalProperties": false,
-        "properties": {
-            "url": { "type": "string" },
-            "auth_header": optional(json!({ "type": "string" })),
-            "auth_value": optional(json!({ "type": "string" })),
-            "enabled": { "type": "boolean", "default": true },
-            "description": { "type": "string", "maxLength": 200, "default": "" },
-            "event_types": { "type": "array", "items": schema_ref("EventType"), "default": [],
-                             "description": "Empty for every event type." },
-            "rate_limit": optional(json!({ "type": "integer", "minimum": 1, "maximum": 10_000 })),
-        },
-    });
-    if !patch {
-        body["required"] = json!(["url"]);
-    }
-    body
 }
 
 fn secret_example() -> Value {
@@ -246,11 +216,6 @@ fn readiness_example(ready: bool) -> Value {
     };
     json!({ "ready": ready, "checks": [storage,
         { "name": "ingest_writer", "ok": true }, { "name": "search_index", "ok": true }] })
-}
-
-fn note_body() -> Value {
-    json!({ "type": "object", "properties": { "note": { "type": ["string", "null"] } },
-            "additionalProperties": false })
 }
 
 /// Every operation, in the order the document lists them.
@@ -576,9 +541,7 @@ fn session_operations() -> Vec<Operation> {
             )
             .body(
                 BodyKind::Json,
-                json!({ "type": "object", "required": ["email", "password"],
-                        "properties": { "email": { "type": "string" }, "password": { "type": "string" } },
-                        "additionalProperties": false }),
+                schema_ref("LoginRequest"),
                 json!({ "email": "ada@example.com", "password": "correct horse battery" }),
             )
             .ok(
@@ -600,8 +563,7 @@ fn session_operations() -> Vec<Operation> {
             .ok(
                 200,
                 "Logged out.",
-                json!({ "type": "object", "properties": { "logged_out": { "const": true } },
-                        "required": ["logged_out"] }),
+                schema_ref("LoggedOut"),
                 json!({ "logged_out": true }),
             )
             .error(403, &["cross_site_request"]),
@@ -657,8 +619,7 @@ fn session_operations() -> Vec<Operation> {
         .access(Access::Invitation)
         .body(
             BodyKind::OptionalJson,
-            json!({ "type": "object", "properties": { "password": { "type": "string" } },
-                    "additionalProperties": false }),
+            schema_ref("AcceptInvitationRequest"),
             json!({ "password": "correct horse battery" }),
         )
         .ok(
@@ -704,24 +665,19 @@ fn account_operations() -> Vec<Operation> {
             )
             .body(
                 BodyKind::Json,
-                json!({ "type": "object", "required": ["current_password", "new_password"],
-                        "properties": { "current_password": { "type": "string" },
-                                        "new_password": { "type": "string", "minLength": 10, "maxLength": 1024 } },
-                        "additionalProperties": false }),
+                schema_ref("PasswordChangeRequest"),
                 json!({ "current_password": "old password", "new_password": "a new long password" }),
             )
             .ok(200, "Changed.", schema_ref("Account"), account_example())
             .error(401, &["invalid_credentials"]),
         any("get", "/api/v1/manage/tokens", "listTokens")
             .summary("The caller's tokens", "Never the tokens themselves.")
-            .ok(200, "The tokens.", list_of("Token"), json!({ "data": [token] })),
+            .ok(200, "The tokens.", schema_ref("TokenList"), json!({ "data": [token] })),
         any("post", "/api/v1/manage/tokens", "createToken")
             .summary("Create a token", "The response holds `token`, shown only this once.")
             .body(
                 BodyKind::Json,
-                json!({ "type": "object", "required": ["name"],
-                        "properties": { "name": { "type": "string", "minLength": 1 } },
-                        "additionalProperties": false }),
+                schema_ref("TokenRequest"),
                 json!({ "name": "ci" }),
             )
             .ok(201, "Created.", schema_ref("NewToken"), {
@@ -734,8 +690,7 @@ fn account_operations() -> Vec<Operation> {
             .ok(
                 200,
                 "Revoked.",
-                json!({ "type": "object", "required": ["id", "revoked"],
-                        "properties": { "id": { "type": "string" }, "revoked": { "const": true } } }),
+                schema_ref("RevokedToken"),
                 json!({ "id": "tok_9f2c4e1a7b3d5f60", "revoked": true }),
             )
             .error(404, &["token_not_found"]),
@@ -746,7 +701,7 @@ fn account_operations() -> Vec<Operation> {
                 "`true`: unread ones only.",
                 json!({ "type": "string", "enum": ["true", "false"] }),
             ))
-            .ok(200, "The notifications.", list_of("Notification"), json!({ "data": [notification] }))
+            .ok(200, "The notifications.", schema_ref("NotificationList"), json!({ "data": [notification] }))
             .error(400, &["invalid_parameter"]),
         any("post", "/api/v1/manage/notifications/read-all", "markAllNotificationsRead")
             .summary("Mark every notification read", "Answers how many were unread.")
@@ -772,14 +727,14 @@ fn endpoint_operations() -> Vec<Operation> {
     let deploy_note = |op: Operation| {
         op.body(
             BodyKind::OptionalJson,
-            note_body(),
+            schema_ref("DeployNoteRequest"),
             json!({ "note": "Ready for production." }),
         )
     };
     vec![
         op("get", "/api/v1/manage/endpoints", "listEndpoints", Who::Any)
             .summary("The caller's endpoints", "Those it owns or collaborates on.")
-            .ok(200, "The endpoints.", list_of("Endpoint"), json!({ "data": [endpoint_example()] })),
+            .ok(200, "The endpoints.", schema_ref("EndpointList"), json!({ "data": [endpoint_example()] })),
         op("post", "/api/v1/manage/endpoints", "createEndpoint", Who::ServerOwner)
             .summary(
                 "Create an endpoint",
@@ -789,10 +744,7 @@ fn endpoint_operations() -> Vec<Operation> {
             )
             .body(
                 BodyKind::Json,
-                json!({ "type": "object", "required": ["name"], "additionalProperties": false,
-                        "properties": { "name": { "type": "string" },
-                                        "description": { "type": ["string", "null"] },
-                                        "required_fields": { "type": "array", "items": { "type": "string" } } } }),
+                schema_ref("EndpointRequest"),
                 json!({ "name": "Orders", "required_fields": ["email"] }),
             )
             .ok(201, "Created, with its keys.", schema_ref("Endpoint"), endpoint_example())
@@ -811,12 +763,7 @@ fn endpoint_operations() -> Vec<Operation> {
             )
             .body(
                 BodyKind::Json,
-                json!({ "type": "object", "additionalProperties": false,
-                        "properties": { "name": { "type": ["string", "null"] },
-                                        "description": { "type": ["string", "null"] },
-                                        "required_fields": { "type": ["array", "null"], "items": { "type": "string" } },
-                                        "active": { "type": ["boolean", "null"] },
-                                        "monthly_quota": { "type": ["integer", "null"], "minimum": 1 } } }),
+                schema_ref("EndpointPatchRequest"),
                 json!({ "description": "Web shop orders", "monthly_quota": 100000 }),
             )
             .ok(200, "The endpoint.", schema_ref("Endpoint"), endpoint_example())
@@ -924,7 +871,7 @@ fn endpoint_operations() -> Vec<Operation> {
             .ok(
                 200,
                 "One page.",
-                page_of("RequestLogEntry"),
+                schema_ref("RequestLogEntryPage"),
                 json!({ "data": [{ "time": CREATED_AT, "method": "POST", "route": "/api/v1/data/{slug}",
                     "status": 403, "key_id": "key_3f9a0c1d2e4b5a69", "latency_ms": 1.92,
                     "environment": "sandbox", "request_id": "req_1mfk8r2w4q0d3c9y7hx5pk",
@@ -946,7 +893,7 @@ fn endpoint_operations() -> Vec<Operation> {
             .ok(
                 200,
                 "Entries.",
-                list_of("AuditEntry"),
+                schema_ref("AuditEntryList"),
                 json!({ "data": [{ "id": 3, "time": CREATED_AT,
                     "actor": { "id": 1, "email": "owner@example.com" },
                     "action": "endpoint.deployed", "details": {} }] }),
@@ -969,66 +916,105 @@ fn collaborator_operations() -> Vec<Operation> {
             .tag("Collaborators")
             .access(Access::Account(Who::Owner))
     };
-    let permissions_body = json!({ "type": "object", "required": ["permissions"],
-        "additionalProperties": false,
-        "properties": { "permissions": { "type": "array", "items": schema_ref("Permission") } } });
     vec![
-        owner("get", "/api/v1/manage/endpoints/{slug}/invitations", "listInvitations")
-            .summary("Invitations sent", "")
-            .ok(200, "Invitations.", list_of("Invitation"), json!({ "data": [invitation_example()] })),
-        owner("post", "/api/v1/manage/endpoints/{slug}/invitations", "createInvitation")
-            .summary(
-                "Invite a collaborator",
-                "Sends the link by e-mail (through the outbox) and shows it while pending.",
-            )
-            .body(
-                BodyKind::Json,
-                json!({ "type": "object", "required": ["email", "permissions"],
-                        "additionalProperties": false,
-                        "properties": { "email": { "type": "string" },
-                                        "permissions": { "type": "array", "items": schema_ref("Permission") } } }),
-                json!({ "email": "ada@example.com", "permissions": ["create", "read"] }),
-            )
-            .ok(201, "Invited.", schema_ref("Invitation"), invitation_example())
-            .error(409, &["conflict"])
-            .link(
-                "RevokeInvitation",
-                "revokeInvitation",
-                json!({ "slug": "$request.path.slug", "id": "$response.body#/id" }),
-            ),
-        owner("delete", "/api/v1/manage/endpoints/{slug}/invitations/{id}", "revokeInvitation")
-            .summary("Revoke a pending invitation", "")
-            .ok(200, "Revoked.", schema_ref("Invitation"), {
-                let mut i = invitation_example();
-                i["status"] = json!("revoked");
-                i["accept_url"] = Value::Null;
-                i
-            })
-            .error(404, &["invitation_not_found"])
-            .error(409, &["conflict"]),
-        owner("get", "/api/v1/manage/endpoints/{slug}/collaborators", "listCollaborators")
-            .summary("Collaborators", "")
-            .ok(200, "Collaborators.", list_of("Collaborator"), json!({ "data": [collaborator_example()] })),
+        owner(
+            "get",
+            "/api/v1/manage/endpoints/{slug}/invitations",
+            "listInvitations",
+        )
+        .summary("Invitations sent", "")
+        .ok(
+            200,
+            "Invitations.",
+            schema_ref("InvitationList"),
+            json!({ "data": [invitation_example()] }),
+        ),
+        owner(
+            "post",
+            "/api/v1/manage/endpoints/{slug}/invitations",
+            "createInvitation",
+        )
+        .summary(
+            "Invite a collaborator",
+            "Sends the link by e-mail (through the outbox) and shows it while pending.",
+        )
+        .body(
+            BodyKind::Json,
+            schema_ref("InvitationRequest"),
+            json!({ "email": "ada@example.com", "permissions": ["create", "read"] }),
+        )
+        .ok(
+            201,
+            "Invited.",
+            schema_ref("Invitation"),
+            invitation_example(),
+        )
+        .error(409, &["conflict"])
+        .link(
+            "RevokeInvitation",
+            "revokeInvitation",
+            json!({ "slug": "$request.path.slug", "id": "$response.body#/id" }),
+        ),
+        owner(
+            "delete",
+            "/api/v1/manage/endpoints/{slug}/invitations/{id}",
+            "revokeInvitation",
+        )
+        .summary("Revoke a pending invitation", "")
+        .ok(200, "Revoked.", schema_ref("Invitation"), {
+            let mut i = invitation_example();
+            i["status"] = json!("revoked");
+            i["accept_url"] = Value::Null;
+            i
+        })
+        .error(404, &["invitation_not_found"])
+        .error(409, &["conflict"]),
+        owner(
+            "get",
+            "/api/v1/manage/endpoints/{slug}/collaborators",
+            "listCollaborators",
+        )
+        .summary("Collaborators", "")
+        .ok(
+            200,
+            "Collaborators.",
+            schema_ref("CollaboratorList"),
+            json!({ "data": [collaborator_example()] }),
+        ),
         owner(
             "patch",
             "/api/v1/manage/endpoints/{slug}/collaborators/{account_id}",
             "updateCollaborator",
         )
-        .summary("Change a collaborator's permissions", "Applies to their keys at once.")
-        .body(BodyKind::Json, permissions_body, json!({ "permissions": ["read"] }))
-        .ok(200, "The collaborator.", schema_ref("Collaborator"), collaborator_example())
+        .summary(
+            "Change a collaborator's permissions",
+            "Applies to their keys at once.",
+        )
+        .body(
+            BodyKind::Json,
+            schema_ref("PermissionsRequest"),
+            json!({ "permissions": ["read"] }),
+        )
+        .ok(
+            200,
+            "The collaborator.",
+            schema_ref("Collaborator"),
+            collaborator_example(),
+        )
         .error(404, &["collaborator_not_found"]),
         owner(
             "delete",
             "/api/v1/manage/endpoints/{slug}/collaborators/{account_id}",
             "removeCollaborator",
         )
-        .summary("Remove a collaborator", "Their keys stop working at once (401).")
+        .summary(
+            "Remove a collaborator",
+            "Their keys stop working at once (401).",
+        )
         .ok(
             200,
             "Removed.",
-            json!({ "type": "object", "required": ["account_id", "removed"],
-                    "properties": { "account_id": { "type": "integer" }, "removed": { "const": true } } }),
+            schema_ref("RemovedCollaborator"),
             json!({ "account_id": 2, "removed": true }),
         )
         .error(404, &["collaborator_not_found"]),
@@ -1151,19 +1137,6 @@ fn webhook_operations() -> Vec<Operation> {
         `rate_limit` outside 1 to 10,000 deliveries a second and a `description` over 200 \
         characters or on several lines answer 400 `invalid_webhook`. Changes apply to writes \
         made afterwards; a disabled subscription's deliveries are logged as `skipped`.";
-    let removed = |id: bool| {
-        let mut schema = json!({ "type": "object", "required": ["environment", "removed"],
-            "properties": { "environment": schema_ref("Environment"), "removed": { "const": true } } });
-        let mut example = json!({ "environment": "production", "removed": true });
-        if id {
-            schema["required"] = json!(["id", "environment", "removed"]);
-            schema["properties"]["id"] = json!({ "type": "string" });
-            example["id"] = json!("sub_2");
-        }
-        (schema, example)
-    };
-    let (removed_first, removed_first_example) = removed(false);
-    let (removed_one, removed_one_example) = removed(true);
     vec![
         op("get", owner_hook, "getOwnerWebhook", Who::Owner)
             .summary(
@@ -1184,7 +1157,7 @@ fn webhook_operations() -> Vec<Operation> {
             )
             .body(
                 BodyKind::Json,
-                subscription_body(false),
+                schema_ref("SubscriptionRequest"),
                 json!({ "url": "https://example.com/hook", "auth_value": "Bearer s3cret" }),
             )
             .ok(200, "The webhook.", schema_ref("Subscription"), subscription_example())
@@ -1195,7 +1168,7 @@ fn webhook_operations() -> Vec<Operation> {
                 "Changes the fields given of the first subscription (`{\"enabled\": false}` pauses it); \
                  `null` removes `auth_value` or `rate_limit`.",
             )
-            .body(BodyKind::Json, subscription_body(true), json!({ "enabled": false }))
+            .body(BodyKind::Json, schema_ref("SubscriptionPatchRequest"), json!({ "enabled": false }))
             .ok(200, "The webhook.", schema_ref("Subscription"), subscription_example())
             .error(400, &["invalid_parameter", "invalid_webhook", "webhook_target_refused"])
             .error(404, &["webhook_not_found"]),
@@ -1205,7 +1178,12 @@ fn webhook_operations() -> Vec<Operation> {
                 "Removes the first subscription (the next one becomes first). Deliveries \
                  already made keep their target.",
             )
-            .ok(200, "Removed.", removed_first, removed_first_example)
+            .ok(
+                200,
+                "Removed.",
+                schema_ref("RemovedWebhook"),
+                json!({ "environment": "production", "removed": true }),
+            )
             .error(400, bad_environment)
             .error(404, &["webhook_not_found"]),
         op("get", subscriptions, "listSubscriptions", Who::Owner)
@@ -1232,7 +1210,7 @@ fn webhook_operations() -> Vec<Operation> {
             )
             .body(
                 BodyKind::Json,
-                subscription_body(false),
+                schema_ref("SubscriptionRequest"),
                 json!({ "url": "https://example.com/hook", "event_types": ["record.created"],
                         "description": "Order sync", "rate_limit": 50 }),
             )
@@ -1254,7 +1232,7 @@ fn webhook_operations() -> Vec<Operation> {
             )
             .body(
                 BodyKind::Json,
-                subscription_body(true),
+                schema_ref("SubscriptionPatchRequest"),
                 json!({ "event_types": [], "rate_limit": null }),
             )
             .ok(200, "The subscription.", schema_ref("Subscription"), subscription_example())
@@ -1269,7 +1247,7 @@ fn webhook_operations() -> Vec<Operation> {
                  subscription's `recovery` shows its progress. One at a time per subscription \
                  (409 `conflict` while one runs).",
             )
-            .body(BodyKind::Json, recovery_body(), json!({ "since": "2026-11-20T00:00:00Z" }))
+            .body(BodyKind::Json, schema_ref("RecoveryRequest"), json!({ "since": "2026-11-20T00:00:00Z" }))
             .ok(202, "The recovery, started.", schema_ref("Recovery"), recovery_example(true))
             .error(400, &["invalid_parameter"])
             .error(404, &["subscription_not_found"])
@@ -1306,7 +1284,7 @@ fn webhook_operations() -> Vec<Operation> {
                 "Like a subscription's recovery, for every given-up caller-webhook delivery of \
                  the environment made in the window (\"redeliver all failed since T\").",
             )
-            .body(BodyKind::Json, recovery_body(), json!({ "since": "2026-11-20T00:00:00Z" }))
+            .body(BodyKind::Json, schema_ref("RecoveryRequest"), json!({ "since": "2026-11-20T00:00:00Z" }))
             .ok(202, "The recovery, started.", schema_ref("Recovery"), recovery_example(false))
             .error(400, &["invalid_parameter"])
             .error(409, &["conflict"]),
@@ -1315,7 +1293,12 @@ fn webhook_operations() -> Vec<Operation> {
                 "Delete a subscription",
                 "Deliveries already made keep their target; its id is not given again.",
             )
-            .ok(200, "Removed.", removed_one, removed_one_example)
+            .ok(
+                200,
+                "Removed.",
+                schema_ref("RemovedSubscription"),
+                json!({ "id": "sub_2", "environment": "production", "removed": true }),
+            )
             .error(400, bad_environment)
             .error(404, &["subscription_not_found"]),
         op("get", "/api/v1/manage/endpoints/{slug}/deliveries", "listDeliveries", Who::Member)
@@ -1349,7 +1332,7 @@ fn webhook_operations() -> Vec<Operation> {
             ))
             .param(limit(webhooks::log::LIST_LIMIT_DEFAULT, webhooks::log::LIST_LIMIT_MAX))
             .param(cursor())
-            .ok(200, "One page.", page_of("Delivery"), json!({ "data": [delivery_example()], "pagination": {} }))
+            .ok(200, "One page.", schema_ref("DeliveryPage"), json!({ "data": [delivery_example()], "pagination": {} }))
             .error(400, &["invalid_parameter", "invalid_record_id"]),
         op("get", "/api/v1/manage/endpoints/{slug}/deliveries/{id}", "getDelivery", Who::Member)
             .summary("One delivery", "With the body sent and every attempt.")
@@ -1434,10 +1417,20 @@ fn administration_operations() -> Vec<Operation> {
     vec![
         op("get", "/api/v1/manage/accounts", "listAccounts")
             .summary("Every account", "")
-            .ok(200, "Accounts.", list_of("Account"), json!({ "data": [account_example()] })),
+            .ok(
+                200,
+                "Accounts.",
+                schema_ref("AccountList"),
+                json!({ "data": [account_example()] }),
+            ),
         op("get", "/api/v1/manage/accounts/{id}", "getAccountById")
             .summary("One account", "")
-            .ok(200, "The account.", schema_ref("Account"), account_example())
+            .ok(
+                200,
+                "The account.",
+                schema_ref("Account"),
+                account_example(),
+            )
             .error(404, &["account_not_found"]),
         op("patch", "/api/v1/manage/accounts/{id}", "updateAccount")
             .summary(
@@ -1447,11 +1440,15 @@ fn administration_operations() -> Vec<Operation> {
             )
             .body(
                 BodyKind::Json,
-                json!({ "type": "object", "required": ["suspended"], "additionalProperties": false,
-                        "properties": { "suspended": { "type": "boolean" } } }),
+                schema_ref("AccountPatchRequest"),
                 json!({ "suspended": true }),
             )
-            .ok(200, "The account.", schema_ref("Account"), account_example())
+            .ok(
+                200,
+                "The account.",
+                schema_ref("Account"),
+                account_example(),
+            )
             .error(404, &["account_not_found"])
             .error(409, &["conflict"]),
         op("get", "/api/v1/manage/mail", "listMail")
@@ -1481,15 +1478,13 @@ fn administration_operations() -> Vec<Operation> {
             )
             .body(
                 BodyKind::OptionalJson,
-                json!({ "type": "object", "additionalProperties": false,
-                        "properties": { "to": { "type": ["string", "null"] } } }),
+                schema_ref("TestMailRequest"),
                 json!({ "to": "you@example.com" }),
             )
             .ok(
                 202,
                 "Queued.",
-                json!({ "type": "object", "required": ["id", "status"],
-                        "properties": { "id": { "type": "integer" }, "status": { "const": "queued" } } }),
+                schema_ref("QueuedMail"),
                 json!({ "id": 1, "status": "queued" }),
             ),
         op("post", "/api/v1/manage/backups", "createBackup")
@@ -1502,10 +1497,10 @@ fn administration_operations() -> Vec<Operation> {
                  A server whose store is PostgreSQL takes none: 409 `conflict`, whose message \
                  points to pg_dump.",
             )
-            .ok_text(
-                "The backup archive.",
+            .ok_file(
+                "The backup archive, `intake-backup.tar` (intake-backup.json, master.key, \
+                 intake.redb).",
                 "application/x-tar",
-                "(binary tar archive: intake-backup.json, master.key, intake.redb)",
             )
             .error(409, &["conflict"]),
     ]

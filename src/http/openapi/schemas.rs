@@ -30,8 +30,28 @@ fn object(properties: Value, required: &[&str]) -> Value {
     json!({ "type": "object", "properties": properties, "required": required })
 }
 
+/// `base` with more properties: `allOf` of the two, which generators merge into one type (a
+/// `$ref` with sibling `properties` loses the siblings in some of them).
+fn extends(base: &str, properties: Value, required: &[&str]) -> Value {
+    json!({ "allOf": [schema_ref(base), object(properties, required)] })
+}
+
+/// The items answered whole as `{"data": [item]}`, each named `<item>List`.
+const LISTED: [&str; 7] = [
+    "Account",
+    "AuditEntry",
+    "Collaborator",
+    "Endpoint",
+    "Invitation",
+    "Notification",
+    "Token",
+];
+
+/// The items answered a page at a time, each named `<item>Page`.
+const PAGED: [&str; 3] = ["Record", "Delivery", "RequestLogEntry"];
+
 /// `{"data": [item]}`.
-pub fn list_of(item: &str) -> Value {
+fn list_of(item: &str) -> Value {
     object(
         json!({ "data": { "type": "array", "items": schema_ref(item) } }),
         &["data"],
@@ -39,7 +59,7 @@ pub fn list_of(item: &str) -> Value {
 }
 
 /// `{"data": [item], "pagination": {"next_cursor"?}}`.
-pub fn page_of(item: &str) -> Value {
+fn page_of(item: &str) -> Value {
     object(
         json!({
             "data": { "type": "array", "items": schema_ref(item) },
@@ -146,12 +166,18 @@ pub fn components() -> Value {
                 "description": "The session cookie: HttpOnly, SameSite=Strict, Secure over https.",
                 "schema": string(),
             },
+            "Content-Disposition": {
+                "description": "`attachment` with the file name to save the download as.",
+                "schema": string(),
+            },
         },
         "schemas": schemas(),
     })
 }
 
-/// The schemas, in groups (one `json!` each would exceed the macro recursion limit).
+/// The schemas, in groups (one `json!` each would exceed the macro recursion limit). Every
+/// request and response body of the document is one of them, by `$ref`, so that client
+/// generators name each type after it (docs/src/clients.md).
 fn schemas() -> Value {
     let mut all = serde_json::Map::new();
     for group in [
@@ -159,21 +185,30 @@ fn schemas() -> Value {
         management_schemas(),
         key_schemas(),
         webhook_schemas(),
+        request_schemas(),
+        answer_schemas(),
     ] {
         if let Value::Object(map) = group {
             all.extend(map);
         }
+    }
+    for item in LISTED {
+        all.insert(format!("{item}List"), list_of(item));
+    }
+    for item in PAGED {
+        all.insert(format!("{item}Page"), page_of(item));
     }
     Value::Object(all)
 }
 
 fn data_schemas() -> Value {
     json!({
-        "Error": object(json!({ "error": object(json!({
+        "Error": object(json!({ "error": schema_ref("ErrorDetail") }), &["error"]),
+        "ErrorDetail": object(json!({
             "code": { "type": "string", "description": "Stable: never renamed." },
             "message": { "type": "string", "description": "For humans; may change." },
             "request_id": { "type": "string" },
-        }), &["code", "message", "request_id"]) }), &["error"]),
+        }), &["code", "message", "request_id"]),
         "RecordId": {
             "type": "string",
             "pattern": "^rec_[0-9a-hjkmnp-tv-z]{26}$",
@@ -196,26 +231,32 @@ fn data_schemas() -> Value {
         "Pagination": object(json!({
             "next_cursor": { "type": "string", "description": "Present only when more exist." },
         }), &[]),
-        "RecordPage": page_of("Record"),
+        // Exactly one of the two cursors: `data` and one more property. Said with
+        // `min/maxProperties` rather than a `oneOf` of `required`s, which client generators
+        // cannot turn into a type (they answer an untyped value or `unknown`).
         "PollPage": {
             "type": "object",
+            "description": "`data` and exactly one of `next_cursor` and `poll_cursor`.",
             "properties": {
                 "data": { "type": "array", "items": schema_ref("Record") },
                 "next_cursor": { "type": "string", "description": "A backlog remains: call again at once." },
                 "poll_cursor": { "type": "string", "description": "Caught up: call again later." },
             },
             "required": ["data"],
-            "oneOf": [{ "required": ["next_cursor"] }, { "required": ["poll_cursor"] }],
+            "additionalProperties": false,
+            "minProperties": 2,
+            "maxProperties": 2,
         },
         "Health": object(json!({ "status": { "const": "ok" } }), &["status"]),
         "Readiness": object(json!({
             "ready": { "type": "boolean" },
-            "checks": { "type": "array", "items": object(json!({
-                "name": { "enum": ["storage", "ingest_writer", "search_index"] },
-                "ok": { "type": "boolean" },
-                "problem": { "type": "string", "description": "Why the check failed." },
-            }), &["name", "ok"]) },
+            "checks": { "type": "array", "items": schema_ref("ReadinessCheck") },
         }), &["ready", "checks"]),
+        "ReadinessCheck": object(json!({
+            "name": string_enum(&["storage", "ingest_writer", "search_index"]),
+            "ok": { "type": "boolean" },
+            "problem": { "type": "string", "description": "Why the check failed." },
+        }), &["name", "ok"]),
         "OpenApiDocument": {
             "type": "object",
             "description": "An OpenAPI 3.1 document.",
@@ -267,11 +308,9 @@ fn management_schemas() -> Value {
             "name": string(),
             "created_at": time(),
         }), &["id", "name", "created_at"]),
-        "NewToken": {
-            "allOf": [schema_ref("Token")],
-            "properties": { "token": { "type": "string", "pattern": "^itk_", "description": "Shown only this once." } },
-            "required": ["token"],
-        },
+        "NewToken": extends("Token", json!({
+            "token": { "type": "string", "pattern": "^itk_", "description": "Shown only this once." },
+        }), &["token"]),
         "Notification": object(json!({
             "id": integer(),
             "kind": string(),
@@ -315,10 +354,11 @@ fn management_schemas() -> Value {
         "AuditEntry": object(json!({
             "id": integer(),
             "time": time(),
-            "actor": object(json!({ "id": integer(), "email": string() }), &["id", "email"]),
+            "actor": schema_ref("AuditActor"),
             "action": string(),
             "details": { "type": "object" },
         }), &["id", "time", "actor", "action", "details"]),
+        "AuditActor": object(json!({ "id": integer(), "email": string() }), &["id", "email"]),
         "RequestLogEntry": object(json!({
             "time": time(),
             "method": string(),
@@ -350,12 +390,13 @@ fn management_schemas() -> Value {
         },
         "Usage": object(json!({
             "monthly_quota": nullable(integer()),
-            "months": { "type": "array", "items": object(json!({
-                "month": { "type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$" },
-                "sandbox": integer(),
-                "production": integer(),
-            }), &["month", "sandbox", "production"]) },
+            "months": { "type": "array", "items": schema_ref("UsageMonth") },
         }), &["monthly_quota", "months"]),
+        "UsageMonth": object(json!({
+            "month": { "type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$" },
+            "sandbox": integer(),
+            "production": integer(),
+        }), &["month", "sandbox", "production"]),
     })
 }
 
@@ -403,6 +444,9 @@ fn key_schemas() -> Value {
 }
 
 fn webhook_schemas() -> Value {
+    let mut mail_page = page_of("Mail");
+    mail_page["properties"]["smtp_configured"] = json!({ "type": "boolean" });
+    mail_page["required"] = json!(["data", "pagination", "smtp_configured"]);
     json!({
         "WebhookSecret": object(json!({
             "environment": schema_ref("Environment"),
@@ -427,17 +471,18 @@ fn webhook_schemas() -> Value {
             "rate_limit": nullable(json!({ "type": "integer", "minimum": 1, "maximum": 10_000 })),
             "created_at": time(),
             "updated_at": time(),
-            "health": object(json!({
-                "last_success_at": nullable(time()),
-                "last_failure_at": nullable(time()),
-                "failing_since": nullable(time()),
-                "failed_attempts": integer(),
-            }), &["last_success_at", "last_failure_at", "failing_since", "failed_attempts"]),
+            "health": schema_ref("SubscriptionHealth"),
             "auto_disabled_at": nullable(time()),
             "recovery": nullable(schema_ref("Recovery")),
         }), &["id", "environment", "url", "auth_header", "auth_value_set", "enabled",
               "description", "event_types", "rate_limit", "created_at", "updated_at", "health",
               "auto_disabled_at", "recovery"]),
+        "SubscriptionHealth": object(json!({
+            "last_success_at": nullable(time()),
+            "last_failure_at": nullable(time()),
+            "failing_since": nullable(time()),
+            "failed_attempts": integer(),
+        }), &["last_success_at", "last_failure_at", "failing_since", "failed_attempts"]),
         "Recovery": object(json!({
             "environment": schema_ref("Environment"),
             "subscription": nullable(json!({ "type": "string", "pattern": "^sub_[1-9][0-9]*$" })),
@@ -482,27 +527,24 @@ fn webhook_schemas() -> Value {
         }), &["id", "record_id", "environment", "kind", "subscription", "url", "state",
               "failing", "attempts", "max_attempts", "next_attempt_at", "created_at",
               "finished_at"]),
-        "DeliveryDetail": {
-            "allOf": [schema_ref("Delivery")],
-            "properties": {
-                "body": { "type": "string", "description": "The exact bytes every attempt sends." },
-                "attempt_log": { "type": "array", "items": object(json!({
-                    "attempt": integer(),
-                    "started_at": time(),
-                    "duration_ms": { "type": "number" },
-                    "url": string(),
-                    "request_headers": { "type": "array", "items": {
-                        "type": "array", "prefixItems": [string(), string()], "minItems": 2, "maxItems": 2,
-                    } },
-                    "status": nullable(integer()),
-                    "error": nullable(string()),
-                    "response_body": nullable(string()),
-                    "outcome": string_enum(&["delivered", "retry", "given_up"]),
-                }), &["attempt", "started_at", "duration_ms", "url", "request_headers", "status",
-                      "error", "response_body", "outcome"]) },
-            },
-            "required": ["body", "attempt_log"],
-        },
+        "DeliveryDetail": extends("Delivery", json!({
+            "body": { "type": "string", "description": "The exact bytes every attempt sends." },
+            "attempt_log": { "type": "array", "items": schema_ref("DeliveryAttempt") },
+        }), &["body", "attempt_log"]),
+        "DeliveryAttempt": object(json!({
+            "attempt": integer(),
+            "started_at": time(),
+            "duration_ms": { "type": "number" },
+            "url": string(),
+            "request_headers": { "type": "array", "items": {
+                "type": "array", "prefixItems": [string(), string()], "minItems": 2, "maxItems": 2,
+            } },
+            "status": nullable(integer()),
+            "error": nullable(string()),
+            "response_body": nullable(string()),
+            "outcome": string_enum(&["delivered", "retry", "given_up"]),
+        }), &["attempt", "started_at", "duration_ms", "url", "request_headers", "status",
+              "error", "response_body", "outcome"]),
         "Mail": object(json!({
             "id": integer(),
             "kind": string(),
@@ -517,25 +559,118 @@ fn webhook_schemas() -> Value {
             "body": { "type": "string", "description": "In the single-message view only." },
         }), &["id", "kind", "to", "subject", "status", "attempts", "last_error", "created_at",
               "next_attempt_at", "sent_at"]),
-        "MailPage": {
-            "allOf": [page_of("Mail")],
-            "properties": { "smtp_configured": { "type": "boolean" } },
-            "required": ["smtp_configured"],
-        },
+        "MailPage": mail_page,
         "WebhookEvent": object(json!({
-            "type": string_enum(&["record.created", "record.replaced", "record.deleted"]),
+            "type": schema_ref("EventType"),
             "timestamp": { "type": "string", "format": "date-time", "description": "When the write was processed." },
-            "data": object(json!({
-                "id": schema_ref("RecordId"),
-                "endpoint": { "type": "string", "description": "The endpoint's slug." },
-                "environment": schema_ref("Environment"),
-                "created_at": time(),
-                "payload": {
-                    "description": "The record's payload (the new one for `record.replaced`); \
-                        absent for `record.deleted`.",
-                },
-            }), &["id", "endpoint", "environment", "created_at"]),
+            "data": schema_ref("WebhookEventData"),
         }), &["type", "timestamp", "data"]),
+        "WebhookEventData": object(json!({
+            "id": schema_ref("RecordId"),
+            "endpoint": { "type": "string", "description": "The endpoint's slug." },
+            "environment": schema_ref("Environment"),
+            "created_at": time(),
+            "payload": {
+                "description": "The record's payload (the new one for `record.replaced`); \
+                    absent for `record.deleted`.",
+            },
+        }), &["id", "endpoint", "environment", "created_at"]),
+    })
+}
+
+/// The request bodies of the management API (`KeyRotationRequest` is with the keys'
+/// schemas; a record payload is `Payload`).
+fn request_schemas() -> Value {
+    let nullable_string = || json!({ "type": ["string", "null"] });
+    json!({
+        "LoginRequest": closed(json!({ "email": string(), "password": string() }),
+                               &["email", "password"]),
+        "AcceptInvitationRequest": closed(json!({ "password": string() }), &[]),
+        "PasswordChangeRequest": closed(json!({
+            "current_password": string(),
+            "new_password": { "type": "string", "minLength": 10, "maxLength": 1024 },
+        }), &["current_password", "new_password"]),
+        "TokenRequest": closed(json!({ "name": { "type": "string", "minLength": 1 } }), &["name"]),
+        "EndpointRequest": closed(json!({
+            "name": string(),
+            "description": nullable_string(),
+            "required_fields": { "type": "array", "items": string() },
+        }), &["name"]),
+        "EndpointPatchRequest": closed(json!({
+            "name": nullable_string(),
+            "description": nullable_string(),
+            "required_fields": { "type": ["array", "null"], "items": string() },
+            "active": { "type": ["boolean", "null"] },
+            "monthly_quota": { "type": ["integer", "null"], "minimum": 1 },
+        }), &[]),
+        "DeployNoteRequest": closed(json!({ "note": nullable_string() }), &[]),
+        "InvitationRequest": closed(json!({ "email": string(), "permissions": permissions_list() }),
+                                    &["email", "permissions"]),
+        "PermissionsRequest": closed(json!({ "permissions": permissions_list() }), &["permissions"]),
+        "SubscriptionRequest": subscription_settings(&["url"]),
+        "SubscriptionPatchRequest": subscription_settings(&[]),
+        "RecoveryRequest": closed(json!({
+            "since": { "type": "string", "description": "RFC 3339, or a date (midnight UTC)." },
+            "until": { "type": ["string", "null"],
+                       "description": "RFC 3339, or a date; absent or null: now." },
+        }), &["since"]),
+        "AccountPatchRequest": closed(json!({ "suspended": { "type": "boolean" } }), &["suspended"]),
+        "TestMailRequest": closed(json!({ "to": nullable_string() }), &[]),
+    })
+}
+
+/// An object of exactly these properties (a request body: another field answers 400).
+fn closed(properties: Value, required: &[&str]) -> Value {
+    let mut schema = object(properties, required);
+    schema["additionalProperties"] = json!(false);
+    schema
+}
+
+fn permissions_list() -> Value {
+    json!({ "type": "array", "items": schema_ref("Permission") })
+}
+
+/// A subscription's settings: all of them (`POST`, `PUT`: `url` required), or the ones to
+/// change (`PATCH`, where `null` removes an optional one).
+fn subscription_settings(required: &[&str]) -> Value {
+    closed(
+        json!({
+            "url": string(),
+            "auth_header": nullable(string()),
+            "auth_value": nullable(string()),
+            "enabled": { "type": "boolean", "default": true },
+            "description": { "type": "string", "maxLength": 200, "default": "" },
+            "event_types": { "type": "array", "items": schema_ref("EventType"), "default": [],
+                             "description": "Empty for every event type." },
+            "rate_limit": nullable(json!({ "type": "integer", "minimum": 1, "maximum": 10_000 })),
+        }),
+        required,
+    )
+}
+
+/// The small answers of single management calls.
+fn answer_schemas() -> Value {
+    json!({
+        "LoggedOut": object(json!({ "logged_out": { "const": true } }), &["logged_out"]),
+        "RevokedToken": object(json!({ "id": string(), "revoked": { "const": true } }),
+                               &["id", "revoked"]),
+        "RemovedCollaborator": object(json!({
+            "account_id": { "type": "integer" },
+            "removed": { "const": true },
+        }), &["account_id", "removed"]),
+        "RemovedWebhook": object(json!({
+            "environment": schema_ref("Environment"),
+            "removed": { "const": true },
+        }), &["environment", "removed"]),
+        "RemovedSubscription": object(json!({
+            "id": string(),
+            "environment": schema_ref("Environment"),
+            "removed": { "const": true },
+        }), &["id", "environment", "removed"]),
+        "QueuedMail": object(json!({
+            "id": { "type": "integer" },
+            "status": { "const": "queued" },
+        }), &["id", "status"]),
     })
 }
 
