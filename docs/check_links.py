@@ -17,10 +17,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 FENCE = re.compile(r"^\s*(```|~~~)")
 HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
-CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 # [text](target "title") and ![alt](target); the target has no spaces or parentheses.
 INLINE_LINK = re.compile(r"!?\[(?:[^\]\\]|\\.)*\]\(\s*<?([^)\s>]*)>?(?:\s+\"[^\"]*\")?\s*\)")
-REFERENCE_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s.*)?$")
+REFERENCE_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:[ \t]*<?(\S+?)>?(?:[ \t].*)?$", re.M)
 URL_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 
@@ -32,15 +32,30 @@ def documents():
     ]
 
 
-def prose_lines(text):
-    """(line number, line) of the lines outside fenced code blocks, code spans blanked."""
+def prose_blocks(text):
+    """(first line number, text) of each paragraph outside fenced code blocks, its code spans
+    blanked (newlines kept): a link's text may wrap over lines, so links are read per
+    paragraph, not per line."""
     in_fence = False
+    block, start = [], 0
     for number, line in enumerate(text.splitlines(), start=1):
         if FENCE.match(line):
             in_fence = not in_fence
+        if in_fence or FENCE.match(line) or not line.strip():
+            if block:
+                yield start, blank_code_spans("\n".join(block))
+            block = []
             continue
-        if not in_fence:
-            yield number, CODE_SPAN.sub(lambda m: " " * len(m.group(0)), line)
+        if not block:
+            start = number
+        block.append(line)
+    if block:
+        yield start, blank_code_spans("\n".join(block))
+
+
+def blank_code_spans(text):
+    """Code spans (which may wrap) turned into spaces, newlines kept for line numbers."""
+    return CODE_SPAN.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
 
 
 def heading_text(markdown):
@@ -83,12 +98,10 @@ def anchors(text):
 
 def links(text):
     """(line number, target) of every link in the prose."""
-    for number, line in prose_lines(text):
-        for match in INLINE_LINK.finditer(line):
-            yield number, match.group(1)
-        definition = REFERENCE_DEFINITION.match(line)
-        if definition:
-            yield number, definition.group(1)
+    for start, block in prose_blocks(text):
+        matches = list(INLINE_LINK.finditer(block)) + list(REFERENCE_DEFINITION.finditer(block))
+        for match in matches:
+            yield start + block.count("\n", 0, match.start(1)), match.group(1)
 
 
 def problem(source, target, anchor_cache):
