@@ -30,7 +30,14 @@ const VERSION: &str = concat!(
 #[command(
     name = "intake",
     version = VERSION,
-    about = "A self-hosted data-intake API in one binary."
+    about = "A self-hosted data-intake API in one binary.",
+    long_about = "A self-hosted data-intake API in one binary.\n\n\
+        An owner creates named endpoints; callers send JSON records to them with an API key. \
+        intake stores every record durably (an embedded redb file, or PostgreSQL for several \
+        nodes) and serves it back: read, list, search, poll, replace, delete, with signed \
+        webhooks, collaborators, a deploy workflow and a dashboard at /dashboard.\n\n\
+        Start with `intake init --owner-email EMAIL` (prints the owner's password and token \
+        once), then `intake serve`."
 )]
 pub struct Cli {
     #[command(subcommand)]
