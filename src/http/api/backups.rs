@@ -1,6 +1,6 @@
 //! `POST /api/v1/manage/backups`: a consistent backup of the running server, streamed as a
-//! tar archive (see `backup`) in an `application/octet-stream` download. Only the server's owner may take one: it holds every record
-//! and the key-encryption key.
+//! tar archive (see `backup`) in an `application/octet-stream` download. Only the server's
+//! owner may take one: it holds every record and the key-encryption key.
 
 use http::HeaderValue;
 use warp::Reply;
