@@ -8,7 +8,7 @@
 //! in-process on its own tokio runtime with a [`ManualClock`] and move the clock instead of
 //! sleeping; they still talk to it over real HTTP.
 
-mod common;
+use crate::common;
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -186,3 +186,32 @@ fn the_checker_sees_imports_in_every_form() {
     assert!(names_crate("x: redb::Error", "redb"));
     assert!(!names_crate("use crate::store::redb::RedbStore;", "redb"));
 }
+
+/// The integration tests are one binary (`tests/main.rs`, with `autotests = false`), so Cargo
+/// does not notice a new file in `tests/`: this holds `main.rs` to naming every one of them.
+#[test]
+fn every_test_file_is_a_module() {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let main = std::fs::read_to_string(tests.join("main.rs")).expect("tests/main.rs");
+    let declared: Vec<&str> = main
+        .lines()
+        .filter_map(|line| line.strip_prefix("mod ")?.strip_suffix(';'))
+        .collect();
+    let mut missing = Vec::new();
+    for entry in std::fs::read_dir(&tests).expect("tests/") {
+        let path = entry.expect("tests/ entry").path();
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or_default();
+        let is_module = path.is_dir() && path.join("mod.rs").is_file();
+        let is_file = path.extension().is_some_and(|e| e == "rs") && stem != "main";
+        if (is_module || is_file) && !declared.contains(&stem) {
+            missing.push(stem.to_string());
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "tests/main.rs does not declare: {missing:?}"
+    );
+}

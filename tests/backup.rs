@@ -3,7 +3,7 @@
 //! rebuilt index), restore's refusals, and SIGUSR1 backups with rotation; on PostgreSQL, the
 //! refusals that point to pg_dump instead.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! Command line: `init`, `serve` (config file, hints, logging, SIGTERM) and
 //! the `endpoint create/list` client commands.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

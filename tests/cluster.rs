@@ -3,7 +3,7 @@
 //! or the server in-process where clocks must be skewed) on a throwaway PostgreSQL cluster and
 //! spreads its requests over them.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};

@@ -2,7 +2,7 @@
 //! redirects, CSRF refusals, asset caching, and the first-run setup link printed by `serve`.
 //! The browser workflows are in tests/dashboard_browser.rs.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,9 +3,7 @@
 //! costs seconds to start); any console error, uncaught exception or CSP violation fails it
 //! (see tests/common/browser.rs). Screenshots of the main pages go to target/screenshots/.
 
-#[path = "common/browser.rs"]
-mod browser;
-mod common;
+use crate::common::{self, browser};
 
 use browser::Browser;
 use common::{OWNER_EMAIL, TestServer};

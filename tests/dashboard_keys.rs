@@ -6,9 +6,7 @@
 //! key a data call accepts). Any console error or CSP violation fails the test (see
 //! tests/common/browser.rs).
 
-#[path = "common/browser.rs"]
-mod browser;
-mod common;
+use crate::common::{self, browser};
 
 use browser::{Browser, Session};
 use common::{COLLABORATOR_PASSWORD, OWNER_EMAIL, ServerClient, TestServer, add_collaborator};

@@ -3,9 +3,7 @@
 //! the filters, and a failing delivery retried at once. Any console error, uncaught exception
 //! or CSP violation fails a test (see tests/common/browser.rs).
 
-#[path = "common/browser.rs"]
-mod browser;
-mod common;
+use crate::common::{self, browser};
 
 use std::time::Duration;
 

@@ -4,9 +4,7 @@
 //! loopback receiver), the record browser, the environment badge, and the theme toggle.
 //! Any console error, uncaught exception or CSP violation fails a test (tests/common/browser.rs).
 
-#[path = "common/browser.rs"]
-mod browser;
-mod common;
+use crate::common::{self, browser};
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};

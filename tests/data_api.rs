@@ -2,7 +2,7 @@
 //! pagination, idempotency, check order, and "a refused request changes
 //! nothing".
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::io::{Read, Write};

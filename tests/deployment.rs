@@ -2,7 +2,7 @@
 //! the systemd readiness notification, the unit file (`systemd-analyze verify`, skipped when
 //! systemd is not installed) and `packaging/install.sh` into a DESTDIR.
 
-mod common;
+use crate::common;
 
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! graceful stop (SIGTERM) under concurrent writes, then restart on the same
 //! data dir and check every acknowledged write.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

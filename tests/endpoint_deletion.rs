@@ -14,7 +14,7 @@
 //! - a deletion committed while no purge ran (the server stopped right after it) is purged
 //!   after the next start.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -1,7 +1,7 @@
 //! Fault injection against the real binary: a full disk, hostile clients, hostile webhook
 //! receivers, and `kill -9` at random moments under mixed load.
 
-mod common;
+use crate::common;
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;

@@ -15,7 +15,7 @@
 //!   collaborators 404 `collaborator_not_found`, calls without a token 401; removing a
 //!   collaborator also ends their replaced key still in its grace period.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

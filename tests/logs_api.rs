@@ -1,7 +1,7 @@
 //! The management API's logs: the request log's fields and filters, and the delivery log's
 //! filters and "retry now".
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -12,7 +12,7 @@
 //! - On an in-process server with a manual clock: the retry waits for its time, six
 //!   transient failures give up, and finished messages are purged after 30 days.
 
-mod common;
+use crate::common;
 
 use std::thread;
 use std::time::{Duration, Instant};

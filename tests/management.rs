@@ -1,7 +1,7 @@
 //! Management API: endpoints (create/list/get/patch/deploy), validation and
 //! token errors, and the per-endpoint request log.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! valid OpenAPI 3.1 (`openapi-spec-validator`, installed by .ci/run), and every generated
 //! code sample runs against the server with a real sandbox key.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::process::Command;

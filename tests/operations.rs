@@ -1,6 +1,6 @@
 //! `GET /healthz`, `GET /readyz` and `GET /metrics` over real HTTP against the real binary.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

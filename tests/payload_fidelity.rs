@@ -14,7 +14,7 @@
 //! poll, the caller webhook's body, and GET one, list and search of a server restored from a
 //! backup.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -15,7 +15,7 @@
 //! against it; permissions are changed between rows with `PATCH .../collaborators/{id}`, which
 //! takes effect at once.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

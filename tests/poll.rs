@@ -16,7 +16,7 @@
 //! tokio runtime with a [`ManualClock`] (the binary uses the real clock) and still talk to it
 //! over real HTTP on loopback.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::net::SocketAddr;

@@ -8,7 +8,7 @@
 //! its configuration, logs and temporary files in a temp dir. Clients play different addresses
 //! by binding 127.0.0.2 and 127.0.0.3 before connecting.
 
-mod common;
+use crate::common;
 
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;

@@ -14,7 +14,7 @@
 //! Randomised tests use one fixed seed by default; set `SEARCH_TEST_SEED` to
 //! try another. The seed is printed and named in every failure message.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! PostgreSQL); the dashboard's response headers, cookie flags, and the escaping of
 //! user-supplied text on every page.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

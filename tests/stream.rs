@@ -11,7 +11,7 @@
 //!   server's memory stays flat while it writes far more than the reader's buffer.
 //! - SIGTERM ends open streams, so the server stops at once.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};

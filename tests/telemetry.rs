@@ -13,7 +13,7 @@
 //!   recorded; without `[telemetry]` nothing is exported, but a caller's `traceparent` is still
 //!   passed on to its webhook deliveries.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

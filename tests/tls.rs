@@ -2,7 +2,7 @@
 //! (and refuses a certificate it does not trust), ALPN, reload on SIGHUP without dropping open
 //! connections, the self-signed development certificate, and the plain-HTTP redirect listener.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -3,7 +3,7 @@
 //! connection, and an explicit `[webhooks] proxy` carries allowed deliveries through a
 //! CONNECT tunnel to the address the guard checked (`no_proxy` hosts go direct).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -12,7 +12,7 @@
 //!   a second reissue inside the changeover keeps only the latest previous secret, and an
 //!   endpoint from before secrets existed gets one on first use.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -99,12 +99,6 @@ fn assert_not_logged(log: &LogBuffer, secrets: &[String]) {
 }
 
 impl ServerClient {
-    fn secret(&self, slug: &str, env: &str) -> Value {
-        let r = self.manage("GET", &secret_path(slug, env), None);
-        assert_status(&r, 200);
-        r.json()
-    }
-
     fn reissue(&self, slug: &str, env: &str) -> Value {
         let r = self.manage("POST", &reissue_path(slug, env), None);
         assert_status(&r, 200);
@@ -152,7 +146,7 @@ fn every_new_endpoint_has_a_secret_per_environment() {
     for name in ["Orders", "Leads"] {
         let ep = s.create_endpoint(name, &[]);
         for env in ENVIRONMENTS {
-            let view = s.secret(&ep.slug, env);
+            let view = s.webhook_secret(&ep.slug, env);
             assert_eq!(view["environment"], env, "{view}");
             let secret = secret_of(&view);
             assert!(secret.starts_with("whsec_"), "{secret}");
@@ -162,7 +156,7 @@ fn every_new_endpoint_has_a_secret_per_environment() {
             assert!(view.get("rotated_at").is_none(), "{view}");
             assert!(view.get("previous_valid_until").is_none(), "{view}");
             // Viewing does not change it.
-            assert_eq!(s.secret(&ep.slug, env), view);
+            assert_eq!(s.webhook_secret(&ep.slug, env), view);
             secrets.push(secret);
         }
     }
@@ -181,8 +175,8 @@ fn every_new_endpoint_has_a_secret_per_environment() {
 fn a_reissue_replaces_the_secret_and_starts_a_24_hour_changeover() {
     let mut s = TestServer::start();
     let ep = s.create_endpoint("Orders", &[]);
-    let before = secret_of(&s.secret(&ep.slug, "sandbox"));
-    let production = s.secret(&ep.slug, "production");
+    let before = secret_of(&s.webhook_secret(&ep.slug, "sandbox"));
+    let production = s.webhook_secret(&ep.slug, "production");
 
     let view = s.reissue(&ep.slug, "sandbox");
     assert_eq!(view["environment"], "sandbox");
@@ -199,8 +193,8 @@ fn a_reissue_replaces_the_secret_and_starts_a_24_hour_changeover() {
     assert_eq!(view["created_at"], ep.json["created_at"], "{view}");
     assert!(micros(&view["created_at"]) <= rotated);
     // What GET shows from now on; the other environment is untouched.
-    assert_eq!(s.secret(&ep.slug, "sandbox"), view);
-    assert_eq!(s.secret(&ep.slug, "production"), production);
+    assert_eq!(s.webhook_secret(&ep.slug, "sandbox"), view);
+    assert_eq!(s.webhook_secret(&ep.slug, "production"), production);
 
     // The audit log records who reissued which environment's secret, and no secret.
     let audit = s.manage(
@@ -226,8 +220,8 @@ fn a_reissue_replaces_the_secret_and_starts_a_24_hour_changeover() {
     // The secret and its changeover survive a restart.
     assert!(s.sigterm_and_wait().success());
     s.restart();
-    assert_eq!(s.secret(&ep.slug, "sandbox"), view);
-    assert_eq!(s.secret(&ep.slug, "production"), production);
+    assert_eq!(s.webhook_secret(&ep.slug, "sandbox"), view);
+    assert_eq!(s.webhook_secret(&ep.slug, "production"), production);
 
     assert_not_logged(&s.log, &[before, after, secret_of(&production)]);
 }
@@ -242,7 +236,7 @@ fn collaborators_view_the_secret_others_get_404_and_only_the_owner_reissues() {
 
     let mut secrets = Vec::new();
     for env in ENVIRONMENTS {
-        let owners = s.secret(&ep.slug, env);
+        let owners = s.webhook_secret(&ep.slug, env);
         // The collaborator sees the same secret (their webhooks are signed with it).
         let r = s.as_member("GET", &secret_path(&ep.slug, env), &collaborator);
         assert_status(&r, 200);
@@ -251,7 +245,7 @@ fn collaborators_view_the_secret_others_get_404_and_only_the_owner_reissues() {
         let r = s.as_member("POST", &reissue_path(&ep.slug, env), &collaborator);
         assert_error(&r, 403, "owner_only");
         assert_eq!(
-            s.secret(&ep.slug, env),
+            s.webhook_secret(&ep.slug, env),
             owners,
             "a refused reissue changed it"
         );
@@ -318,7 +312,7 @@ fn the_changeover_ends_24_hours_after_the_reissue() {
     assert_eq!(CHANGEOVER, DAY);
     let mut s = in_process();
     let slug = s.create_endpoint("Orders", &[]).slug;
-    let first = secret_of(&s.secret(&slug, "sandbox"));
+    let first = secret_of(&s.webhook_secret(&slug, "sandbox"));
 
     s.clock.advance(HOUR);
     let reissued_at = s.clock.now();
@@ -337,11 +331,11 @@ fn the_changeover_ends_24_hours_after_the_reissue() {
     // One second before the end the changeover still runs; at the end it is over.
     s.clock.set(end.minus(SECOND));
     assert_eq!(
-        s.secret(&slug, "sandbox")["previous_valid_until"].as_str(),
+        s.webhook_secret(&slug, "sandbox")["previous_valid_until"].as_str(),
         Some(end.to_rfc3339().as_str())
     );
     s.clock.set(end);
-    let over = s.secret(&slug, "sandbox");
+    let over = s.webhook_secret(&slug, "sandbox");
     assert!(over.get("previous_valid_until").is_none(), "{over}");
     assert_eq!(secret_of(&over), second);
     assert_eq!(
@@ -370,7 +364,7 @@ fn the_changeover_ends_24_hours_after_the_reissue() {
 fn a_second_reissue_inside_the_changeover_keeps_only_the_latest_previous() {
     let mut s = in_process();
     let slug = s.create_endpoint("Orders", &[]).slug;
-    let first = secret_of(&s.secret(&slug, "sandbox"));
+    let first = secret_of(&s.webhook_secret(&slug, "sandbox"));
     let second = secret_of(&s.reissue(&slug, "sandbox"));
     s.clock.advance(HOUR);
     let last_reissue = s.clock.now();
@@ -411,7 +405,7 @@ fn an_endpoint_from_before_secrets_gets_one_on_first_use() {
     });
     s.resume();
 
-    let made = s.secret(&slug, "sandbox");
+    let made = s.webhook_secret(&slug, "sandbox");
     let secret = secret_of(&made);
     assert_eq!(key_of(&secret).len(), 32);
     assert_eq!(
@@ -419,7 +413,11 @@ fn an_endpoint_from_before_secrets_gets_one_on_first_use() {
         Some(s.clock.now().to_rfc3339().as_str())
     );
     s.clock.advance(SECOND);
-    assert_eq!(s.secret(&slug, "sandbox"), made, "made once, then kept");
+    assert_eq!(
+        s.webhook_secret(&slug, "sandbox"),
+        made,
+        "made once, then kept"
+    );
     // The production secret is made by its reissue, which then has a previous one.
     let r = s.manage("POST", &reissue_path(&slug, "production"), None);
     assert_status(&r, 200);

@@ -11,7 +11,7 @@
 //! Receivers here are unreachable (`.invalid` host names never resolve): these tests are about
 //! what is created and shown, not about sending (see `tests/webhooks.rs`).
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::{Value, json};

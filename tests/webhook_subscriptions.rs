@@ -9,7 +9,7 @@
 //!   receiver on loopback, and a disabled one's deliveries are logged as skipped, never sent,
 //!   until a redelivery sends one.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -23,7 +23,7 @@
 //!
 //! Timings are never asserted: states are awaited with deadline-bounded polling.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::thread;
@@ -51,13 +51,6 @@ impl ServerClient {
     fn owner_webhook(&self, slug: &str, env: &str, config: Value) {
         let path = format!("/api/v1/manage/endpoints/{slug}/webhooks/{env}");
         assert_status(&self.manage("PUT", &path, Some(&config)), 200);
-    }
-
-    fn secret(&self, slug: &str, env: &str) -> String {
-        let path = format!("/api/v1/manage/endpoints/{slug}/webhook-secrets/{env}");
-        let r = self.manage("GET", &path, None);
-        assert_status(&r, 200);
-        r.json()["secret"].as_str().expect("secret").to_string()
     }
 
     /// Creates a record (asserts 202); returns its id.
@@ -229,7 +222,7 @@ fn owner_and_caller_webhooks_deliver_every_event_with_every_header() {
     let owner_got = owner_rx.wait_for(1, WAIT);
     let caller_got = caller_rx.wait_for(1, WAIT);
 
-    let secret = s.secret(&ep.slug, "sandbox");
+    let secret = s.webhook_signing_secret(&ep.slug, "sandbox");
     let mut cases = Vec::new();
     for (got, auth_name, auth_value, path_seen) in [
         (&owner_got[0], "x-owner-token", "owner-s3cret", "/owner"),
@@ -371,7 +364,7 @@ fn a_changeover_sends_two_signatures_for_24_hours_then_one() {
     let rx = Receiver::start();
     let ep = s.create_endpoint("Orders", &[]);
     s.owner_webhook(&ep.slug, "sandbox", json!({ "url": rx.url("/h") }));
-    let old = s.secret(&ep.slug, "sandbox");
+    let old = s.webhook_signing_secret(&ep.slug, "sandbox");
     s.create(&ep.slug, &ep.sandbox_key, &[], &json!({ "n": 1 }));
     // Signed at send time: let the first one go out before the reissue.
     rx.wait_for(1, WAIT);
@@ -380,7 +373,7 @@ fn a_changeover_sends_two_signatures_for_24_hours_then_one() {
         ep.slug
     );
     assert_status(&s.manage("POST", &reissue, None), 200);
-    let new = s.secret(&ep.slug, "sandbox");
+    let new = s.webhook_signing_secret(&ep.slug, "sandbox");
     s.create(&ep.slug, &ep.sandbox_key, &[], &json!({ "n": 2 }));
     let got = rx.wait_for(2, WAIT);
     assert_eq!(

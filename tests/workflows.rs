@@ -8,7 +8,7 @@
 //!   endpoint → integrate and test → submit a deploy request → after the owner deploys, get
 //!   the notification and take the production key, which now works.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -1,7 +1,6 @@
 //! A real headless Chromium for end-to-end tests of the dashboard, driven over the DevTools
-//! protocol (the `headless_chrome` crate) from the Rust test suite. Only the browser tests
-//! include it (`#[path = "common/browser.rs"] mod browser;`), so the other test binaries do
-//! not link the browser client.
+//! protocol (the `headless_chrome` crate) from the Rust test suite, used by the
+//! `dashboard_*` tests.
 //!
 //! [`Browser::start`] launches Debian's `chromium` (installed by `.ci/run`) with a fresh
 //! profile and the flags it needs on a closed network. Each [`Session`] is a browser

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod backup;
+pub mod browser;
 pub mod ca;
 pub mod in_process;
 pub mod postgres;
@@ -895,6 +896,23 @@ impl ServerClient {
 
     pub fn base_url(&self) -> String {
         format!("http://{}", self.addr)
+    }
+
+    /// The owner's view of an environment's webhook signing secret (asserts 200).
+    pub fn webhook_secret(&self, slug: &str, env: &str) -> Value {
+        let path = format!("/api/v1/manage/endpoints/{slug}/webhook-secrets/{env}");
+        let r = self.manage("GET", &path, None);
+        assert_status(&r, 200);
+        r.json()
+    }
+
+    /// The current signing secret (`whsec_…`) of an environment.
+    pub fn webhook_signing_secret(&self, slug: &str, env: &str) -> String {
+        let view = self.webhook_secret(slug, env);
+        match view["secret"].as_str() {
+            Some(secret) => secret.to_string(),
+            None => panic!("no secret in {view}"),
+        }
     }
 
     pub fn request(
