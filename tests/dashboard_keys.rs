@@ -349,3 +349,54 @@ fn the_owner_deletes_an_endpoint_by_typing_its_name() {
     assert_eq!(status(&s, &ep.slug, &ep.sandbox_key), 401);
     owner.assert_clean();
 }
+
+/// A refused key form comes back beside the key it was about: Revoke now from a stale tab
+/// (another tab revoked the key first, so the form is gone) and a Rotate with a grace period
+/// out of range (a tampered choice) each show their reason inside that key's panel, once,
+/// and change nothing.
+#[test]
+fn a_refused_key_form_is_answered_inside_its_panel() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Orders", &[]);
+    let path = format!("/dashboard/endpoints/{}", ep.slug);
+    let browser = Browser::start();
+    let first = browser.session(&s.base_url());
+    login(&first, OWNER_EMAIL, &s.password);
+    first.goto(&path);
+    choose_grace(&first, "sandbox-key", 3600);
+    answer_confirm(&first, true);
+    first.submit("form[action$='/keys/sandbox/rotate'] button[type=submit]");
+    let key = first.value("#sandbox-key");
+    assert_ne!(key, ep.sandbox_key);
+
+    // A second tab still shows Revoke now after the first one used it.
+    let second = browser.session(&s.base_url());
+    login(&second, OWNER_EMAIL, &s.password);
+    second.goto(&path);
+    answer_confirm(&first, true);
+    first.submit("#sandbox-key-previous button[type=submit]");
+    assert!(first.text(".flash").contains("Previous key revoked"));
+    answer_confirm(&second, true);
+    second.submit("#sandbox-key-previous button[type=submit]");
+    let errors = "document.querySelectorAll('[data-form-error]').length";
+    assert_eq!(second.eval(errors), 1);
+    let reason = second.text("#sandbox-key-panel [data-form-error]");
+    assert!(reason.contains("previous key"), "{reason}");
+    assert!(!second.exists("#sandbox-key-previous"));
+    assert_eq!(second.value("#sandbox-key"), key);
+
+    // A grace period the form does not offer: refused in the panel, the key kept.
+    second.eval(
+        "document.getElementById('sandbox-key-grace').add(new Option('a year', '31536000'), 0);
+         document.getElementById('sandbox-key-grace').value = '31536000'",
+    );
+    answer_confirm(&second, true);
+    second.submit("form[action$='/keys/sandbox/rotate'] button[type=submit]");
+    assert_eq!(second.eval(errors), 1);
+    let reason = second.text("#sandbox-key-panel [data-form-error]");
+    assert!(reason.contains("grace_period_seconds"), "{reason}");
+    assert_eq!(second.value("#sandbox-key"), key);
+    assert_eq!(status(&s, &ep.slug, &key), 200);
+    assert_eq!(status(&s, &ep.slug, &ep.sandbox_key), 401);
+    second.assert_clean();
+}

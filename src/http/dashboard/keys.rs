@@ -32,7 +32,8 @@ pub struct KeyPanel {
     pub dom_id: String,
     /// What the key is, for screen readers: "Sandbox key of ada@example.com".
     pub label: String,
-    /// Where the panel's forms post: `{action}/rotate`, `{action}/revoke-previous`.
+    /// The key's path: its forms post to [`KeyPanel::rotate_action`] and
+    /// [`KeyPanel::revoke_action`].
     pub action: String,
     /// The key, on a panel of the viewer's own key only.
     pub key: Option<String>,
@@ -82,6 +83,17 @@ impl KeyPanel {
 
     pub fn grace_choices(&self) -> &'static [(u64, &'static str)] {
         &GRACE_CHOICES
+    }
+
+    /// Where the Rotate form posts (a refusal is shown beside it).
+    pub fn rotate_action(&self) -> String {
+        format!("{}/rotate", self.action)
+    }
+
+    /// Where Revoke now posts. Its refusal is shown in the panel even when the form is gone,
+    /// as it is when another tab revoked the previous key first.
+    pub fn revoke_action(&self) -> String {
+        format!("{}/revoke-previous", self.action)
     }
 }
 
