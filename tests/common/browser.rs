@@ -20,7 +20,6 @@
 //! assert!(owner.text("h1").contains("Endpoints"));
 //! owner.screenshot("endpoints");
 //! ```
-#![allow(dead_code)]
 
 use std::ffi::OsStr;
 use std::path::PathBuf;
@@ -171,11 +170,6 @@ pub struct Session<'b> {
 }
 
 impl Session<'_> {
-    /// The underlying tab, for anything the helpers do not cover.
-    pub fn tab(&self) -> &Tab {
-        &self.tab
-    }
-
     /// Opens `path` (relative to the server, or an absolute URL) and waits for the load.
     pub fn goto(&self, path: &str) {
         let url = if path.starts_with("http") {

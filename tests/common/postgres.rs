@@ -11,10 +11,11 @@
 //! When the tests run as root, the server runs as the `postgres` user the package creates
 //! (PostgreSQL refuses to run as root).
 //!
-//! This file is also compiled into the library's own tests (`store::postgres`), by path.
+//! This file is also compiled into the library's own tests (`store::postgres`), by path, which
+//! use only the shared cluster's databases: hence the `allow`.
 #![allow(dead_code)]
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -325,14 +326,6 @@ impl Cluster {
         self.run();
     }
 
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
-    pub fn addr(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.port))
-    }
-
     /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("server.log")).unwrap_or_default()
@@ -414,11 +407,6 @@ impl Cluster {
             ),
             Err(err) => eprintln!("cannot run psql to drop database {name}: {err}"),
         }
-    }
-
-    /// Whether something accepts connections on the cluster's port.
-    pub fn is_up(&self) -> bool {
-        TcpStream::connect_timeout(&self.addr(), Duration::from_millis(200)).is_ok()
     }
 }
 

@@ -18,7 +18,6 @@
 //!
 //! To test failures, [`SmtpServer::fail_with`] makes it answer every `RCPT TO` with a given
 //! code and text: `451` (or any 4xx) is temporary, `550` (any 5xx) permanent.
-#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
