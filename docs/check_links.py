@@ -39,9 +39,10 @@ def prose_blocks(text):
     in_fence = False
     block, start = [], 0
     for number, line in enumerate(text.splitlines(), start=1):
-        if FENCE.match(line):
+        fence = FENCE.match(line)
+        if fence:
             in_fence = not in_fence
-        if in_fence or FENCE.match(line) or not line.strip():
+        if in_fence or fence or not line.strip():
             if block:
                 yield start, blank_code_spans("\n".join(block))
             block = []
