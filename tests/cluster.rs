@@ -965,3 +965,102 @@ fn a_change_stream_sees_every_node_s_writes_and_resumes_on_another_node() {
         assert!(places.windows(2).all(|w| w[0] < w[1]), "{places:?}");
     }
 }
+
+#[test]
+fn a_revocation_on_one_node_ends_a_stream_on_another_before_its_next_heartbeat() {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const HEARTBEAT: Duration = Duration::from_secs(5);
+    let url = postgres::shared().database();
+    let nodes = BinaryNodes::start(
+        2,
+        &url,
+        "[stream]\ncluster_poll = \"50ms\"\nheartbeat = \"5s\"\n",
+    );
+    let ep: Endpoint = nodes.node(0).create_endpoint("revoked", &[]);
+    let member = common::add_collaborator(nodes.node(0), &ep.slug, "far@example.com", &["read"]);
+    let mut stream = common::sse::open(
+        nodes.node(1).addr(),
+        &ep.slug,
+        &member.sandbox_key,
+        None,
+        "",
+    )
+    .expect("stream on node 1");
+    // Writers on both nodes; each write is marked by whether it was sent after the
+    // revocation's answer, so committed after it.
+    let revoked = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    let after = Arc::new(Mutex::new(Vec::new()));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let client = ServerClient::new(nodes.node(w).addr(), nodes.token.clone());
+            let (slug, key) = (ep.slug.clone(), ep.sandbox_key.clone());
+            let (revoked, stop, after) = (revoked.clone(), stop.clone(), after.clone());
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let sent_after = revoked.load(Ordering::SeqCst);
+                    let id = client.create_record(&slug, &key, &json!({"w": w, "i": i}))["id"]
+                        .as_str()
+                        .expect("id")
+                        .to_string();
+                    if sent_after {
+                        after.lock().unwrap().push(id);
+                    }
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    for _ in 0..10 {
+        let event = stream
+            .next()
+            .unwrap_or_else(|| panic!("ended: {}", nodes.logs()));
+        assert_eq!(event.kind, "record.created");
+    }
+    let path = format!(
+        "/api/v1/manage/endpoints/{}/collaborators/{}",
+        ep.slug, member.id
+    );
+    let r = nodes
+        .node(0)
+        .manage("PATCH", &path, Some(&json!({"permissions": ["create"]})));
+    assert_status(&r, 200);
+    revoked.store(true, Ordering::SeqCst);
+    let revoked_at = Instant::now();
+    let mut received = Vec::new();
+    let error = loop {
+        let event = stream
+            .next()
+            .unwrap_or_else(|| panic!("closed without stream.error: {}", nodes.logs()));
+        if event.kind == "stream.error" {
+            break event.data;
+        }
+        received.push(event.data["data"]["id"].as_str().expect("id").to_string());
+    };
+    let took = revoked_at.elapsed();
+    assert!(
+        stream.next().is_none(),
+        "the stream went on after its error"
+    );
+    while after.lock().unwrap().len() < 20 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    stop.store(true, Ordering::SeqCst);
+    for writer in writers {
+        writer.join().expect("writer");
+    }
+    assert_eq!(error["error"]["code"], "missing_permission_read", "{error}");
+    assert!(
+        took < HEARTBEAT,
+        "the stream ended {took:?} after the revocation"
+    );
+    let after = after.lock().unwrap();
+    let leaked: Vec<&String> = received.iter().filter(|id| after.contains(id)).collect();
+    assert!(leaked.is_empty(), "sent after the revocation: {leaked:?}");
+    // Node 1 refuses the key's data calls too.
+    let r = nodes.node(1).list(&ep.slug, &member.sandbox_key, "");
+    common::assert_error(&r, 403, "missing_permission_read");
+}

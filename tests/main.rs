@@ -36,6 +36,7 @@ mod reverse_proxy;
 mod search;
 mod security;
 mod stream;
+mod stream_access;
 mod telemetry;
 mod tls;
 mod webhook_egress;

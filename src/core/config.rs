@@ -604,6 +604,9 @@ pub struct StreamConfig {
     /// On a shared store: how often a stream looks for events committed by other nodes.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub cluster_poll: Duration,
+    /// Streams this node holds open in all; one more is refused with 503. Unset: half of
+    /// `[http] max_connections`, so streams never take the connections data calls need.
+    pub max_total: Option<usize>,
 }
 
 impl Default for StreamConfig {
@@ -614,11 +617,17 @@ impl Default for StreamConfig {
             buffer_kb: 256,
             slow_reader_timeout: Duration::from_secs(30),
             cluster_poll: Duration::from_millis(250),
+            max_total: None,
         }
     }
 }
 
 impl StreamConfig {
+    /// The most streams a node holds open: `max_total`, or half of the connections it serves.
+    pub fn total_cap(&self, max_connections: usize) -> usize {
+        self.max_total.unwrap_or((max_connections / 2).max(1))
+    }
+
     fn validate(&self) -> Result<(), String> {
         if self.heartbeat < Duration::from_millis(10) {
             return Err("stream.heartbeat must be at least \"10ms\"".into());
@@ -1018,6 +1027,17 @@ impl Config {
         self.http.validate()?;
         self.storage.validate()?;
         self.stream.validate()?;
+        if self
+            .stream
+            .max_total
+            .is_some_and(|total| total == 0 || total >= self.http.max_connections)
+        {
+            return Err(
+                "stream.max_total must be at least 1 and below http.max_connections, which \
+                 data calls need too"
+                    .into(),
+            );
+        }
         self.telemetry.validate()?;
         if !(0..=19).contains(&self.search.indexer_nice) {
             return Err("search.indexer_nice must be from 0 to 19".into());

@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Deserializer, Serialize};
+use tokio::sync::watch;
 
 use crate::core::clock::Timestamp;
 use crate::core::crypto::{Sealer, key_id, secret_hash};
@@ -26,7 +27,7 @@ use crate::domain::handles::Handles;
 use crate::domain::webhooks;
 use crate::store::{
     AccountRow, ApiKeyRow, CollaboratorRow, EndpointRow, Environment, IdKind, KeyHolder,
-    Permission, ReadTx, Role, WriteTx, partition,
+    Permission, ReadTx, Role, Store, WriteTx, partition,
 };
 
 const MAX_NAME_CHARS: usize = 100;
@@ -132,13 +133,107 @@ struct CachedKey {
     suspended: bool,
 }
 
+impl CachedKey {
+    /// The rule of every data call, and of every check of an open stream: the key must not be
+    /// past its grace period (by the server's clock, cached or not) and belong to the endpoint
+    /// named by `slug` (404 otherwise, so a key reveals nothing about other endpoints), the
+    /// endpoint must be active (403), the key holder's account not suspended (403), a
+    /// production key needs a deployed endpoint (403), and a collaboration key needs `needed`
+    /// (403; `None`: any permission will do).
+    fn allows(&self, slug: &str, needed: Option<Permission>, now: Timestamp) -> Result<DataAccess> {
+        if self.key.expires_at.is_some_and(|end| end <= now) {
+            return Err(Error::InvalidApiKey);
+        }
+        let endpoint = &self.endpoint;
+        if endpoint.slug != slug {
+            return Err(Error::EndpointNotFound);
+        }
+        if !endpoint.active {
+            return Err(Error::EndpointInactive);
+        }
+        if self.suspended {
+            return Err(Error::AccountSuspended);
+        }
+        if self.key.environment == Environment::Production && !endpoint.deployed {
+            return Err(Error::EndpointNotDeployed);
+        }
+        if let (Some(needed), Some(permissions)) = (needed, &self.permissions)
+            && !permissions.contains(&needed)
+        {
+            return Err(Error::MissingPermission(needed));
+        }
+        Ok(DataAccess {
+            partition: partition(endpoint.id, self.key.environment),
+            environment: self.key.environment,
+            key_id: self.key.key_id.clone(),
+            holder: holder_of(&self.key),
+            endpoint: endpoint.clone(),
+        })
+    }
+}
+
+/// What a read that outlives its request (a change stream) keeps to ask again whether its key
+/// still allows it: the key's lookup hash (never the key itself), the endpoint's slug and the
+/// permission the read needs.
+#[derive(Clone, Debug)]
+pub struct KeyGrant {
+    hash: [u8; 32],
+    slug: String,
+    needed: Permission,
+}
+
+impl KeyGrant {
+    pub fn new(key: &str, slug: &str, needed: Permission) -> KeyGrant {
+        KeyGrant {
+            hash: secret_hash(key),
+            slug: slug.to_string(),
+            needed,
+        }
+    }
+}
+
+/// A key found still allowed by [`recheck`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rechecked {
+    /// The access version of the snapshot it was checked in (`EndpointsRead::access_version`).
+    pub access_version: u64,
+    /// When the key stops working (a replaced key's grace period), if it does.
+    pub expires_at: Option<Timestamp>,
+}
+
+/// Checks `grant` again with the rule of a new data call, in a fresh snapshot of the store and
+/// never from the access cache, which a change that just committed may not have cleared yet.
+/// The error is the one a data call with the key would get now.
+pub fn recheck(store: &dyn Store, grant: &KeyGrant, now: Timestamp) -> Result<Rechecked> {
+    let snapshot = store.read()?;
+    let access_version = snapshot.access_version()?;
+    let resolved = resolve_key_in(&*snapshot, &grant.hash)?.ok_or(Error::InvalidApiKey)?;
+    resolved.allows(&grant.slug, Some(grant.needed), now)?;
+    Ok(Rechecked {
+        access_version,
+        expires_at: resolved.key.expires_at,
+    })
+}
+
 /// Keys resolved since the last change to any endpoint or key; clones share one cache.
 ///
 /// Per node: with several nodes on one store, every node's cache is cleared by the
 /// after-commit path of a change made on any node (`domain::handles::AfterCommit`).
-#[derive(Clone, Default)]
+/// Clearing it also wakes the change streams ([`AccessCache::changes`]), which check their
+/// keys again.
+#[derive(Clone)]
 pub struct AccessCache {
     inner: Arc<RwLock<CacheInner>>,
+    changed: Arc<watch::Sender<()>>,
+}
+
+impl Default for AccessCache {
+    fn default() -> Self {
+        AccessCache {
+            inner: Arc::default(),
+            changed: Arc::new(watch::Sender::new(())),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -161,11 +256,19 @@ impl AccessCache {
         }
     }
 
-    /// Forgets every resolved key.
+    /// Forgets every resolved key, and tells those who follow [`AccessCache::changes`].
     pub fn invalidate(&self) {
-        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        inner.generation += 1;
-        inner.entries.clear();
+        {
+            let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+            inner.generation += 1;
+            inner.entries.clear();
+        }
+        self.changed.send_replace(());
+    }
+
+    /// Marked changed whenever the cache is cleared: access may have changed.
+    pub fn changes(&self) -> watch::Receiver<()> {
+        self.changed.subscribe()
     }
 }
 
@@ -465,39 +568,7 @@ impl Endpoints {
             return Err(Error::InvalidApiKey);
         }
         let resolved = self.resolved(&secret_hash(key))?;
-        // A replaced key's grace period ends by the server's clock, cached or not.
-        if resolved
-            .key
-            .expires_at
-            .is_some_and(|end| end <= self.handles.now())
-        {
-            return Err(Error::InvalidApiKey);
-        }
-        let endpoint = &resolved.endpoint;
-        if endpoint.slug != slug {
-            return Err(Error::EndpointNotFound);
-        }
-        if !endpoint.active {
-            return Err(Error::EndpointInactive);
-        }
-        if resolved.suspended {
-            return Err(Error::AccountSuspended);
-        }
-        if resolved.key.environment == Environment::Production && !endpoint.deployed {
-            return Err(Error::EndpointNotDeployed);
-        }
-        if let (Some(needed), Some(permissions)) = (needed, &resolved.permissions)
-            && !permissions.contains(&needed)
-        {
-            return Err(Error::MissingPermission(needed));
-        }
-        Ok(DataAccess {
-            partition: partition(endpoint.id, resolved.key.environment),
-            environment: resolved.key.environment,
-            key_id: resolved.key.key_id.clone(),
-            holder: holder_of(&resolved.key),
-            endpoint: endpoint.clone(),
-        })
+        resolved.allows(slug, needed, self.handles.now())
     }
 
     /// The id and holder of an existing key, for logging a call it made that was refused
@@ -513,33 +584,7 @@ impl Endpoints {
 
     /// Everything a key allows, read from one snapshot.
     fn resolve_key(&self, hash: &[u8; 32]) -> Result<Option<CachedKey>> {
-        let snapshot = self.handles.store.read()?;
-        let Some(key) = snapshot.api_key(hash)? else {
-            return Ok(None);
-        };
-        let Some(endpoint) = snapshot
-            .endpoint(key.endpoint_id)?
-            .filter(|e| e.deleted_at.is_none())
-        else {
-            return Ok(None);
-        };
-        let (permissions, suspended) = match key.collaborator_id {
-            None => (None, false),
-            Some(account_id) => {
-                // Removed collaborators' keys are deleted with them; be safe anyway.
-                let Some(collaborator) = snapshot.collaborator(endpoint.id, account_id)? else {
-                    return Ok(None);
-                };
-                let suspended = snapshot.account(account_id)?.is_none_or(|a| a.suspended);
-                (Some(collaborator.permissions), suspended)
-            }
-        };
-        Ok(Some(CachedKey {
-            key,
-            endpoint: Arc::new(endpoint),
-            permissions,
-            suspended,
-        }))
+        resolve_key_in(&*self.handles.store.read()?, hash)
     }
 
     /// The endpoint id for a slug, whoever owns it (for request logging of refused calls);
@@ -802,4 +847,35 @@ fn valid_required_fields(fields: Vec<String>) -> Result<Vec<String>> {
         }
     }
     Ok(fields)
+}
+
+/// Everything the key with this hash allows, read from `snapshot`; `None` when there is no
+/// such key (or its endpoint is deleted).
+fn resolve_key_in(snapshot: &dyn ReadTx, hash: &[u8; 32]) -> Result<Option<CachedKey>> {
+    let Some(key) = snapshot.api_key(hash)? else {
+        return Ok(None);
+    };
+    let Some(endpoint) = snapshot
+        .endpoint(key.endpoint_id)?
+        .filter(|e| e.deleted_at.is_none())
+    else {
+        return Ok(None);
+    };
+    let (permissions, suspended) = match key.collaborator_id {
+        None => (None, false),
+        Some(account_id) => {
+            // Removed collaborators' keys are deleted with them; be safe anyway.
+            let Some(collaborator) = snapshot.collaborator(endpoint.id, account_id)? else {
+                return Ok(None);
+            };
+            let suspended = snapshot.account(account_id)?.is_none_or(|a| a.suspended);
+            (Some(collaborator.permissions), suspended)
+        }
+    };
+    Ok(Some(CachedKey {
+        key,
+        endpoint: Arc::new(endpoint),
+        permissions,
+        suspended,
+    }))
 }

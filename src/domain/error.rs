@@ -107,6 +107,9 @@ pub enum Error {
     )]
     TooManyStreams(usize),
 
+    #[error("This server holds as many open streams as it may; retry later, or read with poll.")]
+    StreamsAtCapacity,
+
     // 5xx
     #[error("Storage is temporarily unavailable; retry with backoff.")]
     Unavailable(String),

@@ -33,7 +33,27 @@
 //! connection is cut. Events are read from the store in pages, and the readers of a
 //! partition share the frames they read ([`Feed`]): a hundred readers at the newest event
 //! cost one store read per commit, not a hundred, and readers a burst of writes left behind
-//! together share their reads too. An API key holds at most `max_per_key` streams.
+//! together share their reads too.
+//!
+//! **Slots.** A key holder (the owner, or one collaborator) holds at most `max_per_key` streams
+//! of one endpoint's environment, whichever of their keys opened them, so replacing a key
+//! does not free its streams' slots; and the node holds at most `max_total` streams in all,
+//! fewer than the connections it serves, so streams never take the connections data calls
+//! need.
+//!
+//! **Access, for as long as a stream is open.** A stream is authorised like any data call when
+//! it opens, and again, in a fresh snapshot of the store and with the same rule
+//! ([`endpoints::recheck`]), whenever access may have changed: when this node's access cache
+//! is cleared (after any change of a key, collaborator, endpoint or account, made here or, on
+//! a shared store, on another node), at every heartbeat, and before it sends an event read in a
+//! snapshot whose access version is newer than the one its key was last checked at. Every
+//! change of access raises that version in its own commit (`EndpointsRead::access_version`),
+//! and an event is sent only if its key was allowed at a version at least that of the
+//! snapshot it was read in, and only before the key's grace period ends: so an event
+//! committed after a change that takes the stream's access away is never sent on it. When
+//! the check fails, the stream ends with a `stream.error` event carrying the code a data call
+//! with the key would get now (`invalid_api_key`, `missing_permission_read`,
+//! `endpoint_inactive`, …).
 //!
 //! **Wake-ups.** The ingest writer tells [`Streams::committed`] which partitions each commit
 //! wrote to; a stream waits for that, its heartbeat, or, on a store shared by several nodes,
@@ -49,15 +69,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 
+use crate::core::clock::SharedClock;
 use crate::core::config::StreamConfig;
 use crate::core::cursor::{self, CursorKind, Position};
 use crate::core::metrics::Metrics;
-use crate::domain::endpoints::DataAccess;
+use crate::domain::endpoints::{self, DataAccess, KeyGrant, Rechecked};
 use crate::domain::error::{Error, Result};
 use crate::domain::webhooks::deliveries::{EventContent, event_json, event_type};
 use crate::store::events::StoredEvent;
 use crate::store::records::ChangeKind;
-use crate::store::{Environment, Store, StoreError, time_key};
+use crate::store::{Environment, KeyHolder, Store, StoreError, time_key};
 
 /// Most events one store read takes.
 const PAGE_EVENTS: usize = 128;
@@ -79,13 +100,32 @@ pub struct Streams {
     inner: Arc<Inner>,
 }
 
+/// What [`Streams`] is made of.
+pub struct StreamParts {
+    pub store: Arc<dyn Store>,
+    pub clock: SharedClock,
+    pub settings: StreamConfig,
+    /// Most streams open on this node at once.
+    pub max_total: usize,
+    pub metrics: Arc<Metrics>,
+    /// Marked changed whenever access may have changed (`AccessCache::changes`).
+    pub access_changes: watch::Receiver<()>,
+    /// The stable code of an error, as a data call would answer it (`http::error`).
+    pub error_code: fn(&Error) -> &'static str,
+}
+
 struct Inner {
-    store: Arc<dyn Store>,
-    settings: StreamConfig,
-    metrics: Arc<Metrics>,
+    parts: StreamParts,
     feeds: Mutex<HashMap<u64, Weak<Feed>>>,
-    open_per_key: Mutex<HashMap<String, usize>>,
+    slots: Mutex<Slots>,
     closing: watch::Sender<bool>,
+}
+
+/// The streams open on this node: per key holder and partition, and in all.
+#[derive(Default)]
+struct Slots {
+    per_holder: HashMap<(u64, KeyHolder), usize>,
+    total: usize,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -153,14 +193,12 @@ struct Chunk {
 }
 
 impl Streams {
-    pub fn new(store: Arc<dyn Store>, settings: StreamConfig, metrics: Arc<Metrics>) -> Streams {
+    pub fn new(parts: StreamParts) -> Streams {
         Streams {
             inner: Arc::new(Inner {
-                store,
-                settings,
-                metrics,
+                parts,
                 feeds: Mutex::new(HashMap::new()),
-                open_per_key: Mutex::new(HashMap::new()),
+                slots: Mutex::new(Slots::default()),
                 closing: watch::Sender::new(false),
             }),
         }
@@ -184,15 +222,24 @@ impl Streams {
 
     /// How many streams are open on this node.
     pub fn open_count(&self) -> usize {
-        lock(&self.inner.open_per_key).values().sum()
+        lock(&self.inner.slots).total
     }
 
     /// Opens a stream of `access`'s partition after `last_event_id` (an event id this stream
-    /// sent), or from now on. Refused when the key holds its most streams already, or when
-    /// the id is older than the events kept.
-    pub fn open(&self, access: &DataAccess, last_event_id: Option<&str>) -> Result<StreamBody> {
+    /// sent), or from now on; `grant` is checked again for as long as it is open. Refused when
+    /// the key no longer allows it, when its holder or the node holds its most streams
+    /// already, or when the id is older than the events kept.
+    pub fn open(
+        &self,
+        access: &DataAccess,
+        grant: KeyGrant,
+        last_event_id: Option<&str>,
+    ) -> Result<StreamBody> {
+        let parts = &self.inner.parts;
         let partition = access.partition;
-        let bounds = self.inner.store.event_bounds(partition)?;
+        // The access version the stream starts from, read from the store, not the cache.
+        let checked = endpoints::recheck(parts.store.as_ref(), &grant, parts.clock.now())?;
+        let bounds = parts.store.event_bounds(partition)?;
         let start = match last_event_id {
             Some(text) => {
                 cursor::decode(CursorKind::Stream, partition, text.trim())
@@ -207,9 +254,9 @@ impl Streams {
         if start < bounds.trimmed {
             return Err(Error::StreamCursorExpired);
         }
-        let slot = Slot::take(&self.inner, &access.key_id)?;
+        let slot = Slot::take(&self.inner, (partition, access.holder))?;
         let feed = self.feed(access);
-        let capacity = (self.inner.settings.buffer_kb * 1024).max(FINAL_FRAME_BYTES * 2);
+        let capacity = (parts.settings.buffer_kb * 1024).max(FINAL_FRAME_BYTES * 2);
         let budget = Arc::new(Semaphore::new(capacity));
         let reserve = budget
             .clone()
@@ -225,13 +272,15 @@ impl Streams {
             reserve: Some(reserve),
             last_word: Some(last_word_tx),
             cut: Some(cut_tx),
-            slow_after: self.inner.settings.slow_reader_timeout,
+            slow_after: parts.settings.slow_reader_timeout,
         };
         let pump = Pump {
             inner: self.inner.clone(),
             feed,
             position: start,
             outbox,
+            grant,
+            checked,
             _slot: slot,
         };
         tokio::spawn(pump.run());
@@ -261,34 +310,41 @@ impl Streams {
     }
 }
 
-/// One of the streams an API key holds open; given back when the stream ends.
+/// One of the streams a key holder holds open on a partition; given back when the stream
+/// ends.
 struct Slot {
     inner: Arc<Inner>,
-    key_id: String,
+    holder: (u64, KeyHolder),
 }
 
 impl Slot {
-    fn take(inner: &Arc<Inner>, key_id: &str) -> Result<Slot> {
-        let mut open = lock(&inner.open_per_key);
-        let count = open.entry(key_id.to_string()).or_insert(0);
-        if *count >= inner.settings.max_per_key {
-            return Err(Error::TooManyStreams(inner.settings.max_per_key));
+    fn take(inner: &Arc<Inner>, holder: (u64, KeyHolder)) -> Result<Slot> {
+        let parts = &inner.parts;
+        let mut slots = lock(&inner.slots);
+        let held = slots.per_holder.get(&holder).copied().unwrap_or(0);
+        if held >= parts.settings.max_per_key {
+            return Err(Error::TooManyStreams(parts.settings.max_per_key));
         }
-        *count += 1;
+        if slots.total >= parts.max_total {
+            return Err(Error::StreamsAtCapacity);
+        }
+        *slots.per_holder.entry(holder).or_insert(0) += 1;
+        slots.total += 1;
         Ok(Slot {
             inner: inner.clone(),
-            key_id: key_id.to_string(),
+            holder,
         })
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        let mut open = lock(&self.inner.open_per_key);
-        if let Some(count) = open.get_mut(&self.key_id) {
+        let mut slots = lock(&self.inner.slots);
+        slots.total -= 1;
+        if let Some(count) = slots.per_holder.get_mut(&self.holder) {
             *count -= 1;
             if *count == 0 {
-                open.remove(&self.key_id);
+                slots.per_holder.remove(&self.holder);
             }
         }
     }
@@ -297,7 +353,17 @@ impl Drop for Slot {
 /// One event as it goes on the wire.
 struct Frame {
     position: u128,
+    /// The access version of the snapshot the event was read in.
+    access_version: u64,
     text: Bytes,
+}
+
+/// What a stream reads at its place in the feed.
+struct Batch {
+    /// The frames after the place, oldest first (none when there are none yet).
+    frames: Vec<Arc<Frame>>,
+    /// The access version of the snapshot read to answer, when the store was read.
+    read_at: Option<u64>,
 }
 
 /// What the streams of one partition share: a wake-up on each commit to it, and the frames
@@ -346,12 +412,12 @@ impl From<StoreError> for ReadError {
 }
 
 impl Feed {
-    /// The frames of the events after `after`, oldest first (none when there are none yet).
+    /// The frames of the events after `after`.
     async fn frames_after(
         &self,
         store: &dyn Store,
         after: u128,
-    ) -> std::result::Result<Vec<Arc<Frame>>, ReadError> {
+    ) -> std::result::Result<Batch, ReadError> {
         let mut shared = self.shared.lock().await;
         shared.uses += 1;
         let now = shared.uses;
@@ -360,17 +426,22 @@ impl Feed {
         {
             segment.last_used = now;
             let from = segment.frames.partition_point(|f| f.position <= after);
-            return Ok(segment.frames[from..]
+            let frames = segment.frames[from..]
                 .iter()
                 .take(PAGE_EVENTS)
                 .cloned()
-                .collect());
+                .collect();
+            return Ok(Batch {
+                frames,
+                read_at: None,
+            });
         }
         // Nobody has read past `after` yet: one read serves every stream that comes here
         // (they wait on the lock meanwhile).
-        let frames = self.read(store, after)?;
+        let (frames, access_version) = self.read(store, after)?;
+        let read_at = Some(access_version);
         let Some(last) = frames.last().map(|f| f.position) else {
-            return Ok(frames);
+            return Ok(Batch { frames, read_at });
         };
         let bytes: usize = frames.iter().map(|f| f.text.len()).sum();
         shared.bytes += bytes;
@@ -409,25 +480,33 @@ impl Feed {
                 shared.bytes -= gone.bytes;
             }
         }
-        Ok(frames)
+        Ok(Batch { frames, read_at })
     }
 
+    /// The frames of one page of events after `after`, and the access version of the snapshot
+    /// they were read in.
     fn read(
         &self,
         store: &dyn Store,
         after: u128,
-    ) -> std::result::Result<Vec<Arc<Frame>>, ReadError> {
+    ) -> std::result::Result<(Vec<Arc<Frame>>, u64), ReadError> {
         let page = store.events_after(self.partition, after, PAGE_EVENTS, PAGE_BYTES)?;
         if after < page.trimmed {
             return Err(ReadError::Expired);
         }
-        page.events
+        let frames = page
+            .events
             .iter()
-            .map(|event| Ok(Arc::new(self.frame(event)?)))
-            .collect()
+            .map(|event| Ok(Arc::new(self.frame(event, page.access_version)?)))
+            .collect::<std::result::Result<_, StoreError>>()?;
+        Ok((frames, page.access_version))
     }
 
-    fn frame(&self, event: &StoredEvent) -> std::result::Result<Frame, StoreError> {
+    fn frame(
+        &self,
+        event: &StoredEvent,
+        access_version: u64,
+    ) -> std::result::Result<Frame, StoreError> {
         let payload = match (event.kind, &event.record) {
             (ChangeKind::Deleted, _) | (_, None) => None,
             (_, Some((_, payload))) => Some(payload.as_slice()),
@@ -451,6 +530,7 @@ impl Feed {
         let kind = event_type(event.kind).as_str();
         Ok(Frame {
             position: event.position,
+            access_version,
             text: Bytes::from(format!("id: {id}\nevent: {kind}\ndata: {json}\n\n")),
         })
     }
@@ -539,15 +619,25 @@ struct Pump {
     /// The last event sent (or where the stream started).
     position: u128,
     outbox: Outbox,
+    /// What its key must still allow.
+    grant: KeyGrant,
+    /// The last check that found it allowed.
+    checked: Rechecked,
     _slot: Slot,
 }
 
+/// The frame that ends a stream whose key no longer allows it (or could not be checked).
+struct Refusal(String);
+
 impl Pump {
     async fn run(mut self) {
-        let settings = self.inner.settings.clone();
-        let shared_store = self.inner.store.cluster().is_some();
+        let parts = &self.inner.parts;
+        let settings = parts.settings.clone();
+        let shared_store = parts.store.cluster().is_some();
         let mut changed = self.feed.changed.subscribe();
         let mut closing = self.inner.closing.subscribe();
+        let mut access_changes = parts.access_changes.clone();
+        access_changes.mark_unchanged();
         let opening = Bytes::from(format!("retry: {RECONNECT_MS}\n: stream open\n\n"));
         if self.outbox.send(opening).await.is_err() {
             return;
@@ -560,13 +650,22 @@ impl Pump {
                     .finish(": the server is stopping; reconnect\n\n".into());
                 return;
             }
-            let frames = self
+            if access_changes.has_changed().unwrap_or(false) {
+                access_changes.mark_unchanged();
+                if let Err(refusal) = self.check_again() {
+                    return self.refuse(refusal);
+                }
+            }
+            let read = self
                 .feed
-                .frames_after(self.inner.store.as_ref(), self.position)
+                .frames_after(self.inner.parts.store.as_ref(), self.position)
                 .await;
-            match frames {
-                Ok(frames) if !frames.is_empty() => {
-                    for frame in frames {
+            match read {
+                Ok(batch) if !batch.frames.is_empty() => {
+                    for frame in batch.frames {
+                        if let Err(refusal) = self.may_send(frame.access_version) {
+                            return self.refuse(refusal);
+                        }
                         match self.outbox.send(frame.text.clone()).await {
                             Ok(()) => self.position = frame.position,
                             Err(SendError::Slow) => return self.too_slow().await,
@@ -576,7 +675,15 @@ impl Pump {
                     quiet_since = tokio::time::Instant::now();
                     continue;
                 }
-                Ok(_) => {}
+                Ok(batch) => {
+                    // Nothing new, but a snapshot that saw a change of access (made on
+                    // another node, say) is a reason to check now.
+                    if let Some(version) = batch.read_at
+                        && let Err(refusal) = self.may_send(version)
+                    {
+                        return self.refuse(refusal);
+                    }
+                }
                 Err(ReadError::Expired) => {
                     self.outbox.finish(error_frame(
                         "stream_cursor_expired",
@@ -586,19 +693,21 @@ impl Pump {
                 }
                 Err(ReadError::Store(err)) => {
                     log::error!("stream of partition {}: {err}", self.feed.partition);
-                    self.outbox.finish(error_frame(
-                        "storage_unavailable",
-                        "Storage is temporarily unavailable; reconnect with Last-Event-ID.",
-                    ));
-                    return;
+                    return self.refuse(Refusal(unavailable_frame()));
                 }
             }
             let heartbeat_at = quiet_since + settings.heartbeat;
             tokio::select! {
                 _ = changed.changed() => {}
                 _ = closing.changed() => {}
+                _ = access_changes.changed() => {}
                 _ = tokio::time::sleep(settings.cluster_poll), if shared_store => {}
                 _ = tokio::time::sleep_until(heartbeat_at) => {
+                    // Every heartbeat checks the key again too: a grace period ends by the
+                    // clock, with no change to wake the stream.
+                    if let Err(refusal) = self.check_again() {
+                        return self.refuse(refusal);
+                    }
                     match self.outbox.send(Bytes::from_static(b": heartbeat\n\n")).await {
                         Ok(()) => quiet_since = tokio::time::Instant::now(),
                         Err(SendError::Slow) => return self.too_slow().await,
@@ -610,15 +719,57 @@ impl Pump {
         }
     }
 
+    /// Whether something read in a snapshot at `access_version` may be sent now: only if the
+    /// key was found allowed at that version or a later one (else it is checked again) and
+    /// its grace period, if it has one, has not ended.
+    fn may_send(&mut self, access_version: u64) -> std::result::Result<(), Refusal> {
+        let expired = self
+            .checked
+            .expires_at
+            .is_some_and(|end| end <= self.inner.parts.clock.now());
+        if access_version > self.checked.access_version || expired {
+            self.check_again()?;
+        }
+        Ok(())
+    }
+
+    /// Checks the key again in a fresh snapshot, with the rule of a new data call.
+    fn check_again(&mut self) -> std::result::Result<(), Refusal> {
+        let parts = &self.inner.parts;
+        match endpoints::recheck(parts.store.as_ref(), &self.grant, parts.clock.now()) {
+            Ok(checked) => {
+                self.checked = checked;
+                Ok(())
+            }
+            Err(Error::Unavailable(cause)) => {
+                log::error!("stream of partition {}: {cause}", self.feed.partition);
+                Err(Refusal(unavailable_frame()))
+            }
+            Err(err) => {
+                let code = (parts.error_code)(&err);
+                log::info!(
+                    "a stream of partition {} was ended: its key no longer allows it ({code})",
+                    self.feed.partition
+                );
+                Err(Refusal(error_frame(code, &err.to_string())))
+            }
+        }
+    }
+
+    fn refuse(mut self, refusal: Refusal) {
+        self.outbox.finish(refusal.0);
+    }
+
     async fn too_slow(mut self) {
-        self.inner
+        let parts = &self.inner.parts;
+        parts
             .metrics
             .stream_slow_readers
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         log::info!(
             "a stream of partition {} was disconnected: its reader took nothing for {:?}",
             self.feed.partition,
-            self.inner.settings.slow_reader_timeout
+            parts.settings.slow_reader_timeout
         );
         self.outbox
             .give_up(error_frame(
@@ -627,4 +778,12 @@ impl Pump {
             ))
             .await;
     }
+}
+
+/// The frame that ends a stream the store failed.
+fn unavailable_frame() -> String {
+    error_frame(
+        "storage_unavailable",
+        "Storage is temporarily unavailable; reconnect with Last-Event-ID.",
+    )
 }

@@ -57,6 +57,12 @@ pub fn status_and_code(err: &HttpError) -> (StatusCode, &'static str) {
     }
 }
 
+/// The stable code of a service error: what a change stream that ends with an error event
+/// names (`domain::stream`).
+pub fn service_code(err: &Error) -> &'static str {
+    service_status_and_code(err).1
+}
+
 fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
     use Error::*;
     match err {
@@ -123,6 +129,7 @@ fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
         StreamCursorExpired => (StatusCode::GONE, "stream_cursor_expired"),
         UsageLimitExceeded { .. } => (StatusCode::TOO_MANY_REQUESTS, "usage_limit_exceeded"),
         TooManyStreams(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_streams"),
+        StreamsAtCapacity => (StatusCode::SERVICE_UNAVAILABLE, "streams_at_capacity"),
         TooManyLoginAttempts { .. } => (StatusCode::TOO_MANY_REQUESTS, "too_many_login_attempts"),
         MailNotFound => (StatusCode::NOT_FOUND, "mail_not_found"),
         IdempotencyConflict => (StatusCode::CONFLICT, "idempotency_key_conflict"),
@@ -205,7 +212,10 @@ pub fn response(err: &HttpError, request_id: &str) -> Response {
             .headers_mut()
             .insert(http::header::RETRY_AFTER, (*retry_after_secs).into());
     }
-    if matches!(err, Error::Unavailable(_) | Error::ShuttingDown) {
+    if matches!(
+        err,
+        Error::Unavailable(_) | Error::ShuttingDown | Error::StreamsAtCapacity
+    ) {
         response.headers_mut().insert(
             http::header::RETRY_AFTER,
             http::HeaderValue::from_static("1"),

@@ -48,7 +48,7 @@ use crate::workers::{cluster, compression, ingest};
 use crate::core::telemetry::Telemetry;
 use crate::core::ticker::Ticker;
 use crate::domain::sessions::{self, LoginLimiter, LoginThrottle, SharedLoginLimiter};
-use crate::domain::stream::Streams;
+use crate::domain::stream::{StreamParts, Streams};
 use crate::domain::usage::Usage;
 use crate::domain::{endpoint_deletion, jobs, keys, retention};
 use crate::server::tls::{Tls, TlsError};
@@ -328,7 +328,15 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
             &config.webhooks,
         )
         .map_err(spawn_err)?;
-    let streams = Streams::new(store.clone(), config.stream.clone(), metrics.clone());
+    let streams = Streams::new(StreamParts {
+        store: store.clone(),
+        clock: clock.clone(),
+        settings: config.stream.clone(),
+        max_total: config.stream.total_cap(config.http.max_connections),
+        metrics: metrics.clone(),
+        access_changes: access_cache.changes(),
+        error_code: crate::http::error::service_code,
+    });
     let (ingest, writer) = ingest::start(store.clone(), metrics.clone(), telemetry.clone(), {
         let (indexer, wakers, streams) = (indexer.clone(), wakers.clone(), streams.clone());
         // Each commit appends to the change log the indexer follows; what else it requires

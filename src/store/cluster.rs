@@ -93,8 +93,4 @@ pub trait ClusterStore: Send + Sync {
         email: &str,
         address: Option<IpAddr>,
     ) -> Result<(), StoreError>;
-
-    /// A number that changes whenever any node changes who may call what (an endpoint, a key,
-    /// a collaborator, an account): each node clears its access cache when it sees it change.
-    fn access_version(&self) -> Result<u64, StoreError>;
 }

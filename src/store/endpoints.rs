@@ -2,11 +2,18 @@
 //! the audit log of every change.
 //!
 //! Every write that changes what a data call may do (an endpoint, its slug, a key, a
-//! collaborator) reports `access_changed`, so the access caches are cleared after its commit.
+//! collaborator, an account) reports `access_changed`, so the access caches are cleared after
+//! its commit, and raises the access version in the same commit, so a reader of a snapshot
+//! can tell whether access changed since (`domain::stream` re-checks an open stream's key).
 
 use crate::store::{ApiKeyRow, AuditRow, CollaboratorRow, EndpointRow, InvitationRow, StoreError};
 
 pub trait EndpointsRead {
+    /// A number that every commit reporting `access_changed` raises, read in this snapshot:
+    /// a reader that saw version `v` beside some data knows that no change of access
+    /// committed after that data was written unless the version has moved since.
+    fn access_version(&self) -> Result<u64, StoreError>;
+
     fn endpoint(&self, id: u64) -> Result<Option<EndpointRow>, StoreError>;
 
     /// The id of the endpoint with this slug.

@@ -45,6 +45,10 @@ pub struct EventPage {
     pub events: Vec<StoredEvent>,
     /// Positions below this may have missed purged events (see [`EventBounds::trimmed`]).
     pub trimmed: u128,
+    /// The access version of the snapshot (`EndpointsRead::access_version`): every change of
+    /// access committed before these events were is counted in it, so a stream whose key was
+    /// checked at this version or later may send them.
+    pub access_version: u64,
 }
 
 /// Where a partition's event log stands.

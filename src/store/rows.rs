@@ -659,7 +659,7 @@ pub struct WebhookSecretRow {
 
 /// Who holds an API key: the endpoint's owner (its default keys) or a collaborator. A request
 /// log entry keeps it as of the call, so it still names the person after the key is replaced.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KeyHolder {
     Owner,

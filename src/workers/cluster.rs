@@ -91,7 +91,8 @@ impl Beat {
         };
         let (low_water, now) = in_flight.low_water_mark(clock.as_ref());
         cluster.publish_low_water(low_water, now)?;
-        let version = cluster.access_version()?;
+        // Every node raises it in the commit of a change of access (`EndpointsRead`).
+        let version = store.read()?.access_version()?;
         if self.access_version.is_some_and(|seen| seen != version) {
             access_cache.invalidate();
         }

@@ -12,7 +12,7 @@ use warp::reply::Response;
 
 use super::CallLog;
 use crate::core::clock::Timestamp;
-use crate::domain::endpoints::DataAccess;
+use crate::domain::endpoints::{DataAccess, KeyGrant};
 use crate::domain::error::Error;
 use crate::domain::poll;
 use crate::domain::records;
@@ -150,7 +150,13 @@ pub fn stream(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> R
         })?),
         None => params.get("cursor").map(String::as_str),
     };
-    let body = app.streams.open(&access, last_event_id)?;
+    // The stream checks the key again for as long as it is open (`domain::stream`).
+    let grant = KeyGrant::new(
+        bearer(&req.headers).unwrap_or_default(),
+        slug,
+        Permission::Read,
+    );
+    let body = app.streams.open(&access, grant, last_event_id)?;
     Ok(reply::event_stream(body))
 }
 

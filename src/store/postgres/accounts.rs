@@ -185,6 +185,7 @@ mod tests {
     use super::super::{PgStore, PgTx, test_store};
     use crate::core::clock::Timestamp;
     use crate::store::accounts::AccountsStore;
+    use crate::store::endpoints::EndpointsRead;
     use crate::store::{
         AccountRow, IdKind, NotificationRow, Role, SessionRow, Store, StoreError, TokenRow, write,
     };
@@ -227,13 +228,8 @@ mod tests {
         }
     }
 
-    fn access_counter(store: &PgStore) -> i64 {
-        let tx = PgTx::read(store).unwrap();
-        let row = tx
-            .query_opt("SELECT value FROM counters WHERE name = 'access'", &[])
-            .unwrap()
-            .unwrap();
-        row.get(0)
+    fn access_counter(store: &PgStore) -> u64 {
+        PgTx::read(store).unwrap().access_version().unwrap()
     }
 
     fn insert_accounts(store: &PgStore, emails: &[&str]) -> Vec<u64> {

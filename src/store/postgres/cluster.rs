@@ -289,15 +289,6 @@ impl ClusterStore for PgStore {
         })
         .map(|(value, _)| value)
     }
-
-    fn access_version(&self) -> Result<u64, StoreError> {
-        let rows = self.statement("SELECT value FROM counters WHERE name = 'access'", &[])?;
-        let value: i64 = rows
-            .first()
-            .ok_or_else(|| StoreError::Corrupt("the access counter is missing".into()))?
-            .try_get(0)?;
-        Ok(super::unbig(value))
-    }
 }
 
 #[cfg(test)]
@@ -307,6 +298,7 @@ mod tests {
 
     use super::super::{PgTx, test_store};
     use crate::core::clock::Timestamp;
+    use crate::store::Store;
     use crate::store::cluster::{ClusterStore, LoginLimits};
 
     const SECOND: i64 = 1_000_000;
@@ -474,14 +466,15 @@ mod tests {
     #[test]
     fn the_access_version_moves_with_a_bump() {
         let store = test_store();
-        let before = store.access_version().unwrap();
+        let version = || store.read().unwrap().access_version().unwrap();
+        let before = version();
         store
             .statement(
                 "UPDATE counters SET value = value + 1 WHERE name = 'access'",
                 &[],
             )
             .unwrap();
-        assert_eq!(store.access_version().unwrap(), before + 1);
+        assert_eq!(version(), before + 1);
     }
 
     /// The configuration of `store`'s database, for a second node on it.

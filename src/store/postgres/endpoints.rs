@@ -20,6 +20,13 @@ pub(super) fn access_changed(tx: &mut PgTx) -> Result<(), StoreError> {
 }
 
 impl EndpointsRead for PgTx<'_> {
+    fn access_version(&self) -> Result<u64, StoreError> {
+        let row = self
+            .query_opt("SELECT value FROM counters WHERE name = 'access'", &[])?
+            .ok_or_else(|| StoreError::Corrupt("the access counter is missing".into()))?;
+        Ok(unbig(row.try_get(0)?))
+    }
+
     fn endpoint(&self, id: u64) -> Result<Option<EndpointRow>, StoreError> {
         self.query_opt("SELECT data FROM endpoints WHERE id = $1", &[&big(id)])?
             .map(|row| row_json(&row, 0))
@@ -251,6 +258,7 @@ mod tests {
     use std::sync::Barrier;
 
     use super::super::{PgStore, PgTx, test_store};
+    use super::EndpointsRead;
     use crate::core::clock::Timestamp;
     use crate::store::{
         ApiKeyRow, AuditRow, CollaboratorRow, EndpointRow, Environment, IdKind, InvitationRow,
@@ -334,13 +342,8 @@ mod tests {
     /// One write of a test, by name.
     type Change = fn(&mut dyn WriteTx) -> Result<(), StoreError>;
 
-    fn access_counter(store: &PgStore) -> i64 {
-        let tx = PgTx::read(store).unwrap();
-        let row = tx
-            .query_opt("SELECT value FROM counters WHERE name = 'access'", &[])
-            .unwrap()
-            .unwrap();
-        row.get(0)
+    fn access_counter(store: &PgStore) -> u64 {
+        PgTx::read(store).unwrap().access_version().unwrap()
     }
 
     #[test]
@@ -570,6 +573,6 @@ mod tests {
                 });
             }
         });
-        assert_eq!(access_counter(&store), before + 2 * EACH as i64);
+        assert_eq!(access_counter(&store), before + 2 * EACH);
     }
 }

@@ -19,6 +19,7 @@ use super::{PgStore, PgTx, big, id_from_bytes, micros, unbig};
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::store::StoreError;
+use crate::store::endpoints::EndpointsRead;
 use crate::store::events::{EventBounds, EventPage, EventsStore, StoredEvent, kind_of_code};
 
 /// Below the first position this store can hand out (transaction id 3, the first normal one).
@@ -74,6 +75,8 @@ impl EventsStore for PgStore {
         let mut page = EventPage {
             events: Vec::with_capacity(rows.len()),
             trimmed,
+            // The same snapshot as the events (REPEATABLE READ).
+            access_version: tx.access_version()?,
         };
         let mut bytes = 0;
         for row in rows {

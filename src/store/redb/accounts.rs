@@ -98,8 +98,7 @@ impl AccountsWrite for RedbWrite<'_> {
     fn put_account(&mut self, row: &AccountRow) -> Result<(), StoreError> {
         self.table(ACCOUNTS)?
             .insert(row.id, to_json(row)?.as_slice())?;
-        self.effects.access_changed = true;
-        Ok(())
+        self.access_changed()
     }
 
     fn insert_token(&mut self, hash: &[u8; 32], row: &TokenRow) -> Result<(), StoreError> {

@@ -4,13 +4,17 @@ use redb::ReadableTable;
 
 use super::tx::{RedbWrite, Tables};
 use super::{
-    API_KEYS, AUDIT, COLLABORATORS, ENDPOINT_SLUGS, ENDPOINTS, INVITATION_TOKENS, INVITATIONS,
-    from_json, to_json,
+    ACCESS_VERSION, API_KEYS, AUDIT, COLLABORATORS, ENDPOINT_SLUGS, ENDPOINTS, INVITATION_TOKENS,
+    INVITATIONS, META, from_json, read_counter, to_json,
 };
 use crate::store::endpoints::{EndpointsRead, EndpointsWrite};
 use crate::store::{ApiKeyRow, AuditRow, CollaboratorRow, EndpointRow, InvitationRow, StoreError};
 
 impl<T: Tables> EndpointsRead for T {
+    fn access_version(&self) -> Result<u64, StoreError> {
+        read_counter(&self.open(META)?, ACCESS_VERSION)
+    }
+
     fn endpoint(&self, id: u64) -> Result<Option<EndpointRow>, StoreError> {
         match self.open(ENDPOINTS)?.get(id)? {
             Some(value) => Ok(Some(from_json(value.value())?)),
@@ -131,15 +135,13 @@ impl EndpointsWrite for RedbWrite<'_> {
     fn put_endpoint(&mut self, row: &EndpointRow) -> Result<(), StoreError> {
         self.table(ENDPOINTS)?
             .insert(row.id, to_json(row)?.as_slice())?;
-        self.effects.access_changed = true;
-        Ok(())
+        self.access_changed()
     }
 
     fn insert_api_key(&mut self, hash: &[u8; 32], row: &ApiKeyRow) -> Result<(), StoreError> {
         self.table(API_KEYS)?
             .insert(hash, to_json(row)?.as_slice())?;
-        self.effects.access_changed = true;
-        Ok(())
+        self.access_changed()
     }
 
     fn put_api_key(&mut self, hash: &[u8; 32], row: &ApiKeyRow) -> Result<(), StoreError> {
@@ -148,22 +150,19 @@ impl EndpointsWrite for RedbWrite<'_> {
 
     fn delete_api_key(&mut self, hash: &[u8; 32]) -> Result<(), StoreError> {
         self.table(API_KEYS)?.remove(hash)?;
-        self.effects.access_changed = true;
-        Ok(())
+        self.access_changed()
     }
 
     fn put_collaborator(&mut self, row: &CollaboratorRow) -> Result<(), StoreError> {
         self.table(COLLABORATORS)?
             .insert((row.endpoint_id, row.account_id), to_json(row)?.as_slice())?;
-        self.effects.access_changed = true;
-        Ok(())
+        self.access_changed()
     }
 
     fn delete_collaborator(&mut self, endpoint_id: u64, account_id: u64) -> Result<(), StoreError> {
         self.table(COLLABORATORS)?
             .remove((endpoint_id, account_id))?;
-        self.effects.access_changed = true;
-        Ok(())
+        self.access_changed()
     }
 
     fn insert_invitation(

@@ -6,7 +6,7 @@
 
 use redb::{ReadableTable, WriteTransaction};
 
-use super::{EVENTS, EVENTS_TRIMMED, RECORDS, RedbStore};
+use super::{ACCESS_VERSION, EVENTS, EVENTS_TRIMMED, META, RECORDS, RedbStore, read_counter};
 use crate::core::ids::RecordId;
 use crate::store::events::{EventBounds, EventPage, EventsStore, StoredEvent, kind_of_code};
 use crate::store::{StoreError, time_from_key, time_key};
@@ -35,6 +35,7 @@ impl EventsStore for RedbStore {
         let mut page = EventPage {
             events: Vec::new(),
             trimmed: trimmed(&txn.open_table(EVENTS_TRIMMED)?, partition)?,
+            access_version: read_counter(&txn.open_table(META)?, ACCESS_VERSION)?,
         };
         let Some(from) = sequence(after).checked_add(1) else {
             return Ok(page);
@@ -245,5 +246,39 @@ mod tests {
             store.events_after(2, 0, 10, 1 << 20).unwrap().events.len(),
             1
         );
+    }
+
+    #[test]
+    fn an_event_page_carries_the_access_version_of_its_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap();
+        let version = || {
+            store
+                .events_after(1, 0, 10, 1 << 20)
+                .unwrap()
+                .access_version
+        };
+        assert_eq!(version(), 0);
+        // Two changes of access in one commit raise it once.
+        let ((), effects) = crate::store::write(&store, |tx| {
+            tx.delete_api_key(&[1; 32])?;
+            tx.delete_collaborator(1, 2)
+        })
+        .unwrap();
+        assert!(effects.access_changed);
+        assert_eq!(version(), 1);
+        // Record writes leave it alone.
+        apply(
+            &store,
+            &[RecordWrite::Create {
+                partition: 1,
+                id: rid(1_000, 1),
+                payload: b"{}".to_vec(),
+                idempotency: None,
+            }],
+        );
+        assert_eq!(version(), 1);
+        crate::store::write::<_, StoreError>(&store, |tx| tx.delete_api_key(&[2; 32])).unwrap();
+        assert_eq!(version(), 2);
     }
 }

@@ -26,6 +26,9 @@ pub const PAYLOAD_DICTIONARIES: TableDefinition<u32, &[u8]> =
 /// record's current state, so applying an entry twice has no double effect. Entries are
 /// trimmed once every reader is past them (`META` `changes_trimmed_upto`).
 pub const CHANGES: TableDefinition<u64, (u64, u128)> = TableDefinition::new("changes");
+/// `META` key of the access version: raised by every transaction that changes what a key may
+/// do (`EndpointsRead::access_version`).
+pub const ACCESS_VERSION: &str = "access_version";
 /// `META` key of the last change sequence written.
 pub const LAST_CHANGE_SEQ: &str = "last_change_seq";
 /// `META` key of the highest change sequence trimmed from `CHANGES`.

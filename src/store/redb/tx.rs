@@ -11,7 +11,7 @@ use redb::{
 use std::sync::Arc;
 
 use super::payload::PayloadCodec;
-use super::{RedbStore, next_id};
+use super::{ACCESS_VERSION, META, RedbStore, next_id, read_counter, write_counter};
 use crate::core::clock::Timestamp;
 use crate::store::{Effects, IdKind, ReadTx, Store, StoreError, StoreGauges, WriteTx};
 
@@ -72,6 +72,17 @@ impl<'t> RedbWrite<'t> {
     }
 
     /// Opens a table to change it.
+    /// Reports `access_changed` and raises the access version in this transaction (once:
+    /// the version only says "changed since").
+    pub(super) fn access_changed(&mut self) -> Result<(), StoreError> {
+        if !self.effects.access_changed {
+            let version = read_counter(&self.txn.open_table(META)?, ACCESS_VERSION)?;
+            write_counter(self.txn, ACCESS_VERSION, version + 1)?;
+            self.effects.access_changed = true;
+        }
+        Ok(())
+    }
+
     pub(super) fn table<K: Key + 'static, V: Value + 'static>(
         &self,
         table: TableDefinition<'static, K, V>,
