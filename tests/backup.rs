@@ -350,3 +350,96 @@ fn on_postgres_backups_and_restores_are_refused_naming_pg_dump() {
         200,
     );
 }
+
+#[test]
+fn a_backup_download_breaks_off_when_its_token_is_revoked() {
+    use std::io::{Read, Write};
+
+    if redb_only("backup archives hold redb's file") {
+        return;
+    }
+    let server = TestServer::start();
+    let endpoint = server.create_endpoint("Bulky", &[]);
+    // About 24 MB of payloads that barely compress: far more than the sockets buffer, so the
+    // download is still running when the token is revoked.
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    for n in 0..250 {
+        let noise: String = (0..6_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                format!("{:016x}", state)
+            })
+            .collect::<String>()
+            .chars()
+            .take(95_000)
+            .collect();
+        let r = server.post_record(
+            &endpoint.slug,
+            &endpoint.sandbox_key,
+            &json!({"n": n, "noise": noise}),
+        );
+        assert_status(&r, 202);
+    }
+    let r = server.manage(
+        "POST",
+        "/api/v1/manage/tokens",
+        Some(&json!({"name": "backups"})),
+    );
+    assert_status(&r, 201);
+    let (id, token) = (
+        r.json()["id"].as_str().unwrap().to_string(),
+        r.json()["token"].as_str().unwrap().to_string(),
+    );
+
+    // Reads a download's raw response over its own connection: `limit` bytes, or all of it.
+    let download = |token: &str, limit: Option<usize>| {
+        let mut conn = std::net::TcpStream::connect(server.addr()).expect("connect");
+        conn.set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        write!(
+            conn,
+            "POST /api/v1/manage/backups HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+             Content-Length: 0\r\nConnection: close\r\n\r\n",
+            server.addr()
+        )
+        .unwrap();
+        let mut got = Vec::new();
+        let mut buf = vec![0; 64 * 1024];
+        while limit.is_none_or(|limit| got.len() < limit) {
+            match conn.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&buf[..n]),
+            }
+        }
+        (conn, got)
+    };
+    let (mut conn, started) = download(&token, Some(64 * 1024));
+    assert!(
+        started.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&started[..200.min(started.len())])
+    );
+    let r = server.manage("DELETE", &format!("/api/v1/manage/tokens/{id}"), None);
+    assert_status(&r, 200);
+    let mut rest = Vec::new();
+    let _ = conn.read_to_end(&mut rest);
+    let broken = [started, rest].concat();
+    // The chunked body never got its last chunk: the download broke off, far from its end.
+    let (_, whole) = download(&server.owner_token, None);
+    assert!(
+        whole.ends_with(b"\r\n0\r\n\r\n"),
+        "a full download ends with its last chunk"
+    );
+    assert!(
+        !broken.ends_with(b"\r\n0\r\n\r\n"),
+        "the revoked token's download completed"
+    );
+    assert!(
+        broken.len() < whole.len() / 2,
+        "{} of {} bytes sent after the revocation",
+        broken.len(),
+        whole.len()
+    );
+}

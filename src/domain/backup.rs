@@ -16,12 +16,14 @@
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::core::clock::Timestamp;
 use crate::core::config::{REQUEST_LOG_FILE, STORE_FILE};
 use crate::core::crypto::{self, MASTER_KEY_FILE};
+use crate::domain::error::Error;
 use crate::store::Store;
 use crate::store::StoreError;
 use crate::store::backup::{BackupSource, StoreFile};
@@ -414,25 +416,37 @@ fn replace_data(data_dir: &Path, restored: &Path, key: &[u8; 32]) -> Result<(), 
         .map_err(io_err(format!("cannot sync {}", data_dir.display())))
 }
 
-/// Streams `file` in chunks read on the blocking pool.
+/// Streams `file` in chunks read on the blocking pool, each sent only if `still_allowed`
+/// allows when it is read (a store read per 256 KiB): once it refuses, the download breaks
+/// off with an error, so a credential revoked during a long download stops it.
 pub fn chunks(
     file: File,
+    still_allowed: impl Fn() -> Result<(), Error> + Send + Sync + 'static,
 ) -> impl futures_util::Stream<Item = std::io::Result<bytes::Bytes>> + Send + Sync + 'static {
     const CHUNK: usize = 256 * 1024;
-    futures_util::stream::unfold(Some(file), |file| async move {
-        let mut file = file?;
-        let read = tokio::task::spawn_blocking(move || {
-            let mut buf = vec![0; CHUNK];
-            let n = file.read(&mut buf)?;
-            buf.truncate(n);
-            Ok::<_, std::io::Error>((buf, file))
-        })
-        .await;
-        match read {
-            Ok(Ok((buf, _))) if buf.is_empty() => None,
-            Ok(Ok((buf, file))) => Some((Ok(bytes::Bytes::from(buf)), Some(file))),
-            Ok(Err(err)) => Some((Err(err), None)),
-            Err(err) => Some((Err(std::io::Error::other(err)), None)),
+    let still_allowed = Arc::new(still_allowed);
+    futures_util::stream::unfold(Some(file), move |file| {
+        let still_allowed = still_allowed.clone();
+        async move {
+            let mut file = file?;
+            if let Err(err) = still_allowed() {
+                log::info!("a backup download was broken off: {err}");
+                let refused = std::io::Error::new(std::io::ErrorKind::PermissionDenied, err);
+                return Some((Err(refused), None));
+            }
+            let read = tokio::task::spawn_blocking(move || {
+                let mut buf = vec![0; CHUNK];
+                let n = file.read(&mut buf)?;
+                buf.truncate(n);
+                Ok::<_, std::io::Error>((buf, file))
+            })
+            .await;
+            match read {
+                Ok(Ok((buf, _))) if buf.is_empty() => None,
+                Ok(Ok((buf, file))) => Some((Ok(bytes::Bytes::from(buf)), Some(file))),
+                Ok(Err(err)) => Some((Err(err), None)),
+                Err(err) => Some((Err(std::io::Error::other(err)), None)),
+            }
         }
     })
 }

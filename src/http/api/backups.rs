@@ -6,7 +6,7 @@ use http::HeaderValue;
 use warp::Reply;
 use warp::reply::Response;
 
-use super::manage::caller;
+use super::manage::credential;
 use crate::domain::accounts;
 use crate::domain::backup;
 use crate::domain::error::Error;
@@ -15,7 +15,15 @@ use crate::http::error::Result;
 use crate::http::request::Request;
 
 pub async fn create(app: &App, req: &mut Request) -> Result<Response> {
-    accounts::require_server_owner(&caller(app, req)?)?;
+    let credential = credential(app, req)?;
+    let (store, clock) = (app.store.clone(), app.clock.clone());
+    // Checked when the download starts and again while it runs: a token revoked (or a
+    // session ended, an account suspended) meanwhile stops it.
+    let still_allowed = move || {
+        let account = credential.account(store.as_ref(), clock.now())?;
+        accounts::require_server_owner(&account)
+    };
+    still_allowed()?;
     let (store, dir, now) = (
         app.store.clone(),
         app.config.data_dir.clone(),
@@ -30,7 +38,7 @@ pub async fn create(app: &App, req: &mut Request) -> Result<Response> {
         "backup taken through the API (change sequence {})",
         manifest.last_change_seq
     );
-    let mut response = warp::reply::stream(backup::chunks(file)).into_response();
+    let mut response = warp::reply::stream(backup::chunks(file, still_allowed)).into_response();
     let headers = response.headers_mut();
     headers.insert(
         http::header::CONTENT_TYPE,

@@ -4,6 +4,7 @@
 use http::{Method, StatusCode};
 use warp::reply::Response;
 
+use crate::core::clock::Timestamp;
 use crate::domain::accounts;
 use crate::domain::audit;
 use crate::domain::deploy;
@@ -17,13 +18,26 @@ use crate::http::reply::{
     self, bearer, cookie, id_param, parse_json, query_params, read_body, require_json,
 };
 use crate::http::request::{MAX_MANAGE_BODY, Request};
-use crate::store::{AccountRow, Environment, partition};
+use crate::store::{AccountRow, Environment, Store, partition};
 use crate::workers::request_log;
 
 /// The account making a management call: from its bearer token, else its session cookie.
 pub fn caller(app: &App, req: &Request) -> ServiceResult<AccountRow> {
+    credential(app, req)?.account(app.store.as_ref(), app.clock.now())
+}
+
+/// What a management call authenticates with: a personal API token, or the dashboard's
+/// session cookie. Kept by a response that outlasts its request (a backup download), which
+/// asks again whether it still names an active account.
+pub enum Credential {
+    Token(String),
+    Session(String),
+}
+
+/// The call's credential; a session cookie only from this origin.
+pub fn credential(app: &App, req: &Request) -> ServiceResult<Credential> {
     if let Some(token) = bearer(&req.headers) {
-        return accounts::authenticate_token(app.store.as_ref(), token);
+        return Ok(Credential::Token(token.to_string()));
     }
     if req.headers.contains_key(http::header::AUTHORIZATION) {
         return Err(Error::InvalidToken);
@@ -31,9 +45,20 @@ pub fn caller(app: &App, req: &Request) -> ServiceResult<AccountRow> {
     match caller_session(req) {
         Some(session) => {
             cookie_request_from_this_origin(app, req)?;
-            sessions::authenticate(app.store.as_ref(), app.clock.now(), session)
+            Ok(Credential::Session(session.to_string()))
         }
         None => Err(Error::MissingToken),
+    }
+}
+
+impl Credential {
+    /// The account the credential names now (refused once it is revoked, expired, or its
+    /// account suspended).
+    pub fn account(&self, store: &dyn Store, now: Timestamp) -> ServiceResult<AccountRow> {
+        match self {
+            Credential::Token(token) => accounts::authenticate_token(store, token),
+            Credential::Session(session) => sessions::authenticate(store, now, session),
+        }
     }
 }
 
