@@ -246,7 +246,7 @@ mod tests {
         ] {
             assert!(!is_global(ip(text)), "{text}");
         }
-        // Just outside the documentation /20; a Google address.
+        // Just outside the documentation /20; an ordinary global unicast address.
         for text in ["3fff:1000::1", "2a00:1450::1"] {
             assert!(is_global(ip(text)), "{text}");
         }
