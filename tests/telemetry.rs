@@ -12,13 +12,19 @@
 //! - A request without `traceparent` starts a trace of its own; an unsampled one is not
 //!   recorded; without `[telemetry]` nothing is exported, but a caller's `traceparent` is still
 //!   passed on to its webhook deliveries.
+//! - Credentials in `otlp_endpoint` (`user:password@`, percent-encoded) reach the collector as
+//!   HTTP Basic auth, decoded, and the URL's query stays on `/v1/traces`; `intake check` and
+//!   the server's log never show the password or the query.
 
 use crate::common;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use base64::Engine;
+use base64::prelude::BASE64_STANDARD;
 use common::receiver::Receiver;
+use common::receiver::Reply;
 use common::*;
 use serde_json::{Value, json};
 
@@ -269,4 +275,71 @@ fn without_telemetry_a_callers_traceparent_still_reaches_its_webhooks() {
     };
     assert_eq!(header_of(&traced), Some(traceparent.as_str()));
     assert_eq!(header_of(&plain), None);
+}
+
+#[test]
+fn the_collectors_credentials_go_as_basic_auth_and_are_never_printed() {
+    let collector = Receiver::start();
+    // Refused once (the exporter logs it), then taken.
+    collector.script([Reply::status(401)]);
+    let endpoint = format!(
+        "http://intake%40team:p%40ss%3Aw0rd@{}/?tenant=t0ken",
+        collector.addr
+    );
+    let toml =
+        format!("[telemetry]\notlp_endpoint = \"{endpoint}\"\nservice_name = \"intake-test\"\n");
+    let s = TestServer::start_with_config_env(&toml, &[("RUST_LOG", "debug")]);
+    let ep = s.create_endpoint("Traced", &[]);
+    let mut exports = Vec::new();
+    for n in 0..2 {
+        assert_status(&s.list(&ep.slug, &ep.sandbox_key, ""), 200);
+        exports = collector.wait_for(n + 1, WAIT);
+    }
+    let basic = format!("Basic {}", BASE64_STANDARD.encode("intake@team:p@ss:w0rd"));
+    for export in &exports {
+        assert_eq!(export.header("authorization"), Some(basic.as_str()));
+        assert_eq!(export.path, "/v1/traces?tenant=t0ken");
+        assert_eq!(
+            export.header("host"),
+            Some(collector.addr.to_string().as_str())
+        );
+    }
+    s.log
+        .wait_for(
+            0,
+            WAIT,
+            |line| line.contains("the collector answered 401"),
+            || false,
+        )
+        .expect("the refused export is logged");
+
+    let config = s.dir.path().join("intake.toml").display().to_string();
+    let out = run_cli(
+        intake_cmd().args(["check", "--config", &config]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        printed.contains(&format!(
+            "otlp_endpoint = \"http://intake%40team:***@{}/?***\"",
+            collector.addr
+        )),
+        "{printed}"
+    );
+    let log = s.log.text();
+    for shown in [&printed, &log] {
+        for secret in [
+            "w0rd",
+            "p%40ss",
+            "t0ken",
+            BASE64_STANDARD.encode("intake@team:p@ss:w0rd").as_str(),
+        ] {
+            assert!(!shown.contains(secret), "{secret} shown:\n{shown}");
+        }
+    }
 }

@@ -666,3 +666,180 @@ fn a_recovery_sends_exactly_the_failed_and_skipped_ones_in_created_order_at_the_
     assert_eq!(owner_rx.requests().len(), before + 5);
     assert!(s.audit_text(&ep.slug).contains("webhook.recovery_started"));
 }
+
+/// The URL's egress check judges the URL that is stored: whitespace around it (which is
+/// dropped) does not get a refused address past it, on every route that sets a URL, and a
+/// URL that does not parse is refused rather than passed on unchecked.
+#[test]
+fn whitespace_around_a_url_does_not_get_it_past_the_egress_rule() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Subs", &[]);
+    let list = subscriptions_path(&ep.slug, "sandbox");
+    let first = format!("/api/v1/manage/endpoints/{}/webhooks/sandbox", ep.slug);
+    let padded = [
+        (" http://127.0.0.1:9001/", "127.0.0.1"),
+        ("\thttp://10.0.0.1/", "10.0.0.1"),
+        ("http://169.254.169.254/\r\n", "169.254.169.254"),
+        ("\n http://[::ffff:0:a00:1]/ \t", "::ffff:0:a00:1"),
+    ];
+    let refused = |r: &Resp, address: &str, what: &str| {
+        assert_error(r, 400, "webhook_target_refused");
+        let message = error_message(r);
+        assert!(message.contains(address), "{what}: {message}");
+    };
+    for (url, address) in padded {
+        for (method, path) in [("POST", &list), ("PUT", &first)] {
+            let r = s.manage(method, path, Some(&json!({ "url": url })));
+            refused(&r, address, &format!("{method} {url:?}"));
+        }
+    }
+    assert_eq!(
+        ids(&s.manage("GET", &list, None).json()),
+        Vec::<String>::new()
+    );
+
+    // Around an accepted URL, the whitespace is dropped; a change is judged the same way.
+    let r = s.manage(
+        "POST",
+        &list,
+        Some(&json!({ "url": format!("  {RECEIVER}\n") })),
+    );
+    assert_status(&r, 201);
+    assert_eq!(r.json()["url"], RECEIVER);
+    for (url, address) in padded {
+        for path in [format!("{list}/sub_1"), first.clone()] {
+            let r = s.manage("PATCH", &path, Some(&json!({ "url": url })));
+            refused(&r, address, &format!("PATCH {url:?}"));
+        }
+    }
+    for url in [" http://127.0.0.1 /hook", "http://[::1/hook", "\t"] {
+        for (method, path) in [("POST", list.clone()), ("PATCH", format!("{list}/sub_1"))] {
+            let r = s.manage(method, &path, Some(&json!({ "url": url })));
+            assert_error(&r, 400, "invalid_webhook");
+        }
+    }
+    let stored = s.manage("GET", &format!("{list}/sub_1"), None).json();
+    assert_eq!(stored["url"], RECEIVER, "{stored}");
+    assert_eq!(ids(&s.manage("GET", &list, None).json()), vec!["sub_1"]);
+}
+
+/// The egress check resolves the URL's host and names the address it refuses, which only
+/// the owner may learn: the endpoint and the caller's right to change its subscriptions are
+/// checked first. A collaborator, an unrelated account, and anyone naming an endpoint that
+/// does not exist get the answer they get for any URL, with nothing about the address, on
+/// the API and in the dashboard's forms.
+#[test]
+fn only_the_owner_learns_what_a_subscription_url_resolves_to() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Subs", &[]);
+    let other = s.create_endpoint("Other", &[]);
+    subscribe(&s, &ep.slug, &json!({ "url": RECEIVER }));
+    let member = add_collaborator(&s, &ep.slug, "member@example.com", &["create"]);
+    let stranger = add_collaborator(&s, &other.slug, "stranger@example.com", &["read"]);
+    // `localhost` resolves (through the hosts file) to loopback, which the rule refuses.
+    let internal = "http://localhost:9/hook";
+    let tells = |text: &str| {
+        ["127.0.0.1", "::1", "not allowed", "egress"]
+            .iter()
+            .any(|t| text.contains(t))
+    };
+    let routes = |slug: &str| {
+        let list = subscriptions_path(slug, "sandbox");
+        let first = format!("/api/v1/manage/endpoints/{slug}/webhooks/sandbox");
+        [
+            ("POST", list.clone()),
+            ("PATCH", format!("{list}/sub_1")),
+            ("PUT", first.clone()),
+            ("PATCH", first),
+        ]
+    };
+    let missing = "no-such-endpoint-7k2m9x4q1w8p";
+    for (who, caller, slug, want) in [
+        (
+            "create-only collaborator",
+            &member,
+            &ep.slug,
+            (403, "owner_only"),
+        ),
+        (
+            "unrelated account",
+            &stranger,
+            &ep.slug,
+            (404, "endpoint_not_found"),
+        ),
+        (
+            "collaborator, no such endpoint",
+            &member,
+            &missing.to_string(),
+            (404, "endpoint_not_found"),
+        ),
+    ] {
+        let cookie = format!("intake_session={}", caller.cookie);
+        for (method, path) in routes(slug) {
+            for url in [internal, RECEIVER] {
+                let r = s.request_json(
+                    method,
+                    &path,
+                    &[("Cookie", &cookie)],
+                    Some(&json!({ "url": url })),
+                );
+                assert_eq!(
+                    (r.status, r.error_code().as_deref()),
+                    (want.0, Some(want.1)),
+                    "{who}: {method} {path} {url}: {}",
+                    r.describe()
+                );
+                assert!(
+                    !tells(&r.text()),
+                    "{who}: {method} {path}: {}",
+                    r.describe()
+                );
+            }
+        }
+    }
+    // The owner naming an endpoint that does not exist: 404 too, not the address.
+    for (method, path) in routes(missing) {
+        let r = s.manage(method, &path, Some(&json!({ "url": internal })));
+        assert_error(&r, 404, "endpoint_not_found");
+        assert!(!tells(&r.text()), "{method} {path}: {}", r.describe());
+    }
+
+    // The dashboard's forms: the collaborator's post is refused as owner-only, saying
+    // nothing of the address.
+    let mut v = common::visitor::Visitor::new(s.base_url(), &s.agent);
+    let token = common::visitor::login(&mut v, "member@example.com", COLLABORATOR_PASSWORD);
+    let base = format!(
+        "/dashboard/endpoints/{}/webhooks/sandbox/subscriptions",
+        ep.slug
+    );
+    for (path, fields) in [
+        (
+            base.clone(),
+            vec![
+                ("csrf", token.as_str()),
+                ("url", internal),
+                ("enabled", "true"),
+            ],
+        ),
+        (
+            format!("{base}/sub_1"),
+            vec![
+                ("csrf", token.as_str()),
+                ("url", internal),
+                ("enabled", "true"),
+            ],
+        ),
+    ] {
+        let r = v.post(&path, &fields, &[]);
+        assert_eq!(r.status, 403, "{path}: {}", r.describe());
+        assert!(r.text().contains("owner_only"), "{path}: {}", r.describe());
+        assert!(!tells(&r.text()), "{path}: {}", r.describe());
+    }
+
+    // Nothing changed.
+    let list = s
+        .manage("GET", &subscriptions_path(&ep.slug, "sandbox"), None)
+        .json();
+    assert_eq!(ids(&list), vec!["sub_1"]);
+    assert_eq!(list["data"][0]["url"], RECEIVER);
+}

@@ -171,7 +171,7 @@ pub struct UsageConfig {
 pub struct TelemetryConfig {
     /// The collector's OTLP/HTTP endpoint, such as `http://127.0.0.1:4318` (spans go to its
     /// `/v1/traces`, or to the URL as given when it has a path); absent, no traces.
-    pub otlp_endpoint: Option<String>,
+    pub otlp_endpoint: Option<OtlpEndpoint>,
     /// The `service.name` of every span.
     pub service_name: String,
 }
@@ -187,22 +187,120 @@ impl Default for TelemetryConfig {
 
 impl TelemetryConfig {
     fn validate(&self) -> Result<(), String> {
-        if let Some(url) = &self.otlp_endpoint {
-            let uri = url.parse::<http::Uri>().ok();
-            let scheme = uri.as_ref().and_then(|u| u.scheme_str());
-            if !matches!(scheme, Some("http" | "https"))
-                || uri.as_ref().and_then(|u| u.host()).is_none()
-            {
-                return Err(format!(
-                    "telemetry.otlp_endpoint {url:?} is not an http:// or https:// URL with a host"
-                ));
-            }
+        if let Some(endpoint) = &self.otlp_endpoint {
+            endpoint.collector()?;
         }
         if self.service_name.trim().is_empty() {
             return Err("telemetry.service_name must not be empty".into());
         }
         Ok(())
     }
+}
+
+/// `[telemetry] otlp_endpoint` as written. A `user:password@` in it is the collector's
+/// credentials, sent as HTTP Basic auth (see [`Collector`]); every printout and message shows
+/// it through [`masked_url`], and its `Debug` too.
+#[derive(Clone, Deserialize)]
+#[serde(transparent)]
+pub struct OtlpEndpoint(String);
+
+/// Where the exporter sends spans, from [`OtlpEndpoint::collector`].
+#[derive(Debug)]
+pub struct Collector {
+    /// The endpoint without its userinfo (query and path as written).
+    pub url: String,
+    /// `user` and `password` of `user:password@` (a lone `user@` has an empty password),
+    /// percent-decoded.
+    pub credentials: Option<(String, Secret)>,
+}
+
+impl OtlpEndpoint {
+    /// The collector's URL and credentials; an error naming the key (the URL masked) unless
+    /// it is an `http://` or `https://` URL with a host.
+    pub fn collector(&self) -> Result<Collector, String> {
+        let invalid = || {
+            format!(
+                "telemetry.otlp_endpoint {:?} is not an http:// or https:// URL with a host",
+                masked_url(&self.0)
+            )
+        };
+        let uri = self.0.parse::<http::Uri>().map_err(|_| invalid())?;
+        if !matches!(uri.scheme_str(), Some("http" | "https"))
+            || uri.host().is_none_or(str::is_empty)
+        {
+            return Err(invalid());
+        }
+        let parts = UrlParts::of(&self.0);
+        Ok(Collector {
+            url: format!("{}{}{}", parts.scheme, parts.host, parts.tail),
+            credentials: parts.userinfo.map(|userinfo| {
+                let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+                (percent_decode(user), Secret::new(percent_decode(password)))
+            }),
+        })
+    }
+}
+
+/// Written back masked: `intake check` prints it.
+impl Serialize for OtlpEndpoint {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&masked_url(&self.0))
+    }
+}
+
+impl std::fmt::Debug for OtlpEndpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", masked_url(&self.0))
+    }
+}
+
+/// A URL's text in the parts [`masked_url`] and [`OtlpEndpoint::collector`] take apart.
+struct UrlParts<'a> {
+    /// `http://`; empty when the text has no `://`.
+    scheme: &'a str,
+    /// What precedes the last `@` of the authority.
+    userinfo: Option<&'a str>,
+    /// Host and port.
+    host: &'a str,
+    /// Path, query and fragment.
+    tail: &'a str,
+}
+
+impl UrlParts<'_> {
+    fn of(url: &str) -> UrlParts<'_> {
+        let (scheme, rest) = match url.find("://") {
+            Some(at) => url.split_at(at + 3),
+            None => ("", url),
+        };
+        let (authority, tail) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
+        let (userinfo, host) = match authority.rsplit_once('@') {
+            Some((userinfo, host)) => (Some(userinfo), host),
+            None => (None, authority),
+        };
+        UrlParts {
+            scheme,
+            userinfo,
+            host,
+            tail,
+        }
+    }
+}
+
+/// A configured URL as printouts and messages show it: the password of a `user:password@`
+/// masked as `webhooks.proxy`'s is (`user:***@`; a lone `user@`, often a token, as `***@`),
+/// and the query as `?***` (it may carry a token). The masked URL is still a valid one.
+pub fn masked_url(url: &str) -> String {
+    let parts = UrlParts::of(url);
+    let userinfo = match parts.userinfo.map(|u| u.split_once(':')) {
+        Some(Some((user, _))) => format!("{user}:***@"),
+        Some(None) => "***@".to_string(),
+        None => String::new(),
+    };
+    let tail = match parts.tail.split_once('?') {
+        Some((path, _)) => format!("{path}?***"),
+        None => parts.tail.to_string(),
+    };
+    format!("{}{userinfo}{}{tail}", parts.scheme, parts.host)
 }
 
 /// `[webhooks]`: how deliveries are sent (see `webhooks::dispatch`).
@@ -994,11 +1092,25 @@ impl Config {
                 return Err("public_url must start with http:// or https://".into());
             }
             // Its origin is the one the dashboard's forms must come from: it needs a host.
-            if !url
+            let authority = url
                 .parse::<http::Uri>()
-                .is_ok_and(|uri| uri.host().is_some())
-            {
-                return Err(format!("public_url {url:?} is not a URL with a host name"));
+                .ok()
+                .filter(|uri| uri.host().is_some())
+                .and_then(|uri| uri.authority().cloned());
+            let Some(authority) = authority else {
+                return Err(format!(
+                    "public_url {:?} is not a URL with a host name",
+                    masked_url(url)
+                ));
+            };
+            // It begins every link intake sends and shows: credentials in it would go to
+            // every reader of an e-mail.
+            if authority.as_str().contains('@') {
+                return Err(
+                    "public_url cannot carry credentials (user:password@): it begins every link \
+                     intake sends"
+                        .into(),
+                );
             }
         }
         if self.accounts.session_ttl < Duration::from_secs(60) {
@@ -1493,6 +1605,85 @@ mod tests {
         for url in ["https://", "http:///path"] {
             let err = Config::parse(&format!("public_url = \"{url}\"\n")).unwrap_err();
             assert!(err.contains("public_url"), "{url}: {err}");
+        }
+        // It begins the links of every e-mail: no credentials, and the refusal hides them.
+        for url in [
+            "https://admin:pub-s3cret@intake.example.com",
+            "https://pub-s3cret@x:1/",
+        ] {
+            let err = Config::parse(&format!("public_url = \"{url}\"\n")).unwrap_err();
+            assert!(err.contains("public_url"), "{url}: {err}");
+            assert!(!err.contains("pub-s3cret"), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn configured_urls_are_masked_in_their_userinfo_password_and_query() {
+        for (url, masked) in [
+            ("http://127.0.0.1:4318", "http://127.0.0.1:4318"),
+            (
+                "https://tenant:s3cret@otlp.example:4318/v1/traces?key=t0ken&x=1#f",
+                "https://tenant:***@otlp.example:4318/v1/traces?***",
+            ),
+            ("https://t0ken@otlp.example/", "https://***@otlp.example/"),
+            ("https://otlp.example?key=t0ken", "https://otlp.example?***"),
+            (
+                "https://a:b@c@otlp.example/p@q",
+                "https://a:***@otlp.example/p@q",
+            ),
+            ("u:s3cret@host/x", "u:***@host/x"),
+        ] {
+            assert_eq!(masked_url(url), masked, "{url}");
+        }
+    }
+
+    #[test]
+    fn the_otlp_endpoints_credentials_are_kept_apart_and_never_printed() {
+        let c = Config::parse(
+            "[telemetry]\notlp_endpoint = \"https://ten%40ant:p%3As3cret@otlp.example:4318/v1/traces?key=t0ken\"\n",
+        )
+        .unwrap();
+        let endpoint = c.telemetry.otlp_endpoint.as_ref().unwrap();
+        let collector = endpoint.collector().unwrap();
+        assert_eq!(
+            collector.url,
+            "https://otlp.example:4318/v1/traces?key=t0ken"
+        );
+        let (user, password) = collector.credentials.unwrap();
+        assert_eq!((user.as_str(), password.expose()), ("ten@ant", "p:s3cret"));
+        let printed = toml::to_string(&c).unwrap();
+        assert!(
+            printed.contains(
+                "otlp_endpoint = \"https://ten%40ant:***@otlp.example:4318/v1/traces?***\""
+            ),
+            "{printed}"
+        );
+        for shown in [printed, format!("{c:?}")] {
+            assert!(
+                !shown.contains("s3cret") && !shown.contains("t0ken"),
+                "{shown}"
+            );
+        }
+        // What is printed is a valid config again.
+        assert!(Config::parse(&toml::to_string(&c).unwrap()).is_ok());
+        let none = OtlpEndpoint("http://127.0.0.1:4318".into())
+            .collector()
+            .unwrap();
+        assert!(none.credentials.is_none());
+        assert_eq!(none.url, "http://127.0.0.1:4318");
+        // A refused endpoint is named masked.
+        for url in [
+            "ftp://u:s3cret@host/",
+            "http://u:s3cret@/x",
+            "http://h/?t0ken=1 2",
+        ] {
+            let err =
+                Config::parse(&format!("[telemetry]\notlp_endpoint = \"{url}\"\n")).unwrap_err();
+            assert!(err.contains("telemetry.otlp_endpoint"), "{url}: {err}");
+            assert!(
+                !err.contains("s3cret") && !err.contains("t0ken"),
+                "{url}: {err}"
+            );
         }
     }
 

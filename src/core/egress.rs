@@ -69,8 +69,13 @@ pub fn is_global(ip: IpAddr) -> bool {
             let v4 = |hi: u16, lo: u16| IpAddr::V4(((u32::from(hi) << 16) | u32::from(lo)).into());
             // Addresses that carry an IPv4 address, which a relay or the host's own stack may
             // reach: each is judged by what it carries.
-            if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] || s[..6] == [0, 0, 0, 0, 0, 0] {
-                // NAT64 (64:ff9b::/96), IPv4-compatible (::/96, with :: and ::1 in it).
+            // (IPv4-mapped `::ffff:0:0/96` is made IPv4 by `to_canonical` above.)
+            if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
+                || s[..6] == [0, 0, 0, 0, 0, 0]
+                || s[..6] == [0, 0, 0, 0, 0xffff, 0]
+            {
+                // NAT64 (64:ff9b::/96), IPv4-compatible (::/96, with :: and ::1 in it),
+                // IPv4-translated (::ffff:0:0:0/96, RFC 2765).
                 return is_global(v4(s[6], s[7]));
             }
             if s[0] == 0x2002 {
@@ -87,10 +92,17 @@ pub fn is_global(ip: IpAddr) -> bool {
                 || s[0] & 0xfe00 == 0xfc00
                 || s[0] & 0xffc0 == 0xfe80
                 || s[0] & 0xffc0 == 0xfec0
-                // 64:ff9b:1::/48 local-use NAT64, 100::/64 discard-only.
+                // 64:ff9b:1::/48 local-use NAT64 (its IPv4 address may sit anywhere after
+                // the prefix, so none is read out of it), 100::/64 discard-only.
                 || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1)
                 || s[..4] == [0x100, 0, 0, 0]
-                || (s[0] == 0x2001 && s[1] == 0x0db8))
+                // Documentation 2001:db8::/32 and 3fff::/20, benchmarking 2001:2::/48,
+                // ORCHIDv2 2001:20::/28, segment routing 5f00::/16: never a receiver.
+                || (s[0] == 0x2001 && s[1] == 0x0db8)
+                || (s[0] == 0x3fff && s[1] & 0xf000 == 0)
+                || s[..3] == [0x2001, 2, 0]
+                || (s[0] == 0x2001 && s[1] & 0xfff0 == 0x20)
+                || s[0] == 0x5f00)
         }
     }
 }
@@ -157,6 +169,85 @@ mod tests {
             // Teredo: server 8.8.8.8, client 1.1.1.1 (inverted: fefe:fefe).
             "2001:0:808:808::fefe:fefe",
         ] {
+            assert!(is_global(ip(text)), "{text}");
+        }
+    }
+
+    /// Every IPv6 form that carries an IPv4 address passes exactly when the address it
+    /// carries would: one refused and one allowed case per form.
+    #[test]
+    fn each_embedded_ipv4_form_is_judged_by_its_ipv4_address() {
+        for (form, refused, allowed) in [
+            (
+                "IPv4-mapped ::ffff:0:0/96",
+                "::ffff:169.254.169.254",
+                "::ffff:8.8.8.8",
+            ),
+            (
+                "IPv4-translated ::ffff:0:0:0/96",
+                "::ffff:0:127.0.0.1",
+                "::ffff:0:8.8.8.8",
+            ),
+            (
+                "IPv4-translated ::ffff:0:0:0/96",
+                "::ffff:0:10.20.30.40",
+                "::ffff:0:1.1.1.1",
+            ),
+            (
+                "IPv4-translated ::ffff:0:0:0/96",
+                "::ffff:0:169.254.169.254",
+                "::ffff:0:9.9.9.9",
+            ),
+            (
+                "NAT64 64:ff9b::/96",
+                "64:ff9b::127.0.0.1",
+                "64:ff9b::8.8.8.8",
+            ),
+            ("IPv4-compatible ::/96", "::10.0.0.1", "::8.8.8.8"),
+            ("6to4 2002::/16", "2002:a9fe:a9fe::1", "2002:808:808::1"),
+            // Server 127.0.0.1, client 1.1.1.1 (inverted); both global in the allowed one.
+            (
+                "Teredo 2001::/32",
+                "2001:0:7f00:1::fefe:fefe",
+                "2001:0:808:808::fefe:fefe",
+            ),
+            // Server 8.8.8.8, client 192.168.1.1 (inverted: 3f57:fefe).
+            (
+                "Teredo 2001::/32",
+                "2001:0:808:808::3f57:fefe",
+                "2001:0:101:101::f7f7:f7f7",
+            ),
+        ] {
+            assert!(!is_global(ip(refused)), "{form}: {refused}");
+            assert!(is_global(ip(allowed)), "{form}: {allowed}");
+        }
+        // Local-use NAT64 (64:ff9b:1::/48) puts its IPv4 address where the network chooses,
+        // so it is refused whatever it seems to carry.
+        for text in [
+            "64:ff9b:1::808:808",
+            "64:ff9b:1:808:808::",
+            "64:ff9b:1::7f00:1",
+        ] {
+            assert!(!is_global(ip(text)), "{text}");
+        }
+    }
+
+    #[test]
+    fn special_purpose_ipv6_ranges_are_not_global() {
+        for text in [
+            // Documentation (RFC 3849, RFC 9637), benchmarking, ORCHIDv2, segment routing.
+            "2001:db8::1",
+            "3fff::1",
+            "3fff:fff:ffff::1",
+            "2001:2::1",
+            "2001:20::1",
+            "2001:2f:ffff::1",
+            "5f00::1",
+        ] {
+            assert!(!is_global(ip(text)), "{text}");
+        }
+        // Just outside the documentation /20; an ordinary global unicast address.
+        for text in ["3fff:1000::1", "2a00:1450::1"] {
             assert!(is_global(ip(text)), "{text}");
         }
     }

@@ -15,6 +15,8 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use base64::Engine;
+use base64::prelude::BASE64_STANDARD;
 use serde_json::{Value, json};
 
 use crate::core::config::TelemetryConfig;
@@ -143,10 +145,15 @@ impl Telemetry {
         let Some(endpoint) = &config.otlp_endpoint else {
             return Ok((Telemetry::default(), None));
         };
+        let collector = endpoint.collector().map_err(std::io::Error::other)?;
         let (queue, spans) = mpsc::sync_channel(QUEUE);
         let exporter = Arc::new(Exporter { queue, metrics });
         let target = Target {
-            url: traces_url(endpoint),
+            url: traces_url(&collector.url),
+            authorization: collector.credentials.map(|(user, password)| {
+                let pair = format!("{user}:{}", password.expose());
+                format!("Basic {}", BASE64_STANDARD.encode(pair))
+            }),
             resource: resource(&config.service_name),
             agent: ureq::Agent::config_builder()
                 .http_status_as_error(false)
@@ -204,22 +211,33 @@ impl Telemetry {
 
 /// Where the exporter sends, and what every request says about the process.
 struct Target {
+    /// The traces URL, without the endpoint's userinfo.
     url: String,
+    /// `Basic …` from the endpoint's `user:password@`: the only header of ours besides
+    /// `Content-Type`.
+    authorization: Option<String>,
     resource: Value,
     agent: ureq::Agent,
 }
 
 /// The traces URL of an OTLP/HTTP endpoint: the base with `/v1/traces`, unless it names a
-/// path of its own already.
+/// path of its own already; a query stays at the end.
 fn traces_url(endpoint: &str) -> String {
-    let trimmed = endpoint.trim_end_matches('/');
+    let (base, query) = match endpoint.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (endpoint, None),
+    };
+    let trimmed = base.trim_end_matches('/');
     let has_path = trimmed
         .split_once("://")
         .is_some_and(|(_, rest)| rest.contains('/'));
-    if has_path {
-        trimmed.to_string()
-    } else {
-        format!("{trimmed}/v1/traces")
+    let url = match has_path {
+        true => trimmed.to_string(),
+        false => format!("{trimmed}/v1/traces"),
+    };
+    match query {
+        Some(query) => format!("{url}?{query}"),
+        None => url,
     }
 }
 
@@ -289,11 +307,14 @@ fn export(target: &Target, spans: &[Span]) {
             }],
         }],
     });
-    let sent = target
+    let mut request = target
         .agent
         .post(&target.url)
-        .header("Content-Type", "application/json")
-        .send(body.to_string().as_bytes());
+        .header("Content-Type", "application/json");
+    if let Some(authorization) = &target.authorization {
+        request = request.header("Authorization", authorization);
+    }
+    let sent = request.send(body.to_string().as_bytes());
     match sent {
         Ok(response) if response.status().is_success() => {}
         Ok(response) => log::warn!(
@@ -363,6 +384,14 @@ mod tests {
         assert_eq!(
             traces_url("https://otlp.example/custom/v1/traces"),
             "https://otlp.example/custom/v1/traces"
+        );
+        assert_eq!(
+            traces_url("https://otlp.example?tenant=a"),
+            "https://otlp.example/v1/traces?tenant=a"
+        );
+        assert_eq!(
+            traces_url("https://otlp.example/?tenant=a"),
+            "https://otlp.example/v1/traces?tenant=a"
         );
     }
 

@@ -135,7 +135,7 @@ pub fn caller_webhook(headers: &HeaderMap, sealer: &Sealer) -> Result<Option<Cal
         }
         return Ok(None);
     };
-    let url = valid_url(url)?;
+    let url = valid_url(url)?.text;
     let auth_header = valid_auth_header(auth_name.unwrap_or(DEFAULT_AUTH_NAME))?;
     let auth_value_sealed = auth
         .map(|value| {
@@ -152,9 +152,17 @@ pub fn caller_webhook(headers: &HeaderMap, sealer: &Sealer) -> Result<Option<Cal
     }))
 }
 
+/// A webhook URL as it is stored and sent to: trimmed, and as it parsed.
+#[derive(Debug)]
+pub struct WebhookUrl {
+    pub text: String,
+    pub uri: http::Uri,
+}
+
 /// An absolute `http` or `https` URL with a host, and no credentials in it: a URL is stored
-/// and listed as it is, while an auth value is sealed and never shown again.
-pub fn valid_url(text: &str) -> Result<String> {
+/// and listed as it is, while an auth value is sealed and never shown again. Whitespace
+/// around it is dropped first, so every later check sees the URL that is stored.
+pub fn valid_url(text: &str) -> Result<WebhookUrl> {
     let text = text.trim();
     let uri: http::Uri = text
         .parse()
@@ -176,7 +184,10 @@ pub fn valid_url(text: &str) -> Result<String> {
             shorten(text)
         )));
     }
-    Ok(text.to_string())
+    Ok(WebhookUrl {
+        text: text.to_string(),
+        uri,
+    })
 }
 
 /// A stored URL as views show it: any `user:password@` masked. New URLs cannot carry

@@ -21,7 +21,7 @@ use crate::domain::audit;
 use crate::domain::endpoints::Endpoints;
 use crate::domain::error::{Error, Missing, Result};
 use crate::domain::handles::Handles;
-use crate::domain::webhooks::deliveries::{displayed_url, valid_auth_header, valid_url};
+use crate::domain::webhooks::deliveries::{displayed_url, valid_auth_header};
 use crate::domain::webhooks::targets;
 use crate::store::{
     AccountRow, EndpointRow, Environment, EventType, RecoveryRow, SubscriptionRow,
@@ -332,9 +332,14 @@ fn valid_auth(
     }
 }
 
-/// A new subscription row from `config` (its id is given when it is added).
-fn new_row(sealer: &Sealer, config: SubscriptionConfig, now: Timestamp) -> Result<SubscriptionRow> {
-    let url = valid_url(&config.url)?;
+/// A new subscription row from `config` with its checked `url` (its id is given when it is
+/// added).
+fn new_row(
+    sealer: &Sealer,
+    config: SubscriptionConfig,
+    url: String,
+    now: Timestamp,
+) -> Result<SubscriptionRow> {
     let (auth_header, auth_value_sealed) = valid_auth(
         sealer,
         config.auth_header.as_deref(),
@@ -485,10 +490,10 @@ impl Subscriptions<'_> {
         environment: Environment,
         config: SubscriptionConfig,
     ) -> Result<SubscriptionView> {
-        targets::vet(self.policy, &config.url).await?;
         self.configure(owner, slug, environment, config, |settings, new, _| {
             add(settings, new).map(|row| (row, "webhook.subscription_created"))
         })
+        .await
     }
 
     /// Sets (replaces) the first subscription, making it when there is none
@@ -500,7 +505,6 @@ impl Subscriptions<'_> {
         environment: Environment,
         config: SubscriptionConfig,
     ) -> Result<SubscriptionView> {
-        targets::vet(self.policy, &config.url).await?;
         self.configure(owner, slug, environment, config, |settings, new, now| {
             let row = match settings.subscriptions.first_mut() {
                 Some(first) => {
@@ -522,10 +526,13 @@ impl Subscriptions<'_> {
             };
             Ok((row, "webhook.configured"))
         })
+        .await
     }
 
-    /// Checks `config` and `apply`s the subscription it makes to the settings.
-    fn configure(
+    /// Checks `config` and `apply`s the subscription it makes to the settings. The caller's
+    /// right to change the endpoint is checked first: the URL's check resolves its host and
+    /// names the addresses it refuses, which is for the owner's eyes only.
+    async fn configure(
         &self,
         owner: &AccountRow,
         slug: &str,
@@ -538,7 +545,8 @@ impl Subscriptions<'_> {
         ) -> Result<(SubscriptionRow, &'static str)>,
     ) -> Result<SubscriptionView> {
         let target = self.target(owner, slug, environment)?;
-        let new = new_row(self.sealer, config, self.handles.now())?;
+        let url = targets::checked_url(self.policy, &config.url).await?;
+        let new = new_row(self.sealer, config, url, self.handles.now())?;
         update_settings(self.handles, owner, &target, |settings, now| {
             apply(settings, new.clone(), now)
         })
@@ -553,11 +561,12 @@ impl Subscriptions<'_> {
         which: Which,
         change: SubscriptionChange,
     ) -> Result<SubscriptionView> {
+        // The owner's endpoint first: see `configure`.
         let target = self.target(owner, slug, environment)?;
-        let url = change.url.as_deref().map(valid_url).transpose()?;
-        if let Some(url) = &url {
-            targets::vet(self.policy, url).await?;
-        }
+        let url = match &change.url {
+            Some(text) => Some(targets::checked_url(self.policy, text).await?),
+            None => None,
+        };
         let description = change
             .description
             .as_deref()

@@ -158,7 +158,7 @@ fn rate_limit(form: &Form) -> Result<Option<u32>, Error> {
 fn change(form: &Form) -> Result<SubscriptionChange, Error> {
     let clear_auth = form.checked("clear_auth");
     Ok(SubscriptionChange {
-        url: Some(form.text("url").trim().to_string()),
+        url: Some(form.text("url").to_string()),
         auth_header: match clear_auth {
             true => None,
             false => optional(form, "auth_header").map(Some),
@@ -180,7 +180,7 @@ fn change(form: &Form) -> Result<SubscriptionChange, Error> {
 /// A new subscription from its form.
 fn config(form: &Form) -> Result<SubscriptionConfig, Error> {
     Ok(SubscriptionConfig {
-        url: form.text("url").trim().to_string(),
+        url: form.text("url").to_string(),
         auth_header: optional(form, "auth_header"),
         auth_value: optional(form, "auth_value"),
         enabled: form.checked("enabled"),
