@@ -1424,6 +1424,22 @@ mod tests {
     }
 
     #[test]
+    fn streams_keep_connections_for_data_calls() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.stream.total_cap(c.http.max_connections), 500);
+        let c = Config::parse("[http]\nmax_connections = 24\n").unwrap();
+        assert_eq!(c.stream.total_cap(c.http.max_connections), 12);
+        let c = Config::parse("[http]\nmax_connections = 1\n").unwrap();
+        assert_eq!(c.stream.total_cap(c.http.max_connections), 1);
+        let c = Config::parse("[stream]\nmax_total = 900\n").unwrap();
+        assert_eq!(c.stream.total_cap(c.http.max_connections), 900);
+        for bad in ["0", "1000", "5000"] {
+            let err = Config::parse(&format!("[stream]\nmax_total = {bad}")).unwrap_err();
+            assert!(err.contains("stream.max_total"), "{err}");
+        }
+    }
+
+    #[test]
     fn indexer_nice_is_a_nice_value() {
         assert_eq!(Config::parse("").unwrap().search.indexer_nice, 10);
         let c = Config::parse("[search]\nindexer_nice = 0").unwrap();

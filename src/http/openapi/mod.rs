@@ -615,7 +615,13 @@ fn operation_json(op: &Operation, path_params: &[Param]) -> Value {
         }
         responses.insert(outcome.status.to_string(), response);
     }
+    let mut own_unavailable = Vec::new();
     for (status, codes) in op.error_codes() {
+        if status == 503 {
+            // Joined with the server-side 503s below.
+            own_unavailable = codes;
+            continue;
+        }
         responses.insert(status.to_string(), error_response(status, &codes));
     }
     // Server-side trouble, listed by status rather than as `default` so that a client (and
@@ -625,21 +631,24 @@ fn operation_json(op: &Operation, path_params: &[Param]) -> Value {
         .entry("500")
         .or_insert_with(|| error_response(500, &["internal_error"]));
     responses.entry("503").or_insert_with(|| {
-        let mut unavailable = error_response(
-            503,
-            &[
-                "storage_unavailable",
-                "storage_full",
-                "shutting_down",
-                "server_busy",
-            ],
-        );
-        unavailable["description"] = json!(
+        let mut codes = vec![
+            "storage_unavailable",
+            "storage_full",
+            "shutting_down",
+            "server_busy",
+        ];
+        codes.extend(&own_unavailable);
+        let mut unavailable = error_response(503, &codes);
+        let own: String = own_unavailable
+            .iter()
+            .map(|code| format!(", `{code}`"))
+            .collect();
+        unavailable["description"] = json!(format!(
             "Error codes: `storage_unavailable`, `storage_full` (the data dir's disk is below \
              `[storage] min_free_mb`), `shutting_down`, `server_busy` (request bodies already \
-             hold `[http] body_memory_mb`; the body was not read). The request was not \
+             hold `[http] body_memory_mb`; the body was not read){own}. The request was not \
              processed: retry with backoff after `Retry-After`."
-        );
+        ));
         unavailable
     });
     // A body that does not arrive within `[http] body_timeout`.

@@ -418,7 +418,15 @@ fn stream_operation() -> Operation {
              follows once, in order. A comment line goes out after `[stream] heartbeat` (15 s) \
              without an event. A reader that leaves its buffer full for `[stream] \
              slow_reader_timeout` (30 s) gets a `stream.error` event (`stream_reader_too_slow`) \
-             and is disconnected. Counted once as a data call.",
+             and is disconnected. The key is checked again whenever access changes and at \
+             every heartbeat: once it no longer allows the stream (replaced past its grace \
+             period, revoked, its read permission removed, its account suspended, the endpoint \
+             deactivated or deleted), no later event is sent and the stream ends with a \
+             `stream.error` event carrying the code a data call with the key would get \
+             (`invalid_api_key`, `missing_permission_read`, …). A key holder holds at most \
+             `[stream] max_per_key` (10) streams of an endpoint environment (429 \
+             `too_many_streams`), a server at most `[stream] max_total` (503 \
+             `streams_at_capacity`). Counted once as a data call.",
         )
         .access(Access::DataKey(Permission::Read))
         .param(header(
@@ -443,6 +451,7 @@ fn stream_operation() -> Operation {
         .error(400, &["invalid_parameter"])
         .error(410, &["stream_cursor_expired"])
         .error(429, &["too_many_streams"])
+        .error(503, &["streams_at_capacity"])
 }
 
 fn documentation_operations() -> Vec<Operation> {
