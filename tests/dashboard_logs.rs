@@ -1,7 +1,8 @@
 //! The request and delivery logs of the dashboard in a real headless Chromium against the
 //! real server: finding an error response's entry by its request id, whose key made a call,
-//! the filters, and a failing delivery retried at once. Any console error, uncaught exception
-//! or CSP violation fails a test (see tests/common/browser.rs).
+//! the filters, a failing delivery retried at once, and what collaborators see of deliveries
+//! (bodies only with `read`, webhook URLs only of their own). Any console error, uncaught
+//! exception or CSP violation fails a test (see tests/common/browser.rs).
 
 use crate::common::{self, browser};
 

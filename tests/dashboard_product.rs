@@ -1,7 +1,8 @@
 //! The dashboard as a product, in a real headless Chromium against the real server: forms
 //! that keep what was typed and say what is wrong beside the form, error pages with the
 //! navigation, webhook URLs checked on save and the "Send test event" button (against a real
-//! loopback receiver), the record browser, the environment badge, and the theme toggle.
+//! loopback receiver), the record browser (payloads shown and copied as stored; closed to
+//! collaborators while the endpoint is inactive), the environment badge, and the theme toggle.
 //! Any console error, uncaught exception or CSP violation fails a test (tests/common/browser.rs).
 
 use crate::common::{self, browser};

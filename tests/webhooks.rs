@@ -20,6 +20,9 @@
 //! - A restart in the middle of a schedule neither loses nor advances the pending retry.
 //! - The owner failure e-mail: one per endpoint per UTC day, production owner webhooks only.
 //! - Manual redelivery, and the delivery log per environment and per record.
+//! - What a collaborator sees of the delivery log: bodies and receivers' answers only with
+//!   `read` on an active endpoint, owner subscription URLs never, another's caller-webhook URL
+//!   by its origin only, and a `url` filter that finds nothing more.
 //!
 //! Timings are never asserted: states are awaited with deadline-bounded polling.
 
@@ -1014,22 +1017,6 @@ fn the_delivery_log_shows_bodies_only_with_read_and_urls_only_to_whom_they_belon
         }
     }
 
-    // The owner sees everything, in the shape as before, with nothing withheld.
-    for query in ["environment=sandbox", "environment=production"] {
-        for listed in s.deliveries(slug, query) {
-            assert_eq!(listed["withheld"], json!([]), "{listed}");
-            let d = s.delivery(slug, listed["id"].as_u64().unwrap());
-            assert!(
-                d["body"].as_str().unwrap().contains("payload-secret"),
-                "{d}"
-            );
-            assert!(d["url"].as_str().unwrap().contains("-capability"), "{d}");
-            let attempt = &d["attempt_log"][0];
-            assert_eq!(attempt["url"], d["url"]);
-            assert_eq!(attempt["response_body"], r#"{"echo":"payload-secret"}"#);
-        }
-    }
-
     // A collaborator with `create` only: no body, no receiver's answer, no owner subscription
     // URL, another's caller URL cut to its origin, their own in full; sandbox and production.
     let origin = format!("http://{}", receiver.addr);
@@ -1087,6 +1074,22 @@ fn the_delivery_log_shows_bodies_only_with_read_and_urls_only_to_whom_they_belon
         find(&details, &by_writer, "owner")["withheld"],
         json!(["url"])
     );
+
+    // The owner sees everything, in the shape as before, with nothing withheld.
+    for query in ["environment=sandbox", "environment=production"] {
+        for listed in s.deliveries(slug, query) {
+            assert_eq!(listed["withheld"], json!([]), "{listed}");
+            let d = s.delivery(slug, listed["id"].as_u64().unwrap());
+            assert!(
+                d["body"].as_str().unwrap().contains("payload-secret"),
+                "{d}"
+            );
+            assert!(d["url"].as_str().unwrap().contains("-capability"), "{d}");
+            let attempt = &d["attempt_log"][0];
+            assert_eq!(attempt["url"], d["url"]);
+            assert_eq!(attempt["response_body"], r#"{"echo":"payload-secret"}"#);
+        }
+    }
 
     // While the endpoint is inactive, read or not, a collaborator sees no body (their keys
     // read nothing either); the owner still does.

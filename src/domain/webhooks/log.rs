@@ -598,3 +598,21 @@ pub fn outcomes_since(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::origin;
+
+    #[test]
+    fn an_origin_is_scheme_host_and_port_without_credentials() {
+        assert_eq!(
+            origin("https://user:s3cret@Hooks.Example.com:8443/in/abc?token=t").as_deref(),
+            Some("https://hooks.example.com:8443")
+        );
+        assert_eq!(
+            origin("http://[::1]/hook?x=1").as_deref(),
+            Some("http://[::1]")
+        );
+        assert_eq!(origin("not a url"), None);
+    }
+}

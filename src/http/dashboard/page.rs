@@ -442,6 +442,11 @@ mod tests {
             assert_eq!(super::indented(text), None);
         }
         assert_eq!(super::indented(" 42 ").unwrap(), "42");
+        // Repeated keys stay, as stored.
+        assert_eq!(
+            super::indented(r#"{"a":1,"a":123456789012345678901234567890}"#).unwrap(),
+            "{\n  \"a\": 1,\n  \"a\": 123456789012345678901234567890\n}"
+        );
     }
 }
 
