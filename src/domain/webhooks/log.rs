@@ -73,9 +73,10 @@ pub enum Withheld {
 #[derive(Debug)]
 pub struct Sight {
     /// Its URL as shown: in full (credentials masked), its origin, or nothing.
-    pub url: Option<String>,
-    pub url_in_full: bool,
-    pub body: bool,
+    url: Option<String>,
+    url_in_full: bool,
+    /// The body and the receivers' answers.
+    body: bool,
 }
 
 impl Sight {
@@ -146,7 +147,7 @@ impl DeliveryViewer {
         }
     }
 
-    pub fn is_owner(&self) -> bool {
+    fn is_owner(&self) -> bool {
         self.holder == KeyHolder::Owner
     }
 

@@ -240,7 +240,7 @@ impl DeliveryRow {
         }
     }
 
-    pub fn withheld(&self, part: Withheld) -> bool {
+    fn withheld(&self, part: Withheld) -> bool {
         self.delivery.withheld.contains(&part)
     }
 }
