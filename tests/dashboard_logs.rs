@@ -1,7 +1,8 @@
 //! The request and delivery logs of the dashboard in a real headless Chromium against the
 //! real server: finding an error response's entry by its request id, whose key made a call,
-//! the filters, and a failing delivery retried at once. Any console error, uncaught exception
-//! or CSP violation fails a test (see tests/common/browser.rs).
+//! the filters, a failing delivery retried at once, and what collaborators see of deliveries
+//! (bodies only with `read`, webhook URLs only of their own). Any console error, uncaught
+//! exception or CSP violation fails a test (see tests/common/browser.rs).
 
 use crate::common::{self, browser};
 
@@ -307,4 +308,123 @@ fn a_failing_delivery_shows_as_failing_and_retry_now_makes_the_next_attempt_happ
     owner.assert_fits_width();
     owner.screenshot("delivery-phone");
     owner.assert_clean();
+}
+
+/// Every delivery of `slug`'s sandbox log as the owner's API lists it, once each is delivered.
+fn delivered_log(s: &ServerClient, slug: &str, n: usize) -> Vec<serde_json::Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = s.manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/deliveries?limit=100"),
+            None,
+        );
+        let data = r.json()["data"].as_array().cloned().unwrap_or_default();
+        if data.len() == n && data.iter().all(|d| d["state"] == "delivered") {
+            return data;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not delivered: {data:?}"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+#[test]
+fn collaborators_see_bodies_only_with_read_and_webhook_urls_only_of_their_own() {
+    use common::receiver::{Receiver, Reply};
+
+    let s = TestServer::start_with_config("[webhooks]\nallow_private_targets = true\n");
+    let receiver = Receiver::start();
+    receiver.always(Reply::status(200).body(r#"{"echo":"payload-secret"}"#));
+    let ep = s.create_endpoint("Orders", &[]);
+    let slug = &ep.slug;
+    let owner_url = receiver.url("/owner?token=owner-capability");
+    let r = s.manage(
+        "PUT",
+        &format!("/api/v1/manage/endpoints/{slug}/webhooks/sandbox"),
+        Some(&serde_json::json!({ "url": owner_url })),
+    );
+    assert_status(&r, 200);
+    let writer = add_collaborator(&s, slug, "writer@example.com", &["create"]);
+    let reader = add_collaborator(&s, slug, "reader@example.com", &["create", "read"]);
+    let write = |key: &str, who: &str| -> (String, String) {
+        let callback = receiver.url(&format!("/{who}?token={who}-capability"));
+        let r = s.data_with(
+            "POST",
+            &format!("/api/v1/data/{slug}"),
+            key,
+            &[("X-Webhook-Callback", callback.as_str())],
+            Some(&serde_json::json!({ "card": "payload-secret" })),
+        );
+        assert_status(&r, 202);
+        (r.json()["id"].as_str().unwrap().to_string(), callback)
+    };
+    let (by_writer, writer_url) = write(&writer.sandbox_key, "writer");
+    let (by_reader, reader_url) = write(&reader.sandbox_key, "reader");
+    let log = delivered_log(&s, slug, 4);
+    let delivery = |record: &str, kind: &str| {
+        log.iter()
+            .find(|d| d["record_id"] == record && d["kind"] == kind)
+            .map(|d| d["id"].as_u64().unwrap())
+            .unwrap()
+    };
+    let origin = format!("http://{}", receiver.addr);
+    let deliveries = format!("/dashboard/endpoints/{slug}/deliveries");
+    let browser = Browser::start();
+
+    // `create` only: the log lists every delivery, but shows the writer's own webhook URL
+    // alone in full, another's by its origin, the owner's not at all, and no body.
+    let page = browser.session(&s.base_url());
+    page.login("writer@example.com", common::COLLABORATOR_PASSWORD);
+    page.goto(&deliveries);
+    let url_cell = |id: u64| page.text(&format!("tr[data-delivery-id='{id}'] td.url"));
+    assert_eq!(url_cell(delivery(&by_writer, "caller")), writer_url);
+    assert_eq!(
+        url_cell(delivery(&by_reader, "caller")),
+        format!("{origin} path and query withheld")
+    );
+    assert_eq!(
+        url_cell(delivery(&by_reader, "owner")),
+        "withheld: the owner's subscription"
+    );
+    let main = page.text("main");
+    for secret in ["owner-capability", "reader-capability", "payload-secret"] {
+        assert!(!main.contains(secret), "{secret}: {main}");
+    }
+    // The URL filter finds nothing the page does not show.
+    page.goto(&format!("{deliveries}?url=owner-capability"));
+    assert!(!page.exists("#deliveries"));
+    page.goto(&format!("{deliveries}?url=writer-capability"));
+    assert_eq!(page.text("#deliveries tbody").lines().count(), 1);
+    for (record, kind) in [(&by_writer, "caller"), (&by_writer, "owner")] {
+        page.goto(&format!("{deliveries}/{}", delivery(record, kind)));
+        assert!(page.exists("#delivery-body-withheld"));
+        assert!(!page.exists("#delivery-body"));
+        let main = page.text("main");
+        assert!(
+            !main.contains("payload-secret") && !main.contains("owner-capability"),
+            "{main}"
+        );
+    }
+    assert!(!page.exists("#retry-now") && !page.exists("form[action$='/redeliver']"));
+
+    // With `read`: the bodies and the receiver's answers, the owner's URL still withheld, on
+    // the log and on the record's page alike.
+    let page = browser.session(&s.base_url());
+    page.login("reader@example.com", common::COLLABORATOR_PASSWORD);
+    page.goto(&format!("{deliveries}/{}", delivery(&by_reader, "owner")));
+    assert!(page.text("#delivery-body").contains("payload-secret"));
+    assert_eq!(
+        page.text("#delivery-url"),
+        "withheld: the owner's subscription"
+    );
+    page.goto(&format!(
+        "/dashboard/endpoints/{slug}/records/{by_reader}?environment=sandbox"
+    ));
+    let table = page.text("#record-deliveries");
+    assert!(table.contains(&reader_url), "{table}");
+    assert!(!table.contains("owner-capability"), "{table}");
+    page.assert_clean();
 }

@@ -1,7 +1,8 @@
 //! The dashboard as a product, in a real headless Chromium against the real server: forms
 //! that keep what was typed and say what is wrong beside the form, error pages with the
 //! navigation, webhook URLs checked on save and the "Send test event" button (against a real
-//! loopback receiver), the record browser, the environment badge, and the theme toggle.
+//! loopback receiver), the record browser (payloads shown and copied as stored; closed to
+//! collaborators while the endpoint is inactive), the environment badge, and the theme toggle.
 //! Any console error, uncaught exception or CSP violation fails a test (tests/common/browser.rs).
 
 use crate::common::{self, browser};
@@ -689,4 +690,98 @@ fn every_main_page_is_accessible_and_fits_a_phone_in_both_themes() {
         owner.screenshots(&format!("page-{name}"));
         owner.assert_accessible();
     }
+}
+
+#[test]
+fn the_record_and_delivery_pages_show_and_copy_the_payload_as_stored() {
+    let s = TestServer::start_with_config("[webhooks]\nallow_private_targets = true\n");
+    let ep = s.create_endpoint("Ledger", &[]);
+    let receiver = Receiver::start();
+    receiver.always(Reply::status(204));
+    let r = s.manage(
+        "PUT",
+        &format!("/api/v1/manage/endpoints/{}/webhooks/sandbox", ep.slug),
+        Some(&json!({ "url": receiver.url("/hooks") })),
+    );
+    assert_eq!(r.status, 200, "{}", r.describe());
+    // A number past a double's precision, an exponent and a repeated key: stored as sent.
+    let sent = r#"{"amount":123456789012345678901234567890,"rate":1E2,"tag":"a","tag":"b"}"#;
+    let auth = format!("Bearer {}", ep.sandbox_key);
+    let r = s.request(
+        "POST",
+        &format!("/api/v1/data/{}", ep.slug),
+        &[
+            ("Authorization", auth.as_str()),
+            ("Content-Type", "application/json"),
+        ],
+        Some(sent.as_bytes()),
+    );
+    assert_eq!(r.status, 202, "{}", r.describe());
+    let id = r.json()["id"].as_str().expect("id").to_string();
+    wait_delivered(&s, &ep.slug, &id);
+    let shown = "{\n  \"amount\": 123456789012345678901234567890,\n  \"rate\": 1E2,\n  \
+                 \"tag\": \"a\",\n  \"tag\": \"b\"\n}";
+
+    let browser = Browser::start();
+    let owner = owner_session(&browser, &s);
+    owner.goto(&format!(
+        "/dashboard/endpoints/{}/records/{id}?environment=sandbox",
+        ep.slug
+    ));
+    assert_eq!(owner.text("#record-payload"), shown);
+    assert!(owner.exists("#record-payload .hl-number"), "highlighted");
+    owner.eval(
+        "navigator.clipboard.writeText = function (t) { window.copied = t; return Promise.resolve(); }",
+    );
+    owner.click("[data-copy='record-payload']");
+    owner.wait_until(&format!("window.copied === {}", json!(shown)));
+
+    // The delivery's event body carries the same text, indented one level deeper.
+    owner.submit("#record-deliveries a[href*='/deliveries/']");
+    let body = owner.text("#delivery-body");
+    let payload = "  \"payload\": {\n      \"amount\": 123456789012345678901234567890,\n      \
+                   \"rate\": 1E2,\n      \"tag\": \"a\",\n      \"tag\": \"b\"\n    }\n";
+    assert!(body.contains(payload), "{body}");
+    owner.assert_clean();
+}
+
+#[test]
+fn an_inactive_endpoints_records_are_closed_to_collaborators_and_open_to_its_owner() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Paused", &[]);
+    let ids = write_records(&s, &ep.slug, &ep.sandbox_key, &[json!({ "n": 1 })]);
+    add_collaborator(&s, &ep.slug, "reader@example.com", &["read"]);
+    let r = s.manage(
+        "PATCH",
+        &format!("/api/v1/manage/endpoints/{}", ep.slug),
+        Some(&json!({ "active": false })),
+    );
+    assert_eq!(r.status, 200, "{}", r.describe());
+    let browser = Browser::start();
+    let reader = browser.session(&s.base_url());
+    reader.login("reader@example.com", COLLABORATOR_PASSWORD);
+    let records = format!("/dashboard/endpoints/{}/records", ep.slug);
+    let record = format!("{records}/{}?environment=sandbox", ids[0]);
+    // As the reader's key is refused (403 endpoint_inactive), so is the record browser.
+    for path in [&records, &record] {
+        reader.goto(path);
+        let main = reader.text("main");
+        assert!(main.contains("endpoint_inactive"), "{path}: {main}");
+        assert!(!reader.exists("#records") && !reader.exists("#record-payload"));
+    }
+    // The owner, who manages the endpoint, still reads and deletes its records.
+    let owner = owner_session(&browser, &s);
+    owner.goto(&record);
+    assert_eq!(owner.text("#record-payload"), "{\n  \"n\": 1\n}");
+    assert!(owner.exists("form[action*='/delete']"));
+
+    // Active again, the reader reads again.
+    let r = s.manage(
+        "PATCH",
+        &format!("/api/v1/manage/endpoints/{}", ep.slug),
+        Some(&json!({ "active": true })),
+    );
+    assert_eq!(r.status, 200, "{}", r.describe());
+    reader.goto(&record);
+    assert_eq!(reader.text("#record-payload"), "{\n  \"n\": 1\n}");
 }

@@ -20,6 +20,9 @@
 //! - A restart in the middle of a schedule neither loses nor advances the pending retry.
 //! - The owner failure e-mail: one per endpoint per UTC day, production owner webhooks only.
 //! - Manual redelivery, and the delivery log per environment and per record.
+//! - What a collaborator sees of the delivery log: bodies and receivers' answers only with
+//!   `read` on an active endpoint, owner subscription URLs never, another's caller-webhook URL
+//!   by its origin only, and a `url` filter that finds nothing more.
 //!
 //! Timings are never asserted: states are awaited with deadline-bounded polling.
 
@@ -927,4 +930,191 @@ fn one_endpoints_dead_receivers_leave_workers_for_the_others() {
         4,
         "the busy endpoint took more than half the workers"
     );
+}
+
+/// A GET of the management API with a member's dashboard session.
+fn as_member(s: &ServerClient, cookie: &str, path: &str) -> Resp {
+    let cookie = format!("intake_session={cookie}");
+    s.request("GET", path, &[("Cookie", cookie.as_str())], None)
+}
+
+/// `slug`'s delivery log for `query` as the member with `cookie` reads it: each listed
+/// delivery's detail, and every answer's text (the list's and the details').
+fn member_log(s: &ServerClient, cookie: &str, slug: &str, query: &str) -> (Vec<Value>, String) {
+    let path = format!("/api/v1/manage/endpoints/{slug}/deliveries?limit=100&{query}");
+    let r = as_member(s, cookie, &path);
+    assert_status(&r, 200);
+    let listed = r.json()["data"].as_array().expect("data").clone();
+    let mut text = r.text();
+    let details = listed
+        .iter()
+        .map(|d| {
+            let path = format!("/api/v1/manage/endpoints/{slug}/deliveries/{}", d["id"]);
+            let r = as_member(s, cookie, &path);
+            assert_status(&r, 200);
+            text.push_str(&r.text());
+            r.json()
+        })
+        .collect();
+    (details, text)
+}
+
+/// The delivery of `record` of `kind` (`owner` or `caller`) among `details`.
+fn find<'a>(details: &'a [Value], record: &str, kind: &str) -> &'a Value {
+    details
+        .iter()
+        .find(|d| d["record_id"] == record && d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} delivery of {record} in {details:?}"))
+}
+
+#[test]
+fn the_delivery_log_shows_bodies_only_with_read_and_urls_only_to_whom_they_belong() {
+    let receiver = Receiver::start();
+    // A receiver that echoes what it got, as many do: its answer is as secret as the body.
+    receiver.always(Reply::status(200).body(r#"{"echo":"payload-secret"}"#));
+    let s = server(PRIVATE_OK);
+    let ep = s.create_endpoint("Orders", &[]);
+    let slug = &ep.slug;
+    s.deploy(slug);
+    for env in ["sandbox", "production"] {
+        s.owner_webhook(
+            slug,
+            env,
+            json!({ "url": receiver.url("/owner?token=owner-capability") }),
+        );
+    }
+    let writer = add_collaborator(&s, slug, "writer@example.com", &["create"]);
+    let reader = add_collaborator(&s, slug, "reader@example.com", &["create", "read"]);
+    let endpoint_path = format!("/api/v1/manage/endpoints/{slug}");
+    let writer_production = as_member(&s, &writer.cookie, &endpoint_path).json()["production_key"]
+        .as_str()
+        .expect("writer's production key")
+        .to_string();
+    let payload = json!({ "card": "payload-secret" });
+    let callback = |who: &str| receiver.url(&format!("/{who}?token={who}-capability"));
+    let by_writer = s.create(
+        slug,
+        &writer.sandbox_key,
+        &[("X-Webhook-Callback", &callback("writer"))],
+        &payload,
+    );
+    let by_reader = s.create(
+        slug,
+        &reader.sandbox_key,
+        &[("X-Webhook-Callback", &callback("reader"))],
+        &payload,
+    );
+    let in_production = s.create(
+        slug,
+        &writer_production,
+        &[("X-Webhook-Callback", &callback("writer"))],
+        &payload,
+    );
+    // Every delivery answered (so every attempt keeps the receiver's echo).
+    for (query, n) in [("environment=sandbox", 4), ("environment=production", 2)] {
+        for id in s.wait_listed(slug, query, n) {
+            s.wait_delivery(slug, id, "delivered", |v| v["state"] == "delivered");
+        }
+    }
+
+    // A collaborator with `create` only: no body, no receiver's answer, no owner subscription
+    // URL, another's caller URL cut to its origin, their own in full; sandbox and production.
+    let origin = format!("http://{}", receiver.addr);
+    for (query, records) in [
+        ("environment=sandbox", vec![&by_writer, &by_reader]),
+        ("environment=production", vec![&in_production]),
+    ] {
+        let (details, text) = member_log(&s, &writer.cookie, slug, query);
+        for secret in ["payload-secret", "owner-capability", "reader-capability"] {
+            assert!(!text.contains(secret), "{secret} shown: {text}");
+        }
+        for record in records {
+            let owner_hook = find(&details, record, "owner");
+            assert_eq!(owner_hook["url"], Value::Null, "{owner_hook}");
+            assert_eq!(owner_hook["withheld"], json!(["url", "body"]));
+            assert_eq!(owner_hook["body"], Value::Null);
+            assert_eq!(owner_hook["attempt_log"][0]["url"], Value::Null);
+            assert_eq!(owner_hook["attempt_log"][0]["response_body"], Value::Null);
+            assert_eq!(owner_hook["attempt_log"][0]["status"], 200);
+        }
+        if query == "environment=sandbox" {
+            let own = find(&details, &by_writer, "caller");
+            assert_eq!(own["url"], callback("writer"));
+            assert_eq!(own["withheld"], json!(["body"]));
+            let others = find(&details, &by_reader, "caller");
+            assert_eq!(others["url"], origin.as_str());
+            assert_eq!(others["attempt_log"][0]["url"], origin.as_str());
+            assert_eq!(others["withheld"], json!(["url", "body"]));
+        }
+    }
+    // The URL filter finds only what the viewer is shown.
+    let count = |cookie: &str, query: &str| member_log(&s, cookie, slug, query).0.len();
+    assert_eq!(count(&writer.cookie, "url=owner-capability"), 0);
+    assert_eq!(count(&writer.cookie, "url=reader-capability"), 0);
+    assert_eq!(count(&writer.cookie, "url=/reader"), 0);
+    assert_eq!(count(&writer.cookie, "url=writer-capability"), 1);
+    assert_eq!(count(&writer.cookie, &format!("url={}", receiver.addr)), 2);
+    assert_eq!(s.deliveries(slug, "url=owner-capability").len(), 2);
+
+    // With `read`: the bodies and answers, but still no owner URL and no other's caller URL.
+    let (details, text) = member_log(&s, &reader.cookie, slug, "environment=sandbox");
+    assert!(!text.contains("owner-capability") && !text.contains("writer-capability"));
+    let own = find(&details, &by_reader, "caller");
+    assert_eq!(own["withheld"], json!([]));
+    assert!(own["body"].as_str().unwrap().contains("payload-secret"));
+    assert_eq!(
+        own["attempt_log"][0]["response_body"],
+        r#"{"echo":"payload-secret"}"#
+    );
+    assert_eq!(
+        find(&details, &by_writer, "caller")["withheld"],
+        json!(["url"])
+    );
+    assert_eq!(
+        find(&details, &by_writer, "owner")["withheld"],
+        json!(["url"])
+    );
+
+    // The owner sees everything, in the shape as before, with nothing withheld.
+    for query in ["environment=sandbox", "environment=production"] {
+        for listed in s.deliveries(slug, query) {
+            assert_eq!(listed["withheld"], json!([]), "{listed}");
+            let d = s.delivery(slug, listed["id"].as_u64().unwrap());
+            assert!(
+                d["body"].as_str().unwrap().contains("payload-secret"),
+                "{d}"
+            );
+            assert!(d["url"].as_str().unwrap().contains("-capability"), "{d}");
+            let attempt = &d["attempt_log"][0];
+            assert_eq!(attempt["url"], d["url"]);
+            assert_eq!(attempt["response_body"], r#"{"echo":"payload-secret"}"#);
+        }
+    }
+
+    // While the endpoint is inactive, read or not, a collaborator sees no body (their keys
+    // read nothing either); the owner still does.
+    s.patch_endpoint(slug, &json!({ "active": false }));
+    let (details, text) = member_log(&s, &reader.cookie, slug, "environment=sandbox");
+    assert!(!text.contains("payload-secret"), "{text}");
+    assert_eq!(
+        find(&details, &by_reader, "caller")["withheld"],
+        json!(["body"])
+    );
+    let d = s.delivery(
+        slug,
+        find(&details, &by_reader, "caller")["id"].as_u64().unwrap(),
+    );
+    assert!(d["body"].as_str().unwrap().contains("payload-secret"));
+    s.patch_endpoint(slug, &json!({ "active": true }));
+    let (_, text) = member_log(&s, &reader.cookie, slug, "environment=sandbox");
+    assert!(text.contains("payload-secret"));
+
+    // Acting on a delivery stays the owner's.
+    let path = format!(
+        "/api/v1/manage/endpoints/{slug}/deliveries/{}/retry",
+        find(&details, &by_reader, "caller")["id"]
+    );
+    let cookie = format!("intake_session={}", writer.cookie);
+    let r = s.request("POST", &path, &[("Cookie", cookie.as_str())], None);
+    assert_error(&r, 403, "owner_only");
 }

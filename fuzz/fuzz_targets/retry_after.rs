@@ -55,6 +55,7 @@ fuzz_target!(|data: &[u8]| {
                 auth_header: None,
                 auth_value_sealed: None,
                 body: "{}".into(),
+                sender: None,
                 trace: None,
                 state: DeliveryState::Pending,
                 attempts,

@@ -73,6 +73,24 @@ pub enum Membership {
     Collaborator(CollaboratorRow),
 }
 
+impl Membership {
+    /// Whether this member may use `needed` on the records of `endpoint` from a session (the
+    /// dashboard's record browser, the delivery log's bodies): a collaborator as their own
+    /// keys would (403 `endpoint_inactive` while the endpoint is inactive, then 403
+    /// `missing_permission` without the permission); the owner always, inactive or not, since
+    /// the owner manages the endpoint (deactivating stops its keys, not its management).
+    pub fn permits(&self, endpoint: &EndpointRow, needed: Permission) -> Result<()> {
+        match self {
+            Membership::Owner => Ok(()),
+            Membership::Collaborator(_) if !endpoint.active => Err(Error::EndpointInactive),
+            Membership::Collaborator(c) if !c.permissions.contains(&needed) => {
+                Err(Error::MissingPermission(needed))
+            }
+            Membership::Collaborator(_) => Ok(()),
+        }
+    }
+}
+
 /// Body of `POST /api/v1/manage/endpoints`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -485,8 +503,8 @@ impl Endpoints {
     }
 
     /// What `account` may do with the records of one environment from the dashboard: the
-    /// owner anything, a collaborator what their permissions allow (403
-    /// `missing_permission` otherwise), as their own keys would; 404 for anyone else.
+    /// owner anything, a collaborator what their own keys would allow
+    /// ([`Membership::permits`]); 404 for anyone else.
     pub fn member_access(
         &self,
         account: &AccountRow,
@@ -495,11 +513,7 @@ impl Endpoints {
         needed: Permission,
     ) -> Result<DataAccess> {
         let (row, membership) = self.member_row(account, slug)?;
-        if let Membership::Collaborator(collaborator) = &membership
-            && !collaborator.permissions.contains(&needed)
-        {
-            return Err(Error::MissingPermission(needed));
-        }
+        membership.permits(&row, needed)?;
         Ok(DataAccess {
             partition: partition(row.id, environment),
             environment,

@@ -193,6 +193,8 @@ pub struct NewDelivery {
     pub auth_value_sealed: Option<Vec<u8>>,
     /// The finished JSON body.
     pub body: String,
+    /// Whose key asked for a caller webhook (see `DeliveryRow::sender`).
+    pub sender: Option<crate::store::KeyHolder>,
     /// The write's `traceparent` (see `DeliveryRow::trace`).
     pub trace: Option<String>,
     pub max_attempts: u32,
@@ -219,6 +221,7 @@ impl NewDelivery {
             auth_header: self.auth_header,
             auth_value_sealed: self.auth_value_sealed,
             body: self.body,
+            sender: self.sender,
             trace: self.trace,
             state: match self.skipped {
                 true => crate::store::DeliveryState::Skipped,

@@ -569,6 +569,11 @@ pub struct DeliveryRow {
     pub auth_value_sealed: Option<Vec<u8>>,
     /// The JSON body, fixed when the write was committed; signed afresh on every attempt.
     pub body: String,
+    /// Whose key made the write that asked for a caller webhook (`None` for an owner
+    /// subscription's, and for caller deliveries made before it was kept): the delivery log
+    /// shows the URL in full only to them and the owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<KeyHolder>,
     /// The `traceparent` of the write's request (`core::trace`): each attempt is a span of
     /// that trace, and tells the receiver so.
     #[serde(default, skip_serializing_if = "Option::is_none")]

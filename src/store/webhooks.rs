@@ -207,6 +207,7 @@ pub(crate) mod conformance {
                     auth_header: None,
                     auth_value_sealed: None,
                     body: "{}".into(),
+                    sender: None,
                     trace: None,
                     state: DeliveryState::Pending,
                     attempts: 1,

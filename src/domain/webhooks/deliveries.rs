@@ -31,7 +31,7 @@ use crate::core::trace::TraceContext;
 use crate::domain::error::{Error, Result};
 use crate::store::records::{Change, ChangeKind, DeliveryPlanner, NewDelivery};
 use crate::store::{
-    Environment, EventType, StoreError, SubscriptionRow, WebhookKind, WebhookSettingsRow,
+    Environment, EventType, KeyHolder, StoreError, SubscriptionRow, WebhookKind, WebhookSettingsRow,
 };
 
 /// The callback URL header of a write.
@@ -109,11 +109,19 @@ pub struct CallerWebhook {
     pub auth_header: String,
     /// The `X-Webhook-Auth` value, sealed: it is a secret of the caller's.
     pub auth_value_sealed: Option<Vec<u8>>,
+    /// Whose key sent the write: the delivery log shows the URL in full only to them and the
+    /// owner.
+    pub sender: KeyHolder,
 }
 
-/// Reads the caller-webhook headers of a write: `X-Webhook-Callback` (an absolute http(s)
-/// URL) asks for a webhook; `X-Webhook-Auth` and `X-Webhook-Auth-Header` only go with it.
-pub fn caller_webhook(headers: &HeaderMap, sealer: &Sealer) -> Result<Option<CallerWebhook>> {
+/// Reads the caller-webhook headers of a write made with `sender`'s key: `X-Webhook-Callback`
+/// (an absolute http(s) URL) asks for a webhook; `X-Webhook-Auth` and `X-Webhook-Auth-Header`
+/// only go with it.
+pub fn caller_webhook(
+    headers: &HeaderMap,
+    sealer: &Sealer,
+    sender: KeyHolder,
+) -> Result<Option<CallerWebhook>> {
     let text = |name: &str| -> Result<Option<&str>> {
         headers
             .get(name)
@@ -149,6 +157,7 @@ pub fn caller_webhook(headers: &HeaderMap, sealer: &Sealer) -> Result<Option<Cal
         url,
         auth_header,
         auth_value_sealed,
+        sender,
     }))
 }
 
@@ -270,6 +279,7 @@ impl DeliveryPlanner for Hooks {
             auth_header,
             auth_value_sealed,
             body: body.clone(),
+            sender: None,
             trace: self.trace.map(|t| t.header()),
             max_attempts: max_attempts(self.environment),
             created_at: self.at,
@@ -288,12 +298,15 @@ impl DeliveryPlanner for Hooks {
             });
         }
         if let Some(caller) = &self.caller {
-            deliveries.push(delivery(
-                WebhookKind::Caller,
-                &caller.url,
-                Some(caller.auth_header.clone()),
-                caller.auth_value_sealed.clone(),
-            ));
+            deliveries.push(NewDelivery {
+                sender: Some(caller.sender),
+                ..delivery(
+                    WebhookKind::Caller,
+                    &caller.url,
+                    Some(caller.auth_header.clone()),
+                    caller.auth_value_sealed.clone(),
+                )
+            });
         }
         Ok(deliveries)
     }

@@ -1,6 +1,13 @@
 //! The delivery log: every delivery of an endpoint (newest first, per environment or per
 //! record, filtered by state, kind and URL) with every attempt; "retry now" of a pending one,
 //! and manual redelivery of a given-up or skipped delivery.
+//!
+//! What a member sees of a delivery is decided here once, by [`DeliveryViewer::sight`], for
+//! the API and the dashboard alike: the body and the receivers' answers (which carry or may
+//! echo the record's payload) only with the `read` permission, as the records themselves; an
+//! owner subscription's URL only to the owner (its subscriptions are the owner's alone); a
+//! caller webhook's URL in full only to the owner and to whoever's key sent the write, its
+//! origin to everyone else (URLs can carry capability paths and query tokens).
 
 use serde::Serialize;
 
@@ -8,6 +15,7 @@ use crate::core::clock::Timestamp;
 use crate::core::cursor::{self, CursorKind, Position};
 use crate::core::ids::RecordId;
 use crate::domain::audit;
+use crate::domain::endpoints::{Endpoints, Membership};
 use crate::domain::error::{Error, Missing, Result};
 use crate::domain::handles::Handles;
 use crate::domain::records::Pagination;
@@ -15,8 +23,8 @@ use crate::domain::webhooks::deliveries::{displayed_url, max_attempts, receiver_
 use crate::domain::webhooks::subscriptions::subscription_id;
 use crate::store::webhooks::DueDelivery;
 use crate::store::{
-    AccountRow, DeliveryRow, DeliveryState, ReadTx, Store, WebhookKind, WriteTx,
-    partition_endpoint, partition_environment,
+    AccountRow, DeliveryRow, DeliveryState, EndpointRow, Environment, KeyHolder, Permission,
+    ReadTx, Store, WebhookKind, WriteTx, partition, partition_endpoint, partition_environment,
 };
 
 pub const LIST_LIMIT_DEFAULT: usize = 20;
@@ -32,7 +40,9 @@ pub struct DeliveryView {
     pub kind: WebhookKind,
     /// The owner subscription it was made for (`sub_1`…); `null` for a caller webhook's.
     pub subscription: Option<String>,
-    pub url: String,
+    /// As far as the viewer may see it ([`Sight`]): in full (credentials masked), its origin,
+    /// or `None`.
+    pub url: Option<String>,
     pub state: DeliveryState,
     /// Pending after at least one failed attempt.
     pub failing: bool,
@@ -44,6 +54,128 @@ pub struct DeliveryView {
     pub next_attempt_at: Option<String>,
     pub created_at: String,
     pub finished_at: Option<String>,
+    /// What the viewer is not shown of it (empty for those who see everything).
+    pub withheld: Vec<Withheld>,
+}
+
+/// A part of a delivery a viewer is not shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Withheld {
+    /// The URL is cut to its origin (`https://host:port`), or is `null` for an owner
+    /// subscription's, in the delivery and in every attempt.
+    Url,
+    /// The body is `null`, and so is every attempt's response body.
+    Body,
+}
+
+/// What one viewer may see of one delivery.
+#[derive(Debug)]
+pub struct Sight {
+    /// Its URL as shown: in full (credentials masked), its origin, or nothing.
+    url: Option<String>,
+    url_in_full: bool,
+    /// The body and the receivers' answers.
+    body: bool,
+}
+
+impl Sight {
+    fn withheld(&self) -> Vec<Withheld> {
+        let mut withheld = Vec::new();
+        if !self.url_in_full {
+            withheld.push(Withheld::Url);
+        }
+        if !self.body {
+            withheld.push(Withheld::Body);
+        }
+        withheld
+    }
+
+    /// `url` (a delivery's, or one of its attempts') as this sight shows it.
+    fn show(&self, url: &str) -> Option<String> {
+        match self.url_in_full {
+            true => Some(displayed_url(url)),
+            false => self.url.as_ref().and(origin(url)),
+        }
+    }
+}
+
+/// `scheme://host[:port]` of a URL, without credentials; `None` when it does not parse.
+fn origin(url: &str) -> Option<String> {
+    let uri: http::Uri = url.parse().ok()?;
+    let (scheme, host) = (uri.scheme_str()?, uri.host()?);
+    let origin = match uri.port_u16() {
+        Some(port) => format!("{scheme}://{host}:{port}"),
+        None => format!("{scheme}://{host}"),
+    };
+    Some(origin.to_ascii_lowercase())
+}
+
+/// A member of an endpoint reading its delivery log, and so what of each delivery they see.
+#[derive(Debug)]
+pub struct DeliveryViewer {
+    endpoint_id: u64,
+    /// The viewer as the holder of a write's key: the owner, or the collaborator's account.
+    holder: KeyHolder,
+    /// May read the endpoint's records ([`Membership::permits`] `read`), and so bodies.
+    reads_bodies: bool,
+}
+
+impl DeliveryViewer {
+    /// `account` reading the delivery log of `slug`: its owner or a collaborator (404 for
+    /// anyone else).
+    pub fn member(endpoints: &Endpoints, account: &AccountRow, slug: &str) -> Result<Self> {
+        let (endpoint, membership) = endpoints.member_row(account, slug)?;
+        Ok(DeliveryViewer::of(&endpoint, &membership, account))
+    }
+
+    /// `account` acting on the delivery log of `slug` (retry, redeliver): its owner only (403
+    /// `owner_only` for a collaborator, 404 for anyone else).
+    pub fn owner(endpoints: &Endpoints, account: &AccountRow, slug: &str) -> Result<Self> {
+        let endpoint = endpoints.owned_row(account, slug)?;
+        Ok(DeliveryViewer::of(&endpoint, &Membership::Owner, account))
+    }
+
+    fn of(endpoint: &EndpointRow, membership: &Membership, account: &AccountRow) -> Self {
+        DeliveryViewer {
+            endpoint_id: endpoint.id,
+            holder: match membership {
+                Membership::Owner => KeyHolder::Owner,
+                Membership::Collaborator(_) => KeyHolder::Collaborator(account.id),
+            },
+            reads_bodies: membership.permits(endpoint, Permission::Read).is_ok(),
+        }
+    }
+
+    fn is_owner(&self) -> bool {
+        self.holder == KeyHolder::Owner
+    }
+
+    /// The partition of the endpoint's deliveries in `environment`.
+    pub fn partition(&self, environment: Environment) -> u64 {
+        partition(self.endpoint_id, environment)
+    }
+
+    fn partitions(&self) -> [u64; 2] {
+        [Environment::Sandbox, Environment::Production].map(|e| self.partition(e))
+    }
+
+    /// What this viewer may see of `row`: the one rule of the log (see the module's
+    /// documentation).
+    pub fn sight(&self, row: &DeliveryRow) -> Sight {
+        let url_in_full =
+            self.is_owner() || (row.kind == WebhookKind::Caller && row.sender == Some(self.holder));
+        let url = match (url_in_full, row.kind) {
+            (true, _) => Some(displayed_url(&row.url)),
+            (false, WebhookKind::Caller) => origin(&row.url),
+            (false, WebhookKind::Owner) => None,
+        };
+        Sight {
+            url,
+            url_in_full,
+            body: self.reads_bodies,
+        }
+    }
 }
 
 /// A delivery's state as the log shows and filters it: a pending delivery is "failing" once
@@ -98,7 +230,7 @@ pub struct DeliveryFilter {
     pub subscription: Option<u32>,
     pub state: Option<ShownState>,
     pub kind: Option<WebhookKind>,
-    /// Part of the URL as shown (credentials masked), in any case.
+    /// Part of the URL as the viewer is shown it (credentials masked), in any case.
     pub url: Option<String>,
 }
 
@@ -149,15 +281,19 @@ impl DeliveryFilter {
         })
     }
 
-    fn matches(&self, row: &DeliveryRow) -> bool {
+    /// Whether `row` passes, its URL compared as `sight` shows it: a filter never finds
+    /// what the viewer may not see.
+    fn matches(&self, row: &DeliveryRow, sight: &Sight) -> bool {
         self.subscription
             .is_none_or(|id| row.owner_subscription() == Some(id))
             && self.state.is_none_or(|state| ShownState::of(row) == state)
             && self.kind.is_none_or(|kind| row.kind == kind)
-            && self
-                .url
-                .as_deref()
-                .is_none_or(|part| displayed_url(&row.url).to_lowercase().contains(part))
+            && self.url.as_deref().is_none_or(|part| {
+                sight
+                    .url
+                    .as_ref()
+                    .is_some_and(|url| url.to_lowercase().contains(part))
+            })
     }
 }
 
@@ -166,7 +302,8 @@ impl DeliveryFilter {
 pub struct DeliveryDetail {
     #[serde(flatten)]
     pub delivery: DeliveryView,
-    pub body: String,
+    /// `None` when withheld from the viewer ([`Withheld::Body`]).
+    pub body: Option<String>,
     pub attempt_log: Vec<AttemptView>,
 }
 
@@ -175,7 +312,8 @@ pub struct AttemptView {
     pub attempt: u32,
     pub started_at: String,
     pub duration_ms: f64,
-    pub url: String,
+    /// As the delivery's (see [`DeliveryView::url`]).
+    pub url: Option<String>,
     pub request_headers: Vec<(String, String)>,
     pub status: Option<u16>,
     pub error: Option<String>,
@@ -189,7 +327,8 @@ pub struct DeliveryPage {
     pub pagination: Pagination,
 }
 
-fn view(row: &DeliveryRow) -> DeliveryView {
+/// `row` as `sight` shows it.
+fn view(row: &DeliveryRow, sight: &Sight) -> DeliveryView {
     let shown = ShownState::of(row);
     DeliveryView {
         id: row.id,
@@ -197,7 +336,7 @@ fn view(row: &DeliveryRow) -> DeliveryView {
         environment: partition_environment(row.partition).as_str(),
         kind: row.kind,
         subscription: row.owner_subscription().map(subscription_id),
-        url: displayed_url(&row.url),
+        url: sight.url.clone(),
         state: row.state,
         failing: shown == ShownState::Failing,
         shown,
@@ -206,6 +345,7 @@ fn view(row: &DeliveryRow) -> DeliveryView {
         next_attempt_at: row.next_attempt_at.map(Timestamp::to_rfc3339),
         created_at: row.created_at.to_rfc3339(),
         finished_at: row.finished_at.map(Timestamp::to_rfc3339),
+        withheld: sight.withheld(),
     }
 }
 
@@ -213,16 +353,18 @@ fn view(row: &DeliveryRow) -> DeliveryView {
 /// from): a subscription whose deliveries are rare costs each page a bounded read.
 const FILTER_SCAN_LIMIT: usize = 10_000;
 
-/// The deliveries of one partition (endpoint and environment) that pass `filter`, newest
-/// first. A page reads at most [`FILTER_SCAN_LIMIT`] deliveries, so a rare match costs a
-/// bounded read; it then ends early, with a cursor to read on.
+/// The deliveries of the viewer's endpoint in `environment` that pass `filter`, newest
+/// first, as the viewer may see them. A page reads at most [`FILTER_SCAN_LIMIT`] deliveries,
+/// so a rare match costs a bounded read; it then ends early, with a cursor to read on.
 pub fn list(
     store: &dyn Store,
-    partition: u64,
+    viewer: &DeliveryViewer,
+    environment: Environment,
     filter: &DeliveryFilter,
     limit: usize,
     cursor_text: Option<&str>,
 ) -> Result<DeliveryPage> {
+    let partition = viewer.partition(environment);
     let mut position = match cursor_text {
         Some(text) => cursor::parse(CursorKind::Delivery, partition, text)?.tiebreak as u64,
         None => u64::MAX,
@@ -244,8 +386,9 @@ pub fn list(
             }
             position = row.id;
             scanned += 1;
-            if filter.matches(&row) {
-                rows.push(row);
+            let sight = viewer.sight(&row);
+            if filter.matches(&row, &sight) {
+                rows.push(view(&row, &sight));
             }
         }
         if scanned >= FILTER_SCAN_LIMIT {
@@ -263,7 +406,7 @@ pub fn list(
         )
     });
     Ok(DeliveryPage {
-        data: rows.iter().map(view).collect(),
+        data: rows,
         pagination: Pagination { next_cursor },
     })
 }
@@ -275,10 +418,11 @@ fn delivery_in(tx: &(impl ReadTx + ?Sized), partitions: [u64; 2], id: u64) -> Re
         .ok_or(Error::NotFound(Missing::Delivery))
 }
 
-/// One delivery of the endpoint with every attempt.
-pub fn detail(store: &dyn Store, partitions: [u64; 2], id: u64) -> Result<DeliveryDetail> {
+/// One delivery of the viewer's endpoint with every attempt, as the viewer may see it.
+pub fn detail(store: &dyn Store, viewer: &DeliveryViewer, id: u64) -> Result<DeliveryDetail> {
     let snapshot = store.read()?;
-    let row = delivery_in(snapshot.as_ref(), partitions, id)?;
+    let row = delivery_in(snapshot.as_ref(), viewer.partitions(), id)?;
+    let sight = viewer.sight(&row);
     let attempt_log = snapshot
         .delivery_attempts(id)?
         .into_iter()
@@ -286,24 +430,33 @@ pub fn detail(store: &dyn Store, partitions: [u64; 2], id: u64) -> Result<Delive
             attempt: a.attempt,
             started_at: a.started_at.to_rfc3339(),
             duration_ms: a.duration_us as f64 / 1000.0,
-            url: displayed_url(&a.url),
+            url: sight.show(&a.url),
             request_headers: a.request_headers,
             status: a.status,
             error: a.error,
-            response_body: a.response_body,
+            response_body: a.response_body.filter(|_| sight.body),
             outcome: a.outcome,
         })
         .collect();
     Ok(DeliveryDetail {
-        delivery: view(&row),
-        body: row.body,
+        delivery: view(&row, &sight),
+        body: Some(row.body).filter(|_| sight.body),
         attempt_log,
     })
 }
 
+/// The viewer, if the owner (who alone may act on deliveries).
+fn acting_owner(viewer: &DeliveryViewer) -> Result<&DeliveryViewer> {
+    match viewer.is_owner() {
+        true => Ok(viewer),
+        false => Err(Error::OwnerOnly),
+    }
+}
+
 /// Re-arms a given-up or skipped delivery: due at once, with a fresh budget of attempts.
-/// Returns it.
-pub fn redeliver(handles: &Handles, partitions: [u64; 2], id: u64) -> Result<DeliveryView> {
+/// Owner only. Returns it.
+pub fn redeliver(handles: &Handles, owner: &DeliveryViewer, id: u64) -> Result<DeliveryView> {
+    let partitions = acting_owner(owner)?.partitions();
     let now = handles.now();
     let row = handles.write(|tx| {
         let mut row = delivery_in(tx, partitions, id)?;
@@ -315,19 +468,21 @@ pub fn redeliver(handles: &Handles, partitions: [u64; 2], id: u64) -> Result<Del
         rearm(tx, &mut row, now)?;
         Ok(row)
     })?;
-    Ok(view(&row))
+    Ok(view(&row, &owner.sight(&row)))
 }
 
 /// "Retry now": brings a pending delivery's next attempt forward to now (or leaves it when it
 /// is due already). The attempt counts against the delivery's budget like any retry, so the
 /// retry policy's number of attempts holds; a given-up or skipped delivery is redelivered
-/// instead, with a fresh budget. Audited as `delivery.retried`. Returns the delivery.
+/// instead, with a fresh budget. Owner only; audited as `delivery.retried`. Returns the
+/// delivery.
 pub fn retry_now(
     handles: &Handles,
+    owner: &DeliveryViewer,
     actor: &AccountRow,
-    partitions: [u64; 2],
     id: u64,
 ) -> Result<DeliveryView> {
+    let partitions = acting_owner(owner)?.partitions();
     let now = handles.now();
     let row = handles.write(|tx| {
         let mut row = delivery_in(tx, partitions, id)?;
@@ -366,7 +521,7 @@ pub fn retry_now(
         )?;
         Ok(row)
     })?;
-    Ok(view(&row))
+    Ok(view(&row, &owner.sight(&row)))
 }
 
 /// Whether `row` has ended without reaching its receiver (given up, or skipped), so that it
@@ -442,5 +597,23 @@ pub fn outcomes_since(
         if last_page {
             return Ok(outcomes);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin;
+
+    #[test]
+    fn an_origin_is_scheme_host_and_port_without_credentials() {
+        assert_eq!(
+            origin("https://user:s3cret@Hooks.Example.com:8443/in/abc?token=t").as_deref(),
+            Some("https://hooks.example.com:8443")
+        );
+        assert_eq!(
+            origin("http://[::1]/hook?x=1").as_deref(),
+            Some("http://[::1]")
+        );
+        assert_eq!(origin("not a url"), None);
     }
 }

@@ -220,7 +220,7 @@ fn hooks(app: &App, req: &Request, access: &DataAccess, at: Timestamp) -> Result
         endpoint_slug: access.endpoint.slug.clone(),
         environment: access.environment,
         at,
-        caller: deliveries::caller_webhook(&req.headers, &app.endpoints.sealer)?,
+        caller: deliveries::caller_webhook(&req.headers, &app.endpoints.sealer, access.holder)?,
         trace: req.trace,
     })
 }

@@ -7,14 +7,15 @@ use warp::reply::Response;
 use super::manage::{body, caller};
 use crate::domain::error::{Error, Missing};
 use crate::domain::records::parse_record_id;
+use crate::domain::webhooks::log::{self, DeliveryViewer};
+use crate::domain::webhooks::recovery;
 use crate::domain::webhooks::subscriptions::{self, Which};
-use crate::domain::webhooks::{log, recovery};
 use crate::http::app::App;
 use crate::http::error::Result;
 use crate::http::reply::id_param;
 use crate::http::reply::{self, query_params};
 use crate::http::request::Request;
-use crate::store::{AccountRow, Environment, partition};
+use crate::store::Environment;
 
 /// `GET`, `PUT`, `PATCH` and `DELETE /api/v1/manage/endpoints/{slug}/webhooks/{environment}`
 /// (endpoint owner): the first subscription, the spec's owner webhook.
@@ -150,27 +151,16 @@ pub async fn recover(
     Ok(reply::json(StatusCode::ACCEPTED, &view))
 }
 
-/// The endpoint's two partitions, if the caller is its owner or a collaborator.
-fn member_partitions(app: &App, req: &Request, slug: &str) -> Result<[u64; 2]> {
-    let account = caller(app, req)?;
-    let (endpoint, _) = app.endpoints.member_row(&account, slug)?;
-    Ok([
-        partition(endpoint.id, Environment::Sandbox),
-        partition(endpoint.id, Environment::Production),
-    ])
-}
-
-/// `GET /api/v1/manage/endpoints/{slug}/deliveries?environment=&record_id=&subscription=&state=&kind=&url=&limit=&cursor=`.
+/// `GET /api/v1/manage/endpoints/{slug}/deliveries?environment=&record_id=&subscription=&state=&kind=&url=&limit=&cursor=`:
+/// each delivery as the caller may see it.
 pub fn deliveries(app: &App, req: &Request, slug: &str) -> Result<Response> {
-    let [sandbox, production] = member_partitions(app, req, slug)?;
+    let viewer = DeliveryViewer::member(&app.endpoints, &caller(app, req)?, slug)?;
     let params = query_params(&req.query);
-    let partition = match params.get("environment") {
-        None => sandbox,
-        Some(text) => match subscriptions::environment_param(text)? {
-            Environment::Sandbox => sandbox,
-            Environment::Production => production,
-        },
-    };
+    let environment = params
+        .get("environment")
+        .map(|text| subscriptions::environment_param(text))
+        .transpose()?
+        .unwrap_or(Environment::Sandbox);
     let record = params
         .get("record_id")
         .map(|text| parse_record_id(text))
@@ -188,7 +178,8 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Result<Response> {
     };
     let page = log::list(
         app.store.as_ref(),
-        partition,
+        &viewer,
+        environment,
         &filter,
         limit,
         params.get("cursor").map(String::as_str),
@@ -196,40 +187,31 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Result<Response> {
     Ok(reply::json(StatusCode::OK, &page))
 }
 
-/// `GET /api/v1/manage/endpoints/{slug}/deliveries/{id}`: with its body and every attempt.
+/// `GET /api/v1/manage/endpoints/{slug}/deliveries/{id}`: with its body and every attempt, as
+/// the caller may see them.
 pub fn delivery(app: &App, req: &Request, slug: &str, id: &str) -> Result<Response> {
-    let partitions = member_partitions(app, req, slug)?;
+    let viewer = DeliveryViewer::member(&app.endpoints, &caller(app, req)?, slug)?;
     let id = id_param(id, Missing::Delivery)?;
     Ok(reply::json(
         StatusCode::OK,
-        &log::detail(app.store.as_ref(), partitions, id)?,
+        &log::detail(app.store.as_ref(), &viewer, id)?,
     ))
-}
-
-/// The caller, if it owns the endpoint, with the endpoint's two partitions.
-fn owner_partitions(app: &App, req: &Request, slug: &str) -> Result<(AccountRow, [u64; 2])> {
-    let account = caller(app, req)?;
-    let endpoint = app.endpoints.owned_row(&account, slug)?;
-    let partitions = [
-        partition(endpoint.id, Environment::Sandbox),
-        partition(endpoint.id, Environment::Production),
-    ];
-    Ok((account, partitions))
 }
 
 /// `POST /api/v1/manage/endpoints/{slug}/deliveries/{id}/redeliver` (endpoint owner).
 pub fn redeliver(app: &App, req: &Request, slug: &str, id: &str) -> Result<Response> {
-    let (_, partitions) = owner_partitions(app, req, slug)?;
+    let owner = DeliveryViewer::owner(&app.endpoints, &caller(app, req)?, slug)?;
     let id = id_param(id, Missing::Delivery)?;
-    let view = log::redeliver(&app.handles, partitions, id)?;
+    let view = log::redeliver(&app.handles, &owner, id)?;
     Ok(reply::json(StatusCode::OK, &view))
 }
 
 /// `POST /api/v1/manage/endpoints/{slug}/deliveries/{id}/retry` (endpoint owner): the next
 /// attempt of a pending delivery, now.
 pub fn retry(app: &App, req: &Request, slug: &str, id: &str) -> Result<Response> {
-    let (account, partitions) = owner_partitions(app, req, slug)?;
+    let account = caller(app, req)?;
+    let owner = DeliveryViewer::owner(&app.endpoints, &account, slug)?;
     let id = id_param(id, Missing::Delivery)?;
-    let view = log::retry_now(&app.handles, &account, partitions, id)?;
+    let view = log::retry_now(&app.handles, &owner, &account, id)?;
     Ok(reply::json(StatusCode::OK, &view))
 }

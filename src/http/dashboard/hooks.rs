@@ -9,7 +9,7 @@ use askama::Template;
 
 use super::endpoints::EndpointHead;
 use super::form::Form;
-use super::page::{Layout, Outcome, redirect, render};
+use super::page::{Layout, Outcome, Pretty, redirect, render};
 use super::visitor::{signed_in, user_form};
 use crate::domain::error::Error;
 use crate::domain::webhooks::recovery::{self, RecoveryRequest};
@@ -34,7 +34,7 @@ struct Tested {
     subscription: String,
     result: TestResult,
     /// The event's body, indented.
-    pretty_body: String,
+    pretty_body: Pretty,
 }
 
 impl Tested {
@@ -104,7 +104,7 @@ pub async fn test_event(
     let tested = Tested {
         environment: environment.as_str(),
         subscription: subscriptions::subscription_id(number),
-        pretty_body: super::page::pretty_json(&result.request_body),
+        pretty_body: Pretty::of(&result.request_body),
         result,
     };
     page_with(app, req, slug, Some(tested))

@@ -7,11 +7,13 @@ use askama::Template;
 
 use super::chart;
 use super::endpoints::EndpointHead;
-use super::page::{Layout, Outcome, Pager, environment, redirect, render};
+use super::page::{Layout, Outcome, Pager, Pretty, environment, redirect, render};
 use super::visitor::{signed_in, user_form};
 use crate::domain::error::{Error, Missing};
 use crate::domain::usage::MonthUsage;
-use crate::domain::webhooks::log::{self, AttemptView, DeliveryView, Outcomes, ShownState};
+use crate::domain::webhooks::log::{
+    self, AttemptView, DeliveryView, DeliveryViewer, Outcomes, ShownState, Withheld,
+};
 use crate::http::app::App;
 use crate::http::reply::id_param;
 use crate::http::reply::query_params;
@@ -228,6 +230,19 @@ impl DeliveryRow {
             delivery,
         }
     }
+
+    /// What the viewer is not shown of the URL, in words (beside what is shown of it).
+    pub fn url_note(&self) -> Option<&'static str> {
+        match (&self.delivery.url, self.withheld(Withheld::Url)) {
+            (None, _) => Some("withheld: the owner's subscription"),
+            (Some(_), true) => Some("path and query withheld"),
+            (Some(_), false) => None,
+        }
+    }
+
+    fn withheld(&self, part: Withheld) -> bool {
+        self.delivery.withheld.contains(&part)
+    }
 }
 
 /// The delivery log's filter form, as sent.
@@ -251,19 +266,6 @@ struct DeliveriesPage {
     pager: Pager,
 }
 
-/// The endpoint's two partitions, for a member of it.
-fn partitions(
-    app: &App,
-    account: &crate::store::AccountRow,
-    slug: &str,
-) -> Result<[u64; 2], Error> {
-    let (endpoint, _) = app.endpoints.member_row(account, slug)?;
-    Ok([
-        partition(endpoint.id, Environment::Sandbox),
-        partition(endpoint.id, Environment::Production),
-    ])
-}
-
 /// `GET /dashboard/endpoints/{slug}/deliveries?environment=&state=&kind=&url=&cursor=`. A
 /// refused filter is said on the page, above the form it came from.
 pub fn deliveries(app: &App, req: &Request, slug: &str) -> Outcome {
@@ -271,7 +273,7 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Outcome {
     let params = query_params(&req.query);
     let mut head = EndpointHead::load(app, &user, slug, "deliveries")?;
     head.viewing = environment(&params).ok();
-    let [sandbox, production] = partitions(app, &user.account, slug)?;
+    let viewer = DeliveryViewer::member(&app.endpoints, &user.account, slug)?;
     let text = |name: &str| params.get(name).cloned().unwrap_or_default();
     let form = DeliveryFilterForm {
         state: text("state"),
@@ -280,14 +282,11 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Outcome {
     };
     let cursor = params.get("cursor").map(String::as_str);
     let listed = environment(&params).and_then(|environment| {
-        let part = match environment {
-            Environment::Sandbox => sandbox,
-            Environment::Production => production,
-        };
         let filter = log::DeliveryFilter::from_params(&params)?;
         let page = log::list(
             app.store.as_ref(),
-            part,
+            &viewer,
+            environment,
             &filter,
             DELIVERIES_PER_PAGE,
             cursor,
@@ -332,29 +331,10 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Outcome {
     render(&page)
 }
 
-/// A body as the page shows it: indented when it is JSON (and then marked as such for the
-/// highlighter), as it is otherwise.
-struct Body {
-    text: String,
-    json: bool,
-}
-
-impl Body {
-    fn of(text: &str) -> Body {
-        match indented(text) {
-            Some(text) => Body { text, json: true },
-            None => Body {
-                text: text.to_string(),
-                json: false,
-            },
-        }
-    }
-}
-
 /// An attempt as the page shows it.
 struct AttemptRow {
     attempt: AttemptView,
-    response_body: Option<Body>,
+    response_body: Option<Pretty>,
 }
 
 #[derive(Template)]
@@ -363,8 +343,8 @@ struct DeliveryPage {
     layout: Layout,
     head: EndpointHead,
     row: DeliveryRow,
-    /// The event body.
-    body: Body,
+    /// The event body; `None` when withheld from the viewer.
+    body: Option<Pretty>,
     attempts: Vec<AttemptRow>,
     /// The owner may retry a pending delivery now.
     can_retry: bool,
@@ -372,15 +352,13 @@ struct DeliveryPage {
     can_redeliver: bool,
 }
 
-/// `GET /dashboard/endpoints/{slug}/deliveries/{id}`: every attempt.
+/// `GET /dashboard/endpoints/{slug}/deliveries/{id}`: every attempt, as the viewer may see
+/// them.
 pub fn delivery(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
     let user = signed_in(app, req)?;
     let id = id_param(id, Missing::Delivery)?;
-    let detail = log::detail(
-        app.store.as_ref(),
-        partitions(app, &user.account, slug)?,
-        id,
-    )?;
+    let viewer = DeliveryViewer::member(&app.endpoints, &user.account, slug)?;
+    let detail = log::detail(app.store.as_ref(), &viewer, id)?;
     let mut head = EndpointHead::load(app, &user, slug, "deliveries")?;
     head.viewing = Environment::parse(detail.delivery.environment);
     let state = detail.delivery.state;
@@ -390,12 +368,12 @@ pub fn delivery(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
         can_redeliver: head.owner
             && matches!(state, DeliveryState::GivenUp | DeliveryState::Skipped),
         head,
-        body: Body::of(&detail.body),
+        body: detail.body.as_deref().map(Pretty::of),
         attempts: detail
             .attempt_log
             .into_iter()
             .map(|attempt| AttemptRow {
-                response_body: attempt.response_body.as_deref().map(Body::of),
+                response_body: attempt.response_body.as_deref().map(Pretty::of),
                 attempt,
             })
             .collect(),
@@ -423,85 +401,21 @@ pub async fn act(
 ) -> Outcome {
     let user = signed_in(app, req)?;
     user_form(app, req, &user).await?;
-    let endpoint = app.endpoints.owned_row(&user.account, slug)?;
+    let owner = DeliveryViewer::owner(&app.endpoints, &user.account, slug)?;
     let id = id_param(id, Missing::Delivery)?;
-    let partitions = [
-        partition(endpoint.id, Environment::Sandbox),
-        partition(endpoint.id, Environment::Production),
-    ];
     let done = match action {
         DeliveryAction::Redeliver => {
-            log::redeliver(&app.handles, partitions, id)?;
+            log::redeliver(&app.handles, &owner, id)?;
             "redelivered"
         }
         DeliveryAction::Retry => {
-            log::retry_now(&app.handles, &user.account, partitions, id)?;
+            log::retry_now(&app.handles, &owner, &user.account, id)?;
             "retried"
         }
     };
     Ok(redirect(&format!(
         "/dashboard/endpoints/{slug}/deliveries/{id}?done={done}"
     )))
-}
-
-/// `text` indented two spaces a level, when it is JSON. Indented as text, token by token,
-/// never parsed into values and written again: that would round numbers past 2^53 and write
-/// `1E2` as `100`, and a body must show as it was sent.
-fn indented(text: &str) -> Option<String> {
-    serde_json::from_str::<serde::de::IgnoredAny>(text).ok()?;
-    let mut out = String::with_capacity(text.len() * 2);
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    let mut chars = text.chars().peekable();
-    let newline = |out: &mut String, depth: usize| {
-        out.push('\n');
-        out.extend(std::iter::repeat_n("  ", depth));
-    };
-    while let Some(c) = chars.next() {
-        if in_string {
-            out.push(c);
-            match c {
-                _ if escaped => escaped = false,
-                '\\' => escaped = true,
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match c {
-            '"' => {
-                in_string = true;
-                out.push(c);
-            }
-            '{' | '[' => {
-                out.push(c);
-                // An empty object or array stays on its line.
-                while chars.peek().is_some_and(|c| c.is_ascii_whitespace()) {
-                    chars.next();
-                }
-                if chars.peek().is_some_and(|&n| n == '}' || n == ']') {
-                    out.extend(chars.next());
-                } else {
-                    depth += 1;
-                    newline(&mut out, depth);
-                }
-            }
-            '}' | ']' => {
-                depth = depth.saturating_sub(1);
-                newline(&mut out, depth);
-                out.push(c);
-            }
-            ',' => {
-                out.push(c);
-                newline(&mut out, depth);
-            }
-            ':' => out.push_str(": "),
-            c if c.is_ascii_whitespace() => {}
-            c => out.push(c),
-        }
-    }
-    Some(out)
 }
 
 /// Webhook outcomes of one environment this month, as the page shows them.
@@ -568,35 +482,4 @@ pub fn usage(app: &App, req: &Request, slug: &str) -> Outcome {
         outcomes_cap: OUTCOMES_CAP,
     };
     render(&page)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::indented;
-
-    #[test]
-    fn json_is_indented_as_sent_and_anything_else_is_left_alone() {
-        let body = r#"{"type":"record.created","data":{"n":12345678901234567890123,"f":1E2,"s":"a,b:{c}\"]","e":{},"l":[ ]},"t":[1,2]}"#;
-        assert_eq!(
-            indented(body).unwrap(),
-            r#"{
-  "type": "record.created",
-  "data": {
-    "n": 12345678901234567890123,
-    "f": 1E2,
-    "s": "a,b:{c}\"]",
-    "e": {},
-    "l": []
-  },
-  "t": [
-    1,
-    2
-  ]
-}"#
-        );
-        for text in ["not json", "{\"a\":", "", "<html>ok</html>"] {
-            assert_eq!(indented(text), None);
-        }
-        assert_eq!(indented(" 42 ").unwrap(), "42");
-    }
 }

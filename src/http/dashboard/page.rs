@@ -262,12 +262,84 @@ pub fn environment(
     }
 }
 
-/// JSON text indented for reading; any other text as it is.
-pub fn pretty_json(text: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(text)
-        .ok()
-        .and_then(|value| serde_json::to_string_pretty(&value).ok())
-        .unwrap_or_else(|| text.to_string())
+/// A stored text as every page shows it (a record's payload, an event body, a receiver's
+/// answer): indented when it is JSON, and then marked as such for the highlighter; as it is
+/// otherwise.
+pub struct Pretty {
+    pub text: String,
+    pub json: bool,
+}
+
+impl Pretty {
+    pub fn of(text: &str) -> Pretty {
+        match indented(text) {
+            Some(text) => Pretty { text, json: true },
+            None => Pretty {
+                text: text.to_string(),
+                json: false,
+            },
+        }
+    }
+}
+
+/// `text` indented two spaces a level, when it is JSON. Indented as text, token by token,
+/// never parsed into values and written again: that would round numbers past 2^53 and write
+/// `1E2` as `100`, and a body must show as it was sent.
+fn indented(text: &str) -> Option<String> {
+    serde_json::from_str::<serde::de::IgnoredAny>(text).ok()?;
+    let mut out = String::with_capacity(text.len() * 2);
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut chars = text.chars().peekable();
+    let newline = |out: &mut String, depth: usize| {
+        out.push('\n');
+        out.extend(std::iter::repeat_n("  ", depth));
+    };
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '{' | '[' => {
+                out.push(c);
+                // An empty object or array stays on its line.
+                while chars.peek().is_some_and(|c| c.is_ascii_whitespace()) {
+                    chars.next();
+                }
+                if chars.peek().is_some_and(|&n| n == '}' || n == ']') {
+                    out.extend(chars.next());
+                } else {
+                    depth += 1;
+                    newline(&mut out, depth);
+                }
+            }
+            '}' | ']' => {
+                depth = depth.saturating_sub(1);
+                newline(&mut out, depth);
+                out.push(c);
+            }
+            ',' => {
+                out.push(c);
+                newline(&mut out, depth);
+            }
+            ':' => out.push_str(": "),
+            c if c.is_ascii_whitespace() => {}
+            c => out.push(c),
+        }
+    }
+    Some(out)
 }
 
 /// A stored RFC 3339 time as pages show it: `2026-11-22 09:36:07 UTC` (to the second); any
@@ -344,6 +416,37 @@ mod tests {
             "2026-11-22 09:36:07 UTC"
         );
         assert_eq!(super::when("soon"), "soon");
+    }
+
+    #[test]
+    fn json_is_indented_as_sent_and_anything_else_is_left_alone() {
+        let body = r#"{"type":"record.created","data":{"n":12345678901234567890123,"f":1E2,"s":"a,b:{c}\"]","e":{},"l":[ ]},"t":[1,2]}"#;
+        assert_eq!(
+            super::indented(body).unwrap(),
+            r#"{
+  "type": "record.created",
+  "data": {
+    "n": 12345678901234567890123,
+    "f": 1E2,
+    "s": "a,b:{c}\"]",
+    "e": {},
+    "l": []
+  },
+  "t": [
+    1,
+    2
+  ]
+}"#
+        );
+        for text in ["not json", "{\"a\":", "", "<html>ok</html>"] {
+            assert_eq!(super::indented(text), None);
+        }
+        assert_eq!(super::indented(" 42 ").unwrap(), "42");
+        // Repeated keys stay, as stored.
+        assert_eq!(
+            super::indented(r#"{"a":1,"a":123456789012345678901234567890}"#).unwrap(),
+            "{\n  \"a\": 1,\n  \"a\": 123456789012345678901234567890\n}"
+        );
     }
 }
 

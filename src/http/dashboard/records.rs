@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 use super::endpoints::EndpointHead;
 use super::logs::DeliveryRow;
 use super::page::{
-    Failure, Layout, Outcome, Pager, environment, pretty_json, redirect, render, render_with,
+    Failure, Layout, Outcome, Pager, Pretty, environment, redirect, render, render_with,
 };
 use super::visitor::{User, signed_in, user_form};
 use crate::domain::endpoints::DataAccess;
@@ -22,7 +22,7 @@ use crate::domain::error::Error;
 use crate::domain::records::{self, parse_record_id};
 use crate::domain::search;
 use crate::domain::webhooks::deliveries::Hooks;
-use crate::domain::webhooks::log::{self, DeliveryFilter};
+use crate::domain::webhooks::log::{self, DeliveryFilter, DeliveryViewer};
 use crate::http::app::App;
 use crate::http::reply::query_params;
 use crate::http::request::Request;
@@ -186,7 +186,7 @@ struct RecordPage {
     id: String,
     created_at: String,
     updated_at: String,
-    payload: String,
+    payload: Pretty,
     deliveries: Vec<DeliveryRow>,
     can_delete: bool,
 }
@@ -203,7 +203,8 @@ pub fn record(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
     };
     let deliveries = log::list(
         app.store.as_ref(),
-        access.partition,
+        &DeliveryViewer::member(&app.endpoints, &user.account, slug)?,
+        environment,
         &of_record,
         RECORD_DELIVERIES,
         None,
@@ -220,7 +221,7 @@ pub fn record(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
         layout: user.layout(app, format!("Record {}", record.id), "endpoints", req),
         head,
         environment: environment.as_str(),
-        payload: pretty_json(record.payload.get()),
+        payload: Pretty::of(record.payload.get()),
         id: record.id,
         created_at: record.created_at,
         updated_at: record.updated_at,

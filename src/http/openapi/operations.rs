@@ -179,7 +179,7 @@ fn delivery_example() -> Value {
             "subscription": "sub_1", "url": "https://example.com/hook",
             "state": "delivered", "failing": false, "attempts": 1, "max_attempts": 6,
             "next_attempt_at": null,
-            "created_at": CREATED_AT, "finished_at": CREATED_AT })
+            "created_at": CREATED_AT, "finished_at": CREATED_AT, "withheld": [] })
 }
 
 fn subscription_example() -> Value {
@@ -1311,7 +1311,16 @@ fn webhook_operations() -> Vec<Operation> {
             .error(400, bad_environment)
             .error(404, &["subscription_not_found"]),
         op("get", "/api/v1/manage/endpoints/{slug}/deliveries", "listDeliveries", Who::Member)
-            .summary("The delivery log", "Of one environment, or of one record; newest first.")
+            .summary(
+                "The delivery log",
+                "Of one environment, or of one record; newest first. Every member sees every \
+                 delivery, each as far as they may: the owner all of it; a collaborator an \
+                 owner subscription's `url` never (`null`: subscriptions are the owner's), a \
+                 caller webhook's in full only when their own key made the write (its origin \
+                 otherwise), and the body and receivers' answers (`getDelivery`) only with the \
+                 `read` permission while the endpoint is active. `withheld` names what is not \
+                 shown.",
+            )
             .param(environment_query("Which environment's deliveries."))
             .param(query("record_id", "Only this record's deliveries.", schema_ref("RecordId")))
             .param(query(
@@ -1335,8 +1344,9 @@ fn webhook_operations() -> Vec<Operation> {
             ))
             .param(query(
                 "url",
-                "Only deliveries whose URL (as shown, credentials masked) contains this text, \
-                 in any case.",
+                "Only deliveries whose URL as the caller is shown it (credentials masked; only \
+                 the origin, or nothing, where it is withheld) contains this text, in any \
+                 case: a URL the caller may not see is never matched.",
                 json!({ "type": "string", "maxLength": 2048 }),
             ))
             .param(limit(webhooks::log::LIST_LIMIT_DEFAULT, webhooks::log::LIST_LIMIT_MAX))
@@ -1344,7 +1354,13 @@ fn webhook_operations() -> Vec<Operation> {
             .ok(200, "One page.", schema_ref("DeliveryPage"), json!({ "data": [delivery_example()], "pagination": {} }))
             .error(400, &["invalid_parameter", "invalid_record_id"]),
         op("get", "/api/v1/manage/endpoints/{slug}/deliveries/{id}", "getDelivery", Who::Member)
-            .summary("One delivery", "With the body sent and every attempt.")
+            .summary(
+                "One delivery",
+                "With the body sent and every attempt, as far as the caller may see them (see \
+                 `listDeliveries`): without the `read` permission, or while the endpoint is \
+                 inactive, a collaborator gets `body` and every attempt's `response_body` as \
+                 `null`, with `body` in `withheld`.",
+            )
             .ok(200, "The delivery.", schema_ref("DeliveryDetail"), {
                 let mut d = delivery_example();
                 d["body"] = json!("{\"type\":\"record.created\",…}");

@@ -515,7 +515,12 @@ fn webhook_schemas() -> Value {
             "environment": schema_ref("Environment"),
             "kind": string_enum(&["owner", "caller"]),
             "subscription": nullable(json!({ "type": "string", "pattern": "^sub_[1-9][0-9]*$" })),
-            "url": string(),
+            "url": { "anyOf": [string(), { "type": "null" }],
+                     "description": "Where it goes, as far as the caller may see it: in full \
+                         (credentials masked) for the owner, and for a caller webhook's to the \
+                         collaborator whose key made the write; a caller webhook's origin \
+                         (`scheme://host:port`) for other collaborators; `null` for an owner \
+                         subscription's seen by a collaborator." },
             "state": string_enum(&["pending", "delivered", "given_up", "skipped"]),
             "failing": { "type": "boolean",
                          "description": "Pending after at least one failed attempt (the log's `failing` state)." },
@@ -524,24 +529,35 @@ fn webhook_schemas() -> Value {
             "next_attempt_at": nullable(time()),
             "created_at": time(),
             "finished_at": nullable(time()),
+            "withheld": { "type": "array", "items": string_enum(&["url", "body"]),
+                          "description": "What the caller is not shown (empty for the owner): \
+                              `url`, the URL is cut to its origin or `null` (in the delivery and \
+                              every attempt); `body`, the body and every attempt's \
+                              `response_body` are `null` (the caller lacks the `read` \
+                              permission, or the endpoint is inactive)." },
         }), &["id", "record_id", "environment", "kind", "subscription", "url", "state",
               "failing", "attempts", "max_attempts", "next_attempt_at", "created_at",
-              "finished_at"]),
+              "finished_at", "withheld"]),
         "DeliveryDetail": extends("Delivery", json!({
-            "body": { "type": "string", "description": "The exact bytes every attempt sends." },
+            "body": { "anyOf": [string(), { "type": "null" }],
+                      "description": "The exact bytes every attempt sends; `null` when \
+                          withheld (`withheld` holds `body`)." },
             "attempt_log": { "type": "array", "items": schema_ref("DeliveryAttempt") },
         }), &["body", "attempt_log"]),
         "DeliveryAttempt": object(json!({
             "attempt": integer(),
             "started_at": time(),
             "duration_ms": { "type": "number" },
-            "url": string(),
+            "url": { "anyOf": [string(), { "type": "null" }],
+                     "description": "As the delivery's `url`." },
             "request_headers": { "type": "array", "items": {
                 "type": "array", "prefixItems": [string(), string()], "minItems": 2, "maxItems": 2,
             } },
             "status": nullable(integer()),
             "error": nullable(string()),
-            "response_body": nullable(string()),
+            "response_body": { "anyOf": [string(), { "type": "null" }],
+                               "description": "The start of the receiver's answer; `null` \
+                                   without one, or when withheld (`withheld` holds `body`)." },
             "outcome": string_enum(&["delivered", "retry", "given_up"]),
         }), &["attempt", "started_at", "duration_ms", "url", "request_headers", "status",
               "error", "response_body", "outcome"]),

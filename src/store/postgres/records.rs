@@ -656,6 +656,7 @@ mod tests {
                     auth_header: None,
                     auth_value_sealed: None,
                     body: format!("{:?} {}", change.kind, change.id.0),
+                    sender: None,
                     trace: None,
                     max_attempts: 3,
                     created_at: Timestamp(7),

@@ -465,6 +465,7 @@ pub(super) mod tests {
             auth_header: None,
             auth_value_sealed: None,
             body: format!("body {id}"),
+            sender: None,
             trace: None,
             state: DeliveryState::Pending,
             attempts: 0,

@@ -1133,6 +1133,7 @@ mod tests {
             auth_header: None,
             auth_value_sealed: None,
             body: "{}".into(),
+            sender: None,
             trace: None,
             state: DeliveryState::Pending,
             attempts,
