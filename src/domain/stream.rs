@@ -237,7 +237,10 @@ impl Streams {
     ) -> Result<StreamBody> {
         let parts = &self.inner.parts;
         let partition = access.partition;
-        // The access version the stream starts from, read from the store, not the cache.
+        // Followed from before the first check, so no change after it goes unnoticed; the
+        // check itself reads the store, not the cache.
+        let mut access_changes = parts.access_changes.clone();
+        access_changes.mark_unchanged();
         let checked = endpoints::recheck(parts.store.as_ref(), &grant, parts.clock.now())?;
         let bounds = parts.store.event_bounds(partition)?;
         let start = match last_event_id {
@@ -281,6 +284,7 @@ impl Streams {
             outbox,
             grant,
             checked,
+            access_changes,
             _slot: slot,
         };
         tokio::spawn(pump.run());
@@ -623,6 +627,8 @@ struct Pump {
     grant: KeyGrant,
     /// The last check that found it allowed.
     checked: Rechecked,
+    /// Marked changed when access may have changed since that check.
+    access_changes: watch::Receiver<()>,
     _slot: Slot,
 }
 
@@ -636,8 +642,6 @@ impl Pump {
         let shared_store = parts.store.cluster().is_some();
         let mut changed = self.feed.changed.subscribe();
         let mut closing = self.inner.closing.subscribe();
-        let mut access_changes = parts.access_changes.clone();
-        access_changes.mark_unchanged();
         let opening = Bytes::from(format!("retry: {RECONNECT_MS}\n: stream open\n\n"));
         if self.outbox.send(opening).await.is_err() {
             return;
@@ -650,8 +654,8 @@ impl Pump {
                     .finish(": the server is stopping; reconnect\n\n".into());
                 return;
             }
-            if access_changes.has_changed().unwrap_or(false) {
-                access_changes.mark_unchanged();
+            if self.access_changes.has_changed().unwrap_or(false) {
+                self.access_changes.mark_unchanged();
                 if let Err(refusal) = self.check_again() {
                     return self.refuse(refusal);
                 }
@@ -700,7 +704,7 @@ impl Pump {
             tokio::select! {
                 _ = changed.changed() => {}
                 _ = closing.changed() => {}
-                _ = access_changes.changed() => {}
+                _ = self.access_changes.changed() => {}
                 _ = tokio::time::sleep(settings.cluster_poll), if shared_store => {}
                 _ = tokio::time::sleep_until(heartbeat_at) => {
                     // Every heartbeat checks the key again too: a grace period ends by the
