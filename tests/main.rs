@@ -39,6 +39,7 @@ mod stream;
 mod stream_access;
 mod telemetry;
 mod tls;
+mod upgrade;
 mod webhook_egress;
 mod webhook_secrets;
 mod webhook_settings;

@@ -367,7 +367,8 @@ async fn wait_for_stop(running: &server::RunningServer, signals: Signals) {
 }
 
 /// `intake check`: the configuration is valid (else `load` already failed, naming the key);
-/// print it as TOML with secrets masked.
+/// print it as TOML with secrets masked; then the data dir's files are of layouts this binary
+/// serves (else the error starting it would give).
 fn check(config: &Config, files: &FileArgs) -> Result<(), String> {
     let text = toml::to_string(config).map_err(|e| format!("cannot print the config: {e}"))?;
     let source = files
@@ -380,6 +381,42 @@ fn check(config: &Config, files: &FileArgs) -> Result<(), String> {
     );
     print!("{text}");
     eprintln!("intake: the configuration is valid");
+    check_layouts(config)
+}
+
+/// `intake check`'s look at the layout version of each file of a redb data dir, read without
+/// writing to them (a database's schema is checked by the server when it connects).
+fn check_layouts(config: &Config) -> Result<(), String> {
+    use crate::store::{FileLayout, LayoutFound, StoreError};
+    type Inspect = fn(&std::path::Path) -> Result<FileLayout, StoreError>;
+    if config.storage.backend == crate::core::config::StorageBackend::Postgres {
+        return Ok(());
+    }
+    let files: [(PathBuf, Inspect); 2] = [
+        (config.db_path(), crate::store::inspect_embedded),
+        (
+            config.request_log_path(),
+            crate::store::inspect_embedded_request_log,
+        ),
+    ];
+    for (path, inspect) in &files {
+        let state = match inspect(path).map_err(|e| e.to_string())? {
+            FileLayout::Missing => continue,
+            FileLayout::InUse => "in use by a running server, so not read".to_string(),
+            FileLayout::Unclean => {
+                "not closed cleanly, so not read: the server repairs it when it starts".to_string()
+            }
+            FileLayout::Found(LayoutFound::New) => "has no layout version yet".to_string(),
+            FileLayout::Found(LayoutFound::Current(version)) => {
+                format!("layout version {version}, this intake's")
+            }
+            FileLayout::Found(LayoutFound::Older(version)) => format!(
+                "layout version {version}: the server upgrades it when it starts, after \
+                 saving a copy beside it (docs/src/upgrading.md)"
+            ),
+        };
+        eprintln!("intake: {}: {state}", path.display());
+    }
     Ok(())
 }
 

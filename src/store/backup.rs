@@ -19,6 +19,7 @@ pub trait StoreFile {
     /// Whether a running server holds the store file at `path`.
     fn in_use(path: &Path) -> bool;
 
-    /// Opens the store file at `path` and closes it again: it is sound and of this version.
+    /// Opens the store file at `path` and closes it again: it is sound, and of a version this
+    /// binary serves (upgrading it at start if older).
     fn check(path: &Path) -> Result<(), StoreError>;
 }

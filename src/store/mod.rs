@@ -57,7 +57,9 @@ pub enum StoreError {
     Backend(Box<dyn std::error::Error + Send + Sync>),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
-    #[error("the data dir was written by an incompatible version of intake (schema {0})")]
+    /// A file of the data dir in a layout this binary does not open: the message names the
+    /// file, both versions and what to do (`store::redb::layout`).
+    #[error("{0}")]
     Schema(String),
     #[error("the disk holding the data dir is full ({available} bytes available)")]
     Full { available: u64 },
@@ -295,6 +297,22 @@ pub fn open_embedded_request_log(
     Ok(Arc::new(
         self::redb::RedbStore::open_request_log(path, cache_bytes)?.reserve_free_space(min_free),
     ))
+}
+
+/// What starting a server would do with an embedded file's layout version (see
+/// [`inspect_embedded`]).
+pub use self::redb::layout::{Found as LayoutFound, Inspected as FileLayout};
+
+/// What starting a server would do with the layout of the embedded store file at `path`
+/// (`intake.redb`), read without writing to the file or waiting for it (`intake check`). A
+/// layout the server would refuse is the error it would refuse it with.
+pub fn inspect_embedded(path: &Path) -> Result<FileLayout, StoreError> {
+    self::redb::RedbStore::inspect(path)
+}
+
+/// [`inspect_embedded`] for the embedded request log at `path` (`requests.redb`).
+pub fn inspect_embedded_request_log(path: &Path) -> Result<FileLayout, StoreError> {
+    self::redb::RedbStore::inspect_request_log(path)
 }
 
 /// Runs `work` in one durable write transaction of `store`; returns its value and what the

@@ -72,6 +72,34 @@ impl InProcessServer {
         }
     }
 
+    /// Serves the data dir `dir/data` someone made before (a copy of a fixture: its files, and
+    /// on PostgreSQL the database [`super::use_database`] gave it), whose owner has `owner`'s
+    /// token and password, with the clock at `now`.
+    pub fn start_on(
+        dir: tempfile::TempDir,
+        toml: &str,
+        now: Timestamp,
+        owner: &super::InitOutput,
+    ) -> InProcessServer {
+        let mut config = config_with_storage(toml, &dir.path().join("data"));
+        config.listen = "127.0.0.1:0".parse().expect("loopback address");
+        let clock = Arc::new(ManualClock::new(now));
+        let (runtime, server) = serve(&config, &clock);
+        InProcessServer {
+            clock,
+            password: owner.password.clone(),
+            client: ServerClient::new(server.addr(), owner.token.clone()),
+            running: Some((runtime, server)),
+            config,
+            _dir: dir,
+        }
+    }
+
+    /// The data dir the server serves.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.config.data_dir
+    }
+
     /// Graceful shutdown (as on SIGTERM); does nothing if the server is stopped.
     pub fn stop(&mut self) {
         if let Some((runtime, server)) = self.running.take() {

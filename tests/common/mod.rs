@@ -1440,8 +1440,20 @@ fn assign_database(data_dir: &Path, url: String) {
     );
 }
 
+/// Gives `data_dir` the database at `url` (one of [`postgres::Cluster::restore`]'s): its
+/// servers use it, and it is dropped with the last of them.
+pub fn use_database(data_dir: &Path, url: String) {
+    assign_database(data_dir, url);
+}
+
+/// On PostgreSQL, the whole database of `data_dir` (schema and data) as a plain `pg_dump`
+/// script that [`postgres::Cluster::restore`] loads again; `None` on redb.
+pub fn dump_database(data_dir: &Path) -> Option<Vec<u8>> {
+    on_postgres().then(|| postgres::shared().dump(&database_of(data_dir)))
+}
+
 /// The database of `data_dir`: a new empty one the first time.
-fn database_of(data_dir: &Path) -> String {
+pub fn database_of(data_dir: &Path) -> String {
     DATABASES
         .lock()
         .unwrap_or_else(PoisonError::into_inner)

@@ -361,6 +361,70 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// The database at `url` (one of [`Cluster::url`]'s), schema and data, as a plain SQL
+    /// script without owners or privileges, so [`Cluster::restore`] can load it anywhere.
+    pub fn dump(&self, url: &str) -> Vec<u8> {
+        let out = Command::new(bin_dir().join("pg_dump"))
+            .args(["--no-owner", "--no-privileges", "--dbname", url])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .expect("run pg_dump");
+        assert!(
+            out.status.success(),
+            "pg_dump failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
+    /// A new database holding what the SQL `script` makes (a [`Cluster::dump`]); returns its
+    /// URL.
+    pub fn restore(&self, script: &[u8]) -> String {
+        let url = self.database();
+        self.psql_script(database_name(&url), script);
+        url
+    }
+
+    /// Runs the SQL `script` on database `db` with psql, stopping at the first error; returns
+    /// what it prints (unaligned, tuples only, as it is: `COPY … TO STDOUT` rows too), and
+    /// panics with the error when it fails.
+    pub fn psql_script(&self, db: &str, script: &[u8]) -> Vec<u8> {
+        let mut child = Command::new("psql")
+            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"])
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "intake",
+            ])
+            .args(["-d", db, "-f", "-"])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run psql (Debian's postgresql-client)");
+        let mut stdin = child.stdin.take().expect("psql's stdin");
+        let script = script.to_vec();
+        let writer = std::thread::spawn(move || {
+            use std::io::Write;
+            // psql stops reading at the first error: the rest of the script is not needed.
+            let _ = stdin.write_all(&script);
+        });
+        let out = child.wait_with_output().expect("wait for psql");
+        let _ = writer.join();
+        assert!(
+            out.status.success(),
+            "psql script on {db} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
     /// A new empty database; returns its URL.
     pub fn database(&self) -> String {
         self.database_from(None)
@@ -381,9 +445,7 @@ impl Cluster {
     /// Drops the database at `url` (one of [`Cluster::url`]'s), closing its connections.
     /// Never panics, as it runs in `Drop`: a failure is only printed.
     pub fn drop_database(&self, url: &str) {
-        let Some(name) = url.rsplit('/').next() else {
-            return;
-        };
+        let name = database_name(url);
         let out = Command::new("psql")
             .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
             .args([
@@ -408,6 +470,11 @@ impl Cluster {
             Err(err) => eprintln!("cannot run psql to drop database {name}: {err}"),
         }
     }
+}
+
+/// The name of the database at `url` (one of [`Cluster::url`]'s).
+pub fn database_name(url: &str) -> &str {
+    url.rsplit('/').next().unwrap_or_default()
 }
 
 impl Drop for Cluster {

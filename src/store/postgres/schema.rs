@@ -110,7 +110,11 @@ async fn migrate(client: &mut tokio_postgres::Client) -> Result<(), StoreError> 
     if current > latest {
         return Err(refused(format!(
             "the database holds schema version {current}, written by a newer intake; this \
-             binary knows versions up to {latest}: upgrade intake on this node"
+             intake ({}) knows schema versions up to {latest} and changed nothing. Run the \
+             newer intake on this node too (every node of a database runs one version), or, \
+             to go back to this version, restore the database from the dump taken before the \
+             upgrade (docs/src/upgrading.md)",
+            env!("CARGO_PKG_VERSION")
         )));
     }
     for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > current) {
@@ -170,7 +174,11 @@ mod tests {
         test_cluster::shared().psql(&name, "INSERT INTO intake_schema (version) VALUES (999)");
         let err = PgStore::open(&config(&url)).err().unwrap().to_string();
         assert!(err.contains("schema version 999"), "{err}");
-        assert!(err.contains("upgrade intake"), "{err}");
+        assert!(
+            err.contains(&format!("knows schema versions up to {}", latest_version())),
+            "{err}"
+        );
+        assert!(err.contains("Run the newer intake on this node"), "{err}");
     }
 
     #[test]

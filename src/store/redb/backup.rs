@@ -8,12 +8,10 @@ use redb::{
     TableDefinition, Value, WriteTransaction,
 };
 
+use super::layout::{self, Inspected};
 use super::{LAST_CHANGE_SEQ, META, RedbStore, TableVisitor, read_counter, visit_main_tables};
 use crate::store::StoreError;
 use crate::store::backup::{BackupSource, StoreFile};
-
-/// redb's page cache while a restore checks the file (it reads little).
-const CHECK_CACHE_BYTES: usize = 1024 * 1024;
 
 impl BackupSource for RedbStore {
     /// Copies every table of `intake.redb` (the one list creating it follows too, so a new
@@ -42,9 +40,15 @@ impl StoreFile for RedbStore {
         )
     }
 
-    /// Checks the schema version and that the file is a sound redb store.
+    /// Checks that the file is a redb store of a layout this binary opens: its own, or an
+    /// older one it upgrades at the next start (the restore leaves the file as it was).
     fn check(path: &Path) -> Result<(), StoreError> {
-        RedbStore::open(path, CHECK_CACHE_BYTES).map(drop)
+        match layout::inspect(&layout::MAIN, path)? {
+            Inspected::Found(_) => Ok(()),
+            not_read => Err(StoreError::Backend(
+                format!("{} cannot be read: {not_read:?}", path.display()).into(),
+            )),
+        }
     }
 }
 

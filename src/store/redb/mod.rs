@@ -20,6 +20,7 @@ mod deliveries;
 mod endpoints;
 mod events;
 mod gauges;
+pub mod layout;
 mod mail;
 mod payload;
 mod purge;
@@ -53,7 +54,13 @@ use crate::store::StoreError;
 use payload::PayloadCodec;
 pub use tables::*;
 
-const SCHEMA_VERSION: &[u8] = b"1";
+/// The layout version of `intake.redb` this binary writes. It moves with every change of its
+/// tables or row encodings, together with the step that upgrades the version before
+/// (`layout.rs`).
+const SCHEMA_VERSION: u32 = 1;
+
+/// The layout version of `requests.redb`, kept apart: the request log changes on its own.
+const REQUEST_LOG_SCHEMA_VERSION: u32 = 1;
 
 macro_rules! redb_errors {
     ($($t:ty),*) => {$(
@@ -104,7 +111,7 @@ impl RedbStore {
     /// Opens (or creates) the main file, `intake.redb`, and makes sure every table exists.
     /// `cache_bytes` bounds redb's page cache, which is most of the server's memory.
     pub fn open(path: &Path, cache_bytes: usize) -> Result<RedbStore, StoreError> {
-        RedbStore::open_with(path, cache_bytes, |txn| {
+        RedbStore::open_with(path, cache_bytes, &layout::MAIN, |txn| {
             visit_main_tables(&mut Creator { txn })
         })
     }
@@ -112,61 +119,60 @@ impl RedbStore {
     /// Opens (or creates) `requests.redb`, the request log. It is a file of its own so that
     /// logging every call never holds the write lock the data path commits under.
     pub fn open_request_log(path: &Path, cache_bytes: usize) -> Result<RedbStore, StoreError> {
-        RedbStore::open_with(path, cache_bytes, |txn| {
+        RedbStore::open_with(path, cache_bytes, &layout::REQUEST_LOG, |txn| {
             txn.open_table(REQUEST_LOG)?;
             Ok(())
         })
     }
 
-    /// Opens the file and checks its schema. Damage found there (redb reports some as
-    /// `Corrupted`, and panics on others) is [`StoreError::Damaged`], naming the file and the
-    /// remedy, never a panic.
+    /// What opening `intake.redb` at `path` would do with its layout, read without writing.
+    pub fn inspect(path: &Path) -> Result<layout::Inspected, StoreError> {
+        layout::inspect(&layout::MAIN, path)
+    }
+
+    /// What opening `requests.redb` at `path` would do with its layout, read without writing.
+    pub fn inspect_request_log(path: &Path) -> Result<layout::Inspected, StoreError> {
+        layout::inspect(&layout::REQUEST_LOG, path)
+    }
+
+    /// Opens the file, checks its layout version and upgrades an older one (`layout.rs`).
     fn open_with(
         path: &Path,
         cache_bytes: usize,
+        layout: &layout::Layout,
         create_tables: impl FnOnce(&WriteTransaction) -> Result<(), StoreError>,
     ) -> Result<RedbStore, StoreError> {
-        let damaged = |detail: String| StoreError::Damaged {
-            path: path.display().to_string(),
-            detail,
-        };
-        match quiet_panic::catch(|| RedbStore::open_unchecked(path, cache_bytes, create_tables)) {
-            Err(panic) => Err(damaged(format!("redb: {panic}"))),
-            Ok(Err(StoreError::Backend(err))) => match err.downcast::<redb::Error>() {
-                Ok(err) => match *err {
-                    redb::Error::Corrupted(detail) => Err(damaged(detail)),
-                    err => Err(StoreError::from_redb(err)),
-                },
-                Err(err) => Err(StoreError::Backend(err)),
-            },
-            Ok(result) => result,
-        }
+        guard_damage(path, || {
+            RedbStore::open_unchecked(path, cache_bytes, layout, create_tables)
+        })
     }
 
     fn open_unchecked(
         path: &Path,
         cache_bytes: usize,
+        layout: &layout::Layout,
         create_tables: impl FnOnce(&WriteTransaction) -> Result<(), StoreError>,
     ) -> Result<RedbStore, StoreError> {
-        let db = Database::builder()
-            .set_cache_size(cache_bytes)
-            .create(path)?;
-        let txn = db.begin_write()?;
-        {
-            let mut meta = txn.open_table(META)?;
-            let version = meta.get("schema_version")?.map(|v| v.value().to_vec());
-            match version {
-                None => {
-                    meta.insert("schema_version", SCHEMA_VERSION)?;
-                }
-                Some(v) if v == SCHEMA_VERSION => {}
-                Some(v) => {
-                    return Err(StoreError::Schema(String::from_utf8_lossy(&v).into_owned()));
-                }
-            }
+        let create = || Database::builder().set_cache_size(cache_bytes).create(path);
+        let mut db = create()?;
+        let found = layout.found(&db, path)?;
+        if let layout::Found::Older(version) = found {
+            // The copy is taken of the closed file: an open one is marked for repair.
+            drop(db);
+            layout::back_up(path, version)?;
+            db = create()?;
         }
+        let txn = db.begin_write()?;
+        layout.write_version(&txn, found, path)?;
         create_tables(&txn)?;
         txn.commit()?;
+        if let layout::Found::Older(version) = found {
+            log::info!(
+                "{}: upgraded from layout version {version} to {}",
+                path.display(),
+                layout.version
+            );
+        }
         Ok(RedbStore {
             codec: Arc::new(PayloadCodec::load(&db)?),
             db,
@@ -211,6 +217,30 @@ impl RedbStore {
             return Err(StoreError::Full { available });
         }
         Ok(())
+    }
+}
+
+/// Runs `read` on the file at `path`. Damage found there (redb reports some as `Corrupted`,
+/// and panics on others) is [`StoreError::Damaged`], naming the file and the remedy, never a
+/// panic.
+fn guard_damage<T>(
+    path: &Path,
+    read: impl FnOnce() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    let damaged = |detail: String| StoreError::Damaged {
+        path: path.display().to_string(),
+        detail,
+    };
+    match quiet_panic::catch(read) {
+        Err(panic) => Err(damaged(format!("redb: {panic}"))),
+        Ok(Err(StoreError::Backend(err))) => match err.downcast::<redb::Error>() {
+            Ok(err) => match *err {
+                redb::Error::Corrupted(detail) => Err(damaged(detail)),
+                err => Err(StoreError::from_redb(err)),
+            },
+            Err(err) => Err(StoreError::Backend(err)),
+        },
+        Ok(result) => result,
     }
 }
 

@@ -8,12 +8,13 @@ use redb::{
     Database, DatabaseError, ReadOnlyDatabase, ReadTransaction, ReadableDatabase, ReadableTable,
 };
 
+use super::layout::{self, Found};
 use super::payload::PayloadCodec;
 use super::{
     ACCOUNTS, API_KEYS, AUDIT, COLLABORATORS, DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS,
     ENDPOINTS, FAILURE_MAILS, IDEMPOTENCY, INVITATION_TOKENS, INVITATIONS, META, NOTIFICATIONS,
-    OUTBOX, RECORDS, SCHEMA_VERSION, TOKENS, USAGE, USAGE_DAYS, WEBHOOK_SECRETS, WEBHOOK_SETTINGS,
-    from_json, read_counter,
+    OUTBOX, RECORDS, TOKENS, USAGE, USAGE_DAYS, WEBHOOK_SECRETS, WEBHOOK_SETTINGS, from_json,
+    read_counter,
 };
 use crate::core::ids::RecordId;
 use crate::store::records::RecordRow;
@@ -53,17 +54,23 @@ impl RedbExport {
             }
             opened => opened?,
         };
-        let txn = db.begin_read()?;
-        let version = txn
-            .open_table(META)?
-            .get("schema_version")?
-            .map(|v| v.value().to_vec());
-        if version.as_deref() != Some(SCHEMA_VERSION) {
-            return Err(StoreError::Schema(
-                String::from_utf8_lossy(&version.unwrap_or_default()).into_owned(),
-            ));
+        match layout::MAIN.found(&db, path)? {
+            Found::Current(_) => {}
+            Found::Older(version) => {
+                return Err(StoreError::Schema(format!(
+                    "{} has layout version {version}, older than this intake's {}: start \
+                     `intake serve` on its data dir once to upgrade it, stop it, then copy it",
+                    path.display(),
+                    layout::MAIN.version
+                )));
+            }
+            Found::New => {
+                return Err(StoreError::Schema(format!(
+                    "{} has no layout version: it is not an intake store",
+                    path.display()
+                )));
+            }
         }
-        drop(txn);
         Ok(RedbExport {
             codec: PayloadCodec::load(&db)?,
             db,
