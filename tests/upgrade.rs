@@ -1,23 +1,23 @@
 //! Upgrades keep every byte (#38).
 //!
-//! `tests/fixtures/upgrade/` holds the data of a release: a redb data dir (`redb/`: its files,
-//! the search index included) and a PostgreSQL database as `pg_dump` wrote it
-//! (`postgres/intake.sql`, with the data dir's `master.key`), each with `manifest.json`: the
-//! credentials, the payloads as sent, and the answers that release gave to a list of reads at
-//! the time `now`. [`write_fixture`] made them with the release's binary (see the fixture's
-//! README to make them again for the next release). Every later build must serve a copy of
-//! them, on a clock at `now`, with the same answers byte for byte: records with their numbers
-//! and text as sent, lists, poll, search, the change stream, deliveries in every state with
-//! their attempts, subscriptions, signing secrets, collaborators, sessions, tokens, the request
-//! log, audit and notifications; then take new writes, and keep a replaced key working exactly
-//! until its grace period ends by the injected clock.
+//! `tests/fixtures/upgrade/<release>/` holds the data a release wrote, for each backend: a
+//! redb data dir (`redb/data/`: its files, the search index included) and a PostgreSQL
+//! database as `pg_dump` wrote it (`postgres/intake.sql`, beside the data dir's `master.key`),
+//! each with `manifest.json`: the credentials, the payloads as sent, and the answers that
+//! release gave to a list of reads at the time `now`. [`write_fixture`] makes them with the
+//! release's binary (`tests/fixtures/upgrade/README.md` says when). Every later build must
+//! serve a copy of each, on a clock at its `now`, with the same answers byte for byte: records
+//! with their numbers and text as sent, lists, poll, search, the change stream, deliveries in
+//! every state with their attempts, subscriptions, signing secrets, collaborators, sessions,
+//! tokens, the request log, audit and notifications; then take new writes, and keep a
+//! replaced key working exactly until its grace period ends by the injected clock.
 //!
 //! A layout this build does not know is refused, never guessed at: a data dir or database
 //! written by a newer intake stops `intake serve` (and `intake check`) with exit 1 and a
 //! message naming both versions and the way back. A PostgreSQL database of the previous
-//! migration set is migrated at start and serves the same answers. (redb's upgrade steps,
-//! the copy taken before them and an upgrade that fails half-way are tested beside the code,
-//! `store/redb/layout.rs`, with a layout one version past this one.)
+//! migration set is migrated at start and serves the same answers. (redb's upgrade steps, the
+//! copy taken before them, and an upgrade that fails or crashes half-way are tested beside
+//! the code, `store/redb/layout.rs`, with a layout one version past this one.)
 
 use crate::common;
 
@@ -45,12 +45,40 @@ const COLLABORATOR_EMAIL: &str = "collaborator@example.com";
 const GRACE_SECONDS: u64 = 3600;
 const WAIT: Duration = Duration::from_secs(60);
 
-/// The fixture of the backend under test.
-fn fixture_dir() -> PathBuf {
-    let backend = if on_postgres() { "postgres" } else { "redb" };
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/upgrade")
-        .join(backend)
+/// The folder of every release's fixtures.
+fn fixtures_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upgrade")
+}
+
+fn backend_name() -> &'static str {
+    if on_postgres() { "postgres" } else { "redb" }
+}
+
+/// The fixture of the backend under test of every release there is one of, oldest first:
+/// `tests/fixtures/upgrade/<release>/<backend>`.
+fn fixtures() -> Vec<PathBuf> {
+    let root = fixtures_root();
+    let mut releases: Vec<(Vec<u32>, PathBuf)> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .filter_map(|entry| {
+            let path = entry.ok()?.path();
+            let version = path
+                .file_name()?
+                .to_str()?
+                .split('.')
+                .map(|n| n.parse().ok())
+                .collect::<Option<Vec<u32>>>()?;
+            Some((version, path.join(backend_name())))
+        })
+        .collect();
+    releases.sort();
+    assert!(!releases.is_empty(), "no fixture in {}", root.display());
+    releases.into_iter().map(|(_, path)| path).collect()
+}
+
+/// The newest release's fixture.
+fn newest_fixture() -> PathBuf {
+    fixtures().pop().expect("a fixture")
 }
 
 /// The name of the dump of the database in the PostgreSQL fixture.
@@ -128,8 +156,8 @@ struct Answer {
 
 const IDEMPOTENCY_KEY: &str = "fixture-idempotency-1";
 
-fn manifest() -> Manifest {
-    let path = fixture_dir().join(MANIFEST);
+fn manifest(fixture: &Path) -> Manifest {
+    let path = fixture.join(MANIFEST);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -314,16 +342,20 @@ fn events_after(s: &ServerClient, m: &Manifest, first: &str, count: usize) -> Ve
 // Reading the fixture
 // ---------------------------------------------------------------------------
 
-/// A copy of the fixture's data dir in `dir/data`; on PostgreSQL, with a new database holding
-/// the fixture's.
-fn copy_fixture(dir: &Path) {
+/// A copy of the data dir of `fixture` in `dir/data`; on PostgreSQL, with a new database
+/// holding the fixture's.
+fn copy_fixture(fixture: &Path, dir: &Path) {
     let data = dir.join("data");
-    let from = fixture_dir().join("data");
-    copy_tree(&from, &data);
+    copy_tree(&fixture.join("data"), &data);
     if on_postgres() {
-        let script = std::fs::read(fixture_dir().join(DUMP)).expect("the fixture's dump");
-        use_database(&data, postgres::shared().restore(&script));
+        use_database(&data, postgres::shared().restore(&dump_of(fixture)));
     }
+}
+
+/// The `pg_dump` of a PostgreSQL fixture.
+fn dump_of(fixture: &Path) -> Vec<u8> {
+    let path = fixture.join(DUMP);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 fn copy_tree(from: &Path, to: &Path) {
@@ -355,28 +387,32 @@ fn index_commit(data_dir: &Path) -> Option<Vec<u8>> {
 }
 
 #[test]
-fn a_data_dir_of_the_previous_release_serves_the_same_answers_and_takes_new_writes() {
-    let m = manifest();
-    let dir = tempfile::tempdir().unwrap();
-    copy_fixture(dir.path());
-    let index_before = index_commit(&dir.path().join("data"));
-    let mut s = serve_fixture(&m, dir);
-    check_same_answers(&s, &m);
-    let events = events_after(&s, &m, &m.first_event_id, m.events.len());
-    assert_eq!(
-        events, m.events,
-        "the change stream resumed from the fixture's first event"
-    );
-    if !on_postgres() {
-        assert!(index_before.is_some(), "the fixture has a search index");
+fn the_data_of_every_earlier_release_serves_the_same_answers_and_takes_new_writes() {
+    for fixture in fixtures() {
+        eprintln!("the fixture in {}", fixture.display());
+        let m = manifest(&fixture);
+        let dir = tempfile::tempdir().unwrap();
+        copy_fixture(&fixture, dir.path());
+        let index_before = index_commit(&dir.path().join("data"));
+        let mut s = serve_fixture(&m, dir);
+        check_same_answers(&s, &m);
+        let events = events_after(&s, &m, &m.first_event_id, m.events.len());
         assert_eq!(
-            index_commit(s.data_dir()),
-            index_before,
-            "the release's search index was rebuilt instead of opened: if this build cannot \
-             read it, say so in docs/src/upgrading.md (a rebuild takes time at the first start)"
+            events, m.events,
+            "the change stream resumed from the fixture's first event"
         );
+        if !on_postgres() {
+            assert!(index_before.is_some(), "the fixture has a search index");
+            assert_eq!(
+                index_commit(s.data_dir()),
+                index_before,
+                "the release's search index was rebuilt instead of opened: if this build \
+                 cannot read it, say so in docs/src/upgrading.md (a rebuild takes time at the \
+                 first start)"
+            );
+        }
+        check_new_writes_and_key_grace(&mut s, &m);
     }
-    check_new_writes_and_key_grace(&mut s, &m);
 }
 
 /// Every answer of the fixture, then what each part of the data must still do.
@@ -665,10 +701,10 @@ fn a_database_of_the_previous_migration_set_is_migrated_at_start_and_serves_the_
     if postgres_only("the migrations of PostgreSQL's schema") {
         return;
     }
-    let m = manifest();
+    let fixture = newest_fixture();
+    let m = manifest(&fixture);
     let cluster = postgres::shared();
-    let script = std::fs::read(fixture_dir().join(DUMP)).expect("the fixture's dump");
-    let release = cluster.restore(&script);
+    let release = cluster.restore(&dump_of(&fixture));
     let older = database_of_the_previous_migration_set(postgres::database_name(&release));
     cluster.drop_database(&release);
     let latest = migrations().last().expect("migrations").0;
@@ -682,7 +718,7 @@ fn a_database_of_the_previous_migration_set_is_migrated_at_start_and_serves_the_
     assert_eq!(schema(&older), before.join(","));
 
     let dir = tempfile::tempdir().unwrap();
-    copy_tree(&fixture_dir().join("data"), &dir.path().join("data"));
+    copy_tree(&fixture.join("data"), &dir.path().join("data"));
     use_database(&dir.path().join("data"), older.clone());
     let mut s = serve_fixture(&m, dir);
     let after: Vec<String> = (1..=latest).map(|v| v.to_string()).collect();
@@ -890,9 +926,10 @@ fn create_record(
     id
 }
 
-/// Writes the fixture of the backend under test into `tests/fixtures/upgrade/<backend>/`
-/// with this build's binary, replacing what is there: run it for each backend when a release
-/// is made (`tests/fixtures/upgrade/README.md`).
+/// Writes the fixture of the backend under test into
+/// `tests/fixtures/upgrade/<this version>/<backend>/` with this build's binary, replacing
+/// what is there: run for each backend when a release is made
+/// (`tests/fixtures/upgrade/README.md`).
 #[test]
 #[ignore = "writes tests/fixtures/upgrade/ (tests/fixtures/upgrade/README.md says when)"]
 fn write_fixture() {
@@ -1140,7 +1177,9 @@ fn write_fixture() {
 
     let version = run_cli(intake_cmd().arg("--version"), Duration::from_secs(30));
     m.written_by = String::from_utf8_lossy(&version.stdout).trim().to_string();
-    let out = fixture_dir();
+    let out = fixtures_root()
+        .join(env!("CARGO_PKG_VERSION"))
+        .join(backend_name());
     let _ = std::fs::remove_dir_all(&out);
     let data_dir = s.data_dir();
     std::fs::remove_file(data_dir.join("intake.toml")).expect("the test's config file");
@@ -1154,7 +1193,7 @@ fn write_fixture() {
     // before `now`: every call the binary logged.
     m.now = SystemClock.now().to_rfc3339();
     let copy = tempfile::tempdir().unwrap();
-    copy_fixture(copy.path());
+    copy_fixture(&out, copy.path());
     let s = serve_fixture(&m, copy);
     m.events = events_after(&s, &m, &m.first_event_id, events - 1);
     let deliveries: Vec<String> = ["sandbox", "production"]
