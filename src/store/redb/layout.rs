@@ -271,6 +271,7 @@ mod tests {
     use redb::{ReadableDatabase, TableDefinition};
 
     use super::*;
+    use crate::store::backup::StoreFile;
     use crate::store::redb::{RedbStore, read_counter, visit_main_tables, write_counter};
 
     const CACHE: usize = 1 << 20;
@@ -486,6 +487,14 @@ mod tests {
             inspect(&MAIN, &path).err().unwrap().to_string(),
             err,
             "intake check tells the same"
+        );
+        assert_eq!(
+            <RedbStore as StoreFile>::check(&path)
+                .err()
+                .unwrap()
+                .to_string(),
+            err,
+            "a restore refuses it the same"
         );
         // Without the copy, the way back is a backup of this version.
         std::fs::remove_file(backup_path(&path, SCHEMA_VERSION)).unwrap();
