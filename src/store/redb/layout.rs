@@ -4,7 +4,7 @@
 //! Each file keeps the version of its layout (its tables, their key and value types, how a row
 //! is encoded) in `META` under `schema_version`, as decimal text. A binary opens a file of its
 //! own version as it is. A file of an older version is upgraded at open, once: first the file
-//! is copied beside itself (`intake.redb.v1-backup`, see [`backup_path`]), then every step from
+//! is copied beside itself (`intake.redb.v1-backup`, see `backup_path`), then every step from
 //! the file's version to this binary's runs in one write transaction that also writes the new
 //! version. redb commits a transaction whole or not at all, so a crash or a failed step leaves
 //! the file at its old version next to its copy, and the next start says so and upgrades
@@ -12,7 +12,7 @@
 //! both versions and the way back named, and nothing is written to it.
 //!
 //! A change of layout is: raise the file's version (`SCHEMA_VERSION` or
-//! `REQUEST_LOG_SCHEMA_VERSION` in `store/redb/mod.rs`) and add the [`Step`] from the version
+//! `REQUEST_LOG_SCHEMA_VERSION` in `store/redb/mod.rs`) and add the `Step` from the version
 //! before; the files of the previous release (`tests/fixtures/upgrade/`) must still serve the
 //! same answers.
 
@@ -130,7 +130,7 @@ impl Layout {
     }
 
     /// Writes this binary's version into a new file, or upgrades a file of an older one (which
-    /// [`back_up`] copied first), in `txn`, which the caller commits.
+    /// `back_up` copied first), in `txn`, which the caller commits.
     pub(super) fn write_version(
         &self,
         txn: &WriteTransaction,
@@ -183,13 +183,13 @@ impl Layout {
 
 /// Where the copy of `path` taken before upgrading it from layout `version` is kept: beside
 /// it, `intake.redb.v1-backup`.
-pub fn backup_path(path: &Path, version: u32) -> PathBuf {
+fn backup_path(path: &Path, version: u32) -> PathBuf {
     let mut name = path.as_os_str().to_os_string();
     name.push(format!(".v{version}-backup"));
     PathBuf::from(name)
 }
 
-/// Copies the closed file at `path`, of layout `version`, to [`backup_path`], durably, before
+/// Copies the closed file at `path`, of layout `version`, to `backup_path`, durably, before
 /// an upgrade. A copy already there is from an upgrade that did not finish: the file is still
 /// at that version (the upgrade never committed), so a fresh copy replaces it.
 pub(super) fn back_up(path: &Path, version: u32) -> Result<PathBuf, StoreError> {
@@ -250,7 +250,7 @@ pub enum Inspected {
 }
 
 /// Reads the layout version of the file at `path` read-only (see [`Inspected`]); a version
-/// this binary refuses is the error [`Layout::found`] gives, a damaged file
+/// this binary refuses is the error `Layout::found` gives, a damaged file
 /// [`StoreError::Damaged`].
 pub(super) fn inspect(layout: &Layout, path: &Path) -> Result<Inspected, StoreError> {
     if !path.exists() {
