@@ -145,6 +145,17 @@ struct Written {
     deleted: bool,
 }
 
+impl Written {
+    /// The endpoint's key of the record's environment.
+    fn reader(&self) -> Caller {
+        if self.environment == "production" {
+            Caller::Production
+        } else {
+            Caller::Sandbox
+        }
+    }
+}
+
 /// One GET and what the release answered.
 #[derive(Clone, Serialize, Deserialize)]
 struct Answer {
@@ -224,12 +235,7 @@ fn reads(m: &Manifest, deliveries: &[String]) -> Vec<(Caller, String)> {
         ),
     ]);
     for (id, written) in &m.records {
-        let caller = if written.environment == "production" {
-            Caller::Production
-        } else {
-            Caller::Sandbox
-        };
-        reads.push((caller, format!("{data}/{id}")));
+        reads.push((written.reader(), format!("{data}/{id}")));
     }
     for query in ["limit=30", "limit=2"] {
         reads.push((Caller::Sandbox, format!("{data}?{query}")));
@@ -297,7 +303,8 @@ fn request_log_before(
     before: &str,
 ) -> Vec<Value> {
     let mut entries = Vec::new();
-    let mut query = format!("environment={environment}&limit=100");
+    let first = format!("environment={environment}&limit=100");
+    let mut query = first.clone();
     loop {
         let r = get_as(
             s,
@@ -319,7 +326,7 @@ fn request_log_before(
             .pointer("/pagination/next_cursor")
             .and_then(Value::as_str)
         {
-            Some(cursor) => query = format!("{query}&cursor={}", url_encode(cursor)),
+            Some(cursor) => query = format!("{first}&cursor={}", url_encode(cursor)),
             None => return entries,
         }
     }
@@ -454,12 +461,12 @@ fn check_same_answers(s: &InProcessServer, m: &Manifest) {
 
     // Records byte for byte, numbers and text as they were sent.
     for (id, written) in &m.records {
-        let caller = if written.environment == "production" {
-            Caller::Production
-        } else {
-            Caller::Sandbox
-        };
-        let r = get_as(s, m, caller, &format!("/api/v1/data/{}/{id}", m.slug));
+        let r = get_as(
+            s,
+            m,
+            written.reader(),
+            &format!("/api/v1/data/{}/{id}", m.slug),
+        );
         if written.deleted {
             assert_error(&r, 404, "record_not_found");
             continue;
@@ -476,6 +483,7 @@ fn check_same_answers(s: &InProcessServer, m: &Manifest) {
             );
         }
     }
+    // Among them, numbers past every machine type and text of every plane.
     let big = m
         .records
         .values()
