@@ -581,6 +581,15 @@ pub struct DeliveryRow {
     pub next_attempt_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub finished_at: Option<Timestamp>,
+    /// How many times "retry now" was asked for it. An attempt's outcome compares it with the
+    /// count its own row had (`AttemptOutcome::retry_requests`): one asked for while the
+    /// attempt was in flight is honoured when it ends.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retry_requests: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl DeliveryRow {

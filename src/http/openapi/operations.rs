@@ -1364,10 +1364,12 @@ fn webhook_operations() -> Vec<Operation> {
         )
         .summary(
             "Attempt a pending delivery now",
-            "Brings the next attempt of a pending (or failing) delivery forward to now. It \
-             counts as one of the delivery's attempts: the budget is not reset (to send a \
-             given-up delivery again, redeliver it). Recorded in the audit log as \
-             `delivery.retried`. 409 `conflict` unless pending.",
+            "Brings the next attempt of a pending (or failing) delivery forward to now. While \
+             an attempt is in flight the request is kept: when that attempt ends without \
+             delivering or giving up, the next one is due at once instead of after the retry \
+             schedule's wait. It counts as one of the delivery's attempts: the budget is not \
+             reset (to send a given-up delivery again, redeliver it). Recorded in the audit \
+             log as `delivery.retried`. 409 `conflict` unless pending.",
         )
         .ok(200, "The delivery, due now.", schema_ref("Delivery"), {
             let mut d = delivery_example();
