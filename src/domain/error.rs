@@ -106,6 +106,11 @@ pub enum Error {
          opening another."
     )]
     TooManyStreams(usize),
+    #[error(
+        "A recovery of these deliveries over an overlapping window ended less than the \
+         recovery cooldown ago; try again in {retry_after_secs} s."
+    )]
+    RecoveryCooldown { retry_after_secs: u64 },
 
     // 5xx
     #[error("Storage is temporarily unavailable; retry with backoff.")]
