@@ -116,6 +116,11 @@ impl InProcessServer {
         f(log.as_ref())
     }
 
+    /// The data dir it serves.
+    pub fn data_dir(&self) -> &std::path::Path {
+        &self.config.data_dir
+    }
+
     /// Sets the clock to `t` (a date or RFC 3339).
     pub fn set(&self, t: &str) {
         self.clock.set(at(t));
