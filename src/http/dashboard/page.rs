@@ -245,7 +245,7 @@ pub fn flash(req: &Request) -> Option<&'static str> {
             "Recovery started: the deliveries of the window are being scheduled again."
         }
         "redelivered" => "Redelivery scheduled.",
-        "retried" => "The next attempt is due now.",
+        "retried" => "The next attempt is due now (with one in flight: as soon as it ends).",
         "mail" => "Test e-mail queued; its status shows below.",
         "read" => "Notification marked as read.",
         "all-read" => "Every notification is marked as read.",
