@@ -60,7 +60,7 @@ fn time_param(name: &'static str, text: &str) -> Result<Timestamp> {
 }
 
 /// The recovery `request` asks for, made at `now`: its window ends at `until`, or now when
-/// that is later (no delivery made after the request is taken).
+/// `until` is later or not given (no delivery made after the request is taken).
 fn new_recovery(request: &RecoveryRequest, now: Timestamp) -> Result<RecoveryRow> {
     let since = time_param("since", &request.since)?;
     let until = match &request.until {

@@ -468,11 +468,11 @@ impl RedbStore {
         let txn = self.write()?;
         let removed = {
             let mut table = txn.open_table(PAYLOAD_DICTIONARIES)?;
-            let others: Vec<u32> = table
+            let ids: Vec<u32> = table
                 .iter()?
                 .map(|entry| entry.map(|(id, _)| id.value()))
-                .filter(|id| id.as_ref().map_or(true, |id| Some(*id) != current))
                 .collect::<Result<_, _>>()?;
+            let others: Vec<u32> = ids.into_iter().filter(|id| Some(*id) != current).collect();
             for id in &others {
                 table.remove(id)?;
             }
