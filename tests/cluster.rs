@@ -351,6 +351,56 @@ struct ClockedNode {
 }
 
 impl ClockedNode {
+    /// A node on the database at `url` with `extra` config and `clock` moved by `offset`
+    /// (`behind` or ahead). The first node (`token` still `None`) provisions the owner, whose
+    /// token it sets, and leaves its key in `first` for the others to copy.
+    fn start(
+        url: &str,
+        extra: &str,
+        first: &Path,
+        clock: Arc<ManualClock>,
+        (offset, behind): (Duration, bool),
+        token: &mut Option<String>,
+    ) -> ClockedNode {
+        let dir = tempfile::tempdir().expect("tempdir");
+        if token.is_some() {
+            sibling_data_dir(&first.join("data"), dir.path());
+        }
+        let data = dir.path().join("data");
+        let mut config = Config::parse(&node_config(url, &data, extra)).expect("config");
+        config.data_dir = data.clone();
+        let node_clock: SharedClock = clock.clone();
+        if token.is_none() {
+            let (store, _) = intake::server::open_data_dir(&config).expect("open store");
+            let owner = intake::domain::accounts::provision_owner(
+                store.as_ref(),
+                clock.as_ref(),
+                OWNER_EMAIL,
+            )
+            .expect("provision owner");
+            *token = Some(owner.token);
+            std::fs::create_dir_all(first.join("data")).expect("dir");
+            std::fs::copy(data.join("master.key"), first.join("data/master.key"))
+                .expect("copy key");
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let server = runtime
+            .block_on(intake::server::start(config, node_clock))
+            .expect("start node");
+        ClockedNode {
+            clock,
+            offset,
+            behind,
+            client: ServerClient::new(server.addr(), token.clone().expect("token")),
+            running: Some((runtime, server)),
+            _dir: dir,
+        }
+    }
+
     /// Sets the node's clock to `base` moved by its offset.
     fn set(&self, base: Timestamp) {
         self.clock.set(if self.behind {
@@ -379,52 +429,10 @@ fn poll_is_gap_free_across_nodes_whose_clocks_disagree() {
     let mut token = None;
     let nodes: Vec<ClockedNode> = skews
         .iter()
-        .enumerate()
-        .map(|(i, &(secs, behind))| {
-            let dir = if i == 0 {
-                tempfile::tempdir().expect("tempdir")
-            } else {
-                let dir = tempfile::tempdir().expect("tempdir");
-                sibling_data_dir(&first.path().join("data"), dir.path());
-                dir
-            };
-            let data = dir.path().join("data");
-            let mut config = Config::parse(&node_config(&url, &data, "")).expect("config");
-            config.data_dir = data.clone();
+        .map(|&(secs, behind)| {
             let clock = Arc::new(ManualClock::new(base));
-            let node_clock: SharedClock = clock.clone();
-            if i == 0 {
-                let (store, _) = intake::server::open_data_dir(&config).expect("open store");
-                let owner = intake::domain::accounts::provision_owner(
-                    store.as_ref(),
-                    clock.as_ref(),
-                    OWNER_EMAIL,
-                )
-                .expect("provision owner");
-                token = Some(owner.token);
-                std::fs::create_dir_all(first.path().join("data")).expect("dir");
-                std::fs::copy(
-                    data.join("master.key"),
-                    first.path().join("data/master.key"),
-                )
-                .expect("copy key");
-            }
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("runtime");
-            let server = runtime
-                .block_on(intake::server::start(config, node_clock))
-                .expect("start node");
-            let node = ClockedNode {
-                clock,
-                offset: Duration::from_secs(secs),
-                behind,
-                client: ServerClient::new(server.addr(), token.clone().expect("token")),
-                running: Some((runtime, server)),
-                _dir: dir,
-            };
+            let skew = (Duration::from_secs(secs), behind);
+            let node = ClockedNode::start(&url, "", first.path(), clock, skew, &mut token);
             node.set(base);
             node
         })
@@ -923,6 +931,57 @@ fn a_subscription_rate_limit_holds_across_the_nodes() {
         span >= Duration::from_millis(1_500),
         "8 deliveries in {span:?}"
     );
+}
+
+/// "Retry now" asked on one node while another node's attempt is in flight (the receiver
+/// holds its answer 2 s) is honoured when that attempt ends: the outcome's commit sees the
+/// request in the shared row, so the next attempt is due at once, not after the schedule's
+/// 30 s, which the nodes' clock (not moving here) never reaches.
+#[test]
+fn retry_now_on_one_node_is_honoured_when_another_node_s_attempt_ends() {
+    let url = postgres::shared().database();
+    let clock = Arc::new(ManualClock::new(SystemClock.now()));
+    let first = tempfile::tempdir().expect("tempdir");
+    let mut token = None;
+    let none = (Duration::ZERO, false);
+    let config = "[webhooks]\nallow_private_targets = true\n";
+    let sender = ClockedNode::start(&url, config, first.path(), clock.clone(), none, &mut token);
+    let ep: Endpoint = sender.client.create_endpoint("retried", &[]);
+    let receiver = Receiver::start();
+    receiver.script([Reply::status(503).delay(Duration::from_secs(2))]);
+    receiver.always(Reply::status(204));
+    let path = format!("/api/v1/manage/endpoints/{}/webhooks/sandbox", ep.slug);
+    let body = json!({ "url": receiver.url("/slow") });
+    assert_status(&sender.client.manage("PUT", &path, Some(&body)), 200);
+    sender
+        .client
+        .create_record(&ep.slug, &ep.sandbox_key, &json!({ "n": 1 }));
+    // The only node holds the attempt; a second joins while the receiver holds its answer.
+    receiver.wait_for(1, Duration::from_secs(30));
+    let other = ClockedNode::start(&url, config, first.path(), clock, none, &mut token);
+    let deliveries = format!("/api/v1/manage/endpoints/{}/deliveries", ep.slug);
+    let listed = other.client.manage("GET", &deliveries, None).json();
+    let id = listed["data"][0]["id"].as_u64().expect("delivery id");
+    let r = other
+        .client
+        .manage("POST", &format!("{deliveries}/{id}/retry"), None);
+    assert_status(&r, 200);
+    assert_eq!(r.json()["attempts"], 0, "the attempt was still in flight");
+
+    receiver.wait_for(2, Duration::from_secs(10));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = other
+            .client
+            .manage("GET", &format!("{deliveries}/{id}"), None)
+            .json();
+        if v["state"] == "delivered" {
+            assert_eq!(v["attempts"], 2, "{v}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{v}");
+        std::thread::sleep(Duration::from_millis(25));
+    }
 }
 
 #[test]

@@ -951,15 +951,36 @@ fn webhook_subscriptions_are_added_changed_recovered_and_deleted_from_the_dashbo
         &format!("{base}/sandbox/caller-recovery"),
         &[("since", "2026-01-01T00:00")],
     );
-    let callers = s.manage(
-        "GET",
-        &format!(
-            "/api/v1/manage/endpoints/{}/webhooks/sandbox/caller-recovery",
-            ep.slug
-        ),
-        None,
+    let callers_api = &format!(
+        "/api/v1/manage/endpoints/{}/webhooks/sandbox/caller-recovery",
+        ep.slug
     );
+    let callers = s.manage("GET", callers_api, None);
     assert_eq!(callers.status, 200, "{}", callers.describe());
+    // The same windows again once those have finished (they found nothing to send): refused
+    // for the cooldown, the reason beside each form.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while s.manage("GET", &format!("{api}/sub_1"), None).json()["recovery"]["state"] != "finished"
+        || s.manage("GET", callers_api, None).json()["state"] != "finished"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the recoveries never finished"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for path in [
+        format!("{base}/sandbox/subscriptions/sub_1/recover"),
+        format!("{base}/sandbox/caller-recovery"),
+    ] {
+        let r = owner.post(
+            &path,
+            &[("csrf", token.as_str()), ("since", "2026-01-01T00:00")],
+            &[],
+        );
+        assert_eq!(r.status, 429, "{}", r.describe());
+        assert!(r.text().contains("recovery cooldown"), "{}", r.describe());
+    }
     // A bad rate limit is refused and changes nothing.
     let r = owner.post(
         &format!("{base}/sandbox/subscriptions/sub_1"),

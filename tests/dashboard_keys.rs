@@ -311,10 +311,12 @@ fn the_owner_deletes_an_endpoint_by_typing_its_name() {
     let browser = Browser::start();
 
     // A wrong name: the page again (400), the error next to the field, the input kept,
-    // nothing deleted.
+    // nothing deleted. The section says what purging leaves on the disk, and the remedy.
     let page = browser.session(&s.base_url());
     login(&page, OWNER_EMAIL, &s.password);
     page.goto(&detail);
+    let zone = page.text(".danger-zone");
+    assert!(zone.contains("intake compact"), "{zone}");
     page.fill("#delete-name", "Order");
     page.submit("form[action*='/delete'] button[type=submit]");
     assert!(
@@ -343,7 +345,10 @@ fn the_owner_deletes_an_endpoint_by_typing_its_name() {
         "{}",
         owner.path()
     );
-    assert!(owner.text(".flash").contains("Endpoint deleted"));
+    let flash = owner.text(".flash");
+    assert!(flash.contains("Endpoint deleted"), "{flash}");
+    // What stays on the disk until the store is compacted (docs/src/security.md).
+    assert!(flash.contains("intake compact"), "{flash}");
     assert!(!owner.exists(&format!("a[href='{detail}']")));
     common::assert_error(&s.manage("GET", &api, None), 404, "endpoint_not_found");
     assert_eq!(status(&s, &ep.slug, &ep.sandbox_key), 401);

@@ -12,7 +12,10 @@
 //!   is empty, a search of its partitions finds nothing, and the other endpoint's data (and
 //!   search results) is untouched;
 //! - a deletion committed while no purge ran (the server stopped right after it) is purged
-//!   after the next start.
+//!   after the next start;
+//! - on redb, the purged payloads stay in `intake.redb` only, and after `intake compact` in no
+//!   file of the data dir (the old in-place compaction left some in free pages, and the payload
+//!   dictionary kept pieces of them).
 
 use crate::common;
 
@@ -369,4 +372,88 @@ fn a_deletion_whose_purge_was_cut_short_is_purged_after_a_restart() {
     });
     s.resume();
     assert_eq!(logged_requests(&mut s, id), 0);
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(path) = stack.pop() {
+        if path.is_dir() {
+            for entry in std::fs::read_dir(&path).unwrap() {
+                stack.push(entry.unwrap().path());
+            }
+        } else {
+            let bytes = std::fs::read(&path).unwrap();
+            let n = bytes.windows(needle.len()).filter(|w| *w == needle).count();
+            if n > 0 {
+                found.push(format!("{} ({n}x)", path.display()));
+            }
+        }
+    }
+    found
+}
+
+/// What a purge leaves, and the remedy (docs/src/security.md, "Deleted data"): on redb the
+/// purged rows' bytes stay in `intake.redb`'s free pages, in no other file, until redb reuses
+/// those pages or `intake compact` runs; after it, no file of the data dir holds a purged
+/// endpoint's payload, while the other endpoint's records read back whole.
+#[test]
+fn after_a_purge_and_intake_compact_no_file_of_the_data_dir_holds_the_purged_payloads() {
+    if redb_only("reads redb's files") {
+        return;
+    }
+    let mut s = in_process();
+    let receiver = common::receiver::Receiver::start();
+    let doomed = s.create_endpoint("Doomed", &[]);
+    let kept = s.create_endpoint("Kept", &[]);
+    let hook = format!("/api/v1/manage/endpoints/{}/webhooks/sandbox", doomed.slug);
+    let body = json!({ "url": receiver.url("/hook") });
+    assert_status(&s.manage("PUT", &hook, Some(&body)), 200);
+    // The purged payloads (in records, change-stream events, delivery bodies) between the kept
+    // endpoint's small records, then large records of the kept endpoint after them: pages
+    // too large to move into the small holes the purge leaves.
+    let marker = "purged-payload-q7z9w";
+    for n in 0..60 {
+        let payload = json!({ "secret": format!("{marker}-{n}"), "pad": "p".repeat(900) });
+        s.create_record(&doomed.slug, &doomed.sandbox_key, &payload);
+        s.create_record(&kept.slug, &kept.sandbox_key, &json!({ "n": n }));
+    }
+    receiver.wait_for(60, Duration::from_secs(30));
+    let large = "k".repeat(30_000);
+    for n in 0..40 {
+        s.create_record(
+            &kept.slug,
+            &kept.sandbox_key,
+            &json!({ "m": n, "pad": large }),
+        );
+    }
+    assert_status(&s.manage("DELETE", &endpoint_path(&doomed.slug), None), 200);
+    wait_purged(&mut s, &doomed.slug);
+    s.stop();
+    let data = s.data_dir().to_path_buf();
+    let store = data.join("intake.redb").display().to_string();
+    let holding = files_containing(&data, marker.as_bytes());
+    assert!(
+        holding.iter().all(|file| file.starts_with(&store)),
+        "purged payloads outside intake.redb: {holding:?}"
+    );
+
+    let out = run_cli(
+        intake_cmd().arg("compact").arg("--data-dir").arg(&data),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        files_containing(&data, marker.as_bytes()),
+        Vec::<String>::new()
+    );
+    s.resume();
+    let (listed, _) = s.list_all(&kept.slug, &kept.sandbox_key, 30);
+    assert_eq!(listed.len(), 100);
+    assert!(listed.iter().any(|r| r["payload"]["pad"] == json!(large)));
 }

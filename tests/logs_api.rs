@@ -363,3 +363,49 @@ fn deliveries_filter_by_state_kind_and_url_and_retry_now_attempts_a_failing_one_
     );
     assert_error(&r, 403, "owner_only");
 }
+
+/// "Retry now" while an attempt is in flight (the receiver holds its answer 2 s) is not lost:
+/// answered 200, it is honoured once that attempt fails, the next attempt due at once rather
+/// than after the schedule's 30 s (which the server's clock, not moving here, never reaches).
+#[test]
+fn retry_now_while_an_attempt_is_in_flight_is_honoured_when_the_attempt_ends() {
+    use common::in_process::InProcessServer;
+    use common::receiver::{Receiver, Reply};
+    use intake::core::clock::{Clock, SystemClock};
+
+    let s = InProcessServer::start(
+        "[webhooks]\nallow_private_targets = true\n",
+        SystemClock.now(),
+    );
+    let receiver = Receiver::start();
+    receiver.script([Reply::status(503).delay(Duration::from_secs(2))]);
+    receiver.always(Reply::status(204));
+    let ep = s.create_endpoint("Orders", &[]);
+    let slug = &ep.slug;
+    let r = s.manage(
+        "PUT",
+        &format!("/api/v1/manage/endpoints/{slug}/webhooks/sandbox"),
+        Some(&json!({ "url": receiver.url("/slow") })),
+    );
+    assert_status(&r, 200);
+    s.create_record(slug, &ep.sandbox_key, &json!({ "n": 1 }));
+    let id = delivery_ids(&deliveries(&s, slug, "environment=sandbox"))[0];
+
+    // The first attempt has reached the receiver, which holds its answer.
+    receiver.wait_for(1, Duration::from_secs(30));
+    let retry = format!("/api/v1/manage/endpoints/{slug}/deliveries/{id}/retry");
+    let r = s.manage("POST", &retry, None);
+    assert_status(&r, 200);
+    assert_eq!(r.json()["attempts"], 0, "the attempt was still in flight");
+
+    // The held attempt ends in 503; the retry asked meanwhile follows at once.
+    receiver.wait_for(2, Duration::from_secs(10));
+    let done = wait_delivery(&s, slug, id, "the honoured retry", |v| {
+        v["state"] == "delivered"
+    });
+    assert_eq!(done["attempts"], 2, "{done}");
+    let log = done["attempt_log"].as_array().unwrap();
+    assert_eq!(log[0]["status"], 503);
+    assert_eq!(log[0]["outcome"], "retry");
+    assert_eq!(log[1]["status"], 204);
+}

@@ -59,6 +59,33 @@ fn every_route_in_the_table_is_documented_with_its_methods() {
     );
 }
 
+/// What the subscription and recovery fields mean is said where a client generator reads it:
+/// switching a subscription on again clears its failure streak (`failing_since`,
+/// `failed_attempts`) and `auto_disabled_at`, and a recovery is `scheduled` until its last
+/// delivery has been attempted.
+#[test]
+fn the_subscription_and_recovery_fields_say_what_resets_them_and_when_they_end() {
+    let doc = openapi::document("http://127.0.0.1:8080");
+    let schemas = &doc["components"]["schemas"];
+    let said = |schema: &str, field: &str| {
+        schemas[schema]["properties"][field]["description"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{schema}.{field} has no description"))
+            .to_string()
+    };
+    for field in ["failing_since", "failed_attempts"] {
+        let text = said("SubscriptionHealth", field);
+        assert!(text.contains("switched on"), "{field}: {text}");
+    }
+    assert!(said("Subscription", "auto_disabled_at").contains("switching it on"));
+    let states = &schemas["Recovery"]["properties"]["state"]["enum"];
+    assert_eq!(
+        *states,
+        serde_json::json!(["running", "scheduled", "finished"])
+    );
+    assert!(said("Recovery", "finished_at").contains("last scheduled delivery was attempted"));
+}
+
 /// Client generators (openapi-python-client, @hey-api/openapi-ts: tests/clients) name a
 /// type after each component schema and fall back to names made up from the operation, or to
 /// an untyped value, for the rest. So in both documents every JSON body is a `$ref` (an error

@@ -547,6 +547,19 @@ fn a_subscription_failing_for_five_days_is_disabled_once_with_one_email() {
     assert_eq!(kinds, [json!("webhook_disabled")]);
 }
 
+/// The subscription at `path` once its recovery is in `state`.
+fn wait_recovery(s: &InProcessServer, path: &str, state: &str) -> Value {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let view = s.manage("GET", path, None).json();
+        if view["recovery"]["state"] == state {
+            return view;
+        }
+        assert!(std::time::Instant::now() < deadline, "not {state}: {view}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// The `n` of the payload of each request `receiver` got from index `from` on, in arrival order.
 fn payload_numbers(receiver: &Receiver, from: usize) -> Vec<i64> {
     receiver.requests()[from..]
@@ -618,15 +631,7 @@ fn a_recovery_sends_exactly_the_failed_and_skipped_ones_in_created_order_at_the_
     assert_status(&r, 202);
     assert_eq!(r.json()["subscription"], "sub_1");
     // The walk runs in the background: wait for its end.
-    let deadline = std::time::Instant::now() + WAIT;
-    let view = loop {
-        let view = s.manage("GET", &sub, None).json();
-        if view["recovery"]["state"] == "finished" {
-            break view;
-        }
-        assert!(std::time::Instant::now() < deadline, "{view}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let view = wait_recovery(&s, &sub, "scheduled");
     assert_eq!(view["recovery"]["scheduled"], 5, "{view}");
 
     // Paced by the clock: one at once, then one each half second, in created order.
@@ -648,6 +653,7 @@ fn a_recovery_sends_exactly_the_failed_and_skipped_ones_in_created_order_at_the_
         1,
         "the caller's is not the subscription's"
     );
+    wait_recovery(&s, &sub, "finished");
 
     // The callers' recovery: the given-up caller delivery, and nothing else.
     let callers = format!(
@@ -662,9 +668,95 @@ fn a_recovery_sends_exactly_the_failed_and_skipped_ones_in_created_order_at_the_
     assert_eq!(got[1].json()["data"]["payload"]["n"], 5);
     let r = s.manage("GET", &callers, None);
     assert_eq!(r.json()["scheduled"], 1, "{}", r.text());
+    // Finished once that one was attempted; the same window again waits for the cooldown.
+    let deadline = std::time::Instant::now() + WAIT;
+    while s.manage("GET", &callers, None).json()["state"] != "finished" {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the callers' recovery never finished"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let r = s.manage("POST", &callers, Some(&json!({ "since": since })));
+    assert_error(&r, 429, "recovery_cooldown");
     probe.look(&s);
     assert_eq!(owner_rx.requests().len(), before + 5);
     assert!(s.audit_text(&ep.slug).contains("webhook.recovery_started"));
+}
+
+/// A recovery stays one at a time (409) until the last delivery it rescheduled has been
+/// attempted, paced seconds after it started, and only then reports `finished`; its window
+/// ends at the request at the latest (an `until` in the future is cut to now); and once it
+/// has finished, another over an overlapping window is refused for the cooldown (429
+/// `recovery_cooldown` with `Retry-After`, by the server's clock). Repeated calls against a
+/// receiver that still refuses send each given-up delivery once, not once per call.
+#[test]
+fn a_recovery_holds_until_its_last_delivery_is_attempted_and_then_cools_down() {
+    let s = InProcessServer::start(
+        "[webhooks]\nallow_private_targets = true\n",
+        SystemClock.now(),
+    );
+    let since = s.clock.now().to_rfc3339();
+    let ep = s.create_endpoint("Cooldown", &[]);
+    let rx = Receiver::start();
+    rx.always(common::receiver::Reply::status(400));
+    let path = subscriptions_path(&ep.slug, "sandbox");
+    let sub = format!("{path}/sub_1");
+    let recover = format!("{sub}/recover");
+    let body = json!({ "url": rx.url("/in") });
+    assert_status(&s.manage("POST", &path, Some(&body)), 201);
+    for n in 1..=3 {
+        s.create_record(&ep.slug, &ep.sandbox_key, &json!({ "n": n }));
+    }
+    wait_deliveries(&s, &ep.slug, 3, "given_up");
+    // Recovered at one a second.
+    let paced = json!({ "rate_limit": 1 });
+    assert_status(&s.manage("PATCH", &sub, Some(&paced)), 200);
+    s.clock.advance(Duration::from_secs(1));
+    let now = s.clock.now().to_rfc3339();
+
+    // An `until` in the future ends the window now.
+    let far = json!({ "since": since, "until": "2999-01-01T00:00:00Z" });
+    let r = s.manage("POST", &recover, Some(&far));
+    assert_status(&r, 202);
+    assert_eq!(r.json()["until"], now.as_str(), "{}", r.text());
+    // Asked again at once, twice: one at a time.
+    let again = json!({ "since": since });
+    for _ in 0..2 {
+        assert_error(&s.manage("POST", &recover, Some(&again)), 409, "conflict");
+    }
+    // Walked: all three due, one a second; the first goes at once.
+    let view = wait_recovery(&s, &sub, "scheduled");
+    assert_eq!(view["recovery"]["scheduled"], 3, "{view}");
+    assert_eq!(view["recovery"]["finished_at"], Value::Null);
+    rx.wait_for(4, WAIT);
+    assert_error(&s.manage("POST", &recover, Some(&again)), 409, "conflict");
+    s.clock.advance(Duration::from_secs(1));
+    rx.wait_for(5, WAIT);
+    assert_eq!(
+        s.manage("GET", &sub, None).json()["recovery"]["state"],
+        "scheduled"
+    );
+    s.clock.advance(Duration::from_secs(1));
+    rx.wait_for(6, WAIT);
+    let last_attempt = s.clock.now().to_rfc3339();
+    let view = wait_recovery(&s, &sub, "finished");
+    assert_eq!(view["recovery"]["finished_at"], last_attempt.as_str());
+    wait_deliveries(&s, &ep.slug, 3, "given_up");
+
+    // Finished, and the receiver still refuses: the same window again waits for the
+    // cooldown, 10 minutes from the last attempt.
+    let r = s.manage("POST", &recover, Some(&again));
+    assert_error(&r, 429, "recovery_cooldown");
+    assert_eq!(r.header("retry-after"), Some("600"));
+    s.clock.advance(Duration::from_secs(599));
+    let r = s.manage("POST", &recover, Some(&again));
+    assert_eq!(r.header("retry-after"), Some("1"), "{}", r.text());
+    assert_eq!(rx.requests().len(), 6, "each given-up delivery sent once");
+    assert_eq!(payload_numbers(&rx, 3), [1, 2, 3]);
+    s.clock.advance(Duration::from_secs(1));
+    assert_status(&s.manage("POST", &recover, Some(&again)), 202);
+    rx.wait_for(7, WAIT);
 }
 
 /// The URL's egress check judges the URL that is stored: whitespace around it (which is

@@ -63,6 +63,7 @@ fuzz_target!(|data: &[u8]| {
                 next_attempt_at: None,
                 created_at: Timestamp(0),
                 finished_at: None,
+                retry_requests: 0,
             };
             if let Verdict::Retry(delay) = verdict(&row, &exchange) {
                 let gap = RETRY_DELAYS[(attempts as usize).min(RETRY_DELAYS.len() - 1)];

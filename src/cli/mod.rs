@@ -105,7 +105,9 @@ enum Command {
         ca_file: Option<PathBuf>,
     },
     /// Give the space that deleted records and purged logs left in the data dir's files back
-    /// to the file system; the server must be stopped.
+    /// to the file system, and remove what is left of deleted data from them (the files are
+    /// written anew, the payload dictionary retrained, the search index rebuilt at the next
+    /// start); the server must be stopped.
     Compact {
         #[command(flatten)]
         files: FileArgs,
@@ -498,10 +500,13 @@ fn compact(config: &Config) -> Result<(), String> {
             store.display()
         ));
     }
-    let compressed = crate::store::compress_embedded(&store).map_err(|e| e.to_string())?;
+    let recompressed = crate::store::recompress_embedded(&store).map_err(|e| e.to_string())?;
     println!(
-        "{}: {compressed} records stored plain now compressed",
-        store.display()
+        "{}: {} records stored anew with a payload dictionary trained on the records it holds \
+         now; {} older dictionaries removed",
+        store.display(),
+        recompressed.records,
+        recompressed.dictionaries_removed
     );
     for path in [store, config.request_log_path()] {
         if !path.exists() {
@@ -509,11 +514,16 @@ fn compact(config: &Config) -> Result<(), String> {
         }
         let (before, after) = crate::store::compact_embedded(&path).map_err(|e| e.to_string())?;
         println!(
-            "{}: {:.1} MB -> {:.1} MB",
+            "{}: {:.1} MB -> {:.1} MB, written anew",
             path.display(),
             mb(before),
             mb(after)
         );
+    }
+    let index = crate::workers::search::remove_index(&config.data_dir)
+        .map_err(|e| format!("the search index folder: {e}"))?;
+    if index {
+        println!("search index removed: the next start rebuilds it from the store");
     }
     Ok(())
 }

@@ -335,6 +335,11 @@ pub struct WebhooksConfig {
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub disable_after: Duration,
     pub disable_after_attempts: u32,
+    /// After a recovery ends, another of the same deliveries over an overlapping window is
+    /// refused for this long (`"0s"`: never), so a repeated call cannot send them again and
+    /// again.
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub recovery_cooldown: Duration,
 }
 
 impl Default for WebhooksConfig {
@@ -350,6 +355,7 @@ impl Default for WebhooksConfig {
             no_proxy: Vec::new(),
             disable_after: Duration::from_secs(5 * 86_400),
             disable_after_attempts: 10,
+            recovery_cooldown: Duration::from_secs(600),
         }
     }
 }

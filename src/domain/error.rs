@@ -106,6 +106,11 @@ pub enum Error {
          opening another."
     )]
     TooManyStreams(usize),
+    #[error(
+        "A recovery of these deliveries over an overlapping window ended less than the \
+         recovery cooldown ago; try again in {retry_after_secs} s."
+    )]
+    RecoveryCooldown { retry_after_secs: u64 },
 
     #[error("This server holds as many open streams as it may; retry later, or read with poll.")]
     StreamsAtCapacity,

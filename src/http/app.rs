@@ -66,6 +66,7 @@ impl App {
             handles: &self.handles,
             sealer: &self.endpoints.sealer,
             policy: &self.egress,
+            recovery_cooldown: self.config.webhooks.recovery_cooldown,
         }
     }
 

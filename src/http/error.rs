@@ -131,6 +131,7 @@ fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
         TooManyStreams(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_streams"),
         StreamsAtCapacity => (StatusCode::SERVICE_UNAVAILABLE, "streams_at_capacity"),
         TooManyLoginAttempts { .. } => (StatusCode::TOO_MANY_REQUESTS, "too_many_login_attempts"),
+        RecoveryCooldown { .. } => (StatusCode::TOO_MANY_REQUESTS, "recovery_cooldown"),
         MailNotFound => (StatusCode::NOT_FOUND, "mail_not_found"),
         IdempotencyConflict => (StatusCode::CONFLICT, "idempotency_key_conflict"),
         Conflict(_) => (StatusCode::CONFLICT, "conflict"),
@@ -206,7 +207,8 @@ pub fn response(err: &HttpError, request_id: &str) -> Response {
         return response;
     };
     if let Error::UsageLimitExceeded { retry_after_secs }
-    | Error::TooManyLoginAttempts { retry_after_secs } = err
+    | Error::TooManyLoginAttempts { retry_after_secs }
+    | Error::RecoveryCooldown { retry_after_secs } = err
     {
         response
             .headers_mut()

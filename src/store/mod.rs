@@ -221,17 +221,19 @@ pub fn change_log(store: &dyn Store) -> Result<&dyn changes::ChangesStore, Store
 }
 
 /// Compacts the embedded store file at `path` (`intake.redb`, `requests.redb`) of a stopped
-/// server: gives the pages that deletes, trims and purges freed back to the file system.
+/// server: gives the pages that deletes, trims and purges freed back to the file system, and
+/// writes the file anew so that none of them, with the deleted data it held, is left in it.
 /// Returns its size before and after, in bytes.
 pub fn compact_embedded(path: &Path) -> Result<(u64, u64), StoreError> {
     self::redb::compact_file(path)
 }
 
-/// Compresses the records of the embedded store file at `path` (`intake.redb`) of a stopped
-/// server that are stored plain, training a payload dictionary first if it has none (see
-/// [`compression`]); returns how many it rewrote. Refused while a server holds the file.
-pub fn compress_embedded(path: &Path) -> Result<u64, StoreError> {
-    self::redb::compress_file(path)
+/// Stores the records of the embedded store file at `path` (`intake.redb`) of a stopped
+/// server anew, compressed with a payload dictionary trained afresh on them (see
+/// [`compression`]), and removes the older dictionaries, which hold pieces of the records they
+/// were trained on. Refused while a server holds the file.
+pub fn recompress_embedded(path: &Path) -> Result<self::redb::Recompressed, StoreError> {
+    self::redb::recompress_file(path)
 }
 
 /// The embedded store's file at rest (restore checks it): redb's.

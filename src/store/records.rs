@@ -232,6 +232,7 @@ impl NewDelivery {
             next_attempt_at: Some(self.created_at).filter(|_| !self.skipped),
             created_at: self.created_at,
             finished_at: None,
+            retry_requests: 0,
         }
     }
 }

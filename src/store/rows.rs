@@ -348,7 +348,7 @@ pub struct SubscriptionRow {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecoveryRow {
     pub since: Timestamp,
-    /// The window's end (exclusive); when none was given, the time of the request.
+    /// The window's end (exclusive): at most the time of the request.
     pub until: Timestamp,
     pub requested_at: Timestamp,
     /// The last delivery id the walk has looked at; it goes on after it.
@@ -357,12 +357,27 @@ pub struct RecoveryRow {
     pub scheduled: u64,
     /// When the next one it schedules is due at the earliest (paced by the rate limit).
     pub next_due: Timestamp,
-    pub finished_at: Option<Timestamp>,
+    /// When the walk had looked at every delivery of the window (`finished_at` in rows
+    /// written before a recovery waited for its deliveries' attempts).
+    #[serde(alias = "finished_at")]
+    pub walked_at: Option<Timestamp>,
+    /// The last delivery it scheduled, with its attempts then: the recovery is over once that
+    /// one (the latest due) has been attempted again.
+    #[serde(default)]
+    pub last: Option<RearmedDelivery>,
+}
+
+/// A delivery a recovery made pending again, and how many attempts it had then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RearmedDelivery {
+    pub id: u64,
+    pub attempts: u32,
 }
 
 impl RecoveryRow {
-    pub fn running(&self) -> bool {
-        self.finished_at.is_none()
+    /// Whether its walk through the deliveries is still going.
+    pub fn walking(&self) -> bool {
+        self.walked_at.is_none()
     }
 }
 
@@ -432,15 +447,15 @@ impl WebhookSettingsRow {
         self.subscriptions.iter_mut().find(|s| s.id == id)
     }
 
-    /// Whether a recovery of these settings is running.
+    /// Whether a recovery of these settings is walking through its deliveries.
     pub fn recovering(&self) -> bool {
         self.caller_recovery
             .as_ref()
-            .is_some_and(RecoveryRow::running)
+            .is_some_and(RecoveryRow::walking)
             || self
                 .subscriptions
                 .iter()
-                .any(|s| s.recovery.as_ref().is_some_and(RecoveryRow::running))
+                .any(|s| s.recovery.as_ref().is_some_and(RecoveryRow::walking))
     }
 
     /// Adds `subscription` under the next id.
@@ -586,6 +601,15 @@ pub struct DeliveryRow {
     pub next_attempt_at: Option<Timestamp>,
     pub created_at: Timestamp,
     pub finished_at: Option<Timestamp>,
+    /// How many times "retry now" was asked for it. An attempt's outcome compares it with the
+    /// count its own row had (`AttemptOutcome::retry_requests`): one asked for while the
+    /// attempt was in flight is honoured when it ends.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retry_requests: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl DeliveryRow {
@@ -762,6 +786,19 @@ mod tests {
             serde_json::from_slice(&serde_json::to_vec(&settings).unwrap()).unwrap();
         assert_eq!(again, settings);
         assert!(serde_json::from_slice::<WebhookSettingsRow>(b"{\"url\":1}").is_err());
+    }
+
+    #[test]
+    fn a_recovery_stored_before_it_waited_for_its_deliveries_reads_as_walked() {
+        let stored = br#"{"since":1,"until":2,"requested_at":2,"position":9,"scheduled":3,
+            "next_due":2,"finished_at":5}"#;
+        let row: RecoveryRow = serde_json::from_slice(stored).unwrap();
+        assert_eq!((row.walked_at, row.last), (Some(Timestamp(5)), None));
+        assert!(!row.walking());
+        let running = br#"{"since":1,"until":2,"requested_at":2,"position":0,"scheduled":0,
+            "next_due":2,"finished_at":null}"#;
+        let row: RecoveryRow = serde_json::from_slice(running).unwrap();
+        assert!(row.walking());
     }
 
     #[test]

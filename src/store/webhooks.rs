@@ -10,7 +10,8 @@
 
 use crate::core::clock::Timestamp;
 use crate::store::{
-    AttemptRow, DeliveryBrief, DeliveryRow, StoreError, WebhookSecretRow, WebhookSettingsRow,
+    AttemptRow, DeliveryBrief, DeliveryRow, DeliveryState, StoreError, WebhookSecretRow,
+    WebhookSettingsRow,
 };
 
 /// A pending delivery in the due list: when it is due, and what the dispatcher needs to pass
@@ -39,6 +40,8 @@ pub struct AttemptOutcome {
     /// The attempt as it went; `attempt.attempt` is its number.
     pub attempt: AttemptRow,
     pub next: AfterAttempt,
+    /// The delivery's `retry_requests` in the row the attempt was made from.
+    pub retry_requests: u32,
 }
 
 /// Where a delivery goes after an attempt.
@@ -48,8 +51,43 @@ pub enum AfterAttempt {
     Delivered { at: Timestamp },
     /// Given up, finished at `at`.
     GivenUp { at: Timestamp },
-    /// Still pending: due again at `at`, to `receiver` (see [`DueDelivery`]).
-    Retry { at: Timestamp, receiver: String },
+    /// Still pending: due again at `at`, to `receiver` (see [`DueDelivery`]); the answer (or
+    /// failure) came at `answered_at`.
+    Retry {
+        at: Timestamp,
+        answered_at: Timestamp,
+        receiver: String,
+    },
+}
+
+/// What recording an attempt's outcome makes of its delivery.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Settled<'a> {
+    /// It ended, in this state, at this time.
+    Finished(DeliveryState, Timestamp),
+    /// It is due again at this time, listed under this receiver.
+    Due(Timestamp, &'a str),
+}
+
+impl AttemptOutcome {
+    /// What this outcome makes of the delivery `row` as stored when it is recorded. A retry is
+    /// due at the schedule's time, or at once (when the answer came) if "retry now" was asked
+    /// for while the attempt was in flight (`row` counts a request the attempt's row did not),
+    /// so that a request answered 200 is never dropped.
+    pub fn settle(&self, row: &DeliveryRow) -> Settled<'_> {
+        match &self.next {
+            AfterAttempt::Delivered { at } => Settled::Finished(DeliveryState::Delivered, *at),
+            AfterAttempt::GivenUp { at } => Settled::Finished(DeliveryState::GivenUp, *at),
+            AfterAttempt::Retry {
+                at,
+                answered_at,
+                receiver,
+            } => {
+                let asked_meanwhile = row.retry_requests != self.retry_requests;
+                Settled::Due(if asked_meanwhile { *answered_at } else { *at }, receiver)
+            }
+        }
+    }
 }
 
 pub trait WebhooksRead {
@@ -215,6 +253,7 @@ pub(crate) mod conformance {
                     next_attempt_at: Some(Timestamp(500)),
                     created_at: Timestamp(1),
                     finished_at: None,
+                    retry_requests: 0,
                 })?;
                 tx.put_due(&due(500, id))?;
             }

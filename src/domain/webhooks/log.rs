@@ -474,7 +474,9 @@ pub fn redeliver(handles: &Handles, owner: &DeliveryViewer, id: u64) -> Result<D
 /// "Retry now": brings a pending delivery's next attempt forward to now (or leaves it when it
 /// is due already). The attempt counts against the delivery's budget like any retry, so the
 /// retry policy's number of attempts holds; a given-up or skipped delivery is redelivered
-/// instead, with a fresh budget. Owner only; audited as `delivery.retried`. Returns the
+/// instead, with a fresh budget. The request is counted in the row: if an attempt is in
+/// flight, its outcome then makes the next attempt due at once rather than on the schedule
+/// (`AttemptOutcome::settle`). Owner only; audited as `delivery.retried`. Returns the
 /// delivery.
 pub fn retry_now(
     handles: &Handles,
@@ -496,6 +498,7 @@ pub fn retry_now(
         let listed = row.next_attempt_at;
         let due_at = listed.map_or(now, |at| at.min(now));
         row.next_attempt_at = Some(due_at);
+        row.retry_requests = row.retry_requests.wrapping_add(1);
         tx.put_delivery(&row)?;
         tx.move_due(
             listed,

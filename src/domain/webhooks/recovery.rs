@@ -8,10 +8,19 @@
 //! transaction that re-arms the matching deliveries (a fresh attempt budget, like a manual
 //! redelivery) and notes how far it got, so a restart goes on where it stopped. A subscription
 //! with a rate limit gets its recovered deliveries due `1/rate_limit` seconds apart, in
-//! created order; the dispatcher keeps the same pace. One recovery at a time per subscription
-//! (and per environment's caller webhooks): another while one runs answers 409. The window
-//! ends at `until`, or when none is given at the time of the request, so deliveries made
-//! afterwards are not taken.
+//! created order; the dispatcher keeps the same pace. The window ends at `until`, or when none
+//! is given at the time of the request, and never later: deliveries made afterwards are not
+//! taken.
+//!
+//! A recovery is `running` while it walks, `scheduled` once every delivery it takes is due
+//! until the last of them (the latest due) has been attempted, and `finished` from then
+//! ([`RecoveryState`]). One at a time per subscription (and per environment's caller
+//! webhooks): another while one is running or scheduled answers 409. Once one has finished,
+//! another over an overlapping window is refused for the recovery cooldown (`[webhooks]
+//! recovery_cooldown`, by the server's clock) with 429 `recovery_cooldown`, so that repeated
+//! calls cannot send the same deliveries again and again.
+
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -21,11 +30,12 @@ use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
 use crate::domain::webhooks::log::{can_redeliver, rearm};
 use crate::domain::webhooks::subscriptions::{
-    RecoveryTarget as Target, RecoveryView, Subscriptions, Which, recovery_view as view,
-    subscription_id,
+    RecoveryState, RecoveryTarget as Target, RecoveryView, Subscriptions, Which,
+    recovery_view as view, subscription_id,
 };
 use crate::store::{
-    AccountRow, DeliveryRow, Environment, RecoveryRow, WebhookKind, WebhookSettingsRow, partition,
+    AccountRow, DeliveryRow, Environment, RearmedDelivery, RecoveryRow, WebhookKind,
+    WebhookSettingsRow, partition,
 };
 
 /// Deliveries the walk reads in one transaction.
@@ -37,7 +47,8 @@ pub const CHUNK: usize = 500;
 pub struct RecoveryRequest {
     /// RFC 3339 (or a date, midnight UTC): deliveries made at or after it.
     pub since: String,
-    /// RFC 3339 (or a date): deliveries made before it; default the time of the request.
+    /// RFC 3339 (or a date): deliveries made before it; default (and at most) the time of
+    /// the request.
     pub until: Option<String>,
 }
 
@@ -48,18 +59,18 @@ fn time_param(name: &'static str, text: &str) -> Result<Timestamp> {
     })
 }
 
-/// The recovery `request` asks for, made at `now`.
+/// The recovery `request` asks for, made at `now`: its window ends at `until`, or now when
+/// `until` is later or not given (no delivery made after the request is taken).
 fn new_recovery(request: &RecoveryRequest, now: Timestamp) -> Result<RecoveryRow> {
     let since = time_param("since", &request.since)?;
     let until = match &request.until {
-        Some(text) => time_param("until", text)?,
+        Some(text) => time_param("until", text)?.min(now),
         None => now,
     };
     if until <= since {
         return Err(Error::InvalidParameter {
             name: "until",
-            reason: "it must be after `since` (and `since` before now when `until` is not given)"
-                .into(),
+            reason: "it must be after `since`, and `since` before now".into(),
         });
     }
     Ok(RecoveryRow {
@@ -69,7 +80,8 @@ fn new_recovery(request: &RecoveryRequest, now: Timestamp) -> Result<RecoveryRow
         position: 0,
         scheduled: 0,
         next_due: now,
-        finished_at: None,
+        walked_at: None,
+        last: None,
     })
 }
 
@@ -95,9 +107,15 @@ pub fn start(
     let partition = partition(endpoint.id, environment);
     let now = handles.now();
     let recovery = new_recovery(&request, now)?;
-    let target = handles.write(|tx| {
+    handles.write(|tx| {
         let mut settings = tx.webhook_settings(partition)?.unwrap_or_default();
-        let target = begin(&mut settings, which, recovery.clone())?;
+        let target = begin(
+            &mut settings,
+            which,
+            recovery.clone(),
+            service.recovery_cooldown,
+            |previous| RecoveryState::of(&*tx, previous),
+        )?;
         tx.put_webhook_settings(partition, &settings)?;
         let details = serde_json::json!({
             "environment": environment,
@@ -116,17 +134,20 @@ pub fn start(
             "webhook.recovery_started",
             details,
         )?;
-        Ok(target)
-    })?;
-    Ok(view(environment, target, &recovery))
+        view(&*tx, environment, target, &recovery)
+    })
 }
 
 /// Records `recovery` in `settings` for the subscription `which` names (the caller webhooks'
-/// when `None`), unless one of it is running.
+/// when `None`), unless its previous one (whose state `state_of` reads) is running or
+/// scheduled, or finished less than `cooldown` before `recovery` was asked for with a window
+/// overlapping this one's.
 fn begin(
     settings: &mut WebhookSettingsRow,
     which: Option<Which>,
     recovery: RecoveryRow,
+    cooldown: Duration,
+    state_of: impl FnOnce(&RecoveryRow) -> Result<RecoveryState>,
 ) -> Result<Target> {
     let target = match which {
         Some(which) => {
@@ -137,11 +158,27 @@ fn begin(
     };
     let slot =
         slot(settings, target).ok_or_else(|| Error::Internal("the subscription is gone".into()))?;
-    if let Some(running) = slot.as_ref().filter(|r| r.running()) {
-        return Err(Error::Conflict(format!(
-            "a recovery of these deliveries is running ({} scheduled so far); one at a time",
-            running.scheduled
-        )));
+    if let Some(previous) = slot.as_ref() {
+        match state_of(previous)? {
+            RecoveryState::Running | RecoveryState::Scheduled => {
+                return Err(Error::Conflict(format!(
+                    "a recovery of these deliveries is under way ({} scheduled, not all \
+                     attempted yet); one at a time",
+                    previous.scheduled
+                )));
+            }
+            RecoveryState::Finished(at) => {
+                let cooled_at = at.plus(cooldown);
+                let overlaps = previous.since < recovery.until && recovery.since < previous.until;
+                if overlaps && recovery.requested_at < cooled_at {
+                    let wait = cooled_at.as_micros() - recovery.requested_at.as_micros();
+                    let micros_per_second = MICROS_PER_SECOND.unsigned_abs();
+                    return Err(Error::RecoveryCooldown {
+                        retry_after_secs: wait.unsigned_abs().div_ceil(micros_per_second),
+                    });
+                }
+            }
+        }
     }
     *slot = Some(recovery);
     Ok(target)
@@ -155,16 +192,15 @@ pub fn caller_recovery(
     environment: Environment,
 ) -> Result<Option<RecoveryView>> {
     let endpoint = service.endpoints.owned_row(owner, slug)?;
-    let settings = service
-        .handles
-        .store
-        .read()?
+    let snapshot = service.handles.store.read()?;
+    let settings = snapshot
         .webhook_settings(partition(endpoint.id, environment))?
         .unwrap_or_default();
-    Ok(settings
+    settings
         .caller_recovery
         .as_ref()
-        .map(|row| view(environment, Target::Callers, row)))
+        .map(|row| view(snapshot.as_ref(), environment, Target::Callers, row))
+        .transpose()
 }
 
 /// Whether `row` is one `recovery` of `target` takes.
@@ -205,7 +241,7 @@ fn advance_partition(handles: &Handles, partition: u64) -> Result<bool> {
             let Some(Some(recovery)) = slot(&mut settings, target) else {
                 continue;
             };
-            if !recovery.running() {
+            if !recovery.walking() {
                 continue;
             }
             let page = tx.deliveries_after(partition, recovery.position, CHUNK)?;
@@ -217,10 +253,14 @@ fn advance_partition(handles: &Handles, partition: u64) -> Result<bool> {
                     rearm(tx, &mut row, due)?;
                     recovery.next_due = Timestamp(due.as_micros() + interval);
                     recovery.scheduled += 1;
+                    recovery.last = Some(RearmedDelivery {
+                        id: row.id,
+                        attempts: row.attempts,
+                    });
                 }
             }
             if page.len() < CHUNK {
-                recovery.finished_at = Some(now);
+                recovery.walked_at = Some(now);
             }
         }
         let more = settings.recovering();
@@ -234,6 +274,9 @@ mod tests {
     use super::*;
     use crate::store::SubscriptionRow;
 
+    const NOW: Timestamp = Timestamp(1_795_000_000_000_000);
+    const COOLDOWN: Duration = Duration::from_secs(600);
+
     fn request(since: &str, until: Option<&str>) -> RecoveryRequest {
         RecoveryRequest {
             since: since.into(),
@@ -241,48 +284,120 @@ mod tests {
         }
     }
 
-    #[test]
-    fn one_recovery_at_a_time_per_subscription_and_for_the_callers() {
-        let now = Timestamp(1_795_000_000_000_000);
+    /// The state a recovery row shows without a store: running while it walks, else
+    /// `finished` (`scheduled` is what `walked` says while the last delivery waits).
+    fn walked(scheduled: bool) -> impl FnOnce(&RecoveryRow) -> Result<RecoveryState> {
+        move |row| {
+            Ok(match row.walked_at {
+                None => RecoveryState::Running,
+                Some(_) if scheduled => RecoveryState::Scheduled,
+                Some(at) => RecoveryState::Finished(at),
+            })
+        }
+    }
+
+    fn settings() -> WebhookSettingsRow {
         let mut settings = WebhookSettingsRow::default();
-        settings.add(SubscriptionRow::new("https://hooks.example/in".into(), now));
-        let recovery = new_recovery(&request("2026-11-01", None), now).unwrap();
-        assert_eq!(recovery.until, now);
-        let first = Some(Which::Id(1));
-        assert_eq!(
-            begin(&mut settings, first, recovery.clone()).unwrap(),
-            Target::Subscription(1)
-        );
-        assert!(matches!(
-            begin(&mut settings, first, recovery.clone()),
-            Err(Error::Conflict(_))
-        ));
-        // The callers' own recovery is another one; an unknown subscription is 404.
-        assert_eq!(
-            begin(&mut settings, None, recovery.clone()).unwrap(),
-            Target::Callers
-        );
-        assert!(matches!(
-            begin(&mut settings, Some(Which::Id(2)), recovery.clone()),
-            Err(Error::NotFound(_))
-        ));
-        // Once finished, another may start.
+        settings.add(SubscriptionRow::new("https://hooks.example/in".into(), NOW));
+        settings
+    }
+
+    fn end_walk(settings: &mut WebhookSettingsRow, at: Timestamp) {
         if let Some(r) = settings
             .subscription_mut(1)
             .and_then(|s| s.recovery.as_mut())
         {
-            r.finished_at = Some(now);
+            r.walked_at = Some(at);
         }
-        assert!(begin(&mut settings, first, recovery).is_ok());
     }
 
     #[test]
-    fn the_window_is_checked() {
-        let now = Timestamp(1_795_000_000_000_000);
-        assert!(new_recovery(&request("yesterday", None), now).is_err());
-        assert!(new_recovery(&request("2026-11-02", Some("2026-11-01")), now).is_err());
-        assert!(new_recovery(&request("2030-01-01", None), now).is_err());
-        let r = new_recovery(&request("2026-11-01", Some("2026-11-02T00:00:00Z")), now).unwrap();
+    fn one_recovery_at_a_time_per_subscription_and_for_the_callers() {
+        let mut settings = settings();
+        let recovery = new_recovery(&request("2026-11-01", None), NOW).unwrap();
+        assert_eq!(recovery.until, NOW);
+        let first = Some(Which::Id(1));
+        let begin = |settings: &mut WebhookSettingsRow, which, scheduled| {
+            begin(
+                settings,
+                which,
+                recovery.clone(),
+                COOLDOWN,
+                walked(scheduled),
+            )
+        };
+        assert_eq!(
+            begin(&mut settings, first, false).unwrap(),
+            Target::Subscription(1)
+        );
+        assert!(matches!(
+            begin(&mut settings, first, false),
+            Err(Error::Conflict(_))
+        ));
+        // The callers' own recovery is another one; an unknown subscription is 404.
+        assert_eq!(begin(&mut settings, None, false).unwrap(), Target::Callers);
+        assert!(matches!(
+            begin(&mut settings, Some(Which::Id(2)), false),
+            Err(Error::NotFound(_))
+        ));
+        // Walked, but its last delivery not attempted yet: still one at a time.
+        end_walk(&mut settings, NOW);
+        assert!(matches!(
+            begin(&mut settings, first, true),
+            Err(Error::Conflict(_))
+        ));
+    }
+
+    #[test]
+    fn an_overlapping_window_waits_for_the_cooldown_after_the_last_one_finished() {
+        let mut settings = settings();
+        let first = Some(Which::Id(1));
+        let window = new_recovery(&request("2026-11-01", None), NOW).unwrap();
+        begin(&mut settings, first, window, COOLDOWN, walked(false)).unwrap();
+        end_walk(&mut settings, NOW);
+        let again_at = |secs: u64, since: &str, until: Option<&str>| {
+            let later = NOW.plus(Duration::from_secs(secs));
+            let recovery = new_recovery(&request(since, until), later).unwrap();
+            begin(
+                &mut settings.clone(),
+                first,
+                recovery,
+                COOLDOWN,
+                walked(false),
+            )
+        };
+        // The same window, or one that overlaps it, within ten minutes: refused, saying when.
+        for (secs, since, until, wait) in [
+            (0, "2026-11-01", None, 600),
+            (1, "2026-10-01", Some("2026-11-02"), 599),
+            (599, "2026-11-05", None, 1),
+        ] {
+            match again_at(secs, since, until) {
+                Err(Error::RecoveryCooldown { retry_after_secs }) => {
+                    assert_eq!(retry_after_secs, wait, "{since} after {secs} s")
+                }
+                other => panic!("{since} after {secs} s: {other:?}"),
+            }
+        }
+        // A window before the last one's, or the same after the cooldown: taken.
+        assert!(again_at(1, "2026-10-01", Some("2026-11-01")).is_ok());
+        assert!(again_at(600, "2026-11-01", None).is_ok());
+        // No cooldown configured: at once.
+        let recovery = new_recovery(&request("2026-11-01", None), NOW).unwrap();
+        let none = Duration::ZERO;
+        assert!(begin(&mut settings, first, recovery, none, walked(false)).is_ok());
+    }
+
+    #[test]
+    fn the_window_is_checked_and_ends_at_the_request_at_the_latest() {
+        assert!(new_recovery(&request("yesterday", None), NOW).is_err());
+        assert!(new_recovery(&request("2026-11-02", Some("2026-11-01")), NOW).is_err());
+        assert!(new_recovery(&request("2030-01-01", None), NOW).is_err());
+        assert!(new_recovery(&request("2030-01-01", Some("2030-02-01")), NOW).is_err());
+        let r = new_recovery(&request("2026-11-01", Some("2026-11-02T00:00:00Z")), NOW).unwrap();
         assert_eq!(r.until.as_micros() - r.since.as_micros(), 86_400_000_000);
+        // An `until` in the future is the time of the request.
+        let r = new_recovery(&request("2026-11-01", Some("2030-01-01")), NOW).unwrap();
+        assert_eq!(r.until, NOW);
     }
 }

@@ -12,6 +12,8 @@
 //! gets its deliveries, written as skipped (`domain::webhooks::deliveries`), so that nothing is
 //! lost silently.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::core::clock::Timestamp;
@@ -24,8 +26,8 @@ use crate::domain::handles::Handles;
 use crate::domain::webhooks::deliveries::{displayed_url, valid_auth_header};
 use crate::domain::webhooks::targets;
 use crate::store::{
-    AccountRow, EndpointRow, Environment, EventType, RecoveryRow, SubscriptionRow,
-    WebhookSettingsRow, partition,
+    AccountRow, DeliveryState, EndpointRow, Environment, EventType, ReadTx, RecoveryRow,
+    SubscriptionRow, WebhookSettingsRow, partition,
 };
 
 /// Most subscriptions of one endpoint in one environment: every write makes a delivery for
@@ -133,44 +135,100 @@ pub struct RecoveryView {
     pub environment: Environment,
     /// The subscription (`sub_N`), or `null` for the caller webhooks'.
     pub subscription: Option<String>,
-    /// `running` or `finished`.
+    /// `running`, `scheduled` or `finished` ([`RecoveryState`]).
     pub state: &'static str,
     pub since: String,
     pub until: String,
     pub requested_at: String,
     /// Deliveries scheduled so far.
     pub scheduled: u64,
+    /// When it finished: when its last scheduled delivery was attempted.
     pub finished_at: Option<String>,
 }
 
+/// Where a recovery is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoveryState {
+    /// Walking the deliveries of its window, scheduling the ones it takes.
+    Running,
+    /// Every delivery it takes is scheduled; the last (the latest due, with a rate limit
+    /// possibly long after) has not been attempted yet.
+    Scheduled,
+    /// Its last scheduled delivery was attempted at this time (or it scheduled none, and its
+    /// walk ended then).
+    Finished(Timestamp),
+}
+
+impl RecoveryState {
+    /// The state of `row`, read in `tx`: a recovery is over only once the last delivery it
+    /// scheduled has been attempted again (or is gone with its endpoint's purge).
+    pub fn of(tx: &(impl ReadTx + ?Sized), row: &RecoveryRow) -> Result<RecoveryState> {
+        let Some(walked_at) = row.walked_at else {
+            return Ok(RecoveryState::Running);
+        };
+        let Some(last) = row.last else {
+            return Ok(RecoveryState::Finished(walked_at));
+        };
+        let attempted_again = match tx.delivery(last.id)? {
+            Some(delivery) if delivery.attempts > last.attempts => last.attempts + 1,
+            Some(delivery) if delivery.state == DeliveryState::Pending => {
+                return Ok(RecoveryState::Scheduled);
+            }
+            _ => return Ok(RecoveryState::Finished(walked_at)),
+        };
+        let at = tx
+            .delivery_attempts(last.id)?
+            .into_iter()
+            .find(|a| a.attempt == attempted_again)
+            .map_or(walked_at, |a| a.started_at);
+        Ok(RecoveryState::Finished(at))
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            RecoveryState::Running => "running",
+            RecoveryState::Scheduled => "scheduled",
+            RecoveryState::Finished(_) => "finished",
+        }
+    }
+}
+
+/// `row`, a recovery of `target`, as the API shows it (its state read in `tx`).
 pub fn recovery_view(
+    tx: &(impl ReadTx + ?Sized),
     environment: Environment,
     target: RecoveryTarget,
     row: &RecoveryRow,
-) -> RecoveryView {
-    RecoveryView {
+) -> Result<RecoveryView> {
+    let state = RecoveryState::of(tx, row)?;
+    Ok(RecoveryView {
         environment,
         subscription: match target {
             RecoveryTarget::Subscription(id) => Some(subscription_id(id)),
             RecoveryTarget::Callers => None,
         },
-        state: if row.running() { "running" } else { "finished" },
+        state: state.name(),
         since: row.since.to_rfc3339(),
         until: row.until.to_rfc3339(),
         requested_at: row.requested_at.to_rfc3339(),
         scheduled: row.scheduled,
-        finished_at: row.finished_at.map(Timestamp::to_rfc3339),
-    }
+        finished_at: match state {
+            RecoveryState::Finished(at) => Some(at.to_rfc3339()),
+            RecoveryState::Running | RecoveryState::Scheduled => None,
+        },
+    })
 }
 
-/// How a subscription's attempts have been going.
+/// How a subscription's attempts have been going. Switching it on again (from disabled)
+/// starts the failure streak afresh: `failing_since` and `failed_attempts` count from then.
 #[derive(Debug, Serialize)]
 pub struct HealthView {
     pub last_success_at: Option<String>,
     pub last_failure_at: Option<String>,
-    /// The first failed attempt since the last success; `null` while the last one succeeded.
+    /// The first failed attempt since the last success (or since it was last switched on);
+    /// `null` while the last one succeeded.
     pub failing_since: Option<String>,
-    /// Attempts that failed since the last success.
+    /// Attempts that failed since the last success (or since it was last switched on).
     pub failed_attempts: u32,
 }
 
@@ -197,8 +255,25 @@ pub fn subscription_param(text: &str) -> Result<u32> {
         })
 }
 
-fn view(environment: Environment, row: &SubscriptionRow) -> SubscriptionView {
-    SubscriptionView {
+/// `row` as the API shows it, its recovery's state read in `tx`.
+fn view(
+    tx: &(impl ReadTx + ?Sized),
+    environment: Environment,
+    row: &SubscriptionRow,
+) -> Result<SubscriptionView> {
+    let recovery = row
+        .recovery
+        .as_ref()
+        .map(|recovery| {
+            recovery_view(
+                tx,
+                environment,
+                RecoveryTarget::Subscription(row.id),
+                recovery,
+            )
+        })
+        .transpose()?;
+    Ok(SubscriptionView {
         id: subscription_id(row.id),
         environment,
         url: displayed_url(&row.url),
@@ -217,13 +292,12 @@ fn view(environment: Environment, row: &SubscriptionRow) -> SubscriptionView {
             failed_attempts: row.health.failed_attempts,
         },
         auto_disabled_at: row.auto_disabled_at.map(Timestamp::to_rfc3339),
-        recovery: row.recovery.as_ref().map(|recovery| {
-            recovery_view(environment, RecoveryTarget::Subscription(row.id), recovery)
-        }),
-    }
+        recovery,
+    })
 }
 
-/// Switches `row` on or off. Switching it on starts the circuit breaker's count afresh.
+/// Switches `row` on or off. Switching it on starts the circuit breaker's count afresh: its
+/// failure streak (`failing_since`, `failed_attempts`) and `auto_disabled_at` are cleared.
 fn set_enabled(row: &mut SubscriptionRow, enabled: bool) {
     if enabled && !row.enabled {
         row.auto_disabled_at = None;
@@ -377,15 +451,14 @@ fn update_settings(
     change: impl Fn(&mut WebhookSettingsRow, Timestamp) -> Result<(SubscriptionRow, &'static str)>,
 ) -> Result<SubscriptionView> {
     let now = handles.now();
-    let row = handles.write(|tx| {
+    handles.write(|tx| {
         let mut settings = tx.webhook_settings(target.partition)?.unwrap_or_default();
         let (row, action) = change(&mut settings, now)?;
         tx.put_webhook_settings(target.partition, &settings)?;
         let details = audit_details(target.environment, &row);
         audit::record(tx, now, target.endpoint.id, owner, action, details)?;
-        Ok(row)
-    })?;
-    Ok(view(target.environment, &row))
+        view(tx, target.environment, &row)
+    })
 }
 
 fn add(settings: &mut WebhookSettingsRow, row: SubscriptionRow) -> Result<SubscriptionRow> {
@@ -415,6 +488,9 @@ pub struct Subscriptions<'a> {
     pub sealer: &'a Sealer,
     /// Where deliveries may go: a URL every delivery would be refused is refused on save.
     pub policy: &'a TargetPolicy,
+    /// How long after a recovery ends another over an overlapping window is refused
+    /// (`[webhooks] recovery_cooldown`).
+    pub recovery_cooldown: Duration,
 }
 
 impl Subscriptions<'_> {
@@ -428,13 +504,13 @@ impl Subscriptions<'_> {
         })
     }
 
-    fn settings(&self, target: &Target) -> Result<WebhookSettingsRow> {
-        Ok(self
-            .handles
-            .store
-            .read()?
+    /// A snapshot of the store and the settings of `target` in it.
+    fn settings(&self, target: &Target) -> Result<(Box<dyn ReadTx + '_>, WebhookSettingsRow)> {
+        let snapshot = self.handles.store.read()?;
+        let settings = snapshot
             .webhook_settings(target.partition)?
-            .unwrap_or_default())
+            .unwrap_or_default();
+        Ok((snapshot, settings))
     }
 
     pub fn list(
@@ -444,14 +520,14 @@ impl Subscriptions<'_> {
         environment: Environment,
     ) -> Result<SubscriptionList> {
         let target = self.target(owner, slug, environment)?;
-        let settings = self.settings(&target)?;
+        let (snapshot, settings) = self.settings(&target)?;
         Ok(SubscriptionList {
             environment,
             data: settings
                 .subscriptions
                 .iter()
-                .map(|row| view(environment, row))
-                .collect(),
+                .map(|row| view(snapshot.as_ref(), environment, row))
+                .collect::<Result<_>>()?,
         })
     }
 
@@ -463,9 +539,9 @@ impl Subscriptions<'_> {
         which: Which,
     ) -> Result<SubscriptionView> {
         let target = self.target(owner, slug, environment)?;
-        let settings = self.settings(&target)?;
+        let (snapshot, settings) = self.settings(&target)?;
         let row = which.find(&settings).ok_or_else(|| which.missing())?;
-        Ok(view(environment, row))
+        view(snapshot.as_ref(), environment, row)
     }
 
     /// One subscription as stored, with its partition: what a test event is sent to.
@@ -477,7 +553,7 @@ impl Subscriptions<'_> {
         which: Which,
     ) -> Result<(u64, SubscriptionRow)> {
         let target = self.target(owner, slug, environment)?;
-        let settings = self.settings(&target)?;
+        let (_, settings) = self.settings(&target)?;
         let row = which.find(&settings).ok_or_else(|| which.missing())?;
         Ok((target.partition, row.clone()))
     }

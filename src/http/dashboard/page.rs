@@ -217,7 +217,11 @@ pub fn flash(req: &Request) -> Option<&'static str> {
     let params = crate::http::reply::query_params(&req.query);
     Some(match params.get("done")?.as_str() {
         "created" => "Endpoint created.",
-        "deleted" => "Endpoint deleted: its keys stopped working and its data is being purged.",
+        "deleted" => {
+            "Endpoint deleted: its keys stopped working and its data is being purged. Until the \
+             server's operator runs intake compact (on PostgreSQL, VACUUM FULL), copies of the \
+             purged data stay in the free space of the server's files."
+        }
         "saved" => "Changes saved.",
         "activated" => "The endpoint is active again.",
         "deactivated" => "The endpoint is inactive: data calls are refused with 403.",
@@ -241,7 +245,7 @@ pub fn flash(req: &Request) -> Option<&'static str> {
             "Recovery started: the deliveries of the window are being scheduled again."
         }
         "redelivered" => "Redelivery scheduled.",
-        "retried" => "The next attempt is due now.",
+        "retried" => "The next attempt is due now (with one in flight: as soon as it ends).",
         "mail" => "Test e-mail queued; its status shows below.",
         "read" => "Notification marked as read.",
         "all-read" => "Every notification is marked as read.",

@@ -1251,16 +1251,22 @@ fn webhook_operations() -> Vec<Operation> {
             .summary(
                 "Send a subscription's failed deliveries again",
                 "Schedules a fresh attempt for every given-up or skipped delivery of the \
-                 subscription made from `since` until `until` (default: now), in the order they \
-                 were made, paced by its `rate_limit`. The walk runs in the background: the \
-                 subscription's `recovery` shows its progress. One at a time per subscription \
-                 (409 `conflict` while one runs).",
+                 subscription made from `since` until `until` (default, and at most, the time \
+                 of the request), in the order they were made, paced by its `rate_limit`. The \
+                 walk runs in the background: the subscription's `recovery` shows its progress \
+                 (`running`, then `scheduled` until its last delivery has been attempted, then \
+                 `finished`). One at a time per subscription: 409 `conflict` while one is \
+                 running or scheduled. Once it has finished, another whose window overlaps its \
+                 window is refused for the recovery cooldown (`[webhooks] recovery_cooldown`, \
+                 10 minutes by default, from its `finished_at`): 429 `recovery_cooldown` with \
+                 `Retry-After`.",
             )
             .body(BodyKind::Json, schema_ref("RecoveryRequest"), json!({ "since": "2026-11-20T00:00:00Z" }))
             .ok(202, "The recovery, started.", schema_ref("Recovery"), recovery_example(true))
             .error(400, &["invalid_parameter"])
             .error(404, &["subscription_not_found"])
-            .error(409, &["conflict"]),
+            .error(409, &["conflict"])
+            .error(429, &["recovery_cooldown"]),
         op("post", test, "testSubscription", Who::Owner)
             .summary(
                 "Send a test event",
@@ -1291,12 +1297,17 @@ fn webhook_operations() -> Vec<Operation> {
             .summary(
                 "Send the caller webhooks' failed deliveries again",
                 "Like a subscription's recovery, for every given-up caller-webhook delivery of \
-                 the environment made in the window (\"redeliver all failed since T\").",
+                 the environment made in the window (\"redeliver all failed since T\"): the \
+                 window ends at the request at the latest, one at a time per environment (409 \
+                 `conflict` while one is running or scheduled), and another over an \
+                 overlapping window waits for the recovery cooldown after one has finished \
+                 (429 `recovery_cooldown` with `Retry-After`).",
             )
             .body(BodyKind::Json, schema_ref("RecoveryRequest"), json!({ "since": "2026-11-20T00:00:00Z" }))
             .ok(202, "The recovery, started.", schema_ref("Recovery"), recovery_example(false))
             .error(400, &["invalid_parameter"])
-            .error(409, &["conflict"]),
+            .error(409, &["conflict"])
+            .error(429, &["recovery_cooldown"]),
         op("delete", subscription, "deleteSubscription", Who::Owner)
             .summary(
                 "Delete a subscription",
@@ -1389,10 +1400,12 @@ fn webhook_operations() -> Vec<Operation> {
         )
         .summary(
             "Attempt a pending delivery now",
-            "Brings the next attempt of a pending (or failing) delivery forward to now. It \
-             counts as one of the delivery's attempts: the budget is not reset (to send a \
-             given-up delivery again, redeliver it). Recorded in the audit log as \
-             `delivery.retried`. 409 `conflict` unless pending.",
+            "Brings the next attempt of a pending (or failing) delivery forward to now. While \
+             an attempt is in flight the request is kept: when that attempt ends without \
+             delivering or giving up, the next one is due at once instead of after the retry \
+             schedule's wait. It counts as one of the delivery's attempts: the budget is not \
+             reset (to send a given-up delivery again, redeliver it). Recorded in the audit \
+             log as `delivery.retried`. 409 `conflict` unless pending.",
         )
         .ok(200, "The delivery, due now.", schema_ref("Delivery"), {
             let mut d = delivery_example();

@@ -18,6 +18,12 @@ fn nullable(schema: Value) -> Value {
     json!({ "anyOf": [schema, { "type": "null" }] })
 }
 
+/// `schema` with a `description`.
+fn described(mut schema: Value, description: &str) -> Value {
+    schema["description"] = json!(description);
+    schema
+}
+
 fn string_enum(values: &[&str]) -> Value {
     json!({ "type": "string", "enum": values })
 }
@@ -472,7 +478,11 @@ fn webhook_schemas() -> Value {
             "created_at": time(),
             "updated_at": time(),
             "health": schema_ref("SubscriptionHealth"),
-            "auto_disabled_at": nullable(time()),
+            "auto_disabled_at": described(
+                nullable(time()),
+                "When the circuit breaker disabled it; `null` while enabled (switching it on \
+                 again clears it) or when the owner disabled it.",
+            ),
             "recovery": nullable(schema_ref("Recovery")),
         }), &["id", "environment", "url", "auth_header", "auth_value_set", "enabled",
               "description", "event_types", "rate_limit", "created_at", "updated_at", "health",
@@ -480,18 +490,39 @@ fn webhook_schemas() -> Value {
         "SubscriptionHealth": object(json!({
             "last_success_at": nullable(time()),
             "last_failure_at": nullable(time()),
-            "failing_since": nullable(time()),
-            "failed_attempts": integer(),
+            "failing_since": described(
+                nullable(time()),
+                "The first failed attempt since the last success, or since the subscription \
+                 was last switched on (enabling a disabled one clears it); `null` while the \
+                 last attempt succeeded.",
+            ),
+            "failed_attempts": described(
+                integer(),
+                "Attempts that failed since the last success, or since the subscription was \
+                 last switched on (enabling a disabled one sets it to 0).",
+            ),
         }), &["last_success_at", "last_failure_at", "failing_since", "failed_attempts"]),
         "Recovery": object(json!({
             "environment": schema_ref("Environment"),
             "subscription": nullable(json!({ "type": "string", "pattern": "^sub_[1-9][0-9]*$" })),
-            "state": string_enum(&["running", "finished"]),
+            "state": described(
+                string_enum(&["running", "scheduled", "finished"]),
+                "`running` while it walks the window; `scheduled` once every delivery it takes \
+                 is due, until the last of them has been attempted; then `finished`.",
+            ),
             "since": time(),
-            "until": time(),
+            "until": described(
+                time(),
+                "The window's end (exclusive): the `until` asked for, or the time of the \
+                 request when that is earlier or none was given.",
+            ),
             "requested_at": time(),
-            "scheduled": integer(),
-            "finished_at": nullable(time()),
+            "scheduled": described(integer(), "Deliveries scheduled so far."),
+            "finished_at": described(
+                nullable(time()),
+                "When its last scheduled delivery was attempted (or its walk ended, if it \
+                 scheduled none); the recovery cooldown counts from here.",
+            ),
         }), &["environment", "subscription", "state", "since", "until", "requested_at",
               "scheduled", "finished_at"]),
         "Marked": object(json!({ "marked": integer() }), &["marked"]),
@@ -628,7 +659,7 @@ fn request_schemas() -> Value {
         "RecoveryRequest": closed(json!({
             "since": { "type": "string", "description": "RFC 3339, or a date (midnight UTC)." },
             "until": { "type": ["string", "null"],
-                       "description": "RFC 3339, or a date; absent or null: now." },
+                       "description": "RFC 3339, or a date; absent, null or later than now: now." },
         }), &["since"]),
         "AccountPatchRequest": closed(json!({ "suspended": { "type": "boolean" } }), &["suspended"]),
         "TestMailRequest": closed(json!({ "to": nullable_string() }), &[]),

@@ -13,7 +13,7 @@ use super::records::sql_limit;
 use super::{PgStore, PgTx, big, from_json, id_bytes, to_json, unbig};
 use crate::core::clock::Timestamp;
 use crate::store::webhooks::{
-    AfterAttempt, AttemptOutcome, DueDelivery, WebhooksRead, WebhooksStore, WebhooksWrite,
+    AttemptOutcome, DueDelivery, Settled, WebhooksRead, WebhooksStore, WebhooksWrite,
 };
 use crate::store::{
     AttemptRow, DeliveryRow, DeliveryState, StoreError, StoreGauges, WebhookSecretRow,
@@ -293,19 +293,15 @@ impl WebhooksWrite for PgTx<'_> {
                 continue;
             }
             row.attempts = number;
-            let due = match &outcome.next {
-                AfterAttempt::Delivered { at } => {
-                    finish(row, DeliveryState::Delivered, *at);
+            let due = match outcome.settle(row) {
+                Settled::Finished(state, at) => {
+                    finish(row, state, at);
                     None
                 }
-                AfterAttempt::GivenUp { at } => {
-                    finish(row, DeliveryState::GivenUp, *at);
-                    None
-                }
-                AfterAttempt::Retry { at, receiver } => {
-                    row.next_attempt_at = Some(*at);
+                Settled::Due(at, receiver) => {
+                    row.next_attempt_at = Some(at);
                     retries = true;
-                    Some((*at, receiver.clone()))
+                    Some((at, receiver.to_string()))
                 }
             };
             attempt_ids.push(big(row.id));
@@ -473,6 +469,7 @@ pub(super) mod tests {
             next_attempt_at: Some(Timestamp(10)),
             created_at: Timestamp(1),
             finished_at: None,
+            retry_requests: 0,
         }
     }
 
@@ -504,6 +501,7 @@ pub(super) mod tests {
             delivery_id,
             attempt: attempt(number),
             next,
+            retry_requests: 0,
         }
     }
 
@@ -725,6 +723,7 @@ pub(super) mod tests {
         store.write_unit(|tx| tx.put_delivery(&finished)).unwrap();
         let retry = |at, receiver: &str| AfterAttempt::Retry {
             at: Timestamp(at),
+            answered_at: Timestamp(at - 30),
             receiver: receiver.into(),
         };
         let (given_up, effects) = store

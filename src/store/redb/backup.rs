@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use redb::{
-    Database, DatabaseError, Key, ReadTransaction, ReadableDatabase, ReadableTable,
+    Database, DatabaseError, Key, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable,
     TableDefinition, Value, WriteTransaction,
 };
 
@@ -63,12 +63,20 @@ impl TableVisitor for Copier<'_> {
         &mut self,
         table: TableDefinition<'static, K, V>,
     ) -> Result<(), StoreError> {
-        let source = self.from.open_table(table)?;
-        let mut target = self.to.open_table(table)?;
-        for row in source.iter()? {
-            let (key, value) = row?;
-            target.insert(key.value(), value.value())?;
-        }
-        Ok(())
+        copy_table(&self.from.open_table(table)?, self.to, table)
     }
+}
+
+/// Copies every row of `source` into `table` of `to`.
+pub(super) fn copy_table<K: Key + 'static, V: Value + 'static>(
+    source: &ReadOnlyTable<K, V>,
+    to: &WriteTransaction,
+    table: TableDefinition<'static, K, V>,
+) -> Result<(), StoreError> {
+    let mut target = to.open_table(table)?;
+    for row in source.iter()? {
+        let (key, value) = row?;
+        target.insert(key.value(), value.value())?;
+    }
+    Ok(())
 }

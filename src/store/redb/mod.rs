@@ -29,7 +29,8 @@ mod request_log;
 pub mod tables;
 mod transfer;
 
-pub use compact::{compact_file, compress_file};
+pub use compact::{compact_file, recompress_file};
+pub use payload::Recompressed;
 pub use transfer::RedbExport;
 mod tx;
 mod usage;
@@ -120,8 +121,7 @@ impl RedbStore {
     /// logging every call never holds the write lock the data path commits under.
     pub fn open_request_log(path: &Path, cache_bytes: usize) -> Result<RedbStore, StoreError> {
         RedbStore::open_with(path, cache_bytes, &layout::REQUEST_LOG, |txn| {
-            txn.open_table(REQUEST_LOG)?;
-            Ok(())
+            visit_request_log_tables(&mut Creator { txn })
         })
     }
 
@@ -244,7 +244,8 @@ fn guard_damage<T>(
     }
 }
 
-/// Something done to each table of `intake.redb` (see [`visit_main_tables`]).
+/// Something done to each table of a store file (see [`visit_main_tables`] and
+/// [`visit_request_log_tables`]).
 trait TableVisitor {
     fn visit<K: Key + 'static, V: Value + 'static>(
         &mut self,
@@ -252,8 +253,8 @@ trait TableVisitor {
     ) -> Result<(), StoreError>;
 }
 
-/// Every table of `intake.redb`: the one list that creating the store and copying it for a
-/// backup both follow, so a new table is never left out of backups.
+/// Every table of `intake.redb`: the one list that creating the store, copying it for a
+/// backup and rewriting it when compacting all follow, so a new table is never left out.
 fn visit_main_tables(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(META)?;
     v.visit(ACCOUNTS)?;
@@ -287,6 +288,11 @@ fn visit_main_tables(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(FAILURE_MAILS)?;
     v.visit(WEBHOOK_SECRETS)?;
     Ok(())
+}
+
+/// Visits each table of `requests.redb`.
+fn visit_request_log_tables(v: &mut impl TableVisitor) -> Result<(), StoreError> {
+    v.visit(REQUEST_LOG)
 }
 
 /// Makes sure each table exists.

@@ -18,8 +18,12 @@
 //!
 //! The dictionary is trained once the store holds enough records ([`PayloadCodec::due`]), on a
 //! sample of the newest of each endpoint, off the write path (`workers::compression` asks), and
-//! again if what is written later compresses much worse than the sample did. Dictionaries are
-//! never removed: each record names the one it needs.
+//! again if what is written later compresses much worse than the sample did; its sample leaves
+//! out deleted endpoints' records. Each record names the dictionary it needs, so a running
+//! store never removes one. A dictionary holds pieces of the records it was trained on:
+//! `intake compact` (a stopped server) trains one afresh on the records the store holds then,
+//! stores every record anew with it and removes the others
+//! ([`RedbStore::recompress_records`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,10 +32,10 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableError};
 use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
 
-use super::{PAYLOAD_DICTIONARIES, RECORDS, RedbStore, partitions_of};
+use super::{ENDPOINTS, PAYLOAD_DICTIONARIES, RECORDS, RedbStore, from_json, partitions_of};
 use crate::core::clock::Timestamp;
-use crate::store::StoreError;
 use crate::store::compression::{PayloadDictionaries, TrainedDictionary};
+use crate::store::{EndpointRow, StoreError, partition_endpoint};
 
 /// First byte of a compressed value (see the module's documentation).
 const COMPRESSED: u8 = 0x81;
@@ -298,6 +302,23 @@ impl PayloadCodec {
     pub fn current_id(&self) -> Option<u32> {
         self.current().map(|encoder| encoder.id)
     }
+
+    /// Writes store payloads plain from now on (the store has no dictionary left).
+    fn uninstall(&self) {
+        *self.encoder.write().unwrap_or_else(PoisonError::into_inner) = None;
+    }
+}
+
+/// The dictionary a record value is compressed with; `None` for a plain value (or one whose
+/// frame names none, which decoding reports).
+fn dictionary_of(value: &[u8]) -> Option<u32> {
+    match value.split_first() {
+        Some((&COMPRESSED, rest)) => rest
+            .get(8..)
+            .and_then(zstd_safe::get_dict_id_from_frame)
+            .map(|id| id.get()),
+        _ => None,
+    }
 }
 
 /// `META` key of the dictionary writes use: its id (u32 BE) and the share of its size its
@@ -355,14 +376,21 @@ impl PayloadDictionaries for RedbStore {
         let txn = self.write()?;
         {
             let mut table = txn.open_table(PAYLOAD_DICTIONARIES)?;
-            if table.get(id)?.is_some() {
-                // zstd's ids are random: the same one twice is all but impossible, and then the
-                // store keeps the dictionary it has.
-                return Err(StoreError::Backend(
-                    format!("payload dictionary id {id} is taken").into(),
-                ));
+            let same = match table.get(id)? {
+                // The same sample trains the same dictionary (a compaction of a store whose
+                // records have not changed): it becomes current again.
+                Some(stored) if stored.value() == bytes.as_slice() => true,
+                // Another dictionary under the id: the store keeps the one it has.
+                Some(_) => {
+                    return Err(StoreError::Backend(
+                        format!("payload dictionary id {id} is taken").into(),
+                    ));
+                }
+                None => false,
+            };
+            if !same {
+                table.insert(id, bytes.as_slice())?;
             }
-            table.insert(id, bytes.as_slice())?;
             txn.open_table(super::META)?.insert(
                 CURRENT_DICTIONARY,
                 encode_current(id, sample_share).as_slice(),
@@ -383,21 +411,35 @@ impl PayloadDictionaries for RedbStore {
 /// Records looked at per transaction of [`RedbStore::compress_plain_records`].
 const RECOMPRESS_CHUNK: usize = 2_000;
 
+/// What [`RedbStore::recompress_records`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recompressed {
+    /// Records stored anew (compressed with the new dictionary, or plain).
+    pub records: u64,
+    /// Dictionaries removed: no record names them any more.
+    pub dictionaries_removed: usize,
+}
+
 impl RedbStore {
-    /// Stores every plain record compressed with the current dictionary (trained first when
-    /// the store has none), a transaction per [`RECOMPRESS_CHUNK`] records: what `intake
-    /// compact` does first, so that records written before the store had a dictionary (or
-    /// by a version without compression) shrink too. Returns how many records it rewrote.
-    pub fn compress_plain_records(&self) -> Result<u64, StoreError> {
-        if self.codec.current_id().is_none() && self.train_dictionary()?.is_none() {
-            return Ok(0);
+    /// What `intake compact` does first, on a stopped server: trains a dictionary afresh on
+    /// the records the store holds now (none while they are too few to learn from), stores
+    /// every record that is not compressed with it anew (compressed with it, or plain where it
+    /// would not shrink one or there is none), a transaction per [`RECOMPRESS_CHUNK`] records,
+    /// and then removes every other dictionary, which no record names any more. A dictionary
+    /// holds pieces of the records it was trained on, so this is what takes the pieces of
+    /// records deleted since (a purged endpoint's) out of the store; it also compresses the
+    /// records written before the store had a dictionary.
+    pub fn recompress_records(&self) -> Result<Recompressed, StoreError> {
+        let current = self.train_dictionary()?.map(|trained| trained.id);
+        if current.is_none() {
+            self.codec.uninstall();
         }
         let mut rewritten = 0;
         let mut from = (0u64, 0u128);
         loop {
             let txn = self.write()?;
             let mut records = txn.open_table(RECORDS)?;
-            let mut plain = Vec::new();
+            let mut stale = Vec::new();
             let mut next = None;
             let mut scratch = Vec::new();
             for (scanned, entry) in records.range(from..)?.enumerate() {
@@ -406,34 +448,61 @@ impl RedbStore {
                     next = Some(key.value());
                     break;
                 }
-                if value.value().first() != Some(&COMPRESSED) {
+                if dictionary_of(value.value()) != current {
                     let (time, payload) = self.codec.decode(value.value(), &mut scratch)?;
-                    plain.push((key.value(), time, payload.to_vec()));
+                    stale.push((key.value(), time, payload.to_vec()));
                 }
             }
-            for (key, time, payload) in plain {
+            for (key, time, payload) in stale {
                 let value = self.codec.encode(time, &payload)?;
-                if value.first() == Some(&COMPRESSED) {
-                    records.insert(key, value.as_slice())?;
-                    rewritten += 1;
-                }
+                records.insert(key, value.as_slice())?;
+                rewritten += 1;
             }
             drop(records);
             txn.commit()?;
             match next {
                 Some(key) => from = key,
-                None => return Ok(rewritten),
+                None => break,
             }
         }
+        let txn = self.write()?;
+        let removed = {
+            let mut table = txn.open_table(PAYLOAD_DICTIONARIES)?;
+            let ids: Vec<u32> = table
+                .iter()?
+                .map(|entry| entry.map(|(id, _)| id.value()))
+                .collect::<Result<_, _>>()?;
+            let others: Vec<u32> = ids.into_iter().filter(|id| Some(*id) != current).collect();
+            for id in &others {
+                table.remove(id)?;
+            }
+            if current.is_none() {
+                txn.open_table(super::META)?.remove(CURRENT_DICTIONARY)?;
+            }
+            others.len()
+        };
+        txn.commit()?;
+        Ok(Recompressed {
+            records: rewritten,
+            dictionaries_removed: removed,
+        })
     }
 
     /// The newest payloads of each endpoint, in turn, up to [`SAMPLE_RECORDS`] and
-    /// [`SAMPLE_BYTES`].
+    /// [`SAMPLE_BYTES`]; none of a deleted endpoint (its purge may not have reached them yet).
     fn payload_sample(&self) -> Result<Vec<Vec<u8>>, StoreError> {
         let txn = self.db.begin_read()?;
         let records = txn.open_table(RECORDS)?;
+        let endpoints = txn.open_table(ENDPOINTS)?;
         let mut partitions = Vec::new();
         for partition in partitions_of(&records)? {
+            let deleted = match endpoints.get(partition_endpoint(partition))? {
+                Some(row) => from_json::<EndpointRow>(row.value())?.deleted_at.is_some(),
+                None => false,
+            };
+            if deleted {
+                continue;
+            }
             partitions.push(
                 records
                     .range((partition, 0u128)..=(partition, u128::MAX))?
@@ -620,33 +689,130 @@ mod tests {
         assert_eq!(store.gauges(Timestamp(0)).unwrap().payload_dictionaries, 1);
     }
 
+    /// The ids and bytes of the store's dictionaries.
+    fn dictionaries(store: &RedbStore) -> Vec<(u32, Vec<u8>)> {
+        let txn = store.db.begin_read().unwrap();
+        let table = txn.open_table(PAYLOAD_DICTIONARIES).unwrap();
+        table
+            .iter()
+            .unwrap()
+            .map(|e| {
+                e.map(|(id, bytes)| (id.value(), bytes.value().to_vec()))
+                    .unwrap()
+            })
+            .collect()
+    }
+
+    /// Marks the endpoint of `partition` deleted, as a deletion does before its purge.
+    fn deleted_endpoint(store: &RedbStore, partition: u64) {
+        let id = partition_endpoint(partition);
+        let row = serde_json::json!({
+            "id": id, "slug": "gone", "name": "Gone", "description": null,
+            "required_fields": [], "active": true, "deployed": false, "deployed_at": null,
+            "created_at": 1, "owner_id": 1, "sandbox_key_sealed": "", "production_key_sealed": "",
+            "deleted_at": 2,
+        });
+        let txn = store.db.begin_write().unwrap();
+        txn.open_table(ENDPOINTS)
+            .unwrap()
+            .insert(id, serde_json::to_vec(&row).unwrap().as_slice())
+            .unwrap();
+        txn.commit().unwrap();
+    }
+
+    fn deleted_partition(store: &RedbStore, partition: u64) {
+        let txn = store.db.begin_write().unwrap();
+        {
+            let mut records = txn.open_table(RECORDS).unwrap();
+            let keys: Vec<(u64, u128)> = records
+                .range((partition, 0u128)..=(partition, u128::MAX))
+                .unwrap()
+                .map(|e| e.unwrap().0.value())
+                .collect();
+            for key in keys {
+                records.remove(key).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+    }
+
     #[test]
-    fn plain_records_are_compressed_in_place_by_compaction() {
+    fn compaction_compresses_every_record_with_a_dictionary_of_what_the_store_holds_now() {
         let dir = tempfile::tempdir().unwrap();
         let store = RedbStore::open(&dir.path().join("intake.redb"), 1 << 20).unwrap();
-        assert_eq!(
-            store.compress_plain_records().unwrap(),
-            0,
-            "nothing to learn from"
-        );
+        let nothing = Recompressed {
+            records: 0,
+            dictionaries_removed: 0,
+        };
+        assert_eq!(store.recompress_records().unwrap(), nothing);
         // More records than one transaction of the rewrite takes, all stored plain.
-        create_records(&store, 4, 0, RECOMPRESS_CHUNK as u64 + 300);
+        let count = RECOMPRESS_CHUNK as u64 + 300;
+        create_records(&store, 4, 0, count);
         let (compressed, plain) = stored_bytes(&store, 4);
         assert_eq!(compressed, 0);
-        assert_eq!(
-            store.compress_plain_records().unwrap(),
-            RECOMPRESS_CHUNK as u64 + 300
-        );
+        let done = store.recompress_records().unwrap();
+        assert_eq!(done.records, count);
         let (compressed, left_plain) = stored_bytes(&store, 4);
         assert_eq!(left_plain, 0);
         assert!(compressed * 2 < plain, "{plain} bytes became {compressed}");
-        let expected: Vec<Vec<u8>> = (0..RECOMPRESS_CHUNK as u64 + 300).map(payload).collect();
+        let expected: Vec<Vec<u8>> = (0..count).map(payload).collect();
         assert!(read_all(&store, 4) == expected);
-        assert_eq!(
-            store.compress_plain_records().unwrap(),
-            0,
-            "nothing left to do"
+
+        // Another endpoint's records, with a word of their own, are learnt (and written with)
+        // and then deleted: the next compaction trains on what is left, rewrites every record
+        // and removes the dictionaries that held pieces of the deleted ones.
+        let secret = b"zebra-crossing-secret";
+        let writes: Vec<RecordWrite> = (0..400u64)
+            .map(|n| RecordWrite::Create {
+                partition: 6,
+                id: RecordId(((AT.as_micros() as u128 + u128::from(n)) << 64) | 2),
+                payload: format!(
+                    r#"{{"zebra-crossing-secret":{n},"pad":"{}"}}"#,
+                    "z".repeat(900)
+                )
+                .into_bytes(),
+                idempotency: None,
+            })
+            .collect();
+        store.apply_batch(&plain_batch(&writes)).unwrap();
+        store.train_dictionary().unwrap().expect("trained");
+        assert!(
+            dictionaries(&store)
+                .iter()
+                .any(|(_, bytes)| bytes.windows(secret.len()).any(|w| w == secret)),
+            "the dictionary learnt the other endpoint's records"
         );
+        create_records(&store, 4, count, 100);
+        // Deleted, not purged yet: a dictionary trained now leaves its records out.
+        deleted_endpoint(&store, 6);
+        store.train_dictionary().unwrap().expect("trained");
+        let current = store.codec.current_id();
+        assert!(
+            dictionaries(&store)
+                .iter()
+                .all(|(id, bytes)| Some(*id) != current
+                    || !bytes.windows(secret.len()).any(|w| w == secret))
+        );
+        deleted_partition(&store, 6);
+        let done = store.recompress_records().unwrap();
+        assert_eq!((done.records, done.dictionaries_removed), (count + 100, 2));
+        let left = dictionaries(&store);
+        assert_eq!(left.len(), 1);
+        assert_eq!(Some(left[0].0), store.codec.current_id());
+        assert!(!left[0].1.windows(secret.len()).any(|w| w == secret));
+        let expected: Vec<Vec<u8>> = (0..count + 100).map(payload).collect();
+        assert!(read_all(&store, 4) == expected);
+        // Nothing changed since: the same dictionary, nothing to do.
+        assert_eq!(store.recompress_records().unwrap(), nothing);
+
+        // Too little left to learn from: every record plain, no dictionary kept.
+        deleted_partition(&store, 4);
+        create_records(&store, 4, 0, 3);
+        let done = store.recompress_records().unwrap();
+        assert_eq!((done.records, done.dictionaries_removed), (3, 1));
+        assert!(dictionaries(&store).is_empty());
+        assert_eq!(stored_bytes(&store, 4).0, 0);
+        assert!(read_all(&store, 4) == (0..3).map(payload).collect::<Vec<_>>());
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::core::clock::Timestamp;
 use crate::store::webhooks::{
-    AfterAttempt, AttemptOutcome, DueDelivery, WebhooksRead, WebhooksStore, WebhooksWrite,
+    AttemptOutcome, DueDelivery, Settled, WebhooksRead, WebhooksStore, WebhooksWrite,
 };
 use crate::store::{
     AttemptRow, DeliveryBrief, DeliveryRow, DeliveryState, StoreError, WebhookSecretRow,
@@ -271,20 +271,17 @@ impl WebhooksWrite for RedbWrite<'_> {
                     due.remove(due_key((at, row.id)))?;
                 }
                 row.attempts = number;
-                match &outcome.next {
-                    AfterAttempt::Delivered { at } => {
-                        finish(&mut row, DeliveryState::Delivered, *at)
-                    }
-                    AfterAttempt::GivenUp { at } => finish(&mut row, DeliveryState::GivenUp, *at),
-                    AfterAttempt::Retry { at, receiver } => {
-                        row.next_attempt_at = Some(*at);
+                match outcome.settle(&row) {
+                    Settled::Finished(state, at) => finish(&mut row, state, at),
+                    Settled::Due(at, receiver) => {
+                        row.next_attempt_at = Some(at);
                         list_due(
                             &mut due,
                             &DueDelivery {
-                                due_at: *at,
+                                due_at: at,
                                 id: row.id,
                                 retry: row.attempts > 0,
-                                receiver: receiver.clone(),
+                                receiver: receiver.to_string(),
                             },
                         )?;
                         retries = true;

@@ -19,4 +19,16 @@ mod indexer;
 mod tests;
 
 pub use index::{IndexError, StopPolicy};
+
+/// Removes the index folder of a stopped server's `data_dir`, which the next start rebuilds
+/// from the store; returns whether there was one. What `intake compact` does: until tantivy
+/// merges a segment, it keeps the trigrams (with their positions) of the records deleted
+/// from it.
+pub fn remove_index(data_dir: &std::path::Path) -> std::io::Result<bool> {
+    match std::fs::remove_dir_all(data_dir.join(index::DIR)) {
+        Ok(()) => Ok(true),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(err) => Err(err),
+    }
+}
 pub use indexer::{IndexerSettings, IndexerThread, Notifier, start};

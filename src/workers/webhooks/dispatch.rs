@@ -804,6 +804,7 @@ fn attempt(ctx: &Context, job: &Job) -> Attempted {
         Verdict::GivenUp => AfterAttempt::GivenUp { at },
         Verdict::Retry(wait) => AfterAttempt::Retry {
             at: at.plus(wait),
+            answered_at: at,
             receiver: job.target.clone(),
         },
     };
@@ -818,6 +819,7 @@ fn attempt(ctx: &Context, job: &Job) -> Attempted {
             delivery_id: row.id,
             attempt,
             next,
+            retry_requests: row.retry_requests,
         },
         verdict,
         subscription,
@@ -1141,6 +1143,7 @@ mod tests {
             next_attempt_at: None,
             created_at: Timestamp(0),
             finished_at: None,
+            retry_requests: 0,
         }
     }
 
