@@ -130,6 +130,12 @@ fn rewrite(source: &Database, fresh: &Path) -> Result<(), StoreError> {
         }
     }
     to.commit()?;
+    // A fresh file keeps the space its one big transaction needed on the way; give it back.
+    let mut copy = copy;
+    while copy
+        .compact()
+        .map_err(|e| StoreError::Backend(Box::new(e)))?
+    {}
     Ok(())
 }
 
