@@ -19,7 +19,7 @@
 use std::cmp::Reverse;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use deadpool::managed::{Metrics, RecycleError, RecycleResult};
 use deadpool_postgres::ClientWrapper;
@@ -48,13 +48,36 @@ pub(super) enum Tls {
 /// One host of the URL.
 struct Target {
     /// `host:port`, as messages name it.
-    name: String,
+    name: Arc<str>,
     config: Config,
+}
+
+/// A connection, and the host of the URL it goes to.
+pub(super) struct HostConnection {
+    client: ClientWrapper,
+    /// `host:port`.
+    pub(super) host: Arc<str>,
+}
+
+impl std::ops::Deref for HostConnection {
+    type Target = ClientWrapper;
+
+    fn deref(&self) -> &ClientWrapper {
+        &self.client
+    }
+}
+
+impl std::ops::DerefMut for HostConnection {
+    fn deref_mut(&mut self) -> &mut ClientWrapper {
+        &mut self.client
+    }
 }
 
 /// What the latest attempt on a host found, in the order hosts are tried: the host that gave
 /// the latest connection first, a host that answered (refused, or a standby) before one that
-/// did not answer at all.
+/// did not answer at all. A host whose latest connection was made before the database was
+/// last found lost counts as unanswered: it is the one that stopped answering, most likely,
+/// and a standby promoted meanwhile is tried before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Standing {
     Worked,
@@ -68,8 +91,8 @@ pub(super) struct Connector {
     targets: Vec<Target>,
     tls: Tls,
     per_host: Duration,
-    /// Each host's standing and when it was set (a count of attempts).
-    standings: Mutex<(Vec<Standing>, Vec<u64>, u64)>,
+    /// Each host's standing and when it was set.
+    standings: Mutex<Vec<(Standing, Instant)>>,
     health: Arc<Health>,
 }
 
@@ -91,7 +114,7 @@ impl Connector {
                     .keepalives_retries(KEEPALIVE_RETRIES)
                     .tcp_user_timeout(TCP_USER_TIMEOUT);
                 Target {
-                    name: target_name(&config),
+                    name: target_name(&config).into(),
                     config,
                 }
             })
@@ -101,7 +124,7 @@ impl Connector {
             targets,
             tls,
             per_host,
-            standings: Mutex::new((vec![Standing::Untried; hosts], vec![0; hosts], 0)),
+            standings: Mutex::new(vec![(Standing::Untried, Instant::now()); hosts]),
             health,
         })
     }
@@ -113,31 +136,29 @@ impl Connector {
 
     /// The hosts in the order to try them.
     fn order(&self) -> Vec<usize> {
-        let guard = self.standings.lock().unwrap_or_else(|e| e.into_inner());
-        let (standings, since, _) = &*guard;
+        let standings = self
+            .standings
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         let mut order: Vec<usize> = (0..standings.len()).collect();
-        order.sort_by_key(|&i| {
-            let latest = if standings[i] == Standing::Worked {
-                since[i]
-            } else {
-                0
-            };
-            (standings[i], Reverse(latest), i)
+        order.sort_by_key(|&i| match standings[i] {
+            (Standing::Worked, at) if self.health.lost_since(at) => (Standing::Unanswered, None, i),
+            // The latest to give a connection first.
+            (Standing::Worked, at) => (Standing::Worked, Some(Reverse(at)), i),
+            (standing, _) => (standing, None, i),
         });
         order
     }
 
     fn set_standing(&self, host: usize, standing: Standing) {
-        let mut guard = self.standings.lock().unwrap_or_else(|e| e.into_inner());
-        let (standings, since, clock) = &mut *guard;
-        *clock += 1;
-        standings[host] = standing;
-        since[host] = *clock;
+        let mut standings = self.standings.lock().unwrap_or_else(|e| e.into_inner());
+        standings[host] = (standing, Instant::now());
     }
 
     /// A new connection: each host in turn, each under the per-host limit, until one gives
     /// it; the error names every host and what it did.
-    pub(super) async fn connect(&self) -> Result<ClientWrapper, StoreError> {
+    pub(super) async fn connect(&self) -> Result<HostConnection, StoreError> {
         let mut failures = Vec::new();
         for host in self.order() {
             let target = &self.targets[host];
@@ -151,7 +172,10 @@ impl Connector {
             match tokio::time::timeout(self.per_host, self.tls.connect(&target.config)).await {
                 Ok(Ok(client)) => {
                     attempt.standing = Standing::Worked;
-                    return Ok(client);
+                    return Ok(HostConnection {
+                        client,
+                        host: target.name.clone(),
+                    });
                 }
                 Ok(Err(err)) => {
                     attempt.standing = Standing::Refused;
@@ -212,16 +236,16 @@ fn wrap(
 }
 
 impl deadpool::managed::Manager for Connector {
-    type Type = ClientWrapper;
+    type Type = HostConnection;
     type Error = StoreError;
 
-    async fn create(&self) -> Result<ClientWrapper, StoreError> {
+    async fn create(&self) -> Result<HostConnection, StoreError> {
         self.connect().await
     }
 
     async fn recycle(
         &self,
-        client: &mut ClientWrapper,
+        client: &mut HostConnection,
         metrics: &Metrics,
     ) -> RecycleResult<StoreError> {
         if client.is_closed() {

@@ -3,7 +3,9 @@
 //!
 //! Every unit of work runs under a deadline (`PgStore::block_until`). A unit that finds the
 //! database out of reach (no answer by its deadline, a connection lost, no host of the URL
-//! taking a connection) marks the database *lost*. While it is lost:
+//! taking a connection) marks the database *lost*. Then every unit still waiting gives up at
+//! once (its connection, made before the loss, is not to be trusted either), and while the
+//! database is lost:
 //! - new units fail at once (503 `storage_unavailable`), so no request waits on a database
 //!   already known not to answer, and the writes queued behind a batch that found no answer
 //!   are refused at once instead of each waiting out a deadline of its own;
@@ -73,7 +75,7 @@ pub(crate) fn is_unreachable(err: &StoreError) -> bool {
 /// The database's state as this node last found it.
 pub(super) struct Health {
     state: Mutex<State>,
-    /// Wakes the watcher when the database is found lost.
+    /// Wakes every unit of work waiting, and the watcher, when the database is found lost.
     lost: Notify,
 }
 
@@ -83,7 +85,8 @@ struct State {
     lost: Option<(Instant, String)>,
     /// When the database was last found lost: connections made before are not reused.
     last_lost: Option<Instant>,
-    /// When it was last found reachable: failures of work begun before are old news.
+    /// When it was last found reachable again after a loss: failures of work begun before
+    /// are old news.
     last_found: Option<Instant>,
     /// The latest probe found a server in recovery (a standby): writes would be refused.
     read_only: bool,
@@ -115,7 +118,11 @@ impl Health {
     /// Work begun at `began` failed with `err`: the database is lost if `err` says so.
     pub(super) fn failed(&self, began: Instant, err: &StoreError) {
         if is_unreachable(err) {
-            self.lose(began, err.to_string());
+            let cause = match err {
+                StoreError::Backend(err) => describe(err.as_ref()),
+                other => other.to_string(),
+            };
+            self.lose(began, cause);
         }
     }
 
@@ -133,7 +140,7 @@ impl Health {
                 state.lost = Some((now, cause));
                 state.last_lost = Some(now);
                 drop(state);
-                self.lost.notify_one();
+                self.lost.notify_waiters();
             }
         }
     }
@@ -150,8 +157,8 @@ impl Health {
                 "the database is reachable again after {:.1} s",
                 since.elapsed().as_secs_f64()
             );
+            state.last_found = Some(Instant::now());
         }
-        state.last_found = Some(Instant::now());
         state.read_only = read_only;
     }
 
@@ -181,6 +188,12 @@ impl Health {
     fn is_lost(&self) -> bool {
         self.state().lost.is_some()
     }
+
+    /// Completes when the database is next found lost (from the moment it is called, before
+    /// it is first polled).
+    pub(super) fn next_loss(&self) -> tokio::sync::futures::Notified<'_> {
+        self.lost.notified()
+    }
 }
 
 /// The limits the watcher's probes run under.
@@ -196,6 +209,7 @@ pub(super) struct ProbeLimits {
 pub(super) async fn watch(health: Arc<Health>, pool: Pool, limits: ProbeLimits) {
     let in_flight = Arc::new(Semaphore::new(PROBES_IN_FLIGHT));
     loop {
+        let next_loss = health.next_loss();
         if health.is_lost() {
             if let Ok(permit) = in_flight.clone().try_acquire_owned() {
                 let (health, pool) = (health.clone(), pool.clone());
@@ -214,15 +228,17 @@ pub(super) async fn watch(health: Arc<Health>, pool: Pool, limits: ProbeLimits) 
         } else {
             tokio::select! {
                 () = tokio::time::sleep(PROBE_EVERY) => {}
-                () = health.lost.notified() => continue,
+                () = next_loss => continue,
             }
             let began = Instant::now();
-            let asked = tokio::time::timeout(limits.pooled, async {
-                let client = pool.get().await?;
-                in_recovery(&client).await
-            })
-            .await;
-            settle(&health, began, asked, limits.pooled);
+            // Found lost meanwhile by another unit: fresh connections are what to try now.
+            tokio::select! {
+                asked = tokio::time::timeout(limits.pooled, async {
+                    let client = pool.get().await?;
+                    in_recovery(&client).await
+                }) => settle(&health, began, asked, limits.pooled),
+                () = health.next_loss() => {}
+            }
         }
     }
 }
@@ -243,7 +259,7 @@ fn settle(
 ) {
     match asked {
         Ok(Ok(read_only)) => health.found(began, read_only),
-        Ok(Err(err)) if is_unreachable(&err) => health.lose(began, err.to_string()),
+        Ok(Err(err)) if is_unreachable(&err) => health.failed(began, &err),
         Ok(Err(err)) => log::warn!("the database's probe failed: {}", describe(&err)),
         Err(_) => health.lose(
             began,

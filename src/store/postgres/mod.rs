@@ -171,28 +171,51 @@ impl PgStore {
         })
     }
 
-    /// Runs `work`, a step of the unit of work of `deadline`, and waits for it until the
-    /// deadline at most. A step that finds the database out of reach (no answer by then
-    /// included) tells the store's health; its caller closes the connection it used.
+    /// Runs `work`, a step of the unit of work of `deadline` (on a connection to `host`, once
+    /// it has one), and waits for it until the deadline at most, or until the database is
+    /// found out of reach by another unit. A step that finds the database out of reach itself
+    /// (no answer by the deadline included) tells the store's health; either way its caller
+    /// closes the connection it used.
     fn block_until<T, E>(
         &self,
         deadline: Deadline,
+        host: Option<&str>,
         work: impl Future<Output = Result<T, E>> + Send,
     ) -> Result<T, StoreError>
     where
         T: Send,
         E: Into<StoreError> + Send,
     {
-        let result = self.block(async {
-            match tokio::time::timeout_at(deadline.at.into(), work).await {
-                Ok(done) => done.map_err(Into::into),
-                Err(_) => Err(StoreError::Backend(Box::new(health::Unreachable(format!(
-                    "the database did not answer within {:?}",
-                    deadline.at.saturating_duration_since(deadline.began)
-                ))))),
+        let unreachable = |why: String| {
+            let why = match host {
+                Some(host) => format!("{host}: {why}"),
+                None => why,
+            };
+            StoreError::Backend(Box::new(health::Unreachable(why)))
+        };
+        let (result, by_another) = self.block(async {
+            let next_loss = self.health.next_loss();
+            tokio::select! {
+                biased;
+                done = tokio::time::timeout_at(deadline.at.into(), work) => match done {
+                    Ok(done) => (done.map_err(Into::into), false),
+                    Err(_) => (
+                        Err(unreachable(format!(
+                            "no answer within {:?}",
+                            deadline.at.saturating_duration_since(deadline.began)
+                        ))),
+                        false,
+                    ),
+                },
+                () = next_loss => (
+                    Err(unreachable(
+                        "the database was found out of reach while this waited for it".into(),
+                    )),
+                    true,
+                ),
             }
         });
-        if let Err(err) = &result {
+        if let (Err(err), false) = (&result, by_another) {
             self.health.failed(deadline.began, err);
         }
         result
@@ -235,7 +258,7 @@ impl PgStore {
 
     /// A connection from the pool for the unit of work of `deadline`.
     fn connection(&self, deadline: Deadline) -> Result<Connection, StoreError> {
-        self.block_until(deadline, self.pool.get())
+        self.block_until(deadline, None, self.pool.get())
     }
 
     /// Runs one statement on its own (committed when it returns) and returns its rows, under
@@ -257,7 +280,7 @@ impl PgStore {
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
         let deadline = self.deadline(patience)?;
         let client = self.connection(deadline)?;
-        let rows = self.block_until(deadline, async {
+        let rows = self.block_until(deadline, Some(&client.host), async {
             let statement = client.prepare_cached(sql).await?;
             client.query(&statement, params).await
         });

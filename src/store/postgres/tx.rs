@@ -91,21 +91,23 @@ impl<'s> PgTx<'s> {
     pub(super) fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>, StoreError> {
         let client = self.client();
         let begin = (!self.begun.get()).then_some(self.begin);
-        let result = self.store.block_until(self.deadline.get(), async {
-            let statement = client.prepare_cached(sql).await?;
-            match begin {
-                None => client.query(&statement, params).await,
-                Some(begin) => {
-                    // Both go out in one write: BEGIN costs no round trip of its own.
-                    let (begun, rows) = futures_util::future::join(
-                        client.batch_execute(begin),
-                        client.query(&statement, params),
-                    )
-                    .await;
-                    begun.and(rows)
+        let result = self
+            .store
+            .block_until(self.deadline.get(), Some(&client.host), async {
+                let statement = client.prepare_cached(sql).await?;
+                match begin {
+                    None => client.query(&statement, params).await,
+                    Some(begin) => {
+                        // Both go out in one write: BEGIN costs no round trip of its own.
+                        let (begun, rows) = futures_util::future::join(
+                            client.batch_execute(begin),
+                            client.query(&statement, params),
+                        )
+                        .await;
+                        begun.and(rows)
+                    }
                 }
-            }
-        });
+            });
         self.begun.set(true);
         result.map_err(|e| self.note(e))
     }
@@ -130,20 +132,22 @@ impl<'s> PgTx<'s> {
     pub(super) fn execute(&self, sql: &str, params: &Params<'_>) -> Result<u64, StoreError> {
         let client = self.client();
         let begin = (!self.begun.get()).then_some(self.begin);
-        let result = self.store.block_until(self.deadline.get(), async {
-            let statement = client.prepare_cached(sql).await?;
-            match begin {
-                None => client.execute(&statement, params).await,
-                Some(begin) => {
-                    let (begun, changed) = futures_util::future::join(
-                        client.batch_execute(begin),
-                        client.execute(&statement, params),
-                    )
-                    .await;
-                    begun.and(changed)
+        let result = self
+            .store
+            .block_until(self.deadline.get(), Some(&client.host), async {
+                let statement = client.prepare_cached(sql).await?;
+                match begin {
+                    None => client.execute(&statement, params).await,
+                    Some(begin) => {
+                        let (begun, changed) = futures_util::future::join(
+                            client.batch_execute(begin),
+                            client.execute(&statement, params),
+                        )
+                        .await;
+                        begun.and(changed)
+                    }
                 }
-            }
-        });
+            });
         self.begun.set(true);
         result.map_err(|e| self.note(e))
     }
@@ -166,9 +170,11 @@ impl<'s> PgTx<'s> {
     fn commit(mut self) -> Result<Effects, StoreError> {
         if self.begun.get() {
             let client = self.client();
-            let result = self
-                .store
-                .block_until(self.deadline.get(), client.batch_execute("COMMIT"));
+            let result = self.store.block_until(
+                self.deadline.get(),
+                Some(&client.host),
+                client.batch_execute("COMMIT"),
+            );
             // Committed or not, the transaction is over: nothing to roll back on drop.
             self.begun.set(false);
             result.map_err(|e| self.note(e))?;
