@@ -403,6 +403,39 @@ mod tests {
     }
 
     #[test]
+    fn a_host_that_never_answers_is_given_up_after_connect_timeout_and_the_next_tried() {
+        // A listener nobody accepts on: the kernel completes the handshake and takes the
+        // login, and no answer ever comes, as from a frozen server.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let silent = silent.local_addr().unwrap().port();
+        let url = super::super::test_cluster::shared().database();
+        let (server, database) = url
+            .strip_prefix("postgresql://intake@")
+            .and_then(|rest| rest.split_once('/'))
+            .unwrap();
+        let config = crate::core::config::PostgresConfig {
+            url: crate::core::config::Secret::new(format!(
+                "postgresql://intake@127.0.0.1:{silent},{server}/{database}"
+            )),
+            tls: crate::core::config::PostgresTls::Disable,
+            connect_timeout: Duration::from_millis(300),
+            ..Default::default()
+        };
+        let started = std::time::Instant::now();
+        let store = super::super::PgStore::open(&config).unwrap();
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(300) && took < Duration::from_secs(10),
+            "{took:?}"
+        );
+        // The host that answered is tried first from now on.
+        let started = std::time::Instant::now();
+        let client = store.block(store.pool.manager().connect()).unwrap();
+        assert_eq!(&*client.host, server);
+        assert!(started.elapsed() < Duration::from_millis(300));
+    }
+
+    #[test]
     fn each_host_gets_its_own_port_or_the_one_given() {
         let config: Config =
             "postgresql://intake:pw@db1:5432,db2:5433/intake?target_session_attrs=read-write"

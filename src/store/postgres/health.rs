@@ -42,10 +42,10 @@ const PROBES_IN_FLIGHT: usize = 8;
 /// The database did not answer in time, or no host of the URL gave a connection.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
-pub(crate) struct Unreachable(pub(crate) String);
+pub(super) struct Unreachable(pub(super) String);
 
 /// Whether `err` says the database is out of reach (rather than refusing one statement).
-pub(crate) fn is_unreachable(err: &StoreError) -> bool {
+pub(super) fn is_unreachable(err: &StoreError) -> bool {
     let StoreError::Backend(err) = err else {
         return false;
     };

@@ -376,7 +376,7 @@ impl From<deadpool::managed::PoolError<StoreError>> for StoreError {
 
 /// An error with its whole chain of causes (a TLS handshake's names the certificate problem,
 /// a database error its message), which its own `Display` alone does not say.
-pub(crate) fn describe(err: &dyn std::error::Error) -> String {
+fn describe(err: &dyn std::error::Error) -> String {
     let mut message = err.to_string();
     let mut cause = err.source();
     while let Some(err) = cause {
