@@ -2,12 +2,15 @@
 //! binary) whose URL names a primary and its synchronous streaming standby with
 //! `target_session_attrs=read-write`, under writes with caller webhooks to a loopback
 //! receiver, a poll consumer going through the nodes in turn and `/readyz` sampled on each,
-//! while the primary is killed (`kill -9` of all its processes) or frozen (SIGSTOP: it keeps
-//! its connections and answers nothing) and the standby is promoted a second later.
+//! and a change stream reader that resumes on the next node (`Last-Event-ID`) whenever its
+//! stream ends, while the primary is killed (`kill -9` of all its processes) or frozen
+//! (SIGSTOP: it keeps its connections and answers nothing) and the standby is promoted a
+//! second later.
 //!
 //! Each test asserts what scale-out.md promises (nothing acknowledged lost, the documented
 //! bound on a request's wait, the first 202 within two leases of the promotion, the poll feed
-//! complete, ordered and without repeats, every webhook delivered with duplicates bounded,
+//! and the change stream complete and without repeats, the poll feed in id order and the
+//! stream in each writer's order, every webhook delivered with duplicates bounded,
 //! `Retry-After` on every 503, `/readyz` answering at once) with margin for a loaded machine,
 //! and prints what it measured (`cargo test --test integration failover:: -- --nocapture`),
 //! which the docs quote.
@@ -96,6 +99,11 @@ struct Seen {
     writes: Vec<Sample>,
     polls: Vec<Sample>,
     ready: Vec<(usize, Sample)>,
+    /// The change stream: the records of its `record.created` events, in the order received,
+    /// the refusals of its openings, and how many streams ended with an error event.
+    streamed: Vec<String>,
+    stream_refusals: Vec<Sample>,
+    stream_errors: usize,
     /// Record id → (payload, when its 202 came).
     acknowledged: BTreeMap<String, (Value, Instant)>,
 }
@@ -123,6 +131,7 @@ fn fail_over(fault: Fault) {
     let stop_polling = Arc::new(AtomicBool::new(false));
     let polled = Arc::new(AtomicUsize::new(0));
 
+    stream_load(&nodes, &ep, &seen, &stop_polling);
     let writers: Vec<JoinHandle<()>> = (0..WRITERS)
         .map(|w| write_load(w, &nodes, &ep, &receiver.url("/hook"), &seen, &stop))
         .collect();
@@ -130,23 +139,29 @@ fn fail_over(fault: Fault) {
     let sampler = ready_load(&nodes, &seen, &stop_polling);
 
     // Load on a healthy database first.
-    wait_until(in_secs(30), "the first writes", || {
-        seen.lock().unwrap().acknowledged.len() >= 100
-    });
-    let faulted = Instant::now();
+    wait_until(
+        in_secs(30),
+        || "the first writes".into(),
+        || seen.lock().unwrap().acknowledged.len() >= 100,
+    );
     match fault {
         Fault::Kill => primary.kill9(),
         Fault::Freeze => primary.freeze(),
     }
+    // From here no write can reach the old primary: a write sent later and acknowledged went
+    // to the new one.
+    let faulted = Instant::now();
     std::thread::sleep(Duration::from_secs(1));
+    // The standby takes writes somewhere between the request and pg_ctl's return; the first
+    // 202 is measured from the request.
     let promoting = Instant::now();
     standby.promote();
     let promoted = Instant::now();
     // Writes go on until well after the first one acknowledged after the fault.
     let lease = Duration::from_secs(LEASE.trim_end_matches('s').parse().expect("lease"));
     wait_until(
-        promoted + 4 * lease,
-        &format!("a write acknowledged after the promotion\n{}", nodes.logs()),
+        promoting + 4 * lease,
+        || format!("a write acknowledged after the promotion\n{}", nodes.logs()),
         || first_ack_after(&seen.lock().unwrap(), faulted).is_some(),
     );
     std::thread::sleep(Duration::from_secs(3));
@@ -159,8 +174,17 @@ fn fail_over(fault: Fault) {
     let acknowledged: BTreeSet<String> =
         seen.lock().unwrap().acknowledged.keys().cloned().collect();
     let expected = acknowledged.len();
-    wait_until(in_secs(30), "the poll feed to catch up", || {
+    let behind = || {
+        format!(
+            "the poll feed ({} of {expected}) and the stream ({}) to catch up\n{}",
+            polled.load(Ordering::Relaxed),
+            seen.lock().unwrap().streamed.len(),
+            nodes.logs()
+        )
+    };
+    wait_until(in_secs(30), behind, || {
         polled.load(Ordering::Relaxed) >= expected
+            && seen.lock().unwrap().streamed.len() >= expected
     });
     stop_polling.store(true, Ordering::Relaxed);
     let polled = poller.join().expect("poller");
@@ -168,6 +192,35 @@ fn fail_over(fault: Fault) {
     assert_gap_free(&polled, &acknowledged);
 
     let seen = seen.lock().unwrap();
+    // The stream brought every acknowledged write once, each writer's in its order.
+    let streamed: BTreeSet<&String> = seen.streamed.iter().collect();
+    assert_eq!(streamed.len(), seen.streamed.len(), "an event came twice");
+    assert_eq!(
+        streamed,
+        acknowledged.iter().collect(),
+        "the stream's records are not those acknowledged"
+    );
+    let place: HashMap<&String, usize> = seen
+        .streamed
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id, i))
+        .collect();
+    let mut writers_acks: BTreeMap<u64, Vec<(u64, usize)>> = BTreeMap::new();
+    for (id, (payload, _)) in &seen.acknowledged {
+        let (w, i) = (payload["writer"].as_u64(), payload["i"].as_u64());
+        writers_acks
+            .entry(w.expect("writer"))
+            .or_default()
+            .push((i.expect("i"), place[id]));
+    }
+    for (w, mut acks) in writers_acks {
+        acks.sort();
+        assert!(
+            acks.windows(2).all(|pair| pair[0].1 < pair[1].1),
+            "writer {w}'s writes came out of order in the stream"
+        );
+    }
     // Every acknowledged write is on every node with its exact payload.
     for node in nodes.live() {
         let (records, _) = node.list_all(&ep.slug, &ep.sandbox_key, 30);
@@ -222,14 +275,14 @@ fn fail_over(fault: Fault) {
     // attempts in flight when the database went, on every node.
     let duplicate_bound = nodes.live().len() * WEBHOOK_WORKERS;
 
-    let figures = Figures::of(&seen, faulted, promoted);
+    let figures = Figures::of(&seen, faulted, promoting);
     println!(
         "failover ({fault:?}): {} writes acknowledged by {WRITERS} writers; first 202 {:.2} s \
-         after the fault, {:.2} s after the promotion (pg_ctl promote took {:.2} s); write \
+         after the fault, {:.2} s after the promotion's request (pg_ctl promote took {:.2} s); write \
          answers {} (503: {}, no answer: {}), longest wait {:.2} s, p99 {:.2} s; polls {} \
          (longest {:.2} s); /readyz samples {} (503: {}), slowest {:.3} s, p99 {:.3} s, first \
-         503 after the fault {}; webhooks {} delivered, {duplicates} duplicates (bound \
-         {duplicate_bound})",
+         503 after the fault {}; stream: {} events, {} streams ended by an error, {} openings \
+         refused; webhooks {} delivered, {duplicates} duplicates (bound {duplicate_bound})",
         seen.acknowledged.len(),
         figures.first_ack_after_fault,
         figures.first_ack_after_promotion,
@@ -248,11 +301,19 @@ fn fail_over(fault: Fault) {
         figures
             .first_ready_503
             .map_or("none".to_string(), |s| format!("{s:.2} s")),
+        seen.streamed.len(),
+        seen.stream_errors,
+        seen.stream_refusals.len(),
         deliveries.len(),
     );
 
     // Every refusal says when to try again, and is the one the docs name.
-    for sample in seen.writes.iter().chain(&seen.polls) {
+    for sample in seen
+        .writes
+        .iter()
+        .chain(&seen.polls)
+        .chain(&seen.stream_refusals)
+    {
         assert_ne!(sample.status, 0, "a request got no answer: {sample:?}");
         if sample.status == 503 {
             assert_eq!(
@@ -397,6 +458,68 @@ fn poll_load(
     })
 }
 
+/// The change stream reader: reads `record.created` events from one node until its stream
+/// ends (an error event when the database is lost, or the reader's own time limit), then
+/// resumes on the next node from the last event id, until `stop`. Its first stream is open
+/// when this returns, so that it brings every write made after.
+fn stream_load(
+    nodes: &BinaryNodes,
+    ep: &Endpoint,
+    seen: &Arc<Mutex<Seen>>,
+    stop: &Arc<AtomicBool>,
+) {
+    let addrs: Vec<std::net::SocketAddr> = nodes.live().iter().map(|c| c.addr()).collect();
+    let (slug, key) = (ep.slug.clone(), ep.sandbox_key.clone());
+    let (seen, stop) = (seen.clone(), stop.clone());
+    let mut first = Some(common::sse::open(addrs[0], &slug, &key, None, "").expect("a stream"));
+    // Not joined: it may be waiting for an event that will not come; it ends with the nodes.
+    std::thread::spawn(move || {
+        let mut last_id: Option<String> = None;
+        for turn in 1.. {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let sent = Instant::now();
+            let opened = match first.take() {
+                Some(reader) => Ok(reader),
+                None => common::sse::open(
+                    addrs[turn % addrs.len()],
+                    &slug,
+                    &key,
+                    last_id.as_deref(),
+                    "",
+                ),
+            };
+            let mut reader = match opened {
+                Ok(reader) => reader,
+                Err(refused) => {
+                    seen.lock()
+                        .unwrap()
+                        .stream_refusals
+                        .push(Sample::of(sent, Some(&refused)));
+                    std::thread::sleep(Duration::from_millis(50));
+                    continue;
+                }
+            };
+            while let Some(event) = reader.next() {
+                let mut seen = seen.lock().unwrap();
+                match event.kind.as_str() {
+                    "record.created" => {
+                        let id = event.data["data"]["id"].as_str().expect("an id");
+                        seen.streamed.push(id.to_string());
+                        last_id = event.id;
+                    }
+                    "stream.error" => {
+                        seen.stream_errors += 1;
+                        break;
+                    }
+                    other => panic!("an unexpected event {other}: {event:?}"),
+                }
+            }
+        }
+    });
+}
+
 /// Samples `/readyz` on every node every 100 ms until `stop`.
 fn ready_load(
     nodes: &BinaryNodes,
@@ -445,10 +568,14 @@ fn first_ack_after(seen: &Seen, faulted: Instant) -> Option<Instant> {
         .min()
 }
 
-/// Waits until `done`, at most until `deadline`.
-fn wait_until(deadline: Instant, what: &str, done: impl Fn() -> bool) {
+/// Waits until `done`, at most until `deadline`; then fails with `what`.
+fn wait_until(deadline: Instant, what: impl Fn() -> String, done: impl Fn() -> bool) {
     while !done() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {}",
+            what()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -473,7 +600,7 @@ struct Figures {
 }
 
 impl Figures {
-    fn of(seen: &Seen, faulted: Instant, promoted: Instant) -> Figures {
+    fn of(seen: &Seen, faulted: Instant, promoting: Instant) -> Figures {
         let first_ack =
             first_ack_after(seen, faulted).expect("a write acknowledged after the fault");
         let mut writes: Vec<Duration> = seen.writes.iter().map(|s| s.took).collect();
@@ -483,7 +610,7 @@ impl Figures {
         let p99 = |sorted: &[Duration]| sorted[(sorted.len() * 99 / 100).min(sorted.len() - 1)];
         Figures {
             first_ack_after_fault: first_ack.duration_since(faulted).as_secs_f64(),
-            first_ack_after_promotion: first_ack.saturating_duration_since(promoted).as_secs_f64(),
+            first_ack_after_promotion: first_ack.saturating_duration_since(promoting).as_secs_f64(),
             unavailable: seen.writes.iter().filter(|s| s.status == 503).count(),
             unanswered: seen.writes.iter().filter(|s| s.status == 0).count(),
             longest_write: writes.last().copied().unwrap_or_default(),

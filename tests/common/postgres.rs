@@ -529,8 +529,24 @@ impl Cluster {
 /// own when they are looked up.
 fn signal_tree(pid: rustix::process::Pid, signal: rustix::process::Signal) {
     let _ = rustix::process::kill_process(pid, rustix::process::Signal::STOP);
-    let parent = pid.as_raw_nonzero().get();
-    let children: Vec<i32> = std::fs::read_dir("/proc")
+    for child in children(pid.as_raw_nonzero().get()) {
+        if let Some(child) = rustix::process::Pid::from_raw(child) {
+            let _ = rustix::process::kill_process(child, signal);
+        }
+    }
+    let _ = rustix::process::kill_process(pid, signal);
+}
+
+/// The processes whose parent is `parent`: the kernel's list of them, or else every process
+/// whose parent it is.
+fn children(parent: i32) -> Vec<i32> {
+    if let Ok(list) = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children")) {
+        return list
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+    }
+    std::fs::read_dir("/proc")
         .into_iter()
         .flatten()
         .flatten()
@@ -547,13 +563,7 @@ fn signal_tree(pid: rustix::process::Pid, signal: rustix::process::Signal) {
                 .ok()?;
             (ppid == parent).then_some(child)
         })
-        .collect();
-    for child in children {
-        if let Some(child) = rustix::process::Pid::from_raw(child) {
-            let _ = rustix::process::kill_process(child, signal);
-        }
-    }
-    let _ = rustix::process::kill_process(pid, signal);
+        .collect()
 }
 
 impl Drop for Cluster {
