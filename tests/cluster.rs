@@ -10,132 +10,18 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use common::nodes::{
+    BinaryNodes, assert_gap_free, node_config, poll_through, sibling_data_dir, try_create,
+};
 use common::postgres::{self, Cluster};
 use common::receiver::{Receiver, Reply};
 use common::{
-    Endpoint, LogBuffer, OWNER_EMAIL, ServeProcess, ServerClient, assert_status, init_with_config,
-    spawn_serve,
+    Endpoint, LogBuffer, OWNER_EMAIL, ServerClient, assert_status, init_with_config, spawn_serve,
 };
 use intake::core::clock::{Clock, ManualClock, SharedClock, SystemClock, Timestamp};
 use intake::core::config::Config;
 use intake::server::RunningServer;
-use serde_json::{Value, json};
-
-/// The lease of the nodes in these tests: short, so that a killed node is given up quickly.
-const LEASE: &str = "3s";
-
-/// The config of a node on `url` with its data dir `data_dir`, plus `extra` TOML.
-fn node_config(url: &str, data_dir: &Path, extra: &str) -> String {
-    format!(
-        "listen = \"127.0.0.1:0\"\ndata_dir = {data_dir:?}\n\
-         [storage]\nbackend = \"postgres\"\n\
-         [storage.postgres]\nurl = {url:?}\ntls = \"disable\"\nlease = \"{LEASE}\"\n\
-         [poll]\nhold_back = \"0s\"\n{extra}"
-    )
-}
-
-/// A data dir for another node of the same store: the first node's key, nothing else.
-fn sibling_data_dir(first: &Path, dir: &Path) -> PathBuf {
-    let data = dir.join("data");
-    std::fs::create_dir_all(&data).expect("create data dir");
-    std::fs::copy(first.join("master.key"), data.join("master.key")).expect("copy master.key");
-    data
-}
-
-/// Nodes running the binary on one database.
-struct BinaryNodes {
-    nodes: Vec<Option<BinaryNode>>,
-    token: String,
-    _dirs: Vec<tempfile::TempDir>,
-}
-
-struct BinaryNode {
-    process: ServeProcess,
-    client: ServerClient,
-    log: LogBuffer,
-}
-
-impl BinaryNodes {
-    /// `n` nodes on the database at `url`, each with `extra` config.
-    fn start(n: usize, url: &str, extra: &str) -> BinaryNodes {
-        BinaryNodes::start_with_env(n, url, extra, &[])
-    }
-
-    /// [`BinaryNodes::start`] with `envs` in each node's environment.
-    fn start_with_env(n: usize, url: &str, extra: &str, envs: &[(&str, &str)]) -> BinaryNodes {
-        let dirs: Vec<tempfile::TempDir> = (0..n)
-            .map(|_| tempfile::tempdir().expect("tempdir"))
-            .collect();
-        let configs: Vec<PathBuf> = dirs
-            .iter()
-            .map(|dir| {
-                let config = dir.path().join("intake.toml");
-                let toml = node_config(url, &dir.path().join("data"), extra);
-                std::fs::write(&config, toml).expect("write config");
-                config
-            })
-            .collect();
-        // The first node's `init` creates the owner in the database and the key the others
-        // copy.
-        let init = init_with_config(&configs[0], OWNER_EMAIL);
-        for dir in &dirs[1..] {
-            sibling_data_dir(&dirs[0].path().join("data"), dir.path());
-        }
-        let nodes = configs
-            .iter()
-            .map(|config| {
-                let log = LogBuffer::default();
-                let process = spawn_serve(&["--config".as_ref(), config.as_os_str()], envs, &log);
-                let client = ServerClient::new(process.addr, init.token.clone());
-                Some(BinaryNode {
-                    process,
-                    client,
-                    log,
-                })
-            })
-            .collect();
-        BinaryNodes {
-            nodes,
-            token: init.token,
-            _dirs: dirs,
-        }
-    }
-
-    fn node(&self, i: usize) -> &ServerClient {
-        &self.nodes[i].as_ref().expect("node was killed").client
-    }
-
-    /// The live nodes' clients.
-    fn live(&self) -> Vec<&ServerClient> {
-        self.nodes.iter().flatten().map(|n| &n.client).collect()
-    }
-
-    /// SIGKILL node `i`.
-    fn kill9(&mut self, i: usize) {
-        if let Some(mut node) = self.nodes[i].take() {
-            let _ = node.process.child.kill();
-            let _ = node.process.child.wait();
-        }
-    }
-
-    fn logs(&self) -> String {
-        self.nodes
-            .iter()
-            .flatten()
-            .enumerate()
-            .map(|(i, n)| format!("--- node {i} ---\n{}", n.log.text()))
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-}
-
-impl Drop for BinaryNodes {
-    fn drop(&mut self) {
-        for i in 0..self.nodes.len() {
-            self.kill9(i);
-        }
-    }
-}
+use serde_json::json;
 
 /// `writers` threads, each creating `each` records of `ep` on the live nodes in turn; each
 /// returns its record ids in the order they were acknowledged.
@@ -166,95 +52,6 @@ fn spread_writers(
             })
         })
         .collect()
-}
-
-/// One POST with the client's agent, its `Idempotency-Key` derived from `payload` (so a retry
-/// of the same payload is the same create): `Some(id)` for a 202, `None` for anything else (a
-/// refusal or no answer at all).
-fn try_create(node: &ServerClient, slug: &str, key: &str, payload: &Value) -> Option<String> {
-    let r = common::try_send_json(
-        &node.agent,
-        &format!("{}/api/v1/data/{slug}", node.base_url()),
-        "POST",
-        &[
-            ("Authorization", &format!("Bearer {key}")),
-            ("Idempotency-Key", &payload.to_string()),
-        ],
-        Some(payload),
-    )
-    .ok()?;
-    (r.status == 202).then(|| r.json()["id"].as_str().map(str::to_string))?
-}
-
-/// Polls `slug` through `nodes` in turn from `cursor`, or from `since` without one, until `done`
-/// says the collected ids are complete or `deadline` passes; returns the ids in the order
-/// received.
-fn poll_through(
-    nodes: &[&ServerClient],
-    slug: &str,
-    key: &str,
-    since: &str,
-    mut cursor: Option<String>,
-    deadline: Duration,
-    done: impl Fn(&[String]) -> bool,
-) -> Vec<String> {
-    let started = Instant::now();
-    let mut ids = Vec::new();
-    let mut turn = 0;
-    while !done(&ids) && started.elapsed() < deadline {
-        let node = nodes[turn % nodes.len()];
-        turn += 1;
-        let query = match &cursor {
-            Some(c) => format!("cursor={c}"),
-            None => format!("since={since}"),
-        };
-        let Ok(r) = common::try_send_json(
-            &node.agent,
-            &format!("{}/api/v1/data/{slug}/poll?{query}", node.base_url()),
-            "GET",
-            &[("Authorization", &format!("Bearer {key}"))],
-            None,
-        ) else {
-            continue;
-        };
-        if r.status != 200 {
-            continue;
-        }
-        let body = r.json();
-        for record in body["data"].as_array().expect("poll data") {
-            ids.push(record["id"].as_str().expect("id").to_string());
-        }
-        cursor = body["next_cursor"]
-            .as_str()
-            .or(body["poll_cursor"].as_str())
-            .map(str::to_string);
-        if body["poll_cursor"].is_string() {
-            // Caught up for now: give the writers' marks a moment to move on.
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    ids
-}
-
-/// Asserts `received` is `expected` exactly, in increasing id order, each once.
-fn assert_gap_free(received: &[String], expected: &BTreeSet<String>) {
-    let sorted: Vec<&String> = expected.iter().collect();
-    let got: Vec<&String> = received.iter().collect();
-    assert!(
-        got.windows(2).all(|w| w[0] < w[1]),
-        "poll returned ids out of order or twice"
-    );
-    assert_eq!(
-        got.len(),
-        sorted.len(),
-        "poll returned {} of {} acknowledged records",
-        got.len(),
-        sorted.len()
-    );
-    assert_eq!(
-        got, sorted,
-        "poll returned other ids than those acknowledged"
-    );
 }
 
 #[test]

@@ -93,6 +93,46 @@ fn check_prints_the_effective_config_with_secrets_masked() {
 }
 
 #[test]
+fn check_shows_the_database_hosts_with_only_the_password_masked() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write(
+        dir.path(),
+        "intake.toml",
+        "[storage]\nbackend = \"postgres\"\n\
+         [storage.postgres]\n\
+         url = \"postgresql://intake:pg-s3cret@db1:5432,db2:5433/intake?target_session_attrs=read-write\"\n",
+    );
+    let out = intake(&["check", "--config", &config], &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    assert!(!printed.contains("pg-s3cret"), "{printed}");
+    assert!(
+        printed.contains(
+            "url = \"postgresql://intake:***@db1:5432,db2:5433/intake?target_session_attrs=read-write\""
+        ),
+        "{printed}"
+    );
+    assert!(printed.contains("request_timeout = \"2s\""), "{printed}");
+    // The key/value form, from the environment.
+    let out = intake(
+        &["check", "--config", &config],
+        &[(
+            "INTAKE_STORAGE__POSTGRES__URL",
+            "host=db1,db2 port=5432,5433 user=intake password=pg-s3cret dbname=intake",
+        )],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let printed = text(&out.stdout);
+    assert!(!printed.contains("pg-s3cret"), "{printed}");
+    assert!(
+        printed.contains(
+            "url = \"host=db1,db2 port=5432,5433 user=intake password=*** dbname=intake\""
+        ),
+        "{printed}"
+    );
+}
+
+#[test]
 fn check_refuses_bad_configs_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     for (body, key) in [

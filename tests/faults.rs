@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{TestServer, assert_error, assert_status};
+use common::visitor::{Visitor, login};
+use common::{OWNER_EMAIL, TestServer, assert_error, assert_status};
 use serde_json::{Value, json};
 
 /// A small tmpfs mounted on a directory for the length of a test (needs root, as CI has).
@@ -93,6 +94,9 @@ fn a_full_disk_refuses_writes_with_503_loses_nothing_and_recovers() {
 
     // Ready before the disk fills (the search index's first commit needs space too).
     assert_eq!(ready_status_within(&s, WAIT_READY), 200);
+    // A dashboard session, opened while there is room for it.
+    let mut visitor = Visitor::new(s.base_url(), &s.agent);
+    let token = login(&mut visitor, OWNER_EMAIL, &s.password);
     let filler = s.data_dir().join("filler");
     fill_disk(&filler);
     // Writes now fail with 503 storage_full, each changing nothing; whatever still fit in
@@ -115,6 +119,14 @@ fn a_full_disk_refuses_writes_with_503_loses_nothing_and_recovers() {
         }
     }
     assert_eq!(refused, 5, "no write was refused on a full disk");
+    // The dashboard's error page says when to try again too.
+    let page = visitor.post(
+        "/dashboard/endpoints",
+        &[("name", "Refused"), ("csrf", &token)],
+        &[],
+    );
+    assert_eq!(page.status, 503, "{}", page.describe());
+    assert_eq!(page.header("retry-after"), Some("30"));
     // Reads go on while the disk is full.
     let (id, payload) = &acknowledged[0];
     assert_eq!(

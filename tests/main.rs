@@ -22,6 +22,7 @@ mod data_api;
 mod deployment;
 mod durability;
 mod endpoint_deletion;
+mod failover;
 mod faults;
 mod key_rotation;
 mod logs_api;

@@ -303,6 +303,99 @@ pub fn masked_url(url: &str) -> String {
     format!("{}{userinfo}{}{tail}", parts.scheme, parts.host)
 }
 
+/// `[storage.postgres] url` as `intake check` prints it: the hosts, ports, database and
+/// parameters as written, only the password masked (`user:***@` in a URL, `password=***` as a
+/// URL's parameter or in the key/value form), so an operator sees which servers a node uses.
+/// Text it cannot take apart is masked whole.
+pub fn masked_postgres_url(url: &str) -> String {
+    const UNREADABLE: &str = "***";
+    let url = url.trim();
+    if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+        return masked_key_values(url).unwrap_or_else(|| UNREADABLE.into());
+    }
+    let parts = UrlParts::of(url);
+    let before_query = url.split('?').next().unwrap_or_default();
+    if parts.userinfo.is_none() && before_query.contains('@') {
+        // An `@` after a `/`: a password with an unencoded `/`, perhaps.
+        return UNREADABLE.into();
+    }
+    let userinfo = match parts.userinfo {
+        Some(userinfo) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***@"),
+            None => format!("{userinfo}@"),
+        },
+        None => String::new(),
+    };
+    let tail = match parts.tail.split_once('?') {
+        Some((path, query)) => {
+            let query: Vec<String> = query
+                .split('&')
+                .map(|pair| match pair.split_once('=') {
+                    Some(("password", _)) => "password=***".to_string(),
+                    _ => pair.to_string(),
+                })
+                .collect();
+            format!("{path}?{}", query.join("&"))
+        }
+        None => parts.tail.to_string(),
+    };
+    format!("{}{userinfo}{}{tail}", parts.scheme, parts.host)
+}
+
+/// A libpq key/value string (`host=a password='x y' dbname=b`) with the value of `password`
+/// replaced by `***`, everything else as written; `None` unless it is made of `key=value`
+/// pairs.
+fn masked_key_values(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    loop {
+        let trimmed = rest.trim_start();
+        out.push_str(&rest[..rest.len() - trimmed.len()]);
+        rest = trimmed;
+        if rest.is_empty() {
+            return Some(out);
+        }
+        // The key runs to `=` or a space; spaces may surround the `=`.
+        let key_end = rest
+            .find(|c: char| c == '=' || c.is_whitespace())
+            .unwrap_or(rest.len());
+        let key = &rest[..key_end];
+        let value_start = rest[key_end..].trim_start().strip_prefix('=')?;
+        let value_start = value_start.trim_start();
+        let separator = &rest[key_end..rest.len() - value_start.len()];
+        let value_len = key_value_length(value_start);
+        out.push_str(key);
+        out.push_str(separator);
+        if key == "password" {
+            out.push_str("***");
+        } else {
+            out.push_str(&value_start[..value_len]);
+        }
+        rest = &value_start[value_len..];
+    }
+}
+
+/// The length of the value at the start of `text`: a single-quoted string (with `\'` and
+/// `\\` escapes), or everything up to the next unescaped space.
+fn key_value_length(text: &str) -> usize {
+    let quoted = text.starts_with('\'');
+    let mut escaped = false;
+    for (at, c) in text.char_indices().skip(usize::from(quoted)) {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '\'' if quoted => return at + 1,
+            c if !quoted && c.is_whitespace() => return at,
+            _ => {}
+        }
+    }
+    text.len()
+}
+
+fn ser_postgres_url<S: Serializer>(url: &Secret, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&masked_postgres_url(url.expose()))
+}
+
 /// `[webhooks]`: how deliveries are sent (see `webhooks::dispatch`).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -605,6 +698,14 @@ impl PostgresConfig {
         if self.lease < Duration::from_secs(1) {
             return Err("storage.postgres.lease must be at least \"1s\"".into());
         }
+        for (key, value) in [
+            ("connect_timeout", self.connect_timeout),
+            ("request_timeout", self.request_timeout),
+        ] {
+            if value < Duration::from_millis(100) {
+                return Err(format!("storage.postgres.{key} must be at least \"100ms\""));
+            }
+        }
         Ok(())
     }
 }
@@ -632,12 +733,23 @@ pub enum StorageBackend {
 #[serde(deny_unknown_fields, default)]
 pub struct PostgresConfig {
     /// A libpq-style URL (`postgresql://user:password@host:5432/db`) or key/value string
-    /// (`host=... user=... dbname=...`). It may hold a password, so it is a [`Secret`].
+    /// (`host=... user=... dbname=...`), with one host or several (`h1:5432,h2:5432`, tried
+    /// in turn). It may hold a password, so it is a [`Secret`], printed by `intake check`
+    /// with only the password masked ([`masked_postgres_url`]).
+    #[serde(serialize_with = "ser_postgres_url")]
     pub url: Secret,
     /// Most connections this node opens.
     pub pool_size: usize,
+    /// The most one host of the URL may take to give a connection: TCP connect, TLS, login
+    /// and the `target_session_attrs` check together, as libpq's `connect_timeout`. Then the
+    /// next host is tried.
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub connect_timeout: Duration,
+    /// The most a request waits for the database: a unit of work of the data path (taking a
+    /// connection, its statements, its commit) that has no answer by then is abandoned and
+    /// the request answered 503 `storage_unavailable` (docs/src/scale-out.md, "Failover").
+    #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
+    pub request_timeout: Duration,
     /// TLS to the database; the URL's `sslmode` is ignored in favour of this.
     pub tls: PostgresTls,
     /// PEM file of the certificate authorities that may sign the server's certificate with
@@ -655,7 +767,8 @@ impl Default for PostgresConfig {
         PostgresConfig {
             url: Secret::new(""),
             pool_size: 16,
-            connect_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(2),
+            request_timeout: Duration::from_secs(2),
             tls: PostgresTls::VerifyFull,
             ca_file: None,
             lease: Duration::from_secs(10),
@@ -1579,6 +1692,8 @@ mod tests {
         assert_eq!(postgres.pool_size, 16);
         assert_eq!(postgres.tls, PostgresTls::VerifyFull);
         assert_eq!(postgres.lease, Duration::from_secs(10));
+        assert_eq!(postgres.connect_timeout, Duration::from_secs(2));
+        assert_eq!(postgres.request_timeout, Duration::from_secs(2));
     }
 
     #[test]
@@ -1656,6 +1771,57 @@ mod tests {
             ("u:s3cret@host/x", "u:***@host/x"),
         ] {
             assert_eq!(masked_url(url), masked, "{url}");
+        }
+    }
+
+    #[test]
+    fn a_postgres_url_is_printed_with_its_hosts_and_only_the_password_masked() {
+        for (url, masked) in [
+            (
+                "postgresql://intake:s3cret@db1:5432,db2:5433/intake?target_session_attrs=read-write",
+                "postgresql://intake:***@db1:5432,db2:5433/intake?target_session_attrs=read-write",
+            ),
+            (
+                "postgres://intake@[::1]:5432/intake?password=s3cret&sslmode=disable",
+                "postgres://intake@[::1]:5432/intake?password=***&sslmode=disable",
+            ),
+            ("postgresql://db/intake", "postgresql://db/intake"),
+            ("postgresql://u:p/s3cret@db/intake", "***"),
+            (
+                "host=db1,db2 port=5432,5433 user=intake password=s3cret dbname=intake",
+                "host=db1,db2 port=5432,5433 user=intake password=*** dbname=intake",
+            ),
+            (
+                "host = db1  password = 'with \\' s3cret spaces' target_session_attrs=read-write",
+                "host = db1  password = *** target_session_attrs=read-write",
+            ),
+            ("password=s3cret\\ x host=db", "password=*** host=db"),
+            ("s3cret host=db", "***"),
+        ] {
+            assert_eq!(masked_postgres_url(url), masked, "{url}");
+        }
+        let c = Config::parse(
+            "[storage.postgres]\nurl = \"postgresql://intake:s3cret@db1:5432,db2:5433/intake\"\n",
+        )
+        .unwrap();
+        let printed = toml::to_string(&c).unwrap();
+        assert!(
+            printed.contains("url = \"postgresql://intake:***@db1:5432,db2:5433/intake\""),
+            "{printed}"
+        );
+        for shown in [printed, format!("{c:?}")] {
+            assert!(!shown.contains("s3cret"), "{shown}");
+        }
+    }
+
+    #[test]
+    fn postgres_timeouts_below_a_tenth_of_a_second_are_refused_by_name() {
+        for key in ["connect_timeout", "request_timeout"] {
+            let err = Config::parse(&format!(
+                "[storage]\nbackend = \"postgres\"\n[storage.postgres]\nurl = \"host=db\"\n{key} = \"50ms\"\n"
+            ))
+            .unwrap_err();
+            assert!(err.contains(&format!("storage.postgres.{key}")), "{err}");
         }
     }
 

@@ -2,8 +2,10 @@
 //!
 //! Liveness (`/healthz`) needs nothing: answering proves the process serves. Readiness asks
 //! whether a write would be acknowledged and a search would be current: the data dir takes a
-//! synced write, the ingest writer is running and its latest commit succeeded, and the search
-//! index is built and at most `[operations] ready_max_index_lag` change-log entries behind.
+//! synced write, the store knows of nothing that refuses writes (`Store::check_writable`,
+//! which never waits for a database server), the ingest writer is running and its latest
+//! commit succeeded, and the search index is built and at most
+//! `[operations] ready_max_index_lag` change-log entries behind.
 
 use std::io::Write as _;
 use std::path::Path;

@@ -197,38 +197,29 @@ pub fn response(err: &HttpError, request_id: &str) -> Response {
             .headers_mut()
             .insert(http::header::ALLOW, http::HeaderValue::from_static(allow));
     }
-    if let HttpError::Busy = err {
-        response.headers_mut().insert(
-            http::header::RETRY_AFTER,
-            http::HeaderValue::from_static("1"),
-        );
-    }
-    let HttpError::Service(err) = err else {
-        return response;
-    };
-    if let Error::UsageLimitExceeded { retry_after_secs }
-    | Error::TooManyLoginAttempts { retry_after_secs }
-    | Error::RecoveryCooldown { retry_after_secs } = err
-    {
+    if let Some(seconds) = retry_after(err) {
         response
             .headers_mut()
-            .insert(http::header::RETRY_AFTER, (*retry_after_secs).into());
-    }
-    if matches!(
-        err,
-        Error::Unavailable(_) | Error::ShuttingDown | Error::StreamsAtCapacity
-    ) {
-        response.headers_mut().insert(
-            http::header::RETRY_AFTER,
-            http::HeaderValue::from_static("1"),
-        );
-    }
-    // Space does not come back within a second: ask for a longer pause.
-    if matches!(err, Error::StorageFull) {
-        response.headers_mut().insert(
-            http::header::RETRY_AFTER,
-            http::HeaderValue::from_static("30"),
-        );
+            .insert(http::header::RETRY_AFTER, seconds.into());
     }
     response
+}
+
+/// The `Retry-After` (in seconds) of a refusal that passes: every answer to it carries one,
+/// the dashboard's error pages too.
+pub fn retry_after(err: &HttpError) -> Option<u64> {
+    let err = match err {
+        HttpError::Busy => return Some(1),
+        HttpError::Service(err) => err,
+        _ => return None,
+    };
+    match err {
+        Error::UsageLimitExceeded { retry_after_secs }
+        | Error::TooManyLoginAttempts { retry_after_secs }
+        | Error::RecoveryCooldown { retry_after_secs } => Some(*retry_after_secs),
+        Error::Unavailable(_) | Error::ShuttingDown | Error::StreamsAtCapacity => Some(1),
+        // Space does not come back within a second: ask for a longer pause.
+        Error::StorageFull => Some(30),
+        _ => None,
+    }
 }

@@ -188,7 +188,8 @@ pub trait Store:
     fn shared_value(&self, name: &str, proposed: &[u8]) -> Result<Vec<u8>, StoreError>;
 
     /// `Err` while a write would be refused before it begins (the disk holding the store is
-    /// nearly full): readiness reports it.
+    /// nearly full, the database server out of reach or read-only): readiness reports it. It
+    /// answers from what the store knows, never waiting for a server.
     fn check_writable(&self) -> Result<(), StoreError>;
 
     /// The gauges of `GET /metrics` as of `now`.

@@ -9,6 +9,7 @@ pub mod backup;
 pub mod browser;
 pub mod ca;
 pub mod in_process;
+pub mod nodes;
 pub mod postgres;
 pub mod receiver;
 pub mod smtp;

@@ -11,6 +11,10 @@
 //! When the tests run as root, the server runs as the `postgres` user the package creates
 //! (PostgreSQL refuses to run as root).
 //!
+//! For failover, [`Cluster::start_primary`] and [`Cluster::standby`] give a primary and a
+//! streaming standby it replicates to synchronously; [`Cluster::kill9`], [`Cluster::freeze`]
+//! and [`Cluster::promote`] are what goes wrong with the one and what is done with the other.
+//!
 //! This file is also compiled into the library's own tests (`store::postgres`), by path, which
 //! use only the shared cluster's databases: hence the `allow`.
 #![allow(dead_code)]
@@ -126,6 +130,8 @@ pub struct Cluster {
 struct Keeper {
     orders: mpsc::Sender<Order>,
     done: mpsc::Receiver<()>,
+    /// The postmaster's process id.
+    pid: rustix::process::Pid,
 }
 
 enum Order {
@@ -216,7 +222,7 @@ impl Cluster {
         assert!(slot.is_none(), "the cluster is already running");
         let (orders, order_rx) = mpsc::channel();
         let (done_tx, done) = mpsc::channel();
-        let (started_tx, started) = mpsc::channel();
+        let (started_tx, started) = mpsc::channel::<Result<u32, String>>();
         let mut cmd = server_command("postgres");
         cmd.arg("-D")
             .arg(self.dir.join("data"))
@@ -251,7 +257,7 @@ impl Cluster {
                 let child: std::io::Result<Child> = cmd.spawn();
                 let mut child = match child {
                     Ok(child) => {
-                        let _ = started_tx.send(Ok(()));
+                        let _ = started_tx.send(Ok(child.id()));
                         child
                     }
                     Err(err) => {
@@ -271,10 +277,12 @@ impl Cluster {
                 let _ = done_tx.send(());
             })
             .expect("spawn the postmaster's thread");
-        if let Ok(Err(err)) = started.recv() {
-            panic!("cannot start postgres: {err}");
-        }
-        *slot = Some(Keeper { orders, done });
+        let pid = match started.recv() {
+            Ok(Ok(pid)) => rustix::process::Pid::from_raw(pid as i32).expect("a process id"),
+            Ok(Err(err)) => panic!("cannot start postgres: {err}"),
+            Err(_) => panic!("the postmaster's thread ended before starting it"),
+        };
+        *slot = Some(Keeper { orders, done, pid });
         drop(slot);
         self.wait_ready();
     }
@@ -306,10 +314,12 @@ impl Cluster {
     }
 
     /// Stops the server: `immediate` as a crash would (SIGQUIT: no checkpoint, crash
-    /// recovery at the next start), otherwise a fast shutdown (SIGINT).
+    /// recovery at the next start), otherwise a fast shutdown (SIGINT). A frozen server is
+    /// woken first, so that it can.
     pub fn stop(&self, immediate: bool) {
         let keeper = self.postmaster.lock().unwrap().take();
         if let Some(keeper) = keeper {
+            signal_tree(keeper.pid, rustix::process::Signal::CONT);
             let signal = if immediate {
                 rustix::process::Signal::QUIT
             } else {
@@ -318,6 +328,109 @@ impl Cluster {
             let _ = keeper.orders.send(Order::Stop(signal));
             let _ = keeper.done.recv_timeout(Duration::from_secs(60));
         }
+    }
+
+    /// `kill -9` of the postmaster and every process it started, all at once, as when its
+    /// machine dies (the connections close: the kernel is still there).
+    pub fn kill9(&self) {
+        let keeper = self.postmaster.lock().unwrap().take();
+        if let Some(keeper) = keeper {
+            signal_tree(keeper.pid, rustix::process::Signal::KILL);
+            let _ = keeper
+                .orders
+                .send(Order::Stop(rustix::process::Signal::KILL));
+            let _ = keeper.done.recv_timeout(Duration::from_secs(60));
+        }
+    }
+
+    /// SIGSTOP of the postmaster and every process it started: a hung (or cut off) server
+    /// whose kernel still accepts connections and acknowledges what is sent, and answers
+    /// nothing. [`Cluster::stop`] (and so dropping the cluster) wakes it to stop it.
+    pub fn freeze(&self) {
+        if let Some(keeper) = self.postmaster.lock().unwrap().as_ref() {
+            signal_tree(keeper.pid, rustix::process::Signal::STOP);
+        }
+    }
+
+    /// A primary that replicates synchronously to the standbys made of it
+    /// ([`Cluster::standby`]): a commit returns once a standby has it on disk.
+    pub fn start_primary() -> Cluster {
+        Cluster::start_with(|_| vec!["synchronous_standby_names=*".into()])
+    }
+
+    /// A streaming standby of this cluster (`pg_basebackup -R`), started on a port of its
+    /// own; returns once this cluster replicates to it synchronously.
+    pub fn standby(&self) -> Cluster {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let dir = base_dir().join(format!(
+            "intake-pg-{}-standby-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("create the standby's folder");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
+            .expect("open the standby's folder to the server's user");
+        let out = server_command("pg_basebackup")
+            .args([
+                "-h",
+                "127.0.0.1",
+                "-p",
+                &self.port.to_string(),
+                "-U",
+                "intake",
+            ])
+            .args(["-R", "-X", "stream", "--checkpoint=fast", "--no-sync"])
+            .arg("-D")
+            .arg(dir.join("data"))
+            .output()
+            .expect("run pg_basebackup");
+        assert!(
+            out.status.success(),
+            "pg_basebackup failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let standby = Cluster {
+            dir,
+            port: free_port(),
+            settings: Vec::new(),
+            postmaster: Mutex::new(None),
+            next_db: AtomicU64::new(0),
+        };
+        standby.run();
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while self.psql(
+            "postgres",
+            "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
+        ) != "1"
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the standby did not become synchronous; its log:\n{}",
+                standby.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        standby
+    }
+
+    /// Promotes this standby to a primary (`pg_ctl promote`) and waits until it takes writes.
+    pub fn promote(&self) {
+        let out = server_command("pg_ctl")
+            .args(["promote", "-w", "-t", "60", "-D"])
+            .arg(self.dir.join("data"))
+            .output()
+            .expect("run pg_ctl promote");
+        assert!(
+            out.status.success(),
+            "pg_ctl promote failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The port the server listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// As `pg_ctl restart -m immediate`: a crash and a restart on the same port.
@@ -475,6 +588,49 @@ impl Cluster {
 /// The name of the database at `url` (one of [`Cluster::url`]'s).
 pub fn database_name(url: &str) -> &str {
     url.rsplit('/').next().unwrap_or_default()
+}
+
+/// Sends `signal` to the postmaster `pid` and to every process whose parent it is (the
+/// backends, the WAL writer and sender, the checkpointer...). The postmaster is stopped
+/// first, so that it starts no process the signal would miss and its children are still its
+/// own when they are looked up.
+fn signal_tree(pid: rustix::process::Pid, signal: rustix::process::Signal) {
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::STOP);
+    for child in children(pid.as_raw_nonzero().get()) {
+        if let Some(child) = rustix::process::Pid::from_raw(child) {
+            let _ = rustix::process::kill_process(child, signal);
+        }
+    }
+    let _ = rustix::process::kill_process(pid, signal);
+}
+
+/// The processes whose parent is `parent`: the kernel's list of them, or else every process
+/// whose parent it is.
+fn children(parent: i32) -> Vec<i32> {
+    if let Ok(list) = std::fs::read_to_string(format!("/proc/{parent}/task/{parent}/children")) {
+        return list
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+    }
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let child: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
+            let ppid: i32 = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            (ppid == parent).then_some(child)
+        })
+        .collect()
 }
 
 impl Drop for Cluster {

@@ -24,7 +24,8 @@ pub struct Reader {
     pub comments: Vec<String>,
 }
 
-/// Opens a stream; `Err` with the response when it is refused.
+/// Opens a stream; `Err` with the response when it is refused (status 0 and the error as the
+/// body when no answer came).
 pub fn open(
     addr: SocketAddr,
     slug: &str,
@@ -43,7 +44,11 @@ pub fn open(
     if let Some(id) = last_event_id {
         request = request.header("Last-Event-ID", id);
     }
-    let response = request.call().expect("the stream request");
+    let response = request.call().map_err(|err| Resp {
+        status: 0,
+        headers: Vec::new(),
+        body: err.to_string().into_bytes(),
+    })?;
     let status = response.status().as_u16();
     if status != 200 {
         let headers = response

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::assets;
 use super::form::Form;
 use crate::domain::error::Error;
-use crate::http::error::{HttpError, status_and_code};
+use crate::http::error::{self, HttpError, status_and_code};
 use crate::http::request::Request;
 use crate::store::Environment;
 
@@ -467,6 +467,7 @@ struct ErrorPage {
 /// The response for a failure: the login redirect, or an error page in `layout` (with the
 /// navigation of a logged-in visitor, so the page is never a dead end).
 pub fn failure(req: &Request, path: &str, failure: Failure, mut layout: Layout) -> Response {
+    let mut retry_after = None;
     let (status, code, message) = match failure {
         Failure::Login => {
             let next = if req.method == http::Method::GET {
@@ -493,6 +494,7 @@ pub fn failure(req: &Request, path: &str, failure: Failure, mut layout: Layout) 
             if status.is_server_error() {
                 log::error!("{} dashboard {path}: {err}", req.request_id);
             }
+            retry_after = error::retry_after(&err);
             (status, code, readable(&err.to_string()))
         }
     };
@@ -506,8 +508,14 @@ pub fn failure(req: &Request, path: &str, failure: Failure, mut layout: Layout) 
         message,
         request_id: req.request_id.clone(),
     };
-    match page.render() {
+    let mut response = match page.render() {
         Ok(body) => html(status, body),
         Err(_) => html(status, format!("{} {code}", status.as_u16())),
+    };
+    if let Some(seconds) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, seconds.into());
     }
+    response
 }

@@ -647,7 +647,9 @@ fn operation_json(op: &Operation, path_params: &[Param]) -> Value {
             "Error codes: `storage_unavailable`, `storage_full` (the data dir's disk is below \
              `[storage] min_free_mb`), `shutting_down`, `server_busy` (request bodies already \
              hold `[http] body_memory_mb`; the body was not read){own}. The request was not \
-             processed: retry with backoff after `Retry-After`."
+             processed (but a write whose commit got no answer from the database may have \
+             been stored: retry it with the same `Idempotency-Key`): retry with backoff after \
+             `Retry-After`."
         ));
         unavailable
     });

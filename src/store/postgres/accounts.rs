@@ -2,7 +2,7 @@
 //! `tokens`, `sessions` and `notifications`.
 
 use super::endpoints::access_changed;
-use super::{PgStore, PgTx, big, count, micros, row_json, to_json};
+use super::{Patience, PgStore, PgTx, big, count, micros, row_json, to_json};
 use crate::core::clock::Timestamp;
 use crate::store::accounts::{AccountsRead, AccountsStore, AccountsWrite};
 use crate::store::{AccountRow, NotificationRow, SessionRow, StoreError, TokenRow};
@@ -168,7 +168,7 @@ impl AccountsWrite for PgTx<'_> {
 
 impl AccountsStore for PgStore {
     fn purge_expired_sessions(&self, now: Timestamp) -> Result<usize, StoreError> {
-        let (purged, _) = self.write_unit(|tx| {
+        let (purged, _) = self.write_unit_within(Patience::Maintenance, |tx| {
             tx.execute(
                 "DELETE FROM sessions WHERE expires_at <= $1",
                 &[&micros(now)],

@@ -15,7 +15,7 @@
 //! counts as trimmed: its reader must start again.
 
 use super::records::sql_limit;
-use super::{PgStore, PgTx, big, id_from_bytes, micros, unbig};
+use super::{Patience, PgStore, PgTx, big, id_from_bytes, micros, unbig};
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::store::StoreError;
@@ -144,7 +144,7 @@ impl EventsStore for PgStore {
         cutoff: Timestamp,
         limit: usize,
     ) -> Result<usize, StoreError> {
-        let (purged, _) = self.write_unit(|tx| {
+        let (purged, _) = self.write_unit_within(Patience::Maintenance, |tx| {
             // The trim mark rises to the highest position purged: every position above it
             // still has all its later events.
             let row = tx.query_opt(

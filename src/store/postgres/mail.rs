@@ -1,7 +1,7 @@
 //! [`MailRead`], [`MailWrite`] and [`MailStore`] on PostgreSQL: `outbox`, whose `status` and
 //! `created_at` columns follow the row's.
 
-use super::{PgStore, PgTx, big, count, micros, row_json, to_json};
+use super::{Patience, PgStore, PgTx, big, count, micros, row_json, to_json};
 use crate::core::clock::Timestamp;
 use crate::store::mail::{MailRead, MailStore, MailWrite};
 use crate::store::{MailRow, MailStatus, StoreError};
@@ -79,7 +79,7 @@ impl MailStore for PgStore {
         // A chunk per commit, oldest first, so no transaction holds many rows.
         let mut total = 0;
         loop {
-            let (removed, _) = self.write_unit(|tx| {
+            let (removed, _) = self.write_unit_within(Patience::Maintenance, |tx| {
                 tx.execute(
                     "DELETE FROM outbox WHERE id = ANY(ARRAY(
                          SELECT id FROM outbox WHERE status <> 'queued' AND created_at < $1

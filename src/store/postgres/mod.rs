@@ -20,11 +20,22 @@
 //!   serialisation failure, which the seam allows (the closure has no effects of its own).
 //! - Times are the caller's (its injected clock), never the database's, except leases, which
 //!   compare the database's clock with itself so that nodes with skewed clocks agree on them.
+//!
+//! Waiting (docs/src/scale-out.md, "Failover"): every unit of work (a transaction from taking
+//! its connection to its commit, or one statement) runs under a deadline
+//! ([`PgStore::block_until`]) of its [`Patience`]: `[storage.postgres] request_timeout` on
+//! the data path, [`MAINTENANCE_TIMEOUT`] for maintenance no request waits on. A frozen or cut
+//! off server answers nothing and closes nothing, so only such a deadline ends the wait. A
+//! unit that finds the database out of reach closes its connection and tells the store's
+//! [`health`], which refuses new work at once until its watcher reaches a server again.
+//! Connections are made by [`connect`], one host of the URL at a time.
 
 mod accounts;
 mod cluster;
+mod connect;
 mod endpoints;
 mod events;
+mod health;
 mod mail;
 mod purge;
 mod records;
@@ -38,9 +49,8 @@ mod webhooks;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_postgres::error::SqlState;
@@ -50,14 +60,54 @@ use crate::store::StoreError;
 
 pub use tx::PgTx;
 
+/// The store's pool of connections, made by [`connect::Connector`].
+type Pool = deadpool::managed::Pool<connect::Connector>;
+/// A connection taken from the pool.
+type Connection = deadpool::managed::Object<connect::Connector>;
+
+/// How long maintenance may wait for the database (a chunk of a purge, a step of
+/// `intake migrate`'s copy): no request waits on it, and a large table may legitimately
+/// take long, but a database that never answers must not hold it for ever.
+const MAINTENANCE_TIMEOUT: Duration = Duration::from_secs(300);
+
 /// The open database: a pool of connections on the store's own runtime.
 pub struct PgStore {
     runtime: PgRuntime,
     pool: Pool,
+    /// Whether the database is reachable, as far as this node knows (see `health`).
+    health: Arc<health::Health>,
+    /// `[storage.postgres] request_timeout`: the data path's deadline.
+    request_timeout: Duration,
     /// How long a claim of this node holds without renewal (`[storage.postgres] lease`).
     lease: Duration,
     /// This node's membership of the cluster, once it has joined (see `cluster`).
     node: Mutex<Option<cluster::Membership>>,
+}
+
+/// How long a unit of work may wait for the database (see the module's doc).
+#[derive(Clone, Copy, Debug)]
+enum Patience {
+    /// A request's, and the workers' on the data path: `[storage.postgres] request_timeout`.
+    Request,
+    /// Maintenance no request waits on: [`MAINTENANCE_TIMEOUT`].
+    Maintenance,
+}
+
+/// When a unit of work began, and when it stops waiting for the database.
+#[derive(Clone, Copy, Debug)]
+struct Deadline {
+    began: Instant,
+    at: Instant,
+}
+
+impl Deadline {
+    /// The same unit, allowed `more` time (a search's statement limit).
+    fn extended(self, more: Duration) -> Deadline {
+        Deadline {
+            at: self.at + more,
+            ..self
+        }
+    }
 }
 
 /// The store's runtime; dropped without waiting (the store may be dropped by a task).
@@ -81,18 +131,94 @@ impl PgStore {
             .enable_all()
             .build()
             .map_err(|e| StoreError::Backend(Box::new(e)))?;
-        let pool = {
-            let _entered = runtime.enter();
-            pool(config)?
-        };
+        let health = health::Health::new();
+        let pool = pool(config, health.clone())?;
         let store = PgStore {
             runtime: PgRuntime(Some(runtime)),
             pool,
+            health,
+            request_timeout: config.request_timeout,
             lease: config.lease,
             node: Mutex::new(None),
         };
+        // Migrations may take long on a large database and wait for another node's: no
+        // deadline (each host's connect has its own).
         store.block(schema::prepare(&store.pool))?;
+        let hosts = u32::try_from(store.pool.manager().hosts()).unwrap_or(u32::MAX);
+        store.spawn(health::watch(
+            store.health.clone(),
+            store.pool.clone(),
+            health::ProbeLimits {
+                pooled: config.request_timeout,
+                fresh: config.connect_timeout.saturating_mul(hosts) + config.request_timeout,
+            },
+        ));
         Ok(store)
+    }
+
+    /// The deadline of a unit of work beginning now; refused at once while the database is
+    /// known to be out of reach.
+    fn deadline(&self, patience: Patience) -> Result<Deadline, StoreError> {
+        self.health.check()?;
+        let began = Instant::now();
+        let limit = match patience {
+            Patience::Request => self.request_timeout,
+            Patience::Maintenance => MAINTENANCE_TIMEOUT.max(self.request_timeout),
+        };
+        Ok(Deadline {
+            began,
+            at: began + limit,
+        })
+    }
+
+    /// Runs `work`, a step of the unit of work of `deadline` (on a connection to `host`, once
+    /// it has one), and waits for it until the deadline at most, or until the database is
+    /// found out of reach by another unit. A step that finds the database out of reach itself
+    /// (no answer by the deadline included) tells the store's health; either way its caller
+    /// closes the connection it used.
+    fn block_until<T, E>(
+        &self,
+        deadline: Deadline,
+        host: Option<&str>,
+        work: impl Future<Output = Result<T, E>> + Send,
+    ) -> Result<T, StoreError>
+    where
+        T: Send,
+        E: Into<StoreError> + Send,
+    {
+        let unreachable = |why: String| {
+            let why = match host {
+                Some(host) => format!("{host}: {why}"),
+                None => why,
+            };
+            StoreError::Backend(Box::new(health::Unreachable(why)))
+        };
+        let (result, by_another) = self.block(async {
+            let next_loss = self.health.next_loss();
+            tokio::select! {
+                biased;
+                done = tokio::time::timeout_at(deadline.at.into(), work) => match done {
+                    Ok(done) => (done.map_err(Into::into), false),
+                    Err(_) => (
+                        Err(unreachable(format!(
+                            "no answer within {:?}",
+                            deadline.at.saturating_duration_since(deadline.began)
+                        ))),
+                        false,
+                    ),
+                },
+                () = next_loss => (
+                    Err(unreachable(
+                        "the database was found out of reach while this waited for it".into(),
+                    )),
+                    true,
+                ),
+            }
+        });
+        if let (Err(err), false) = (&result, by_another) {
+            self.health.failed(deadline.began, err);
+        }
+        result
     }
 
     /// Runs `work` on the store's runtime and waits for its result, from any thread (see the
@@ -130,51 +256,68 @@ impl PgStore {
         }
     }
 
-    pub(crate) fn pool(&self) -> &Pool {
-        &self.pool
+    /// A connection from the pool for the unit of work of `deadline`.
+    fn connection(&self, deadline: Deadline) -> Result<Connection, StoreError> {
+        self.block_until(deadline, None, self.pool.get())
     }
 
-    /// Runs one statement on its own (committed when it returns) and returns its rows.
+    /// Runs one statement on its own (committed when it returns) and returns its rows, under
+    /// a request's deadline.
     pub(crate) fn statement(
         &self,
         sql: &str,
         params: &tx::Params<'_>,
     ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
-        self.block(async {
-            let client = self.pool.get().await?;
+        self.statement_within(Patience::Request, sql, params)
+    }
+
+    /// [`PgStore::statement`] under the deadline of `patience`.
+    fn statement_within(
+        &self,
+        patience: Patience,
+        sql: &str,
+        params: &tx::Params<'_>,
+    ) -> Result<Vec<tokio_postgres::Row>, StoreError> {
+        let deadline = self.deadline(patience)?;
+        let client = self.connection(deadline)?;
+        let rows = self.block_until(deadline, Some(&client.host), async {
             let statement = client.prepare_cached(sql).await?;
-            Ok(client.query(&statement, params).await?)
-        })
+            client.query(&statement, params).await
+        });
+        if rows.as_ref().is_err_and(health::is_unreachable) {
+            // Its state is unknown (a statement may still be under way): never reused.
+            drop(Connection::take(client));
+        }
+        rows
     }
 }
 
-fn pool(config: &PostgresConfig) -> Result<Pool, StoreError> {
+/// The pool: connections made by a [`connect::Connector`] for every host of the URL. It has
+/// no timeouts of its own: every wait for it is within a unit of work's deadline.
+fn pool(config: &PostgresConfig, health: Arc<health::Health>) -> Result<Pool, StoreError> {
     let mut pg: tokio_postgres::Config = config
         .url
         .expose()
         .parse()
         .map_err(|e| StoreError::Backend(format!("storage.postgres.url: {e}").into()))?;
+    // Bounds each TCP connect too (the connector bounds the whole attempt on a host).
     pg.connect_timeout(config.connect_timeout);
     pg.application_name("intake");
-    let manager_config = ManagerConfig {
-        recycling_method: RecyclingMethod::Fast,
-    };
-    let manager = match config.tls {
+    let tls = match config.tls {
         PostgresTls::Disable => {
             pg.ssl_mode(tokio_postgres::config::SslMode::Disable);
-            Manager::from_config(pg, tokio_postgres::NoTls, manager_config)
+            connect::Tls::Disable
         }
         PostgresTls::VerifyFull => {
             pg.ssl_mode(tokio_postgres::config::SslMode::Require);
-            let tls = tokio_postgres_rustls::MakeRustlsConnect::new(tls_config(config)?);
-            Manager::from_config(pg, tls, manager_config)
+            connect::Tls::Rustls(tokio_postgres_rustls::MakeRustlsConnect::new(tls_config(
+                config,
+            )?))
         }
     };
-    Pool::builder(manager)
+    let connector = connect::Connector::new(&pg, tls, config.connect_timeout, health)?;
+    Pool::builder(connector)
         .max_size(config.pool_size)
-        .runtime(deadpool_postgres::Runtime::Tokio1)
-        .wait_timeout(Some(config.connect_timeout))
-        .create_timeout(Some(config.connect_timeout))
         .build()
         .map_err(|e| StoreError::Backend(Box::new(e)))
 }
@@ -220,22 +363,31 @@ impl From<tokio_postgres::Error> for StoreError {
     }
 }
 
-/// A connection that could not be made or taken from the pool: the whole chain of causes
-/// (a TLS handshake's names the certificate problem), which the top error alone does not say.
-impl From<deadpool_postgres::PoolError> for StoreError {
-    fn from(err: deadpool_postgres::PoolError) -> Self {
-        let mut message = err.to_string();
-        let mut cause = std::error::Error::source(&err);
-        while let Some(err) = cause {
-            let text = err.to_string();
-            if !message.contains(&text) {
-                message.push_str(": ");
-                message.push_str(&text);
-            }
-            cause = err.source();
+/// A connection that could not be taken from the pool: the connector's error as it is (it
+/// names every host and what each did).
+impl From<deadpool::managed::PoolError<StoreError>> for StoreError {
+    fn from(err: deadpool::managed::PoolError<StoreError>) -> Self {
+        match err {
+            deadpool::managed::PoolError::Backend(err) => err,
+            other => StoreError::Backend(describe(&other).into()),
         }
-        StoreError::Backend(message.into())
     }
+}
+
+/// An error with its whole chain of causes (a TLS handshake's names the certificate problem,
+/// a database error its message), which its own `Display` alone does not say.
+fn describe(err: &dyn std::error::Error) -> String {
+    let mut message = err.to_string();
+    let mut cause = err.source();
+    while let Some(err) = cause {
+        let text = err.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = err.source();
+    }
+    message
 }
 
 /// Whether a failed transaction may simply be run again: a serialisation failure or a

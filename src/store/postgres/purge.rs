@@ -1,12 +1,12 @@
 //! [`PurgeStore`] on PostgreSQL.
 
-use super::{PgStore, big, count};
+use super::{Patience, PgStore, big, count};
 use crate::store::purge::PurgeStore;
 use crate::store::{StoreError, partition_endpoint};
 
 impl PurgeStore for PgStore {
     fn purge_partition_rows(&self, partition: u64, limit: usize) -> Result<usize, StoreError> {
-        let (removed, _) = self.write_unit(|tx| {
+        let (removed, _) = self.write_unit_within(Patience::Maintenance, |tx| {
             let (p, n) = (big(partition), count(limit));
             // Attempts first: they name their delivery.
             let mut removed = tx.execute(

@@ -13,7 +13,9 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 
-use super::{PgStore, PgTx, big, from_json, id_bytes, id_from_bytes, micros, to_json, unbig};
+use super::{
+    Patience, PgStore, PgTx, big, from_json, id_bytes, id_from_bytes, micros, to_json, unbig,
+};
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::store::events::kind_code;
@@ -225,7 +227,7 @@ impl RecordsStore for PgStore {
         below: u128,
         limit: usize,
     ) -> Result<usize, StoreError> {
-        let (removed, _) = self.write_unit(|tx| {
+        let (removed, _) = self.write_unit_within(Patience::Maintenance, |tx| {
             tx.execute(
                 "DELETE FROM records WHERE partition = $1 AND id IN ( \
                      SELECT id FROM records WHERE partition = $1 AND id < $2 \
@@ -241,7 +243,7 @@ impl RecordsStore for PgStore {
         cutoff: Timestamp,
         limit: usize,
     ) -> Result<usize, StoreError> {
-        let (purged, _) = self.write_unit(|tx| {
+        let (purged, _) = self.write_unit_within(Patience::Maintenance, |tx| {
             tx.execute(
                 "DELETE FROM idempotency WHERE (partition, key) IN ( \
                      SELECT partition, key FROM idempotency WHERE created_at < $1 \

@@ -2,7 +2,7 @@
 //! redb's `(partition, time_us, sequence)`; `seq` comes from the `request_log_ids` sequence, so
 //! an entry goes after every entry appended before it.
 
-use super::{PgStore, PgTx, big, count, micros, row_json, to_json, unbig};
+use super::{Patience, PgStore, PgTx, big, count, micros, row_json, to_json, unbig};
 use crate::core::clock::Timestamp;
 use crate::store::request_log::{
     EntryFilter, LogPage, LogPosition, PAGE_SCAN_LIMIT, RequestLogStore, StatusFilter,
@@ -161,7 +161,7 @@ impl RequestLogStore for PgStore {
     }
 
     fn purge_partition_requests(&self, partition: u64, limit: usize) -> Result<usize, StoreError> {
-        let (removed, _) = self.write_unit(|tx| {
+        let (removed, _) = self.write_unit_within(Patience::Maintenance, |tx| {
             tx.execute(
                 "DELETE FROM request_log WHERE ctid = ANY(ARRAY(
                      SELECT ctid FROM request_log WHERE partition = $1 LIMIT $2))",
@@ -174,7 +174,7 @@ impl RequestLogStore for PgStore {
     fn purge_requests_before(&self, cutoff: Timestamp) -> Result<usize, StoreError> {
         let mut total = 0;
         loop {
-            let (removed, _) = self.write_unit(|tx| {
+            let (removed, _) = self.write_unit_within(Patience::Maintenance, |tx| {
                 tx.execute(
                     "DELETE FROM request_log WHERE ctid = ANY(ARRAY(
                          SELECT ctid FROM request_log WHERE time < $1 ORDER BY time LIMIT $2))",

@@ -7,8 +7,7 @@
 //! left to do. A database migrated by a newer binary is refused: this one would not know
 //! what the newer schema means.
 
-use deadpool_postgres::Pool;
-
+use super::Pool;
 use crate::store::StoreError;
 
 /// The migrations in order: (version, SQL).

@@ -55,6 +55,11 @@ impl TextSearch for PgTx<'_> {
         upper: u128,
         visit: &mut SearchVisitor<'_>,
     ) -> Result<TextSearchEnd, StoreError> {
+        // The statement limit below is the search's own: the snapshot may wait that much
+        // longer than a request's deadline.
+        self.wait_longer(std::time::Duration::from_millis(u64::from(
+            STATEMENT_LIMIT_MS,
+        )));
         self.execute("SAVEPOINT text_search", &[])?;
         // A time limit, and a plan made for this pattern: the generic plan of the prepared
         // statement cannot see how selective the pattern is and walks the id range instead of

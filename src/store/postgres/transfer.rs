@@ -2,7 +2,7 @@
 //! typed writes the services use, records and the rows no service writes (idempotency keys,
 //! attempts, usage) in bulk; then the id sequences are moved past every id copied.
 
-use super::{PgStore, PgTx, big, id_bytes, micros, to_json, unbig};
+use super::{Patience, PgStore, PgTx, big, id_bytes, micros, to_json, unbig};
 use crate::store::accounts::AccountsWrite;
 use crate::store::endpoints::EndpointsWrite;
 use crate::store::mail::MailWrite;
@@ -44,7 +44,8 @@ fn sequence(kind: IdKind) -> &'static str {
 
 impl Import for PgStore {
     fn is_empty(&self) -> Result<bool, StoreError> {
-        let rows = self.statement(
+        let rows = self.statement_within(
+            Patience::Maintenance,
             "SELECT NOT EXISTS (SELECT 1 FROM accounts) AND NOT EXISTS (SELECT 1 FROM endpoints)
                 AND NOT EXISTS (SELECT 1 FROM records)",
             &[],
@@ -56,7 +57,8 @@ impl Import for PgStore {
     }
 
     fn import(&self, items: &[Item]) -> Result<(), StoreError> {
-        self.write_unit(|tx| {
+        // `intake migrate`'s copy: a chunk of rows a step, no request waiting on it.
+        self.write_unit_within(Patience::Maintenance, |tx| {
             let mut records = Bulk::default();
             let mut deliveries = false;
             for item in items {
@@ -159,7 +161,11 @@ impl Import for PgStore {
     fn counts(&self) -> Result<Counts, StoreError> {
         let mut counts = Counts::new();
         for (kind, table) in TABLES {
-            let rows = self.statement(&format!("SELECT count(*) FROM {table}"), &[])?;
+            let rows = self.statement_within(
+                Patience::Maintenance,
+                &format!("SELECT count(*) FROM {table}"),
+                &[],
+            )?;
             let count: i64 = rows
                 .first()
                 .ok_or_else(|| StoreError::Corrupt("count gave no row".into()))?

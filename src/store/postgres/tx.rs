@@ -6,14 +6,18 @@
 //! written once. `BEGIN` goes out with the first statement, in the same round trip; a
 //! transaction dropped without its commit is rolled back before its connection returns to the
 //! pool.
+//!
+//! A transaction is one unit of work under one deadline (see the module `postgres`): taking
+//! its connection, its statements and its commit. One that finds the database out of reach
+//! closes its connection instead of returning it (a statement may still be under way on it).
 
 use std::cell::Cell;
 
-use deadpool_postgres::Object;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
-use super::{PgStore, is_retryable};
+use super::health::is_unreachable;
+use super::{Connection, Deadline, Patience, PgStore, is_retryable};
 use crate::core::clock::Timestamp;
 use crate::store::{Effects, IdKind, ReadTx, Store, StoreError, StoreGauges, WriteTx};
 
@@ -30,38 +34,53 @@ const WRITE_ATTEMPTS: usize = 20;
 /// A transaction on one pooled connection.
 pub struct PgTx<'s> {
     store: &'s PgStore,
-    client: Option<Object>,
+    client: Option<Connection>,
     begin: &'static str,
     begun: Cell<bool>,
     /// A statement failed with a conflict that a new attempt may not meet.
     conflicted: Cell<bool>,
+    /// When the transaction stops waiting for the database.
+    deadline: Cell<Deadline>,
+    /// A step found the database out of reach: the connection is closed, never reused.
+    broken: Cell<bool>,
     pub(super) effects: Effects,
 }
 
 impl<'s> PgTx<'s> {
-    fn new(store: &'s PgStore, begin: &'static str) -> Result<PgTx<'s>, StoreError> {
-        let client = store.block(store.pool().get())?;
+    fn new(
+        store: &'s PgStore,
+        begin: &'static str,
+        deadline: Deadline,
+    ) -> Result<PgTx<'s>, StoreError> {
+        let client = store.connection(deadline)?;
         Ok(PgTx {
             store,
             client: Some(client),
             begin,
             begun: Cell::new(false),
             conflicted: Cell::new(false),
+            deadline: Cell::new(deadline),
+            broken: Cell::new(false),
             effects: Effects::default(),
         })
     }
 
-    /// A read snapshot.
+    /// A read snapshot, under a request's deadline.
     pub(super) fn read(store: &'s PgStore) -> Result<PgTx<'s>, StoreError> {
-        PgTx::new(store, BEGIN_READ)
+        PgTx::new(store, BEGIN_READ, store.deadline(Patience::Request)?)
     }
 
-    /// A write transaction.
+    /// A write transaction, under a request's deadline.
     pub(super) fn write(store: &'s PgStore) -> Result<PgTx<'s>, StoreError> {
-        PgTx::new(store, BEGIN_WRITE)
+        PgTx::new(store, BEGIN_WRITE, store.deadline(Patience::Request)?)
     }
 
-    fn client(&self) -> &Object {
+    /// Allows the rest of the transaction `more` time (a search's statement limit).
+    pub(super) fn wait_longer(&self, more: std::time::Duration) {
+        self.deadline.set(self.deadline.get().extended(more));
+    }
+
+    fn client(&self) -> &Connection {
         match &self.client {
             Some(client) => client,
             None => unreachable!("the client is only taken by commit and drop"),
@@ -72,23 +91,25 @@ impl<'s> PgTx<'s> {
     pub(super) fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>, StoreError> {
         let client = self.client();
         let begin = (!self.begun.get()).then_some(self.begin);
-        let result = self.store.block(async {
-            let statement = client.prepare_cached(sql).await?;
-            match begin {
-                None => client.query(&statement, params).await,
-                Some(begin) => {
-                    // Both go out in one write: BEGIN costs no round trip of its own.
-                    let (begun, rows) = futures_util::future::join(
-                        client.batch_execute(begin),
-                        client.query(&statement, params),
-                    )
-                    .await;
-                    begun.and(rows)
+        let result = self
+            .store
+            .block_until(self.deadline.get(), Some(&client.host), async {
+                let statement = client.prepare_cached(sql).await?;
+                match begin {
+                    None => client.query(&statement, params).await,
+                    Some(begin) => {
+                        // Both go out in one write: BEGIN costs no round trip of its own.
+                        let (begun, rows) = futures_util::future::join(
+                            client.batch_execute(begin),
+                            client.query(&statement, params),
+                        )
+                        .await;
+                        begun.and(rows)
+                    }
                 }
-            }
-        });
+            });
         self.begun.set(true);
-        result.map_err(|e| self.note(e.into()))
+        result.map_err(|e| self.note(e))
     }
 
     /// The one row a statement returns, if any.
@@ -111,40 +132,52 @@ impl<'s> PgTx<'s> {
     pub(super) fn execute(&self, sql: &str, params: &Params<'_>) -> Result<u64, StoreError> {
         let client = self.client();
         let begin = (!self.begun.get()).then_some(self.begin);
-        let result = self.store.block(async {
-            let statement = client.prepare_cached(sql).await?;
-            match begin {
-                None => client.execute(&statement, params).await,
-                Some(begin) => {
-                    let (begun, changed) = futures_util::future::join(
-                        client.batch_execute(begin),
-                        client.execute(&statement, params),
-                    )
-                    .await;
-                    begun.and(changed)
+        let result = self
+            .store
+            .block_until(self.deadline.get(), Some(&client.host), async {
+                let statement = client.prepare_cached(sql).await?;
+                match begin {
+                    None => client.execute(&statement, params).await,
+                    Some(begin) => {
+                        let (begun, changed) = futures_util::future::join(
+                            client.batch_execute(begin),
+                            client.execute(&statement, params),
+                        )
+                        .await;
+                        begun.and(changed)
+                    }
                 }
-            }
-        });
+            });
         self.begun.set(true);
-        result.map_err(|e| self.note(e.into()))
+        result.map_err(|e| self.note(e))
     }
 
-    /// Remembers a conflict, so the caller of `write_with` can tell it from a refusal.
+    /// Remembers a conflict, so the caller of `write_with` can tell it from a refusal, and a
+    /// database out of reach, so the connection is closed.
     fn note(&self, err: StoreError) -> StoreError {
         if is_retryable(&err) {
             self.conflicted.set(true);
         }
+        if is_unreachable(&err) {
+            self.broken.set(true);
+        }
         err
     }
 
-    /// Commits; returns what the transaction changed that others must follow.
+    /// Commits; returns what the transaction changed that others must follow. A commit whose
+    /// answer did not come is an error, though it may have been applied: nothing is
+    /// acknowledged on it.
     fn commit(mut self) -> Result<Effects, StoreError> {
         if self.begun.get() {
             let client = self.client();
-            let result = self.store.block(client.batch_execute("COMMIT"));
+            let result = self.store.block_until(
+                self.deadline.get(),
+                Some(&client.host),
+                client.batch_execute("COMMIT"),
+            );
             // Committed or not, the transaction is over: nothing to roll back on drop.
             self.begun.set(false);
-            result.map_err(|e| self.note(e.into()))?;
+            result.map_err(|e| self.note(e))?;
         }
         Ok(std::mem::take(&mut self.effects))
     }
@@ -155,14 +188,20 @@ impl Drop for PgTx<'_> {
         let Some(client) = self.client.take() else {
             return;
         };
+        if self.broken.get() {
+            drop(Connection::take(client));
+            return;
+        }
         if !self.begun.get() {
             return;
         }
         // Roll back off the caller's thread; the connection returns to the pool afterwards,
-        // or is closed if even that failed.
+        // or is closed if even that failed or found no answer in a request's time.
+        let limit = self.store.request_timeout;
         self.store.spawn(async move {
-            if client.batch_execute("ROLLBACK").await.is_err() {
-                drop(Object::take(client));
+            let rolled_back = tokio::time::timeout(limit, client.batch_execute("ROLLBACK")).await;
+            if !matches!(rolled_back, Ok(Ok(()))) {
+                drop(Connection::take(client));
             }
         });
     }
@@ -175,11 +214,21 @@ impl PgStore {
     /// units of work of the areas go through here.
     pub(super) fn write_unit<T>(
         &self,
+        work: impl FnMut(&mut PgTx<'_>) -> Result<T, StoreError>,
+    ) -> Result<(T, Effects), StoreError> {
+        self.write_unit_within(Patience::Request, work)
+    }
+
+    /// [`PgStore::write_unit`] under the deadline of `patience`, which every attempt shares.
+    pub(super) fn write_unit_within<T>(
+        &self,
+        patience: Patience,
         mut work: impl FnMut(&mut PgTx<'_>) -> Result<T, StoreError>,
     ) -> Result<(T, Effects), StoreError> {
+        let deadline = self.deadline(patience)?;
         let mut attempt = 1;
         loop {
-            let mut tx = PgTx::write(self)?;
+            let mut tx = PgTx::new(self, BEGIN_WRITE, deadline)?;
             let result = work(&mut tx);
             let conflicted = tx.conflicted.get();
             let result = result.and_then(|value| Ok((value, tx.commit()?)));
@@ -243,19 +292,13 @@ impl Store for PgStore {
         Ok(value)
     }
 
+    /// Answers from what the node knows (its units of work and its watcher, see `health`),
+    /// never waiting for the database.
     fn check_writable(&self) -> Result<(), StoreError> {
-        let tx = PgTx::read(self)?;
-        let row = tx
-            .query_opt("SELECT pg_is_in_recovery()", &[])?
-            .ok_or_else(|| StoreError::Corrupt("pg_is_in_recovery returned no row".into()))?;
-        if row.try_get::<_, bool>(0)? {
-            return Err(StoreError::Backend(
-                "the database is a read-only standby (in recovery): point \
-                 storage.postgres.url at the primary"
-                    .into(),
-            ));
+        match self.health.problem() {
+            Some(problem) => Err(StoreError::Backend(problem.into())),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn gauges(&self, now: Timestamp) -> Result<StoreGauges, StoreError> {

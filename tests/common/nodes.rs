@@ -1,0 +1,261 @@
+//! Intake nodes of one PostgreSQL database, each the binary with a data dir of its own
+//! (`tests/cluster.rs`, `tests/failover.rs`), and what their tests ask of them.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{LogBuffer, OWNER_EMAIL, ServeProcess, ServerClient, init_with_config, spawn_serve};
+
+/// The lease of the nodes in these tests: short, so that a killed node is given up quickly.
+pub const LEASE: &str = "3s";
+
+/// The config of a node on `url` with its data dir `data_dir`, plus `extra` TOML.
+pub fn node_config(url: &str, data_dir: &Path, extra: &str) -> String {
+    format!(
+        "listen = \"127.0.0.1:0\"\ndata_dir = {data_dir:?}\n\
+         [storage]\nbackend = \"postgres\"\n\
+         [storage.postgres]\nurl = {url:?}\ntls = \"disable\"\nlease = \"{LEASE}\"\n\
+         [poll]\nhold_back = \"0s\"\n{extra}"
+    )
+}
+
+/// A data dir for another node of the same store: the first node's key, nothing else.
+pub fn sibling_data_dir(first: &Path, dir: &Path) -> PathBuf {
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).expect("create data dir");
+    std::fs::copy(first.join("master.key"), data.join("master.key")).expect("copy master.key");
+    data
+}
+
+/// Nodes running the binary on one database.
+pub struct BinaryNodes {
+    pub nodes: Vec<Option<BinaryNode>>,
+    pub token: String,
+    _dirs: Vec<tempfile::TempDir>,
+}
+
+pub struct BinaryNode {
+    pub process: ServeProcess,
+    pub client: ServerClient,
+    pub log: LogBuffer,
+}
+
+impl BinaryNodes {
+    /// `n` nodes on the database at `url`, each with `extra` config.
+    pub fn start(n: usize, url: &str, extra: &str) -> BinaryNodes {
+        BinaryNodes::start_with_env(n, url, extra, &[])
+    }
+
+    /// [`BinaryNodes::start`] with `envs` in each node's environment.
+    pub fn start_with_env(n: usize, url: &str, extra: &str, envs: &[(&str, &str)]) -> BinaryNodes {
+        let dirs: Vec<tempfile::TempDir> = (0..n)
+            .map(|_| tempfile::tempdir().expect("tempdir"))
+            .collect();
+        let configs: Vec<PathBuf> = dirs
+            .iter()
+            .map(|dir| {
+                let config = dir.path().join("intake.toml");
+                let toml = node_config(url, &dir.path().join("data"), extra);
+                std::fs::write(&config, toml).expect("write config");
+                config
+            })
+            .collect();
+        // The first node's `init` creates the owner in the database and the key the others
+        // copy.
+        let init = init_with_config(&configs[0], OWNER_EMAIL);
+        for dir in &dirs[1..] {
+            sibling_data_dir(&dirs[0].path().join("data"), dir.path());
+        }
+        let nodes = configs
+            .iter()
+            .map(|config| {
+                let log = LogBuffer::default();
+                let process = spawn_serve(&["--config".as_ref(), config.as_os_str()], envs, &log);
+                let client = ServerClient::new(process.addr, init.token.clone());
+                Some(BinaryNode {
+                    process,
+                    client,
+                    log,
+                })
+            })
+            .collect();
+        BinaryNodes {
+            nodes,
+            token: init.token,
+            _dirs: dirs,
+        }
+    }
+
+    pub fn node(&self, i: usize) -> &ServerClient {
+        &self.nodes[i].as_ref().expect("node was killed").client
+    }
+
+    /// The live nodes' clients.
+    pub fn live(&self) -> Vec<&ServerClient> {
+        self.nodes.iter().flatten().map(|n| &n.client).collect()
+    }
+
+    /// SIGKILL node `i`.
+    pub fn kill9(&mut self, i: usize) {
+        if let Some(mut node) = self.nodes[i].take() {
+            let _ = node.process.child.kill();
+            let _ = node.process.child.wait();
+        }
+    }
+
+    pub fn logs(&self) -> String {
+        self.nodes
+            .iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, n)| format!("--- node {i} ---\n{}", n.log.text()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+impl Drop for BinaryNodes {
+    fn drop(&mut self) {
+        for i in 0..self.nodes.len() {
+            self.kill9(i);
+        }
+    }
+}
+
+/// One POST with the client's agent, its `Idempotency-Key` derived from `payload` (so a retry
+/// of the same payload is the same create): `Some(id)` for a 202, `None` for anything else (a
+/// refusal or no answer at all).
+pub fn try_create(node: &ServerClient, slug: &str, key: &str, payload: &Value) -> Option<String> {
+    let r = super::try_send_json(
+        &node.agent,
+        &format!("{}/api/v1/data/{slug}", node.base_url()),
+        "POST",
+        &[
+            ("Authorization", &format!("Bearer {key}")),
+            ("Idempotency-Key", &payload.to_string()),
+        ],
+        Some(payload),
+    )
+    .ok()?;
+    (r.status == 202).then(|| r.json()["id"].as_str().map(str::to_string))?
+}
+
+/// A poll consumer that goes through nodes in turn, one request a step.
+pub struct Poller<'a> {
+    nodes: &'a [&'a ServerClient],
+    slug: &'a str,
+    key: &'a str,
+    since: &'a str,
+    cursor: Option<String>,
+    turn: usize,
+    caught_up: bool,
+    /// The ids received, in the order received.
+    pub ids: Vec<String>,
+}
+
+impl<'a> Poller<'a> {
+    /// Polls `slug` from `cursor`, or from `since` without one.
+    pub fn new(
+        nodes: &'a [&'a ServerClient],
+        slug: &'a str,
+        key: &'a str,
+        since: &'a str,
+        cursor: Option<String>,
+    ) -> Poller<'a> {
+        Poller {
+            nodes,
+            slug,
+            key,
+            since,
+            cursor,
+            turn: 0,
+            caught_up: false,
+            ids: Vec::new(),
+        }
+    }
+
+    /// One poll through the next node; returns its answer (`None`: no answer at all). A
+    /// 200's records are added to `ids` and its cursor is followed.
+    pub fn step(&mut self) -> Option<super::Resp> {
+        let node = self.nodes[self.turn % self.nodes.len()];
+        self.turn += 1;
+        let query = match &self.cursor {
+            Some(c) => format!("cursor={c}"),
+            None => format!("since={}", self.since),
+        };
+        let r = super::try_send_json(
+            &node.agent,
+            &format!("{}/api/v1/data/{}/poll?{query}", node.base_url(), self.slug),
+            "GET",
+            &[("Authorization", &format!("Bearer {}", self.key))],
+            None,
+        )
+        .ok()?;
+        if r.status == 200 {
+            let body = r.json();
+            for record in body["data"].as_array().expect("poll data") {
+                self.ids
+                    .push(record["id"].as_str().expect("id").to_string());
+            }
+            self.cursor = body["next_cursor"]
+                .as_str()
+                .or(body["poll_cursor"].as_str())
+                .map(str::to_string);
+            self.caught_up = body["poll_cursor"].is_string();
+        }
+        Some(r)
+    }
+
+    /// Whether the latest answer said the consumer has caught up for now.
+    pub fn caught_up(&self) -> bool {
+        self.caught_up
+    }
+}
+
+/// Polls `slug` through `nodes` in turn from `cursor`, or from `since` without one, until `done`
+/// says the collected ids are complete or `deadline` passes; returns the ids in the order
+/// received.
+pub fn poll_through(
+    nodes: &[&ServerClient],
+    slug: &str,
+    key: &str,
+    since: &str,
+    cursor: Option<String>,
+    deadline: Duration,
+    done: impl Fn(&[String]) -> bool,
+) -> Vec<String> {
+    let started = Instant::now();
+    let mut poller = Poller::new(nodes, slug, key, since, cursor);
+    while !done(&poller.ids) && started.elapsed() < deadline {
+        poller.step();
+        if poller.caught_up() {
+            // Caught up for now: give the writers' marks a moment to move on.
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    poller.ids
+}
+
+/// Asserts `received` is `expected` exactly, in increasing id order, each once.
+pub fn assert_gap_free(received: &[String], expected: &BTreeSet<String>) {
+    let sorted: Vec<&String> = expected.iter().collect();
+    let got: Vec<&String> = received.iter().collect();
+    assert!(
+        got.windows(2).all(|w| w[0] < w[1]),
+        "poll returned ids out of order or twice"
+    );
+    assert_eq!(
+        got.len(),
+        sorted.len(),
+        "poll returned {} of {} acknowledged records",
+        got.len(),
+        sorted.len()
+    );
+    assert_eq!(
+        got, sorted,
+        "poll returned other ids than those acknowledged"
+    );
+}
