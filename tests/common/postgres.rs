@@ -177,16 +177,8 @@ impl Cluster {
     /// `initdb`, then `settings` (given the cluster's folder, where it may write files), then
     /// the server started.
     fn start_with(settings: impl FnOnce(&Path) -> Vec<String>) -> Cluster {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
         sweep();
-        let dir = base_dir().join(format!(
-            "intake-pg-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("create the cluster folder");
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
-            .expect("open the cluster folder to the server's user");
+        let dir = cluster_dir("");
         let data = dir.join("data");
         let out = server_command("initdb")
             .args([
@@ -361,15 +353,7 @@ impl Cluster {
     /// A streaming standby of this cluster (`pg_basebackup -R`), started on a port of its
     /// own; returns once this cluster replicates to it synchronously.
     pub fn standby(&self) -> Cluster {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let dir = base_dir().join(format!(
-            "intake-pg-{}-standby-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).expect("create the standby's folder");
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
-            .expect("open the standby's folder to the server's user");
+        let dir = cluster_dir("standby-");
         let out = server_command("pg_basebackup")
             .args([
                 "-h",
@@ -638,4 +622,19 @@ impl Drop for Cluster {
         self.stop(true);
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A new folder for a cluster of this test process (`kind` tells a standby's apart), open to
+/// the server's user.
+fn cluster_dir(kind: &str) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let dir = base_dir().join(format!(
+        "intake-pg-{}-{kind}{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("create the cluster folder");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
+        .expect("open the cluster folder to the server's user");
+    dir
 }
