@@ -23,11 +23,14 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use common::nodes::{BinaryNodes, LEASE, Poller, assert_gap_free};
+use common::nodes::{
+    BinaryNodes, LEASE, Poller, Sample, Writes, assert_gap_free, clients, in_secs, wait_until,
+    write_load,
+};
 use common::postgres::Cluster;
 use common::receiver::{Receiver, Reply};
 use common::{Endpoint, ServerClient};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// `[storage.postgres] request_timeout` (the default): the most a request waits for the
 /// database (docs/src/scale-out.md).
@@ -68,35 +71,9 @@ fn a_frozen_primary_fails_over_to_its_standby_without_a_request_waiting_past_the
     fail_over(Fault::Freeze);
 }
 
-/// One answer (or its absence) to a request of the test.
-#[derive(Clone, Debug)]
-struct Sample {
-    /// When the request was sent.
-    sent: Instant,
-    /// How long its answer took (to the agent's timeout when none came).
-    took: Duration,
-    /// The status; 0 when no answer came.
-    status: u16,
-    code: Option<String>,
-    retry_after: Option<String>,
-}
-
-impl Sample {
-    fn of(sent: Instant, answer: Option<&common::Resp>) -> Sample {
-        Sample {
-            sent,
-            took: sent.elapsed(),
-            status: answer.map_or(0, |r| r.status),
-            code: answer.and_then(common::Resp::error_code),
-            retry_after: answer.and_then(|r| r.header("retry-after").map(str::to_string)),
-        }
-    }
-}
-
 /// What the load saw: every request's sample, and the writes acknowledged.
 #[derive(Default)]
 struct Seen {
-    writes: Vec<Sample>,
     polls: Vec<Sample>,
     ready: Vec<(usize, Sample)>,
     /// The change stream: the records of its `record.created` events, in the order received,
@@ -104,8 +81,6 @@ struct Seen {
     streamed: Vec<String>,
     stream_refusals: Vec<Sample>,
     stream_errors: usize,
-    /// Record id → (payload, when its 202 came).
-    acknowledged: BTreeMap<String, (Value, Instant)>,
 }
 
 fn fail_over(fault: Fault) {
@@ -127,13 +102,17 @@ fn fail_over(fault: Fault) {
     );
     let ep = nodes.node(0).create_endpoint("failover", &[]);
     let seen = Arc::new(Mutex::new(Seen::default()));
+    let writes = Arc::new(Mutex::new(Writes::default()));
     let stop = Arc::new(AtomicBool::new(false));
     let stop_polling = Arc::new(AtomicBool::new(false));
     let polled = Arc::new(AtomicUsize::new(0));
 
     stream_load(&nodes, &ep, &seen, &stop_polling);
     let writers: Vec<JoinHandle<()>> = (0..WRITERS)
-        .map(|w| write_load(w, &nodes, &ep, &receiver.url("/hook"), &seen, &stop))
+        .map(|w| {
+            let callback = receiver.url("/hook");
+            write_load(w, &nodes, &ep, &callback, WRITE_PAUSE, &writes, &stop)
+        })
         .collect();
     let poller = poll_load(&nodes, &ep, &seen, &polled, &stop_polling);
     let sampler = ready_load(&nodes, &seen, &stop_polling);
@@ -142,7 +121,7 @@ fn fail_over(fault: Fault) {
     wait_until(
         in_secs(30),
         || "the first writes".into(),
-        || seen.lock().unwrap().acknowledged.len() >= 100,
+        || writes.lock().unwrap().acknowledged.len() >= 100,
     );
     match fault {
         Fault::Kill => primary.kill9(),
@@ -162,7 +141,13 @@ fn fail_over(fault: Fault) {
     wait_until(
         promoting + 4 * lease,
         || format!("a write acknowledged after the promotion\n{}", nodes.logs()),
-        || first_ack_after(&seen.lock().unwrap(), faulted).is_some(),
+        || {
+            writes
+                .lock()
+                .unwrap()
+                .first_ack_after(faulted, None)
+                .is_some()
+        },
     );
     std::thread::sleep(Duration::from_secs(3));
     stop.store(true, Ordering::Relaxed);
@@ -171,8 +156,13 @@ fn fail_over(fault: Fault) {
     }
 
     // The poll feed gets every acknowledged record, once each and in order.
-    let acknowledged: BTreeSet<String> =
-        seen.lock().unwrap().acknowledged.keys().cloned().collect();
+    let acknowledged: BTreeSet<String> = writes
+        .lock()
+        .unwrap()
+        .acknowledged
+        .keys()
+        .cloned()
+        .collect();
     let expected = acknowledged.len();
     let behind = || {
         format!(
@@ -192,6 +182,7 @@ fn fail_over(fault: Fault) {
     assert_gap_free(&polled, &acknowledged);
 
     let seen = seen.lock().unwrap();
+    let writes = writes.lock().unwrap();
     // The stream brought every acknowledged write once, each writer's in its order.
     let streamed: BTreeSet<&String> = seen.streamed.iter().collect();
     assert_eq!(streamed.len(), seen.streamed.len(), "an event came twice");
@@ -207,7 +198,7 @@ fn fail_over(fault: Fault) {
         .map(|(i, id)| (id, i))
         .collect();
     let mut writers_acks: BTreeMap<u64, Vec<(u64, usize)>> = BTreeMap::new();
-    for (id, (payload, _)) in &seen.acknowledged {
+    for (id, (payload, _)) in &writes.acknowledged {
         let (w, i) = (payload["writer"].as_u64(), payload["i"].as_u64());
         writers_acks
             .entry(w.expect("writer"))
@@ -228,7 +219,7 @@ fn fail_over(fault: Fault) {
             .iter()
             .map(|r| (r["id"].as_str().expect("id"), &r["payload"]))
             .collect();
-        for (id, (payload, _)) in &seen.acknowledged {
+        for (id, (payload, _)) in &writes.acknowledged {
             assert_eq!(
                 stored.get(id.as_str()).copied(),
                 Some(payload),
@@ -238,7 +229,7 @@ fn fail_over(fault: Fault) {
         }
         assert_eq!(
             stored.len(),
-            seen.acknowledged.len(),
+            writes.acknowledged.len(),
             "records stored that no retry acknowledged"
         );
     }
@@ -275,7 +266,7 @@ fn fail_over(fault: Fault) {
     // attempts in flight when the database went, on every node.
     let duplicate_bound = nodes.live().len() * WEBHOOK_WORKERS;
 
-    let figures = Figures::of(&seen, faulted, promoting);
+    let figures = Figures::of(&seen, &writes, faulted, promoting);
     println!(
         "failover ({fault:?}): {} writes acknowledged by {WRITERS} writers; first 202 {:.2} s \
          after the fault, {:.2} s after the promotion's request (pg_ctl promote took {:.2} s); write \
@@ -283,11 +274,11 @@ fn fail_over(fault: Fault) {
          (longest {:.2} s); /readyz samples {} (503: {}), slowest {:.3} s, p99 {:.3} s, first \
          503 after the fault {}; stream: {} events, {} streams ended by an error, {} openings \
          refused; webhooks {} delivered, {duplicates} duplicates (bound {duplicate_bound})",
-        seen.acknowledged.len(),
+        writes.acknowledged.len(),
         figures.first_ack_after_fault,
         figures.first_ack_after_promotion,
         (promoted - promoting).as_secs_f64(),
-        seen.writes.len(),
+        writes.samples.len(),
         figures.unavailable,
         figures.unanswered,
         figures.longest_write.as_secs_f64(),
@@ -308,9 +299,10 @@ fn fail_over(fault: Fault) {
     );
 
     // Every refusal says when to try again, and is the one the docs name.
-    for sample in seen
-        .writes
+    for sample in writes
+        .samples
         .iter()
+        .map(|(_, s)| s)
         .chain(&seen.polls)
         .chain(&seen.stream_refusals)
     {
@@ -359,72 +351,6 @@ fn fail_over(fault: Fault) {
         duplicates <= duplicate_bound,
         "{duplicates} duplicate deliveries, over the bound of {duplicate_bound}"
     );
-}
-
-/// Writer `w`: writes one record after another through the nodes in turn, each with its own
-/// `Idempotency-Key` and a caller webhook; a write not acknowledged is sent again unchanged
-/// (the same key) to the next node until it is, as a client does. Stops after `stop`.
-fn write_load(
-    w: usize,
-    nodes: &BinaryNodes,
-    ep: &Endpoint,
-    callback: &str,
-    seen: &Arc<Mutex<Seen>>,
-    stop: &Arc<AtomicBool>,
-) -> JoinHandle<()> {
-    let clients = clients(nodes);
-    let (slug, key, callback) = (
-        ep.slug.clone(),
-        ep.sandbox_key.clone(),
-        callback.to_string(),
-    );
-    let (seen, stop) = (seen.clone(), stop.clone());
-    std::thread::spawn(move || {
-        let mut turn = w;
-        for i in 0.. {
-            if stop.load(Ordering::Relaxed) {
-                return;
-            }
-            let payload =
-                json!({"writer": w, "i": i, "note": "naïve ✓", "big": 9007199254740993u64});
-            let idempotency_key = format!("w{w}-{i}");
-            let given_up = Instant::now() + Duration::from_secs(120);
-            loop {
-                let node = &clients[turn % clients.len()];
-                turn += 1;
-                let sent = Instant::now();
-                let answer = common::try_send_json(
-                    &node.agent,
-                    &format!("{}/api/v1/data/{slug}", node.base_url()),
-                    "POST",
-                    &[
-                        ("Authorization", &format!("Bearer {key}")),
-                        ("Idempotency-Key", &idempotency_key),
-                        ("X-Webhook-Callback", &callback),
-                    ],
-                    Some(&payload),
-                )
-                .ok();
-                let sample = Sample::of(sent, answer.as_ref());
-                let mut seen = seen.lock().unwrap();
-                seen.writes.push(sample);
-                if let Some(r) = answer.filter(|r| r.status == 202) {
-                    let id = r.json()["id"].as_str().expect("id").to_string();
-                    seen.acknowledged.insert(id, (payload, Instant::now()));
-                    break;
-                }
-                drop(seen);
-                assert!(
-                    Instant::now() < given_up,
-                    "write w{w}-{i} never acknowledged"
-                );
-                // A pause before the next node (a client would wait Retry-After; shorter
-                // here, to see when writes are taken again).
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            std::thread::sleep(WRITE_PAUSE);
-        }
-    })
 }
 
 /// The poll consumer: polls through the nodes in turn from the start until `stop`, keeping
@@ -550,40 +476,6 @@ fn ready_load(
     })
 }
 
-/// A client of each live node, with an agent of its own.
-fn clients(nodes: &BinaryNodes) -> Vec<ServerClient> {
-    nodes
-        .live()
-        .iter()
-        .map(|c| ServerClient::new(c.addr(), nodes.token.clone()))
-        .collect()
-}
-
-/// When the first write sent after `faulted` was acknowledged.
-fn first_ack_after(seen: &Seen, faulted: Instant) -> Option<Instant> {
-    seen.writes
-        .iter()
-        .filter(|s| s.sent > faulted && s.status == 202)
-        .map(|s| s.sent + s.took)
-        .min()
-}
-
-/// Waits until `done`, at most until `deadline`; then fails with `what`.
-fn wait_until(deadline: Instant, what: impl Fn() -> String, done: impl Fn() -> bool) {
-    while !done() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {}",
-            what()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn in_secs(secs: u64) -> Instant {
-    Instant::now() + Duration::from_secs(secs)
-}
-
 /// The figures a run is judged and documented by.
 struct Figures {
     first_ack_after_fault: f64,
@@ -600,10 +492,12 @@ struct Figures {
 }
 
 impl Figures {
-    fn of(seen: &Seen, faulted: Instant, promoting: Instant) -> Figures {
-        let first_ack =
-            first_ack_after(seen, faulted).expect("a write acknowledged after the fault");
-        let mut writes: Vec<Duration> = seen.writes.iter().map(|s| s.took).collect();
+    fn of(seen: &Seen, writes: &Writes, faulted: Instant, promoting: Instant) -> Figures {
+        let first_ack = writes
+            .first_ack_after(faulted, None)
+            .expect("a write acknowledged after the fault");
+        let samples = || writes.samples.iter().map(|(_, s)| s);
+        let mut writes: Vec<Duration> = samples().map(|s| s.took).collect();
         writes.sort();
         let mut ready: Vec<Duration> = seen.ready.iter().map(|(_, s)| s.took).collect();
         ready.sort();
@@ -611,8 +505,8 @@ impl Figures {
         Figures {
             first_ack_after_fault: first_ack.duration_since(faulted).as_secs_f64(),
             first_ack_after_promotion: first_ack.saturating_duration_since(promoting).as_secs_f64(),
-            unavailable: seen.writes.iter().filter(|s| s.status == 503).count(),
-            unanswered: seen.writes.iter().filter(|s| s.status == 0).count(),
+            unavailable: samples().filter(|s| s.status == 503).count(),
+            unanswered: samples().filter(|s| s.status == 0).count(),
             longest_write: writes.last().copied().unwrap_or_default(),
             write_p99: p99(&writes),
             longest_poll: seen.polls.iter().map(|s| s.took).max().unwrap_or_default(),

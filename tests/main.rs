@@ -30,6 +30,7 @@ mod mail;
 mod management;
 mod openapi;
 mod operations;
+mod partition;
 mod payload_fidelity;
 mod permissions;
 mod poll;

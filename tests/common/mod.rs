@@ -9,6 +9,7 @@ pub mod backup;
 pub mod browser;
 pub mod ca;
 pub mod in_process;
+pub mod netns;
 pub mod nodes;
 pub mod postgres;
 pub mod receiver;
@@ -45,7 +46,12 @@ pub fn bin() -> &'static str {
 /// A `Command` for the binary with a clean environment: no inherited
 /// `INTAKE_*` variables, `RUST_LOG=info`.
 pub fn intake_cmd() -> Command {
-    let mut cmd = Command::new(bin());
+    with_test_env(Command::new(bin()))
+}
+
+/// `cmd`, which runs the binary (itself, or through another program such as `ip netns exec`),
+/// with the environment the tests give it: no `INTAKE_*` of the test's own, logs at `info`.
+pub fn with_test_env(mut cmd: Command) -> Command {
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("INTAKE_") {
             cmd.env_remove(k);
@@ -287,7 +293,16 @@ pub fn spawn_serve(
     envs: &[(&str, &str)],
     log: &LogBuffer,
 ) -> ServeProcess {
-    let mut cmd = intake_cmd();
+    spawn_serve_with(intake_cmd(), args, envs, log)
+}
+
+/// [`spawn_serve`] through `cmd`, which runs the binary (from [`with_test_env`]).
+pub fn spawn_serve_with(
+    mut cmd: Command,
+    args: &[&std::ffi::OsStr],
+    envs: &[(&str, &str)],
+    log: &LogBuffer,
+) -> ServeProcess {
     cmd.arg("serve").args(args);
     for (k, v) in envs {
         cmd.env(k, v);

@@ -1,21 +1,34 @@
 //! Intake nodes of one PostgreSQL database, each the binary with a data dir of its own
 //! (`tests/cluster.rs`, `tests/failover.rs`), and what their tests ask of them.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::{LogBuffer, OWNER_EMAIL, ServeProcess, ServerClient, init_with_config, spawn_serve};
+use super::netns::Host;
+use super::{
+    Endpoint, LogBuffer, OWNER_EMAIL, ServeProcess, ServerClient, bin, init_with_config,
+    intake_cmd, spawn_serve_with, with_test_env,
+};
 
 /// The lease of the nodes in these tests: short, so that a killed node is given up quickly.
 pub const LEASE: &str = "3s";
 
 /// The config of a node on `url` with its data dir `data_dir`, plus `extra` TOML.
 pub fn node_config(url: &str, data_dir: &Path, extra: &str) -> String {
+    node_config_on(Ipv4Addr::LOCALHOST, url, data_dir, extra)
+}
+
+/// [`node_config`] for a node listening on `listen`.
+fn node_config_on(listen: Ipv4Addr, url: &str, data_dir: &Path, extra: &str) -> String {
     format!(
-        "listen = \"127.0.0.1:0\"\ndata_dir = {data_dir:?}\n\
+        "listen = \"{listen}:0\"\ndata_dir = {data_dir:?}\n\
          [storage]\nbackend = \"postgres\"\n\
          [storage.postgres]\nurl = {url:?}\ntls = \"disable\"\nlease = \"{LEASE}\"\n\
          [poll]\nhold_back = \"0s\"\n{extra}"
@@ -28,6 +41,27 @@ pub fn sibling_data_dir(first: &Path, dir: &Path) -> PathBuf {
     std::fs::create_dir_all(&data).expect("create data dir");
     std::fs::copy(first.join("master.key"), data.join("master.key")).expect("copy master.key");
     data
+}
+
+/// Where a node runs and how it reaches the database.
+pub struct Placement<'a> {
+    /// The database's URL as the node reaches it.
+    pub url: String,
+    /// The address it listens on.
+    pub listen: Ipv4Addr,
+    /// The host of its own it runs in (`tests/partition.rs`); `None`: the test's own.
+    pub host: Option<&'a Host>,
+}
+
+impl Placement<'_> {
+    /// A node beside the test, on the loopback, reaching the database at `url`.
+    pub fn here(url: &str) -> Placement<'static> {
+        Placement {
+            url: url.to_string(),
+            listen: Ipv4Addr::LOCALHOST,
+            host: None,
+        }
+    }
 }
 
 /// Nodes running the binary on one database.
@@ -51,14 +85,28 @@ impl BinaryNodes {
 
     /// [`BinaryNodes::start`] with `envs` in each node's environment.
     pub fn start_with_env(n: usize, url: &str, extra: &str, envs: &[(&str, &str)]) -> BinaryNodes {
+        BinaryNodes::start_placed(n, extra, envs, |_| Placement::here(url))
+    }
+
+    /// `n` nodes with `extra` config and `envs` in their environment, node `i` where
+    /// `place(i)` says.
+    pub fn start_placed<'a>(
+        n: usize,
+        extra: &str,
+        envs: &[(&str, &str)],
+        place: impl Fn(usize) -> Placement<'a>,
+    ) -> BinaryNodes {
         let dirs: Vec<tempfile::TempDir> = (0..n)
             .map(|_| tempfile::tempdir().expect("tempdir"))
             .collect();
+        let placements: Vec<Placement> = (0..n).map(place).collect();
         let configs: Vec<PathBuf> = dirs
             .iter()
-            .map(|dir| {
+            .zip(&placements)
+            .map(|(dir, placement)| {
                 let config = dir.path().join("intake.toml");
-                let toml = node_config(url, &dir.path().join("data"), extra);
+                let data_dir = dir.path().join("data");
+                let toml = node_config_on(placement.listen, &placement.url, &data_dir, extra);
                 std::fs::write(&config, toml).expect("write config");
                 config
             })
@@ -71,9 +119,15 @@ impl BinaryNodes {
         }
         let nodes = configs
             .iter()
-            .map(|config| {
+            .zip(&placements)
+            .map(|(config, placement)| {
                 let log = LogBuffer::default();
-                let process = spawn_serve(&["--config".as_ref(), config.as_os_str()], envs, &log);
+                let cmd = match placement.host {
+                    Some(host) => with_test_env(host.command(bin().as_ref())),
+                    None => intake_cmd(),
+                };
+                let args = ["--config".as_ref(), config.as_os_str()];
+                let process = spawn_serve_with(cmd, &args, envs, &log);
                 let client = ServerClient::new(process.addr, init.token.clone());
                 Some(BinaryNode {
                     process,
@@ -258,4 +312,144 @@ pub fn assert_gap_free(received: &[String], expected: &BTreeSet<String>) {
         got, sorted,
         "poll returned other ids than those acknowledged"
     );
+}
+
+/// One answer (or its absence) to a request of the test.
+#[derive(Clone, Debug)]
+pub struct Sample {
+    /// When the request was sent.
+    pub sent: Instant,
+    /// How long its answer took (to the agent's timeout when none came).
+    pub took: Duration,
+    /// The status; 0 when no answer came.
+    pub status: u16,
+    pub code: Option<String>,
+    pub retry_after: Option<String>,
+}
+
+impl Sample {
+    pub fn of(sent: Instant, answer: Option<&super::Resp>) -> Sample {
+        Sample {
+            sent,
+            took: sent.elapsed(),
+            status: answer.map_or(0, |r| r.status),
+            code: answer.and_then(super::Resp::error_code),
+            retry_after: answer.and_then(|r| r.header("retry-after").map(str::to_string)),
+        }
+    }
+}
+
+/// A client of each live node, with an agent of its own.
+pub fn clients(nodes: &BinaryNodes) -> Vec<ServerClient> {
+    nodes
+        .live()
+        .iter()
+        .map(|c| ServerClient::new(c.addr(), nodes.token.clone()))
+        .collect()
+}
+
+/// Waits until `done`, at most until `deadline`; then fails with `what`.
+pub fn wait_until(deadline: Instant, what: impl Fn() -> String, done: impl Fn() -> bool) {
+    while !done() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {}",
+            what()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn in_secs(secs: u64) -> Instant {
+    Instant::now() + Duration::from_secs(secs)
+}
+
+/// What the writers of [`write_load`] saw.
+#[derive(Default)]
+pub struct Writes {
+    /// Every answer, with the index of the node that gave it.
+    pub samples: Vec<(usize, Sample)>,
+    /// Record id → (payload, when its 202 came).
+    pub acknowledged: BTreeMap<String, (Value, Instant)>,
+}
+
+impl Writes {
+    /// When the first write sent after `at` was acknowledged, by any node (`node: None`) or
+    /// by node `node`.
+    pub fn first_ack_after(&self, at: Instant, node: Option<usize>) -> Option<Instant> {
+        self.samples
+            .iter()
+            .filter(|(n, s)| s.sent > at && s.status == 202 && node.is_none_or(|i| i == *n))
+            .map(|(_, s)| s.sent + s.took)
+            .min()
+    }
+}
+
+/// Writer `w`: writes one record after another through the nodes in turn, each with its own
+/// `Idempotency-Key` and a caller webhook to `callback`, `pause` apart; a write not
+/// acknowledged is sent again unchanged (the same key) to the next node until it is, as a
+/// client does. Stops after `stop`.
+pub fn write_load(
+    w: usize,
+    nodes: &BinaryNodes,
+    ep: &Endpoint,
+    callback: &str,
+    pause: Duration,
+    writes: &Arc<Mutex<Writes>>,
+    stop: &Arc<AtomicBool>,
+) -> JoinHandle<()> {
+    let clients = clients(nodes);
+    let (slug, key, callback) = (
+        ep.slug.clone(),
+        ep.sandbox_key.clone(),
+        callback.to_string(),
+    );
+    let (writes, stop) = (writes.clone(), stop.clone());
+    std::thread::spawn(move || {
+        let mut turn = w;
+        for i in 0.. {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let payload =
+                json!({"writer": w, "i": i, "note": "naïve ✓", "big": 9007199254740993u64});
+            let idempotency_key = format!("w{w}-{i}");
+            let given_up = Instant::now() + Duration::from_secs(120);
+            loop {
+                let node = turn % clients.len();
+                let client = &clients[node];
+                turn += 1;
+                let sent = Instant::now();
+                let answer = super::try_send_json(
+                    &client.agent,
+                    &format!("{}/api/v1/data/{slug}", client.base_url()),
+                    "POST",
+                    &[
+                        ("Authorization", &format!("Bearer {key}")),
+                        ("Idempotency-Key", &idempotency_key),
+                        ("X-Webhook-Callback", &callback),
+                    ],
+                    Some(&payload),
+                )
+                .ok();
+                let sample = Sample::of(sent, answer.as_ref());
+                let mut writes = writes.lock().unwrap();
+                writes.samples.push((node, sample));
+                if let Some(r) = answer.filter(|r| r.status == 202) {
+                    let id = r.json()["id"].as_str().expect("id").to_string();
+                    writes.acknowledged.insert(id, (payload, Instant::now()));
+                    break;
+                }
+                drop(writes);
+                assert!(
+                    Instant::now() < given_up,
+                    "write w{w}-{i} never acknowledged"
+                );
+                // A pause before the next node (a client would wait Retry-After; shorter
+                // here, to see when writes are taken again).
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            std::thread::sleep(pause);
+        }
+    })
 }

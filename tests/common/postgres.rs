@@ -344,6 +344,18 @@ impl Cluster {
         }
     }
 
+    /// A cluster that also listens on `address` (which must exist when it starts) and lets
+    /// the hosts of `subnet` in, as it does the loopback (`tests/partition.rs`).
+    pub fn start_also_on(address: std::net::Ipv4Addr, subnet: &str) -> Cluster {
+        Cluster::start_with(|dir| {
+            let hba = dir.join("data").join("pg_hba.conf");
+            let mut rules = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+            rules.push_str(&format!("host all all {subnet} trust\n"));
+            std::fs::write(&hba, rules).expect("write pg_hba.conf");
+            vec![format!("listen_addresses=127.0.0.1,{address}")]
+        })
+    }
+
     /// A primary that replicates synchronously to the standbys made of it
     /// ([`Cluster::standby`]): a commit returns once a standby has it on disk.
     pub fn start_primary() -> Cluster {

@@ -66,6 +66,8 @@ pub struct Received {
     pub body: Vec<u8>,
     /// When its body had been read.
     pub at: Instant,
+    /// Where it came from.
+    pub peer: SocketAddr,
 }
 
 impl Received {
@@ -108,7 +110,12 @@ pub struct Receiver {
 impl Receiver {
     /// Listens on an ephemeral loopback port; answers 200 until scripted otherwise.
     pub fn start() -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind receiver");
+        Receiver::start_on(std::net::Ipv4Addr::LOCALHOST)
+    }
+
+    /// [`Receiver::start`] on an ephemeral port of `address`.
+    pub fn start_on(address: std::net::Ipv4Addr) -> Receiver {
+        let listener = TcpListener::bind((address, 0)).expect("bind receiver");
         let addr = listener.local_addr().expect("receiver address");
         let shared = Arc::new(Shared::default());
         let accepting = shared.clone();
@@ -162,8 +169,11 @@ fn serve(stream: TcpStream, shared: &Shared) {
     let Ok(mut writer) = stream.try_clone() else {
         return;
     };
+    let Ok(peer) = stream.peer_addr() else {
+        return;
+    };
     let mut reader = BufReader::new(stream);
-    let Some(request) = read_request(&mut reader) else {
+    let Some(request) = read_request(&mut reader, peer) else {
         return;
     };
     let reply = {
@@ -194,7 +204,7 @@ fn serve(stream: TcpStream, shared: &Shared) {
     let _ = writer.flush();
 }
 
-fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Received> {
+fn read_request(reader: &mut BufReader<TcpStream>, peer: SocketAddr) -> Option<Received> {
     let mut line = String::new();
     reader.read_line(&mut line).ok()?;
     let mut parts = line.split_whitespace();
@@ -224,6 +234,7 @@ fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Received> {
         headers,
         body,
         at: Instant::now(),
+        peer,
     })
 }
 
