@@ -358,7 +358,7 @@ fn a_node_cut_off_from_the_database_refuses_writes_and_the_others_take_over_its_
         );
         let (first, second) = (arrivals[0], arrivals[1]);
         // The first from the cut-off node, sent before a cut (it reaches the receiver at
-        // most a timeout later); the second from another node after that cut began.
+        // most a timeout later).
         let cut = cuts
             .iter()
             .position(|c| first.0 <= c.at + WEBHOOK_TIMEOUT && first.0 + RECEIVER_DELAY >= c.at);
@@ -367,9 +367,12 @@ fn a_node_cut_off_from_the_database_refuses_writes_and_the_others_take_over_its_
             "delivery {id} arrived twice, first from {} at a time no cut explains",
             first.1
         );
-        assert_ne!(
-            second.1, cut_off_address,
-            "delivery {id} sent twice by the cut-off node"
+        // One attempt per claim: the second comes from a claim taken once the first lapsed
+        // (whichever node took it; the first was taken a moment before its attempt arrived).
+        assert!(
+            second.0 >= first.0 + CLAIM_HOLD - Duration::from_secs(1),
+            "delivery {id} sent again {:.2} s after its first attempt, within one claim",
+            (second.0 - first.0).as_secs_f64()
         );
         duplicates[cut.expect("checked")] += 1;
     }

@@ -168,24 +168,20 @@ pub async fn run_schedule(
                 false
             }
         };
-        if !waiting
-            || !crate::domain::jobs::claim(
-                store.as_ref(),
-                "endpoint_purge",
-                clock.now(),
-                SCHEDULE_TICK,
-            )
-        {
+        if !waiting {
             continue;
         }
-        let (store, request_log) = (store.clone(), request_log.clone());
-        let purged = tokio::task::spawn_blocking(move || {
-            purge_deleted(store.as_ref(), request_log.as_ref())
+        let (store, request_log, now) = (store.clone(), request_log.clone(), clock.now());
+        let turn = tokio::task::spawn_blocking(move || {
+            crate::domain::jobs::run(store.as_ref(), "endpoint_purge", now, SCHEDULE_TICK, || {
+                purge_deleted(store.as_ref(), request_log.as_ref())
+            })
         })
         .await;
-        match purged {
-            Ok(Ok(_)) => on_purged(),
-            Ok(Err(err)) => log::error!("endpoint purge failed: {err}"),
+        match turn.map(|turn| turn.ran) {
+            Ok(None) => {}
+            Ok(Some(Ok(_))) => on_purged(),
+            Ok(Some(Err(err))) => log::error!("endpoint purge failed: {err}"),
             Err(err) => log::error!("endpoint purge task failed: {err}"),
         }
     }

@@ -79,22 +79,31 @@ pub async fn run_schedule(
         if now < due {
             continue;
         }
-        due = now.plus(PURGE_EVERY);
-        if !crate::domain::jobs::claim(store.as_ref(), "retention", now, PURGE_EVERY) {
-            continue;
-        }
         let (store, retention) = (store.clone(), retention.clone());
-        let purged =
-            tokio::task::spawn_blocking(move || purge_expired(store.as_ref(), now, &retention))
-                .await;
+        let turn = tokio::task::spawn_blocking(move || {
+            crate::domain::jobs::run(store.as_ref(), "retention", now, PURGE_EVERY, || {
+                purge_expired(store.as_ref(), now, &retention)
+            })
+        })
+        .await;
+        let purged = match turn {
+            Ok(turn) => {
+                due = turn.next;
+                turn.ran
+            }
+            Err(err) => {
+                due = now.plus(PURGE_EVERY);
+                log::error!("retention purge task failed: {err}");
+                None
+            }
+        };
         match purged {
-            Ok(Ok(0)) => {}
-            Ok(Ok(n)) => {
+            None | Some(Ok(0)) => {}
+            Some(Ok(n)) => {
                 log::info!("retention: deleted {n} records past their retention window");
                 on_purged();
             }
-            Ok(Err(err)) => log::error!("retention purge failed: {err}"),
-            Err(err) => log::error!("retention purge task failed: {err}"),
+            Some(Err(err)) => log::error!("retention purge failed: {err}"),
         }
     }
 }

@@ -393,13 +393,13 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     // The periodic tasks stop between two runs, never in the middle of one: their blocking
     // work holds the store, which must be released when `shutdown` returns.
     //
-    // Every node runs them today. On a shared store (several nodes), the expiry sweep and
-    // retention must run on one node at a time (a lease in the store), while each node keeps
-    // flushing its own usage deltas, which add up.
+    // On a shared store (several nodes) the expiry sweep, retention and the purges run on one
+    // node per period (`domain::jobs`), while each node flushes its own usage deltas, which
+    // add up.
     let (stop_periodic, periodic_stopped) = watch::channel(false);
     let ticker = |period| Ticker::new(period, periodic_stopped.clone());
     let periodic = [
-        tokio::spawn(sweep_expired(app.clone(), ticker(EXPIRY_SWEEP))),
+        tokio::spawn(sweep_expired(app.clone(), ticker(jobs::LOOK_AGAIN))),
         tokio::spawn(flush_usage(app.clone(), ticker(USAGE_FLUSH))),
         tokio::spawn(compression::run(
             app.handles.store.clone(),
@@ -627,26 +627,42 @@ pub(crate) fn connection_builder(http: &HttpConfig) -> auto::Builder<TokioExecut
     builder
 }
 
-/// Forgets expired Idempotency-Keys and dashboard sessions.
+/// Forgets expired Idempotency-Keys and dashboard sessions every [`EXPIRY_SWEEP`] (looking
+/// at every tick whether it is due, so that it can take over another node's run).
 async fn sweep_expired(app: Arc<App>, mut ticker: Ticker) {
+    let mut due = app.clock.now();
     while ticker.tick().await {
+        let now = app.clock.now();
+        if now < due {
+            continue;
+        }
         let app = app.clone();
-        let swept = tokio::task::spawn_blocking(move || {
-            let now = app.clock.now();
-            if !jobs::claim(app.store.as_ref(), "expiry_sweep", now, EXPIRY_SWEEP) {
-                return Ok((0, 0));
-            }
-            let keys = purge_expired_idempotency(app.store.as_ref(), now, 10_000)?;
-            let sessions = sessions::purge_expired(app.store.as_ref(), now)?;
-            Ok::<_, crate::domain::error::Error>((keys, sessions))
+        let turn = tokio::task::spawn_blocking(move || {
+            let store = app.store.as_ref();
+            jobs::run(store, "expiry_sweep", now, EXPIRY_SWEEP, || {
+                let keys = purge_expired_idempotency(store, now, 10_000)?;
+                let sessions = sessions::purge_expired(store, now)?;
+                Ok::<_, crate::domain::error::Error>((keys, sessions))
+            })
         })
         .await;
+        let swept = match turn {
+            Ok(turn) => {
+                due = turn.next;
+                turn.ran
+            }
+            Err(err) => {
+                due = now.plus(EXPIRY_SWEEP);
+                log::error!("expiry sweep task failed: {err}");
+                None
+            }
+        };
         match swept {
-            Ok(Ok((keys, sessions))) => {
+            None => {}
+            Some(Ok((keys, sessions))) => {
                 log::debug!("forgot {keys} expired idempotency keys and {sessions} sessions")
             }
-            Ok(Err(err)) => log::error!("expiry sweep failed: {err}"),
-            Err(err) => log::error!("expiry sweep task failed: {err}"),
+            Some(Err(err)) => log::error!("expiry sweep failed: {err}"),
         }
     }
 }

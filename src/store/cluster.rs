@@ -23,6 +23,17 @@ use std::time::Duration;
 use crate::core::clock::Timestamp;
 use crate::store::StoreError;
 
+/// What [`ClusterStore::claim_job`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JobClaim {
+    /// The run is this node's.
+    Claimed,
+    /// Another node has run it this period, or this node has.
+    NotDue,
+    /// Another node's run is under way (its lease is live).
+    Held,
+}
+
 /// The failed-login limits (`[accounts]`), as the shared count applies them.
 #[derive(Clone, Copy, Debug)]
 pub struct LoginLimits {
@@ -46,10 +57,21 @@ pub trait ClusterStore: Send + Sync {
     /// while the mark it published is up to a heartbeat old.
     fn visibility_floor(&self) -> Result<Option<Timestamp>, StoreError>;
 
-    /// Claims the run of the periodic job `name` that is due at `now`: `true` for one node per
-    /// `period` across the cluster, `false` for the others (and until the period has passed).
-    /// Times are the nodes' own (the injected clock), as for every schedule.
-    fn claim_job(&self, name: &str, now: Timestamp, period: Duration) -> Result<bool, StoreError>;
+    /// Claims the run of the periodic job `name` that is due at `now`, for one node per
+    /// `period` across the cluster; the run is this node's until [`ClusterStore::finish_job`].
+    /// A run whose node's lease lapsed before it finished is taken over by the next node to
+    /// ask, whatever the period. Times are the nodes' own (the injected clock), as for every
+    /// schedule.
+    fn claim_job(
+        &self,
+        name: &str,
+        now: Timestamp,
+        period: Duration,
+    ) -> Result<JobClaim, StoreError>;
+
+    /// Ends this node's run of `name`: `false` when it was no longer this node's (its lease
+    /// lapsed and another node took the run over).
+    fn finish_job(&self, name: &str) -> Result<bool, StoreError>;
 
     /// Claims the pending webhook delivery `id` for this node for `hold` (its attempt and the
     /// commit of its outcome): `false` when another node holds it. A node that dies with a

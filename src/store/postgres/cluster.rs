@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::{PgStore, PgTx, big, micros};
 use crate::core::clock::Timestamp;
 use crate::store::StoreError;
-use crate::store::cluster::{ClusterStore, LoginLimits};
+use crate::store::cluster::{ClusterStore, JobClaim, LoginLimits};
 
 /// This node's current membership: its row in `nodes`, and the time its creates must be
 /// stamped after (its clock when it joined).
@@ -142,16 +142,50 @@ impl ClusterStore for PgStore {
         Ok(floor.map(Timestamp))
     }
 
-    fn claim_job(&self, name: &str, now: Timestamp, period: Duration) -> Result<bool, StoreError> {
-        let next = micros(now.plus(period));
+    fn claim_job(
+        &self,
+        name: &str,
+        now: Timestamp,
+        period: Duration,
+    ) -> Result<JobClaim, StoreError> {
+        let Some(node) = self.membership() else {
+            return Ok(JobClaim::NotDue);
+        };
+        // Due and no run under way (this node's own earlier run is over: it asks only once
+        // that has ended), or a run whose node is no longer live.
         let claimed = self.statement(
-            "INSERT INTO jobs (name, next_run) VALUES ($1, $2)
-             ON CONFLICT (name) DO UPDATE SET next_run = EXCLUDED.next_run
-             WHERE jobs.next_run <= $3
+            "INSERT INTO jobs (name, next_run, holder) VALUES ($1, $2, $4)
+             ON CONFLICT (name) DO UPDATE SET next_run = EXCLUDED.next_run, holder = $4
+             WHERE CASE
+                 WHEN jobs.holder IS NULL OR jobs.holder = $4 THEN jobs.next_run <= $3
+                 ELSE NOT EXISTS (
+                     SELECT 1 FROM nodes WHERE id = jobs.holder AND lease_until > now())
+             END
              RETURNING name",
-            &[&name, &next, &micros(now)],
+            &[&name, &micros(now.plus(period)), &micros(now), &node.id],
         )?;
-        Ok(!claimed.is_empty())
+        if !claimed.is_empty() {
+            return Ok(JobClaim::Claimed);
+        }
+        let held = self.statement(
+            "SELECT 1 FROM jobs WHERE name = $1 AND holder IS NOT NULL AND holder <> $2",
+            &[&name, &node.id],
+        )?;
+        Ok(match held.is_empty() {
+            true => JobClaim::NotDue,
+            false => JobClaim::Held,
+        })
+    }
+
+    fn finish_job(&self, name: &str) -> Result<bool, StoreError> {
+        let Some(node) = self.membership() else {
+            return Ok(false);
+        };
+        let finished = self.statement(
+            "UPDATE jobs SET holder = NULL WHERE name = $1 AND holder = $2 RETURNING name",
+            &[&name, &node.id],
+        )?;
+        Ok(!finished.is_empty())
     }
 
     fn claim_delivery(&self, id: u64, hold: Duration) -> Result<bool, StoreError> {
@@ -299,7 +333,7 @@ mod tests {
     use super::super::{PgTx, test_store};
     use crate::core::clock::Timestamp;
     use crate::store::Store;
-    use crate::store::cluster::{ClusterStore, LoginLimits};
+    use crate::store::cluster::{ClusterStore, JobClaim, LoginLimits};
 
     const SECOND: i64 = 1_000_000;
 
@@ -387,14 +421,84 @@ mod tests {
     fn a_periodic_job_is_claimed_once_per_period_across_nodes() {
         let store = test_store();
         let other = super::super::PgStore::open(&store_config(&store)).unwrap();
+        for node in [&store, &other] {
+            node.publish_low_water(Timestamp(0), Timestamp(0)).unwrap();
+        }
         let hour = Duration::from_secs(3600);
         let t = |s: i64| Timestamp(s * SECOND);
-        assert!(store.claim_job("sweep", t(1000), hour).unwrap());
-        assert!(!other.claim_job("sweep", t(1001), hour).unwrap());
-        assert!(!store.claim_job("sweep", t(1000 + 3599), hour).unwrap());
-        assert!(other.claim_job("sweep", t(1000 + 3600), hour).unwrap());
+        assert_eq!(
+            store.claim_job("sweep", t(1000), hour).unwrap(),
+            JobClaim::Claimed
+        );
+        assert_eq!(
+            other.claim_job("sweep", t(1001), hour).unwrap(),
+            JobClaim::Held
+        );
+        assert!(store.finish_job("sweep").unwrap());
+        assert_eq!(
+            other.claim_job("sweep", t(1002), hour).unwrap(),
+            JobClaim::NotDue
+        );
+        assert_eq!(
+            store.claim_job("sweep", t(1000 + 3599), hour).unwrap(),
+            JobClaim::NotDue
+        );
+        assert_eq!(
+            other.claim_job("sweep", t(1000 + 3600), hour).unwrap(),
+            JobClaim::Claimed
+        );
         // Another job has its own schedule.
-        assert!(store.claim_job("retention", t(1001), hour).unwrap());
+        assert_eq!(
+            store.claim_job("retention", t(1001), hour).unwrap(),
+            JobClaim::Claimed
+        );
+    }
+
+    #[test]
+    fn a_run_whose_node_lost_its_lease_is_taken_over_once_and_its_node_is_fenced() {
+        let store = test_store();
+        let other = super::super::PgStore::open(&store_config(&store)).unwrap();
+        for node in [&store, &other] {
+            node.publish_low_water(Timestamp(0), Timestamp(0)).unwrap();
+        }
+        let hour = Duration::from_secs(3600);
+        let t = |s: i64| Timestamp(s * SECOND);
+        assert_eq!(
+            store.claim_job("sweep", t(1000), hour).unwrap(),
+            JobClaim::Claimed
+        );
+        // Its node cut off: the lease lapses, and the next node to ask takes the run over,
+        // although the period has not passed.
+        lapse(&store);
+        assert_eq!(
+            other.claim_job("sweep", t(1010), hour).unwrap(),
+            JobClaim::Claimed
+        );
+        // Back, the first node rejoins under a new lease: the run is not its any more, and
+        // it cannot claim it again this period.
+        store
+            .publish_low_water(Timestamp(20 * SECOND), Timestamp(20 * SECOND))
+            .unwrap();
+        assert!(!store.finish_job("sweep").unwrap(), "fenced");
+        assert_eq!(
+            store.claim_job("sweep", t(1020), hour).unwrap(),
+            JobClaim::Held
+        );
+        assert!(other.finish_job("sweep").unwrap());
+        assert_eq!(
+            store.claim_job("sweep", t(1030), hour).unwrap(),
+            JobClaim::NotDue
+        );
+        // A run that ended without its finish being recorded (its node lost the database
+        // for less than a lease) is its own node's to claim again next period.
+        assert_eq!(
+            other.claim_job("sweep", t(1010 + 3600), hour).unwrap(),
+            JobClaim::Claimed
+        );
+        assert_eq!(
+            other.claim_job("sweep", t(1010 + 7200), hour).unwrap(),
+            JobClaim::Claimed
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (1, include_str!("migrations/0001_initial.sql")),
     (2, include_str!("migrations/0002_subscription_pace.sql")),
     (3, include_str!("migrations/0003_record_events.sql")),
+    (4, include_str!("migrations/0004_job_holder.sql")),
 ];
 
 /// The advisory lock key the migrating node holds (`intake` in ASCII).

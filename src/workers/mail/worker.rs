@@ -114,15 +114,16 @@ pub(crate) fn run(store: &dyn Store, clock: &dyn Clock, sender: Option<&Sender>,
             });
         }
         if next_purge <= now {
-            next_purge = now.plus(PURGE_EVERY);
-            if crate::domain::jobs::claim(store, "outbox_purge", now, PURGE_EVERY) {
-                match store.purge_mail(now.minus(KEEP_FINISHED)) {
-                    Ok(0) => {}
-                    Ok(n) => {
-                        log::info!("mail: purged {n} sent or failed e-mails older than 30 days")
-                    }
-                    Err(err) => log::error!("mail: purge failed: {err}"),
+            let turn = crate::domain::jobs::run(store, "outbox_purge", now, PURGE_EVERY, || {
+                store.purge_mail(now.minus(KEEP_FINISHED))
+            });
+            next_purge = turn.next;
+            match turn.ran {
+                None | Some(Ok(0)) => {}
+                Some(Ok(n)) => {
+                    log::info!("mail: purged {n} sent or failed e-mails older than 30 days")
                 }
+                Some(Err(err)) => log::error!("mail: purge failed: {err}"),
             }
         }
         match signal.wait(TICK) {
