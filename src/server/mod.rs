@@ -145,15 +145,26 @@ fn request_log_cache_bytes(cache_mb: usize) -> usize {
     (cache_mb / 8).clamp(2, 8) * 1024 * 1024
 }
 
-/// The after-commit path of this node: wakes its workers and clears its access cache.
+/// The after-commit path of this node, for every writer: wakes its workers and change
+/// streams and clears its access cache.
 struct Wakers {
     mailer: Mailer,
     dispatcher: Dispatcher,
     access_cache: AccessCache,
+    /// The search index's indexer; `None` when the store searches itself (PostgreSQL).
+    indexer: Option<Arc<search::Notifier>>,
+    streams: Streams,
 }
 
 impl AfterCommit for Wakers {
     fn committed(&self, effects: Effects) {
+        if !effects.records_changed.is_empty() {
+            // The commit appended to the change log the indexer follows.
+            if let Some(indexer) = &self.indexer {
+                indexer.changed();
+            }
+            self.streams.committed(&effects.records_changed);
+        }
         if effects.access_changed {
             self.access_cache.invalidate();
         }
@@ -310,12 +321,23 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     let (mailer, mail_thread) =
         Mailer::start(store.clone(), config.smtp.clone(), clock.clone()).map_err(spawn_err)?;
     let dispatcher = Dispatcher::default();
+    let streams = Streams::new(StreamParts {
+        store: store.clone(),
+        clock: clock.clone(),
+        settings: config.stream.clone(),
+        max_total: config.stream.total_cap(config.http.max_connections),
+        metrics: metrics.clone(),
+        access_changes: access_cache.changes(),
+        error_code: crate::http::error::service_code,
+    });
     let wakers = Arc::new(Wakers {
         mailer: mailer.clone(),
         dispatcher: dispatcher.clone(),
         access_cache: access_cache.clone(),
+        indexer: indexer.clone(),
+        streams: streams.clone(),
     });
-    let handles = Handles::new(store.clone(), clock.clone(), wakers.clone());
+    let handles = Handles::new(store.clone(), clock.clone(), wakers);
     let dispatch_threads = dispatcher
         .start(
             DispatchParts {
@@ -328,28 +350,8 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
             &config.webhooks,
         )
         .map_err(spawn_err)?;
-    let streams = Streams::new(StreamParts {
-        store: store.clone(),
-        clock: clock.clone(),
-        settings: config.stream.clone(),
-        max_total: config.stream.total_cap(config.http.max_connections),
-        metrics: metrics.clone(),
-        access_changes: access_cache.changes(),
-        error_code: crate::http::error::service_code,
-    });
-    let (ingest, writer) = ingest::start(store.clone(), metrics.clone(), telemetry.clone(), {
-        let (indexer, wakers, streams) = (indexer.clone(), wakers.clone(), streams.clone());
-        // Each commit appends to the change log the indexer follows; what else it requires
-        // takes the after-commit path of every write.
-        Box::new(move |effects, partitions| {
-            if let Some(indexer) = &indexer {
-                indexer.changed();
-            }
-            streams.committed(partitions);
-            wakers.committed(effects);
-        })
-    })
-    .map_err(spawn_err)?;
+    let (ingest, writer) =
+        ingest::start(handles.clone(), metrics.clone(), telemetry.clone()).map_err(spawn_err)?;
     let log_store = open_request_log(&config)?;
     let (request_log, log_thread) = RequestLog::start(
         log_store.clone(),
@@ -406,32 +408,14 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
             ticker(compression::CHECK_EVERY),
         )),
         tokio::spawn(endpoint_deletion::run_schedule(
-            app.handles.store.clone(),
+            app.handles.clone(),
             log_store,
-            app.clock.clone(),
             ticker(endpoint_deletion::SCHEDULE_TICK),
-            {
-                let indexer = indexer.clone();
-                move || {
-                    if let Some(indexer) = &indexer {
-                        indexer.changed();
-                    }
-                }
-            },
         )),
         tokio::spawn(retention::run_schedule(
-            app.handles.store.clone(),
-            app.clock.clone(),
+            app.handles.clone(),
             app.config.retention.clone(),
             ticker(retention::SCHEDULE_TICK),
-            {
-                let indexer = indexer.clone();
-                move || {
-                    if let Some(indexer) = &indexer {
-                        indexer.changed();
-                    }
-                }
-            },
         )),
     ];
     let done = tokio::spawn({
