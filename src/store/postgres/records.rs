@@ -406,29 +406,13 @@ impl<'w> Batch<'w> {
                 let created_at = id.created_at();
                 if let Some(claim) = idempotency {
                     let key = (*partition, claim.key.clone());
-                    // A claim is forgotten once its TTL has passed (the create below replaces
-                    // it); a fresh one answers for the create.
+                    // The claim this batch made for the key, else the database's; the create
+                    // below replaces an expired one (the upsert at the end).
                     let held = self.new_claims.get(&key).or_else(|| self.claims.get(&key));
-                    if let Some(held) = held
-                        && held.created_at.plus(claim.ttl) > created_at
-                    {
-                        if held.payload_hash != claim.payload_hash {
-                            return Ok(WriteOutcome::IdempotencyConflict);
-                        }
-                        let id = RecordId::parse(&held.record_id).ok_or_else(|| {
-                            StoreError::Corrupt("record id in an idempotency row".into())
-                        })?;
-                        return Ok(WriteOutcome::Replayed {
-                            id,
-                            created_at: held.created_at,
-                        });
+                    if let Some(answer) = claim.answer(held, created_at)? {
+                        return Ok(answer);
                     }
-                    let row = IdempotencyRow {
-                        payload_hash: claim.payload_hash.clone(),
-                        record_id: id.to_string(),
-                        created_at,
-                    };
-                    self.new_claims.insert(key, row);
+                    self.new_claims.insert(key, claim.held_for(*id, created_at));
                 }
                 self.changed
                     .insert((*partition, id.0), Some((created_at, payload.as_slice())));
