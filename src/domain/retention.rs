@@ -13,8 +13,8 @@ use std::time::Duration;
 use crate::core::clock::Timestamp;
 use crate::core::config::RetentionConfig;
 use crate::core::ticker::Ticker;
-use crate::domain::records::first_id_at;
 use crate::domain::handles::Handles;
+use crate::domain::records::first_id_at;
 use crate::store::{Effects, Environment, Store, StoreError, partition_environment};
 
 /// How often (by the server's clock) the purge runs.

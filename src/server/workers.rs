@@ -14,6 +14,7 @@ use crate::core::clock::SharedClock;
 use crate::core::config::Config;
 use crate::core::crypto::Sealer;
 use crate::core::metrics::Metrics;
+use crate::core::telemetry::ExporterThread;
 use crate::core::telemetry::Telemetry;
 use crate::core::ticker::Ticker;
 use crate::domain::endpoints::AccessCache;
@@ -28,13 +29,12 @@ use crate::http::app::App;
 use crate::store::request_log::RequestLogStore;
 use crate::store::{Effects, Store};
 use crate::workers::cluster::{self, Heartbeat};
+use crate::workers::compression;
 use crate::workers::ingest::{self, WriterThread};
 use crate::workers::mail::{MailThread, Mailer};
 use crate::workers::request_log::{LogThread, RequestLog};
 use crate::workers::search::{self, IndexerThread, Notifier};
 use crate::workers::webhooks::dispatch::{DispatchParts, DispatchThreads, Dispatcher};
-use crate::core::telemetry::ExporterThread;
-use crate::workers::compression;
 
 /// What the app is built from: the workers' handles the requests use.
 pub struct Running {

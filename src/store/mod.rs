@@ -29,6 +29,8 @@ pub mod backup;
 pub mod changes;
 pub mod cluster;
 pub mod compression;
+#[cfg(test)]
+pub(crate) mod conformance;
 pub mod endpoints;
 pub mod events;
 pub mod mail;

@@ -25,9 +25,9 @@ use std::time::{Duration, SystemTime};
 
 use crate::core::metrics::Metrics;
 use crate::core::telemetry::{Span, SpanKind, Telemetry};
+use crate::domain::handles::Handles;
 use crate::domain::ingest::{self, Ingest, Message, Queue, Reply, Write};
 use crate::store::records::Change;
-use crate::domain::handles::Handles;
 use crate::store::{Effects, StoreError};
 
 /// How many writes one transaction takes at most.

@@ -664,11 +664,6 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn move_due_lists_a_delivery_once() {
-        crate::store::webhooks::conformance::move_due_lists_a_delivery_once(&test_store());
-    }
-
-    #[test]
     fn the_due_list_is_in_order_up_to_now_and_wraps_around() {
         let store = test_store();
         let (_, effects) = store

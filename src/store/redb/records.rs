@@ -47,8 +47,13 @@ impl<T: Tables> RecordsRead for T {
         visit: &mut dyn FnMut(RecordRef<'_>) -> Result<(), StoreError>,
     ) -> Result<bool, StoreError> {
         let records = self.open(RECORDS)?;
-        let key = |bound: Bound<u128>| bound.map(|id| (partition, id));
-        let range = records.range::<(u64, u128)>((key(ids.0), key(ids.1)))?;
+        // The keys are (partition, id): an unbounded end is the partition's first or last id,
+        // never the next partition's records.
+        let key = |bound: Bound<u128>, end: u128| match bound {
+            Bound::Unbounded => Bound::Included((partition, end)),
+            bound => bound.map(|id| (partition, id)),
+        };
+        let range = records.range::<(u64, u128)>((key(ids.0, 0), key(ids.1, u128::MAX)))?;
         match order {
             ScanOrder::OldestFirst => visit_page(self.codec(), range, limit, visit),
             ScanOrder::NewestFirst => visit_page(self.codec(), range.rev(), limit, visit),
@@ -362,10 +367,11 @@ impl<'txn> BatchTables<'txn> {
         claim: &IdempotencyClaim,
         now: Timestamp,
     ) -> Result<Option<WriteOutcome>, StoreError> {
-        let held: Option<IdempotencyRow> = match self.idempotency.get((partition, claim.key.as_str()))? {
-            Some(v) => Some(from_json(v.value())?),
-            None => None,
-        };
+        let held: Option<IdempotencyRow> =
+            match self.idempotency.get((partition, claim.key.as_str()))? {
+                Some(v) => Some(from_json(v.value())?),
+                None => None,
+            };
         let answer = claim.answer(held.as_ref(), now)?;
         if let (None, Some(expired)) = (&answer, &held) {
             self.idempotency_expiry.remove((

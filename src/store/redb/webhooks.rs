@@ -312,13 +312,3 @@ fn finish(row: &mut DeliveryRow, state: DeliveryState, at: Timestamp) {
 }
 
 impl WebhooksStore for RedbStore {}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn move_due_lists_a_delivery_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = super::RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap();
-        crate::store::webhooks::conformance::move_due_lists_a_delivery_once(&store);
-    }
-}

@@ -44,11 +44,7 @@ impl Bench {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("runtime");
-        let handles = Handles::new(
-            store.clone(),
-            Arc::new(SystemClock),
-            Arc::new(Unattended),
-        );
+        let handles = Handles::new(store.clone(), Arc::new(SystemClock), Arc::new(Unattended));
         let (ingest, writer) =
             ingest::start(handles, Arc::new(Metrics::default()), Default::default())
                 .expect("ingest writer");
