@@ -611,7 +611,9 @@ mod tests {
     use super::super::webhooks::tests::two_nodes;
     use super::super::{PgStore, PgTx, test_node};
     use crate::core::clock::Timestamp;
-    use crate::store::conformance::{OwnerHooks, apply, create, create_keyed, ids, replace, rid};
+    use crate::store::conformance::records::{
+        OwnerHooks, apply, create, create_keyed, ids, replace, rid,
+    };
     use crate::store::records::{
         BatchWrite, IdempotencyClaim, RecordWrite, RecordsStore, WriteOutcome, searchable_text,
     };

@@ -1,8 +1,5 @@
-//! The store's contract, checked the same way on every backend: each function here states one
-//! rule of the seam's traits against a fresh store, and [`conformance_tests!`] runs them all
-//! as tests of a backend (`store::redb`'s and `store::postgres`'s tests each invoke it once).
-//! A rule a backend must keep goes here, not into one backend's own tests, which keep only
-//! what is that backend's own (its SQL, its files, several nodes at once).
+//! Records: the ingest batch (idempotency, deliveries), pages, scans and purges
+//! (`store::records`), and the due list (`store::webhooks`).
 
 use std::ops::{Bound, ControlFlow};
 use std::time::Duration;
@@ -19,66 +16,6 @@ use crate::store::{
     WebhookSettingsRow, write,
 };
 
-/// Every check of this module as a `#[test]` of the backend that `$make` (an expression
-/// giving a fresh store, something that dereferences to one) opens.
-macro_rules! conformance_tests {
-    ($make:expr) => {
-        #[test]
-        fn a_batch_applies_its_writes_in_order_seeing_its_own() {
-            let store = $make;
-            $crate::store::conformance::a_batch_applies_its_writes_in_order_seeing_its_own(&*store);
-        }
-
-        #[test]
-        fn an_expired_claim_is_forgotten_and_replaced() {
-            let store = $make;
-            $crate::store::conformance::an_expired_claim_is_forgotten_and_replaced(&*store);
-        }
-
-        #[test]
-        fn applied_writes_get_their_deliveries_in_the_commit() {
-            let store = $make;
-            $crate::store::conformance::applied_writes_get_their_deliveries_in_the_commit(&*store);
-        }
-
-        #[test]
-        fn record_page_keeps_its_bounds_order_and_more() {
-            let store = $make;
-            $crate::store::conformance::record_page_keeps_its_bounds_order_and_more(&*store);
-        }
-
-        #[test]
-        fn record_partitions_are_listed_once_in_order() {
-            let store = $make;
-            $crate::store::conformance::record_partitions_are_listed_once_in_order(&*store);
-        }
-
-        #[test]
-        fn visit_newest_first_reads_in_chunks_until_the_visitor_stops() {
-            let store = $make;
-            $crate::store::conformance::visit_newest_first_reads_in_chunks_until_the_visitor_stops(&*store);
-        }
-
-        #[test]
-        fn visit_records_follows_the_given_order_until_the_visitor_stops() {
-            let store = $make;
-            $crate::store::conformance::visit_records_follows_the_given_order_until_the_visitor_stops(&*store);
-        }
-
-        #[test]
-        fn purge_partition_before_takes_the_oldest_first_within_its_bounds() {
-            let store = $make;
-            $crate::store::conformance::purge_partition_before_takes_the_oldest_first_within_its_bounds(&*store);
-        }
-
-        #[test]
-        fn move_due_lists_a_delivery_once() {
-            let store = $make;
-            $crate::store::conformance::move_due_lists_a_delivery_once(&*store);
-        }
-    };
-}
-pub(crate) use conformance_tests;
 
 /// A delivery to the owner's webhook for every change of a partition that has one.
 pub(crate) struct OwnerHooks;
