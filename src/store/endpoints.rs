@@ -93,7 +93,8 @@ pub trait EndpointsWrite {
     /// Deletes an invitation and its link token's hash.
     fn delete_invitation(&mut self, id: u64, token_hash: &[u8; 32]) -> Result<(), StoreError>;
 
-    /// Replaces an invitation's row (its token never changes).
+    /// Replaces an invitation's row (its token never changes); one never inserted is refused
+    /// (`Corrupt`).
     fn put_invitation(&mut self, row: &InvitationRow) -> Result<(), StoreError>;
 
     /// Appends an audit entry of `endpoint_id` (its id from [`crate::store::IdKind::Audit`]).

@@ -18,7 +18,6 @@ pub(crate) fn account(id: u64, email: &str) -> AccountRow {
     }
 }
 
-
 pub(crate) fn token(account_id: u64, name: &str) -> TokenRow {
     TokenRow {
         account_id,
@@ -27,7 +26,6 @@ pub(crate) fn token(account_id: u64, name: &str) -> TokenRow {
     }
 }
 
-
 pub(crate) fn session(account_id: u64, expires_at: i64) -> SessionRow {
     SessionRow {
         account_id,
@@ -35,7 +33,6 @@ pub(crate) fn session(account_id: u64, expires_at: i64) -> SessionRow {
         expires_at: Timestamp(expires_at),
     }
 }
-
 
 pub(crate) fn notification(id: u64, message: &str) -> NotificationRow {
     NotificationRow {
@@ -48,11 +45,9 @@ pub(crate) fn notification(id: u64, message: &str) -> NotificationRow {
     }
 }
 
-
 pub(crate) fn access_counter(store: &dyn Store) -> u64 {
     store.read().unwrap().access_version().unwrap()
 }
-
 
 pub(crate) fn insert_accounts(store: &dyn Store, emails: &[&str]) -> Vec<u64> {
     let (ids, _) = write(store, |tx| {
@@ -67,7 +62,6 @@ pub(crate) fn insert_accounts(store: &dyn Store, emails: &[&str]) -> Vec<u64> {
     .unwrap();
     ids
 }
-
 
 pub fn accounts_are_found_by_id_and_email_and_paged_oldest_first(store: &dyn Store) {
     assert!(!store.read().unwrap().any_account().unwrap());
@@ -96,8 +90,9 @@ pub fn accounts_are_found_by_id_and_email_and_paged_oldest_first(store: &dyn Sto
     assert_eq!(page(u64::MAX, 10), Vec::<u64>::new());
 }
 
-
-pub fn account_writes_report_access_changed_and_bump_the_counter_once_per_commit(store: &dyn Store) {
+pub fn account_writes_report_access_changed_and_bump_the_counter_once_per_commit(
+    store: &dyn Store,
+) {
     let before = access_counter(store);
     let ids = insert_accounts(store, &["a@x.test"]);
     assert_eq!(access_counter(store), before + 1);
@@ -130,7 +125,6 @@ pub fn account_writes_report_access_changed_and_bump_the_counter_once_per_commit
     assert!(!effects.access_changed);
     assert_eq!(access_counter(store), before + 2);
 }
-
 
 pub fn tokens_are_found_by_hash_and_by_account(store: &dyn Store) {
     write(store, |tx| {
@@ -165,7 +159,6 @@ pub fn tokens_are_found_by_hash_and_by_account(store: &dyn Store) {
     assert!(read.token(&[1; 32]).unwrap().is_none());
     assert_eq!(read.tokens(1).unwrap().len(), 1);
 }
-
 
 pub fn sessions_end_one_by_one_by_account_and_by_expiry(store: &dyn Store) {
     write(store, |tx| {
@@ -210,7 +203,6 @@ pub fn sessions_end_one_by_one_by_account_and_by_expiry(store: &dyn Store) {
     assert_eq!(alive(store), Vec::<u8>::new());
 }
 
-
 pub fn notifications_are_listed_newest_first_per_account(store: &dyn Store) {
     write(store, |tx| {
         tx.put_notification(1, &notification(1, "one"))?;
@@ -236,7 +228,6 @@ pub fn notifications_are_listed_newest_first_per_account(store: &dyn Store) {
     assert_eq!(read.notifications(2).unwrap().len(), 1);
     assert!(read.notifications(3).unwrap().is_empty());
 }
-
 
 pub fn concurrent_sign_ups_under_one_email_make_one_account(store: &dyn Store) {
     for round in 0..5 {

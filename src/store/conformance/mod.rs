@@ -6,6 +6,8 @@
 //! several nodes at once).
 
 pub mod accounts;
+pub mod endpoints;
+pub mod mail;
 pub mod records;
 
 /// Every check of the modules above as a `#[test]` of the backend that `$make` opens (an
@@ -41,6 +43,46 @@ macro_rules! conformance_tests {
         fn accounts_concurrent_sign_ups_under_one_email_make_one_account() {
             let store = $make;
             $crate::store::conformance::accounts::concurrent_sign_ups_under_one_email_make_one_account(&*store);
+        }
+        #[test]
+        fn endpoints_endpoints_are_found_by_id_slug_owner_and_collaborator() {
+            let store = $make;
+            $crate::store::conformance::endpoints::endpoints_are_found_by_id_slug_owner_and_collaborator(&*store);
+        }
+        #[test]
+        fn endpoints_access_writes_report_access_changed_and_bump_the_counter() {
+            let store = $make;
+            $crate::store::conformance::endpoints::access_writes_report_access_changed_and_bump_the_counter(&*store);
+        }
+        #[test]
+        fn endpoints_api_keys_and_collaborators_are_stored_and_deleted() {
+            let store = $make;
+            $crate::store::conformance::endpoints::api_keys_and_collaborators_are_stored_and_deleted(&*store);
+        }
+        #[test]
+        fn endpoints_invitations_are_found_by_id_token_and_endpoint_newest_first() {
+            let store = $make;
+            $crate::store::conformance::endpoints::invitations_are_found_by_id_token_and_endpoint_newest_first(&*store);
+        }
+        #[test]
+        fn endpoints_audit_pages_go_newest_first_below_before() {
+            let store = $make;
+            $crate::store::conformance::endpoints::audit_pages_go_newest_first_below_before(&*store);
+        }
+        #[test]
+        fn endpoints_concurrent_access_changes_all_bump_the_counter() {
+            let store = $make;
+            $crate::store::conformance::endpoints::concurrent_access_changes_all_bump_the_counter(&*store);
+        }
+        #[test]
+        fn mail_mail_pages_go_newest_first_and_the_queue_oldest_first() {
+            let store = $make;
+            $crate::store::conformance::mail::mail_pages_go_newest_first_and_the_queue_oldest_first(&*store);
+        }
+        #[test]
+        fn mail_purges_remove_finished_mail_created_before_the_cutoff_in_chunks() {
+            let store = $make;
+            $crate::store::conformance::mail::purges_remove_finished_mail_created_before_the_cutoff_in_chunks(&*store);
         }
         #[test]
         fn records_a_batch_applies_its_writes_in_order_seeing_its_own() {

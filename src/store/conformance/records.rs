@@ -16,7 +16,6 @@ use crate::store::{
     WebhookSettingsRow, write,
 };
 
-
 /// A delivery to the owner's webhook for every change of a partition that has one.
 pub(crate) struct OwnerHooks;
 
