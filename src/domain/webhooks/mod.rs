@@ -28,6 +28,8 @@
 pub mod deliveries;
 pub mod health;
 pub mod log;
+pub mod outcomes;
+pub mod policy;
 pub mod recovery;
 pub mod secrets;
 pub mod signing;

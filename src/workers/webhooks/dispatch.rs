@@ -75,37 +75,26 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::pacing::{Pacing, SubscriptionKey, pace};
-use super::send::{Exchange, Sender};
-use crate::core::clock::{MICROS_PER_SECOND, Timestamp};
+use super::send::Sender;
+use crate::core::clock::Timestamp;
 use crate::core::config::WebhooksConfig;
 use crate::core::crypto::Sealer;
 use crate::core::ids::RecordId;
 use crate::core::metrics::Metrics;
 use crate::core::telemetry::{Span, SpanKind, Telemetry};
 use crate::core::trace::TraceContext;
-use crate::domain::error::{Error, Result};
+use crate::domain::error::Result;
 use crate::domain::handles::Handles;
-use crate::domain::mail::{self, OutgoingMail};
-use crate::domain::webhooks::health::{self, Breaker, SubscriptionAttempt};
-use crate::domain::webhooks::{deliveries, recovery, secrets, signing, subscriptions};
-use crate::store::webhooks::{AfterAttempt, AttemptOutcome, DueDelivery};
+use crate::domain::webhooks::health::{Breaker, SubscriptionAttempt};
+use crate::domain::webhooks::outcomes::{self, Attempt, Outcome};
+use crate::domain::webhooks::policy::{Exchange, Verdict, verdict};
+use crate::domain::webhooks::signing::{Message, redacted};
+use crate::domain::webhooks::{recovery, secrets};
+use crate::store::webhooks::{AttemptOutcome, DueDelivery};
 use crate::store::{
-    AttemptRow, DeliveryRow, DeliveryState, Environment, ReadTx, WebhookKind, WebhookSettingsRow,
-    WriteTx, partition_endpoint, partition_environment,
+    DeliveryRow, DeliveryState, ReadTx, WebhookKind, WebhookSettingsRow, partition_endpoint,
 };
 
-/// Waits after the 1st, 2nd… failed attempt of a budget (the spec's retry schedule).
-pub const RETRY_DELAYS: [Duration; 5] = [
-    Duration::from_secs(30),
-    Duration::from_secs(120),
-    Duration::from_secs(600),
-    Duration::from_secs(3600),
-    Duration::from_secs(4 * 3600),
-];
-/// The `User-Agent` of every delivery; receivers may allowlist the `svc-Webhook/` prefix.
-pub const USER_AGENT: &str = concat!("svc-Webhook/", env!("CARGO_PKG_VERSION"));
-/// What the attempt log shows instead of the signature and the auth value.
-pub const REDACTED: &str = "[redacted]";
 /// Longest real-time wait between looks at the clock.
 const TICK: Duration = Duration::from_secs(1);
 /// Due entries one look may pass over (claimed, their receiver or the retry share full)
@@ -116,53 +105,6 @@ const PASS_OVER_LIMIT: usize = 256;
 const MAX_BATCH: usize = 512;
 /// Most delivery → endpoint pairs the scheduler remembers; it starts over when full.
 const ENDPOINTS_REMEMBERED: usize = 1 << 16;
-
-/// What an attempt means for its delivery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    Delivered,
-    Retry(Duration),
-    GivenUp,
-}
-
-impl Verdict {
-    fn outcome(self) -> &'static str {
-        match self {
-            Verdict::Delivered => "delivered",
-            Verdict::Retry(_) => "retry",
-            Verdict::GivenUp => "given_up",
-        }
-    }
-}
-
-/// The retry policy: what the `exchange` of the next attempt of `row` leads to.
-pub fn verdict(row: &DeliveryRow, exchange: &Exchange) -> Verdict {
-    let retry_after = match exchange {
-        Exchange::Answered {
-            status,
-            retry_after,
-            ..
-        } => match status {
-            200..=299 => return Verdict::Delivered,
-            501 | 505 => return Verdict::GivenUp,
-            429 => *retry_after,
-            400..=499 => return Verdict::GivenUp,
-            _ => None,
-        },
-        Exchange::Failed(_) => None,
-        Exchange::Refused(_) => return Verdict::GivenUp,
-    };
-    let attempts = row.attempts.saturating_add(1);
-    if attempts >= row.max_attempts {
-        return Verdict::GivenUp;
-    }
-    // A manual redelivery adds a budget: its schedule starts from the beginning.
-    let budget = deliveries::max_attempts(partition_environment(row.partition));
-    let before_budget = row.max_attempts.saturating_sub(budget);
-    let index = attempts.saturating_sub(before_budget).saturating_sub(1) as usize;
-    let delay = RETRY_DELAYS[index.min(RETRY_DELAYS.len() - 1)];
-    Verdict::Retry(retry_after.map_or(delay, |wait| wait.max(delay)))
-}
 
 /// Handle of the dispatcher; cheap to clone. It exists before its threads (so the after-commit
 /// path the dispatcher writes through can hold it): [`Dispatcher::start`] starts them.
@@ -205,6 +147,17 @@ impl Dispatcher {
         parts: DispatchParts,
         config: &WebhooksConfig,
     ) -> std::io::Result<DispatchThreads> {
+        // Endpoints from before signing secrets existed get theirs before anything is sent,
+        // so that signing a request only reads.
+        match secrets::create_missing(&parts.handles, &parts.sealer) {
+            Ok(0) => {}
+            Ok(made) => log::info!("webhooks: made {made} missing signing secret(s)"),
+            Err(err) => {
+                return Err(std::io::Error::other(format!(
+                    "cannot make the missing webhook signing secrets: {err}"
+                )));
+            }
+        }
         let ctx = Arc::new(Context {
             parts,
             sender: Sender::new(config).map_err(std::io::Error::other)?,
@@ -220,7 +173,7 @@ impl Dispatcher {
             },
         });
         let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
-        let (results_tx, results_rx) = mpsc::channel::<Attempted>();
+        let (results_tx, results_rx) = mpsc::channel::<Outcome>();
         let jobs_rx = Arc::new(Mutex::new(jobs_rx));
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new().name(name.into()).spawn(f)
@@ -480,14 +433,6 @@ struct Job {
     retry: bool,
 }
 
-/// An attempt's outcome on its way to the result writer.
-struct Attempted {
-    outcome: AttemptOutcome,
-    verdict: Verdict,
-    /// The subscription its delivery was made for, if an owner's.
-    subscription: Option<SubscriptionAttempt>,
-}
-
 /// The scheduler's loop, until stopping.
 fn schedule(ctx: &Context, jobs: &mpsc::Sender<Job>) {
     let mut resume_after = None;
@@ -720,7 +665,7 @@ fn walk_recoveries(ctx: &Context) {
 }
 
 /// A worker's loop: one attempt at a time, until the scheduler is gone.
-fn work(ctx: &Context, jobs: &Mutex<Receiver<Job>>, results: &mpsc::Sender<Attempted>) {
+fn work(ctx: &Context, jobs: &Mutex<Receiver<Job>>, results: &mpsc::Sender<Outcome>) {
     loop {
         let job = jobs.lock().unwrap_or_else(PoisonError::into_inner).recv();
         let Ok(job) = job else {
@@ -742,7 +687,7 @@ fn work(ctx: &Context, jobs: &Mutex<Receiver<Job>>, results: &mpsc::Sender<Attem
 }
 
 /// Signs and sends the next attempt of `job`'s delivery.
-fn attempt(ctx: &Context, job: &Job) -> Attempted {
+fn attempt(ctx: &Context, job: &Job) -> Outcome {
     let row = &job.row;
     let number = row.attempts.saturating_add(1);
     let started_at = ctx.parts.handles.now();
@@ -757,7 +702,21 @@ fn attempt(ctx: &Context, job: &Job) -> Attempted {
         .then(|| parent.map_or_else(TraceContext::root, |p| p.child()));
     let traceparent = span.or(parent).map(|c| c.header());
     let span_start = SystemTime::now();
-    let headers = request_headers(ctx, row, number, started_at, traceparent.as_deref());
+    let message = Message {
+        partition: row.partition,
+        id: &RecordId(row.record_id).to_string(),
+        body: row.body.as_bytes(),
+        auth_header: row.auth_header.as_deref(),
+        auth_value_sealed: row.auth_value_sealed.as_deref(),
+    };
+    let headers = secrets::signed_headers(
+        &ctx.parts.handles,
+        &ctx.parts.sealer,
+        &message,
+        number,
+        started_at,
+        traceparent.as_deref(),
+    );
     let (exchange, request_headers) = match headers {
         Ok(headers) => {
             let exchange = ctx
@@ -782,48 +741,15 @@ fn attempt(ctx: &Context, job: &Job) -> Attempted {
             verdict,
         ));
     }
-    let (status, error, response_body) = match exchange {
-        Exchange::Answered { status, body, .. } => (Some(status), None, Some(body)),
-        Exchange::Failed(error) | Exchange::Refused(error) => (None, Some(error), None),
-    };
-    let attempt = AttemptRow {
-        attempt: number,
+    let attempt = Attempt {
+        number,
         started_at,
         duration_us: u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX),
-        url: row.url.clone(),
         request_headers,
-        status,
-        error,
-        response_body,
-        outcome: verdict.outcome().to_string(),
+        exchange,
+        answered_at: ctx.parts.handles.now(),
     };
-    // When the answer (or failure) came, by the server's clock: a retry is due from here.
-    let at = ctx.parts.handles.now();
-    let next = match verdict {
-        Verdict::Delivered => AfterAttempt::Delivered { at },
-        Verdict::GivenUp => AfterAttempt::GivenUp { at },
-        Verdict::Retry(wait) => AfterAttempt::Retry {
-            at: at.plus(wait),
-            answered_at: at,
-            receiver: job.target.clone(),
-        },
-    };
-    let subscription = row.owner_subscription().map(|id| SubscriptionAttempt {
-        partition: row.partition,
-        subscription: id,
-        at: started_at,
-        delivered: verdict == Verdict::Delivered,
-    });
-    Attempted {
-        outcome: AttemptOutcome {
-            delivery_id: row.id,
-            attempt,
-            next,
-            retry_requests: row.retry_requests,
-        },
-        verdict,
-        subscription,
-    }
+    Outcome::of(row, &job.target, attempt, verdict)
 }
 
 /// The span of one attempt: the webhook id, attempt number and kind, the receiver's host and
@@ -865,100 +791,8 @@ fn attempt_span(
     span
 }
 
-/// Every header of attempt `number`, signed at `now` with the keys valid then, and the
-/// attempt's `traceparent` when it has one.
-fn request_headers(
-    ctx: &Context,
-    row: &DeliveryRow,
-    number: u32,
-    now: Timestamp,
-    traceparent: Option<&str>,
-) -> Result<Vec<(String, String)>> {
-    signed_headers(
-        &ctx.parts.handles,
-        &ctx.parts.sealer,
-        &Message {
-            partition: row.partition,
-            id: &RecordId(row.record_id).to_string(),
-            body: row.body.as_bytes(),
-            auth_header: row.auth_header.as_deref(),
-            auth_value_sealed: row.auth_value_sealed.as_deref(),
-        },
-        number,
-        now,
-        traceparent,
-    )
-}
-
-/// What a webhook request says, whatever sends it (a delivery, or a test event).
-pub struct Message<'a> {
-    pub partition: u64,
-    /// The `webhook-id` (and `X-svc-Record-Id`).
-    pub id: &'a str,
-    pub body: &'a [u8],
-    pub auth_header: Option<&'a str>,
-    pub auth_value_sealed: Option<&'a [u8]>,
-}
-
-/// Every header of attempt `number` of `message`, signed at `now` with the partition's keys
-/// valid then, and `traceparent` when given (unless the receiver's auth header has its name).
-pub fn signed_headers(
-    handles: &Handles,
-    sealer: &Sealer,
-    message: &Message<'_>,
-    number: u32,
-    now: Timestamp,
-    traceparent: Option<&str>,
-) -> Result<Vec<(String, String)>> {
-    let timestamp = now.as_micros().div_euclid(MICROS_PER_SECOND);
-    let keys = secrets::signing_keys(handles, sealer, message.partition, now)?;
-    let signature = signing::signature_header(&keys, message.id, timestamp, message.body);
-    let mut headers: Vec<(String, String)> = [
-        ("User-Agent", USER_AGENT.to_string()),
-        ("Content-Type", "application/json".to_string()),
-        ("X-svc-Record-Id", message.id.to_string()),
-        ("X-svc-Delivery-Attempt", number.to_string()),
-        ("webhook-id", message.id.to_string()),
-        ("webhook-timestamp", timestamp.to_string()),
-        ("webhook-signature", signature),
-    ]
-    .into_iter()
-    .map(|(name, value)| (name.to_string(), value))
-    .collect();
-    let auth_named = |name: &str| {
-        message
-            .auth_header
-            .is_some_and(|auth| auth.eq_ignore_ascii_case(name))
-    };
-    if let Some(traceparent) = traceparent
-        && !auth_named("traceparent")
-    {
-        headers.push(("traceparent".to_string(), traceparent.to_string()));
-    }
-    if let (Some(name), Some(sealed)) = (message.auth_header, message.auth_value_sealed) {
-        let value = sealer
-            .open_string(sealed)
-            .map_err(|e| Error::Internal(format!("the receiver's auth value: {e}")))?;
-        headers.push((name.to_string(), value));
-    }
-    Ok(headers)
-}
-
-/// The headers as the attempt log keeps them: signature and auth value replaced.
-fn redacted(headers: Vec<(String, String)>, auth_header: Option<&str>) -> Vec<(String, String)> {
-    headers
-        .into_iter()
-        .map(|(name, value)| {
-            let secret = name.eq_ignore_ascii_case("webhook-signature")
-                || auth_header.is_some_and(|a| name.eq_ignore_ascii_case(a));
-            let value = if secret { REDACTED.to_string() } else { value };
-            (name, value)
-        })
-        .collect()
-}
-
 /// The result writer's loop: commits outcomes in groups until every worker has stopped.
-fn write_results(ctx: &Context, results: &Receiver<Attempted>) {
+fn write_results(ctx: &Context, results: &Receiver<Outcome>) {
     while let Ok(first) = results.recv() {
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH {
@@ -968,10 +802,17 @@ fn write_results(ctx: &Context, results: &Receiver<Attempted>) {
             }
         }
         let subscriptions: Vec<SubscriptionAttempt> =
-            batch.iter().filter_map(|a| a.subscription).collect();
+            batch.iter().filter_map(|o| o.subscription).collect();
         let (outcomes, verdicts): (Vec<AttemptOutcome>, Vec<Verdict>) =
-            batch.into_iter().map(|a| (a.outcome, a.verdict)).unzip();
-        match commit(ctx, &outcomes, &subscriptions) {
+            batch.into_iter().map(|o| (o.stored, o.verdict)).unzip();
+        let recorded = outcomes::record(
+            &ctx.parts.handles,
+            &ctx.parts.public_url,
+            &ctx.breaker,
+            &outcomes,
+            &subscriptions,
+        );
+        match recorded {
             Ok(()) => {
                 for (outcome, verdict) in outcomes.iter().zip(verdicts) {
                     log_attempt(outcome, verdict);
@@ -1014,217 +855,5 @@ fn log_attempt(outcome: &AttemptOutcome, verdict: Verdict) {
         Verdict::GivenUp => {
             log::warn!("webhook delivery {id} given up after attempt {n}: {answer}")
         }
-    }
-}
-
-/// Writes a group of outcomes in one transaction, with the failure e-mails of the owner
-/// webhooks in production it gave up, and the health of their subscriptions (which may
-/// disable one: `health`).
-fn commit(
-    ctx: &Context,
-    outcomes: &[AttemptOutcome],
-    subscriptions: &[SubscriptionAttempt],
-) -> Result<()> {
-    ctx.parts.handles.write(|tx| {
-        let given_up = tx.record_outcomes(outcomes)?;
-        for row in given_up.iter().filter(|row| mails_owner(row)) {
-            if let Some(last) = outcomes.iter().find(|o| o.delivery_id == row.id) {
-                failure_mail(tx, &ctx.parts.public_url, row, &last.attempt)?;
-            }
-        }
-        for (partition, id) in
-            health::record(tx, &ctx.breaker, &ctx.parts.public_url, subscriptions)?
-        {
-            log::warn!(
-                "webhooks: subscription {} of partition {partition} disabled: its deliveries \
-                 have failed for {:?}",
-                subscriptions::subscription_id(id),
-                ctx.breaker.after
-            );
-        }
-        Ok(())
-    })
-}
-
-/// Whether the owner hears of `row` being given up: an owner webhook in production.
-fn mails_owner(row: &DeliveryRow) -> bool {
-    row.kind == WebhookKind::Owner
-        && partition_environment(row.partition) == Environment::Production
-}
-
-/// Queues the owner's e-mail about given-up `row` unless the endpoint had one today (UTC).
-fn failure_mail(
-    tx: &mut dyn WriteTx,
-    public_url: &str,
-    row: &DeliveryRow,
-    last: &AttemptRow,
-) -> Result<()> {
-    let Some(now) = row.finished_at else {
-        return Ok(());
-    };
-    let endpoint_id = partition_endpoint(row.partition);
-    let day = u64::try_from(now.as_micros().div_euclid(MICROS_PER_SECOND * 86_400)).unwrap_or(0);
-    if tx.failure_mailed(endpoint_id, day)? {
-        return Ok(());
-    }
-    let Some(endpoint) = tx.endpoint(endpoint_id)?.filter(|e| e.deleted_at.is_none()) else {
-        return Ok(());
-    };
-    let Some(owner) = tx.account(endpoint.owner_id)? else {
-        return Ok(());
-    };
-    tx.insert_failure_mail(endpoint_id, day)?;
-    let last_result = match (&last.status, &last.error) {
-        (Some(status), _) => format!("HTTP {status}"),
-        (None, Some(error)) => error.clone(),
-        (None, None) => "no answer".into(),
-    };
-    let log_url = format!(
-        "{public_url}/api/v1/manage/endpoints/{}/deliveries/{}",
-        endpoint.slug, row.id
-    );
-    let body = format!(
-        "A webhook of your endpoint \"{name}\" ({slug}) in production was given up after \
-         {attempts} attempt(s).\n\n\
-         Endpoint:     {name} ({slug}), production\n\
-         Subscription: {subscription}\n\
-         Record id:    {record}\n\
-         Receiver URL: {url}\n\
-         Last result:  {last_result}\n\n\
-         Every attempt, with the receiver's answers, is in the delivery log:\n  {log_url}\n\
-         (GET {public_url}/api/v1/manage/endpoints/{slug}/deliveries?environment=production \
-         lists them all.) Once the receiver works again you can send it again with\n  \
-         POST {log_url}/redeliver\n\n\
-         You get at most one such e-mail per endpoint per day, and no notice when deliveries \
-         succeed again.\n",
-        name = endpoint.name,
-        slug = endpoint.slug,
-        attempts = row.attempts,
-        record = RecordId(row.record_id),
-        url = row.url,
-        subscription = row
-            .owner_subscription()
-            .map_or_else(String::new, subscriptions::subscription_id),
-    );
-    mail::enqueue(
-        tx,
-        now,
-        OutgoingMail {
-            kind: "webhook_failed",
-            to: owner.email,
-            subject: format!("Webhook delivery failed: {} (production)", endpoint.name),
-            body,
-        },
-    )?;
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::store::partition;
-
-    fn row(environment: Environment, attempts: u32, max_attempts: u32) -> DeliveryRow {
-        DeliveryRow {
-            id: 1,
-            partition: partition(7, environment),
-            record_id: 1,
-            kind: WebhookKind::Owner,
-            subscription: None,
-            url: "https://example.com/hook".into(),
-            auth_header: None,
-            auth_value_sealed: None,
-            body: "{}".into(),
-            sender: None,
-            trace: None,
-            state: DeliveryState::Pending,
-            attempts,
-            max_attempts,
-            next_attempt_at: None,
-            created_at: Timestamp(0),
-            finished_at: None,
-            retry_requests: 0,
-        }
-    }
-
-    fn answer(status: u16, retry_after: Option<u64>) -> Exchange {
-        Exchange::Answered {
-            status,
-            retry_after: retry_after.map(Duration::from_secs),
-            body: String::new(),
-        }
-    }
-
-    #[test]
-    fn statuses_map_to_the_spec_outcomes() {
-        let first = row(Environment::Production, 0, 6);
-        let retry = Verdict::Retry(RETRY_DELAYS[0]);
-        for status in [200, 202, 204, 299] {
-            assert_eq!(verdict(&first, &answer(status, None)), Verdict::Delivered);
-        }
-        for status in [500, 502, 503, 504, 599, 429, 301, 302, 307, 308] {
-            assert_eq!(verdict(&first, &answer(status, None)), retry, "{status}");
-        }
-        for status in [400, 401, 403, 404, 409, 410, 422, 501, 505] {
-            assert_eq!(
-                verdict(&first, &answer(status, None)),
-                Verdict::GivenUp,
-                "{status}"
-            );
-        }
-        let failed = Exchange::Failed("connection refused".into());
-        assert_eq!(verdict(&first, &failed), retry);
-        let refused = Exchange::Refused("target address 10.0.0.1 is not allowed".into());
-        assert_eq!(verdict(&first, &refused), Verdict::GivenUp);
-    }
-
-    #[test]
-    fn the_schedule_follows_the_budget_of_each_environment() {
-        let failed = Exchange::Failed("timeout".into());
-        for (environment, budget) in [(Environment::Production, 6), (Environment::Sandbox, 4)] {
-            for attempts in 0..budget - 1 {
-                let r = row(environment, attempts, budget);
-                assert_eq!(
-                    verdict(&r, &failed),
-                    Verdict::Retry(RETRY_DELAYS[attempts as usize]),
-                    "{environment:?} after attempt {}",
-                    attempts + 1
-                );
-            }
-            let last = row(environment, budget - 1, budget);
-            assert_eq!(verdict(&last, &failed), Verdict::GivenUp);
-        }
-        // A redelivery's fresh budget restarts the schedule.
-        let again = row(Environment::Sandbox, 4, 8);
-        assert_eq!(verdict(&again, &failed), Verdict::Retry(RETRY_DELAYS[0]));
-        let again = row(Environment::Sandbox, 7, 8);
-        assert_eq!(verdict(&again, &failed), Verdict::GivenUp);
-    }
-
-    #[test]
-    fn retry_after_only_lengthens_the_wait() {
-        let first = row(Environment::Production, 0, 6);
-        let wait = |secs| verdict(&first, &answer(429, Some(secs)));
-        assert_eq!(wait(5), Verdict::Retry(Duration::from_secs(30)));
-        assert_eq!(wait(90), Verdict::Retry(Duration::from_secs(90)));
-        // Only a 429's Retry-After counts (send reads it only there).
-        let later = row(Environment::Production, 3, 6);
-        assert_eq!(
-            verdict(&later, &answer(429, Some(60))),
-            Verdict::Retry(RETRY_DELAYS[3])
-        );
-    }
-
-    #[test]
-    fn the_log_hides_the_signature_and_the_auth_value() {
-        let headers = vec![
-            ("webhook-id".to_string(), "rec_1".to_string()),
-            ("webhook-signature".to_string(), "v1,abc".to_string()),
-            ("x-api-key".to_string(), "s3cret".to_string()),
-        ];
-        let logged = redacted(headers, Some("X-Api-Key"));
-        assert_eq!(logged[0].1, "rec_1");
-        assert_eq!(logged[1].1, REDACTED);
-        assert_eq!(logged[2], ("x-api-key".to_string(), REDACTED.to_string()));
     }
 }
