@@ -50,7 +50,7 @@ use crate::core::ticker::Ticker;
 use crate::domain::sessions::{self, LoginLimiter, LoginThrottle, SharedLoginLimiter};
 use crate::domain::stream::{StreamParts, Streams};
 use crate::domain::usage::Usage;
-use crate::domain::{endpoint_deletion, jobs, keys, retention};
+use crate::domain::{endpoint_deletion, jobs, retention, sealing_key};
 use crate::server::tls::{Tls, TlsError};
 use crate::store::request_log::RequestLogStore;
 use crate::store::{self, Store, StoreError};
@@ -103,7 +103,7 @@ pub fn open_data_dir(config: &Config) -> Result<(Arc<dyn Store>, Sealer), Server
         )?,
     };
     let sealer = Sealer::load_or_create(dir)?;
-    if !keys::is_the_store_key(store.as_ref(), &sealer)? {
+    if !sealing_key::is_the_store_key(store.as_ref(), &sealer)? {
         return Err(ServerError::Other(format!(
             "{} is not the key this store's secrets are sealed with: copy {} from a node \
              already serving this store into the data dir (docs/src/scale-out.md)",
