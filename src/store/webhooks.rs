@@ -202,9 +202,6 @@ pub trait WebhooksWrite {
     fn insert_failure_mail(&mut self, endpoint_id: u64, day: u64) -> Result<(), StoreError>;
 }
 
-/// Units of work of their own transaction: none (see the module's doc).
-pub trait WebhooksStore {}
-
 /// Checks of the trait that every store must pass, run by each backend's tests.
 #[cfg(test)]
 pub(crate) mod conformance {

@@ -68,7 +68,8 @@ pub const REQUEST_LOG_FILE: &str = "requests.redb";
 pub struct Config {
     /// Address the HTTP server binds.
     pub listen: SocketAddr,
-    /// Folder holding the redb file, the key-encryption key and (later) the search index.
+    /// Folder of this node's files: the key-encryption key (`master.key`) and, on redb, the
+    /// store, the request log and the search index.
     pub data_dir: PathBuf,
     /// The address users reach this server at, used in links sent by e-mail (invitations).
     /// Defaults to `http://` + the address the server listens on. When set, a browser's form

@@ -193,5 +193,3 @@ impl EndpointsWrite for RedbWrite<'_> {
         Ok(())
     }
 }
-
-impl crate::store::endpoints::EndpointsStore for super::RedbStore {}
