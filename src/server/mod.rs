@@ -40,7 +40,7 @@ use crate::core::crypto::{CryptoError, MASTER_KEY_FILE, Sealer};
 use crate::core::private_dir::create_private_dir;
 use crate::domain::backup::{self, BackupError};
 use crate::domain::endpoints::Endpoints;
-use crate::domain::keys;
+use crate::domain::sealing_key;
 use crate::domain::poll::ReadAhead;
 use crate::domain::sessions::{LoginLimiter, LoginThrottle, SharedLoginLimiter};
 use crate::domain::usage::Usage;
@@ -98,7 +98,7 @@ pub fn open_data_dir(config: &Config) -> Result<(Arc<dyn Store>, Sealer), Server
         )?,
     };
     let sealer = Sealer::load_or_create(dir)?;
-    if !keys::is_the_store_key(store.as_ref(), &sealer)? {
+    if !sealing_key::is_the_store_key(store.as_ref(), &sealer)? {
         return Err(ServerError::Other(format!(
             "{} is not the key this store's secrets are sealed with: copy {} from a node \
              already serving this store into the data dir (docs/src/scale-out.md)",

@@ -100,6 +100,3 @@ pub trait EndpointsWrite {
     /// Appends an audit entry of `endpoint_id` (its id from [`crate::store::IdKind::Audit`]).
     fn append_audit(&mut self, endpoint_id: u64, row: &AuditRow) -> Result<(), StoreError>;
 }
-
-/// Units of work of their own transaction.
-pub trait EndpointsStore {}

@@ -1,9 +1,9 @@
 //! The storage seam: what the services may ask of a store, and nothing about how it is kept.
 //!
 //! Everything above this module talks to a [`Store`] (a trait object) and the transactions it
-//! hands out; `store::redb` is today's implementation and the only code of the crate that
-//! names redb or a table. A second backend (PostgreSQL) implements the same traits, so no
-//! caller changes.
+//! hands out, whichever backend implements them: [`redb`] (the embedded file of one node, the
+//! default) or [`postgres`] (a database any number of nodes share). Each is the only code of
+//! the crate that names its database or a table; no caller knows which one it has.
 //!
 //! The shape, and why:
 //! - **Reads** go through [`Store::read`]: one consistent snapshot ([`ReadTx`]) for as many
@@ -187,13 +187,11 @@ pub trait Store:
     Send
     + Sync
     + accounts::AccountsStore
-    + endpoints::EndpointsStore
     + events::EventsStore
     + mail::MailStore
     + purge::PurgeStore
     + records::RecordsStore
     + usage::UsageStore
-    + webhooks::WebhooksStore
 {
     /// A snapshot to read from.
     fn read(&self) -> Result<Box<dyn ReadTx + '_>, StoreError>;

@@ -201,6 +201,3 @@ pub trait WebhooksWrite {
     /// [`WebhooksRead::failure_mailed`]).
     fn insert_failure_mail(&mut self, endpoint_id: u64, day: u64) -> Result<(), StoreError>;
 }
-
-/// Units of work of their own transaction: none (see the module's doc).
-pub trait WebhooksStore {}

@@ -1,8 +1,8 @@
 //! [`EndpointsRead`] and [`EndpointsWrite`] on PostgreSQL: `endpoints`, `api_keys`,
 //! `collaborators`, `invitations` and `audit`.
 
-use super::{PgStore, PgTx, big, count, row_json, to_json, unbig};
-use crate::store::endpoints::{EndpointsRead, EndpointsStore, EndpointsWrite};
+use super::{PgTx, big, count, row_json, to_json, unbig};
+use crate::store::endpoints::{EndpointsRead, EndpointsWrite};
 use crate::store::{ApiKeyRow, AuditRow, CollaboratorRow, EndpointRow, InvitationRow, StoreError};
 
 /// Reports `access_changed` and bumps the cluster's `access` counter in the same transaction,
@@ -250,5 +250,3 @@ impl EndpointsWrite for PgTx<'_> {
         Ok(())
     }
 }
-
-impl EndpointsStore for PgStore {}

@@ -204,5 +204,3 @@ impl EndpointsWrite for RedbWrite<'_> {
         Ok(())
     }
 }
-
-impl crate::store::endpoints::EndpointsStore for super::RedbStore {}
