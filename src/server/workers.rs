@@ -24,6 +24,7 @@ use crate::domain::poll::InFlight;
 use crate::domain::search::SearchIndex;
 use crate::domain::sessions;
 use crate::domain::stream::{StreamParts, Streams};
+use crate::domain::webhooks::secrets;
 use crate::domain::{endpoint_deletion, jobs, retention};
 use crate::http::app::App;
 use crate::store::request_log::RequestLogStore;
@@ -122,6 +123,17 @@ pub fn start(
         streams: streams.clone(),
     });
     let handles = Handles::new(store, clock.clone(), wakers);
+    // Endpoints from before signing secrets existed get theirs before anything is sent (the
+    // dispatcher, the test page's probe), so that signing a request only reads.
+    match secrets::create_missing(&handles, &sealer) {
+        Ok(0) => {}
+        Ok(made) => log::info!("webhooks: made {made} missing signing secret(s)"),
+        Err(err) => {
+            return Err(ServerError::Other(format!(
+                "cannot make the missing webhook signing secrets: {err}"
+            )));
+        }
+    }
     let dispatch_threads = dispatcher
         .start(
             DispatchParts {

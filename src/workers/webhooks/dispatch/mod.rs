@@ -17,8 +17,8 @@
 //!   commit that starts one (and at start, for one a restart interrupted), it re-arms the
 //!   deliveries each chunk takes, whose commit wakes the scheduler.
 //!
-//! Before its threads start, the dispatcher makes the signing secrets that endpoints from
-//! before secrets existed lack (`secrets::create_missing`): signing a request only reads.
+//! Signing a request only reads: the server makes the signing secrets that endpoints from
+//! before secrets existed lack before it starts the dispatcher (`secrets::create_missing`).
 //!
 //! **Claims and at-least-once.** A claimed delivery is held in memory (`State::claimed`) from
 //! the scheduler's claim until its outcome is committed, so it is not taken twice. That lease
@@ -58,7 +58,6 @@ use crate::core::telemetry::Telemetry;
 use crate::domain::handles::Handles;
 use crate::domain::webhooks::health::Breaker;
 use crate::domain::webhooks::outcomes::Outcome;
-use crate::domain::webhooks::secrets;
 use crate::store::DeliveryRow;
 
 /// Longest real-time wait between looks at the clock.
@@ -105,17 +104,6 @@ impl Dispatcher {
         parts: DispatchParts,
         config: &WebhooksConfig,
     ) -> std::io::Result<DispatchThreads> {
-        // Endpoints from before signing secrets existed get theirs before anything is sent,
-        // so that signing a request only reads.
-        match secrets::create_missing(&parts.handles, &parts.sealer) {
-            Ok(0) => {}
-            Ok(made) => log::info!("webhooks: made {made} missing signing secret(s)"),
-            Err(err) => {
-                return Err(std::io::Error::other(format!(
-                    "cannot make the missing webhook signing secrets: {err}"
-                )));
-            }
-        }
         let ctx = Arc::new(Context {
             parts,
             sender: Sender::new(config).map_err(std::io::Error::other)?,
