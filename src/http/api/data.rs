@@ -89,7 +89,7 @@ pub async fn handle(
         }
         // The router only lets the methods above through.
         _ => Err(crate::http::error::HttpError::MethodNotAllowed(
-            "GET, POST, PUT, DELETE",
+            "GET, POST, PUT, DELETE".into(),
         )),
     }
 }

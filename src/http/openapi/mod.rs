@@ -1,7 +1,7 @@
 //! The OpenAPI 3.1 description of the whole HTTP API, built from Rust.
 //!
-//! Every operation is declared once, in [`operations::all`], as an [`Operation`]: its method
-//! and path template (the route table's, `api::routes`), who may call it ([`Access`]), its
+//! Every operation is declared once, in [`operations::all`], as an [`Operation`]: its route of
+//! the table (`http::routes`: method, path template, id), who may call it ([`Access`]), its
 //! parameters, request body, success response with an example, and the error codes that only
 //! it can answer. The errors every caller of a kind can meet (a missing key, a suspended
 //! account, an unknown slug, a bad body...) follow from `Access`, the path and the body, so
@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
+use crate::http::routes::Route;
 use crate::store::Permission;
 
 pub use operations::all as operations;
@@ -161,11 +162,12 @@ pub fn schema_ref(name: &str) -> Value {
 }
 
 impl Operation {
-    pub fn new(method: &'static str, path: &'static str, id: &'static str) -> Operation {
+    /// The operation of `route`: its method, path and id are the route table's.
+    pub fn new(route: Route) -> Operation {
         Operation {
-            method,
-            path,
-            id,
+            method: route.verb().lowercase(),
+            path: route.template(),
+            id: route.operation_id(),
             tag: "",
             summary: "",
             description: String::new(),
