@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
+use crate::http::request::{MAX_DATA_BODY, MAX_MANAGE_BODY};
 use crate::http::routes::Route;
 use crate::store::Permission;
 
@@ -86,7 +87,7 @@ pub struct Param {
     pub name: &'static str,
     pub at: In,
     pub required: bool,
-    pub description: &'static str,
+    pub description: String,
     pub schema: Value,
     pub sample: Option<&'static str>,
 }
@@ -155,6 +156,19 @@ const BINARY: &str = "application/octet-stream";
 pub const DATA_TAG: &str = "Data";
 /// The change stream's tag: beside the data operations, outside an endpoint's own document.
 pub const STREAM_TAG: &str = "Change stream";
+
+/// `n` as the document writes numbers in prose: `102,400`.
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut text = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            text.push(',');
+        }
+        text.push(digit);
+    }
+    text
+}
 
 /// A reference to a schema in `components`.
 pub fn schema_ref(name: &str) -> Value {
@@ -573,10 +587,10 @@ fn operation_json(op: &Operation, path_params: &[Param]) -> Value {
         value["parameters"] = Value::Array(params);
     }
     if let Some(body) = &op.body {
-        let limit = match body.kind {
-            BodyKind::Payload => "102,400",
-            BodyKind::Json | BodyKind::OptionalJson => "65,536",
-        };
+        let limit = thousands(match body.kind {
+            BodyKind::Payload => MAX_DATA_BODY,
+            BodyKind::Json | BodyKind::OptionalJson => MAX_MANAGE_BODY,
+        });
         value["requestBody"] = json!({
             "required": body.kind != BodyKind::OptionalJson,
             "description": format!(

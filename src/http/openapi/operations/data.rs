@@ -33,8 +33,12 @@ pub(super) fn data_operations() -> Vec<Operation> {
                 .access(Access::DataKey(Permission::Create))
                 .param(header(
                     "Idempotency-Key",
-                    "1 to 255 printable ASCII characters, scoped to the endpoint and environment; \
-                     the same key with another payload answers 409 `idempotency_key_conflict`.",
+                    format!(
+                        "1 to {} printable ASCII characters, scoped to the endpoint and \
+                         environment; the same key with another payload answers 409 \
+                         `idempotency_key_conflict`.",
+                        records::IDEMPOTENCY_KEY_MAX
+                    ),
                 ))
                 .body(
                     BodyKind::Payload,
@@ -91,8 +95,13 @@ pub(super) fn data_operations() -> Vec<Operation> {
                 sample: Some(examples::EXAMPLE_VALUE),
                 ..query(
                     "q",
-                    "The text to find: 3 to 200 characters.",
-                    json!({ "type": "string", "minLength": 3, "maxLength": 200 }),
+                    format!(
+                        "The text to find: {} to {} characters.",
+                        search::Q_MIN_CHARS,
+                        search::Q_MAX_CHARS
+                    ),
+                    json!({ "type": "string", "minLength": search::Q_MIN_CHARS,
+                            "maxLength": search::Q_MAX_CHARS }),
                 )
             })
             .param(query(

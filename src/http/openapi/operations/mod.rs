@@ -60,29 +60,29 @@ pub fn path_param(name: &str) -> Param {
         name,
         at: In::Path,
         required: true,
-        description,
+        description: description.into(),
         schema,
         sample: None,
     }
 }
 
-fn query(name: &'static str, description: &'static str, schema: Value) -> Param {
+fn query(name: &'static str, description: impl Into<String>, schema: Value) -> Param {
     Param {
         name,
         at: In::Query,
         required: false,
-        description,
+        description: description.into(),
         schema,
         sample: None,
     }
 }
 
-fn header(name: &'static str, description: &'static str) -> Param {
+fn header(name: &'static str, description: impl Into<String>) -> Param {
     Param {
         name,
         at: In::Header,
         required: false,
-        description,
+        description: description.into(),
         schema: json!({ "type": "string" }),
         sample: None,
     }
