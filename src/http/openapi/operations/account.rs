@@ -3,6 +3,7 @@
 use serde_json::json;
 
 use super::{CREATED_AT, account_example, endpoint_example, query};
+use crate::domain::accounts::{MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS};
 use crate::http::openapi::{Access, BodyKind, Operation, Who, schema_ref};
 use crate::http::routes::Route;
 
@@ -88,9 +89,12 @@ pub(super) fn session_operations() -> Vec<Operation> {
         .tag("Invitations")
         .summary(
             "Accept an invitation",
-            "Logged in (token or cookie): accepts for that account, whose e-mail must be the \
-             invited one. Not logged in: `{\"password\"}` (10 to 1024 characters) creates the \
-             invited account and logs it in (`Set-Cookie`).",
+            format!(
+                "Logged in (token or cookie): accepts for that account, whose e-mail must be \
+                 the invited one. Not logged in: `{{\"password\"}}` ({}) creates the invited \
+                 account and logs it in (`Set-Cookie`).",
+                password_length()
+            ),
         )
         .access(Access::Invitation)
         .body(
@@ -135,9 +139,12 @@ pub(super) fn account_operations() -> Vec<Operation> {
         any(Route::ChangePassword)
             .summary(
                 "Change the password",
-                "The new password has 10 to 1024 characters. Every other session of the \
-                 account ends (the one making the change stays; with a token, all end); \
-                 personal API tokens stay valid.",
+                format!(
+                    "The new password has {}. Every other session of the account ends (the \
+                     one making the change stays; with a token, all end); personal API tokens \
+                     stay valid.",
+                    password_length()
+                ),
             )
             .body(
                 BodyKind::Json,
@@ -192,4 +199,9 @@ pub(super) fn account_operations() -> Vec<Operation> {
             })
             .error(404, &["notification_not_found"]),
     ]
+}
+
+/// A password's length as the descriptions say it: `10 to 1024 characters`.
+fn password_length() -> String {
+    format!("{MIN_PASSWORD_CHARS} to {MAX_PASSWORD_CHARS} characters")
 }

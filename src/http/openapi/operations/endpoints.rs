@@ -6,6 +6,7 @@ use super::{
     CREATED_AT, collaborator_example, cursor, endpoint_example, environment_query,
     invitation_example, limit, query,
 };
+use crate::domain::endpoints::{MAX_FIELD_NAME_CHARS, MAX_NAME_CHARS, MAX_REQUIRED_FIELDS};
 use crate::http::openapi::{Access, BodyKind, Operation, Who, schema_ref};
 use crate::http::routes::Route;
 use crate::workers::request_log;
@@ -30,9 +31,12 @@ pub(super) fn endpoint_operations() -> Vec<Operation> {
         op(Route::CreateEndpoint, Who::ServerOwner)
             .summary(
                 "Create an endpoint",
-                "Names are 1 to 100 characters, different from the owner's other endpoints' \
-                 (compared trimmed and case-insensitively: 409 `endpoint_name_taken`); at most \
-                 50 required fields, each a top-level field name of 1 to 200 characters.",
+                format!(
+                    "Names are 1 to {MAX_NAME_CHARS} characters, different from the owner's \
+                     other endpoints' (compared trimmed and case-insensitively: 409 \
+                     `endpoint_name_taken`); at most {MAX_REQUIRED_FIELDS} required fields, each \
+                     a top-level field name of 1 to {MAX_FIELD_NAME_CHARS} characters."
+                ),
             )
             .body(
                 BodyKind::Json,
