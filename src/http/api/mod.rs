@@ -33,13 +33,13 @@ pub struct CallLog {
     pub holder: Option<KeyHolder>,
 }
 
-/// Runs the handler of `route`, with the values of its path's parameters. Each route of the
+/// Runs the handler of `route`, with the values of its `path`'s parameters. Each route of the
 /// table (`http::routes`) is bound to its handler here, once; several routes of one path may
 /// share a handler that tells them apart by method.
 pub(super) async fn dispatch(
     app: &App,
     route: Route,
-    p: PathParams<'_>,
+    path: PathParams<'_>,
     req: &mut Request,
     call_log: &mut CallLog,
 ) -> Result<Response> {
@@ -52,90 +52,96 @@ pub(super) async fn dispatch(
         Route::Ready => ops::ready(app),
         Route::Metrics => ops::metrics(app, req),
         Route::CreateRecord | Route::ListRecords => {
-            data::handle(app, req, p.slug, None, call_log).await
+            data::handle(app, req, path.slug, None, call_log).await
         }
         Route::GetRecord | Route::ReplaceRecord | Route::DeleteRecord => {
-            data::handle(app, req, p.slug, Some(p.record_id), call_log).await
+            data::handle(app, req, path.slug, Some(path.record_id), call_log).await
         }
-        Route::SearchRecords => data::search(app, req, p.slug, call_log),
-        Route::PollRecords => data::poll(app, req, p.slug, call_log),
-        Route::StreamRecords => data::stream(app, req, p.slug, call_log),
+        Route::SearchRecords => data::search(app, req, path.slug, call_log),
+        Route::PollRecords => data::poll(app, req, path.slug, call_log),
+        Route::StreamRecords => data::stream(app, req, path.slug, call_log),
         Route::GetOpenApi => Ok(docs::document(app)),
-        Route::GetEndpointOpenApi => docs::endpoint_document(app, req, p.slug),
+        Route::GetEndpointOpenApi => docs::endpoint_document(app, req, path.slug),
         Route::Login => account::login(app, req).await,
         Route::Logout => account::logout(app, req),
         Route::GetSession | Route::GetAccount => account::me(app, req),
-        Route::GetInvitation => account::invitation(app, p.token),
-        Route::AcceptInvitation => account::accept_invitation(app, req, p.token).await,
+        Route::GetInvitation => account::invitation(app, path.token),
+        Route::AcceptInvitation => account::accept_invitation(app, req, path.token).await,
         Route::ChangePassword => account::change_password(app, req).await,
         Route::ListTokens | Route::CreateToken => account::tokens(app, req).await,
-        Route::RevokeToken => account::revoke_token(app, req, p.id),
+        Route::RevokeToken => account::revoke_token(app, req, path.id),
         Route::ListNotifications => account::notifications(app, req),
-        Route::MarkNotificationRead => account::mark_read(app, req, p.id),
+        Route::MarkNotificationRead => account::mark_read(app, req, path.id),
         Route::MarkAllNotificationsRead => account::mark_all_read(app, req),
         Route::ListEndpoints | Route::CreateEndpoint => manage::endpoints(app, req).await,
         Route::GetEndpoint | Route::UpdateEndpoint | Route::DeleteEndpoint => {
-            manage::endpoint(app, req, p.slug).await
+            manage::endpoint(app, req, path.slug).await
         }
-        Route::DeployEndpoint => manage::deploy_step(app, req, p.slug, DeployStep::Deploy).await,
-        Route::RequestDeploy => manage::deploy_step(app, req, p.slug, DeployStep::Request).await,
-        Route::ApproveDeploy => manage::deploy_step(app, req, p.slug, DeployStep::Approve).await,
-        Route::RejectDeploy => manage::deploy_step(app, req, p.slug, DeployStep::Reject).await,
-        Route::ListRequests => manage::requests(app, req, p.slug),
-        Route::ListAudit => manage::audit_log(app, req, p.slug),
-        Route::GetUsage => manage::usage(app, req, p.slug),
+        Route::DeployEndpoint => manage::deploy_step(app, req, path.slug, DeployStep::Deploy).await,
+        Route::RequestDeploy => manage::deploy_step(app, req, path.slug, DeployStep::Request).await,
+        Route::ApproveDeploy => manage::deploy_step(app, req, path.slug, DeployStep::Approve).await,
+        Route::RejectDeploy => manage::deploy_step(app, req, path.slug, DeployStep::Reject).await,
+        Route::ListRequests => manage::requests(app, req, path.slug),
+        Route::ListAudit => manage::audit_log(app, req, path.slug),
+        Route::GetUsage => manage::usage(app, req, path.slug),
         Route::ListInvitations | Route::CreateInvitation => {
-            manage::invitations(app, req, p.slug).await
+            manage::invitations(app, req, path.slug).await
         }
-        Route::RevokeInvitation => manage::revoke_invitation(app, req, p.slug, p.id),
-        Route::ListCollaborators => manage::collaborators(app, req, p.slug),
+        Route::RevokeInvitation => manage::revoke_invitation(app, req, path.slug, path.id),
+        Route::ListCollaborators => manage::collaborators(app, req, path.slug),
         Route::UpdateCollaborator | Route::RemoveCollaborator => {
-            manage::collaborator(app, req, p.slug, p.account_id).await
+            manage::collaborator(app, req, path.slug, path.account_id).await
         }
-        Route::RotateKey => keys::rotate(app, req, p.slug, None, p.known_environment()?).await,
+        Route::RotateKey => {
+            keys::rotate(app, req, path.slug, None, path.known_environment()?).await
+        }
         Route::RevokePreviousKey => {
-            keys::revoke_previous(app, req, p.slug, None, p.known_environment()?)
+            keys::revoke_previous(app, req, path.slug, None, path.known_environment()?)
         }
         Route::RotateCollaboratorKey => {
-            let environment = p.known_environment()?;
-            keys::rotate(app, req, p.slug, Some(p.account_id), environment).await
+            let environment = path.known_environment()?;
+            keys::rotate(app, req, path.slug, Some(path.account_id), environment).await
         }
         Route::RevokePreviousCollaboratorKey => {
-            let environment = p.known_environment()?;
-            keys::revoke_previous(app, req, p.slug, Some(p.account_id), environment)
+            let environment = path.known_environment()?;
+            keys::revoke_previous(app, req, path.slug, Some(path.account_id), environment)
         }
         Route::GetOwnerWebhook
         | Route::SetOwnerWebhook
         | Route::ChangeOwnerWebhook
-        | Route::DeleteOwnerWebhook => hooks::owner_webhook(app, req, p.slug, p.environment).await,
+        | Route::DeleteOwnerWebhook => {
+            hooks::owner_webhook(app, req, path.slug, path.environment).await
+        }
         Route::ListSubscriptions | Route::CreateSubscription => {
-            hooks::subscriptions(app, req, p.slug, p.environment).await
+            hooks::subscriptions(app, req, path.slug, path.environment).await
         }
         Route::GetSubscription | Route::ChangeSubscription | Route::DeleteSubscription => {
-            hooks::subscription(app, req, p.slug, p.environment, p.subscription_id).await
+            hooks::subscription(app, req, path.slug, path.environment, path.subscription_id).await
         }
         Route::RecoverSubscription => {
-            let id = Some(p.subscription_id);
-            hooks::recover(app, req, p.slug, p.environment, id).await
+            let id = Some(path.subscription_id);
+            hooks::recover(app, req, path.slug, path.environment, id).await
         }
         Route::TestSubscription => {
-            hooks::test_event(app, req, p.slug, p.environment, p.subscription_id).await
+            hooks::test_event(app, req, path.slug, path.environment, path.subscription_id).await
         }
         Route::GetCallerRecovery | Route::RecoverCallerWebhooks => {
-            hooks::recover(app, req, p.slug, p.environment, None).await
+            hooks::recover(app, req, path.slug, path.environment, None).await
         }
-        Route::ListDeliveries => hooks::deliveries(app, req, p.slug),
-        Route::GetDelivery => hooks::delivery(app, req, p.slug, p.id),
-        Route::Redeliver => hooks::redeliver(app, req, p.slug, p.id),
-        Route::RetryDelivery => hooks::retry(app, req, p.slug, p.id),
-        Route::GetWebhookSecret => webhooks::secret(app, req, p.slug, p.known_environment()?),
-        Route::ReissueWebhookSecret => webhooks::reissue(app, req, p.slug, p.known_environment()?),
+        Route::ListDeliveries => hooks::deliveries(app, req, path.slug),
+        Route::GetDelivery => hooks::delivery(app, req, path.slug, path.id),
+        Route::Redeliver => hooks::redeliver(app, req, path.slug, path.id),
+        Route::RetryDelivery => hooks::retry(app, req, path.slug, path.id),
+        Route::GetWebhookSecret => webhooks::secret(app, req, path.slug, path.known_environment()?),
+        Route::ReissueWebhookSecret => {
+            webhooks::reissue(app, req, path.slug, path.known_environment()?)
+        }
         Route::ListAccounts => account::list_accounts(app, req),
         Route::GetAccountById | Route::UpdateAccount => {
-            account::account_by_id(app, req, p.id).await
+            account::account_by_id(app, req, path.id).await
         }
         Route::ListMail => mail::list(app, req),
-        Route::GetMail => mail::get(app, req, p.id),
+        Route::GetMail => mail::get(app, req, path.id),
         Route::SendTestMail => mail::test(app, req).await,
         Route::CreateBackup => backups::create(app, req).await,
     }
