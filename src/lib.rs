@@ -4,16 +4,18 @@
 //! repository root has the codemap, the invariants and the dependency rules, which
 //! `tests/architecture.rs` checks):
 //!
-//! - [`cli`]: the command line (`serve`, `init`, `check`, `backup`, `restore`, `endpoint`).
+//! - [`cli`]: the command line (`serve`, `init`, `check`, `health`, `backup`, `restore`,
+//!   `migrate`, `compact`, `endpoint`; completions and manual pages).
 //! - [`server`]: wiring the store, the workers and the HTTP service; TLS, redirect, shutdown.
 //! - [`http`]: the data and management API, the dashboard, the OpenAPI document.
 //! - [`workers`]: background threads: ingest writer, search indexer, webhook dispatcher,
-//!   mailer, request log.
+//!   mailer, request log, the cluster heartbeat, payload compression.
 //! - [`domain`]: the services, given explicit handles (the store, the clock, the after-commit
 //!   path), never the server's state.
-//! - [`store`]: the storage seam (traits and rows) and its redb backend, the only code that
-//!   names redb.
-//! - [`core`]: clock, ids, crypto, cursors, config, metrics, log output.
+//! - [`store`]: the storage seam (traits and rows) and its two backends: `store::redb` (one
+//!   node, the default) and `store::postgres` (any number of nodes sharing one database),
+//!   each the only code that names its database.
+//! - [`core`]: clock, ids, crypto, cursors, config, metrics, log output, tracing and telemetry.
 
 pub mod cli;
 pub mod core;

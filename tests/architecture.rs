@@ -79,8 +79,9 @@ fn code(text: &str) -> String {
         .join("\n")
 }
 
-/// Every `crate::...` path the code names, grouped imports expanded one level
-/// (`use crate::{a, b::c}` gives `crate::a` and `crate::b::c`).
+/// Every `crate::...` path the code names, grouped imports expanded at every level
+/// (`use crate::{a, b::{c, d as e}}` gives `crate::a`, `crate::b::c` and `crate::b::d`; a
+/// group's `self` names the module itself).
 fn crate_paths(code: &str) -> Vec<String> {
     let mut paths = Vec::new();
     let mut rest = code;
@@ -90,19 +91,59 @@ fn crate_paths(code: &str) -> Vec<String> {
         if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':' || c == '$') {
             continue; // `$crate::`, `intake_crate::`...
         }
-        if let Some(group) = rest.strip_prefix('{') {
-            let end = group.find('}').unwrap_or(group.len());
-            for item in group[..end].split(',') {
-                paths.push(format!("crate::{}", item.trim()));
-            }
-        } else {
-            let end = rest
-                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
-                .unwrap_or(rest.len());
-            paths.push(format!("crate::{}", &rest[..end]));
-        }
+        let end = use_tree_end(rest);
+        expand("crate::", &rest[..end], &mut paths);
     }
     paths
+}
+
+/// Where the use tree at the start of `text` ends: a path, and its balanced `{...}` group.
+fn use_tree_end(text: &str) -> usize {
+    let mut depth = 0usize;
+    for (at, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    return at + 1;
+                }
+            }
+            c if depth == 0 && !(c.is_alphanumeric() || c == '_' || c == ':') => return at,
+            _ => {}
+        }
+    }
+    text.len()
+}
+
+/// Adds `prefix` joined with every path of the use tree `tree` to `out`.
+fn expand(prefix: &str, tree: &str, out: &mut Vec<String>) {
+    let tree = tree.trim();
+    if let Some(group) = tree.strip_prefix('{').and_then(|t| t.strip_suffix('}')) {
+        let mut depth = 0usize;
+        let mut start = 0;
+        for (at, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => depth = depth.saturating_sub(1),
+                ',' if depth == 0 => {
+                    expand(prefix, &group[start..at], out);
+                    start = at + 1;
+                }
+                _ => {}
+            }
+        }
+        expand(prefix, &group[start..], out);
+    } else if let Some(at) = tree.find("::{") {
+        expand(&format!("{prefix}{}::", &tree[..at]), &tree[at + 2..], out);
+    } else {
+        let leaf = tree.split(" as ").next().unwrap_or_default().trim();
+        match leaf {
+            "" => {}
+            "self" => out.push(prefix.trim_end_matches("::").to_string()),
+            _ => out.push(format!("{prefix}{leaf}")),
+        }
+    }
 }
 
 /// Whether `path` is `module` or inside it.
@@ -234,6 +275,23 @@ fn no_source_file_is_longer_than_the_rule_allows() {
             "{listed} is listed in ARCHITECTURE.md's \"File size\" but is not over {MAX_LINES} lines"
         );
     }
+}
+
+#[test]
+fn the_checker_expands_nested_groups() {
+    assert_eq!(
+        crate_paths(&code(
+            "use crate::store::{Row, WriteTx as Tx};\n\
+             use crate::domain::{handles::Handles, webhooks::{self, policy::{Verdict}}};"
+        )),
+        [
+            "crate::store::Row",
+            "crate::store::WriteTx",
+            "crate::domain::handles::Handles",
+            "crate::domain::webhooks",
+            "crate::domain::webhooks::policy::Verdict"
+        ]
+    );
 }
 
 /// The integration tests are one binary (`tests/main.rs`, with `autotests = false`), so Cargo

@@ -10,7 +10,7 @@
 //! - On an in-process server with a [`ManualClock`]: the changeover ends exactly 24 hours
 //!   after the reissue, both in the API and in `signing_keys` (the keys a sender signs with),
 //!   a second reissue inside the changeover keeps only the latest previous secret, and an
-//!   endpoint from before secrets existed gets one on first use.
+//!   endpoint from before secrets existed gets one when the server starts.
 
 use crate::common;
 
@@ -388,7 +388,7 @@ fn a_second_reissue_inside_the_changeover_keeps_only_the_latest_previous() {
 }
 
 #[test]
-fn an_endpoint_from_before_secrets_gets_one_on_first_use() {
+fn an_endpoint_from_before_secrets_gets_one_when_the_server_starts() {
     let mut s = in_process();
     let slug = s.create_endpoint("Orders", &[]).slug;
     // Make the data dir look like one written before webhook secrets existed.

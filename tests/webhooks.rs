@@ -37,7 +37,7 @@ use common::receiver::{Probe, Receiver, Reply};
 use common::smtp::SmtpServer;
 use common::*;
 use intake::core::clock::{Clock, SystemClock};
-use intake::workers::webhooks::dispatch::RETRY_DELAYS;
+use intake::domain::webhooks::policy::RETRY_DELAYS;
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);

@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use intake::core::clock::Timestamp;
 use intake::store::{DeliveryRow, DeliveryState, Environment, WebhookKind, partition};
-use intake::workers::webhooks::dispatch::{RETRY_DELAYS, Verdict, verdict};
-use intake::workers::webhooks::send::{Exchange, RETRY_AFTER_CAP, retry_after};
+use intake::domain::webhooks::policy::{
+    Exchange, RETRY_AFTER_CAP, RETRY_DELAYS, Verdict, max_attempts, verdict,
+};
+use intake::workers::webhooks::send::retry_after;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -43,7 +45,7 @@ fuzz_target!(|data: &[u8]| {
     };
     for environment in [Environment::Production, Environment::Sandbox] {
         // A first budget: attempt n waits at least the schedule's n-th gap.
-        let max_attempts = intake::domain::webhooks::deliveries::max_attempts(environment);
+        let max_attempts = max_attempts(environment);
         for attempts in 0..max_attempts {
             let row = DeliveryRow {
                 id: 1,

@@ -19,14 +19,17 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::core::clock::{SharedClock, Timestamp};
+use crate::core::clock::Timestamp;
 use crate::core::crypto::secret_hash;
 use crate::core::ticker::Ticker;
 use crate::domain::audit;
 use crate::domain::endpoints::{Endpoints, Membership, member_in};
 use crate::domain::error::{Error, Result};
+use crate::domain::handles::Handles;
 use crate::store::request_log::RequestLogStore;
-use crate::store::{AccountRow, EndpointRow, Environment, Store, StoreError, WriteTx, partition};
+use crate::store::{
+    AccountRow, Effects, EndpointRow, Environment, Store, StoreError, WriteTx, partition,
+};
 
 /// Most rows removed per transaction by the purge.
 pub const PURGE_CHUNK: usize = 2_000;
@@ -115,11 +118,13 @@ fn revoke_access(tx: &mut dyn WriteTx, endpoints: &Endpoints, row: &EndpointRow)
 pub fn purge_deleted(
     store: &dyn Store,
     request_log: &dyn RequestLogStore,
-) -> Result<usize, StoreError> {
+) -> Result<(usize, Effects), StoreError> {
     let mut total = 0;
+    let mut changed = Vec::new();
     for row in store.read()?.unpurged_deletions()? {
         for environment in [Environment::Sandbox, Environment::Production] {
             let key = partition(row.id, environment);
+            changed.push(key);
             total += drain(|| store.purge_partition_before(key, u128::MAX, PURGE_CHUNK))?;
             total += drain(|| store.purge_events_before(key, Timestamp(i64::MAX), PURGE_CHUNK))?;
             total += drain(|| store.purge_partition_rows(key, PURGE_CHUNK))?;
@@ -134,7 +139,7 @@ pub fn purge_deleted(
         })?;
         log::info!("endpoint {}: deleted data purged", row.id);
     }
-    Ok(total)
+    Ok((total, Effects::records_changed(changed)))
 }
 
 /// Calls `step` until it removes nothing; returns how many it removed in all.
@@ -149,16 +154,15 @@ fn drain(mut step: impl FnMut() -> Result<usize, StoreError>) -> Result<usize, S
 }
 
 /// Runs the purge whenever a deleted endpoint waits for it (looked for every
-/// [`SCHEDULE_TICK`]); `on_purged` wakes the change-log readers (the search index).
+/// [`SCHEDULE_TICK`]); what its commits require takes `handles`' after-commit path.
 pub async fn run_schedule(
-    store: Arc<dyn Store>,
+    handles: Handles,
     request_log: Arc<dyn RequestLogStore>,
-    clock: SharedClock,
     mut ticker: Ticker,
-    on_purged: impl Fn() + Send + 'static,
 ) {
     while ticker.tick().await {
-        let waiting = match store
+        let waiting = match handles
+            .store
             .read()
             .and_then(|snapshot| snapshot.unpurged_deletions())
         {
@@ -171,7 +175,7 @@ pub async fn run_schedule(
         if !waiting {
             continue;
         }
-        let (store, request_log, now) = (store.clone(), request_log.clone(), clock.now());
+        let (store, request_log, now) = (handles.store.clone(), request_log.clone(), handles.now());
         let turn = tokio::task::spawn_blocking(move || {
             crate::domain::jobs::run(store.as_ref(), "endpoint_purge", now, SCHEDULE_TICK, || {
                 purge_deleted(store.as_ref(), request_log.as_ref())
@@ -180,7 +184,7 @@ pub async fn run_schedule(
         .await;
         match turn.map(|turn| turn.ran) {
             Ok(None) => {}
-            Ok(Some(Ok(_))) => on_purged(),
+            Ok(Some(Ok((_, effects)))) => handles.committed(effects),
             Ok(Some(Err(err))) => log::error!("endpoint purge failed: {err}"),
             Err(err) => log::error!("endpoint purge task failed: {err}"),
         }

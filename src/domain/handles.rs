@@ -8,8 +8,10 @@ use crate::domain::error::Result;
 use crate::store::{self, Effects, Store, WriteTx};
 
 /// What happens after a commit: wake the workers and clear the caches its [`Effects`] name.
-/// The server wires it to the mail worker, the dispatcher and the access cache; a multi-node
-/// backend must also tell the other nodes (their access caches, their workers).
+/// The server wires one implementation to the mail worker, the dispatcher, the access cache,
+/// the search indexer and the change streams, and every writer uses it: services through
+/// [`Handles::write`], the ingest writer, the purges (see [`Handles::committed`]). The other
+/// nodes of a shared store learn of a change from the store itself (the heartbeat).
 pub trait AfterCommit: Send + Sync {
     fn committed(&self, effects: Effects);
 }
@@ -45,6 +47,12 @@ impl Handles {
         let (value, effects) = store::write(self.store.as_ref(), work)?;
         self.after_commit.committed(effects);
         Ok(value)
+    }
+
+    /// Carries out what a commit made outside [`Handles::write`] requires: the ingest
+    /// writer's group commits and the purges' chunks, which the store commits itself.
+    pub fn committed(&self, effects: Effects) {
+        self.after_commit.committed(effects);
     }
 }
 

@@ -4,7 +4,7 @@
 //! comparing what the source handed over with what the database holds, kind by kind.
 
 use crate::core::crypto::Sealer;
-use crate::domain::keys;
+use crate::domain::sealing_key;
 use crate::store::transfer::{Counts, Export, Item, Kind};
 use crate::store::{Store, StoreError};
 
@@ -42,7 +42,7 @@ pub fn copy(
         return Err(MigrateError::NotEmpty);
     }
     // Sealed secrets are copied as they are: the database takes the source's key.
-    if !keys::is_the_store_key(to, sealer)? {
+    if !sealing_key::is_the_store_key(to, sealer)? {
         return Err(MigrateError::OtherKey);
     }
     let mut copied = Counts::new();

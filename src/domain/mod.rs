@@ -27,7 +27,7 @@
 //! - [`usage`]: monthly data-call counters and the quota (429), per-day counts for the chart.
 //! - [`retention`]: the scheduled purge of records (and their events) past their
 //!   environment's retention.
-//! - [`keys`]: every node of a store seals with the store's key.
+//! - [`sealing_key`]: every node of a store seals with the store's key.
 //! - [`migrate`]: copying a single-node install into PostgreSQL.
 //! - [`jobs`]: periodic jobs run once per period across the nodes of a shared store.
 //! - [`health`]: the readiness checks of `GET /readyz` and the gauges of `GET /metrics`.
@@ -55,13 +55,13 @@ pub mod handles;
 pub mod health;
 pub mod ingest;
 pub mod jobs;
-pub mod keys;
 pub mod mail;
 pub mod migrate;
 pub mod notifications;
 pub mod poll;
 pub mod records;
 pub mod retention;
+pub mod sealing_key;
 pub mod search;
 pub mod sessions;
 pub mod stream;

@@ -8,14 +8,14 @@
 //! after a DELETE. The change stream's events of writes received before the same cutoff go
 //! too (`EventsStore::purge_events_before`); a stream resuming from before them is refused.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::core::clock::{SharedClock, Timestamp};
+use crate::core::clock::Timestamp;
 use crate::core::config::RetentionConfig;
 use crate::core::ticker::Ticker;
+use crate::domain::handles::Handles;
 use crate::domain::records::first_id_at;
-use crate::store::{Environment, Store, StoreError, partition_environment};
+use crate::store::{Effects, Environment, Store, StoreError, partition_environment};
 
 /// How often (by the server's clock) the purge runs.
 pub const PURGE_EVERY: Duration = Duration::from_secs(3600);
@@ -34,23 +34,29 @@ fn kept(partition: u64, retention: &RetentionConfig) -> Duration {
 }
 
 /// Deletes every record past its environment's retention at `now`, and the change stream's
-/// events of writes received before then; returns how many records.
+/// events of writes received before then; returns how many records, and what the purge's
+/// commits require (the partitions whose records changed).
 pub fn purge_expired(
     store: &dyn Store,
     now: Timestamp,
     retention: &RetentionConfig,
-) -> Result<usize, StoreError> {
+) -> Result<(usize, Effects), StoreError> {
     let partitions = store.read()?.record_partitions()?;
     let mut total = 0;
+    let mut changed = Vec::new();
     for partition in partitions {
         let cutoff = now.minus(kept(partition, retention));
-        total += purge_partition(store, partition, first_id_at(cutoff))?;
+        let removed = purge_partition(store, partition, first_id_at(cutoff))?;
+        if removed > 0 {
+            total += removed;
+            changed.push(partition);
+        }
     }
     for partition in store.event_partitions()? {
         let cutoff = now.minus(kept(partition, retention));
         while store.purge_events_before(partition, cutoff, PURGE_CHUNK)? == PURGE_CHUNK {}
     }
-    Ok(total)
+    Ok((total, Effects::records_changed(changed)))
 }
 
 /// Deletes the records of `partition` with an id below `below`, in chunks.
@@ -65,21 +71,16 @@ fn purge_partition(store: &dyn Store, partition: u64, below: u128) -> Result<usi
     }
 }
 
-/// Runs the purge whenever `clock` says it is due; `on_purged` wakes the change-log readers.
-pub async fn run_schedule(
-    store: Arc<dyn Store>,
-    clock: SharedClock,
-    retention: RetentionConfig,
-    mut ticker: Ticker,
-    on_purged: impl Fn() + Send + 'static,
-) {
-    let mut due = clock.now();
+/// Runs the purge whenever `handles`' clock says it is due; what its commits require takes
+/// `handles`' after-commit path.
+pub async fn run_schedule(handles: Handles, retention: RetentionConfig, mut ticker: Ticker) {
+    let mut due = handles.now();
     while ticker.tick().await {
-        let now = clock.now();
+        let now = handles.now();
         if now < due {
             continue;
         }
-        let (store, retention) = (store.clone(), retention.clone());
+        let (store, retention) = (handles.store.clone(), retention.clone());
         let turn = tokio::task::spawn_blocking(move || {
             crate::domain::jobs::run(store.as_ref(), "retention", now, PURGE_EVERY, || {
                 purge_expired(store.as_ref(), now, &retention)
@@ -98,10 +99,10 @@ pub async fn run_schedule(
             }
         };
         match purged {
-            None | Some(Ok(0)) => {}
-            Some(Ok(n)) => {
+            None | Some(Ok((0, _))) => {}
+            Some(Ok((n, effects))) => {
                 log::info!("retention: deleted {n} records past their retention window");
-                on_purged();
+                handles.committed(effects);
             }
             Some(Err(err)) => log::error!("retention purge failed: {err}"),
         }

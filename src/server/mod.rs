@@ -9,11 +9,17 @@
 //! committed (undelivered deliveries stay due for the next start), and the mail thread may be
 //! waiting on an SMTP server (what it has not sent stays queued in the outbox). Both are
 //! joined before the store is dropped.
+//!
+//! `start` reads as those steps: open the data dir, bind, start the workers
+//! (`workers::start`, which wires the one after-commit path into every writer), build the
+//! `App`, start the periodic tasks (`workers::Periodic`), serve; the task that serves then
+//! stops the periodic tasks and the workers in order (`Workers::stop`).
 
 pub mod first_byte;
 pub mod notify;
 pub mod redirect;
 pub mod tls;
+mod workers;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -25,38 +31,27 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, oneshot, watch};
+use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::core::clock::SharedClock;
 use crate::core::config::{Config, HttpConfig, SearchConfig, StorageBackend};
 use crate::core::crypto::{CryptoError, MASTER_KEY_FILE, Sealer};
-use crate::core::metrics::Metrics;
 use crate::core::private_dir::create_private_dir;
 use crate::domain::backup::{self, BackupError};
-use crate::domain::endpoints::{AccessCache, Endpoints};
-use crate::domain::handles::{AfterCommit, Handles};
-use crate::domain::ingest::purge_expired_idempotency;
-use crate::domain::poll::{InFlight, ReadAhead};
+use crate::domain::endpoints::Endpoints;
+use crate::domain::poll::ReadAhead;
+use crate::domain::sealing_key;
+use crate::domain::sessions::{LoginLimiter, LoginThrottle, SharedLoginLimiter};
+use crate::domain::usage::Usage;
 use crate::http::app::App;
 use crate::http::dashboard::setup::Dashboard;
 use crate::server::first_byte::FirstByteDeadline;
-use crate::store::Effects;
-use crate::workers::mail::Mailer;
-use crate::workers::{cluster, compression, ingest};
-
-use crate::core::telemetry::Telemetry;
-use crate::core::ticker::Ticker;
-use crate::domain::sessions::{self, LoginLimiter, LoginThrottle, SharedLoginLimiter};
-use crate::domain::stream::{StreamParts, Streams};
-use crate::domain::usage::Usage;
-use crate::domain::{endpoint_deletion, jobs, keys, retention};
 use crate::server::tls::{Tls, TlsError};
+use crate::server::workers::Periodic;
 use crate::store::request_log::RequestLogStore;
 use crate::store::{self, Store, StoreError};
-use crate::workers::request_log::RequestLog;
 use crate::workers::search;
-use crate::workers::webhooks::dispatch::{DispatchParts, Dispatcher};
 
 /// How often expired Idempotency-Keys and sessions are swept.
 const EXPIRY_SWEEP: Duration = Duration::from_secs(600);
@@ -103,7 +98,7 @@ pub fn open_data_dir(config: &Config) -> Result<(Arc<dyn Store>, Sealer), Server
         )?,
     };
     let sealer = Sealer::load_or_create(dir)?;
-    if !keys::is_the_store_key(store.as_ref(), &sealer)? {
+    if !sealing_key::is_the_store_key(store.as_ref(), &sealer)? {
         return Err(ServerError::Other(format!(
             "{} is not the key this store's secrets are sealed with: copy {} from a node \
              already serving this store into the data dir (docs/src/scale-out.md)",
@@ -143,30 +138,6 @@ pub fn open_request_log(config: &Config) -> Result<Arc<dyn RequestLogStore>, Ser
 /// keys are hot; the cache follows the memory setting instead of adding a fixed 8 MiB to it.
 fn request_log_cache_bytes(cache_mb: usize) -> usize {
     (cache_mb / 8).clamp(2, 8) * 1024 * 1024
-}
-
-/// The after-commit path of this node: wakes its workers and clears its access cache.
-struct Wakers {
-    mailer: Mailer,
-    dispatcher: Dispatcher,
-    access_cache: AccessCache,
-}
-
-impl AfterCommit for Wakers {
-    fn committed(&self, effects: Effects) {
-        if effects.access_changed {
-            self.access_cache.invalidate();
-        }
-        if effects.mail_queued {
-            self.mailer.wake();
-        }
-        if effects.deliveries_due {
-            self.dispatcher.wake();
-        }
-        if effects.recoveries {
-            self.dispatcher.wake_recoveries();
-        }
-    }
 }
 
 /// A server running in the background of the current tokio runtime.
@@ -277,201 +248,24 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
         ),
         None => None,
     };
-    let spawn_err = |source| ServerError::Io {
-        context: "cannot start a worker thread".into(),
-        source,
-    };
-    // A store that searches itself (PostgreSQL) keeps no change log and needs no index.
-    let (search, indexer, indexer_thread) = match store.change_log() {
-        Some(_) => {
-            let (search, indexer, thread) = search::start(
-                &config.data_dir,
-                store.clone(),
-                indexer_settings(&config.search),
-            )
-            .map_err(|e| ServerError::Other(e.to_string()))?;
-            (Some(search), Some(Arc::new(indexer)), Some(thread))
-        }
-        None => (None, None, None),
-    };
-    let metrics = Arc::new(Metrics::default());
-    let (telemetry, telemetry_thread) =
-        Telemetry::start(&config.telemetry, metrics.clone()).map_err(spawn_err)?;
-    let access_cache = AccessCache::default();
-    // On a shared store the node joins the cluster before it takes its first write, and
-    // before its workers claim what is due (a node that has not joined claims nothing).
-    let in_flight = Arc::new(InFlight::default());
-    let heartbeat = cluster::start(cluster::Parts {
-        store: store.clone(),
-        in_flight: in_flight.clone(),
-        clock: clock.clone(),
-        access_cache: access_cache.clone(),
-    })?;
-    let (mailer, mail_thread) =
-        Mailer::start(store.clone(), config.smtp.clone(), clock.clone()).map_err(spawn_err)?;
-    let dispatcher = Dispatcher::default();
-    let wakers = Arc::new(Wakers {
-        mailer: mailer.clone(),
-        dispatcher: dispatcher.clone(),
-        access_cache: access_cache.clone(),
-    });
-    let handles = Handles::new(store.clone(), clock.clone(), wakers.clone());
-    let dispatch_threads = dispatcher
-        .start(
-            DispatchParts {
-                handles: handles.clone(),
-                sealer: sealer.clone(),
-                public_url: config.public_url(),
-                metrics: metrics.clone(),
-                telemetry: telemetry.clone(),
-            },
-            &config.webhooks,
-        )
-        .map_err(spawn_err)?;
-    let streams = Streams::new(StreamParts {
-        store: store.clone(),
-        clock: clock.clone(),
-        settings: config.stream.clone(),
-        max_total: config.stream.total_cap(config.http.max_connections),
-        metrics: metrics.clone(),
-        access_changes: access_cache.changes(),
-        error_code: crate::http::error::service_code,
-    });
-    let (ingest, writer) = ingest::start(store.clone(), metrics.clone(), telemetry.clone(), {
-        let (indexer, wakers, streams) = (indexer.clone(), wakers.clone(), streams.clone());
-        // Each commit appends to the change log the indexer follows; what else it requires
-        // takes the after-commit path of every write.
-        Box::new(move |effects, partitions| {
-            if let Some(indexer) = &indexer {
-                indexer.changed();
-            }
-            streams.committed(partitions);
-            wakers.committed(effects);
-        })
-    })
-    .map_err(spawn_err)?;
-    let log_store = open_request_log(&config)?;
-    let (request_log, log_thread) = RequestLog::start(
-        log_store.clone(),
-        clock.clone(),
-        config.request_log.retention,
-    )
-    .map_err(spawn_err)?;
-    let grace = config.shutdown.grace;
-    // Nodes sharing a store share the failed-login counts, or each would multiply the limits.
-    let logins: Box<dyn LoginThrottle> = match store.cluster() {
-        Some(_) => Box::new(SharedLoginLimiter::new(store.clone(), &config.accounts)),
-        None => Box::new(LoginLimiter::new(&config.accounts)),
-    };
-    let body_budget = crate::http::request::BodyBudget::new(config.http.body_memory_mb);
-    let app = Arc::new(App {
-        egress: crate::core::egress::TargetPolicy::new(&config.webhooks),
-        endpoints: Endpoints::new(handles.clone(), sealer, access_cache),
-        handles,
-        usage: Usage::new(store.clone()),
-        logins,
-        config,
-        store,
-        clock,
-        ingest,
-        request_log,
-        search,
-        in_flight,
-        poll_read_ahead: ReadAhead::default(),
-        streams,
-        telemetry,
-        mailer,
-        dispatcher,
-        dashboard,
-        metrics,
-        body_budget,
-    });
+    let (running, workers) = workers::start(&config, store, sealer.clone(), clock.clone())?;
+    let log_store = running.log_store.clone();
+    let app = Arc::new(build_app(config, running, sealer, clock, dashboard));
+    let periodic = Periodic::start(&app, log_store);
     let (stop, stopped) = oneshot::channel();
     let tls_for_serve = tls.clone();
     let redirect_addr = redirect.as_ref().map(|(addr, _)| *addr);
-    let redirect_task = redirect;
-    // The periodic tasks stop between two runs, never in the middle of one: their blocking
-    // work holds the store, which must be released when `shutdown` returns.
-    //
-    // On a shared store (several nodes) the expiry sweep, retention and the purges run on one
-    // node per period (`domain::jobs`), while each node flushes its own usage deltas, which
-    // add up.
-    let (stop_periodic, periodic_stopped) = watch::channel(false);
-    let ticker = |period| Ticker::new(period, periodic_stopped.clone());
-    let periodic = [
-        tokio::spawn(sweep_expired(app.clone(), ticker(jobs::LOOK_AGAIN))),
-        tokio::spawn(flush_usage(app.clone(), ticker(USAGE_FLUSH))),
-        tokio::spawn(compression::run(
-            app.handles.store.clone(),
-            ticker(compression::CHECK_EVERY),
-        )),
-        tokio::spawn(endpoint_deletion::run_schedule(
-            app.handles.store.clone(),
-            log_store,
-            app.clock.clone(),
-            ticker(endpoint_deletion::SCHEDULE_TICK),
-            {
-                let indexer = indexer.clone();
-                move || {
-                    if let Some(indexer) = &indexer {
-                        indexer.changed();
-                    }
-                }
-            },
-        )),
-        tokio::spawn(retention::run_schedule(
-            app.handles.store.clone(),
-            app.clock.clone(),
-            app.config.retention.clone(),
-            ticker(retention::SCHEDULE_TICK),
-            {
-                let indexer = indexer.clone();
-                move || {
-                    if let Some(indexer) = &indexer {
-                        indexer.changed();
-                    }
-                }
-            },
-        )),
-    ];
     let done = tokio::spawn({
         let app = app.clone();
         async move {
+            let grace = app.config.shutdown.grace;
             serve(listener, app.clone(), tls_for_serve, stopped, grace).await;
             app.poll_read_ahead.stop().await;
-            if let Some((_, redirector)) = redirect_task {
+            if let Some((_, redirector)) = redirect {
                 redirector.abort();
             }
-            let _ = stop_periodic.send(true);
-            for task in periodic {
-                let _ = task.await;
-            }
-            if let Err(err) = app.usage.flush(app.clock.now()) {
-                log::error!("cannot save usage counters: {err}");
-            }
-            // Webhook attempts in flight finish (bounded by the timeout) and their outcomes are
-            // committed while the ingest writer drains; the mail thread may be in the middle
-            // of an SMTP exchange: ask both to stop now, join them last.
-            app.dispatcher.shutdown();
-            app.mailer.shutdown();
-            app.ingest.shutdown().await;
-            let _ = tokio::task::spawn_blocking(move || writer.join()).await;
-            if let Some(heartbeat) = heartbeat {
-                let _ = tokio::task::spawn_blocking(move || heartbeat.stop()).await;
-            }
-            if let (Some(indexer), Some(thread)) = (indexer, indexer_thread) {
-                indexer.shutdown();
-                let _ = tokio::task::spawn_blocking(move || thread.join()).await;
-            }
-            app.request_log.shutdown();
-            let _ = tokio::task::spawn_blocking(move || log_thread.join()).await;
-            let _ = tokio::task::spawn_blocking(move || dispatch_threads.join()).await;
-            let _ = tokio::task::spawn_blocking(move || mail_thread.join()).await;
-            // Last: the spans of everything above are sent before the server is done.
-            app.telemetry.shutdown();
-            if let Some(thread) = telemetry_thread {
-                let _ = tokio::task::spawn_blocking(move || thread.join()).await;
-            }
+            periodic.stop(&app).await;
+            workers.stop(&app).await;
             log::info!("shutdown complete");
         }
     });
@@ -627,56 +421,41 @@ pub(crate) fn connection_builder(http: &HttpConfig) -> auto::Builder<TokioExecut
     builder
 }
 
-/// Forgets expired Idempotency-Keys and dashboard sessions every [`EXPIRY_SWEEP`] (looking
-/// at every tick whether it is due, so that it can take over another node's run).
-async fn sweep_expired(app: Arc<App>, mut ticker: Ticker) {
-    let mut due = app.clock.now();
-    while ticker.tick().await {
-        let now = app.clock.now();
-        if now < due {
-            continue;
-        }
-        let app = app.clone();
-        let turn = tokio::task::spawn_blocking(move || {
-            let store = app.store.as_ref();
-            jobs::run(store, "expiry_sweep", now, EXPIRY_SWEEP, || {
-                let keys = purge_expired_idempotency(store, now, 10_000)?;
-                let sessions = sessions::purge_expired(store, now)?;
-                Ok::<_, crate::domain::error::Error>((keys, sessions))
-            })
-        })
-        .await;
-        let swept = match turn {
-            Ok(turn) => {
-                due = turn.next;
-                turn.ran
-            }
-            Err(err) => {
-                due = now.plus(EXPIRY_SWEEP);
-                log::error!("expiry sweep task failed: {err}");
-                None
-            }
-        };
-        match swept {
-            None => {}
-            Some(Ok((keys, sessions))) => {
-                log::debug!("forgot {keys} expired idempotency keys and {sessions} sessions")
-            }
-            Some(Err(err)) => log::error!("expiry sweep failed: {err}"),
-        }
-    }
-}
-
-/// Saves the usage counters every second (see `usage`).
-async fn flush_usage(app: Arc<App>, mut ticker: Ticker) {
-    while ticker.tick().await {
-        let app = app.clone();
-        let flushed = tokio::task::spawn_blocking(move || app.usage.flush(app.clock.now())).await;
-        match flushed {
-            Ok(Ok(())) => {}
-            Ok(Err(err)) => log::error!("cannot save usage counters: {err}"),
-            Err(err) => log::error!("usage flush task failed: {err}"),
-        }
+/// The state every request handler shares, from the running workers.
+fn build_app(
+    config: Config,
+    running: workers::Running,
+    sealer: Sealer,
+    clock: SharedClock,
+    dashboard: Dashboard,
+) -> App {
+    let store = running.handles.store.clone();
+    // Nodes sharing a store share the failed-login counts, or each would multiply the limits.
+    let logins: Box<dyn LoginThrottle> = match store.cluster() {
+        Some(_) => Box::new(SharedLoginLimiter::new(store.clone(), &config.accounts)),
+        None => Box::new(LoginLimiter::new(&config.accounts)),
+    };
+    App {
+        egress: crate::core::egress::TargetPolicy::new(&config.webhooks),
+        endpoints: Endpoints::new(running.handles.clone(), sealer, running.access_cache),
+        handles: running.handles,
+        usage: Usage::new(store.clone()),
+        logins,
+        body_budget: crate::http::request::BodyBudget::new(config.http.body_memory_mb),
+        config,
+        store,
+        clock,
+        ingest: running.ingest,
+        request_log: running.request_log,
+        search: running.search,
+        in_flight: running.in_flight,
+        poll_read_ahead: ReadAhead::default(),
+        streams: running.streams,
+        telemetry: running.telemetry,
+        mailer: running.mailer,
+        dispatcher: running.dispatcher,
+        dashboard,
+        metrics: running.metrics,
     }
 }
 

@@ -93,12 +93,10 @@ pub trait EndpointsWrite {
     /// Deletes an invitation and its link token's hash.
     fn delete_invitation(&mut self, id: u64, token_hash: &[u8; 32]) -> Result<(), StoreError>;
 
-    /// Replaces an invitation's row (its token never changes).
+    /// Replaces an invitation's row (its token never changes); one never inserted is refused
+    /// (`Corrupt`).
     fn put_invitation(&mut self, row: &InvitationRow) -> Result<(), StoreError>;
 
     /// Appends an audit entry of `endpoint_id` (its id from [`crate::store::IdKind::Audit`]).
     fn append_audit(&mut self, endpoint_id: u64, row: &AuditRow) -> Result<(), StoreError>;
 }
-
-/// Units of work of their own transaction.
-pub trait EndpointsStore {}

@@ -23,6 +23,9 @@ pub trait MailWrite {
 }
 
 /// Units of work of their own transaction.
+/// Most messages one purge transaction removes.
+pub const PURGE_CHUNK: usize = 1000;
+
 pub trait MailStore {
     /// Deletes the sent and failed messages created before `cutoff`; returns how many.
     /// Queued messages are kept, however old.

@@ -1,9 +1,9 @@
 //! The storage seam: what the services may ask of a store, and nothing about how it is kept.
 //!
 //! Everything above this module talks to a [`Store`] (a trait object) and the transactions it
-//! hands out; `store::redb` is today's implementation and the only code of the crate that
-//! names redb or a table. A second backend (PostgreSQL) implements the same traits, so no
-//! caller changes.
+//! hands out, whichever backend implements them: [`redb`] (the embedded file of one node, the
+//! default) or [`postgres`] (a database any number of nodes share). Each is the only code of
+//! the crate that names its database or a table; no caller knows which one it has.
 //!
 //! The shape, and why:
 //! - **Reads** go through [`Store::read`]: one consistent snapshot ([`ReadTx`]) for as many
@@ -29,6 +29,8 @@ pub mod backup;
 pub mod changes;
 pub mod cluster;
 pub mod compression;
+#[cfg(test)]
+pub(crate) mod conformance;
 pub mod endpoints;
 pub mod events;
 pub mod mail;
@@ -83,7 +85,7 @@ pub enum StoreError {
 
 /// What a committed write changed that work outside the store must follow: each flag is set
 /// by the store method that made such a change, so no caller has to remember them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Effects {
     /// An e-mail was queued in the outbox: wake the mail worker.
     pub mail_queued: bool,
@@ -94,14 +96,35 @@ pub struct Effects {
     pub access_changed: bool,
     /// A webhook recovery is running: wake the dispatcher's recovery walk.
     pub recoveries: bool,
+    /// The partitions whose records changed (written, deleted or purged), in order, each
+    /// once: wake the search indexer, which follows the change log, and those partitions'
+    /// change streams.
+    pub records_changed: Vec<u64>,
 }
 
 impl Effects {
+    /// The effects of a commit that changed the records of `partitions` (in any order, with
+    /// repeats) and nothing else.
+    pub fn records_changed(partitions: impl IntoIterator<Item = u64>) -> Effects {
+        let mut records_changed: Vec<u64> = partitions.into_iter().collect();
+        records_changed.sort_unstable();
+        records_changed.dedup();
+        Effects {
+            records_changed,
+            ..Effects::default()
+        }
+    }
+
     pub fn merge(&mut self, other: Effects) {
         self.mail_queued |= other.mail_queued;
         self.deliveries_due |= other.deliveries_due;
         self.access_changed |= other.access_changed;
         self.recoveries |= other.recoveries;
+        if !other.records_changed.is_empty() {
+            self.records_changed.extend(other.records_changed);
+            self.records_changed.sort_unstable();
+            self.records_changed.dedup();
+        }
     }
 }
 
@@ -164,13 +187,11 @@ pub trait Store:
     Send
     + Sync
     + accounts::AccountsStore
-    + endpoints::EndpointsStore
     + events::EventsStore
     + mail::MailStore
     + purge::PurgeStore
     + records::RecordsStore
     + usage::UsageStore
-    + webhooks::WebhooksStore
 {
     /// A snapshot to read from.
     fn read(&self) -> Result<Box<dyn ReadTx + '_>, StoreError>;

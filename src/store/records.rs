@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::core::text::{fold_case, payload_text};
-use crate::store::{Effects, StoreError, WebhookKind, WebhookSettingsRow};
+use crate::store::{Effects, IdempotencyRow, StoreError, WebhookKind, WebhookSettingsRow};
 
 /// A stored record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -88,6 +88,40 @@ pub struct IdempotencyClaim {
     pub payload_hash: String,
     /// How long a claim holds: an older one is forgotten and the create goes ahead.
     pub ttl: Duration,
+}
+
+impl IdempotencyClaim {
+    /// The Idempotency-Key rule, the one both backends apply: the claim `held` for this key
+    /// (if any) answers a create made at `at` while it is fresh: with the original outcome for
+    /// the same payload, with a conflict for another. `None`: no fresh claim, the create goes
+    /// ahead and its claim replaces an expired one.
+    pub fn answer(
+        &self,
+        held: Option<&IdempotencyRow>,
+        at: Timestamp,
+    ) -> Result<Option<WriteOutcome>, StoreError> {
+        let Some(held) = held.filter(|held| held.created_at.plus(self.ttl) > at) else {
+            return Ok(None);
+        };
+        if held.payload_hash != self.payload_hash {
+            return Ok(Some(WriteOutcome::IdempotencyConflict));
+        }
+        let id = RecordId::parse(&held.record_id)
+            .ok_or_else(|| StoreError::Corrupt("record id in an idempotency row".into()))?;
+        Ok(Some(WriteOutcome::Replayed {
+            id,
+            created_at: held.created_at,
+        }))
+    }
+
+    /// The claim a create with this key that went ahead as record `id` at `at` leaves.
+    pub fn held_for(&self, id: RecordId, at: Timestamp) -> IdempotencyRow {
+        IdempotencyRow {
+            payload_hash: self.payload_hash.clone(),
+            record_id: id.to_string(),
+            created_at: at,
+        }
+    }
 }
 
 /// What a committed batch did with one of its writes. A refused write (the last two) changed
@@ -388,4 +422,59 @@ pub trait RecordsStore {
         cutoff: Timestamp,
         limit: usize,
     ) -> Result<usize, StoreError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{IdempotencyClaim, WriteOutcome};
+    use crate::core::clock::Timestamp;
+    use crate::core::ids::RecordId;
+
+    const SECOND: i64 = 1_000_000;
+
+    fn claim(payload_hash: &str) -> IdempotencyClaim {
+        IdempotencyClaim {
+            key: "k".into(),
+            payload_hash: payload_hash.into(),
+            ttl: Duration::from_secs(60),
+        }
+    }
+
+    #[test]
+    fn a_fresh_claim_answers_a_create_and_an_expired_one_lets_it_go_ahead() {
+        let at = Timestamp(100 * SECOND);
+        let id = RecordId::generate(at);
+        let held = claim("h1").held_for(id, at);
+        assert_eq!(claim("h1").answer(None, at).unwrap(), None, "no claim");
+        assert_eq!(
+            claim("h1")
+                .answer(Some(&held), Timestamp(159 * SECOND))
+                .unwrap(),
+            Some(WriteOutcome::Replayed { id, created_at: at }),
+            "the same payload within the ttl: the original answer"
+        );
+        assert_eq!(
+            claim("h2")
+                .answer(Some(&held), Timestamp(159 * SECOND))
+                .unwrap(),
+            Some(WriteOutcome::IdempotencyConflict),
+            "another payload within the ttl"
+        );
+        for payload in ["h1", "h2"] {
+            assert_eq!(
+                claim(payload)
+                    .answer(Some(&held), Timestamp(160 * SECOND))
+                    .unwrap(),
+                None,
+                "expired at exactly the ttl"
+            );
+        }
+        let corrupt = crate::store::IdempotencyRow {
+            record_id: "not an id".into(),
+            ..held
+        };
+        assert!(claim("h1").answer(Some(&corrupt), at).is_err());
+    }
 }

@@ -25,9 +25,10 @@ use std::time::{Duration, SystemTime};
 
 use crate::core::metrics::Metrics;
 use crate::core::telemetry::{Span, SpanKind, Telemetry};
+use crate::domain::handles::Handles;
 use crate::domain::ingest::{self, Ingest, Message, Queue, Reply, Write};
 use crate::store::records::Change;
-use crate::store::{Effects, Store, StoreError};
+use crate::store::{Effects, StoreError};
 
 /// How many writes one transaction takes at most.
 pub const MAX_BATCH: usize = 2048;
@@ -43,25 +44,19 @@ impl WriterThread {
     }
 }
 
-/// What the writer tells the rest of the server after each successful commit: what the commit
-/// requires ([`Effects`]) and the partitions it wrote a change to (their change streams wake).
-/// It wakes the consumers of the change log and carries out the effects; it must not block.
-pub type AfterCommit = Box<dyn Fn(Effects, &[u64]) + Send>;
-
-/// Starts the writer thread; returns the queue to submit writes to. `after_commit` runs after
-/// every successful commit.
+/// Starts the writer thread on `handles`' store; returns the queue to submit writes to. After
+/// every successful commit the writer tells `handles`' after-commit path what the commit
+/// requires, with the partitions it wrote a change to.
 pub fn start(
-    store: Arc<dyn Store>,
+    handles: Handles,
     metrics: Arc<Metrics>,
     telemetry: Telemetry,
-    after_commit: AfterCommit,
 ) -> std::io::Result<(Ingest, WriterThread)> {
     let (ingest, queue) = ingest::queue();
     let writer = Writer {
-        store,
+        handles,
         metrics,
         telemetry,
-        after_commit,
     };
     let handle = std::thread::Builder::new()
         .name("ingest-writer".into())
@@ -80,10 +75,9 @@ struct WriterStats {
 
 /// What the writer thread owns besides its queue.
 struct Writer {
-    store: Arc<dyn Store>,
+    handles: Handles,
     metrics: Arc<Metrics>,
     telemetry: Telemetry,
-    after_commit: AfterCommit,
 }
 
 fn writer_loop(writer: &Writer, mut queue: Queue) {
@@ -176,7 +170,7 @@ fn commit(
     let writes: Vec<_> = batch.iter().map(|(write, _)| write.batch_write()).collect();
     let started = std::time::Instant::now();
     let started_at = SystemTime::now();
-    let applied = writer.store.apply_batch(&writes);
+    let applied = writer.handles.store.apply_batch(&writes);
     let elapsed = started.elapsed();
     if writer.telemetry.enabled() {
         record_spans(
@@ -198,20 +192,20 @@ fn commit(
     stats.largest_batch = stats.largest_batch.max(writes.len());
     match applied {
         Ok(applied) => {
-            let mut changed: Vec<u64> = writes
-                .iter()
-                .zip(&applied.outcomes)
-                .filter_map(|(write, outcome)| Change::of(write.write, outcome))
-                .map(|change| change.partition)
-                .collect();
-            changed.sort_unstable();
-            changed.dedup();
+            let mut effects = Effects::records_changed(
+                writes
+                    .iter()
+                    .zip(&applied.outcomes)
+                    .filter_map(|(write, outcome)| Change::of(write.write, outcome))
+                    .map(|change| change.partition),
+            );
+            effects.merge(applied.effects);
             // The writers are answered first: their requests' tasks are queued before the
             // work the wake-ups start (a hundred change streams reading the commit, say).
             for ((_, reply), outcome) in batch.into_iter().zip(applied.outcomes) {
                 reply.applied(outcome);
             }
-            (writer.after_commit)(applied.effects, &changed);
+            writer.handles.committed(effects);
         }
         Err(err) => {
             log::error!(

@@ -29,6 +29,7 @@ use crate::core::crypto::Sealer;
 use crate::core::ids::RecordId;
 use crate::core::trace::TraceContext;
 use crate::domain::error::{Error, Result};
+use crate::domain::webhooks::policy::max_attempts;
 use crate::store::records::{Change, ChangeKind, DeliveryPlanner, NewDelivery};
 use crate::store::{
     Environment, EventType, KeyHolder, StoreError, SubscriptionRow, WebhookKind, WebhookSettingsRow,
@@ -77,14 +78,6 @@ pub fn receiver_of(url: &str) -> String {
         )
         .to_ascii_lowercase(),
         Err(_) => url.to_string(),
-    }
-}
-
-/// Attempts a delivery gets in all: the spec's production 6, sandbox 4.
-pub fn max_attempts(environment: Environment) -> u32 {
-    match environment {
-        Environment::Production => 6,
-        Environment::Sandbox => 4,
     }
 }
 

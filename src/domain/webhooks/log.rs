@@ -19,7 +19,8 @@ use crate::domain::endpoints::{Endpoints, Membership};
 use crate::domain::error::{Error, Missing, Result};
 use crate::domain::handles::Handles;
 use crate::domain::records::Pagination;
-use crate::domain::webhooks::deliveries::{displayed_url, max_attempts, receiver_of};
+use crate::domain::webhooks::deliveries::{displayed_url, receiver_of};
+use crate::domain::webhooks::policy::max_attempts;
 use crate::domain::webhooks::subscriptions::subscription_id;
 use crate::store::webhooks::DueDelivery;
 use crate::store::{

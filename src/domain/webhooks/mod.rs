@@ -2,8 +2,8 @@
 //! caller's (`X-Webhook-Callback`).
 //!
 //! - [`signing`]: Standard Webhooks signatures: the `whsec_` secret format, the `v1,`
-//!   HMAC-SHA256 entry over `{webhook-id}.{webhook-timestamp}.{body}`, and the
-//!   `webhook-signature` header with one entry per key.
+//!   HMAC-SHA256 entry over `{webhook-id}.{webhook-timestamp}.{body}`, the
+//!   `webhook-signature` header with one entry per key, and every header of a request.
 //! - [`secrets`]: the signing secret of each endpoint and environment: made with the
 //!   endpoint, stored sealed, viewed by the owner and collaborators and reissued by the owner
 //!   through the management API, and [`secrets::signing_keys`], the keys a sender signs with
@@ -17,17 +17,23 @@
 //! - [`recovery`]: bulk recovery of a subscription's (or the caller webhooks') given-up and
 //!   skipped deliveries.
 //! - [`log`]: the delivery log with every attempt, and manual redelivery.
+//! - [`policy`]: the retry policy: what an answer means, when the next attempt is due, the
+//!   attempt budgets, and whose given-up deliveries the owner is e-mailed about.
+//! - [`outcomes`]: what an attempt leaves behind, committed in groups with the owner's
+//!   failure e-mail.
 //!
 //! Sending lives in `workers::webhooks`: the dispatcher (`dispatch`: a scheduler thread claims
-//! due deliveries for a pool of workers, capped per receiver, retries at most half of them;
-//! the retry policy; a result writer that commits every attempt, the next due time and the
-//! owner's failure e-mail in groups), the HTTP side of one attempt (`send`: no redirects, one
-//! timeout, the SSRF guard on resolved addresses, the body bounded by [`RESPONSE_BODY_LIMIT`],
-//! `Retry-After`, no proxy from the environment) and the explicit outbound proxy (`proxy`).
+//! due deliveries for a pool of workers, capped per receiver, retries at most half of them; a
+//! result writer commits every attempt, the next due time and the owner's failure e-mail in
+//! groups), the HTTP side of one attempt (`send`: no redirects, one timeout, the SSRF guard on
+//! resolved addresses, the body bounded by [`RESPONSE_BODY_LIMIT`], `Retry-After`, no proxy
+//! from the environment) and the explicit outbound proxy (`proxy`).
 
 pub mod deliveries;
 pub mod health;
 pub mod log;
+pub mod outcomes;
+pub mod policy;
 pub mod recovery;
 pub mod secrets;
 pub mod signing;

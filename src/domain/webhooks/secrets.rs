@@ -2,9 +2,9 @@
 //! signing secret" and its replacement state table have them.
 //!
 //! - Both secrets of an endpoint are made in the transaction that creates it
-//!   ([`create_for_endpoint`]). Endpoints created before secrets existed have none: their
-//!   secret is made on first use (viewing it, reissuing it, or signing with it), so old data
-//!   dirs work unchanged.
+//!   ([`create_for_endpoint`]). Endpoints created before secrets existed have none: theirs
+//!   are made when the server starts ([`create_missing`], before anything is sent), so old
+//!   data dirs work unchanged and signing never writes.
 //! - A secret is stored sealed (see `crypto`), because it must be shown again; it never
 //!   appears in a log or an audit entry.
 //! - The owner and the endpoint's collaborators can view it; only the owner can reissue it.
@@ -12,22 +12,21 @@
 //!   which webhooks carry both signatures, new first. A reissue during a changeover drops the
 //!   older previous secret: only the last two secrets ever sign.
 //! - [`signing_keys`] is what a sender asks at send time: the current key, and the previous
-//!   one while the changeover runs.
+//!   one while the changeover runs; [`signed_headers`] signs a request with them. Both only
+//!   read a snapshot.
 
 use std::time::Duration;
 
 use serde::Serialize;
 
-use super::signing::{generate_secret, secret_key};
+use super::signing::{self, Message, generate_secret, secret_key};
 use crate::core::clock::Timestamp;
 use crate::core::crypto::Sealer;
 use crate::domain::audit;
 use crate::domain::endpoints::Endpoints;
 use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
-use crate::store::{
-    AccountRow, Environment, WebhookSecretRow, WriteTx, partition, partition_endpoint,
-};
+use crate::store::{AccountRow, Environment, Store, WebhookSecretRow, WriteTx, partition};
 
 /// How long after a reissue webhooks are still signed with the previous secret too.
 pub const CHANGEOVER: Duration = Duration::from_secs(24 * 60 * 60);
@@ -69,9 +68,8 @@ pub fn view(
     environment: Environment,
 ) -> Result<SecretView> {
     let (endpoint, _) = endpoints.member_row(account, slug)?;
-    let now = handles.now();
-    let row = row_or_create(handles, sealer, partition(endpoint.id, environment), now)?;
-    secret_view(sealer, environment, &row, now)
+    let row = stored_row(handles.store.as_ref(), partition(endpoint.id, environment))?;
+    secret_view(sealer, environment, &row, handles.now())
 }
 
 /// The owner replaces the secret of one environment (403 `owner_only` for collaborators, 404
@@ -88,11 +86,10 @@ pub fn reissue(
     let endpoint = endpoints.owned_row(owner, slug)?;
     let now = handles.now();
     let key = partition(endpoint.id, environment);
-    // Made before the write, which may run more than once: the secrets it stores are these.
-    let made_now = new_row(sealer, now);
+    // Made before the write, which may run more than once: the secret it stores is this one.
     let replacement = fresh_secret(sealer);
     let row = handles.write(|tx| {
-        let replaced = tx.webhook_secret(key)?.unwrap_or_else(|| made_now.clone());
+        let replaced = tx.webhook_secret(key)?.ok_or(Error::EndpointNotFound)?;
         let row = reissued(replaced, replacement.clone(), now);
         tx.put_webhook_secret(key, &row)?;
         let details = serde_json::json!({ "environment": environment });
@@ -118,8 +115,96 @@ pub fn signing_keys(
     partition: u64,
     now: Timestamp,
 ) -> Result<Vec<Vec<u8>>> {
-    let row = row_or_create(handles, sealer, partition, now)?;
+    let row = stored_row(handles.store.as_ref(), partition)?;
     keys_at(sealer, &row, now)
+}
+
+/// Every header of attempt `number` of `message`, signed at `now` with the partition's keys
+/// valid then ([`signing_keys`]), with the receiver's auth value unsealed and `traceparent`
+/// when given (`signing::request_headers`).
+pub fn signed_headers(
+    handles: &Handles,
+    sealer: &Sealer,
+    message: &Message<'_>,
+    number: u32,
+    now: Timestamp,
+    traceparent: Option<&str>,
+) -> Result<Vec<(String, String)>> {
+    let keys = signing_keys(handles, sealer, message.partition, now)?;
+    let auth_value = match (message.auth_header, message.auth_value_sealed) {
+        (Some(_), Some(sealed)) => Some(
+            sealer
+                .open_string(sealed)
+                .map_err(|e| Error::Internal(format!("the receiver's auth value: {e}")))?,
+        ),
+        _ => None,
+    };
+    Ok(signing::request_headers(
+        message,
+        &keys,
+        auth_value,
+        number,
+        now,
+        traceparent,
+    ))
+}
+
+/// Accounts read at a time by [`create_missing`].
+const ACCOUNTS_PAGE: usize = 500;
+
+/// Makes the secrets that endpoints created before secrets existed lack (data of an older
+/// version), so that a send only ever reads them. Run once at start, before anything is sent;
+/// writes nothing when no secret is missing. Returns how many it made.
+pub fn create_missing(handles: &Handles, sealer: &Sealer) -> Result<usize> {
+    let missing = partitions_without_secret(handles.store.as_ref())?;
+    if missing.is_empty() {
+        return Ok(0);
+    }
+    let now = handles.now();
+    // Made before the write, which may run more than once: the secrets it stores are these.
+    let rows: Vec<(u64, WebhookSecretRow)> = missing
+        .into_iter()
+        .map(|key| (key, new_row(sealer, now)))
+        .collect();
+    handles.write(|tx| {
+        let mut made = 0;
+        for (key, row) in &rows {
+            // Another node may have made it since the read.
+            if tx.webhook_secret(*key)?.is_none() {
+                tx.put_webhook_secret(*key, row)?;
+                made += 1;
+            }
+        }
+        Ok(made)
+    })
+}
+
+/// The partitions of live endpoints that have no secret, read in one snapshot: every
+/// endpoint is some account's own.
+fn partitions_without_secret(store: &dyn Store) -> Result<Vec<u64>> {
+    let snapshot = store.read()?;
+    let mut missing = Vec::new();
+    let mut after = 0;
+    loop {
+        let accounts = snapshot.accounts_page(after, ACCOUNTS_PAGE)?;
+        for account in &accounts {
+            for (endpoint, _) in snapshot.endpoints_of(account.id)? {
+                if endpoint.owner_id != account.id || endpoint.deleted_at.is_some() {
+                    continue;
+                }
+                for environment in [Environment::Sandbox, Environment::Production] {
+                    let key = partition(endpoint.id, environment);
+                    if snapshot.webhook_secret(key)?.is_none() {
+                        missing.push(key);
+                    }
+                }
+            }
+        }
+        match accounts.last() {
+            Some(last) if accounts.len() == ACCOUNTS_PAGE => after = last.id,
+            _ => return Ok(missing),
+        }
+    }
 }
 
 /// A new secret, sealed.
@@ -181,30 +266,13 @@ fn secret_view(
     })
 }
 
-/// The stored row of `partition`, made (in a write transaction of its own) when the endpoint
-/// predates webhook secrets.
-fn row_or_create(
-    handles: &Handles,
-    sealer: &Sealer,
-    partition: u64,
-    now: Timestamp,
-) -> Result<WebhookSecretRow> {
-    if let Some(row) = handles.store.read()?.webhook_secret(partition)? {
-        return Ok(row);
-    }
-    let made = new_row(sealer, now);
-    handles.write(|tx| {
-        // Another request may have made it since the read.
-        if let Some(row) = tx.webhook_secret(partition)? {
-            return Ok(row);
-        }
-        let live = tx.endpoint(partition_endpoint(partition))?;
-        if live.is_none_or(|row| row.deleted_at.is_some()) {
-            return Err(Error::EndpointNotFound);
-        }
-        tx.put_webhook_secret(partition, &made)?;
-        Ok(made.clone())
-    })
+/// The stored row of `partition`. Every live endpoint has one (made with it, or at start by
+/// [`create_missing`]): none means the endpoint is gone.
+fn stored_row(store: &dyn Store, partition: u64) -> Result<WebhookSecretRow> {
+    store
+        .read()?
+        .webhook_secret(partition)?
+        .ok_or(Error::EndpointNotFound)
 }
 
 fn open_secret(sealer: &Sealer, sealed: &[u8]) -> Result<String> {
@@ -256,7 +324,7 @@ mod tests {
             &self.endpoints.sealer
         }
 
-        /// Creates an endpoint; returns its id.
+        /// Creates an endpoint of the stored owner; returns its id.
         fn endpoint(&self, name: &str) -> u64 {
             let owner = AccountRow {
                 id: 1,
@@ -266,6 +334,13 @@ mod tests {
                 created_at: T0,
                 suspended: false,
             };
+            let snapshot = self.handles.store.read().unwrap();
+            if snapshot.account(owner.id).unwrap().is_none() {
+                drop(snapshot);
+                self.handles
+                    .write(|tx| Ok(tx.insert_account(&owner)?))
+                    .unwrap();
+            }
             let new = NewEndpoint {
                 name: name.into(),
                 description: None,
@@ -335,24 +410,31 @@ mod tests {
     }
 
     #[test]
-    fn an_endpoint_from_before_secrets_gets_one_on_first_use() {
+    fn an_endpoint_from_before_secrets_gets_one_at_start_and_signing_never_writes() {
         let f = Fixture::new();
         let id = f.endpoint("Orders");
         let sandbox = partition(id, Environment::Sandbox);
         f.handles
             .write(|tx| Ok(tx.delete_webhook_secret(sandbox)?))
             .unwrap();
+        // Signing only reads: without a secret it fails and makes none.
+        assert!(matches!(f.keys(sandbox, T0), Err(Error::EndpointNotFound)));
+        let stored = |key| f.handles.store.read().unwrap().webhook_secret(key).unwrap();
+        assert!(stored(sandbox).is_none());
+
+        assert_eq!(create_missing(&f.handles, f.sealer()).unwrap(), 1);
         let made = f.keys(sandbox, T0).unwrap();
         assert_eq!(made.len(), 1);
         assert_eq!(made[0].len(), 32);
-        // Kept: the next use finds the same secret.
+        assert_eq!(stored(sandbox).unwrap().created_at, T0);
+        // Kept: the next start makes nothing, the next use finds the same secret.
+        assert_eq!(create_missing(&f.handles, f.sealer()).unwrap(), 0);
         let later = T0.plus(Duration::from_secs(60));
         assert_eq!(f.keys(sandbox, later).unwrap(), made);
 
         // No secret is made for an endpoint that does not exist.
         let missing = partition(id + 1, Environment::Sandbox);
         assert!(matches!(f.keys(missing, T0), Err(Error::EndpointNotFound)));
-        let snapshot = f.handles.store.read().unwrap();
-        assert!(snapshot.webhook_secret(missing).unwrap().is_none());
+        assert!(stored(missing).is_none());
     }
 }

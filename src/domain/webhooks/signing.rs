@@ -6,17 +6,27 @@
 //! such entry per key, separated by single spaces: two during a secret changeover, so a
 //! receiver that still has the previous secret keeps verifying.
 //!
-//! Everything here is pure: which keys to sign with is decided by `webhooks::secrets`.
+//! [`request_headers`] are every header of a webhook request, a delivery's or a test event's
+//! alike, so that a receiver that verifies one verifies the other; [`redacted`] is how the
+//! delivery log keeps them.
+//!
+//! Everything here is pure: which keys to sign with is decided by `webhooks::secrets`
+//! (`secrets::signed_headers`), which reads them from a snapshot and never writes.
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+use crate::core::clock::{MICROS_PER_SECOND, Timestamp};
 use crate::core::ids::random_bytes;
 
 /// Every secret begins with this.
 pub const SECRET_PREFIX: &str = "whsec_";
+/// The `User-Agent` of every webhook request; receivers may allowlist the `svc-Webhook/` prefix.
+pub const USER_AGENT: &str = concat!("svc-Webhook/", env!("CARGO_PKG_VERSION"));
+/// What the attempt log shows instead of the signature and the auth value.
+pub const REDACTED: &str = "[redacted]";
 /// Random bytes in a secret this server generates.
 pub const SECRET_KEY_BYTES: usize = 32;
 /// The scheme of each signature entry; receivers ignore entries of other schemes.
@@ -86,6 +96,73 @@ pub fn verify(key: &[u8], msg_id: &str, timestamp: i64, body: &[u8], header: &st
     header
         .split(' ')
         .any(|entry| bool::from(entry.as_bytes().ct_eq(expected.as_bytes())))
+}
+
+/// What a webhook request says, whatever sends it (a delivery, or a test event).
+pub struct Message<'a> {
+    pub partition: u64,
+    /// The `webhook-id` (and `X-svc-Record-Id`).
+    pub id: &'a str,
+    pub body: &'a [u8],
+    pub auth_header: Option<&'a str>,
+    pub auth_value_sealed: Option<&'a [u8]>,
+}
+
+/// Every header of attempt `number` of `message` at `now`: signed with `keys` (current
+/// first), `traceparent` when given (unless the receiver's auth header has its name), and the
+/// receiver's auth header with `auth_value`, its value unsealed.
+pub fn request_headers(
+    message: &Message<'_>,
+    keys: &[Vec<u8>],
+    auth_value: Option<String>,
+    number: u32,
+    now: Timestamp,
+    traceparent: Option<&str>,
+) -> Vec<(String, String)> {
+    let timestamp = now.as_micros().div_euclid(MICROS_PER_SECOND);
+    let signature = signature_header(keys, message.id, timestamp, message.body);
+    let mut headers: Vec<(String, String)> = [
+        ("User-Agent", USER_AGENT.to_string()),
+        ("Content-Type", "application/json".to_string()),
+        ("X-svc-Record-Id", message.id.to_string()),
+        ("X-svc-Delivery-Attempt", number.to_string()),
+        ("webhook-id", message.id.to_string()),
+        ("webhook-timestamp", timestamp.to_string()),
+        ("webhook-signature", signature),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_string(), value))
+    .collect();
+    let auth_named = |name: &str| {
+        message
+            .auth_header
+            .is_some_and(|auth| auth.eq_ignore_ascii_case(name))
+    };
+    if let Some(traceparent) = traceparent
+        && !auth_named("traceparent")
+    {
+        headers.push(("traceparent".to_string(), traceparent.to_string()));
+    }
+    if let (Some(name), Some(value)) = (message.auth_header, auth_value) {
+        headers.push((name.to_string(), value));
+    }
+    headers
+}
+
+/// The headers as the attempt log keeps them: signature and auth value replaced.
+pub fn redacted(
+    headers: Vec<(String, String)>,
+    auth_header: Option<&str>,
+) -> Vec<(String, String)> {
+    headers
+        .into_iter()
+        .map(|(name, value)| {
+            let secret = name.eq_ignore_ascii_case("webhook-signature")
+                || auth_header.is_some_and(|a| name.eq_ignore_ascii_case(a));
+            let value = if secret { REDACTED.to_string() } else { value };
+            (name, value)
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -176,5 +253,18 @@ mod tests {
         assert_eq!(a.len(), SECRET_PREFIX.len() + 44, "{a}");
         assert_eq!(secret_key(&a).unwrap().len(), SECRET_KEY_BYTES);
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn the_log_hides_the_signature_and_the_auth_value() {
+        let headers = vec![
+            ("webhook-id".to_string(), "rec_1".to_string()),
+            ("webhook-signature".to_string(), "v1,abc".to_string()),
+            ("x-api-key".to_string(), "s3cret".to_string()),
+        ];
+        let logged = redacted(headers, Some("X-Api-Key"));
+        assert_eq!(logged[0].1, "rec_1");
+        assert_eq!(logged[1].1, REDACTED);
+        assert_eq!(logged[2], ("x-api-key".to_string(), REDACTED.to_string()));
     }
 }

@@ -484,6 +484,12 @@ pub(crate) fn test_node() -> PgStore {
     store
 }
 
+/// The store's contract (`store::conformance`) on PostgreSQL, each check on a fresh database.
+#[cfg(test)]
+mod conformance {
+    crate::store::conformance::conformance_tests!(Box::new(super::test_node()));
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -1,5 +1,4 @@
-//! [`WebhooksRead`], [`WebhooksWrite`] and [`WebhooksStore`] on PostgreSQL, and the store's
-//! gauges.
+//! [`WebhooksRead`] and [`WebhooksWrite`] on PostgreSQL, and the store's gauges.
 //!
 //! A delivery's place in the due list is kept on its own row: `due_at` (with `retry` and
 //! `receiver`) is set while it is listed and `NULL` otherwise, so the due list is the partial
@@ -12,9 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::records::sql_limit;
 use super::{PgStore, PgTx, big, from_json, id_bytes, to_json, unbig};
 use crate::core::clock::Timestamp;
-use crate::store::webhooks::{
-    AttemptOutcome, DueDelivery, Settled, WebhooksRead, WebhooksStore, WebhooksWrite,
-};
+use crate::store::webhooks::{AttemptOutcome, DueDelivery, Settled, WebhooksRead, WebhooksWrite};
 use crate::store::{
     AttemptRow, DeliveryRow, DeliveryState, StoreError, StoreGauges, WebhookSecretRow,
     WebhookSettingsRow, time_from_key, time_key,
@@ -384,8 +381,6 @@ fn finish(row: &mut DeliveryRow, state: DeliveryState, at: Timestamp) {
     row.finished_at = Some(at);
 }
 
-impl WebhooksStore for PgStore {}
-
 impl PgStore {
     pub(super) fn read_gauges(&self, now: Timestamp) -> Result<StoreGauges, StoreError> {
         let tx = PgTx::read(self)?;
@@ -661,11 +656,6 @@ pub(super) mod tests {
         );
         // Only listed deliveries are due.
         assert!(due_ids(&tx, i64::MAX, None, 10).is_empty());
-    }
-
-    #[test]
-    fn move_due_lists_a_delivery_once() {
-        crate::store::webhooks::conformance::move_due_lists_a_delivery_once(&test_store());
     }
 
     #[test]

@@ -170,7 +170,8 @@ impl EndpointsWrite for RedbWrite<'_> {
         row: &InvitationRow,
         token_hash: &[u8; 32],
     ) -> Result<(), StoreError> {
-        self.put_invitation(row)?;
+        self.table(INVITATIONS)?
+            .insert(row.id, to_json(row)?.as_slice())?;
         self.table(INVITATION_TOKENS)?.insert(token_hash, row.id)?;
         Ok(())
     }
@@ -182,8 +183,18 @@ impl EndpointsWrite for RedbWrite<'_> {
     }
 
     fn put_invitation(&mut self, row: &InvitationRow) -> Result<(), StoreError> {
-        self.table(INVITATIONS)?
-            .insert(row.id, to_json(row)?.as_slice())?;
+        let replaced = self
+            .table(INVITATIONS)?
+            .insert(row.id, to_json(row)?.as_slice())?
+            .is_some();
+        // Its token's hash was stored with the insert: without one there is nothing to
+        // replace (the write is abandoned, so the row just put goes with it).
+        if !replaced {
+            return Err(StoreError::Corrupt(format!(
+                "no invitation {} to replace",
+                row.id
+            )));
+        }
         Ok(())
     }
 
@@ -193,5 +204,3 @@ impl EndpointsWrite for RedbWrite<'_> {
         Ok(())
     }
 }
-
-impl crate::store::endpoints::EndpointsStore for super::RedbStore {}

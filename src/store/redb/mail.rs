@@ -7,11 +7,8 @@ use redb::ReadableTable;
 use super::tx::{RedbWrite, Tables};
 use super::{OUTBOX, RedbStore, from_json, to_json};
 use crate::core::clock::Timestamp;
-use crate::store::mail::{MailRead, MailStore, MailWrite};
+use crate::store::mail::{MailRead, MailStore, MailWrite, PURGE_CHUNK};
 use crate::store::{MailRow, MailStatus, StoreError};
-
-/// Most messages removed per purge transaction.
-const PURGE_CHUNK: usize = 1000;
 
 impl<T: Tables> MailRead for T {
     fn mail(&self, id: u64) -> Result<Option<MailRow>, StoreError> {

@@ -339,3 +339,28 @@ pub fn write_counter(txn: &WriteTransaction, counter: &str, value: u64) -> Resul
         .insert(counter, value.to_be_bytes().as_slice())?;
     Ok(())
 }
+
+/// The store's contract (`store::conformance`) on redb, each check on a fresh file.
+#[cfg(test)]
+mod conformance {
+    /// A store in a temporary folder, which goes with it.
+    struct TempStore {
+        store: super::RedbStore,
+        _dir: tempfile::TempDir,
+    }
+
+    impl std::ops::Deref for TempStore {
+        type Target = super::RedbStore;
+        fn deref(&self) -> &super::RedbStore {
+            &self.store
+        }
+    }
+
+    fn fresh() -> TempStore {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let store = super::RedbStore::open(&dir.path().join("t.redb"), 1 << 22).expect("open");
+        TempStore { store, _dir: dir }
+    }
+
+    crate::store::conformance::conformance_tests!(fresh());
+}

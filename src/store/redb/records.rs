@@ -47,8 +47,13 @@ impl<T: Tables> RecordsRead for T {
         visit: &mut dyn FnMut(RecordRef<'_>) -> Result<(), StoreError>,
     ) -> Result<bool, StoreError> {
         let records = self.open(RECORDS)?;
-        let key = |bound: Bound<u128>| bound.map(|id| (partition, id));
-        let range = records.range::<(u64, u128)>((key(ids.0), key(ids.1)))?;
+        // The keys are (partition, id): an unbounded end is the partition's first or last id,
+        // never the next partition's records.
+        let key = |bound: Bound<u128>, end: u128| match bound {
+            Bound::Unbounded => Bound::Included((partition, end)),
+            bound => bound.map(|id| (partition, id)),
+        };
+        let range = records.range::<(u64, u128)>((key(ids.0, 0), key(ids.1, u128::MAX)))?;
         match order {
             ScanOrder::OldestFirst => visit_page(self.codec(), range, limit, visit),
             ScanOrder::NewestFirst => visit_page(self.codec(), range.rev(), limit, visit),
@@ -319,11 +324,7 @@ impl<'txn> BatchTables<'txn> {
                     self.codec.encode(created_at, payload)?.as_slice(),
                 )?;
                 if let Some(claim) = idempotency {
-                    let row = IdempotencyRow {
-                        payload_hash: claim.payload_hash.clone(),
-                        record_id: id.to_string(),
-                        created_at,
-                    };
+                    let row = claim.held_for(*id, created_at);
                     self.idempotency
                         .insert((*partition, claim.key.as_str()), to_json(&row)?.as_slice())?;
                     self.idempotency_expiry
@@ -358,35 +359,28 @@ impl<'txn> BatchTables<'txn> {
         }
     }
 
-    /// Checks an Idempotency-Key: `Some` outcome when it is known and fresh (the original
-    /// outcome, or a conflict); `None` when the create should go ahead. Drops an expired claim.
+    /// Checks an Idempotency-Key by the rule of [`IdempotencyClaim::answer`]: `Some` outcome
+    /// when the key answers the create; `None` when it goes ahead, its expired claim dropped.
     fn claimed(
         &mut self,
         partition: u64,
         claim: &IdempotencyClaim,
         now: Timestamp,
     ) -> Result<Option<WriteOutcome>, StoreError> {
-        let row: IdempotencyRow = match self.idempotency.get((partition, claim.key.as_str()))? {
-            Some(v) => from_json(v.value())?,
-            None => return Ok(None),
-        };
-        if row.created_at.plus(claim.ttl) <= now {
+        let held: Option<IdempotencyRow> =
+            match self.idempotency.get((partition, claim.key.as_str()))? {
+                Some(v) => Some(from_json(v.value())?),
+                None => None,
+            };
+        let answer = claim.answer(held.as_ref(), now)?;
+        if let (None, Some(expired)) = (&answer, &held) {
             self.idempotency_expiry.remove((
-                time_key(row.created_at),
+                time_key(expired.created_at),
                 partition,
                 claim.key.as_str(),
             ))?;
             self.idempotency.remove((partition, claim.key.as_str()))?;
-            return Ok(None);
         }
-        if row.payload_hash != claim.payload_hash {
-            return Ok(Some(WriteOutcome::IdempotencyConflict));
-        }
-        let id = RecordId::parse(&row.record_id)
-            .ok_or_else(|| StoreError::Corrupt("record id in an idempotency row".into()))?;
-        Ok(Some(WriteOutcome::Replayed {
-            id,
-            created_at: row.created_at,
-        }))
+        Ok(answer)
     }
 }

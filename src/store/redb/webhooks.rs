@@ -1,4 +1,4 @@
-//! [`WebhooksRead`], [`WebhooksWrite`] and [`WebhooksStore`] on redb.
+//! [`WebhooksRead`] and [`WebhooksWrite`] on redb.
 
 use std::ops::Bound;
 
@@ -7,12 +7,10 @@ use redb::{ReadableTable, Table};
 use super::tx::{RedbWrite, Tables};
 use super::{
     DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, FAILURE_MAILS, PARTITION_DELIVERIES,
-    RECORD_DELIVERIES, RedbStore, WEBHOOK_SECRETS, WEBHOOK_SETTINGS, from_json, to_json,
+    RECORD_DELIVERIES, WEBHOOK_SECRETS, WEBHOOK_SETTINGS, from_json, to_json,
 };
 use crate::core::clock::Timestamp;
-use crate::store::webhooks::{
-    AttemptOutcome, DueDelivery, Settled, WebhooksRead, WebhooksStore, WebhooksWrite,
-};
+use crate::store::webhooks::{AttemptOutcome, DueDelivery, Settled, WebhooksRead, WebhooksWrite};
 use crate::store::{
     AttemptRow, DeliveryBrief, DeliveryRow, DeliveryState, StoreError, WebhookSecretRow,
     WebhookSettingsRow, time_from_key, time_key,
@@ -309,16 +307,4 @@ fn finish(row: &mut DeliveryRow, state: DeliveryState, at: Timestamp) {
     row.state = state;
     row.next_attempt_at = None;
     row.finished_at = Some(at);
-}
-
-impl WebhooksStore for RedbStore {}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn move_due_lists_a_delivery_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = super::RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap();
-        crate::store::webhooks::conformance::move_due_lists_a_delivery_once(&store);
-    }
 }

@@ -10,9 +10,10 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 
-use crate::core::clock::Timestamp;
+use crate::core::clock::{SystemClock, Timestamp};
 use crate::core::ids::RecordId;
 use crate::core::metrics::Metrics;
+use crate::domain::handles::{Handles, Unattended};
 use crate::domain::ingest::{Ingest, Write};
 use crate::domain::search::{MAX_SCANNED, SearchIndex, fold_case, parse_request, search_within};
 use crate::domain::webhooks::deliveries::Hooks;
@@ -43,13 +44,10 @@ impl Bench {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("runtime");
-        let (ingest, writer) = ingest::start(
-            store.clone(),
-            Arc::new(Metrics::default()),
-            Default::default(),
-            Box::new(|_, _| {}),
-        )
-        .expect("ingest writer");
+        let handles = Handles::new(store.clone(), Arc::new(SystemClock), Arc::new(Unattended));
+        let (ingest, writer) =
+            ingest::start(handles, Arc::new(Metrics::default()), Default::default())
+                .expect("ingest writer");
         Bench {
             dir,
             store,

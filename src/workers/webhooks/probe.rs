@@ -11,13 +11,15 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::dispatch::{Message, signed_headers};
-use super::send::{Exchange, Sender};
+use super::send::Sender;
 use crate::core::config::WebhooksConfig;
 use crate::core::crypto::Sealer;
 use crate::core::ids::random_base32;
 use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
+use crate::domain::webhooks::policy::Exchange;
+use crate::domain::webhooks::secrets::signed_headers;
+use crate::domain::webhooks::signing::Message;
 use crate::store::{Environment, SubscriptionRow};
 
 /// The event type of a test event.

@@ -41,30 +41,12 @@ use crate::core::clock::Timestamp;
 use crate::core::config::WebhooksConfig;
 use crate::core::egress::{self, TargetPolicy};
 use crate::domain::webhooks::RESPONSE_BODY_LIMIT;
-
-/// Longest `Retry-After` honoured; a longer one is ignored (the spec's cap).
-pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(4 * 3600);
+use crate::domain::webhooks::policy::{Exchange, RETRY_AFTER_CAP};
 
 /// How long a host name's resolved addresses are reused.
 pub const DNS_CACHE_TTL: Duration = Duration::from_secs(10);
 /// Most host names kept in the cache; it starts over when full.
 const DNS_CACHE_NAMES: usize = 1024;
-
-/// What one attempt got.
-#[derive(Debug)]
-pub enum Exchange {
-    /// The receiver answered.
-    Answered {
-        status: u16,
-        /// A `Retry-After` of at most [`RETRY_AFTER_CAP`] (only read on a 429).
-        retry_after: Option<Duration>,
-        body: String,
-    },
-    /// No answer: timeout, connection, DNS or TLS error.
-    Failed(String),
-    /// Not sent: every address of the target is refused by the guard.
-    Refused(String),
-}
 
 /// Sends deliveries; one per dispatcher, shared by its workers (ureq pools connections).
 pub struct Sender {

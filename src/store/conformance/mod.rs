@@ -1,0 +1,134 @@
+//! The store's contract, checked the same way on every backend: each public function of the
+//! modules below states rules of the seam's traits against a fresh store, and
+//! [`conformance_tests!`] runs them all as tests of a backend (`store::redb` and
+//! `store::postgres` each invoke it once). A rule every backend must keep goes here, not into
+//! one backend's own tests, which keep only what is that backend's own (its SQL, its files,
+//! several nodes at once).
+
+pub mod accounts;
+pub mod endpoints;
+pub mod mail;
+pub mod records;
+
+/// Every check of the modules above as a `#[test]` of the backend that `$make` opens (an
+/// expression giving a fresh store, or something that dereferences to one).
+macro_rules! conformance_tests {
+    ($make:expr) => {
+        #[test]
+        fn accounts_accounts_are_found_by_id_and_email_and_paged_oldest_first() {
+            let store = $make;
+            $crate::store::conformance::accounts::accounts_are_found_by_id_and_email_and_paged_oldest_first(&*store);
+        }
+        #[test]
+        fn accounts_account_writes_report_access_changed_and_bump_the_counter_once_per_commit() {
+            let store = $make;
+            $crate::store::conformance::accounts::account_writes_report_access_changed_and_bump_the_counter_once_per_commit(&*store);
+        }
+        #[test]
+        fn accounts_tokens_are_found_by_hash_and_by_account() {
+            let store = $make;
+            $crate::store::conformance::accounts::tokens_are_found_by_hash_and_by_account(&*store);
+        }
+        #[test]
+        fn accounts_sessions_end_one_by_one_by_account_and_by_expiry() {
+            let store = $make;
+            $crate::store::conformance::accounts::sessions_end_one_by_one_by_account_and_by_expiry(&*store);
+        }
+        #[test]
+        fn accounts_notifications_are_listed_newest_first_per_account() {
+            let store = $make;
+            $crate::store::conformance::accounts::notifications_are_listed_newest_first_per_account(&*store);
+        }
+        #[test]
+        fn accounts_concurrent_sign_ups_under_one_email_make_one_account() {
+            let store = $make;
+            $crate::store::conformance::accounts::concurrent_sign_ups_under_one_email_make_one_account(&*store);
+        }
+        #[test]
+        fn endpoints_endpoints_are_found_by_id_slug_owner_and_collaborator() {
+            let store = $make;
+            $crate::store::conformance::endpoints::endpoints_are_found_by_id_slug_owner_and_collaborator(&*store);
+        }
+        #[test]
+        fn endpoints_access_writes_report_access_changed_and_bump_the_counter() {
+            let store = $make;
+            $crate::store::conformance::endpoints::access_writes_report_access_changed_and_bump_the_counter(&*store);
+        }
+        #[test]
+        fn endpoints_api_keys_and_collaborators_are_stored_and_deleted() {
+            let store = $make;
+            $crate::store::conformance::endpoints::api_keys_and_collaborators_are_stored_and_deleted(&*store);
+        }
+        #[test]
+        fn endpoints_invitations_are_found_by_id_token_and_endpoint_newest_first() {
+            let store = $make;
+            $crate::store::conformance::endpoints::invitations_are_found_by_id_token_and_endpoint_newest_first(&*store);
+        }
+        #[test]
+        fn endpoints_audit_pages_go_newest_first_below_before() {
+            let store = $make;
+            $crate::store::conformance::endpoints::audit_pages_go_newest_first_below_before(&*store);
+        }
+        #[test]
+        fn endpoints_concurrent_access_changes_all_bump_the_counter() {
+            let store = $make;
+            $crate::store::conformance::endpoints::concurrent_access_changes_all_bump_the_counter(&*store);
+        }
+        #[test]
+        fn mail_mail_pages_go_newest_first_and_the_queue_oldest_first() {
+            let store = $make;
+            $crate::store::conformance::mail::mail_pages_go_newest_first_and_the_queue_oldest_first(&*store);
+        }
+        #[test]
+        fn mail_purges_remove_finished_mail_created_before_the_cutoff_in_chunks() {
+            let store = $make;
+            $crate::store::conformance::mail::purges_remove_finished_mail_created_before_the_cutoff_in_chunks(&*store);
+        }
+        #[test]
+        fn records_a_batch_applies_its_writes_in_order_seeing_its_own() {
+            let store = $make;
+            $crate::store::conformance::records::a_batch_applies_its_writes_in_order_seeing_its_own(&*store);
+        }
+        #[test]
+        fn records_an_expired_claim_is_forgotten_and_replaced() {
+            let store = $make;
+            $crate::store::conformance::records::an_expired_claim_is_forgotten_and_replaced(&*store);
+        }
+        #[test]
+        fn records_applied_writes_get_their_deliveries_in_the_commit() {
+            let store = $make;
+            $crate::store::conformance::records::applied_writes_get_their_deliveries_in_the_commit(&*store);
+        }
+        #[test]
+        fn records_record_page_keeps_its_bounds_order_and_more() {
+            let store = $make;
+            $crate::store::conformance::records::record_page_keeps_its_bounds_order_and_more(&*store);
+        }
+        #[test]
+        fn records_record_partitions_are_listed_once_in_order() {
+            let store = $make;
+            $crate::store::conformance::records::record_partitions_are_listed_once_in_order(&*store);
+        }
+        #[test]
+        fn records_visit_newest_first_reads_in_chunks_until_the_visitor_stops() {
+            let store = $make;
+            $crate::store::conformance::records::visit_newest_first_reads_in_chunks_until_the_visitor_stops(&*store);
+        }
+        #[test]
+        fn records_visit_records_follows_the_given_order_until_the_visitor_stops() {
+            let store = $make;
+            $crate::store::conformance::records::visit_records_follows_the_given_order_until_the_visitor_stops(&*store);
+        }
+        #[test]
+        fn records_purge_partition_before_takes_the_oldest_first_within_its_bounds() {
+            let store = $make;
+            $crate::store::conformance::records::purge_partition_before_takes_the_oldest_first_within_its_bounds(&*store);
+        }
+        #[test]
+        fn records_move_due_lists_a_delivery_once() {
+            let store = $make;
+            $crate::store::conformance::records::move_due_lists_a_delivery_once(&*store);
+        }
+    };
+}
+pub(crate) use conformance_tests;
