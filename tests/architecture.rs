@@ -228,6 +228,55 @@ fn the_checker_sees_imports_in_every_form() {
     assert!(!names_crate("use crate::store::redb::RedbStore;", "redb"));
 }
 
+/// The longest a file of `src/` may be, unless ARCHITECTURE.md's "File size" lists it.
+const MAX_LINES: usize = 800;
+
+/// The files of ARCHITECTURE.md's "File size" list.
+fn long_files_allowed() -> Vec<String> {
+    let section = ARCHITECTURE
+        .split("\n## ")
+        .find(|s| s.starts_with("File size"))
+        .expect("ARCHITECTURE.md has a \"File size\" section");
+    section
+        .lines()
+        .filter(|l| l.starts_with("- `"))
+        .filter_map(|l| quoted(l).into_iter().next())
+        .collect()
+}
+
+/// No file of `src/` is over `MAX_LINES` lines but those listed, and every listed one is.
+#[test]
+fn no_source_file_is_longer_than_the_rule_allows() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let allowed = long_files_allowed();
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut long = Vec::new();
+    for file in &files {
+        let relative = file
+            .strip_prefix(root)
+            .expect("under the crate")
+            .to_string_lossy()
+            .into_owned();
+        let lines = std::fs::read_to_string(file)
+            .expect("read a source file")
+            .lines()
+            .count();
+        if lines > MAX_LINES {
+            long.push(relative.clone());
+            if !allowed.contains(&relative) {
+                panic!("{relative} has {lines} lines (at most {MAX_LINES}: split it)");
+            }
+        }
+    }
+    for listed in &allowed {
+        assert!(
+            long.contains(listed),
+            "{listed} is listed in ARCHITECTURE.md's \"File size\" but is not over {MAX_LINES} lines"
+        );
+    }
+}
+
 #[test]
 fn the_checker_expands_nested_groups() {
     assert_eq!(

@@ -1,5 +1,5 @@
 //! The OpenAPI document against the route table and the real server: every route template
-//! of `src/http/api/routes.rs` is documented with exactly its methods, the served documents are
+//! of `src/http/routes.rs` is documented with exactly its methods, the served documents are
 //! valid OpenAPI 3.1 (`openapi-spec-validator`, installed by .ci/run), and every generated
 //! code sample runs against the server with a real sandbox key.
 
@@ -9,22 +9,19 @@ use std::collections::BTreeSet;
 use std::process::Command;
 
 use common::{TestServer, assert_status};
-use intake::http::api::routes::Route;
 use intake::http::openapi::{self, examples};
+use intake::http::routes::{Resolved, Route};
 use serde_json::Value;
 
-/// Every API template in `Route::template` (an exhaustive match, so a new route is listed
-/// there); the dashboard's HTML pages are not part of the API.
+/// Every path template of the route table (`intake::http::routes`), once.
 fn route_templates() -> Vec<&'static str> {
-    let source = include_str!("../src/http/api/routes.rs");
-    let start = source.find("pub fn template(&self)").unwrap();
-    let end = start + source[start..].find("pub fn allowed(&self)").unwrap();
-    source[start..end]
-        .split('"')
-        .skip(1)
-        .step_by(2)
-        .filter(|s| s.starts_with('/') && !s.starts_with("/dashboard"))
-        .collect()
+    let mut templates: Vec<&'static str> = Vec::new();
+    for route in Route::ALL {
+        if !templates.contains(&route.template()) {
+            templates.push(route.template());
+        }
+    }
+    templates
 }
 
 #[test]
@@ -38,8 +35,10 @@ fn every_route_in_the_table_is_documented_with_its_methods() {
             .replace("{environment}", "sandbox")
             .replace("{record_id}", "rec_01m80m0sfsv1yd0kcm7nw4m58e")
             .replace(['{', '}'], "");
-        let route = Route::resolve(&concrete).unwrap_or_else(|| panic!("{concrete}"));
-        assert_eq!(route.template(), *template);
+        let Some(Resolved::Api(route)) = Resolved::resolve(&concrete) else {
+            panic!("{concrete}");
+        };
+        assert_eq!(route.template, *template);
         let item = paths
             .get(*template)
             .unwrap_or_else(|| panic!("route {template} is missing from the OpenAPI document"));
@@ -350,5 +349,88 @@ fn served_documents_are_valid_and_every_code_sample_runs() {
                 other => panic!("unexpected operation {other}"),
             }
         }
+    }
+}
+
+/// The committed snapshot of the served documents: the whole API's and one endpoint's.
+const SNAPSHOT: &str = "tests/fixtures/openapi.json";
+const ENDPOINT_SNAPSHOT: &str = "tests/fixtures/openapi-endpoint.json";
+
+/// The endpoint whose own document is compared with `ENDPOINT_SNAPSHOT`.
+fn snapshot_endpoint_document() -> Value {
+    let fields = vec!["email".to_string(), "it's".to_string()];
+    let endpoint = openapi::EndpointInfo {
+        slug: "orders-7k2m9x4q1w8p",
+        name: "Orders",
+        description: Some("Orders from the shop."),
+        required_fields: &fields,
+    };
+    openapi::endpoint_document("http://127.0.0.1:8080", &endpoint)
+}
+
+/// A snapshot as the server writes it: compact, with the running crate's version (the
+/// snapshot, pretty-printed so that a change reads as a diff, leaves the version out).
+fn served_form(path: &str, server_url: &Value) -> String {
+    let text = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut snapshot: Value = serde_json::from_str(&text).unwrap();
+    snapshot["info"]["version"] = env!("CARGO_PKG_VERSION").into();
+    snapshot["servers"][0]["url"] = server_url.clone();
+    serde_json::to_string(&snapshot).unwrap()
+}
+
+/// Where two texts first differ, with some context, for a readable failure.
+fn first_difference(served: &str, expected: &str) -> String {
+    let at = served
+        .bytes()
+        .zip(expected.bytes())
+        .position(|(a, b)| a != b)
+        .unwrap_or(served.len().min(expected.len()));
+    let around = |s: &str| {
+        String::from_utf8_lossy(&s.as_bytes()[at.saturating_sub(200)..(at + 200).min(s.len())])
+            .into_owned()
+    };
+    format!(
+        "first difference at byte {at}:\n served: {}\n snapshot: {}",
+        around(served),
+        around(expected)
+    )
+}
+
+/// The served documents are byte for byte the committed snapshots (the server's URL, which is
+/// its config's, and the crate version aside). They change only on purpose: write them anew
+/// with `cargo test --test integration openapi::write_snapshots -- --ignored --exact`.
+#[test]
+fn the_served_documents_are_the_snapshot() {
+    let server = TestServer::start();
+    let r = server.request("GET", "/api/v1/openapi.json", &[], None);
+    assert_status(&r, 200);
+    let served = String::from_utf8(r.body.clone()).unwrap();
+    let url = r.json()["servers"][0]["url"].clone();
+    let expected = served_form(SNAPSHOT, &url);
+    assert!(
+        served == expected,
+        "{}",
+        first_difference(&served, &expected)
+    );
+
+    let own = serde_json::to_string(&snapshot_endpoint_document()).unwrap();
+    let expected = served_form(ENDPOINT_SNAPSHOT, &"http://127.0.0.1:8080".into());
+    assert!(own == expected, "{}", first_difference(&own, &expected));
+}
+
+/// Writes the snapshots of `the_served_documents_are_the_snapshot` from this build.
+#[test]
+#[ignore = "writes tests/fixtures/openapi*.json"]
+fn write_snapshots() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let whole = openapi::document("http://127.0.0.1:8080");
+    for (path, mut doc) in [
+        (SNAPSHOT, whole),
+        (ENDPOINT_SNAPSHOT, snapshot_endpoint_document()),
+    ] {
+        doc["info"]["version"] = "(the crate's version)".into();
+        let text = serde_json::to_string_pretty(&doc).unwrap() + "\n";
+        std::fs::write(root.join(path), text).unwrap();
     }
 }

@@ -17,8 +17,9 @@ use crate::domain::error::{Error, Missing, Result};
 use crate::domain::handles::Handles;
 use crate::store::{self, AccountRow, IdKind, Role, Store, TokenRow, WriteTx};
 
+/// A password's length, in characters (the OpenAPI document says these too).
 pub const MIN_PASSWORD_CHARS: usize = 10;
-const MAX_PASSWORD_CHARS: usize = 1024;
+pub const MAX_PASSWORD_CHARS: usize = 1024;
 const MAX_TOKEN_NAME_CHARS: usize = 100;
 
 /// What `intake init` prints once: the only time the password and token are shown.

@@ -30,10 +30,11 @@ use crate::store::{
     Permission, ReadTx, Role, Store, WriteTx, partition,
 };
 
-const MAX_NAME_CHARS: usize = 100;
+// The limits of an endpoint's settings (the OpenAPI document says those that are `pub`).
+pub const MAX_NAME_CHARS: usize = 100;
 const MAX_DESCRIPTION_CHARS: usize = 2000;
-const MAX_REQUIRED_FIELDS: usize = 50;
-const MAX_FIELD_NAME_CHARS: usize = 200;
+pub const MAX_REQUIRED_FIELDS: usize = 50;
+pub const MAX_FIELD_NAME_CHARS: usize = 200;
 
 /// An endpoint as the management API shows it to its owner or to a collaborator. The keys
 /// are the viewer's own: the default keys for the owner, the collaboration keys for a

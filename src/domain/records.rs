@@ -39,7 +39,8 @@ use crate::store::{AccountRow, Store, StoreError, time_key};
 
 pub const LIST_LIMIT_DEFAULT: usize = 10;
 pub const LIST_LIMIT_MAX: usize = 30;
-const IDEMPOTENCY_KEY_MAX: usize = 255;
+/// The longest `Idempotency-Key`, in characters (the OpenAPI document says it too).
+pub const IDEMPOTENCY_KEY_MAX: usize = 255;
 
 /// The 202 body of a create.
 #[derive(Debug, Serialize)]

@@ -21,9 +21,10 @@ use std::sync::{Arc, Mutex};
 use serde::Serialize;
 
 use crate::core::clock::Timestamp;
+use crate::core::config::UsageConfig;
 use crate::domain::error::{Error, Result};
 use crate::store::usage::CallsDelta;
-use crate::store::{Environment, Store, StoreError, partition, partition_endpoint};
+use crate::store::{EndpointRow, Environment, Store, StoreError, partition, partition_endpoint};
 
 /// A month as stored: `yyyymm`.
 fn month_key(t: Timestamp) -> u32 {
@@ -35,6 +36,12 @@ fn month_key(t: Timestamp) -> u32 {
 fn day_key(t: Timestamp) -> u32 {
     let (year, month, day) = t.date();
     u32::try_from(year.clamp(0, 9999)).unwrap_or(0) * 10_000 + month * 100 + day
+}
+
+/// The monthly quota that applies to `endpoint`: its own, or else the server's
+/// (`[usage] monthly_quota`); `None` is unlimited.
+pub fn monthly_quota(endpoint: &EndpointRow, config: &UsageConfig) -> Option<u64> {
+    endpoint.monthly_quota.or(config.monthly_quota)
 }
 
 /// The usage counters of a running server.

@@ -19,7 +19,7 @@ pub enum HttpError {
     #[error("No route matches this path.")]
     RouteNotFound,
     #[error("This method is not allowed on this path; allowed: {0}.")]
-    MethodNotAllowed(&'static str),
+    MethodNotAllowed(String),
     #[error("The request body did not arrive in time.")]
     RequestTimeout,
     #[error("The request body exceeds the limit of {0} bytes.")]
@@ -192,10 +192,10 @@ pub fn response(err: &HttpError, request_id: &str) -> Response {
             },
         },
     );
-    if let HttpError::MethodNotAllowed(allow) = err {
-        response
-            .headers_mut()
-            .insert(http::header::ALLOW, http::HeaderValue::from_static(allow));
+    if let HttpError::MethodNotAllowed(allow) = err
+        && let Ok(value) = http::HeaderValue::from_str(allow)
+    {
+        response.headers_mut().insert(http::header::ALLOW, value);
     }
     if let Some(seconds) = retry_after(err) {
         response

@@ -9,7 +9,10 @@
 //! - [`error`]: the single mapping from errors to statuses and stable error codes.
 //! - [`session`]: the session cookie and the check that a browser request comes from this
 //!   server's origin, shared by the API and the dashboard.
-//! - [`api`]: the route table and the thin handlers of the data and management API.
+//! - [`routes`]: the route table: every operation's method, path template and OpenAPI
+//!   operation id, from which routing, `Allow`, the logged template and the document's paths
+//!   follow.
+//! - [`api`]: the thin handlers of the data and management API, bound to the table's routes.
 //! - [`dashboard`]: the server-rendered dashboard at `/dashboard` (and the invitation pages at
 //!   `/invitations/{token}`): its own router, session and CSRF-checked forms, security
 //!   headers, askama templates (`templates/dashboard/`), embedded assets, the first-run setup
@@ -28,6 +31,7 @@ pub mod forwarded;
 pub mod openapi;
 pub mod reply;
 pub mod request;
+pub mod routes;
 pub mod session;
 
 use std::sync::Arc;
@@ -43,9 +47,9 @@ use crate::core::trace::TraceContext;
 use crate::http::error::Result;
 use crate::store::RequestLogRow;
 use api::CallLog;
-use api::routes::Route;
 use app::App;
 use request::{BodyStream, MAX_DATA_BODY, PeerAddr, Request, body_bytes};
+use routes::{Resolved, Route};
 
 /// The whole API as one warp filter.
 pub fn filter(
@@ -96,11 +100,11 @@ pub fn filter(
 pub async fn handle(app: &App, mut req: Request) -> Response {
     let started = Instant::now();
     let path = std::mem::take(&mut req.path);
-    let route = Route::resolve(&path);
-    let template = route.as_ref().map_or("(unmatched)", Route::template);
-    let span = ServerSpan::begin(app, route.as_ref(), &mut req);
+    let resolved = Resolved::resolve(&path);
+    let template = resolved.as_ref().map_or("(unmatched)", Resolved::template);
+    let span = ServerSpan::begin(app, resolved.as_ref(), &mut req);
     let mut call_log = CallLog::default();
-    let result = respond(app, route, &mut req, &mut call_log).await;
+    let result = respond(app, resolved, &mut req, &mut call_log).await;
     let mut failure = None;
     let mut response = match result {
         Ok(response) => response,
@@ -170,19 +174,19 @@ struct ServerSpan {
 impl ServerSpan {
     /// Sets the request's trace: a span of the server's own under the caller's (when
     /// traced), or the caller's as sent.
-    fn begin(app: &App, route: Option<&Route<'_>>, req: &mut Request) -> Option<ServerSpan> {
+    fn begin(app: &App, resolved: Option<&Resolved<'_>>, req: &mut Request) -> Option<ServerSpan> {
         let incoming = req
             .headers
             .get("traceparent")
             .and_then(|v| v.to_str().ok())
             .and_then(TraceContext::parse);
         let traced = app.telemetry.enabled()
-            && !matches!(
-                route,
-                None | Some(
-                    Route::Health | Route::Ready | Route::Metrics | Route::Dashboard { .. }
-                )
-            );
+            && match resolved {
+                Some(Resolved::Api(path)) => ![Route::Health, Route::Ready, Route::Metrics]
+                    .iter()
+                    .any(|probe| probe.template() == path.template),
+                Some(Resolved::Dashboard { .. }) | None => false,
+            };
         if !traced {
             req.trace = incoming;
             return None;
@@ -217,19 +221,23 @@ impl ServerSpan {
     }
 }
 
-/// The dashboard's paths go to the dashboard, every other route to the API.
+/// The dashboard's paths go to the dashboard, every route of the table to its API handler.
 async fn respond(
     app: &App,
-    route: Option<Route<'_>>,
+    resolved: Option<Resolved<'_>>,
     req: &mut Request,
     call_log: &mut CallLog,
 ) -> Result<Response> {
-    match route {
-        Some(Route::Dashboard { path }) => {
-            Route::Dashboard { path }.check_method(&req.method)?;
+    match resolved {
+        Some(Resolved::Dashboard { path }) => {
+            routes::check_dashboard_method(&req.method)?;
             Ok(dashboard::handle(app, req, path).await)
         }
-        route => api::dispatch(app, route, req, call_log).await,
+        Some(Resolved::Api(path)) => {
+            let route = path.route(&req.method)?;
+            api::dispatch(app, route, path.params, req, call_log).await
+        }
+        None => Err(error::HttpError::RouteNotFound),
     }
 }
 

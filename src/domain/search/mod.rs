@@ -58,8 +58,9 @@ pub use tokenizer::{fold_case, fold_case_into, payload_text};
 
 pub const LIMIT_DEFAULT: usize = 10;
 pub const LIMIT_MAX: usize = 30;
-const Q_MIN_CHARS: usize = 3;
-const Q_MAX_CHARS: usize = 200;
+/// The length of a query `q`, in characters (the OpenAPI document says these too).
+pub const Q_MIN_CHARS: usize = 3;
+pub const Q_MAX_CHARS: usize = 200;
 const DEFAULT_WINDOW: Duration = Duration::from_secs(30 * 86_400);
 /// Most index rounds in one call.
 const MAX_INDEX_ROUNDS: usize = 8;

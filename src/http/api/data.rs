@@ -17,6 +17,7 @@ use crate::domain::error::Error;
 use crate::domain::poll;
 use crate::domain::records;
 use crate::domain::search;
+use crate::domain::usage;
 use crate::domain::webhooks::deliveries::{self, Hooks};
 use crate::http::app::App;
 use crate::http::error::Result;
@@ -88,7 +89,7 @@ pub async fn handle(
         }
         // The router only lets the methods above through.
         _ => Err(crate::http::error::HttpError::MethodNotAllowed(
-            "GET, POST, PUT, DELETE",
+            "GET, POST, PUT, DELETE".into(),
         )),
     }
 }
@@ -177,10 +178,7 @@ fn authorize(
             call_log.environment = Some(access.environment);
             call_log.key_id = Some(access.key_id.clone());
             call_log.holder = Some(access.holder);
-            let quota = access
-                .endpoint
-                .monthly_quota
-                .or(app.config.usage.monthly_quota);
+            let quota = usage::monthly_quota(&access.endpoint, &app.config.usage);
             app.usage.count(req.received_at, access.partition, quota)?;
             Ok(access)
         }

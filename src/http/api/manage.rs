@@ -12,6 +12,7 @@ use crate::domain::endpoint_deletion;
 use crate::domain::error::Result as ServiceResult;
 use crate::domain::error::{Error, Missing};
 use crate::domain::sessions;
+use crate::domain::usage;
 use crate::http::app::App;
 use crate::http::error::Result;
 use crate::http::reply::{
@@ -290,7 +291,7 @@ pub fn usage(app: &App, req: &Request, slug: &str) -> Result<Response> {
     let owner = caller(app, req)?;
     let endpoint = app.endpoints.owned_row(&owner, slug)?;
     let months = app.usage.months(endpoint.id)?;
-    let quota = endpoint.monthly_quota.or(app.config.usage.monthly_quota);
+    let quota = usage::monthly_quota(&endpoint, &app.config.usage);
     Ok(reply::json(
         StatusCode::OK,
         &serde_json::json!({ "monthly_quota": quota, "months": months }),

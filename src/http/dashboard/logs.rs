@@ -10,7 +10,7 @@ use super::endpoints::EndpointHead;
 use super::page::{Layout, Outcome, Pager, Pretty, environment, redirect, render};
 use super::visitor::{signed_in, user_form};
 use crate::domain::error::{Error, Missing};
-use crate::domain::usage::MonthUsage;
+use crate::domain::usage::{self, MonthUsage};
 use crate::domain::webhooks::log::{
     self, AttemptView, DeliveryView, DeliveryViewer, Outcomes, ShownState, Withheld,
 };
@@ -476,7 +476,7 @@ pub fn usage(app: &App, req: &Request, slug: &str) -> Outcome {
         month,
         this_month,
         months,
-        quota: endpoint.monthly_quota.or(app.config.usage.monthly_quota),
+        quota: usage::monthly_quota(&endpoint, &app.config.usage),
         chart: chart::requests_per_day(&days),
         rates,
         outcomes_cap: OUTCOMES_CAP,

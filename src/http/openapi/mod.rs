@@ -1,7 +1,7 @@
 //! The OpenAPI 3.1 description of the whole HTTP API, built from Rust.
 //!
-//! Every operation is declared once, in [`operations::all`], as an [`Operation`]: its method
-//! and path template (the route table's, `api::routes`), who may call it ([`Access`]), its
+//! Every operation is declared once, in [`operations::all`], as an [`Operation`]: its route of
+//! the table (`http::routes`: method, path template, id), who may call it ([`Access`]), its
 //! parameters, request body, success response with an example, and the error codes that only
 //! it can answer. The errors every caller of a kind can meet (a missing key, a suspended
 //! account, an unknown slug, a bad body...) follow from `Access`, the path and the body, so
@@ -24,6 +24,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
+use crate::http::request::{MAX_DATA_BODY, MAX_MANAGE_BODY};
+use crate::http::routes::Route;
 use crate::store::Permission;
 
 pub use operations::all as operations;
@@ -85,7 +87,7 @@ pub struct Param {
     pub name: &'static str,
     pub at: In,
     pub required: bool,
-    pub description: &'static str,
+    pub description: String,
     pub schema: Value,
     pub sample: Option<&'static str>,
 }
@@ -155,17 +157,31 @@ pub const DATA_TAG: &str = "Data";
 /// The change stream's tag: beside the data operations, outside an endpoint's own document.
 pub const STREAM_TAG: &str = "Change stream";
 
+/// `n` as the document writes numbers in prose: `102,400`.
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut text = String::new();
+    for (i, digit) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            text.push(',');
+        }
+        text.push(digit);
+    }
+    text
+}
+
 /// A reference to a schema in `components`.
 pub fn schema_ref(name: &str) -> Value {
     json!({ "$ref": format!("#/components/schemas/{name}") })
 }
 
 impl Operation {
-    pub fn new(method: &'static str, path: &'static str, id: &'static str) -> Operation {
+    /// The operation of `route`: its method, path and id are the route table's.
+    pub fn new(route: Route) -> Operation {
         Operation {
-            method,
-            path,
-            id,
+            method: route.verb().lowercase(),
+            path: route.template(),
+            id: route.operation_id(),
             tag: "",
             summary: "",
             description: String::new(),
@@ -571,10 +587,10 @@ fn operation_json(op: &Operation, path_params: &[Param]) -> Value {
         value["parameters"] = Value::Array(params);
     }
     if let Some(body) = &op.body {
-        let limit = match body.kind {
-            BodyKind::Payload => "102,400",
-            BodyKind::Json | BodyKind::OptionalJson => "65,536",
-        };
+        let limit = thousands(match body.kind {
+            BodyKind::Payload => MAX_DATA_BODY,
+            BodyKind::Json | BodyKind::OptionalJson => MAX_MANAGE_BODY,
+        });
         value["requestBody"] = json!({
             "required": body.kind != BodyKind::OptionalJson,
             "description": format!(

@@ -3,7 +3,8 @@
 
 use serde_json::{Value, json};
 
-use super::schema_ref;
+use super::{schema_ref, thousands};
+use crate::http::request::MAX_DATA_BODY;
 
 fn string() -> Value {
     json!({ "type": "string" })
@@ -95,7 +96,10 @@ fn payload_storage() -> String {
 /// else an object in which each is present and not `null`.
 pub fn payload(required_fields: &[String]) -> Value {
     if required_fields.is_empty() {
-        let description = "Any JSON value, at most 102,400 bytes of UTF-8.";
+        let description = format!(
+            "Any JSON value, at most {} bytes of UTF-8.",
+            thousands(MAX_DATA_BODY)
+        );
         return json!({ "description": format!("{description} {}", payload_storage()) });
     }
     let properties: serde_json::Map<String, Value> = required_fields

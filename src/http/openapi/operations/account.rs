@@ -1,0 +1,207 @@
+//! Sessions, invitations and the caller's own account.
+
+use serde_json::json;
+
+use super::{CREATED_AT, account_example, endpoint_example, query};
+use crate::domain::accounts::{MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS};
+use crate::http::openapi::{Access, BodyKind, Operation, Who, schema_ref};
+use crate::http::routes::Route;
+
+pub(super) fn session_operations() -> Vec<Operation> {
+    vec![
+        Operation::new(Route::Login)
+            .tag("Session")
+            .summary(
+                "Log in",
+                "Checks e-mail and password and sets the session cookie. Failed logins are \
+                 limited per account at one client address and per client address (429 with \
+                 `Retry-After`, even for the right password); another address is not \
+                 affected.",
+            )
+            .body(
+                BodyKind::Json,
+                schema_ref("LoginRequest"),
+                json!({ "email": "ada@example.com", "password": "correct horse battery" }),
+            )
+            .ok(
+                200,
+                "Logged in; `Set-Cookie` carries the session.",
+                schema_ref("Session"),
+                json!({ "account": account_example(), "expires_at": "2026-11-23T03:15:27.353008Z" }),
+            )
+            .error(401, &["invalid_credentials"])
+            .error(403, &["account_suspended"])
+            .error(429, &["too_many_login_attempts"]),
+        Operation::new(Route::Logout)
+            .tag("Session")
+            .summary(
+                "Log out",
+                "Ends the session of the cookie sent, if any, and clears the cookie; from \
+                 another origin (`Origin`, `Sec-Fetch-Site`) 403 `cross_site_request`.",
+            )
+            .ok(
+                200,
+                "Logged out.",
+                schema_ref("LoggedOut"),
+                json!({ "logged_out": true }),
+            )
+            .error(403, &["cross_site_request"]),
+        Operation::new(Route::GetSession)
+            .tag("Session")
+            .summary(
+                "Who is logged in",
+                "The account of the session cookie (or token).",
+            )
+            .access(Access::Account(Who::Any))
+            .ok(
+                200,
+                "The account.",
+                schema_ref("Account"),
+                account_example(),
+            ),
+        Operation::new(Route::GetInvitation)
+            .tag("Invitations")
+            .summary(
+                "What an invitation offers",
+                "The token is the credential.",
+            )
+            .access(Access::Invitation)
+            .ok(
+                200,
+                "The invitation.",
+                schema_ref("InvitationPreview"),
+                json!({ "endpoint_name": "Orders", "email": "ada@example.com",
+                        "permissions": ["create", "read"], "invited_by": "owner@example.com",
+                        "expires_at": CREATED_AT, "account_exists": false }),
+            )
+            .error(404, &["invitation_not_found"])
+            .error(
+                410,
+                &[
+                    "invitation_expired",
+                    "invitation_revoked",
+                    "invitation_already_accepted",
+                ],
+            ),
+        Operation::new(
+            Route::AcceptInvitation,
+        )
+        .tag("Invitations")
+        .summary(
+            "Accept an invitation",
+            format!(
+                "Logged in (token or cookie): accepts for that account, whose e-mail must be \
+                 the invited one. Not logged in: `{{\"password\"}}` ({}) creates the invited \
+                 account and logs it in (`Set-Cookie`).",
+                password_length()
+            ),
+        )
+        .access(Access::Invitation)
+        .body(
+            BodyKind::OptionalJson,
+            schema_ref("AcceptInvitationRequest"),
+            json!({ "password": "correct horse battery" }),
+        )
+        .ok(
+            200,
+            "Accepted: the account and the endpoint as it now sees it.",
+            schema_ref("Acceptance"),
+            json!({ "account": account_example(), "endpoint": endpoint_example() }),
+        )
+        .error(401, &["invalid_token", "session_expired", "login_required"])
+        .error(403, &["account_suspended", "invitation_for_other_account"])
+        .error(404, &["invitation_not_found"])
+        .error(409, &["conflict"])
+        .error(
+            410,
+            &[
+                "invitation_expired",
+                "invitation_revoked",
+                "invitation_already_accepted",
+            ],
+        ),
+    ]
+}
+
+pub(super) fn account_operations() -> Vec<Operation> {
+    let any = |route| {
+        Operation::new(route)
+            .tag("Account")
+            .access(Access::Account(Who::Any))
+    };
+    let token = json!({ "id": "tok_9f2c4e1a7b3d5f60", "name": "ci", "created_at": CREATED_AT });
+    let notification = json!({ "id": 4, "kind": "deployed", "endpoint_slug": "orders-7k2m9x4q1w8p",
+        "message": "Orders was deployed.", "created_at": CREATED_AT, "read": false, "read_at": null });
+    vec![
+        any(Route::GetAccount)
+            .summary("The caller's account", "")
+            .ok(200, "The account.", schema_ref("Account"), account_example()),
+        any(Route::ChangePassword)
+            .summary(
+                "Change the password",
+                format!(
+                    "The new password has {}. Every other session of the account ends (the \
+                     one making the change stays; with a token, all end); personal API tokens \
+                     stay valid.",
+                    password_length()
+                ),
+            )
+            .body(
+                BodyKind::Json,
+                schema_ref("PasswordChangeRequest"),
+                json!({ "current_password": "old password", "new_password": "a new long password" }),
+            )
+            .ok(200, "Changed.", schema_ref("Account"), account_example())
+            .error(401, &["invalid_credentials"]),
+        any(Route::ListTokens)
+            .summary("The caller's tokens", "Never the tokens themselves.")
+            .ok(200, "The tokens.", schema_ref("TokenList"), json!({ "data": [token] })),
+        any(Route::CreateToken)
+            .summary("Create a token", "The response holds `token`, shown only this once.")
+            .body(
+                BodyKind::Json,
+                schema_ref("TokenRequest"),
+                json!({ "name": "ci" }),
+            )
+            .ok(201, "Created.", schema_ref("NewToken"), {
+                let mut t = token.clone();
+                t["token"] = json!("itk_…");
+                t
+            }),
+        any(Route::RevokeToken)
+            .summary("Revoke a token", "It stops working at once.")
+            .ok(
+                200,
+                "Revoked.",
+                schema_ref("RevokedToken"),
+                json!({ "id": "tok_9f2c4e1a7b3d5f60", "revoked": true }),
+            )
+            .error(404, &["token_not_found"]),
+        any(Route::ListNotifications)
+            .summary("The caller's notifications", "Newest first.")
+            .param(query(
+                "unread",
+                "`true`: unread ones only.",
+                json!({ "type": "string", "enum": ["true", "false"] }),
+            ))
+            .ok(200, "The notifications.", schema_ref("NotificationList"), json!({ "data": [notification] }))
+            .error(400, &["invalid_parameter"]),
+        any(Route::MarkAllNotificationsRead)
+            .summary("Mark every notification read", "Answers how many were unread.")
+            .ok(200, "How many were marked.", schema_ref("Marked"), json!({ "marked": 3 })),
+        any(Route::MarkNotificationRead)
+            .summary("Mark a notification read", "")
+            .ok(200, "The notification.", schema_ref("Notification"), {
+                let mut n = notification.clone();
+                n["read"] = json!(true);
+                n["read_at"] = json!(CREATED_AT);
+                n
+            })
+            .error(404, &["notification_not_found"]),
+    ]
+}
+
+/// A password's length as the descriptions say it: `10 to 1024 characters`.
+fn password_length() -> String {
+    format!("{MIN_PASSWORD_CHARS} to {MAX_PASSWORD_CHARS} characters")
+}
