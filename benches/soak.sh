@@ -14,7 +14,10 @@
 #      default 3600), CONNECTIONS (wrk, default 8), DELAY_MS (pause between requests on a
 #      connection, default 20), READERS (change streams, default 3), FAIL_PERCENT (the
 #      receiver's failed attempts, default 10), SAMPLE (seconds between samples, default
-#      DURATION/120 within 1-5), INTAKE_BIN (skip the build), RESULTS_FILE (default
+#      DURATION/120 within 1-5), WARMUP (seconds before the RSS and queue checks' first window,
+#      default DURATION/6), RSS_GROWTH (default 0.10), BACKUP_EVERY (seconds, default
+#      DURATION/6; 0: none), PROFILE_ENV (a benches/profiles/NAME.env file for the servers),
+#      INTAKE_BIN (skip the build), RESULTS_FILE (default
 #      benches/results/soak-latest.md), DOCS_IMG (where the SVGs are copied as well, default
 #      docs/src/img; empty: nowhere).
 # Installs wrk, libfaketime and (for postgres) PostgreSQL when missing. All traffic goes to
@@ -56,7 +59,7 @@ for backend in $BACKEND; do
     # Durable, as intake requires; sized for a long run's WAL.
     pg_start -c fsync=on -c synchronous_commit=on -c full_page_writes=on -c max_connections=100 \
       -c shared_buffers=256MB -c max_wal_size=2GB
-    pg=(--pg-bin "$PG_BIN" --pg-port "$PG_PORT")
+    pg=(--pg-bin "$PG_BIN" --pg-port "$PG_PORT" --pg-log "$PG_DIR/server.log")
   fi
   log "$backend: $DURATION s"
   run_bg env DURATION="${DURATION:-3600}" LIBFAKETIME="$LIBFAKETIME" python3 "$ROOT/benches/soak.py" run \

@@ -103,7 +103,10 @@ fn receiver(
                         .unwrap_or_else(PoisonError::into_inner)
                         .fail(attempt.as_deref());
                     if fail {
-                        return warp::reply::with_status("failing", StatusCode::SERVICE_UNAVAILABLE);
+                        return warp::reply::with_status(
+                            "failing",
+                            StatusCode::SERVICE_UNAVAILABLE,
+                        );
                     }
                     let mut all = noted.lock().unwrap_or_else(PoisonError::into_inner);
                     all.push((at, record.unwrap_or_default()));
