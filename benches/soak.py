@@ -61,7 +61,6 @@ RETENTION = DURATION / 6
 CLOCK_STEP_EVERY = RETENTION / 5
 CLOCK_STEP = DAY // 5
 WARMUP = float(os.environ.get("WARMUP", RETENTION))
-WINDOW = DURATION / 6
 ROTATE_EVERY = DURATION / 12
 BACKUP_EVERY = float(os.environ.get("BACKUP_EVERY", DURATION / 6)) or float("inf")
 MAX_AGE = RETENTION / 2
@@ -438,9 +437,9 @@ def peak(rows, key):
 def checks(r):
     """[(name, passed, detail)] of one run."""
     s, f, w = r["samples"], r["final"], r["wrk"]
-    duration = r["duration"]
-    first = window(s, WARMUP, WARMUP + WINDOW)
-    last = window(s, duration - WINDOW, duration + 1)
+    duration, warmup, width = r["duration"], r["warmup"], r["duration"] / 6
+    first = window(s, warmup, warmup + width)
+    last = window(s, duration - width, duration + 1)
     out = []
     posts, changes = int(w.get("posts_ok", 0)), int(w.get("puts_and_deletes_ok", 0))
     non2xx, socket_errors = int(w.get("non2xx", -1)), int(w.get("socket_errors", -1))
@@ -482,9 +481,10 @@ def checks(r):
     out.append(("backups taken", bool(r["backups"]) and len(ok_backups) == len(r["backups"]),
                 f"{len(ok_backups)} of {len(r['backups'])}"))
     rss_first, rss_last = peak(first, "rss_mb"), peak(last, "rss_mb")
-    out.append(("RSS flat", bool(first) and rss_last <= rss_first * (1 + RSS_GROWTH),
-                f"peak {rss_first:.0f} MB from {WARMUP:.0f} s for {WINDOW:.0f} s, {rss_last:.0f} MB "
-                f"in the last {WINDOW:.0f} s (at most +{RSS_GROWTH:.0%})"))
+    growth_allowed = r["rss_growth"]
+    out.append(("RSS flat", bool(first) and rss_last <= rss_first * (1 + growth_allowed),
+                f"peak {rss_first:.0f} MB from {warmup:.0f} s for {width:.0f} s, {rss_last:.0f} MB "
+                f"in the last {width:.0f} s (at most +{growth_allowed:.0%})"))
     # A purge puts its deletes in the search index's queue at once: the index lag may reach the
     # largest purge's size whenever a sample falls just after one.
     floor = {"intake_search_index_lag": QUEUE_FLOOR + f["largest_purge"]}
@@ -515,12 +515,13 @@ def growth(r):
 
 # ------------------------------------------------------------ report and plots
 
-def svg_chart(title, unit, t_max, lines, y_top=None, height=170):
+def svg_chart(title, unit, t_max, lines, marks=(), height=170):
     """One chart as SVG elements: LINES is [(label, colour, [(t, value)])], drawn against time
-    (s) from 0 to T_MAX; returns (elements, height)."""
+    (s) from 0 to T_MAX, with a dashed vertical line at each time in MARKS; returns (elements,
+    height)."""
     left, width, top, plot_h = 60, 620, 28, height - 58
     values = [v for _, _, pts in lines for _, v in pts if v is not None]
-    top_value = y_top or (max(values) * 1.1 if values and max(values) > 0 else 1)
+    top_value = max(values) * 1.1 if values and max(values) > 0 else 1
     x = lambda t: left + width * t / t_max
     y = lambda v: top + plot_h - plot_h * min(v, top_value) / top_value
     els = [f'<text x="{left}" y="16" font-size="13" font-weight="bold">{title}</text>',
@@ -534,8 +535,12 @@ def svg_chart(title, unit, t_max, lines, y_top=None, height=170):
                    f'stroke="#eee"/>')
     for i in range(7):
         t = t_max * i / 6
+        label = f"{t / 60:.0f} min" if t_max >= 600 else f"{t:.0f} s"
         els.append(f'<text x="{x(t):.1f}" y="{top + plot_h + 14}" font-size="10" '
-                   f'text-anchor="middle">{t / 60:.0f} min</text>')
+                   f'text-anchor="middle">{label}</text>')
+    for t in marks:
+        els.append(f'<line x1="{x(t):.1f}" x2="{x(t):.1f}" y1="{top}" y2="{top + plot_h}" '
+                   f'stroke="#bbb" stroke-dasharray="3,3"/>')
     els.append(f'<text x="14" y="{top + plot_h / 2}" font-size="10" transform="rotate(-90 14 '
                f'{top + plot_h / 2})" text-anchor="middle">{unit}</text>')
     for n, (label, colour, pts) in enumerate(lines):
@@ -550,9 +555,11 @@ def svg(r):
     """RSS, p99 of the data calls and the queue depths of one run over time, as one SVG."""
     s, t_max = r["samples"], r["duration"]
     pts = lambda key: [(x["t"], x[key]) for x in s]
+    backups = [b["t"] for b in r["backups"]]
     charts = [
-        svg_chart("intake memory", "MB", t_max, [("RSS", "#1f77b4", pts("rss_mb")),
-                                                 ("anonymous", "#aec7e8", pts("anon_mb"))]),
+        svg_chart("intake memory (dashed: backups)", "MB", t_max,
+                  [("RSS", "#1f77b4", pts("rss_mb")), ("anonymous", "#aec7e8", pts("anon_mb"))],
+                  backups),
         svg_chart(f"p99 of the data calls per {r['sample_s']:g} s (bucket bound)", "ms", t_max,
                   [("p99", "#d62728", pts("p99_ms"))]),
         svg_chart("queue depths", "entries", t_max,
@@ -621,6 +628,12 @@ def report(args):
     for path in args.runs:
         with open(path) as f:
             runs.append(json.load(f))
+    if args.recheck:
+        # Checks again with this run's WARMUP, RSS_GROWTH... (the run's samples are all kept).
+        for r in runs:
+            r["warmup"] = float(os.environ.get("WARMUP", r["duration"] / 6))
+            r["rss_growth"] = RSS_GROWTH
+            r["checks"] = checks(r)
     names = []
     os.makedirs(args.svg_dir, exist_ok=True)
     for r in runs:
@@ -661,6 +674,8 @@ def main():
     p.add_argument("--results", required=True)
     p.add_argument("--svg-dir", required=True)
     p.add_argument("--docs-img")
+    p.add_argument("--recheck", action="store_true",
+                   help="check the runs again (WARMUP, RSS_GROWTH... from the environment)")
     p.add_argument("runs", nargs="+")
     args = ap.parse_args()
     if args.command == "run":
