@@ -105,23 +105,25 @@ def start_receiver(receiver):
     return proc, f"http://127.0.0.1:{port}"
 
 
-def start_intake(intake, work, config):
-    """`intake init` in WORK/data, then `intake serve` on a free loopback port with the TOML
-    sections CONFIG and the variables of the profile file PROFILE_ENV (when set), its output in
-    WORK/intake.log. Returns (process, base URL, owner token)."""
+def start_intake(intake, work, config, extra_env=None):
+    """`intake init`, then `intake serve` on a free loopback port, data dir WORK/data, with the
+    TOML sections CONFIG (a [storage] backend among them, say) and the variables of the profile
+    file PROFILE_ENV (when set), then EXTRA_ENV (a dict; RUST_LOG is "warn" unless it sets it), its
+    output in WORK/intake.log. Returns (process, base URL, owner token)."""
     data_dir = os.path.join(work, "data")
-    init = subprocess.run(
-        [intake, "init", "--data-dir", data_dir, "--owner-email", "bench@example.com", "--json"],
-        check=True, capture_output=True, text=True).stdout
-    token = next(json.loads(l) for l in init.splitlines() if l.startswith("{"))["token"]
     port = free_port()
     config_file = os.path.join(work, "intake.toml")
     with open(config_file, "w") as f:
         f.write(f'listen = "127.0.0.1:{port}"\ndata_dir = "{data_dir}"\n{config}')
+    init = subprocess.run(
+        [intake, "init", "--config", config_file, "--owner-email", "bench@example.com", "--json"],
+        check=True, capture_output=True, text=True).stdout
+    token = next(json.loads(l) for l in init.splitlines() if l.startswith("{"))["token"]
     server_log = open(os.path.join(work, "intake.log"), "w")
-    # The profile's variables (PROFILE_ENV) go to the server alone.
+    # The profile's variables (PROFILE_ENV) and EXTRA_ENV go to the server alone.
     env = dict(os.environ, RUST_LOG="warn")
     env.update(profile_vars(os.environ.get("PROFILE_ENV", "")))
+    env.update(extra_env or {})
     proc = subprocess.Popen([intake, "serve", "--config", config_file],
                             stdout=server_log, stderr=subprocess.STDOUT, env=env)
     wait_listening(port, proc, "intake")

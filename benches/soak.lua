@@ -1,22 +1,28 @@
 -- wrk script for the soak benchmark (benches/soak.sh): mixed traffic on one endpoint.
 --
 -- Per request, by weight: 70 % POST a ~600-byte record; 20 % reads (8 % list, 6 % search,
--- 6 % poll following its own cursor); 10 % writes to records this thread created (7 % PUT,
--- 3 % DELETE, each record deleted at most once). Each connection pauses DELAY_MS between
+-- 6 % poll following its own cursor); 10 % writes to records this thread created less than
+-- MAX_AGE seconds ago (7 % PUT, 3 % DELETE, each record deleted at most once), so that none
+-- of them has been purged by retention meanwhile. Each connection pauses DELAY_MS between
 -- requests, so the rate is about CONNECTIONS * 1000 / (DELAY_MS + latency) per second.
+--
+-- The API key is read from KEY_FILE, again every second, so that the key rotations of the
+-- soak move the load to the new key while the old one is in its grace period.
 --
 -- wrk does not say which request an answer belongs to, so the answer's body tells: a create
 -- answers {"id","created_at","status":"accepted"}, a PUT or DELETE {"id","status":"accepted"},
 -- a poll carries "poll_cursor" or "next_cursor".
 --
--- Env: INTAKE_KEY (sandbox key), SLUG, DELAY_MS (default 8), SINCE (poll start, RFC 3339).
+-- Env: KEY_FILE (holds the sandbox key), SLUG, DELAY_MS (default 8), SINCE (poll start,
+-- RFC 3339), MAX_AGE (seconds, default 3600).
 -- done() prints "key value" lines: requests, rps, p50_ms, p99_ms, non2xx, socket_errors,
 -- and the 202s by kind: posts_ok, puts_ok, deletes_ok, plus reads_ok.
 
-local key = os.getenv("INTAKE_KEY")
+local key_file = os.getenv("KEY_FILE")
 local slug = os.getenv("SLUG")
 local delay_ms = tonumber(os.getenv("DELAY_MS") or "8")
 local since = os.getenv("SINCE") or "1970-01-01"
+local max_age = tonumber(os.getenv("MAX_AGE") or "3600")
 local words = { "lorem", "parcel", "invoice", "warsaw", "berlin", "refund", "express" }
 
 local threads = {}
@@ -26,7 +32,11 @@ function setup(thread)
 end
 
 function init(args)
-   ids = {}              -- records this thread created and has not deleted
+   ids = {}              -- records this thread created and has not deleted, oldest first
+   born = {}             -- when each of them was created (os.time(), seconds)
+   first, last = 1, 0    -- ids[first..last]: those still young enough to change (a deleted
+                         -- one is false; counters, as # is undefined on a table with holes)
+   key, key_read_at = nil, -1
    posts_ok, puts_ok, deletes_ok, reads_ok = 0, 0, 0, 0
    poll_cursor = nil
    n = 0
@@ -49,11 +59,41 @@ local function record_body()
       string.rep("x", 300))
 end
 
+-- The key in KEY_FILE, read again when a second has passed since the last reading.
+local function current_key()
+   local now = os.time()
+   if now ~= key_read_at then
+      local f = io.open(key_file, "r")
+      if f then
+         key = f:read("*l") or key
+         f:close()
+      end
+      key_read_at = now
+   end
+   return key
+end
+
+-- A random record of this thread's created less than max_age seconds ago, or nil.
+local function young_record()
+   local now = os.time()
+   while first <= last and (ids[first] == false or now - born[first] >= max_age) do
+      ids[first], born[first] = nil, nil
+      first = first + 1
+   end
+   if first > last then return nil end
+   for _ = 1, 4 do
+      local i = math.random(first, last)
+      if ids[i] then return i end
+   end
+   return nil
+end
+
 function request()
    local base = "/api/v1/data/" .. slug
-   local headers = { ["Authorization"] = "Bearer " .. key }
+   local headers = { ["Authorization"] = "Bearer " .. current_key() }
    local roll = math.random(100)
-   if roll <= 70 or #ids == 0 then
+   local pick = roll > 90 and young_record() or nil
+   if roll <= 70 or (roll > 90 and pick == nil) then
       headers["Content-Type"] = "application/json"
       return wrk.format("POST", base, headers, record_body())
    elseif roll <= 78 then
@@ -66,12 +106,10 @@ function request()
       return wrk.format("GET", base .. "/poll?limit=100&" .. query, headers)
    elseif roll <= 97 then
       headers["Content-Type"] = "application/json"
-      return wrk.format("PUT", base .. "/" .. ids[math.random(#ids)], headers, record_body())
+      return wrk.format("PUT", base .. "/" .. ids[pick], headers, record_body())
    else
-      local i = math.random(#ids)
-      local id = ids[i]
-      ids[i] = ids[#ids]
-      ids[#ids] = nil
+      local id = ids[pick]
+      ids[pick] = false   -- deleted: kept as a hole so that born[] stays in step
       return wrk.format("DELETE", base .. "/" .. id, headers)
    end
 end
@@ -81,7 +119,10 @@ function response(status, headers, body)
       local id = body:match('"id":"(rec_[0-9a-z]+)"')
       if body:find('"created_at"', 1, true) then
          posts_ok = posts_ok + 1
-         if id then table.insert(ids, id) end
+         if id then
+            last = last + 1
+            ids[last], born[last] = id, os.time()
+         end
       elseif body:find('"accepted"', 1, true) then
          -- A PUT or a DELETE: which one is not in the answer; count them together and let
          -- the request counters split them (see done()).

@@ -17,14 +17,21 @@
 //! 1 s (the stream's `retry:`) with `Last-Event-ID`, as a browser's `EventSource` would; each
 //! end and its reason are counted.
 //!
+//! A new API key (the `key` command below, after a key rotation) moves every reader: each
+//! closes its stream and reopens it at once with the new key and `Last-Event-ID`, so it
+//! misses nothing; these moves are counted apart from the ends (`moves`).
+//!
 //! Usage: `stream_readers --url http://HOST:PORT/api/v1/data/SLUG/stream --key KEY
 //! [--readers N] [--duration SECS]`. Once every stream has answered 200 it prints
 //! `{"connected":N}` on stdout. With `--duration` it then reads for that long, prints the
 //! summary (below) and exits. Without it, it takes commands on stdin, one a line, and answers
 //! each with one JSON line on stdout:
 //!
-//! - `stats`: `{"events","min","max","last_us","disconnects"}`: events so far, the fewest and
-//!   most one reader has, the latest arrival (µs since the epoch);
+//! - `stats`: `{"events","min","max","last_us","disconnects","moves","moved"}`: events so far,
+//!   the fewest and most one reader has, the latest arrival (µs since the epoch), the ends
+//!   and the moves to a new key so far, and how many readers have their stream open with the
+//!   latest key;
+//! - `key KEY`: every reader moves to KEY (see above); answers `{"key_set":true}` at once;
 //! - `report [EXPECTED]`: the summary of everything since the last report (or the start), then
 //!   starts afresh: `readers`, `events`, `window_s` (first to last arrival, all readers),
 //!   `events_per_s` (events / window), `per_reader_min`, `per_reader_max`, `expected`,
@@ -48,14 +55,15 @@ use memchr::memmem;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 const USAGE: &str = concat!(
     "usage: stream_readers --url URL --key KEY [--readers N] [--duration SECS]\n",
     "\n",
     "Reads N change streams (Server-Sent Events) at once and measures each record event's\n",
     "latency from its timestamp; prints {\"connected\":N} once all are open, then a JSON\n",
-    "summary after SECS, or on the stdin commands `stats`, `report [EXPECTED]`, `quit`.\n",
+    "summary after SECS, or on the stdin commands `stats`, `report [EXPECTED]`,\n",
+    "`key KEY` (reopen every stream with a new key and Last-Event-ID), `quit`.\n",
     "\n",
     "  --url URL        http://HOST:PORT/api/v1/data/SLUG/stream\n",
     "  --key KEY        the API key (sent as Authorization: Bearer KEY)\n",
@@ -166,6 +174,9 @@ struct Stats {
     without_timestamp: u64,
     disconnects: u64,
     errors: BTreeMap<String, u64>,
+    moves: u64,
+    /// Which key (by its number, counting from 0) the open stream uses; `None` while closed.
+    open_with: Option<u64>,
 }
 
 impl Stats {
@@ -180,6 +191,8 @@ impl Stats {
             without_timestamp: 0,
             disconnects: 0,
             errors: BTreeMap::new(),
+            moves: 0,
+            open_with: None,
         }
     }
 
@@ -206,9 +219,11 @@ impl Stats {
 
 type Shared = Arc<Mutex<Stats>>;
 
-fn stats_line(readers: &[Shared]) -> Value {
+fn stats_line(readers: &[Shared], key_number: u64) -> Value {
     let all: Vec<MutexGuard<'_, Stats>> = readers.iter().map(|r| lock(r)).collect();
     json!({
+        "moves": all.iter().map(|s| s.moves).sum::<u64>(),
+        "moved": all.iter().filter(|s| s.open_with == Some(key_number)).count(),
         "events": all.iter().map(|s| s.events).sum::<u64>(),
         "min": all.iter().map(|s| s.events).min().unwrap_or(0),
         "max": all.iter().map(|s| s.events).max().unwrap_or(0),
@@ -270,12 +285,15 @@ fn report(readers: &[Shared], expected: Option<u64>) -> Value {
         "negative_latencies": all.iter().map(|s| s.negative).sum::<u64>(),
         "without_timestamp": all.iter().map(|s| s.without_timestamp).sum::<u64>(),
         "disconnects": all.iter().map(|s| s.disconnects).sum::<u64>(),
+        "moves": all.iter().map(|s| s.moves).sum::<u64>(),
         "errors": errors,
         "first_us": if events > 0 { first } else { 0 },
         "last_us": last,
     });
     for s in &mut all {
+        let open_with = s.open_with;
         **s = Stats::new();
+        s.open_with = open_with;
     }
     summary
 }
@@ -288,11 +306,10 @@ struct Target {
     addr: String,
     host: String,
     path: String,
-    key: String,
 }
 
 impl Target {
-    fn parse(url: &str, key: String) -> Result<Target, String> {
+    fn parse(url: &str) -> Result<Target, String> {
         let rest = url
             .strip_prefix("http://")
             .ok_or_else(|| format!("--url must start with http:// (got {url:?})"))?;
@@ -314,7 +331,6 @@ impl Target {
             addr,
             host: host.to_string(),
             path: path.to_string(),
-            key,
         })
     }
 }
@@ -425,6 +441,7 @@ fn chunk_size(line: &[u8]) -> Result<usize, String> {
 /// the body's framing and the bytes read after the head.
 async fn open(
     target: &Target,
+    key: &str,
     last_id: Option<&str>,
 ) -> Result<(TcpStream, Framing, Vec<u8>), String> {
     let mut sock = TcpStream::connect(&target.addr)
@@ -433,7 +450,7 @@ async fn open(
     let _ = sock.set_nodelay(true);
     let mut request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nAccept: text/event-stream\r\n",
-        target.path, target.host, target.key
+        target.path, target.host, key
     );
     if let Some(id) = last_id {
         request.push_str(&format!("Last-Event-ID: {id}\r\n"));
@@ -664,42 +681,61 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
 
 // ---------------------------------------------------------------- readers
 
+/// The API key the readers use, numbered from 0 (the `key` command sends a new one).
+type Keys = watch::Receiver<(u64, String)>;
+
 /// Reads one stream for ever: opens it (with `Last-Event-ID` after the first time), reads it
-/// until it ends, notes why, waits [`RECONNECT`] and opens it again. `opened` hears how the
-/// first opening went.
-async fn reader(target: Arc<Target>, stats: Shared, opened: oneshot::Sender<Result<(), String>>) {
+/// until it ends, notes why, waits [`RECONNECT`] and opens it again; a new key in `keys`
+/// reopens it at once. `opened` hears how the first opening went.
+async fn reader(
+    target: Arc<Target>,
+    stats: Shared,
+    mut keys: Keys,
+    opened: oneshot::Sender<Result<(), String>>,
+) {
     let mut opened = Some(opened);
     let mut sse = Sse::new();
     loop {
         let last_id = (!sse.last_id.is_empty()).then(|| sse.last_id.clone());
-        let reason = match open(&target, last_id.as_deref()).await {
+        let (number, key) = keys.borrow_and_update().clone();
+        let ended = match open(&target, &key, last_id.as_deref()).await {
             Ok((sock, framing, rest)) => {
                 if let Some(tx) = opened.take() {
                     let _ = tx.send(Ok(()));
                 }
-                read_stream(sock, framing, rest, &mut sse, &stats).await
+                lock(&stats).open_with = Some(number);
+                let ended = read_stream(sock, framing, rest, &mut sse, &stats, &mut keys).await;
+                lock(&stats).open_with = None;
+                ended
             }
             Err(err) => match opened.take() {
                 Some(tx) => {
                     let _ = tx.send(Err(err));
                     return;
                 }
-                None => err,
+                None => Some(err),
             },
         };
-        lock(&stats).ended(reason);
-        tokio::time::sleep(RECONNECT).await;
+        match ended {
+            Some(reason) => {
+                lock(&stats).ended(reason);
+                tokio::time::sleep(RECONNECT).await;
+            }
+            None => lock(&stats).moves += 1,
+        }
     }
 }
 
-/// Reads an open stream until it ends; returns why it ended.
+/// Reads an open stream until it ends, and returns why; or until `keys` holds a new key, and
+/// returns `None` (the events read in full are counted, a partial one is read again).
 async fn read_stream(
     mut sock: TcpStream,
     mut framing: Framing,
     mut raw: Vec<u8>,
     sse: &mut Sse,
     stats: &Shared,
-) -> String {
+    keys: &mut Keys,
+) -> Option<String> {
     let mut body = Vec::with_capacity(READ_BYTES);
     // A partial event left from the connection before is not completed by this one.
     sse.discard();
@@ -707,20 +743,24 @@ async fn read_stream(
     loop {
         let ended = match framing.decode(&mut raw, &mut body) {
             Ok(ended) => ended,
-            Err(err) => return format!("bad HTTP framing: {err}"),
+            Err(err) => return Some(format!("bad HTTP framing: {err}")),
         };
         let error = sse.feed(&mut body, arrival_us, &mut lock(stats));
-        if let Some(code) = error {
-            return code;
+        if error.is_some() {
+            return error;
         }
         if ended {
-            return "the server ended the body".into();
+            return Some("the server ended the body".into());
         }
         raw.reserve(READ_BYTES);
-        match sock.read_buf(&mut raw).await {
-            Ok(0) => return "the server closed the connection".into(),
-            Ok(_) => arrival_us = now_us(),
-            Err(err) => return format!("read: {err}"),
+        // read_buf is cancel safe: a new key never loses bytes already read.
+        tokio::select! {
+            read = sock.read_buf(&mut raw) => match read {
+                Ok(0) => return Some("the server closed the connection".into()),
+                Ok(_) => arrival_us = now_us(),
+                Err(err) => return Some(format!("read: {err}")),
+            },
+            Ok(()) = keys.changed() => return None,
         }
     }
 }
@@ -792,14 +832,15 @@ fn say(line: &Value) {
 }
 
 async fn run(args: Args) -> Result<(), String> {
-    let target = Arc::new(Target::parse(&args.url, args.key)?);
+    let target = Arc::new(Target::parse(&args.url)?);
+    let (key_tx, keys) = watch::channel((0, args.key));
     let readers: Vec<Shared> = (0..args.readers)
         .map(|_| Arc::new(Mutex::new(Stats::new())))
         .collect();
     let mut opening = Vec::with_capacity(args.readers);
     for stats in &readers {
         let (tx, rx) = oneshot::channel();
-        tokio::spawn(reader(target.clone(), stats.clone(), tx));
+        tokio::spawn(reader(target.clone(), stats.clone(), keys.clone(), tx));
         opening.push(rx);
     }
     for (n, rx) in opening.into_iter().enumerate() {
@@ -830,7 +871,14 @@ async fn run(args: Args) -> Result<(), String> {
     while let Some(line) = commands.recv().await {
         let mut words = line.split_whitespace();
         match (words.next(), words.next()) {
-            (Some("stats"), None) => say(&stats_line(&readers)),
+            (Some("stats"), None) => say(&stats_line(&readers, key_tx.borrow().0)),
+            (Some("key"), Some(key)) => {
+                key_tx.send_modify(|(number, old)| {
+                    *number += 1;
+                    *old = key.to_string();
+                });
+                say(&json!({ "key_set": true }));
+            }
             (Some("report"), None) => say(&report(&readers, None)),
             (Some("report"), Some(n)) => match n.parse() {
                 Ok(expected) => say(&report(&readers, Some(expected))),

@@ -13,13 +13,22 @@ use super::{LAST_CHANGE_SEQ, META, RedbStore, TableVisitor, read_counter, visit_
 use crate::store::StoreError;
 use crate::store::backup::{BackupSource, StoreFile};
 
+/// The cache of the backup's copy of `intake.redb`: the most memory its writing takes.
+const BACKUP_COPY_CACHE: usize = 16 << 20;
+
 impl BackupSource for RedbStore {
     /// Copies every table of `intake.redb` (the one list creating it follows too, so a new
     /// table is never left out), all read in one transaction.
     fn snapshot_into(&self, path: &Path) -> Result<u64, StoreError> {
         let from = self.db.begin_read()?;
         let last_change = read_counter(&from.open_table(META)?, LAST_CHANGE_SEQ)?;
-        let copy = Database::builder().create(path)?;
+        // redb's default cache is 1 GiB, half of it for the dirty pages of a write: the copy's
+        // one transaction would hold the store's size in memory, kept by the allocator after
+        // each backup (the soak benchmark saw RSS grow by it). The copy is written once and
+        // never read back here, so a small cache does.
+        let copy = Database::builder()
+            .set_cache_size(BACKUP_COPY_CACHE)
+            .create(path)?;
         let to = copy.begin_write()?;
         visit_main_tables(&mut Copier {
             from: &from,
