@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use crate::core::clock::SharedClock;
 use crate::core::config::Config;
 use crate::core::metrics::Metrics;
 use crate::domain::collaborators::Collaborators;
@@ -15,7 +14,6 @@ use crate::domain::search::SearchIndex;
 use crate::domain::sessions::LoginThrottle;
 use crate::domain::usage::Usage;
 use crate::domain::webhooks::subscriptions::{Subscriptions, Which};
-use crate::store::Store;
 use crate::store::{AccountRow, Environment};
 use crate::workers::mail::Mailer;
 use crate::workers::request_log::RequestLog;
@@ -24,11 +22,9 @@ use crate::workers::webhooks::probe::{self, TestResult};
 
 pub struct App {
     pub config: Config,
-    pub store: Arc<dyn Store>,
     /// The store, the clock and the after-commit path, as services take them.
     pub handles: Handles,
     pub endpoints: Endpoints,
-    pub clock: SharedClock,
     pub ingest: Ingest,
     pub request_log: RequestLog,
     /// The search index beside the store; `None` when the store searches itself (PostgreSQL).

@@ -75,7 +75,7 @@ pub fn filter(
                 let body: BodyStream = Box::pin(body_bytes(body));
                 let client =
                     peer.map(|p| forwarded::client_address(p.0, &headers, &app.config.http));
-                let received_at = app.clock.now();
+                let received_at = app.handles.now();
                 let request = Request {
                     client,
                     method,

@@ -28,7 +28,7 @@ pub fn set_cookie(app: &App, response: &mut Response, value: &str, max_age: u64)
 pub fn open_session(app: &App, account: AccountRow) -> Result<sessions::Opened> {
     sessions::open(
         &app.handles,
-        app.clock.now(),
+        app.handles.now(),
         app.config.accounts.session_ttl,
         account,
     )

@@ -187,11 +187,11 @@ impl RunningServer {
         tokio::task::spawn_blocking(move || {
             let config = &app.config;
             backup::write_scheduled(
-                app.store.as_ref(),
+                app.handles.store.as_ref(),
                 &config.data_dir,
                 &dir,
                 config.backup.keep,
-                app.clock.now(),
+                app.handles.now(),
             )
         })
         .await
@@ -250,7 +250,7 @@ pub async fn start(mut config: Config, clock: SharedClock) -> Result<RunningServ
     };
     let (running, workers) = workers::start(&config, store, sealer.clone(), clock.clone())?;
     let log_store = running.log_store.clone();
-    let app = Arc::new(build_app(config, running, sealer, clock, dashboard));
+    let app = Arc::new(build_app(config, running, sealer, dashboard));
     let periodic = Periodic::start(&app, log_store);
     let (stop, stopped) = oneshot::channel();
     let tls_for_serve = tls.clone();
@@ -426,7 +426,6 @@ fn build_app(
     config: Config,
     running: workers::Running,
     sealer: Sealer,
-    clock: SharedClock,
     dashboard: Dashboard,
 ) -> App {
     let store = running.handles.store.clone();
@@ -443,8 +442,6 @@ fn build_app(
         logins,
         body_budget: crate::http::request::BodyBudget::new(config.http.body_memory_mb),
         config,
-        store,
-        clock,
         ingest: running.ingest,
         request_log: running.request_log,
         search: running.search,

@@ -293,7 +293,7 @@ impl Periodic {
         for task in self.tasks {
             let _ = task.await;
         }
-        if let Err(err) = app.usage.flush(app.clock.now()) {
+        if let Err(err) = app.usage.flush(app.handles.now()) {
             log::error!("cannot save usage counters: {err}");
         }
     }
@@ -302,15 +302,15 @@ impl Periodic {
 /// Forgets expired Idempotency-Keys and dashboard sessions every [`EXPIRY_SWEEP`] (looking
 /// at every tick whether it is due, so that it can take over another node's run).
 async fn sweep_expired(app: Arc<App>, mut ticker: Ticker) {
-    let mut due = app.clock.now();
+    let mut due = app.handles.now();
     while ticker.tick().await {
-        let now = app.clock.now();
+        let now = app.handles.now();
         if now < due {
             continue;
         }
         let app = app.clone();
         let turn = tokio::task::spawn_blocking(move || {
-            let store = app.store.as_ref();
+            let store = app.handles.store.as_ref();
             jobs::run(store, "expiry_sweep", now, EXPIRY_SWEEP, || {
                 let keys = purge_expired_idempotency(store, now, 10_000)?;
                 let sessions = sessions::purge_expired(store, now)?;
@@ -343,7 +343,7 @@ async fn sweep_expired(app: Arc<App>, mut ticker: Ticker) {
 async fn flush_usage(app: Arc<App>, mut ticker: Ticker) {
     while ticker.tick().await {
         let app = app.clone();
-        let flushed = tokio::task::spawn_blocking(move || app.usage.flush(app.clock.now())).await;
+        let flushed = tokio::task::spawn_blocking(move || app.usage.flush(app.handles.now())).await;
         match flushed {
             Ok(Ok(())) => {}
             Ok(Err(err)) => log::error!("cannot save usage counters: {err}"),

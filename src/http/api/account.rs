@@ -98,7 +98,7 @@ pub async fn tokens(app: &App, req: &mut Request) -> Result<Response> {
         let created = accounts::create_token(&app.handles, &account, new)?;
         return Ok(reply::json(StatusCode::CREATED, &created));
     }
-    let data = accounts::list_tokens(app.store.as_ref(), &account)?;
+    let data = accounts::list_tokens(app.handles.store.as_ref(), &account)?;
     Ok(reply::json(
         StatusCode::OK,
         &serde_json::json!({ "data": data }),
@@ -118,7 +118,7 @@ pub fn revoke_token(app: &App, req: &Request, id: &str) -> Result<Response> {
 /// `GET /api/v1/manage/accounts` (server owner).
 pub fn list_accounts(app: &App, req: &Request) -> Result<Response> {
     let account = caller(app, req)?;
-    let data = accounts::list_accounts(app.store.as_ref(), &account)?;
+    let data = accounts::list_accounts(app.handles.store.as_ref(), &account)?;
     Ok(reply::json(
         StatusCode::OK,
         &serde_json::json!({ "data": data }),
@@ -140,7 +140,7 @@ pub async fn account_by_id(app: &App, req: &mut Request, id: &str) -> Result<Res
         let patch: AccountPatch = body(req).await?;
         accounts::set_suspended(&app.handles, &caller_account, id, patch.suspended)?
     } else {
-        accounts::list_accounts(app.store.as_ref(), &caller_account)?
+        accounts::list_accounts(app.handles.store.as_ref(), &caller_account)?
             .into_iter()
             .find(|a| a.id == id)
             .ok_or(Error::NotFound(crate::domain::error::Missing::Account))?
@@ -163,7 +163,7 @@ pub fn notifications(app: &App, req: &Request) -> Result<Response> {
             .into());
         }
     };
-    let data = notifications::list(app.store.as_ref(), account.id, unread_only)?;
+    let data = notifications::list(app.handles.store.as_ref(), account.id, unread_only)?;
     Ok(reply::json(
         StatusCode::OK,
         &serde_json::json!({ "data": data }),

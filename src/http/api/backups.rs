@@ -16,7 +16,7 @@ use crate::http::request::Request;
 
 pub async fn create(app: &App, req: &mut Request) -> Result<Response> {
     let credential = credential(app, req)?;
-    let (store, clock) = (app.store.clone(), app.clock.clone());
+    let (store, clock) = (app.handles.store.clone(), app.handles.clock.clone());
     // Checked when the download starts and again while it runs: a token revoked (or a
     // session ended, an account suspended) meanwhile stops it.
     let still_allowed = move || {
@@ -25,9 +25,9 @@ pub async fn create(app: &App, req: &mut Request) -> Result<Response> {
     };
     still_allowed()?;
     let (store, dir, now) = (
-        app.store.clone(),
+        app.handles.store.clone(),
         app.config.data_dir.clone(),
-        app.clock.now(),
+        app.handles.now(),
     );
     // The unnamed file lives in the data dir: the one place the service may always write.
     let (file, manifest) =

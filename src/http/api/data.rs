@@ -48,7 +48,7 @@ pub async fn handle(
                 records::LIST_LIMIT_MAX,
             )?;
             let page = records::list(
-                app.store.as_ref(),
+                app.handles.store.as_ref(),
                 &access,
                 limit,
                 params.get("cursor").map(String::as_str),
@@ -58,7 +58,7 @@ pub async fn handle(
         (&Method::POST, None) => {
             // The stamp is created_at; it counts as in flight for poll until the write is
             // stored or refused (see `poll`).
-            let stamp = app.in_flight.stamp(app.clock.as_ref());
+            let stamp = app.in_flight.stamp(app.handles.clock.as_ref());
             let body = json_body(req).await?;
             let idempotency_key = match req.headers.get("idempotency-key") {
                 Some(v) => Some(v.to_str().map_err(|_| Error::InvalidIdempotencyKey)?),
@@ -71,7 +71,7 @@ pub async fn handle(
         }
         (&Method::GET, Some(id)) => {
             let id = records::parse_record_id(id)?;
-            let record = records::get(app.store.as_ref(), &access, id)?;
+            let record = records::get(app.handles.store.as_ref(), &access, id)?;
             Ok(reply::json_text(StatusCode::OK, record))
         }
         (&Method::PUT, Some(id)) => {
@@ -101,7 +101,7 @@ pub fn search(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> R
         search::parse_request(&query_params(&req.query), access.partition, req.received_at)?;
     let started = std::time::Instant::now();
     let page = search::search(
-        app.store.as_ref(),
+        app.handles.store.as_ref(),
         app.search.as_deref(),
         access.partition,
         &request,
@@ -118,12 +118,12 @@ pub fn poll(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Res
     let (start, limit) = poll::parse_request(&query_params(&req.query), access.partition)?;
     let bound = poll::visibility_bound(
         &app.in_flight,
-        app.store.as_ref(),
-        app.clock.as_ref(),
+        app.handles.store.as_ref(),
+        app.handles.clock.as_ref(),
         app.config.poll.hold_back,
     )?;
     let page = poll::poll(
-        app.store.as_ref(),
+        app.handles.store.as_ref(),
         &access,
         start,
         limit,

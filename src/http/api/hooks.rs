@@ -177,7 +177,7 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Result<Response> {
         ..log::DeliveryFilter::from_params(&params)?
     };
     let page = log::list(
-        app.store.as_ref(),
+        app.handles.store.as_ref(),
         &viewer,
         environment,
         &filter,
@@ -194,7 +194,7 @@ pub fn delivery(app: &App, req: &Request, slug: &str, id: &str) -> Result<Respon
     let id = id_param(id, Missing::Delivery)?;
     Ok(reply::json(
         StatusCode::OK,
-        &log::detail(app.store.as_ref(), &viewer, id)?,
+        &log::detail(app.handles.store.as_ref(), &viewer, id)?,
     ))
 }
 

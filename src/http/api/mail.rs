@@ -29,7 +29,7 @@ pub fn list(app: &App, req: &Request) -> Result<Response> {
     let params = query_params(&req.query);
     let limit = cursor::limit_param(&params, mail::LIST_LIMIT_DEFAULT, mail::LIST_LIMIT_MAX)?;
     let page = mail::list(
-        app.store.as_ref(),
+        app.handles.store.as_ref(),
         limit,
         params.get("cursor").map(String::as_str),
         app.mailer.smtp_configured(),
@@ -46,7 +46,7 @@ pub fn get(app: &App, req: &Request, id: &str) -> Result<Response> {
     })?;
     Ok(reply::json(
         StatusCode::OK,
-        &mail::get(app.store.as_ref(), id)?,
+        &mail::get(app.handles.store.as_ref(), id)?,
     ))
 }
 

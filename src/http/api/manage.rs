@@ -24,7 +24,7 @@ use crate::workers::request_log;
 
 /// The account making a management call: from its bearer token, else its session cookie.
 pub fn caller(app: &App, req: &Request) -> ServiceResult<AccountRow> {
-    credential(app, req)?.account(app.store.as_ref(), app.clock.now())
+    credential(app, req)?.account(app.handles.store.as_ref(), app.handles.now())
 }
 
 /// What a management call authenticates with: a personal API token, or the dashboard's
@@ -199,7 +199,7 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Result<Response> {
     )?;
     let filter = request_log::parse_filter(&params)?;
     let page = app.request_log.list(
-        app.store.as_ref(),
+        app.handles.store.as_ref(),
         request_log::Naming::of(account.id, &membership),
         partition(endpoint.id, environment),
         limit,
@@ -279,7 +279,7 @@ pub fn audit_log(app: &App, req: &Request, slug: &str) -> Result<Response> {
             reason: "it must be an audit entry id".into(),
         })?),
     };
-    let data = audit::list(app.store.as_ref(), endpoint.id, limit, before)?;
+    let data = audit::list(app.handles.store.as_ref(), endpoint.id, limit, before)?;
     Ok(reply::json(
         StatusCode::OK,
         &serde_json::json!({ "data": data }),

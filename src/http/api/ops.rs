@@ -16,7 +16,7 @@ use crate::http::request::Request;
 /// What the health checks look at, from the running server.
 fn vitals(app: &App) -> Vitals<'_> {
     Vitals {
-        store: app.store.as_ref(),
+        store: app.handles.store.as_ref(),
         index: app.search.as_deref(),
         writer: WriterState {
             alive: app.ingest.writer_alive(),
@@ -52,7 +52,7 @@ pub fn metrics(app: &App, req: &Request) -> Result<Response> {
     }
     let state = health::metrics_state(
         &vitals(app),
-        app.clock.now(),
+        app.handles.now(),
         app.body_budget.held_kib(),
         app.streams.open_count() as u64,
     )?;

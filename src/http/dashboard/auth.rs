@@ -181,7 +181,7 @@ fn setup_form(
 /// exist for anyone without the link, nor once the owner exists).
 fn live_setup_token(app: &App, token: Option<&str>) -> Result<String, Failure> {
     match token {
-        Some(token) if app.dashboard.setup.valid(token, app.clock.now()) => Ok(token.to_string()),
+        Some(token) if app.dashboard.setup.valid(token, app.handles.now()) => Ok(token.to_string()),
         _ => Err(Failure::NotFound),
     }
 }
@@ -208,7 +208,7 @@ pub async fn setup(app: &App, req: &mut Request) -> Outcome {
             Some("The two passwords differ.".into()),
         );
     }
-    let now = app.clock.now();
+    let now = app.handles.now();
     let account = match accounts::create_owner(&app.handles, now, &email, password).await {
         Ok(account) => account,
         Err(err @ Error::InvalidRequest(_)) => {

@@ -44,7 +44,7 @@ pub fn notification_link(n: &NotificationView) -> (String, &'static str) {
 /// `GET /dashboard/notifications`.
 pub fn notifications(app: &App, req: &Request) -> Outcome {
     let user = signed_in(app, req)?;
-    let notifications = notifications::list(app.store.as_ref(), user.account.id, false)?;
+    let notifications = notifications::list(app.handles.store.as_ref(), user.account.id, false)?;
     let page = NotificationsPage {
         layout: user.layout(app, "Notifications", "notifications", req),
         unread: notifications.iter().filter(|n| !n.read).count(),
@@ -87,7 +87,7 @@ pub fn mail(app: &App, req: &Request) -> Outcome {
     let params = query_params(&req.query);
     let cursor = params.get("cursor").map(String::as_str);
     let page = mail::list(
-        app.store.as_ref(),
+        app.handles.store.as_ref(),
         MAIL_PER_PAGE,
         cursor,
         app.mailer.smtp_configured(),

@@ -104,7 +104,7 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
                 .map(|environment| partition(endpoint.id, environment));
             return match app
                 .request_log
-                .entry(app.store.as_ref(), naming, partitions, id)
+                .entry(app.handles.store.as_ref(), naming, partitions, id)
             {
                 Ok(entry) => {
                     let environment = Environment::parse(entry.environment).unwrap_or(environment);
@@ -115,7 +115,7 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
             };
         }
         let page = app.request_log.list(
-            app.store.as_ref(),
+            app.handles.store.as_ref(),
             naming,
             partition(endpoint.id, environment),
             REQUESTS_PER_PAGE,
@@ -154,7 +154,7 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
             "endpoints",
             req,
         ),
-        holders: request_log::holders(app.store.as_ref(), naming, endpoint.id)?,
+        holders: request_log::holders(app.handles.store.as_ref(), naming, endpoint.id)?,
         head,
         environment: environment.as_str(),
         form,
@@ -179,7 +179,7 @@ pub fn request(app: &App, req: &Request, slug: &str, request_id: &str) -> Outcom
     let head = EndpointHead::load(app, &user, slug, "requests")?;
     let (endpoint, membership) = app.endpoints.member_row(&user.account, slug)?;
     let entry = app.request_log.entry(
-        app.store.as_ref(),
+        app.handles.store.as_ref(),
         Naming::of(user.account.id, &membership),
         [Environment::Sandbox, Environment::Production].map(|e| partition(endpoint.id, e)),
         request_id,
@@ -284,7 +284,7 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Outcome {
     let listed = environment(&params).and_then(|environment| {
         let filter = log::DeliveryFilter::from_params(&params)?;
         let page = log::list(
-            app.store.as_ref(),
+            app.handles.store.as_ref(),
             &viewer,
             environment,
             &filter,
@@ -358,7 +358,7 @@ pub fn delivery(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
     let user = signed_in(app, req)?;
     let id = id_param(id, Missing::Delivery)?;
     let viewer = DeliveryViewer::member(&app.endpoints, &user.account, slug)?;
-    let detail = log::detail(app.store.as_ref(), &viewer, id)?;
+    let detail = log::detail(app.handles.store.as_ref(), &viewer, id)?;
     let mut head = EndpointHead::load(app, &user, slug, "deliveries")?;
     head.viewing = Environment::parse(detail.delivery.environment);
     let state = detail.delivery.state;
@@ -445,7 +445,7 @@ pub fn usage(app: &App, req: &Request, slug: &str) -> Outcome {
     let user = signed_in(app, req)?;
     let head = EndpointHead::load(app, &user, slug, "usage")?;
     let endpoint = app.endpoints.owned_row(&user.account, slug)?;
-    let now = app.clock.now();
+    let now = app.handles.now();
     let month_start = now.start_of_month();
     let (year, month) = now.year_month();
     let month = format!("{year:04}-{month:02}");
@@ -453,7 +453,7 @@ pub fn usage(app: &App, req: &Request, slug: &str) -> Outcome {
     let mut rates = Vec::new();
     for environment in [Environment::Sandbox, Environment::Production] {
         let outcomes = log::outcomes_since(
-            app.store.as_ref(),
+            app.handles.store.as_ref(),
             partition(endpoint.id, environment),
             month_start,
             OUTCOMES_CAP,

@@ -128,7 +128,7 @@ pub fn list(app: &App, req: &Request, slug: &str) -> Outcome {
         .get("cursor")
         .map(String::as_str)
         .filter(|c| !c.is_empty());
-    let store = app.store.as_ref();
+    let store = app.handles.store.as_ref();
     let json = if q.is_empty() {
         Ok(records::list(store, &access, RECORDS_PER_PAGE, cursor)?)
     } else {
@@ -140,7 +140,7 @@ pub fn list(app: &App, req: &Request, slug: &str) -> Outcome {
         if let Some(cursor) = cursor {
             search_params.insert("cursor".to_string(), cursor.to_string());
         }
-        search::parse_request(&search_params, access.partition, app.clock.now()).and_then(
+        search::parse_request(&search_params, access.partition, app.handles.now()).and_then(
             |request| search::search(store, app.search.as_deref(), access.partition, &request),
         )
     };
@@ -196,13 +196,13 @@ pub fn record(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
     let (user, head, access) = reading(app, req, slug)?;
     let environment = access.environment;
     let id = parse_record_id(id)?;
-    let record: ApiRecord = parse(&records::get(app.store.as_ref(), &access, id)?)?;
+    let record: ApiRecord = parse(&records::get(app.handles.store.as_ref(), &access, id)?)?;
     let of_record = DeliveryFilter {
         record: Some(id),
         ..DeliveryFilter::default()
     };
     let deliveries = log::list(
-        app.store.as_ref(),
+        app.handles.store.as_ref(),
         &DeliveryViewer::member(&app.endpoints, &user.account, slug)?,
         environment,
         &of_record,
@@ -243,11 +243,11 @@ pub async fn delete(app: &App, req: &mut Request, slug: &str, id: &str) -> Outco
             .member_access(&user.account, slug, environment, Permission::Delete)?;
     let id = parse_record_id(id)?;
     // Only what exists can be deleted from here (the API's delete of a missing id is a 202).
-    records::get(app.store.as_ref(), &access, id)?;
+    records::get(app.handles.store.as_ref(), &access, id)?;
     let hooks = Hooks {
         endpoint_slug: access.endpoint.slug.clone(),
         environment,
-        at: app.clock.now(),
+        at: app.handles.now(),
         caller: None,
         trace: req.trace,
     };

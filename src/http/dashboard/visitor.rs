@@ -30,8 +30,8 @@ impl User {
         req: &Request,
     ) -> Layout {
         // The unread count is a nicety: a failure to read it must not fail the page.
-        let unread =
-            notifications::list(app.store.as_ref(), self.account.id, true).map_or(0, |n| n.len());
+        let unread = notifications::list(app.handles.store.as_ref(), self.account.id, true)
+            .map_or(0, |n| n.len());
         let nav = Nav {
             email: self.account.email.clone(),
             server_owner: accounts::require_server_owner(&self.account).is_ok(),
@@ -52,11 +52,12 @@ impl User {
 /// The logged-in account, or [`Failure::Login`] (redirect to the login page).
 pub fn signed_in(app: &App, req: &Request) -> Result<User, Failure> {
     let session = cookie(&req.headers, sessions::COOKIE).ok_or(Failure::Login)?;
-    let account = match sessions::authenticate(app.store.as_ref(), app.clock.now(), session) {
-        Ok(account) => account,
-        Err(Error::SessionExpired) => return Err(Failure::Login),
-        Err(err) => return Err(Failure::Service(err.into())),
-    };
+    let account =
+        match sessions::authenticate(app.handles.store.as_ref(), app.handles.now(), session) {
+            Ok(account) => account,
+            Err(Error::SessionExpired) => return Err(Failure::Login),
+            Err(err) => return Err(Failure::Service(err.into())),
+        };
     Ok(User {
         account,
         csrf: security::token(session),
