@@ -6,13 +6,14 @@
 pub(crate) mod account;
 mod backups;
 mod data;
+mod deliveries;
 mod docs;
-mod hooks;
 mod keys;
 mod mail;
 pub(crate) mod manage;
 mod ops;
-mod webhooks;
+mod subscriptions;
+mod webhook_secrets;
 
 use http::StatusCode;
 use warp::reply::Response;
@@ -110,31 +111,35 @@ pub(super) async fn dispatch(
         | Route::SetOwnerWebhook
         | Route::ChangeOwnerWebhook
         | Route::DeleteOwnerWebhook => {
-            hooks::owner_webhook(app, req, path.slug, path.environment).await
+            subscriptions::owner_webhook(app, req, path.slug, path.environment).await
         }
         Route::ListSubscriptions | Route::CreateSubscription => {
-            hooks::subscriptions(app, req, path.slug, path.environment).await
+            subscriptions::subscriptions(app, req, path.slug, path.environment).await
         }
         Route::GetSubscription | Route::ChangeSubscription | Route::DeleteSubscription => {
-            hooks::subscription(app, req, path.slug, path.environment, path.subscription_id).await
+            subscriptions::subscription(app, req, path.slug, path.environment, path.subscription_id)
+                .await
         }
         Route::RecoverSubscription => {
             let id = Some(path.subscription_id);
-            hooks::recover(app, req, path.slug, path.environment, id).await
+            subscriptions::recover(app, req, path.slug, path.environment, id).await
         }
         Route::TestSubscription => {
-            hooks::test_event(app, req, path.slug, path.environment, path.subscription_id).await
+            subscriptions::test_event(app, req, path.slug, path.environment, path.subscription_id)
+                .await
         }
         Route::GetCallerRecovery | Route::RecoverCallerWebhooks => {
-            hooks::recover(app, req, path.slug, path.environment, None).await
+            subscriptions::recover(app, req, path.slug, path.environment, None).await
         }
-        Route::ListDeliveries => hooks::deliveries(app, req, path.slug),
-        Route::GetDelivery => hooks::delivery(app, req, path.slug, path.id),
-        Route::Redeliver => hooks::redeliver(app, req, path.slug, path.id),
-        Route::RetryDelivery => hooks::retry(app, req, path.slug, path.id),
-        Route::GetWebhookSecret => webhooks::secret(app, req, path.slug, path.known_environment()?),
+        Route::ListDeliveries => deliveries::deliveries(app, req, path.slug),
+        Route::GetDelivery => deliveries::delivery(app, req, path.slug, path.id),
+        Route::Redeliver => deliveries::redeliver(app, req, path.slug, path.id),
+        Route::RetryDelivery => deliveries::retry(app, req, path.slug, path.id),
+        Route::GetWebhookSecret => {
+            webhook_secrets::secret(app, req, path.slug, path.known_environment()?)
+        }
         Route::ReissueWebhookSecret => {
-            webhooks::reissue(app, req, path.slug, path.known_environment()?)
+            webhook_secrets::reissue(app, req, path.slug, path.known_environment()?)
         }
         Route::ListAccounts => account::list_accounts(app, req),
         Route::GetAccountById | Route::UpdateAccount => {
