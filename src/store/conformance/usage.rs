@@ -2,8 +2,8 @@
 
 use std::sync::Barrier;
 
-use crate::store::usage::CallsDelta;
 use crate::store::Store;
+use crate::store::usage::CallsDelta;
 
 pub(crate) fn delta(partition: u64, day: u32, calls: u64) -> CallsDelta {
     CallsDelta {
@@ -13,7 +13,6 @@ pub(crate) fn delta(partition: u64, day: u32, calls: u64) -> CallsDelta {
         calls,
     }
 }
-
 
 pub fn flushes_add_to_the_month_and_day_counters(store: &dyn Store) {
     store.add_calls(&[]).unwrap();
@@ -54,7 +53,6 @@ pub fn flushes_add_to_the_month_and_day_counters(store: &dyn Store) {
     let (from, to) = (20240202, 20240201);
     assert_eq!(store.daily_calls(1, from..=to).unwrap(), []);
 }
-
 
 pub fn concurrent_flushes_from_several_nodes_all_count(store: &dyn Store) {
     const FLUSHES: u64 = 40;
