@@ -694,6 +694,8 @@ fn health_exits_0_while_the_server_answers_and_1_when_nothing_does() {
     let s = TestServer::start();
     let base = s.base_url();
     let port = base.rsplit(':').next().unwrap();
+    // Ready once its search index is built, a moment after it listens.
+    assert_eq!(s.ready_status_within(Duration::from_secs(30)), 200);
     for args in [vec!["health"], vec!["health", "--ready"]] {
         let out = run_cli(
             intake_cmd().args(&args).env("INTAKE_SERVER", &base),

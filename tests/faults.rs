@@ -7,7 +7,7 @@ use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::visitor::{Visitor, login};
 use common::{OWNER_EMAIL, TestServer, assert_error, assert_status};
@@ -58,18 +58,6 @@ fn fill_disk(filler: &Path) {
 /// How long a recovering server may take to report ready again.
 const WAIT_READY: Duration = Duration::from_secs(30);
 
-/// `GET /readyz`'s status once it is 200, or its last status when `limit` has passed.
-fn ready_status_within(s: &TestServer, limit: Duration) -> u16 {
-    let deadline = Instant::now() + limit;
-    loop {
-        let ready = s.request("GET", "/readyz", &[], None);
-        if ready.status == 200 || Instant::now() >= deadline {
-            return ready.status;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn a_full_disk_refuses_writes_with_503_loses_nothing_and_recovers() {
     if common::redb_only("the disk-full guard watches the file system of redb's files") {
@@ -93,7 +81,7 @@ fn a_full_disk_refuses_writes_with_503_loses_nothing_and_recovers() {
     }
 
     // Ready before the disk fills (the search index's first commit needs space too).
-    assert_eq!(ready_status_within(&s, WAIT_READY), 200);
+    assert_eq!(s.ready_status_within(WAIT_READY), 200);
     // A dashboard session, opened while there is room for it.
     let mut visitor = Visitor::new(s.base_url(), &s.agent);
     let token = login(&mut visitor, OWNER_EMAIL, &s.password);
@@ -151,7 +139,7 @@ fn a_full_disk_refuses_writes_with_503_loses_nothing_and_recovers() {
     let recovered = recovered.expect("writes still refused after space returned");
     acknowledged.push(recovered);
     // The indexer retries its failed commit on its own schedule: ready again once it has.
-    assert_eq!(ready_status_within(&s, WAIT_READY), 200);
+    assert_eq!(s.ready_status_within(WAIT_READY), 200);
 
     // Every acknowledged write survives a restart, and nothing refused was stored.
     assert_eq!(s.sigterm_and_wait().code(), Some(0));

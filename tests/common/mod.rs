@@ -927,6 +927,19 @@ impl ServerClient {
         }
     }
 
+    /// `GET /readyz`'s status once it is 200, or its last status when `limit` has passed (a
+    /// server just started may still be building its search index).
+    pub fn ready_status_within(&self, limit: Duration) -> u16 {
+        let deadline = Instant::now() + limit;
+        loop {
+            let ready = self.request("GET", "/readyz", &[], None);
+            if ready.status == 200 || Instant::now() >= deadline {
+                return ready.status;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     pub fn request(
         &self,
         method: &str,
