@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use common::nodes::{
     BinaryNodes, LEASE, Poller, Sample, Writes, assert_gap_free, clients, in_secs, wait_until,
-    write_load,
+    webhooks_of, write_load,
 };
 use common::postgres::Cluster;
 use common::receiver::{Receiver, Reply};
@@ -235,33 +235,8 @@ fn fail_over(fault: Fault) {
     }
 
     // Every acknowledged write's caller webhook arrives, duplicates counted.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let deliveries = loop {
-        let mut deliveries: HashMap<String, usize> = HashMap::new();
-        for request in receiver.requests() {
-            if let Some(id) = request.header("webhook-id") {
-                *deliveries.entry(id.to_string()).or_default() += 1;
-            }
-        }
-        let missing = acknowledged
-            .iter()
-            .filter(|id| !deliveries.contains_key(*id))
-            .count();
-        if missing == 0 {
-            break deliveries;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{missing} acknowledged writes' webhooks never arrived\n{}",
-            nodes.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(
-        deliveries.keys().all(|id| acknowledged.contains(id)),
-        "a webhook for a record that is not stored"
-    );
-    let duplicates: usize = deliveries.values().map(|n| n - 1).sum();
+    let deliveries = webhooks_of(&receiver, &acknowledged, &nodes);
+    let duplicates: usize = deliveries.values().map(|n| n.len() - 1).sum();
     // A delivery is sent again only if its outcome could not be recorded: at most the
     // attempts in flight when the database went, on every node.
     let duplicate_bound = nodes.live().len() * WEBHOOK_WORKERS;

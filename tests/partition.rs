@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use common::netns::Host;
 use common::nodes::{
     BinaryNodes, LEASE, Placement, Poller, Writes, assert_gap_free, clients, in_secs, wait_until,
-    write_load,
+    webhooks_of, write_load,
 };
 use common::postgres::Cluster;
 use common::receiver::{Receiver, Reply};
@@ -315,35 +315,11 @@ fn a_node_cut_off_from_the_database_refuses_writes_and_the_others_take_over_its_
 
     // Every acknowledged write's webhook arrives; a delivery arrives twice only when the
     // cut-off node's attempt was in flight at a cut, and then once more, from another node.
-    let deadline = in_secs(60);
-    let receipts = loop {
-        let mut receipts: HashMap<String, Vec<(Instant, IpAddr)>> = HashMap::new();
-        for request in receiver.requests() {
-            if let Some(id) = request.header("webhook-id") {
-                receipts
-                    .entry(id.to_string())
-                    .or_default()
-                    .push((request.at, request.peer.ip()));
-            }
-        }
-        let missing = acknowledged
-            .iter()
-            .filter(|id| !receipts.contains_key(*id))
-            .count();
-        if missing == 0 {
-            break receipts;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{missing} acknowledged writes' webhooks never arrived\n{}",
-            nodes.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(
-        receipts.keys().all(|id| acknowledged.contains(id)),
-        "a webhook for a record that is not stored"
-    );
+    let receipts: HashMap<String, Vec<(Instant, IpAddr)>> =
+        webhooks_of(&receiver, &acknowledged, &nodes)
+            .into_iter()
+            .map(|(id, got)| (id, got.iter().map(|r| (r.at, r.peer.ip())).collect()))
+            .collect();
     let cut_off_address = IpAddr::V4(host.node_address());
     let mut duplicates = vec![0; cuts.len()];
     for (id, arrivals) in &receipts {

@@ -453,3 +453,44 @@ pub fn write_load(
         }
     })
 }
+
+/// Every request `receiver` got, by `webhook-id`, in arrival order, once each of
+/// `acknowledged` has arrived (within 60 s, or the test fails naming how many never did); a
+/// webhook for a record not acknowledged fails the test too.
+pub fn webhooks_of(
+    receiver: &super::receiver::Receiver,
+    acknowledged: &BTreeSet<String>,
+    nodes: &BinaryNodes,
+) -> std::collections::HashMap<String, Vec<super::receiver::Received>> {
+    let deadline = in_secs(60);
+    let receipts = loop {
+        let mut receipts: std::collections::HashMap<String, Vec<super::receiver::Received>> =
+            std::collections::HashMap::new();
+        for request in receiver.requests() {
+            if let Some(id) = request.header("webhook-id") {
+                receipts
+                    .entry(id.to_string())
+                    .or_default()
+                    .push(request.clone());
+            }
+        }
+        let missing = acknowledged
+            .iter()
+            .filter(|id| !receipts.contains_key(*id))
+            .count();
+        if missing == 0 {
+            break receipts;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{missing} acknowledged writes' webhooks never arrived\n{}",
+            nodes.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        receipts.keys().all(|id| acknowledged.contains(id)),
+        "a webhook for a record that is not stored"
+    );
+    receipts
+}
