@@ -193,7 +193,7 @@ fn a_node_cut_off_from_the_database_refuses_writes_and_the_others_take_over_its_
             let lapsed = Instant::now();
             wait_until(
                 at + length,
-                || "a write acknowledged by the others".into(),
+                || format!("a write acknowledged by the others\n{}", nodes.logs()),
                 || {
                     writes
                         .lock()

@@ -15,6 +15,14 @@
 //! connection to a peer that went away without closing is closed by the kernel and never
 //! handed out; a connection made before the node last lost the database is not handed out
 //! again either (see `health`).
+//!
+//! The server's side of each session gets the same, and a limit on silence inside a
+//! transaction ([`SessionLimits`]): a node cut off from the database while its transaction is
+//! open (its `COMMIT` lost on the way) leaves a session behind that holds its row locks, and
+//! another node's write of the same row (a client retrying the same `Idempotency-Key` there)
+//! would wait for it until the server's kernel gives the connection up, hours by default. The
+//! server ends such a session once it has been silent for half of `request_timeout`, before a
+//! request waiting on its locks reaches its own deadline.
 
 use std::cmp::Reverse;
 use std::future::Future;
@@ -38,6 +46,40 @@ const KEEPALIVE_RETRIES: u32 = 3;
 /// How long data sent may stay unacknowledged before the kernel gives the connection up (a
 /// peer cut off mid-statement; the client's own deadline usually comes first).
 const TCP_USER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the server enforces on each session of a node (see the module's doc).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SessionLimits {
+    /// `idle_in_transaction_session_timeout`: the longest silence of the node inside a
+    /// transaction before the server ends the session.
+    pub(super) silent_in_transaction: Duration,
+}
+
+impl SessionLimits {
+    /// The limits for a node whose data path waits `request_timeout` at most: a unit of work
+    /// never lasts longer, so a healthy node is never silent that long inside a transaction.
+    pub(super) fn for_request_timeout(request_timeout: Duration) -> SessionLimits {
+        SessionLimits {
+            silent_in_transaction: (request_timeout / 2).max(Duration::from_millis(500)),
+        }
+    }
+
+    /// The statements that set them, sent once a connection is made. Keepalives apply to TCP
+    /// sessions only; a server on a system without `TCP_USER_TIMEOUT` logs that it ignores it.
+    fn statements(&self) -> String {
+        let ms = |d: Duration| d.as_millis();
+        format!(
+            "SET idle_in_transaction_session_timeout = {}; SET tcp_user_timeout = {}; \
+             SET tcp_keepalives_idle = {}; SET tcp_keepalives_interval = {}; \
+             SET tcp_keepalives_count = {}",
+            ms(self.silent_in_transaction),
+            ms(TCP_USER_TIMEOUT),
+            KEEPALIVE_IDLE.as_secs(),
+            KEEPALIVE_INTERVAL.as_secs(),
+            KEEPALIVE_RETRIES,
+        )
+    }
+}
 
 /// TLS to the database, as `[storage.postgres] tls` says.
 pub(super) enum Tls {
@@ -91,6 +133,8 @@ pub(super) struct Connector {
     targets: Vec<Target>,
     tls: Tls,
     per_host: Duration,
+    /// `SET` statements of [`SessionLimits`], run on every new connection.
+    session: String,
     /// Each host's standing and when it was set.
     standings: Mutex<Vec<(Standing, Instant)>>,
     health: Arc<Health>,
@@ -102,6 +146,7 @@ impl Connector {
         config: &Config,
         tls: Tls,
         per_host: Duration,
+        limits: SessionLimits,
         health: Arc<Health>,
     ) -> Result<Connector, StoreError> {
         let targets = single_hosts(config)?
@@ -124,6 +169,7 @@ impl Connector {
             targets,
             tls,
             per_host,
+            session: limits.statements(),
             standings: Mutex::new(vec![(Standing::Untried, Instant::now()); hosts]),
             health,
         })
@@ -169,7 +215,12 @@ impl Connector {
                 host,
                 standing: Standing::Unanswered,
             };
-            match tokio::time::timeout(self.per_host, self.tls.connect(&target.config)).await {
+            let attempt_connect = async {
+                let client = self.tls.connect(&target.config).await?;
+                client.batch_execute(&self.session).await?;
+                Ok::<_, tokio_postgres::Error>(client)
+            };
+            match tokio::time::timeout(self.per_host, attempt_connect).await {
                 Ok(Ok(client)) => {
                     attempt.standing = Standing::Worked;
                     return Ok(HostConnection {

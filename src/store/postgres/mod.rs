@@ -315,7 +315,13 @@ fn pool(config: &PostgresConfig, health: Arc<health::Health>) -> Result<Pool, St
             )?))
         }
     };
-    let connector = connect::Connector::new(&pg, tls, config.connect_timeout, health)?;
+    let connector = connect::Connector::new(
+        &pg,
+        tls,
+        config.connect_timeout,
+        connect::SessionLimits::for_request_timeout(config.request_timeout),
+        health,
+    )?;
     Pool::builder(connector)
         .max_size(config.pool_size)
         .build()

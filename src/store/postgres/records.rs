@@ -695,6 +695,40 @@ mod tests {
     }
 
     #[test]
+    fn a_node_gone_silent_inside_a_transaction_holds_its_rows_only_briefly() {
+        // Node one is cut off after its batch claimed a key and before its COMMIT arrived:
+        // its session holds the claim's row and says nothing more. A client retries the same
+        // key on node two, whose write needs that row.
+        let (one, two) = two_nodes();
+        let silent = PgTx::write(&one).unwrap();
+        silent
+            .execute(
+                "INSERT INTO idempotency (partition, key, created_at, data) \
+                 VALUES (2, 'retried', 1, '\\x7b7d')",
+                &[],
+            )
+            .unwrap();
+        let write = create_keyed(2, rid(1000, 1), "retried", "h");
+        let batch = [BatchWrite {
+            write: &write,
+            webhooks: &OwnerHooks,
+        }];
+        // The server ends the silent session within half of request_timeout, so the write
+        // goes through before its own deadline (request_timeout) instead of failing on it.
+        let mut applied = two.apply_batch(&batch).unwrap();
+        assert!(
+            matches!(applied.outcomes.remove(0), WriteOutcome::Created { .. }),
+            "the key was held by a transaction that never committed"
+        );
+        assert!(
+            silent.execute("SELECT 1", &[]).is_err(),
+            "the silent session was not ended"
+        );
+        drop(silent);
+        assert_eq!(ids(&two, 2), vec![rid(1000, 1).0]);
+    }
+
+    #[test]
     fn two_nodes_racing_one_key_make_one_record() {
         let (one, two) = two_nodes();
         let rounds = 8;
