@@ -648,7 +648,7 @@ fn migrations() -> Vec<(u32, String)> {
 /// The database a server of the migration set before the latest one made, holding the data of
 /// the fixture's: its schema from those migrations' own SQL (each with its row in
 /// `intake_schema`, as a server records it), and the fixture's rows of each of its tables (in
-/// place of any a migration seeded), in the columns that schema has, with the sequences where
+/// place of any a migration seeded), in the columns both schemas have, with the sequences where
 /// the fixture's were.
 fn database_of_the_previous_migration_set(release: &str) -> String {
     let cluster = postgres::shared();
@@ -671,15 +671,33 @@ fn database_of_the_previous_migration_set(release: &str) -> String {
         "SELECT tablename FROM pg_tables WHERE schemaname = 'public' \
          AND tablename <> 'intake_schema' ORDER BY 1",
     );
+    // The columns of `table` in `database`, in order.
+    let columns_of = |database: &str, table: &str| -> Vec<String> {
+        cluster
+            .psql(
+                database,
+                &format!(
+                    "SELECT quote_ident(column_name) FROM information_schema.columns \
+                     WHERE table_schema = 'public' AND table_name = '{table}' \
+                     ORDER BY ordinal_position"
+                ),
+            )
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
     for table in tables.lines() {
-        let columns = cluster.psql(
-            older,
-            &format!(
-                "SELECT string_agg(quote_ident(column_name), ',' ORDER BY ordinal_position) \
-                 FROM information_schema.columns \
-                 WHERE table_schema = 'public' AND table_name = '{table}'"
-            ),
-        );
+        // The fixture's release may predate migrations of the earlier set: what they added
+        // keeps its default (a table of its own stays empty).
+        let in_release = columns_of(release, table);
+        let columns: Vec<String> = columns_of(older, table)
+            .into_iter()
+            .filter(|column| in_release.contains(column))
+            .collect();
+        if columns.is_empty() {
+            continue;
+        }
+        let columns = columns.join(",");
         // A migration may seed rows (counters): the fixture's take their place.
         let mut load =
             format!("DELETE FROM {table};\nCOPY {table} ({columns}) FROM STDIN;\n").into_bytes();

@@ -10,8 +10,8 @@
 
 use crate::core::clock::Timestamp;
 use crate::store::{
-    AttemptRow, DeliveryBrief, DeliveryRow, DeliveryState, StoreError, WebhookSecretRow,
-    WebhookSettingsRow,
+    AttemptRow, DeliveryBrief, DeliveryRow, DeliveryState, StoreError, SubscriptionHealth,
+    WebhookSecretRow, WebhookSettingsRow,
 };
 
 /// A pending delivery in the due list: when it is due, and what the dispatcher needs to pass
@@ -176,6 +176,17 @@ pub trait WebhooksWrite {
 
     /// Removes the owner's webhook settings of a partition; whether there were any.
     fn delete_webhook_settings(&mut self, partition: u64) -> Result<bool, StoreError>;
+
+    /// Replaces the health of some of a partition's subscriptions (`(id, health)`; an id the
+    /// settings no longer have is ignored), leaving the rest of the settings as they are.
+    /// The dispatcher's result writer notes every attempt's health this way: on PostgreSQL the
+    /// health is kept apart from the settings, which every ingest batch reads, so that noting
+    /// it does not make each batch and each result write a serialisation conflict.
+    fn put_subscription_health(
+        &mut self,
+        partition: u64,
+        health: &[(u32, SubscriptionHealth)],
+    ) -> Result<(), StoreError>;
 
     /// Replaces a delivery's row (its place in the due list is [`WebhooksWrite::put_due`]'s).
     fn put_delivery(&mut self, row: &DeliveryRow) -> Result<(), StoreError>;

@@ -75,6 +75,7 @@ pub fn record(
             continue;
         };
         let mut tripped = Vec::new();
+        let mut noted = BTreeMap::new();
         for attempt in attempts {
             let Some(row) = settings.subscription_mut(attempt.subscription) else {
                 continue;
@@ -97,6 +98,7 @@ pub fn record(
                 health.failing_since.get_or_insert(attempt.at);
                 health.failed_attempts = health.failed_attempts.saturating_add(1);
             }
+            noted.insert(row.id, row.health.clone());
             if breaker.trips(row, attempt.at) {
                 row.enabled = false;
                 row.auto_disabled_at = Some(attempt.at);
@@ -104,7 +106,14 @@ pub fn record(
                 tripped.push(row.clone());
             }
         }
-        tx.put_webhook_settings(partition, &settings)?;
+        // The settings themselves change only when the breaker trips (rarely); the health
+        // alone is written otherwise (see `put_subscription_health` for why it matters).
+        if tripped.is_empty() {
+            let noted: Vec<_> = noted.into_iter().collect();
+            tx.put_subscription_health(partition, &noted)?;
+        } else {
+            tx.put_webhook_settings(partition, &settings)?;
+        }
         for row in tripped {
             tell_owner(tx, public_url, partition, &row)?;
             disabled.push((partition, row.id));

@@ -10,6 +10,7 @@ pub mod accounts;
 pub mod endpoints;
 pub mod mail;
 pub mod records;
+pub mod subscriptions;
 pub mod usage;
 
 /// Every check of the modules above as a `#[test]` of the backend that `$make` opens (an
@@ -75,6 +76,11 @@ macro_rules! conformance_tests {
         fn endpoints_concurrent_access_changes_all_bump_the_counter() {
             let store = $make;
             $crate::store::conformance::endpoints::concurrent_access_changes_all_bump_the_counter(&*store);
+        }
+        #[test]
+        fn subscriptions_subscription_health_is_noted_alone_and_kept_with_its_settings() {
+            let store = $make;
+            $crate::store::conformance::subscriptions::subscription_health_is_noted_alone_and_kept_with_its_settings(&*store);
         }
         #[test]
         fn mail_mail_pages_go_newest_first_and_the_queue_oldest_first() {

@@ -42,6 +42,7 @@ mod records;
 mod request_log;
 mod schema;
 mod search;
+mod subscription_health;
 mod transfer;
 mod tx;
 mod usage;

@@ -9,12 +9,13 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::records::sql_limit;
+use super::subscription_health;
 use super::{PgStore, PgTx, big, from_json, id_bytes, to_json, unbig};
 use crate::core::clock::Timestamp;
 use crate::store::webhooks::{AttemptOutcome, DueDelivery, Settled, WebhooksRead, WebhooksWrite};
 use crate::store::{
-    AttemptRow, DeliveryRow, DeliveryState, StoreError, StoreGauges, WebhookSecretRow,
-    WebhookSettingsRow, time_from_key, time_key,
+    AttemptRow, DeliveryRow, DeliveryState, StoreError, StoreGauges, SubscriptionHealth,
+    WebhookSecretRow, WebhookSettingsRow, time_from_key, time_key,
 };
 
 /// A due-list time as its column holds it.
@@ -39,11 +40,7 @@ impl WebhooksRead for PgTx<'_> {
     }
 
     fn webhook_settings(&self, partition: u64) -> Result<Option<WebhookSettingsRow>, StoreError> {
-        let row = self.query_opt(
-            "SELECT data FROM owner_webhooks WHERE partition = $1",
-            &[&big(partition)],
-        )?;
-        row.map(|row| from_json(row.try_get(0)?)).transpose()
+        subscription_health::settings_with_health(self, partition)
     }
 
     fn delivery(&self, id: u64) -> Result<Option<DeliveryRow>, StoreError> {
@@ -108,7 +105,11 @@ impl WebhooksRead for PgTx<'_> {
         for row in &rows {
             let settings: WebhookSettingsRow = from_json(row.try_get(1)?)?;
             if settings.recovering() {
-                out.push((unbig(row.try_get(0)?), settings));
+                let partition = unbig(row.try_get(0)?);
+                if let Some(settings) = subscription_health::settings_with_health(self, partition)?
+                {
+                    out.push((partition, settings));
+                }
             }
         }
         Ok(out)
@@ -202,21 +203,26 @@ impl WebhooksWrite for PgTx<'_> {
         partition: u64,
         row: &WebhookSettingsRow,
     ) -> Result<(), StoreError> {
-        self.execute(
-            "INSERT INTO owner_webhooks (partition, data) VALUES ($1, $2) \
-             ON CONFLICT (partition) DO UPDATE SET data = EXCLUDED.data",
-            &[&big(partition), &to_json(row)?],
-        )?;
+        subscription_health::put_settings(self, partition, row)?;
         self.effects.recoveries |= row.recovering();
         Ok(())
     }
 
     fn delete_webhook_settings(&mut self, partition: u64) -> Result<bool, StoreError> {
+        subscription_health::delete_health(self, partition)?;
         let removed = self.execute(
             "DELETE FROM owner_webhooks WHERE partition = $1",
             &[&big(partition)],
         )?;
         Ok(removed > 0)
+    }
+
+    fn put_subscription_health(
+        &mut self,
+        partition: u64,
+        health: &[(u32, SubscriptionHealth)],
+    ) -> Result<(), StoreError> {
+        subscription_health::put_health(self, partition, health)
     }
 
     fn put_delivery(&mut self, row: &DeliveryRow) -> Result<(), StoreError> {

@@ -12,8 +12,8 @@ use super::{
 use crate::core::clock::Timestamp;
 use crate::store::webhooks::{AttemptOutcome, DueDelivery, Settled, WebhooksRead, WebhooksWrite};
 use crate::store::{
-    AttemptRow, DeliveryBrief, DeliveryRow, DeliveryState, StoreError, WebhookSecretRow,
-    WebhookSettingsRow, time_from_key, time_key,
+    AttemptRow, DeliveryBrief, DeliveryRow, DeliveryState, StoreError, SubscriptionHealth,
+    WebhookSecretRow, WebhookSettingsRow, time_from_key, time_key,
 };
 
 /// A `DELIVERIES_DUE` key: `(due_at_us, delivery id)`.
@@ -220,6 +220,25 @@ impl WebhooksWrite for RedbWrite<'_> {
 
     fn delete_webhook_settings(&mut self, partition: u64) -> Result<bool, StoreError> {
         Ok(self.table(WEBHOOK_SETTINGS)?.remove(partition)?.is_some())
+    }
+
+    fn put_subscription_health(
+        &mut self,
+        partition: u64,
+        health: &[(u32, SubscriptionHealth)],
+    ) -> Result<(), StoreError> {
+        // One writer at a time: the health stays inside the settings' row.
+        let Some(mut settings) = self.webhook_settings(partition)? else {
+            return Ok(());
+        };
+        for (id, health) in health {
+            if let Some(row) = settings.subscription_mut(*id) {
+                row.health = health.clone();
+            }
+        }
+        self.table(WEBHOOK_SETTINGS)?
+            .insert(partition, to_json(&settings)?.as_slice())?;
+        Ok(())
     }
 
     fn put_delivery(&mut self, row: &DeliveryRow) -> Result<(), StoreError> {
