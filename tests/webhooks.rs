@@ -20,6 +20,9 @@
 //! - A restart in the middle of a schedule neither loses nor advances the pending retry.
 //! - The owner failure e-mail: one per endpoint per UTC day, production owner webhooks only.
 //! - Manual redelivery, and the delivery log per environment and per record.
+//! - Retention of the delivery log: a finished delivery is gone (404) once its environment's
+//!   window has passed, a pending one stays until it has finished, then goes with the next
+//!   hourly purge.
 //! - What a collaborator sees of the delivery log: bodies and receivers' answers only with
 //!   `read` on an active endpoint, owner subscription URLs never, another's caller-webhook URL
 //!   by its origin only, and a `url` filter that finds nothing more.
@@ -104,6 +107,26 @@ impl ServerClient {
             assert!(
                 Instant::now() < deadline,
                 "timed out waiting for {what}: {v}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until delivery `id` of `slug` is gone from the log (404 `delivery_not_found`).
+    #[track_caller]
+    fn wait_purged(&self, slug: &str, id: u64) {
+        let path = format!("/api/v1/manage/endpoints/{slug}/deliveries/{id}");
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let r = self.manage("GET", &path, None);
+            if r.status == 404 {
+                return assert_error(&r, 404, "delivery_not_found");
+            }
+            assert_status(&r, 200);
+            assert!(
+                Instant::now() < deadline,
+                "delivery {id} not purged: {}",
+                r.describe()
             );
             thread::sleep(Duration::from_millis(20));
         }
@@ -838,6 +861,59 @@ fn a_given_up_delivery_is_delivered_by_a_manual_redelivery() {
     assert_eq!(got[1].header("x-svc-delivery-attempt"), Some("2"));
     assert_eq!(got[0].header("webhook-id"), got[1].header("webhook-id"));
     assert_error(&s.manage("POST", &redeliver, None), 409, "conflict");
+}
+
+// ---------------------------------------------------------------------------
+// Retention of the delivery log
+// ---------------------------------------------------------------------------
+
+#[test]
+fn finished_deliveries_go_after_the_retention_window_and_pending_ones_once_finished() {
+    const DAY: Duration = Duration::from_secs(86_400);
+    let s = server(PRIVATE_OK);
+    let rx = Receiver::start();
+    let ep = s.create_endpoint("Orders", &[]);
+    s.deploy(&ep.slug);
+    for env in ["sandbox", "production"] {
+        s.owner_webhook(&ep.slug, env, json!({ "url": rx.url(&format!("/{env}")) }));
+    }
+    // Delivered at once: one in sandbox (kept 30 days), one in production (kept 60).
+    s.create(&ep.slug, &ep.sandbox_key, &[], &json!({ "n": 1 }));
+    s.create(&ep.slug, &ep.production_key, &[], &json!({ "n": 2 }));
+    let delivered = s.wait_listed(&ep.slug, "environment=sandbox", 1)[0];
+    let production = s.wait_listed(&ep.slug, "environment=production", 1)[0];
+    for id in [delivered, production] {
+        s.wait_delivery(&ep.slug, id, "delivered", |v| v["state"] == "delivered");
+    }
+    // Failing from now on: this one stays pending with attempts left.
+    rx.always(Reply::status(503));
+    s.create(&ep.slug, &ep.sandbox_key, &[], &json!({ "n": 3 }));
+    let pending = s.wait_listed(&ep.slug, "environment=sandbox", 2)[1];
+    s.wait_delivery(&ep.slug, pending, "attempt 1", |v| attempts(v) == 1);
+
+    // 31 days on, both sandbox deliveries are past the window: the delivered one goes with
+    // its attempts, the pending one (tried again now) stays, and production keeps its own.
+    s.clock.advance(31 * DAY);
+    s.wait_purged(&ep.slug, delivered);
+    let v = s.wait_delivery(&ep.slug, pending, "attempt 2", |v| attempts(v) == 2);
+    assert_eq!(v["state"], "pending", "{v}");
+    let listed = s.deliveries(&ep.slug, "environment=sandbox");
+    assert_eq!(
+        listed.iter().map(|d| &d["id"]).collect::<Vec<_>>(),
+        [&json!(pending)]
+    );
+    assert_eq!(s.delivery(&ep.slug, production)["state"], "delivered");
+
+    // Once given up (sandbox: 4 attempts), it goes with the next hourly purge.
+    for (delay, done) in RETRY_DELAYS[1..3].iter().zip(3..) {
+        s.clock.advance(*delay);
+        s.wait_delivery(&ep.slug, pending, "the retry", |v| attempts(v) == done);
+    }
+    s.wait_delivery(&ep.slug, pending, "given up", |v| v["state"] == "given_up");
+    s.clock.advance(Duration::from_secs(3600));
+    s.wait_purged(&ep.slug, pending);
+    assert!(s.deliveries(&ep.slug, "environment=sandbox").is_empty());
+    assert_eq!(s.delivery(&ep.slug, production)["state"], "delivered");
 }
 
 /// A receiver that accepts connections and never answers; dropping it closes them all, so

@@ -1,4 +1,5 @@
-//! Retention: records older than their environment's retention window are deleted.
+//! Retention: records older than their environment's retention window are deleted, and the
+//! webhook deliveries made before it once they are finished.
 //!
 //! The spec keeps production records at least 60 days and sandbox records 30 days; both are
 //! configurable (`[retention]`), production never below 60 days. The purge runs on the
@@ -7,6 +8,10 @@
 //! `RecordsStore::purge_partition_before`), so the search index drops the record as it would
 //! after a DELETE. The change stream's events of writes received before the same cutoff go
 //! too (`EventsStore::purge_events_before`); a stream resuming from before them is refused.
+//! So does the delivery log: a delivery made before the cutoff goes with its attempts once it
+//! is delivered, given up or skipped (`PurgeStore::purge_deliveries_before`), by its own age
+//! whether its record is still there or not; a pending one stays until it finishes and goes
+//! with the next purge after that. A recovery can then no longer resend it.
 
 use std::time::Duration;
 
@@ -22,10 +27,10 @@ pub const PURGE_EVERY: Duration = Duration::from_secs(3600);
 /// How often the schedule is checked (real time); cheap, and short enough for tests that move
 /// an injected clock.
 pub const SCHEDULE_TICK: Duration = Duration::from_secs(1);
-/// Most records deleted per transaction.
+/// Most records, events or deliveries deleted per transaction.
 const PURGE_CHUNK: usize = 2_000;
 
-/// How long `partition`'s records and events are kept.
+/// How long `partition`'s records, events and finished deliveries are kept.
 fn kept(partition: u64, retention: &RetentionConfig) -> Duration {
     match partition_environment(partition) {
         Environment::Sandbox => retention.sandbox,
@@ -33,37 +38,56 @@ fn kept(partition: u64, retention: &RetentionConfig) -> Duration {
     }
 }
 
-/// Deletes every record past its environment's retention at `now`, and the change stream's
-/// events of writes received before then; returns how many records, and what the purge's
-/// commits require (the partitions whose records changed).
+/// What one purge removed, and what its commits require.
+pub struct Purged {
+    pub records: usize,
+    pub deliveries: usize,
+    /// The partitions whose records changed.
+    pub effects: Effects,
+}
+
+/// Deletes every record past its environment's retention at `now`, the change stream's
+/// events of writes received before then, and the finished webhook deliveries made before
+/// then with their attempts.
 pub fn purge_expired(
     store: &dyn Store,
     now: Timestamp,
     retention: &RetentionConfig,
-) -> Result<(usize, Effects), StoreError> {
-    let partitions = store.read()?.record_partitions()?;
-    let mut total = 0;
+) -> Result<Purged, StoreError> {
+    let cutoff = |partition| now.minus(kept(partition, retention));
+    let mut records = 0;
     let mut changed = Vec::new();
-    for partition in partitions {
-        let cutoff = now.minus(kept(partition, retention));
-        let removed = purge_partition(store, partition, first_id_at(cutoff))?;
+    for partition in store.read()?.record_partitions()? {
+        let below = first_id_at(cutoff(partition));
+        let removed = in_chunks(|limit| store.purge_partition_before(partition, below, limit))?;
         if removed > 0 {
-            total += removed;
+            records += removed;
             changed.push(partition);
         }
     }
     for partition in store.event_partitions()? {
-        let cutoff = now.minus(kept(partition, retention));
-        while store.purge_events_before(partition, cutoff, PURGE_CHUNK)? == PURGE_CHUNK {}
+        in_chunks(|limit| store.purge_events_before(partition, cutoff(partition), limit))?;
     }
-    Ok((total, Effects::records_changed(changed)))
+    let mut deliveries = 0;
+    for partition in store.delivery_partitions()? {
+        deliveries +=
+            in_chunks(|limit| store.purge_deliveries_before(partition, cutoff(partition), limit))?;
+    }
+    Ok(Purged {
+        records,
+        deliveries,
+        effects: Effects::records_changed(changed),
+    })
 }
 
-/// Deletes the records of `partition` with an id below `below`, in chunks.
-fn purge_partition(store: &dyn Store, partition: u64, below: u128) -> Result<usize, StoreError> {
+/// Calls `chunk` with [`PURGE_CHUNK`] until it removes fewer (none is left); returns how many
+/// it removed in all.
+fn in_chunks(
+    mut chunk: impl FnMut(usize) -> Result<usize, StoreError>,
+) -> Result<usize, StoreError> {
     let mut total = 0;
     loop {
-        let removed = store.purge_partition_before(partition, below, PURGE_CHUNK)?;
+        let removed = chunk(PURGE_CHUNK)?;
         total += removed;
         if removed < PURGE_CHUNK {
             return Ok(total);
@@ -99,10 +123,17 @@ pub async fn run_schedule(handles: Handles, retention: RetentionConfig, mut tick
             }
         };
         match purged {
-            None | Some(Ok((0, _))) => {}
-            Some(Ok((n, effects))) => {
-                log::info!("retention: deleted {n} records past their retention window");
-                handles.committed(effects);
+            None => {}
+            Some(Ok(purged)) => {
+                if purged.records > 0 || purged.deliveries > 0 {
+                    log::info!(
+                        "retention: deleted {} records and {} webhook deliveries past their \
+                         retention window",
+                        purged.records,
+                        purged.deliveries
+                    );
+                }
+                handles.committed(purged.effects);
             }
             Some(Err(err)) => log::error!("retention purge failed: {err}"),
         }

@@ -9,6 +9,7 @@
 pub mod accounts;
 pub mod endpoints;
 pub mod mail;
+pub mod purge;
 pub mod records;
 pub mod subscriptions;
 pub mod usage;
@@ -91,6 +92,11 @@ macro_rules! conformance_tests {
         fn mail_purges_remove_finished_mail_created_before_the_cutoff_in_chunks() {
             let store = $make;
             $crate::store::conformance::mail::purges_remove_finished_mail_created_before_the_cutoff_in_chunks(&*store);
+        }
+        #[test]
+        fn purge_purge_deliveries_before_takes_the_finished_ones_made_before_the_cutoff() {
+            let store = $make;
+            $crate::store::conformance::purge::purge_deliveries_before_takes_the_finished_ones_made_before_the_cutoff(&*store);
         }
         #[test]
         fn records_a_batch_applies_its_writes_in_order_seeing_its_own() {

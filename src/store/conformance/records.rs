@@ -91,12 +91,18 @@ pub(crate) fn delete(partition: u64, id: RecordId) -> RecordWrite {
 }
 
 pub(crate) fn apply(store: &dyn Store, writes: &[RecordWrite]) -> AppliedBatch {
+    apply_planned(store, writes, &OwnerHooks)
+}
+
+/// Applies `writes` in one batch, with the deliveries `webhooks` plans for them.
+pub(crate) fn apply_planned(
+    store: &dyn Store,
+    writes: &[RecordWrite],
+    webhooks: &dyn DeliveryPlanner,
+) -> AppliedBatch {
     let batch: Vec<BatchWrite<'_>> = writes
         .iter()
-        .map(|write| BatchWrite {
-            write,
-            webhooks: &OwnerHooks,
-        })
+        .map(|write| BatchWrite { write, webhooks })
         .collect();
     store.apply_batch(&batch).unwrap()
 }

@@ -14,7 +14,7 @@
 //! is at least `3 << 64`, and a position below that (one made by redb before `intake migrate`)
 //! counts as trimmed: its reader must start again.
 
-use super::records::sql_limit;
+use super::records::{partitions_of, sql_limit};
 use super::{Patience, PgStore, PgTx, big, id_from_bytes, micros, unbig};
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
@@ -125,17 +125,7 @@ impl EventsStore for PgStore {
     }
 
     fn event_partitions(&self) -> Result<Vec<u64>, StoreError> {
-        // A loose index scan: one probe of the primary key per partition.
-        let rows = PgTx::read(self)?.query(
-            "WITH RECURSIVE p AS ( \
-                 (SELECT partition FROM record_events ORDER BY partition LIMIT 1) \
-                 UNION ALL \
-                 SELECT (SELECT partition FROM record_events WHERE partition > p.partition \
-                         ORDER BY partition LIMIT 1) FROM p WHERE p.partition IS NOT NULL \
-             ) SELECT partition FROM p WHERE partition IS NOT NULL",
-            &[],
-        )?;
-        rows.iter().map(|row| Ok(unbig(row.try_get(0)?))).collect()
+        partitions_of(&PgTx::read(self)?, "record_events")
     }
 
     fn purge_events_before(

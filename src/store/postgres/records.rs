@@ -34,6 +34,26 @@ pub(super) fn sql_limit(n: usize) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// The partitions holding a row of `table` (`records`, `record_events`, `deliveries`: each
+/// has an index led by `partition`), in ascending order: one index probe per partition (a
+/// loose index scan), not a scan of every row.
+pub(super) fn partitions_of(tx: &PgTx<'_>, table: &'static str) -> Result<Vec<u64>, StoreError> {
+    let rows = tx.query(
+        &format!(
+            "WITH RECURSIVE p (partition) AS ( \
+                 (SELECT partition FROM {table} ORDER BY partition LIMIT 1) \
+                 UNION ALL \
+                 SELECT (SELECT t.partition FROM {table} t WHERE t.partition > p.partition \
+                         ORDER BY t.partition LIMIT 1) \
+                 FROM p WHERE p.partition IS NOT NULL \
+             ) \
+             SELECT partition FROM p WHERE partition IS NOT NULL"
+        ),
+        &[],
+    )?;
+    rows.iter().map(|row| Ok(unbig(row.try_get(0)?))).collect()
+}
+
 /// `ids` as an inclusive range of ids; `None` when it holds none.
 fn inclusive((lower, upper): (Bound<u128>, Bound<u128>)) -> Option<(u128, u128)> {
     let lower = match lower {
@@ -128,19 +148,7 @@ impl RecordsRead for PgTx<'_> {
     }
 
     fn record_partitions(&self) -> Result<Vec<u64>, StoreError> {
-        // One index probe per partition (a loose index scan), not a scan of every record.
-        let rows = self.query(
-            "WITH RECURSIVE p (partition) AS ( \
-                 (SELECT partition FROM records ORDER BY partition LIMIT 1) \
-                 UNION ALL \
-                 SELECT (SELECT r.partition FROM records r WHERE r.partition > p.partition \
-                         ORDER BY r.partition LIMIT 1) \
-                 FROM p WHERE p.partition IS NOT NULL \
-             ) \
-             SELECT partition FROM p WHERE partition IS NOT NULL",
-            &[],
-        )?;
-        rows.iter().map(|row| Ok(unbig(row.try_get(0)?))).collect()
+        partitions_of(self, "records")
     }
 
     fn visit_newest_first(

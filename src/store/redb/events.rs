@@ -6,7 +6,9 @@
 
 use redb::{ReadableTable, WriteTransaction};
 
-use super::{ACCESS_VERSION, EVENTS, EVENTS_TRIMMED, META, RECORDS, RedbStore, read_counter};
+use super::{
+    ACCESS_VERSION, EVENTS, EVENTS_TRIMMED, META, RECORDS, RedbStore, partitions_of, read_counter,
+};
 use crate::core::ids::RecordId;
 use crate::store::events::{EventBounds, EventPage, EventsStore, StoredEvent, kind_of_code};
 use crate::store::{StoreError, time_from_key, time_key};
@@ -83,18 +85,7 @@ impl EventsStore for RedbStore {
     }
 
     fn event_partitions(&self) -> Result<Vec<u64>, StoreError> {
-        let events = self.read()?.open_table(EVENTS)?;
-        let mut partitions = Vec::new();
-        let mut from = Some(0);
-        while let Some(start) = from {
-            let Some(entry) = events.range((start, 0)..)?.next() else {
-                break;
-            };
-            let partition = entry?.0.value().0;
-            partitions.push(partition);
-            from = partition.checked_add(1);
-        }
-        Ok(partitions)
+        partitions_of(&self.read()?.open_table(EVENTS)?)
     }
 
     fn purge_events_before(

@@ -5,9 +5,14 @@ use redb::{ReadableTable, WriteTransaction};
 use super::{
     DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, FAILURE_MAILS, IDEMPOTENCY, IDEMPOTENCY_EXPIRY,
     PARTITION_DELIVERIES, RECORD_DELIVERIES, RedbStore, USAGE, USAGE_DAYS, from_json,
+    partitions_of,
 };
+use crate::core::clock::Timestamp;
 use crate::store::purge::PurgeStore;
-use crate::store::{DeliveryRow, IdempotencyRow, StoreError, partition_endpoint, time_key};
+use crate::store::{
+    DeliveryBrief, DeliveryRow, DeliveryState, IdempotencyRow, StoreError, partition_endpoint,
+    time_key,
+};
 
 impl PurgeStore for RedbStore {
     fn purge_partition_rows(&self, partition: u64, limit: usize) -> Result<usize, StoreError> {
@@ -22,6 +27,23 @@ impl PurgeStore for RedbStore {
         txn.commit()?;
         Ok(removed)
     }
+
+    fn delivery_partitions(&self) -> Result<Vec<u64>, StoreError> {
+        partitions_of(&self.read()?.open_table(PARTITION_DELIVERIES)?)
+    }
+
+    fn purge_deliveries_before(
+        &self,
+        partition: u64,
+        cutoff: Timestamp,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
+        let txn = self.write()?;
+        let doomed = finished_before(&txn, partition, cutoff, limit)?;
+        remove_deliveries(&txn, partition, &doomed)?;
+        txn.commit()?;
+        Ok(doomed.len())
+    }
 }
 
 /// At most `limit` deliveries of `partition`, with their attempts and index entries.
@@ -30,17 +52,63 @@ fn purge_deliveries(
     partition: u64,
     limit: usize,
 ) -> Result<usize, StoreError> {
-    let mut by_partition = txn.open_table(PARTITION_DELIVERIES)?;
-    let doomed: Vec<(u64, u128)> = by_partition
+    let doomed: Vec<(u64, u128)> = txn
+        .open_table(PARTITION_DELIVERIES)?
         .range((partition, 0)..=(partition, u64::MAX))?
         .take(limit)
         .map(|e| e.map(|(k, v)| (k.value().1, v.value())))
         .collect::<Result<_, _>>()?;
+    remove_deliveries(txn, partition, &doomed)?;
+    Ok(doomed.len())
+}
+
+/// The `(id, record id)` of at most `limit` of the oldest finished deliveries of `partition`
+/// made before `cutoff`: read in id order (the order they were made), passing over the pending
+/// ones, up to the first finished one made at or after it.
+fn finished_before(
+    txn: &WriteTransaction,
+    partition: u64,
+    cutoff: Timestamp,
+    limit: usize,
+) -> Result<Vec<(u64, u128)>, StoreError> {
+    let by_partition = txn.open_table(PARTITION_DELIVERIES)?;
+    let deliveries = txn.open_table(DELIVERIES)?;
+    let mut doomed = Vec::new();
+    for entry in by_partition.range((partition, 0)..=(partition, u64::MAX))? {
+        if doomed.len() == limit {
+            break;
+        }
+        let (key, record_id) = entry?;
+        let id = key.value().1;
+        let Some(value) = deliveries.get(id)? else {
+            continue;
+        };
+        // Only the id, state and time are decoded; the body and the rest are skipped over.
+        let brief: DeliveryBrief = from_json(value.value())?;
+        if brief.state == DeliveryState::Pending {
+            continue;
+        }
+        if brief.created_at >= cutoff {
+            break;
+        }
+        doomed.push((id, record_id.value()));
+    }
+    Ok(doomed)
+}
+
+/// Removes the deliveries `doomed` (`(id, record id)`) of `partition` with their attempts,
+/// due-list entries and index entries.
+fn remove_deliveries(
+    txn: &WriteTransaction,
+    partition: u64,
+    doomed: &[(u64, u128)],
+) -> Result<(), StoreError> {
+    let mut by_partition = txn.open_table(PARTITION_DELIVERIES)?;
     let mut deliveries = txn.open_table(DELIVERIES)?;
     let mut due = txn.open_table(DELIVERIES_DUE)?;
     let mut by_record = txn.open_table(RECORD_DELIVERIES)?;
     let mut attempts = txn.open_table(DELIVERY_ATTEMPTS)?;
-    for &(id, record_id) in &doomed {
+    for &(id, record_id) in doomed {
         let next_attempt = match deliveries.remove(id)? {
             Some(value) => from_json::<DeliveryRow>(value.value())?.next_attempt_at,
             None => None,
@@ -58,7 +126,7 @@ fn purge_deliveries(
             attempts.remove((id, n))?;
         }
     }
-    Ok(doomed.len())
+    Ok(())
 }
 
 /// At most `limit` Idempotency-Key claims of `partition`, with their expiry entries.

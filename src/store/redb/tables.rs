@@ -96,15 +96,17 @@ pub const WEBHOOK_SECRETS: TableDefinition<u64, &[u8]> = TableDefinition::new("w
 pub const REQUEST_LOG: TableDefinition<(u64, u64, u64), &[u8]> =
     TableDefinition::new("request_log");
 
-/// The partitions that hold records in `records` (a `RECORDS` table), in order: one seek per
-/// partition, to the first key after the previous one.
-pub fn partitions_of(
-    records: &impl ReadableTable<(u64, u128), &'static [u8]>,
-) -> Result<Vec<u64>, StoreError> {
+/// The partitions that hold a row in `table`, keyed by `(partition, …)` (records, events,
+/// deliveries), in order: one seek per partition, to the first key after the previous one.
+pub fn partitions_of<S, V>(table: &impl ReadableTable<(u64, S), V>) -> Result<Vec<u64>, StoreError>
+where
+    S: redb::Key + for<'a> redb::Value<SelfType<'a> = S> + Default + 'static,
+    V: redb::Value + 'static,
+{
     let mut partitions = Vec::new();
     let mut from = Some(0);
     while let Some(start) = from {
-        let Some(entry) = records.range((start, 0u128)..)?.next() else {
+        let Some(entry) = table.range((start, S::default())..)?.next() else {
             break;
         };
         let partition = entry?.0.value().0;

@@ -137,7 +137,9 @@ pub(super) fn webhook_operations() -> Vec<Operation> {
                  running or scheduled. Once it has finished, another whose window overlaps its \
                  window is refused for the recovery cooldown (`[webhooks] recovery_cooldown`, \
                  10 minutes by default, from its `finished_at`): 429 `recovery_cooldown` with \
-                 `Retry-After`.",
+                 `Retry-After`. Deliveries the retention purge has removed (finished, and made \
+                 before the environment's retention window) are not in the log to be sent \
+                 again: a window reaching before it finds none of them.",
             )
             .body(BodyKind::Json, schema_ref("RecoveryRequest"), json!({ "since": "2026-11-20T00:00:00Z" }))
             .ok(202, "The recovery, started.", schema_ref("Recovery"), recovery_example(true))
@@ -208,7 +210,9 @@ pub(super) fn webhook_operations() -> Vec<Operation> {
                  caller webhook's in full only when their own key made the write (its origin \
                  otherwise), and the body and receivers' answers (`getDelivery`) only with the \
                  `read` permission while the endpoint is active. `withheld` names what is not \
-                 shown.",
+                 shown. A delivery is kept for its environment's retention window (`[retention]`, \
+                 counted from its `created_at`), then removed with its attempts by the hourly \
+                 retention purge once it has finished (a pending one when it finishes).",
             )
             .param(environment_query("Which environment's deliveries."))
             .param(query("record_id", "Only this record's deliveries.", schema_ref("RecordId")))
@@ -248,7 +252,8 @@ pub(super) fn webhook_operations() -> Vec<Operation> {
                 "With the body sent and every attempt, as far as the caller may see them (see \
                  `listDeliveries`): without the `read` permission, or while the endpoint is \
                  inactive, a collaborator gets `body` and every attempt's `response_body` as \
-                 `null`, with `body` in `withheld`.",
+                 `null`, with `body` in `withheld`. 404 `delivery_not_found` also once the \
+                 retention purge has removed it (see `listDeliveries`).",
             )
             .ok(200, "The delivery.", schema_ref("DeliveryDetail"), {
                 let mut d = delivery_example();
