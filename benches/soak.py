@@ -400,9 +400,18 @@ def run(args):
             complaints = [l.strip() for l in f if " WARN " in l or " ERROR " in l]
         final["log_warnings"] = {"count": len(complaints), "first": complaints[:5]}
         if args.pg_log:
+            # Grouped by message (the text after the severity), the most frequent first: a
+            # rare error is not hidden behind thousands of serialisation failures.
+            by_message = {}
             with open(args.pg_log, errors="replace") as f:
-                errors = [l.strip() for l in f if "ERROR:" in l or "FATAL:" in l]
-            final["postgres_errors"] = {"count": len(errors), "first": errors[:6]}
+                for line in f:
+                    match = re.search(r"(ERROR|FATAL):\s+(.*)", line)
+                    if match:
+                        key = f"{match.group(1)}: {match.group(2).strip()}"
+                        by_message[key] = by_message.get(key, 0) + 1
+            final["postgres_errors"] = {
+                "count": sum(by_message.values()),
+                "by_message": dict(sorted(by_message.items(), key=lambda kv: -kv[1])[:8])}
         final["largest_purge"] = max(map(int, PURGED.findall(open(intake_log, errors="replace")
                                                              .read())), default=0)
 

@@ -55,7 +55,8 @@ use crate::core::clock::Timestamp;
 /// the service's errors.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("storage error: {0}")]
+    /// The backend's error, shown with its causes (a database error's message is one).
+    #[error("storage error: {}", with_causes(.0.as_ref()))]
     Backend(Box<dyn std::error::Error + Send + Sync>),
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
@@ -81,6 +82,22 @@ pub enum StoreError {
     /// itself reaches the caller of [`write`]).
     #[error("the write was abandoned by its caller")]
     Abandoned,
+}
+
+/// An error with its whole chain of causes (a TLS handshake's names the certificate problem,
+/// a database error its message), which its own `Display` alone does not say.
+pub(crate) fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut message = err.to_string();
+    let mut cause = err.source();
+    while let Some(err) = cause {
+        let text = err.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        cause = err.source();
+    }
+    message
 }
 
 /// What a committed write changed that work outside the store must follow: each flag is set

@@ -34,9 +34,9 @@ use deadpool_postgres::ClientWrapper;
 use tokio_postgres::Config;
 use tokio_postgres::config::Host;
 
-use super::describe;
 use super::health::{Health, Unreachable};
 use crate::store::StoreError;
+use crate::store::with_causes;
 
 /// Keepalive probes of an idle connection: a peer gone without closing it is found within
 /// `IDLE + INTERVAL × RETRIES` (8 s).
@@ -230,7 +230,7 @@ impl Connector {
                 }
                 Ok(Err(err)) => {
                     attempt.standing = Standing::Refused;
-                    failures.push(format!("{}: {}", target.name, describe(&err)));
+                    failures.push(format!("{}: {}", target.name, with_causes(&err)));
                 }
                 Err(_) => failures.push(format!(
                     "{}: no connection within {:?} (connect_timeout)",
@@ -280,7 +280,7 @@ fn wrap(
 ) -> ClientWrapper {
     let task = tokio::spawn(async move {
         if let Err(err) = connection.await {
-            log::debug!("a database connection ended: {}", describe(&err));
+            log::debug!("a database connection ended: {}", with_causes(&err));
         }
     });
     ClientWrapper::new(client, task)

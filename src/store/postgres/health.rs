@@ -28,8 +28,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Notify, Semaphore};
 use tokio_postgres::error::SqlState;
 
-use super::{Pool, describe};
+use super::Pool;
 use crate::store::StoreError;
+use crate::store::with_causes;
 
 /// How often the watcher asks a reachable database whether it is a standby.
 const PROBE_EVERY: Duration = Duration::from_secs(1);
@@ -119,7 +120,7 @@ impl Health {
     pub(super) fn failed(&self, began: Instant, err: &StoreError) {
         if is_unreachable(err) {
             let cause = match err {
-                StoreError::Backend(err) => describe(err.as_ref()),
+                StoreError::Backend(err) => with_causes(err.as_ref()),
                 other => other.to_string(),
             };
             self.lose(began, cause);
@@ -260,7 +261,7 @@ fn settle(
     match asked {
         Ok(Ok(read_only)) => health.found(began, read_only),
         Ok(Err(err)) if is_unreachable(&err) => health.failed(began, &err),
-        Ok(Err(err)) => log::warn!("the database's probe failed: {}", describe(&err)),
+        Ok(Err(err)) => log::warn!("the database's probe failed: {}", with_causes(&err)),
         Err(_) => health.lose(
             began,
             format!("the database did not answer a probe within {limit:?}"),

@@ -57,7 +57,7 @@ use serde::de::DeserializeOwned;
 use tokio_postgres::error::SqlState;
 
 use crate::core::config::{PostgresConfig, PostgresTls};
-use crate::store::StoreError;
+use crate::store::{StoreError, with_causes};
 
 pub use tx::PgTx;
 
@@ -376,25 +376,9 @@ impl From<deadpool::managed::PoolError<StoreError>> for StoreError {
     fn from(err: deadpool::managed::PoolError<StoreError>) -> Self {
         match err {
             deadpool::managed::PoolError::Backend(err) => err,
-            other => StoreError::Backend(describe(&other).into()),
+            other => StoreError::Backend(with_causes(&other).into()),
         }
     }
-}
-
-/// An error with its whole chain of causes (a TLS handshake's names the certificate problem,
-/// a database error its message), which its own `Display` alone does not say.
-fn describe(err: &dyn std::error::Error) -> String {
-    let mut message = err.to_string();
-    let mut cause = err.source();
-    while let Some(err) = cause {
-        let text = err.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        cause = err.source();
-    }
-    message
 }
 
 /// Whether a failed transaction may simply be run again: a serialisation failure or a

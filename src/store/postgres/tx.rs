@@ -12,6 +12,7 @@
 //! closes its connection instead of returning it (a statement may still be under way on it).
 
 use std::cell::Cell;
+use std::time::{Duration, Instant};
 
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
@@ -30,6 +31,19 @@ const BEGIN_WRITE: &str = "BEGIN ISOLATION LEVEL SERIALIZABLE";
 /// How often [`Store::write_with`] runs a closure whose transaction lost a serialisation
 /// conflict before it gives up with the error.
 const WRITE_ATTEMPTS: usize = 20;
+/// The longest pause before running a transaction that lost a conflict again.
+const MOST_BACK_OFF: Duration = Duration::from_millis(32);
+
+/// Waits a random moment before attempt `attempt + 1` of a transaction that lost a conflict:
+/// up to 1, 2, 4 … [`MOST_BACK_OFF`] ms, never past `deadline`. Run again at once, two
+/// transactions that conflict tend to meet again the same way (a purge against a busy
+/// ingest lost all its attempts in the soak benchmark); a random pause lets one finish first.
+fn back_off(attempt: usize, deadline: Deadline) {
+    let most = Duration::from_millis(1 << attempt.min(5)).min(MOST_BACK_OFF);
+    let pause = most.mul_f64(rand::random::<f64>());
+    let left = deadline.at.saturating_duration_since(Instant::now());
+    std::thread::sleep(pause.min(left));
+}
 
 /// A transaction on one pooled connection.
 pub struct PgTx<'s> {
@@ -234,8 +248,10 @@ impl PgStore {
             let result = result.and_then(|value| Ok((value, tx.commit()?)));
             match result {
                 Ok(done) => return Ok(done),
-                Err(_) if conflicted && attempt < WRITE_ATTEMPTS => attempt += 1,
-                Err(err) if is_retryable(&err) && attempt < WRITE_ATTEMPTS => attempt += 1,
+                Err(err) if (conflicted || is_retryable(&err)) && attempt < WRITE_ATTEMPTS => {
+                    back_off(attempt, deadline);
+                    attempt += 1;
+                }
                 Err(err) => return Err(err),
             }
         }
