@@ -70,11 +70,35 @@ pub enum Settled<'a> {
 }
 
 impl AttemptOutcome {
+    /// The delivery's state machine, the one rule both backends follow: applies this outcome
+    /// to `row` as stored when it is recorded and says where the delivery goes, or returns
+    /// `None` and leaves `row` alone when the outcome does not apply (the delivery is no longer
+    /// pending, or this attempt is not its next one: another node recorded it first). The
+    /// backend then moves the row's place in its due list from the `next_attempt_at` it had to
+    /// the one it has now, and stores the attempt.
+    pub fn apply(&self, row: &mut DeliveryRow) -> Option<Settled<'_>> {
+        let number = self.attempt.attempt;
+        if row.state != DeliveryState::Pending || row.attempts.saturating_add(1) != number {
+            return None;
+        }
+        row.attempts = number;
+        let settled = self.settle(row);
+        match settled {
+            Settled::Finished(state, at) => {
+                row.state = state;
+                row.next_attempt_at = None;
+                row.finished_at = Some(at);
+            }
+            Settled::Due(at, _) => row.next_attempt_at = Some(at),
+        }
+        Some(settled)
+    }
+
     /// What this outcome makes of the delivery `row` as stored when it is recorded. A retry is
     /// due at the schedule's time, or at once (when the answer came) if "retry now" was asked
     /// for while the attempt was in flight (`row` counts a request the attempt's row did not),
     /// so that a request answered 200 is never dropped.
-    pub fn settle(&self, row: &DeliveryRow) -> Settled<'_> {
+    fn settle(&self, row: &DeliveryRow) -> Settled<'_> {
         match &self.next {
             AfterAttempt::Delivered { at } => Settled::Finished(DeliveryState::Delivered, *at),
             AfterAttempt::GivenUp { at } => Settled::Finished(DeliveryState::GivenUp, *at),
@@ -188,7 +212,9 @@ pub trait WebhooksWrite {
         health: &[(u32, SubscriptionHealth)],
     ) -> Result<(), StoreError>;
 
-    /// Replaces a delivery's row (its place in the due list is [`WebhooksWrite::put_due`]'s).
+    /// Writes a delivery's row, listed in its partition's and its record's delivery log (a
+    /// delivery keeps its partition and record; its place in the due list is
+    /// [`WebhooksWrite::put_due`]'s).
     fn put_delivery(&mut self, row: &DeliveryRow) -> Result<(), StoreError>;
 
     /// Lists a delivery as due; reports `deliveries_due`.

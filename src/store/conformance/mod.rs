@@ -13,6 +13,7 @@ pub mod purge;
 pub mod records;
 pub mod subscriptions;
 pub mod usage;
+pub mod webhooks;
 
 /// Every check of the modules above as a `#[test]` of the backend that `$make` opens (an
 /// expression giving a fresh store, or something that dereferences to one).
@@ -139,9 +140,39 @@ macro_rules! conformance_tests {
             $crate::store::conformance::records::purge_partition_before_takes_the_oldest_first_within_its_bounds(&*store);
         }
         #[test]
-        fn records_move_due_lists_a_delivery_once() {
+        fn webhooks_secrets_and_webhook_settings_are_put_replaced_and_deleted() {
             let store = $make;
-            $crate::store::conformance::records::move_due_lists_a_delivery_once(&*store);
+            $crate::store::conformance::webhooks::secrets_and_webhook_settings_are_put_replaced_and_deleted(&*store);
+        }
+        #[test]
+        fn webhooks_deliveries_are_read_by_id_and_paged_newest_first() {
+            let store = $make;
+            $crate::store::conformance::webhooks::deliveries_are_read_by_id_and_paged_newest_first(&*store);
+        }
+        #[test]
+        fn webhooks_the_due_list_is_in_order_up_to_now_and_wraps_around() {
+            let store = $make;
+            $crate::store::conformance::webhooks::the_due_list_is_in_order_up_to_now_and_wraps_around(&*store);
+        }
+        #[test]
+        fn webhooks_record_outcomes_follows_the_skip_rules() {
+            let store = $make;
+            $crate::store::conformance::webhooks::record_outcomes_follows_the_skip_rules(&*store);
+        }
+        #[test]
+        fn webhooks_a_retry_asked_for_during_the_attempt_is_due_when_it_ends() {
+            let store = $make;
+            $crate::store::conformance::webhooks::a_retry_asked_for_during_the_attempt_is_due_when_it_ends(&*store);
+        }
+        #[test]
+        fn webhooks_failure_mails_are_noted_once_per_endpoint_and_day() {
+            let store = $make;
+            $crate::store::conformance::webhooks::failure_mails_are_noted_once_per_endpoint_and_day(&*store);
+        }
+        #[test]
+        fn webhooks_move_due_lists_a_delivery_once() {
+            let store = $make;
+            $crate::store::conformance::webhooks::move_due_lists_a_delivery_once(&*store);
         }
         #[test]
         fn usage_flushes_add_to_the_month_and_day_counters() {

@@ -2,10 +2,11 @@
 
 use crate::core::clock::Timestamp;
 use crate::store::records::{Change, DeliveryPlanner, NewDelivery};
-use crate::store::webhooks::{AfterAttempt, AttemptOutcome};
-use crate::store::{AttemptRow, Store, StoreError, WebhookKind, WebhookSettingsRow, write};
+use crate::store::webhooks::AfterAttempt;
+use crate::store::{Store, StoreError, WebhookKind, WebhookSettingsRow, write};
 
 use super::records::{apply_planned, create, rid};
+use super::webhooks::outcome;
 
 /// The record number (`rid(_, SKIPPED)`) whose delivery is written as skipped.
 const SKIPPED: u64 = 99;
@@ -61,22 +62,7 @@ fn listed(store: &dyn Store, partition: u64) -> Vec<u64> {
 
 /// Records attempt `number` of delivery `id`, which leads to `next`.
 fn attempted(store: &dyn Store, id: u64, number: u32, next: AfterAttempt) {
-    let outcome = AttemptOutcome {
-        delivery_id: id,
-        attempt: AttemptRow {
-            attempt: number,
-            started_at: Timestamp(1),
-            duration_us: 1,
-            url: "http://hooks.test/in".into(),
-            request_headers: Vec::new(),
-            status: Some(503),
-            error: None,
-            response_body: None,
-            outcome: "retry".into(),
-        },
-        next,
-        retry_requests: 0,
-    };
+    let outcome = outcome(id, number, next);
     write(store, |tx| {
         tx.record_outcomes(std::slice::from_ref(&outcome))
     })

@@ -10,10 +10,8 @@ use crate::store::records::{
     AppliedBatch, BatchWrite, Change, DeliveryPlanner, IdempotencyClaim, NewDelivery, RecordWrite,
     ScanOrder, WriteOutcome,
 };
-use crate::store::webhooks::DueDelivery;
 use crate::store::{
-    DeliveryRow, DeliveryState, Store, StoreError, SubscriptionRow, WebhookKind,
-    WebhookSettingsRow, write,
+    DeliveryState, Store, StoreError, SubscriptionRow, WebhookKind, WebhookSettingsRow, write,
 };
 
 /// A delivery to the owner's webhook for every change of a partition that has one.
@@ -516,59 +514,4 @@ pub fn purge_partition_before_takes_the_oldest_first_within_its_bounds(store: &d
     assert_eq!(store.purge_partition_before(2, 6, 10).unwrap(), 0);
     assert_eq!(ids(store, 2), (6..=10).collect::<Vec<_>>());
     assert_eq!(ids(store, 3), vec![1, 2, 3]);
-}
-
-fn due(at: i64, id: u64) -> DueDelivery {
-    DueDelivery {
-        due_at: Timestamp(at),
-        id,
-        retry: true,
-        receiver: "http://hooks.test:80".into(),
-    }
-}
-
-/// A moved delivery is listed once, at its new time; the others stay where they were.
-pub fn move_due_lists_a_delivery_once(store: &dyn Store) {
-    let ids = |now: i64| -> Vec<(i64, u64)> {
-        store
-            .read()
-            .unwrap()
-            .due_deliveries(Timestamp(now), None, 10)
-            .unwrap()
-            .iter()
-            .map(|d| (d.due_at.0, d.id))
-            .collect()
-    };
-    let (_, effects) = write(store, |tx| -> Result<(), StoreError> {
-        for id in [1, 2] {
-            tx.put_delivery(&DeliveryRow {
-                id,
-                partition: 4,
-                record_id: 1,
-                kind: WebhookKind::Owner,
-                subscription: Some(1),
-                url: "http://hooks.test/".into(),
-                auth_header: None,
-                auth_value_sealed: None,
-                body: "{}".into(),
-                sender: None,
-                trace: None,
-                state: DeliveryState::Pending,
-                attempts: 1,
-                max_attempts: 4,
-                next_attempt_at: Some(Timestamp(500)),
-                created_at: Timestamp(1),
-                finished_at: None,
-                retry_requests: 0,
-            })?;
-            tx.put_due(&due(500, id))?;
-        }
-        Ok(())
-    })
-    .unwrap();
-    assert!(effects.deliveries_due);
-    let (_, effects) = write(store, |tx| tx.move_due(Some(Timestamp(500)), &due(100, 2))).unwrap();
-    assert!(effects.deliveries_due);
-    assert_eq!(ids(100), [(100, 2)]);
-    assert_eq!(ids(1_000), [(100, 2), (500, 1)]);
 }

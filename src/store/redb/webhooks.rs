@@ -244,6 +244,10 @@ impl WebhooksWrite for RedbWrite<'_> {
     fn put_delivery(&mut self, row: &DeliveryRow) -> Result<(), StoreError> {
         self.table(DELIVERIES)?
             .insert(row.id, to_json(row)?.as_slice())?;
+        self.table(PARTITION_DELIVERIES)?
+            .insert((row.partition, row.id), row.record_id)?;
+        self.table(RECORD_DELIVERIES)?
+            .insert((row.partition, row.record_id, row.id), ())?;
         Ok(())
     }
 
@@ -276,22 +280,20 @@ impl WebhooksWrite for RedbWrite<'_> {
             let mut due = self.table(DELIVERIES_DUE)?;
             let mut attempts = self.table(DELIVERY_ATTEMPTS)?;
             for outcome in outcomes {
-                let number = outcome.attempt.attempt;
                 let mut row: DeliveryRow = match deliveries.get(outcome.delivery_id)? {
                     Some(value) => from_json(value.value())?,
                     None => continue,
                 };
-                if row.state != DeliveryState::Pending || row.attempts.saturating_add(1) != number {
+                let listed_at = row.next_attempt_at;
+                let Some(settled) = outcome.apply(&mut row) else {
                     continue;
-                }
-                if let Some(at) = row.next_attempt_at {
+                };
+                if let Some(at) = listed_at {
                     due.remove(due_key((at, row.id)))?;
                 }
-                row.attempts = number;
-                match outcome.settle(&row) {
-                    Settled::Finished(state, at) => finish(&mut row, state, at),
+                match settled {
+                    Settled::Finished(..) => {}
                     Settled::Due(at, receiver) => {
-                        row.next_attempt_at = Some(at);
                         list_due(
                             &mut due,
                             &DueDelivery {
@@ -304,7 +306,10 @@ impl WebhooksWrite for RedbWrite<'_> {
                         retries = true;
                     }
                 }
-                attempts.insert((row.id, number), to_json(&outcome.attempt)?.as_slice())?;
+                attempts.insert(
+                    (row.id, outcome.attempt.attempt),
+                    to_json(&outcome.attempt)?.as_slice(),
+                )?;
                 deliveries.insert(row.id, to_json(&row)?.as_slice())?;
                 if row.state == DeliveryState::GivenUp {
                     given_up.push(row);
@@ -319,11 +324,4 @@ impl WebhooksWrite for RedbWrite<'_> {
         self.table(FAILURE_MAILS)?.insert((endpoint_id, day), ())?;
         Ok(())
     }
-}
-
-/// `row` finished in `state` at `at`.
-fn finish(row: &mut DeliveryRow, state: DeliveryState, at: Timestamp) {
-    row.state = state;
-    row.next_attempt_at = None;
-    row.finished_at = Some(at);
 }
