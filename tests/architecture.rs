@@ -209,7 +209,7 @@ fn the_code_keeps_the_dependency_rules_of_architecture_md() {
 #[test]
 fn the_checker_sees_imports_in_every_form() {
     let code = code(
-        "use crate::store::Store;\nuse crate::{http, workers::ingest};\n\
+        "use crate::store::Store;\nuse crate::{http, workers::ingest_writer};\n\
          fn f() { crate::server::start(); } // crate::cli::run\n$crate::x",
     );
     assert_eq!(
@@ -217,7 +217,7 @@ fn the_checker_sees_imports_in_every_form() {
         [
             "crate::store::Store",
             "crate::http",
-            "crate::workers::ingest",
+            "crate::workers::ingest_writer",
             "crate::server::start"
         ]
     );

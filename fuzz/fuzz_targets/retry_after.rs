@@ -13,7 +13,7 @@ use intake::store::{DeliveryRow, DeliveryState, Environment, WebhookKind, partit
 use intake::domain::webhooks::policy::{
     Exchange, RETRY_AFTER_CAP, RETRY_DELAYS, Verdict, max_attempts, verdict,
 };
-use intake::workers::webhooks::send::retry_after;
+use intake::workers::dispatcher::send::retry_after;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -520,7 +520,7 @@ fn compact(config: &Config) -> Result<(), String> {
             mb(after)
         );
     }
-    let index = crate::workers::search::remove_index(&config.data_dir)
+    let index = crate::workers::search_index::remove_index(&config.data_dir)
         .map_err(|e| format!("the search index folder: {e}"))?;
     if index {
         println!("search index removed: the next start rebuilds it from the store");

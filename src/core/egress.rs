@@ -1,5 +1,5 @@
 //! Where webhooks may go: the rule the delivery guard applies to every resolved address
-//! (`workers::webhooks::send`) and the subscription settings apply when a URL is saved
+//! (`workers::dispatcher::send`) and the subscription settings apply when a URL is saved
 //! (`domain::webhooks::targets`), so both refuse the same targets for the same reason.
 //!
 //! By default only global addresses pass: a webhook URL is chosen by an API caller and must

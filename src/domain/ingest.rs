@@ -1,5 +1,5 @@
 //! The write queue of the data path: a request submits its [`Write`] and waits until the writer
-//! (`workers::ingest`) has applied it in a durably committed batch, or refused it.
+//! (`workers::ingest_writer`) has applied it in a durably committed batch, or refused it.
 //!
 //! The queue is bounded: when the writer falls behind, [`Ingest::submit`] waits for room
 //! (backpressure). Each write's answer ([`Reply`]) turns the store's outcome into the service's

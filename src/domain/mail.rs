@@ -2,7 +2,7 @@
 //!
 //! A message is first written to the outbox, inside the same transaction as the change that
 //! causes it ([`enqueue`]), so an invitation never exists without its e-mail and vice versa.
-//! That commit reports `mail_queued`, which wakes the mail worker (`workers::mail`); it sends
+//! That commit reports `mail_queued`, which wakes the mail worker (`workers::mailer`); it sends
 //! every due message through the `[smtp]` server and writes the outcome back on the row, so
 //! the management API ([`list`], [`get`]) can show a self-hoster why a message did not
 //! arrive.

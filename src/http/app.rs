@@ -15,10 +15,10 @@ use crate::domain::sessions::LoginThrottle;
 use crate::domain::usage::Usage;
 use crate::domain::webhooks::subscriptions::{Subscriptions, Which};
 use crate::store::{AccountRow, Environment};
-use crate::workers::mail::Mailer;
+use crate::workers::dispatcher::Dispatcher;
+use crate::workers::dispatcher::probe::{self, TestResult};
+use crate::workers::mailer::Mailer;
 use crate::workers::request_log::RequestLog;
-use crate::workers::webhooks::dispatch::Dispatcher;
-use crate::workers::webhooks::probe::{self, TestResult};
 
 pub struct App {
     pub config: Config,

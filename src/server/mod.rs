@@ -51,7 +51,7 @@ use crate::server::tls::{Tls, TlsError};
 use crate::server::workers::Periodic;
 use crate::store::request_log::RequestLogStore;
 use crate::store::{self, Store, StoreError};
-use crate::workers::search;
+use crate::workers::search_index;
 
 /// How often expired Idempotency-Keys and sessions are swept.
 const EXPIRY_SWEEP: Duration = Duration::from_secs(600);
@@ -109,11 +109,11 @@ pub fn open_data_dir(config: &Config) -> Result<(Arc<dyn Store>, Sealer), Server
     Ok((store, sealer))
 }
 
-fn indexer_settings(config: &SearchConfig) -> search::IndexerSettings {
-    search::IndexerSettings {
+fn indexer_settings(config: &SearchConfig) -> search_index::IndexerSettings {
+    search_index::IndexerSettings {
         nice: config.indexer_nice,
         memory_bytes: config.index_memory_mb.saturating_mul(1_000_000),
-        stop: search::StopPolicy {
+        stop: search_index::StopPolicy {
             share: config.stop_share,
             min_records: config.stop_min_records,
         },

@@ -31,11 +31,11 @@ use crate::store::request_log::RequestLogStore;
 use crate::store::{Effects, Store};
 use crate::workers::cluster::{self, Heartbeat};
 use crate::workers::compression;
-use crate::workers::ingest::{self, WriterThread};
-use crate::workers::mail::{MailThread, Mailer};
+use crate::workers::dispatcher::{DispatchParts, DispatchThreads, Dispatcher};
+use crate::workers::ingest_writer::{self, WriterThread};
+use crate::workers::mailer::{MailThread, Mailer};
 use crate::workers::request_log::{LogThread, RequestLog};
-use crate::workers::search::{self, IndexerThread, Notifier};
-use crate::workers::webhooks::dispatch::{DispatchParts, DispatchThreads, Dispatcher};
+use crate::workers::search_index::{self, IndexerThread, Notifier};
 
 /// What the app is built from: the workers' handles the requests use.
 pub struct Running {
@@ -80,7 +80,7 @@ pub fn start(
     // A store that searches itself (PostgreSQL) keeps no change log and needs no index.
     let (search, indexer) = match store.change_log() {
         Some(_) => {
-            let (search, indexer, thread) = search::start(
+            let (search, indexer, thread) = search_index::start(
                 &config.data_dir,
                 store.clone(),
                 indexer_settings(&config.search),
@@ -147,7 +147,8 @@ pub fn start(
         )
         .map_err(spawn_err)?;
     let (ingest, writer) =
-        ingest::start(handles.clone(), metrics.clone(), telemetry.clone()).map_err(spawn_err)?;
+        ingest_writer::start(handles.clone(), metrics.clone(), telemetry.clone())
+            .map_err(spawn_err)?;
     let log_store = open_request_log(config)?;
     let (request_log, log_thread) =
         RequestLog::start(log_store.clone(), clock, config.request_log.retention)

@@ -81,7 +81,7 @@ pub trait ClusterStore: Send + Sync {
 
     /// Books a start of a delivery of the rate-limited `subscription` (partition, number) at
     /// `now` across the cluster: its starts at least `interval_us` apart on average, at most
-    /// `tolerance_us` ahead of that pace (`workers::webhooks::pacing`, which keeps the same
+    /// `tolerance_us` ahead of that pace (`workers::dispatcher::pacing`, which keeps the same
     /// pace on one node). `Err` says when it may start.
     fn pace(
         &self,

@@ -165,7 +165,7 @@ pub trait ReadTx:
     + webhooks::WebhooksRead
 {
     /// The store's own text search, when it has one (PostgreSQL); `None` when a search index
-    /// beside the store answers instead (redb, see `workers::search`).
+    /// beside the store answers instead (redb, see `workers::search_index`).
     fn text_search(&self) -> Option<&dyn records::TextSearch> {
         None
     }

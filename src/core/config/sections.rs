@@ -153,7 +153,7 @@ impl Default for RequestLogConfig {
     }
 }
 
-/// `[search]`: the search indexer (see `workers::search`).
+/// `[search]`: the search indexer (see `workers::search_index`).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SearchConfig {

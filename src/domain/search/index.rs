@@ -1,6 +1,6 @@
 //! The search index as the planner reads it: committed states of an index of every record's
 //! payload text, each covering the change log up to a known position. The tantivy index and
-//! the indexer thread that keeps it current are a worker (`workers::search`).
+//! the indexer thread that keeps it current are a worker (`workers::search_index`).
 
 use std::sync::Arc;
 

@@ -22,12 +22,12 @@
 //! - [`outcomes`]: what an attempt leaves behind, committed in groups with the owner's
 //!   failure e-mail.
 //!
-//! Sending lives in `workers::webhooks`: the dispatcher (`dispatch`: a scheduler thread claims
-//! due deliveries for a pool of workers, capped per receiver, retries at most half of them; a
-//! result writer commits every attempt, the next due time and the owner's failure e-mail in
-//! groups), the HTTP side of one attempt (`send`: no redirects, one timeout, the SSRF guard on
-//! resolved addresses, the body bounded by [`RESPONSE_BODY_LIMIT`], `Retry-After`, no proxy
-//! from the environment) and the explicit outbound proxy (`proxy`).
+//! Sending lives in `workers::dispatcher`: a scheduler thread claims due deliveries for a pool
+//! of workers, capped per receiver, retrying at most half of them; a result writer commits
+//! every attempt, the next due time and the owner's failure e-mail in groups; the HTTP side of
+//! one attempt (`send`: no redirects, one timeout, the SSRF guard on resolved addresses, the
+//! body bounded by [`RESPONSE_BODY_LIMIT`], `Retry-After`, no proxy from the environment) and
+//! the explicit outbound proxy (`proxy`).
 
 pub mod deliveries;
 pub mod health;

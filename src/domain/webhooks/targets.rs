@@ -5,7 +5,7 @@
 //! by one.
 //!
 //! The check resolves the host the way a delivery would. It is advice at save time, not the
-//! guard: DNS answers change, so `workers::webhooks::send` still checks every address of
+//! guard: DNS answers change, so `workers::dispatcher::send` still checks every address of
 //! every attempt. A name that does not resolve now (no DNS here, or not yet published) is
 //! accepted; its deliveries report what they find. Since it tells whoever saves what a name
 //! resolves to, it runs only after the caller's right to change the subscription was checked.

@@ -19,7 +19,7 @@ use crate::domain::webhooks::subscriptions::{
 use crate::http::app::App;
 use crate::http::request::Request;
 use crate::store::{Environment, EventType};
-use crate::workers::webhooks::probe::TestResult;
+use crate::workers::dispatcher::probe::TestResult;
 
 /// One environment's subscriptions and its caller webhooks' latest recovery.
 struct Settings {

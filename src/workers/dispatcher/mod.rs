@@ -39,9 +39,13 @@
 //! attempt in hand (bounded by the timeout) and start no other; the result writer commits
 //! every outcome and stops once the workers have; [`DispatchThreads::join`] waits for all.
 
+pub mod pacing;
 mod pool;
+pub mod probe;
+pub mod proxy;
 mod results;
 mod scheduler;
+pub mod send;
 
 use std::collections::HashSet;
 use std::sync::mpsc;
@@ -50,7 +54,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use self::scheduler::Slots;
-use super::send::Sender;
+use self::send::Sender;
 use crate::core::config::WebhooksConfig;
 use crate::core::crypto::Sealer;
 use crate::core::metrics::Metrics;

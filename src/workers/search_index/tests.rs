@@ -19,8 +19,8 @@ use crate::domain::search::{MAX_SCANNED, SearchIndex, fold_case, parse_request, 
 use crate::domain::webhooks::deliveries::Hooks;
 use crate::store::records::RecordWrite;
 use crate::store::{Store, partition_environment};
-use crate::workers::ingest;
-use crate::workers::search::{IndexerSettings, StopPolicy};
+use crate::workers::ingest_writer;
+use crate::workers::search_index::{IndexerSettings, StopPolicy};
 
 /// The searched partition, and another whose records must never show up.
 const P: u64 = 2;
@@ -33,7 +33,7 @@ struct Bench {
     store: Arc<dyn Store>,
     runtime: tokio::runtime::Runtime,
     ingest: Ingest,
-    writer: ingest::WriterThread,
+    writer: ingest_writer::WriterThread,
 }
 
 impl Bench {
@@ -46,7 +46,7 @@ impl Bench {
             .expect("runtime");
         let handles = Handles::new(store.clone(), Arc::new(SystemClock), Arc::new(Unattended));
         let (ingest, writer) =
-            ingest::start(handles, Arc::new(Metrics::default()), Default::default())
+            ingest_writer::start(handles, Arc::new(Metrics::default()), Default::default())
                 .expect("ingest writer");
         Bench {
             dir,

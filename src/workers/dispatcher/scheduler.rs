@@ -28,13 +28,13 @@ use std::sync::PoisonError;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use super::pacing::{Pacing, SubscriptionKey, pace};
 use super::{Context, Job, State, TICK};
 use crate::core::clock::Timestamp;
 use crate::domain::error::Result;
 use crate::domain::webhooks::recovery;
 use crate::store::webhooks::DueDelivery;
 use crate::store::{DeliveryRow, DeliveryState, ReadTx, WebhookSettingsRow, partition_endpoint};
-use crate::workers::webhooks::pacing::{Pacing, SubscriptionKey, pace};
 
 /// Due entries one look may pass over (claimed, their receiver or the retry share full)
 /// before it stops; the next look goes on from there. So a large backlog for one busy
