@@ -1,0 +1,123 @@
+//! The rows every backend keeps: plain data types, no storage types. Services build and read
+//! them; each backend decides how to lay them out (redb keeps most as JSON, see `redb`).
+//!
+//! One file per area (`accounts`, `endpoints`, `records`, `webhooks`, `mail`), all re-exported
+//! here; this file keeps what they share: environments, partitions (an endpoint's data in one
+//! environment), stored time keys and the base64 form of byte fields.
+
+mod accounts;
+mod endpoints;
+mod mail;
+mod records;
+mod webhooks;
+
+use serde::{Deserialize, Serialize};
+
+pub use self::accounts::*;
+pub use self::endpoints::*;
+pub use self::mail::*;
+pub use self::records::*;
+pub use self::webhooks::*;
+use crate::core::clock::Timestamp;
+
+/// sandbox or production.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Environment {
+    Sandbox,
+    Production,
+}
+
+impl Environment {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Environment::Sandbox => "sandbox",
+            Environment::Production => "production",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Environment> {
+        match s {
+            "sandbox" => Some(Environment::Sandbox),
+            "production" => Some(Environment::Production),
+            _ => None,
+        }
+    }
+
+    /// The API key prefix of this environment.
+    pub fn key_prefix(self) -> &'static str {
+        match self {
+            Environment::Sandbox => "tm_test_",
+            Environment::Production => "tm_live_",
+        }
+    }
+}
+
+/// The partition of one endpoint's data in one environment.
+pub fn partition(endpoint_id: u64, env: Environment) -> u64 {
+    (endpoint_id << 1) | u64::from(env == Environment::Production)
+}
+
+/// The environment of a partition.
+pub fn partition_environment(partition: u64) -> Environment {
+    if partition & 1 == 1 {
+        Environment::Production
+    } else {
+        Environment::Sandbox
+    }
+}
+
+/// The endpoint a partition belongs to (the inverse of [`partition`] for the endpoint id).
+pub fn partition_endpoint(partition: u64) -> u64 {
+    partition >> 1
+}
+
+/// Stored times are non-negative microseconds.
+pub fn time_key(t: Timestamp) -> u64 {
+    u64::try_from(t.as_micros()).unwrap_or(0)
+}
+
+pub fn time_from_key(k: u64) -> Timestamp {
+    Timestamp(i64::try_from(k).unwrap_or(i64::MAX))
+}
+
+/// Byte fields of JSON rows as base64 text rather than arrays of numbers.
+mod base64_bytes {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&STANDARD.encode(bytes))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = <&str>::deserialize(d)?;
+        STANDARD.decode(text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Optional byte fields of JSON rows as base64 text or `null`.
+mod base64_bytes_opt {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match bytes {
+            Some(bytes) => s.serialize_some(&STANDARD.encode(bytes)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        // Owned: inside an untagged enum (`StoredWebhookSettings`) the text may not borrow.
+        match Option::<String>::deserialize(d)? {
+            Some(text) => STANDARD
+                .decode(text)
+                .map(Some)
+                .map_err(serde::de::Error::custom),
+            None => Ok(None),
+        }
+    }
+}
