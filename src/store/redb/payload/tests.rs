@@ -1,0 +1,346 @@
+use std::ops::Bound;
+
+use super::recompress::RECOMPRESS_CHUNK;
+use super::*;
+use crate::core::ids::RecordId;
+use crate::store::Store;
+use crate::store::records::{RecordWrite, RecordsStore, ScanOrder, plain_batch};
+
+const AT: Timestamp = Timestamp(1_795_000_000_123_456);
+
+/// A varied ~700-byte JSON record: shared keys and shape, different values.
+fn payload(n: u64) -> Vec<u8> {
+    let word = |k: u64| ["alpha", "bravo", "charlie", "delta", "echo", "fox"][(k % 6) as usize];
+    format!(
+        r#"{{"kind":"order","seq":{n},"customer":{{"name":"{} {}","email":"c{n}@example.com","city":"{}"}},"items":[{{"sku":"SKU-{}","qty":{},"unit_price":{}.{}}},{{"sku":"SKU-{}","qty":{},"unit_price":{}.99}}],"paid":{},"note":"{} {} {} {} {} parcel {} confirmed by driver {}","tags":["{}","{}"]}}"#,
+        word(n),
+        word(n / 7),
+        word(n / 3),
+        n * 7919 % 10_000,
+        n % 5,
+        n % 300,
+        n % 100,
+        n * 31 % 10_000,
+        n % 3,
+        n % 500,
+        n % 2 == 0,
+        word(n / 2),
+        word(n / 5),
+        word(n / 11),
+        word(n + 1),
+        word(n / 13),
+        n * 13,
+        word(n * 3),
+        word(n / 17),
+        word(n / 19),
+    )
+    .repeat(2)
+    .into_bytes()
+}
+
+fn create_records(store: &RedbStore, partition: u64, from: u64, count: u64) {
+    let writes: Vec<RecordWrite> = (from..from + count)
+        .map(|n| RecordWrite::Create {
+            partition,
+            id: RecordId(((AT.as_micros() as u128 + u128::from(n)) << 64) | 1),
+            payload: payload(n),
+            idempotency: None,
+        })
+        .collect();
+    store.apply_batch(&plain_batch(&writes)).unwrap();
+}
+
+/// Every record of `partition`, oldest first, as `(seq, payload)`, read through the store.
+fn read_all(store: &RedbStore, partition: u64) -> Vec<Vec<u8>> {
+    let mut all = Vec::new();
+    Store::read(store)
+        .unwrap()
+        .record_page(
+            partition,
+            (Bound::Included(0), Bound::Included(u128::MAX)),
+            ScanOrder::OldestFirst,
+            usize::MAX,
+            &mut |record| {
+                all.push(record.payload.to_vec());
+                Ok(())
+            },
+        )
+        .unwrap();
+    all
+}
+
+fn stored_bytes(store: &RedbStore, partition: u64) -> (usize, usize) {
+    let txn = store.db.begin_read().unwrap();
+    let records = txn.open_table(RECORDS).unwrap();
+    let (mut compressed, mut plain) = (0, 0);
+    for entry in records
+        .range((partition, 0u128)..=(partition, u128::MAX))
+        .unwrap()
+    {
+        let (_, value) = entry.unwrap();
+        match value.value()[0] {
+            COMPRESSED => compressed += value.value().len(),
+            _ => plain += value.value().len(),
+        }
+    }
+    (compressed, plain)
+}
+
+#[test]
+fn a_trained_dictionary_compresses_later_writes_and_every_record_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("intake.redb");
+    let store = RedbStore::open(&path, 1 << 20).unwrap();
+    assert!(
+        !store.dictionary_due(),
+        "an empty store needs no dictionary"
+    );
+    create_records(&store, 7, 0, 20);
+    assert!(store.dictionary_due());
+    // 20 records are too few bytes to learn from: nothing changes.
+    assert_eq!(store.train_dictionary().unwrap(), None);
+    assert_eq!(stored_bytes(&store, 7).0, 0);
+
+    create_records(&store, 7, 20, 380);
+    create_records(&store, 9, 0, 100);
+    let trained = store
+        .train_dictionary()
+        .unwrap()
+        .expect("enough to learn from");
+    assert!(trained.sample_share < 0.5, "{trained:?}");
+    assert_eq!(trained.sample_records, 500, "both endpoints are sampled");
+    assert!(!store.dictionary_due());
+
+    create_records(&store, 7, 400, 200);
+    let (compressed, plain) = stored_bytes(&store, 7);
+    let new_payload: usize = (400..600).map(|n| payload(n).len()).sum();
+    assert!(
+        compressed * 2 < new_payload,
+        "{compressed} bytes stored for {new_payload}"
+    );
+    assert!(plain > 0, "records from before the dictionary stay plain");
+    let expected: Vec<Vec<u8>> = (0..600).map(payload).collect();
+    assert!(read_all(&store, 7) == expected);
+
+    // A reopened store reads both layouts and goes on compressing with the same dictionary.
+    drop(store);
+    let store = RedbStore::open(&path, 1 << 20).unwrap();
+    assert_eq!(store.codec.current_id(), Some(trained.id));
+    let kept = store.codec.current().unwrap().sample_share;
+    assert_eq!(
+        kept, trained.sample_share,
+        "what tells a stale dictionary is kept"
+    );
+    assert!(!store.dictionary_due());
+    create_records(&store, 7, 600, 10);
+    let expected: Vec<Vec<u8>> = (0..610).map(payload).collect();
+    assert!(read_all(&store, 7) == expected);
+    assert_eq!(store.gauges(Timestamp(0)).unwrap().payload_dictionaries, 1);
+}
+
+/// The ids and bytes of the store's dictionaries.
+fn dictionaries(store: &RedbStore) -> Vec<(u32, Vec<u8>)> {
+    let txn = store.db.begin_read().unwrap();
+    let table = txn.open_table(PAYLOAD_DICTIONARIES).unwrap();
+    table
+        .iter()
+        .unwrap()
+        .map(|e| {
+            e.map(|(id, bytes)| (id.value(), bytes.value().to_vec()))
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Marks the endpoint of `partition` deleted, as a deletion does before its purge.
+fn deleted_endpoint(store: &RedbStore, partition: u64) {
+    let id = partition_endpoint(partition);
+    let row = serde_json::json!({
+        "id": id, "slug": "gone", "name": "Gone", "description": null,
+        "required_fields": [], "active": true, "deployed": false, "deployed_at": null,
+        "created_at": 1, "owner_id": 1, "sandbox_key_sealed": "", "production_key_sealed": "",
+        "deleted_at": 2,
+    });
+    let txn = store.db.begin_write().unwrap();
+    txn.open_table(ENDPOINTS)
+        .unwrap()
+        .insert(id, serde_json::to_vec(&row).unwrap().as_slice())
+        .unwrap();
+    txn.commit().unwrap();
+}
+
+fn deleted_partition(store: &RedbStore, partition: u64) {
+    let txn = store.db.begin_write().unwrap();
+    {
+        let mut records = txn.open_table(RECORDS).unwrap();
+        let keys: Vec<(u64, u128)> = records
+            .range((partition, 0u128)..=(partition, u128::MAX))
+            .unwrap()
+            .map(|e| e.unwrap().0.value())
+            .collect();
+        for key in keys {
+            records.remove(key).unwrap();
+        }
+    }
+    txn.commit().unwrap();
+}
+
+#[test]
+fn compaction_compresses_every_record_with_a_dictionary_of_what_the_store_holds_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = RedbStore::open(&dir.path().join("intake.redb"), 1 << 20).unwrap();
+    let nothing = Recompressed {
+        records: 0,
+        dictionaries_removed: 0,
+    };
+    assert_eq!(store.recompress_records().unwrap(), nothing);
+    // More records than one transaction of the rewrite takes, all stored plain.
+    let count = RECOMPRESS_CHUNK as u64 + 300;
+    create_records(&store, 4, 0, count);
+    let (compressed, plain) = stored_bytes(&store, 4);
+    assert_eq!(compressed, 0);
+    let done = store.recompress_records().unwrap();
+    assert_eq!(done.records, count);
+    let (compressed, left_plain) = stored_bytes(&store, 4);
+    assert_eq!(left_plain, 0);
+    assert!(compressed * 2 < plain, "{plain} bytes became {compressed}");
+    let expected: Vec<Vec<u8>> = (0..count).map(payload).collect();
+    assert!(read_all(&store, 4) == expected);
+
+    // Another endpoint's records, with a word of their own, are learnt (and written with)
+    // and then deleted: the next compaction trains on what is left, rewrites every record
+    // and removes the dictionaries that held pieces of the deleted ones.
+    let secret = b"zebra-crossing-secret";
+    let writes: Vec<RecordWrite> = (0..400u64)
+        .map(|n| RecordWrite::Create {
+            partition: 6,
+            id: RecordId(((AT.as_micros() as u128 + u128::from(n)) << 64) | 2),
+            payload: format!(
+                r#"{{"zebra-crossing-secret":{n},"pad":"{}"}}"#,
+                "z".repeat(900)
+            )
+            .into_bytes(),
+            idempotency: None,
+        })
+        .collect();
+    store.apply_batch(&plain_batch(&writes)).unwrap();
+    store.train_dictionary().unwrap().expect("trained");
+    assert!(
+        dictionaries(&store)
+            .iter()
+            .any(|(_, bytes)| bytes.windows(secret.len()).any(|w| w == secret)),
+        "the dictionary learnt the other endpoint's records"
+    );
+    create_records(&store, 4, count, 100);
+    // Deleted, not purged yet: a dictionary trained now leaves its records out.
+    deleted_endpoint(&store, 6);
+    store.train_dictionary().unwrap().expect("trained");
+    let current = store.codec.current_id();
+    assert!(dictionaries(&store).iter().all(
+        |(id, bytes)| Some(*id) != current || !bytes.windows(secret.len()).any(|w| w == secret)
+    ));
+    deleted_partition(&store, 6);
+    let done = store.recompress_records().unwrap();
+    assert_eq!((done.records, done.dictionaries_removed), (count + 100, 2));
+    let left = dictionaries(&store);
+    assert_eq!(left.len(), 1);
+    assert_eq!(Some(left[0].0), store.codec.current_id());
+    assert!(!left[0].1.windows(secret.len()).any(|w| w == secret));
+    let expected: Vec<Vec<u8>> = (0..count + 100).map(payload).collect();
+    assert!(read_all(&store, 4) == expected);
+    // Nothing changed since: the same dictionary, nothing to do.
+    assert_eq!(store.recompress_records().unwrap(), nothing);
+
+    // Too little left to learn from: every record plain, no dictionary kept.
+    deleted_partition(&store, 4);
+    create_records(&store, 4, 0, 3);
+    let done = store.recompress_records().unwrap();
+    assert_eq!((done.records, done.dictionaries_removed), (3, 1));
+    assert!(dictionaries(&store).is_empty());
+    assert_eq!(stored_bytes(&store, 4).0, 0);
+    assert!(read_all(&store, 4) == (0..3).map(payload).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_store_with_records_and_no_dictionary_wants_one_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("intake.redb");
+    let store = RedbStore::open(&path, 1 << 20).unwrap();
+    create_records(&store, 3, 0, 5);
+    drop(store);
+    let store = RedbStore::open(&path, 1 << 20).unwrap();
+    assert!(store.dictionary_due());
+}
+
+#[test]
+fn a_dictionary_goes_stale_when_later_writes_compress_much_worse() {
+    let codec = PayloadCodec::new(Vec::new(), 0.0, 0).unwrap();
+    let samples: Vec<Vec<u8>> = (0..500).map(payload).collect();
+    let bytes = zstd::dict::from_samples(&samples, 16 << 10).unwrap();
+    codec.install(42, &bytes, 0.2).unwrap();
+    assert!(!codec.due());
+    // Bytes with no repeats compress at about their own size: 5× the sample's share.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let noise: Vec<u8> = (0..4096)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 32) as u8
+        })
+        .collect();
+    for _ in 0..STALE_AFTER_BYTES / 4096 {
+        let value = codec.encode(AT, &noise).unwrap();
+        assert_ne!(value[0], COMPRESSED, "what does not shrink is stored plain");
+    }
+    assert!(codec.due());
+}
+
+#[test]
+fn plain_values_of_earlier_versions_read_as_they_are() {
+    let codec = PayloadCodec::new(Vec::new(), 0.0, 0).unwrap();
+    // A payload whose first byte is the compressed tag: the tag only counts in front of
+    // the time.
+    for payload in [&br#"{"x":"y"}"#[..], &[COMPRESSED, b'{', b'}'][..]] {
+        let value = [&AT.as_micros().to_be_bytes()[..], payload].concat();
+        let mut scratch = Vec::new();
+        assert_eq!(codec.decode(&value, &mut scratch).unwrap(), (AT, payload));
+        assert_eq!(codec.encode(AT, payload).unwrap(), value);
+    }
+}
+
+#[test]
+fn damaged_values_are_corrupt_errors_never_panics() {
+    let samples: Vec<Vec<u8>> = (0..500).map(payload).collect();
+    let bytes = zstd::dict::from_samples(&samples, 16 << 10).unwrap();
+    let codec = PayloadCodec::new(vec![(7, bytes.clone())], 0.3, 0).unwrap();
+    let id = zstd_safe::get_dict_id_from_dict(&bytes).unwrap().get();
+    let codec_with_id = PayloadCodec::new(vec![(id, bytes)], 0.3, 0).unwrap();
+    let good = codec_with_id.encode(AT, &payload(1)).unwrap();
+    assert_eq!(good[0], COMPRESSED);
+    let mut scratch = Vec::new();
+    assert_eq!(
+        codec_with_id.decode(&good, &mut scratch).unwrap().1,
+        payload(1)
+    );
+    let mut flipped = good.clone();
+    let middle = flipped.len() / 2;
+    flipped[middle] ^= 0x5A;
+    let cases: Vec<(&PayloadCodec, &[u8])> = vec![
+        (&codec_with_id, &good[..5]),
+        (&codec_with_id, &good[..12]),
+        (&codec_with_id, &good[..good.len() - 3]),
+        (&codec_with_id, &flipped),
+        (&codec_with_id, &[0u8; 3]),
+        // The dictionary it names is not in the store.
+        (&codec, &good),
+    ];
+    for (codec, bad) in cases {
+        let mut scratch = Vec::new();
+        match codec.decode(bad, &mut scratch) {
+            Err(StoreError::Corrupt(_)) => {}
+            Ok((_, decoded)) => assert_ne!(decoded, payload(1), "{bad:?}"),
+            Err(other) => panic!("{other:?}"),
+        }
+    }
+}
