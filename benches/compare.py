@@ -1,9 +1,9 @@
 """The table of benches/compare.sh: reads the figures (RESULTS_JSON) of every run of the ingest,
-search and poll drain benchmarks for the two binaries and writes one Markdown table: per
+search, poll drain and webhook benchmarks for the two binaries and writes one Markdown table: per
 metric, every run's figure, the median per binary, new/base, and the spread between the runs of
 one binary (max/min), so that a change can be told from noise.
 
-Run files: RUNS/BENCH-SIDE-ROUND.json, BENCH in ingest, search, poll; SIDE in base, new; ROUND
+Run files: RUNS/BENCH-SIDE-ROUND.json, BENCH in ingest, search, poll, webhooks; SIDE in base, new; ROUND
 from 1. A run that failed has no file: its figures show as "–" and a warning under the table
 names it (the exit status is then 1).
 """
@@ -24,6 +24,8 @@ METRICS = [
     ("search", "search p50, all queries (ms)", LOWER, lambda d: d["c_clients"]["intake"]["p50_ms"]),
     ("search", "search p99, all queries (ms)", LOWER, lambda d: d["c_clients"]["intake"]["p99_ms"]),
     ("poll", "poll drain records/s", HIGHER, lambda d: d["records_per_s"]),
+    ("webhooks", "webhook deliveries/s", HIGHER, lambda d: d["deliveries_per_s"]),
+    ("webhooks", "POST to delivery p50 (ms)", LOWER, lambda d: d["latency_p50_ms"]),
 ]
 SIDES = ("base", "new")
 
