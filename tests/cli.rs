@@ -672,8 +672,12 @@ fn compact_shrinks_the_store_of_a_stopped_server_and_keeps_its_records() {
     );
     assert!(stdout.contains("intake.redb"), "{stdout}");
     let after = size();
+    // Not `after <= before`: when the deletes happen to free the end of the file, redb cuts it
+    // off at their commit, and such a file can be smaller than a freshly written one (seen in
+    // CI: 225,280 -> 450,560 bytes). What compaction promises is a file the size of what it
+    // holds (10 records) whatever was freed inside it (6.5 MB of it in most runs).
     assert!(
-        after <= before && after < 1_500_000,
+        after < 1_500_000,
         "4 MB of 4.2 MB deleted, yet {before} -> {after} bytes"
     );
 
