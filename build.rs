@@ -21,11 +21,20 @@ fn main() {
         .split(',')
         .any(|f| f == "crt-static");
     let target = std::env::var("TARGET").unwrap_or_default();
-    let profile = std::env::var("PROFILE").unwrap_or_default();
+    let profile = profile_name().unwrap_or_default();
     let linkage = if static_crt { "static" } else { "dynamic" };
     println!(
         "cargo:rustc-env=BUILD_INTAKE_FEATURES={target}, {profile}, {linkage}, tls=rustls+ring"
     );
+}
+
+/// The cargo profile being built (`release`, `dist`, ...). Cargo's `PROFILE` says only `debug`
+/// or `release` (a custom profile inherits one of them); the name is the folder of
+/// `target/[TRIPLE/]NAME/build/intake-HASH/out`.
+fn profile_name() -> Option<String> {
+    let out = std::env::var("OUT_DIR").ok()?;
+    let name = Path::new(&out).ancestors().nth(3)?.file_name()?;
+    Some(name.to_string_lossy().into_owned())
 }
 
 /// `BUILD_INTAKE_COMMIT` (for builds from a source tarball), else `git rev-parse --short HEAD`;

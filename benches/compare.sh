@@ -10,7 +10,7 @@
 #
 # Usage (from the repo root):
 #   bash benches/compare.sh BASE_BIN NEW_BIN
-#   ROUNDS=3 bash benches/compare.sh /tmp/intake-main target/release/intake
+#   ROUNDS=3 bash benches/compare.sh /tmp/intake-main target/dist/intake
 #
 # Env (the defaults are sized to take about 22 minutes on an otherwise idle 2-core machine):
 #   ROUNDS           runs of each benchmark per binary              (default 2)

@@ -503,18 +503,19 @@ PY
 }
 
 # build_intake: sets INTAKE_BIN to the binary to measure: the one INTAKE_BIN names, or the
-# release binary built now (cargo build --release --bins). Dies unless it is executable.
+# shipped binary built now (cargo build --profile dist --bins: fat LTO, as the static build, the
+# .deb and the container image). Dies unless it is executable.
 # Cargo prints JSON on stdout (the executable's path is read from it) and renders its
 # compiler messages on stderr as usual.
 build_intake() {
   if [ -n "${INTAKE_BIN:-}" ]; then
     log "using INTAKE_BIN=$INTAKE_BIN (no build)"
   else
-    log "building intake (cargo build --release --bins)"
-    run_bg cargo build --release --bins --message-format=json-render-diagnostics \
+    log "building intake (cargo build --profile dist --bins)"
+    run_bg cargo build --profile dist --bins --message-format=json-render-diagnostics \
       >"$WORK/build-bins.json" || die "cargo build failed"
     INTAKE_BIN="$(cargo_exe bin intake "$WORK/build-bins.json")"
-    [ -n "$INTAKE_BIN" ] || INTAKE_BIN="$ROOT/target/release/intake"
+    [ -n "$INTAKE_BIN" ] || INTAKE_BIN="$ROOT/target/dist/intake"
   fi
   [ -x "$INTAKE_BIN" ] || die "no intake binary at $INTAKE_BIN"
 }

@@ -13,8 +13,8 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 binary=${1:-}
 if [ -z "$binary" ]; then
-    for candidate in "$here/../target/x86_64-unknown-linux-gnu/release/intake" \
-        "$here/../target/release/intake" "./intake"; do
+    for candidate in "$here/../target/x86_64-unknown-linux-gnu/dist/intake" \
+        "$here/../target/dist/intake" "$here/../target/release/intake" "./intake"; do
         if [ -x "$candidate" ]; then binary=$candidate; break; fi
     done
 fi

@@ -45,7 +45,7 @@ linkage=$(ldd "$binary" 2>&1 || true)
 grep -Eq 'statically linked|not a dynamic executable' <<<"$linkage" ||
     die "$binary is dynamically linked; build it with RUSTFLAGS='-C target-feature=+crt-static' (docs/src/deployment.md)"
 
-# "intake 0.1.0 (commit 705a07c; x86_64-unknown-linux-gnu, release, static, tls=rustls+ring)"
+# "intake 0.1.0 (commit 705a07c; x86_64-unknown-linux-gnu, dist, static, tls=rustls+ring)"
 version_line=$("$binary" --version)
 if [[ $version_line =~ ^intake\ ([^ ]+)\ \(commit\ ([^;]+)\;\ ([^-,]+)- ]]; then
     version=${BASH_REMATCH[1]}
