@@ -28,7 +28,7 @@ use intake::domain::endpoint_deletion;
 use intake::domain::endpoints::Endpoints;
 use intake::domain::search;
 use intake::store::request_log::EntryFilter;
-use intake::store::{Environment, Store, partition};
+use intake::store::{Environment, Partition, Store};
 use serde_json::json;
 
 const CONFIG: &str = "[webhooks]\nallowed_cidrs = [\"127.0.0.0/8\"]\n";
@@ -93,7 +93,7 @@ fn leftovers(store: &dyn Store, endpoint_id: u64, deliveries: &[u64]) -> Vec<Str
     let snapshot = store.read().unwrap();
     let mut left = Vec::new();
     for environment in [Environment::Sandbox, Environment::Production] {
-        let p = partition(endpoint_id, environment);
+        let p = Partition::new(endpoint_id, environment);
         if snapshot.record_partitions().unwrap().contains(&p) {
             left.push(format!("records of {p}"));
         }
@@ -133,7 +133,7 @@ fn logged_requests(s: &mut InProcessServer, id: u64) -> usize {
         [Environment::Sandbox, Environment::Production]
             .into_iter()
             .map(|environment| {
-                let p = partition(id, environment);
+                let p = Partition::new(id, environment);
                 let page = log
                     .requests_page(p, None, 100, &EntryFilter::default())
                     .unwrap();
@@ -294,13 +294,13 @@ fn a_deleted_endpoint_is_gone_at_once_and_its_data_is_purged() {
             .into_iter()
             .collect();
         for environment in [Environment::Sandbox, Environment::Production] {
-            let p = partition(id, environment);
+            let p = Partition::new(id, environment);
             let request = search::parse_request(&params, p, handles.now()).unwrap();
             let page: serde_json::Value =
                 serde_json::from_str(&search::search(store, None, p, &request).unwrap()).unwrap();
             assert_eq!(page["data"], json!([]), "{page}");
         }
-        let kept = partition(endpoint_id(store, &other.slug), Environment::Sandbox);
+        let kept = Partition::new(endpoint_id(store, &other.slug), Environment::Sandbox);
         assert!(snapshot.record_partitions().unwrap().contains(&kept));
         let request = search::parse_request(&params, kept, handles.now()).unwrap();
         let page: serde_json::Value =
@@ -347,7 +347,7 @@ fn a_deletion_whose_purge_was_cut_short_is_purged_after_a_restart() {
         let endpoints = Endpoints::new(handles.clone(), sealer.clone(), Default::default());
         endpoint_deletion::delete(&endpoints, &owner, &slug, Some("Orders")).unwrap();
         let id = endpoint_id(store, &slug);
-        let sandbox = partition(id, Environment::Sandbox);
+        let sandbox = Partition::new(id, Environment::Sandbox);
         assert!(
             store
                 .read()

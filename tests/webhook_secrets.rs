@@ -23,7 +23,7 @@ use common::*;
 use intake::core::clock::{Clock, Timestamp};
 use intake::domain::handles::Handles;
 use intake::domain::webhooks::secrets::{CHANGEOVER, signing_keys};
-use intake::store::{Environment, partition, partition_endpoint};
+use intake::store::{Environment, Partition};
 use serde_json::{Value, json};
 
 const ENVIRONMENTS: [&str; 2] = ["sandbox", "production"];
@@ -301,10 +301,10 @@ fn in_process() -> InProcessServer {
 }
 
 /// The sandbox partition of the endpoint with `slug`.
-fn sandbox_partition(handles: &Handles, slug: &str) -> u64 {
+fn sandbox_partition(handles: &Handles, slug: &str) -> Partition {
     let snapshot = handles.store.read().expect("read");
     let endpoint_id = snapshot.endpoint_id_by_slug(slug).expect("get");
-    partition(endpoint_id.expect("slug exists"), Environment::Sandbox)
+    Partition::new(endpoint_id.expect("slug exists"), Environment::Sandbox)
 }
 
 #[test]
@@ -353,7 +353,7 @@ fn the_changeover_ends_24_hours_after_the_reissue() {
         assert_eq!(keys(end), vec![new.clone()]);
         assert_eq!(keys(end.plus(DAY)), vec![new.clone()]);
         // The other environment was not reissued.
-        let production = partition(partition_endpoint(p), Environment::Production);
+        let production = Partition::new(p.endpoint(), Environment::Production);
         let keys = signing_keys(handles, sealer, production, reissued_at).expect("keys");
         assert_eq!(keys.len(), 1);
         assert!(keys[0] != new && keys[0] != old);
@@ -394,7 +394,7 @@ fn an_endpoint_from_before_secrets_gets_one_when_the_server_starts() {
     // Make the data dir look like one written before webhook secrets existed.
     s.stopped(|handles, _| {
         let p = sandbox_partition(handles, &slug);
-        let production = partition(partition_endpoint(p), Environment::Production);
+        let production = Partition::new(p.endpoint(), Environment::Production);
         handles
             .write(|tx| {
                 tx.delete_webhook_secret(p)?;

@@ -4,6 +4,9 @@
 //! belongs to), the partition, and the `(time, tiebreak)` key of the last item returned,
 //! base64url-encoded. Decoding checks the kind and the partition, so a cursor from another
 //! endpoint, environment or listing is refused as invalid rather than silently misread.
+//!
+//! `core` knows no partition type: a cursor carries the partition's stored number
+//! (`store::Partition::raw`), so cursors handed out before keep working.
 
 use std::collections::HashMap;
 

@@ -28,7 +28,7 @@ use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
 use crate::store::request_log::RequestLogStore;
 use crate::store::{
-    AccountRow, Effects, EndpointRow, Environment, Store, StoreError, WriteTx, partition,
+    AccountRow, Effects, EndpointRow, Environment, Partition, Store, StoreError, WriteTx,
 };
 
 /// Most rows removed per transaction by the purge.
@@ -106,7 +106,7 @@ fn revoke_access(tx: &mut dyn WriteTx, endpoints: &Endpoints, row: &EndpointRow)
         tx.delete_invitation(invitation.id, &secret_hash(&token))?;
     }
     for environment in [Environment::Sandbox, Environment::Production] {
-        let key = partition(row.id, environment);
+        let key = Partition::new(row.id, environment);
         tx.delete_webhook_settings(key)?;
         tx.delete_webhook_secret(key)?;
     }
@@ -123,7 +123,7 @@ pub fn purge_deleted(
     let mut changed = Vec::new();
     for row in store.read()?.unpurged_deletions()? {
         for environment in [Environment::Sandbox, Environment::Production] {
-            let key = partition(row.id, environment);
+            let key = Partition::new(row.id, environment);
             changed.push(key);
             total += drain(|| store.purge_partition_before(key, u128::MAX, PURGE_CHUNK))?;
             total += drain(|| store.purge_events_before(key, Timestamp(i64::MAX), PURGE_CHUNK))?;

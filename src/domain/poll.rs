@@ -30,8 +30,8 @@ use crate::core::cursor::{self, CursorKind, Position};
 use crate::domain::endpoints::DataAccess;
 use crate::domain::error::{Error, Result};
 use crate::domain::records::{RecordsBody, first_id_at};
-use crate::store::Store;
 use crate::store::records::ScanOrder;
+use crate::store::{Partition, Store};
 
 pub const LIMIT_DEFAULT: usize = 100;
 pub const LIMIT_MAX: usize = 100;
@@ -154,7 +154,10 @@ pub enum Start {
 }
 
 /// Parses `since`, `cursor` and `limit`.
-pub fn parse_request(params: &HashMap<String, String>, partition: u64) -> Result<(Start, usize)> {
+pub fn parse_request(
+    params: &HashMap<String, String>,
+    partition: Partition,
+) -> Result<(Start, usize)> {
     let invalid = |name: &'static str, reason: &str| Error::InvalidParameter {
         name,
         reason: reason.to_string(),
@@ -176,7 +179,7 @@ pub fn parse_request(params: &HashMap<String, String>, partition: u64) -> Result
             Start::After(first_id_at(since).saturating_sub(1))
         }
         (None, Some(text)) => {
-            Start::After(cursor::parse(CursorKind::Poll, partition, text)?.tiebreak)
+            Start::After(cursor::parse(CursorKind::Poll, partition.raw(), text)?.tiebreak)
         }
         (None, None) => Start::Now,
     };
@@ -204,7 +207,7 @@ pub fn poll(
     let encode = |id: u128| {
         cursor::encode(
             CursorKind::Poll,
-            p,
+            p.raw(),
             Position {
                 time: (id >> 64) as u64,
                 tiebreak: id,
@@ -269,7 +272,7 @@ impl Default for ReadAhead {
 
 impl ReadAhead {
     /// Starts reading the `limit` records of `partition` after `after`, unless one is running.
-    pub fn start(&self, store: &Arc<dyn Store>, partition: u64, after: u128, limit: usize) {
+    pub fn start(&self, store: &Arc<dyn Store>, partition: Partition, after: u128, limit: usize) {
         let Ok(permit) = self.running.clone().try_acquire_owned() else {
             return;
         };
@@ -294,7 +297,7 @@ impl ReadAhead {
 }
 
 /// Walks the next `limit` records of `partition` after `after`, which loads their pages.
-fn read_ahead(store: &dyn Store, partition: u64, after: u128, limit: usize) -> Result<()> {
+fn read_ahead(store: &dyn Store, partition: Partition, after: u128, limit: usize) -> Result<()> {
     store.read()?.record_page(
         partition,
         (Excluded(after), Included(u128::MAX)),
@@ -316,9 +319,9 @@ mod tests {
         let store: Arc<dyn Store> =
             crate::store::open_embedded(&dir.path().join("t.redb"), 1 << 20, 0).unwrap();
         let read_ahead = ReadAhead::default();
-        read_ahead.start(&store, 1, 0, LIMIT_MAX);
+        read_ahead.start(&store, Partition::from_raw(1), 0, LIMIT_MAX);
         read_ahead.stop().await;
-        read_ahead.start(&store, 1, 0, LIMIT_MAX);
+        read_ahead.start(&store, Partition::from_raw(1), 0, LIMIT_MAX);
         assert_eq!(Arc::strong_count(&store), 1);
     }
 

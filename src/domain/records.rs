@@ -464,7 +464,7 @@ pub fn list(
 ) -> Result<String> {
     let p = access.partition;
     let upper = match cursor {
-        Some(text) => Excluded(cursor::parse(CursorKind::RecordList, p, text)?.tiebreak),
+        Some(text) => Excluded(cursor::parse(CursorKind::RecordList, p.raw(), text)?.tiebreak),
         None => Included(u128::MAX),
     };
     let mut body = RecordsBody::new(limit);
@@ -483,7 +483,7 @@ pub fn list(
     let next_cursor = match (more, last) {
         (true, Some(id)) => Some(cursor::encode(
             CursorKind::RecordList,
-            p,
+            p.raw(),
             Position {
                 time: time_key(id.created_at()),
                 tiebreak: id.0,

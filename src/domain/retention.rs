@@ -20,7 +20,7 @@ use crate::core::config::RetentionConfig;
 use crate::core::ticker::Ticker;
 use crate::domain::handles::Handles;
 use crate::domain::records::first_id_at;
-use crate::store::{Effects, Environment, Store, StoreError, partition_environment};
+use crate::store::{Effects, Environment, Partition, Store, StoreError};
 
 /// How often (by the server's clock) the purge runs.
 pub const PURGE_EVERY: Duration = Duration::from_secs(3600);
@@ -31,8 +31,8 @@ pub const SCHEDULE_TICK: Duration = Duration::from_secs(1);
 const PURGE_CHUNK: usize = 2_000;
 
 /// How long `partition`'s records, events and finished deliveries are kept.
-fn kept(partition: u64, retention: &RetentionConfig) -> Duration {
-    match partition_environment(partition) {
+fn kept(partition: Partition, retention: &RetentionConfig) -> Duration {
+    match partition.environment() {
         Environment::Sandbox => retention.sandbox,
         Environment::Production => retention.production,
     }

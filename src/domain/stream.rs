@@ -78,7 +78,7 @@ use crate::domain::error::{Error, Result};
 use crate::domain::webhooks::deliveries::{EventContent, event_json, event_type};
 use crate::store::events::StoredEvent;
 use crate::store::records::ChangeKind;
-use crate::store::{Environment, KeyHolder, Store, StoreError, time_key};
+use crate::store::{Environment, KeyHolder, Partition, Store, StoreError, time_key};
 
 /// Most events one store read takes.
 const PAGE_EVENTS: usize = 128;
@@ -116,7 +116,7 @@ pub struct StreamParts {
 
 struct Inner {
     parts: StreamParts,
-    feeds: Mutex<HashMap<u64, Weak<Feed>>>,
+    feeds: Mutex<HashMap<Partition, Weak<Feed>>>,
     slots: Mutex<Slots>,
     closing: watch::Sender<bool>,
 }
@@ -124,7 +124,7 @@ struct Inner {
 /// The streams open on this node: per key holder and partition, and in all.
 #[derive(Default)]
 struct Slots {
-    per_holder: HashMap<(u64, KeyHolder), usize>,
+    per_holder: HashMap<(Partition, KeyHolder), usize>,
     total: usize,
 }
 
@@ -205,7 +205,7 @@ impl Streams {
     }
 
     /// A commit wrote events to `partitions`: wake their streams.
-    pub fn committed(&self, partitions: &[u64]) {
+    pub fn committed(&self, partitions: &[Partition]) {
         let feeds = lock(&self.inner.feeds);
         for partition in partitions {
             if let Some(feed) = feeds.get(partition).and_then(Weak::upgrade) {
@@ -245,7 +245,7 @@ impl Streams {
         let bounds = parts.store.event_bounds(partition)?;
         let start = match last_event_id {
             Some(text) => {
-                cursor::decode(CursorKind::Stream, partition, text.trim())
+                cursor::decode(CursorKind::Stream, partition.raw(), text.trim())
                     .ok_or_else(|| Error::InvalidParameter {
                         name: "Last-Event-ID",
                         reason: "it is not the id of an event of this endpoint's stream".into(),
@@ -318,11 +318,11 @@ impl Streams {
 /// ends.
 struct Slot {
     inner: Arc<Inner>,
-    holder: (u64, KeyHolder),
+    holder: (Partition, KeyHolder),
 }
 
 impl Slot {
-    fn take(inner: &Arc<Inner>, holder: (u64, KeyHolder)) -> Result<Slot> {
+    fn take(inner: &Arc<Inner>, holder: (Partition, KeyHolder)) -> Result<Slot> {
         let parts = &inner.parts;
         let mut slots = lock(&inner.slots);
         let held = slots.per_holder.get(&holder).copied().unwrap_or(0);
@@ -373,7 +373,7 @@ struct Batch {
 /// What the streams of one partition share: a wake-up on each commit to it, and the frames
 /// they read.
 struct Feed {
-    partition: u64,
+    partition: Partition,
     endpoint_slug: String,
     environment: Environment,
     changed: watch::Sender<()>,
@@ -525,7 +525,7 @@ impl Feed {
         })?;
         let id = cursor::encode(
             CursorKind::Stream,
-            self.partition,
+            self.partition.raw(),
             Position {
                 time: time_key(event.at),
                 tiebreak: event.position,

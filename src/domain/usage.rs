@@ -24,7 +24,7 @@ use crate::core::clock::Timestamp;
 use crate::core::config::UsageConfig;
 use crate::domain::error::{Error, Result};
 use crate::store::usage::CallsDelta;
-use crate::store::{EndpointRow, Environment, Store, StoreError, partition, partition_endpoint};
+use crate::store::{EndpointRow, Environment, Partition, Store, StoreError};
 
 /// A month as stored: `yyyymm`.
 fn month_key(t: Timestamp) -> u32 {
@@ -56,10 +56,10 @@ struct Counters {
     /// Calls by (partition, month) and by (partition, day) as this server knows them: the
     /// stored count when first touched, plus the calls counted here since. The quota and the
     /// views read these.
-    months: HashMap<(u64, u32), u64>,
-    days: HashMap<(u64, u32), u64>,
+    months: HashMap<(Partition, u32), u64>,
+    days: HashMap<(Partition, u32), u64>,
     /// Calls counted here and not yet added to the store, by (partition, month, day).
-    unflushed: HashMap<(u64, u32, u32), u64>,
+    unflushed: HashMap<(Partition, u32, u32), u64>,
 }
 
 /// One day of an endpoint's usage.
@@ -94,7 +94,7 @@ impl Usage {
 
     /// Counts one data call of `partition` at `now`, or refuses it with 429 when the month's
     /// count has reached `quota`. Refused calls are not counted.
-    pub fn count(&self, now: Timestamp, partition: u64, quota: Option<u64>) -> Result<()> {
+    pub fn count(&self, now: Timestamp, partition: Partition, quota: Option<u64>) -> Result<()> {
         let (month, day) = (month_key(now), day_key(now));
         let mut counters = self.counters();
         let Counters {
@@ -121,9 +121,9 @@ impl Usage {
     /// here and not yet flushed.
     fn counter<'c>(
         &self,
-        counters: &'c mut HashMap<(u64, u32), u64>,
-        unflushed: &HashMap<(u64, u32, u32), u64>,
-        key: (u64, u32),
+        counters: &'c mut HashMap<(Partition, u32), u64>,
+        unflushed: &HashMap<(Partition, u32, u32), u64>,
+        key: (Partition, u32),
         period: Period,
     ) -> Result<&'c mut u64> {
         Ok(match counters.entry(key) {
@@ -150,7 +150,7 @@ impl Usage {
     fn stored(
         &self,
         period: Period,
-        partition: u64,
+        partition: Partition,
         periods: RangeInclusive<u32>,
     ) -> Result<Vec<(u32, u64)>> {
         Ok(match period {
@@ -173,8 +173,8 @@ impl Usage {
         periods: RangeInclusive<u32>,
     ) -> Result<BTreeMap<u32, [u64; 2]>> {
         let parts = [
-            partition(endpoint_id, Environment::Sandbox),
-            partition(endpoint_id, Environment::Production),
+            Partition::new(endpoint_id, Environment::Sandbox),
+            Partition::new(endpoint_id, Environment::Production),
         ];
         let known: Vec<(usize, u32, u64)> = {
             let counters = self.counters();
@@ -213,7 +213,7 @@ impl Usage {
         let snapshot = self.store.read()?;
         let mut live = Vec::with_capacity(deltas.len());
         for delta in deltas {
-            let endpoint = snapshot.endpoint(partition_endpoint(delta.partition))?;
+            let endpoint = snapshot.endpoint(delta.partition.endpoint())?;
             if endpoint.is_some_and(|row| row.deleted_at.is_none()) {
                 live.push(*delta);
             }
@@ -307,9 +307,9 @@ impl Counters {
     /// Forgets the counters of months before `month` and days before `day`, except those with
     /// calls still to flush: the store has the rest, and only the current period is counted.
     fn forget_past(&mut self, month: u32, day: u32) {
-        let pending_months: HashSet<(u64, u32)> =
+        let pending_months: HashSet<(Partition, u32)> =
             self.unflushed.keys().map(|&(p, m, _)| (p, m)).collect();
-        let pending_days: HashSet<(u64, u32)> =
+        let pending_days: HashSet<(Partition, u32)> =
             self.unflushed.keys().map(|&(p, _, d)| (p, d)).collect();
         self.months
             .retain(|key, _| key.1 >= month || pending_months.contains(key));

@@ -5,14 +5,14 @@
 
 use std::ops::ControlFlow;
 
-use crate::store::StoreError;
+use crate::store::{Partition, StoreError};
 
 /// One entry: the record a create, replace or delete touched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChangeEntry {
     /// Its place in the log: each commit's entries follow every earlier one's.
     pub seq: u64,
-    pub partition: u64,
+    pub partition: Partition,
     pub record_id: u128,
 }
 
@@ -40,7 +40,7 @@ pub trait Replay {
     fn begin(&mut self, records: u64, position: u64);
 
     /// One record; `Break` ends the replay.
-    fn record(&mut self, partition: u64, record_id: u128, payload: &[u8]) -> ControlFlow<()>;
+    fn record(&mut self, partition: Partition, record_id: u128, payload: &[u8]) -> ControlFlow<()>;
 }
 
 /// Units of work of their own transaction.

@@ -21,7 +21,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use crate::core::clock::Timestamp;
-use crate::store::StoreError;
+use crate::store::{Partition, StoreError};
 
 /// What [`ClusterStore::claim_job`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,7 +85,7 @@ pub trait ClusterStore: Send + Sync {
     /// pace on one node). `Err` says when it may start.
     fn pace(
         &self,
-        subscription: (u64, u32),
+        subscription: (Partition, u32),
         interval_us: i64,
         tolerance_us: i64,
         now: Timestamp,

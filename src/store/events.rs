@@ -23,8 +23,8 @@
 
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
-use crate::store::StoreError;
 use crate::store::records::ChangeKind;
+use crate::store::{Partition, StoreError};
 
 /// One event of the log, with its record as it is in the snapshot it was read in.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,22 +68,22 @@ pub trait EventsStore {
     /// `limit`, and no more once their payloads add up to `max_bytes` (at least one).
     fn events_after(
         &self,
-        partition: u64,
+        partition: Partition,
         after: u128,
         limit: usize,
         max_bytes: usize,
     ) -> Result<EventPage, StoreError>;
 
-    fn event_bounds(&self, partition: u64) -> Result<EventBounds, StoreError>;
+    fn event_bounds(&self, partition: Partition) -> Result<EventBounds, StoreError>;
 
     /// Every partition with at least one event, in ascending order.
-    fn event_partitions(&self) -> Result<Vec<u64>, StoreError>;
+    fn event_partitions(&self) -> Result<Vec<Partition>, StoreError>;
 
     /// Removes at most `limit` of the oldest events of `partition` received before `cutoff`,
     /// raising its trim mark over them; returns how many (`limit`: there may be more).
     fn purge_events_before(
         &self,
-        partition: u64,
+        partition: Partition,
         cutoff: Timestamp,
         limit: usize,
     ) -> Result<usize, StoreError>;

@@ -116,14 +116,14 @@ pub struct Effects {
     /// The partitions whose records changed (written, deleted or purged), in order, each
     /// once: wake the search indexer, which follows the change log, and those partitions'
     /// change streams.
-    pub records_changed: Vec<u64>,
+    pub records_changed: Vec<Partition>,
 }
 
 impl Effects {
     /// The effects of a commit that changed the records of `partitions` (in any order, with
     /// repeats) and nothing else.
-    pub fn records_changed(partitions: impl IntoIterator<Item = u64>) -> Effects {
-        let mut records_changed: Vec<u64> = partitions.into_iter().collect();
+    pub fn records_changed(partitions: impl IntoIterator<Item = Partition>) -> Effects {
+        let mut records_changed: Vec<Partition> = partitions.into_iter().collect();
         records_changed.sort_unstable();
         records_changed.dedup();
         Effects {

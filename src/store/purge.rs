@@ -8,16 +8,17 @@
 //!   environment's cutoff, with their attempts and index entries.
 
 use crate::core::clock::Timestamp;
-use crate::store::StoreError;
+use crate::store::{Partition, StoreError};
 
 pub trait PurgeStore {
     /// Removes at most about `limit` of those rows of `partition` (a delivery goes with all
     /// its attempts) in one transaction; returns how many rows it removed, 0 once none is
     /// left.
-    fn purge_partition_rows(&self, partition: u64, limit: usize) -> Result<usize, StoreError>;
+    fn purge_partition_rows(&self, partition: Partition, limit: usize)
+    -> Result<usize, StoreError>;
 
     /// Every partition with at least one webhook delivery, in ascending order.
-    fn delivery_partitions(&self) -> Result<Vec<u64>, StoreError>;
+    fn delivery_partitions(&self) -> Result<Vec<Partition>, StoreError>;
 
     /// Removes, in one transaction, at most `limit` of the oldest finished deliveries
     /// (delivered, given up or skipped) of `partition` made before `cutoff`, each with its
@@ -31,7 +32,7 @@ pub trait PurgeStore {
     /// purge.
     fn purge_deliveries_before(
         &self,
-        partition: u64,
+        partition: Partition,
         cutoff: Timestamp,
         limit: usize,
     ) -> Result<usize, StoreError>;

@@ -14,7 +14,9 @@ use std::time::Duration;
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::core::text::{fold_case, payload_text};
-use crate::store::{Effects, IdempotencyRow, StoreError, WebhookKind, WebhookSettingsRow};
+use crate::store::{
+    Effects, IdempotencyRow, Partition, StoreError, WebhookKind, WebhookSettingsRow,
+};
 
 /// A stored record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,7 +61,7 @@ pub enum ScanOrder {
 #[derive(Debug)]
 pub enum RecordWrite {
     Create {
-        partition: u64,
+        partition: Partition,
         /// Carries the record's created_at.
         id: RecordId,
         /// Normalised payload JSON.
@@ -67,13 +69,13 @@ pub enum RecordWrite {
         idempotency: Option<IdempotencyClaim>,
     },
     Replace {
-        partition: u64,
+        partition: Partition,
         id: RecordId,
         updated_at: Timestamp,
         payload: Vec<u8>,
     },
     Delete {
-        partition: u64,
+        partition: Partition,
         id: RecordId,
         /// When the delete was received (its event's time).
         at: Timestamp,
@@ -156,7 +158,7 @@ pub enum ChangeKind {
 /// An applied write, as its webhooks and its event report it.
 #[derive(Clone, Copy, Debug)]
 pub struct Change<'a> {
-    pub partition: u64,
+    pub partition: Partition,
     pub id: RecordId,
     pub kind: ChangeKind,
     /// When the write was received.
@@ -242,7 +244,7 @@ impl NewDelivery {
     pub fn into_row(
         self,
         id: u64,
-        partition: u64,
+        partition: Partition,
         record_id: RecordId,
     ) -> crate::store::DeliveryRow {
         crate::store::DeliveryRow {
@@ -331,13 +333,13 @@ pub struct AppliedBatch {
 
 pub trait RecordsRead {
     /// The record `id` of `partition`.
-    fn record(&self, partition: u64, id: RecordId) -> Result<Option<RecordRow>, StoreError>;
+    fn record(&self, partition: Partition, id: RecordId) -> Result<Option<RecordRow>, StoreError>;
 
     /// Hands the records of `partition` whose ids lie within `ids` to `visit`, in `order`, at
     /// most `limit` of them; returns whether another record lies within `ids` after them.
     fn record_page(
         &self,
-        partition: u64,
+        partition: Partition,
         ids: (Bound<u128>, Bound<u128>),
         order: ScanOrder,
         limit: usize,
@@ -345,7 +347,7 @@ pub trait RecordsRead {
     ) -> Result<bool, StoreError>;
 
     /// Every partition holding at least one record, in ascending order.
-    fn record_partitions(&self) -> Result<Vec<u64>, StoreError>;
+    fn record_partitions(&self) -> Result<Vec<Partition>, StoreError>;
 
     // Search's reads (`domain::search`): a walk or a check of candidates examines many
     // records and keeps few, so each record is shown to a visitor where it is stored, to be
@@ -355,7 +357,7 @@ pub trait RecordsRead {
     /// until it breaks.
     fn visit_newest_first(
         &self,
-        partition: u64,
+        partition: Partition,
         lower: u128,
         upper: u128,
         visit: &mut SearchVisitor<'_>,
@@ -365,7 +367,7 @@ pub trait RecordsRead {
     /// until it breaks.
     fn visit_records(
         &self,
-        partition: u64,
+        partition: Partition,
         ids: &[u128],
         visit: &mut SearchVisitor<'_>,
     ) -> Result<(), StoreError>;
@@ -388,7 +390,7 @@ pub trait TextSearch {
     /// than the matches (the visitor checks each), never fewer.
     fn search_text(
         &self,
-        partition: u64,
+        partition: Partition,
         folded_q: &str,
         lower: u128,
         upper: u128,
@@ -411,7 +413,7 @@ pub trait RecordsStore {
     /// logging each delete in the change log; returns how many.
     fn purge_partition_before(
         &self,
-        partition: u64,
+        partition: Partition,
         below: u128,
         limit: usize,
     ) -> Result<usize, StoreError>;

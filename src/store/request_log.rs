@@ -2,7 +2,7 @@
 
 use crate::core::clock::Timestamp;
 use crate::core::ids::request_id_time;
-use crate::store::{KeyHolder, RequestLogRow, StoreError, time_key};
+use crate::store::{KeyHolder, Partition, RequestLogRow, StoreError, time_key};
 
 /// Where an entry sits in its partition's log; a page resumes just before one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,7 +85,7 @@ pub struct LogPage {
 pub trait RequestLogStore: Send + Sync {
     /// Appends `(partition, row)` entries in one durable commit; each goes after every entry
     /// of its partition at the same time.
-    fn append_requests(&self, entries: &[(u64, RequestLogRow)]) -> Result<(), StoreError>;
+    fn append_requests(&self, entries: &[(Partition, RequestLogRow)]) -> Result<(), StoreError>;
 
     /// The entries of `partition` that pass `filter`, newest first, starting just before
     /// `before` (at the newest without it): at most `limit`, reading at most
@@ -93,7 +93,7 @@ pub trait RequestLogStore: Send + Sync {
     /// one).
     fn requests_page(
         &self,
-        partition: u64,
+        partition: Partition,
         before: Option<LogPosition>,
         limit: usize,
         filter: &EntryFilter,
@@ -105,5 +105,9 @@ pub trait RequestLogStore: Send + Sync {
 
     /// Deletes at most `limit` entries of `partition` (of a deleted endpoint) in one
     /// transaction; returns how many.
-    fn purge_partition_requests(&self, partition: u64, limit: usize) -> Result<usize, StoreError>;
+    fn purge_partition_requests(
+        &self,
+        partition: Partition,
+        limit: usize,
+    ) -> Result<usize, StoreError>;
 }

@@ -14,7 +14,7 @@ use crate::store::usage::CallsDelta;
 use crate::store::webhooks::DueDelivery;
 use crate::store::{
     AccountRow, ApiKeyRow, AttemptRow, AuditRow, CollaboratorRow, DeliveryRow, EndpointRow, IdKind,
-    IdempotencyRow, InvitationRow, MailRow, NotificationRow, StoreError, TokenRow,
+    IdempotencyRow, InvitationRow, MailRow, NotificationRow, Partition, StoreError, TokenRow,
     WebhookSecretRow, WebhookSettingsRow,
 };
 
@@ -45,20 +45,20 @@ pub enum Item {
         row: AuditRow,
     },
     Record {
-        partition: u64,
+        partition: Partition,
         row: RecordRow,
     },
     Idempotency {
-        partition: u64,
+        partition: Partition,
         key: String,
         row: IdempotencyRow,
     },
     WebhookSecret {
-        partition: u64,
+        partition: Partition,
         row: WebhookSecretRow,
     },
     WebhookSettings {
-        partition: u64,
+        partition: Partition,
         row: WebhookSettingsRow,
     },
     /// A delivery, with its place in the due list while it is pending.

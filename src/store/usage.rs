@@ -2,13 +2,13 @@
 
 use std::ops::RangeInclusive;
 
-use crate::store::StoreError;
+use crate::store::{Partition, StoreError};
 
 /// Calls of one partition on one day that a node counted and has not stored yet. `month`
 /// (`yyyymm`) is the month of `day` (`yyyymmdd`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CallsDelta {
-    pub partition: u64,
+    pub partition: Partition,
     pub month: u32,
     pub day: u32,
     pub calls: u64,
@@ -26,7 +26,7 @@ pub trait UsageStore {
     /// without calls are left out.
     fn monthly_calls(
         &self,
-        partition: u64,
+        partition: Partition,
         months: RangeInclusive<u32>,
     ) -> Result<Vec<(u32, u64)>, StoreError>;
 
@@ -34,7 +34,7 @@ pub trait UsageStore {
     /// without calls are left out.
     fn daily_calls(
         &self,
-        partition: u64,
+        partition: Partition,
         days: RangeInclusive<u32>,
     ) -> Result<Vec<(u32, u64)>, StoreError>;
 }

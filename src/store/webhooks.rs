@@ -10,8 +10,8 @@
 
 use crate::core::clock::Timestamp;
 use crate::store::{
-    AttemptRow, DeliveryBrief, DeliveryRow, DeliveryState, StoreError, SubscriptionHealth,
-    WebhookSecretRow, WebhookSettingsRow,
+    AttemptRow, DeliveryBrief, DeliveryRow, DeliveryState, Partition, StoreError,
+    SubscriptionHealth, WebhookSecretRow, WebhookSettingsRow,
 };
 
 /// A pending delivery in the due list: when it is due, and what the dispatcher needs to pass
@@ -116,10 +116,13 @@ impl AttemptOutcome {
 
 pub trait WebhooksRead {
     /// The signing secret of one partition (endpoint and environment).
-    fn webhook_secret(&self, partition: u64) -> Result<Option<WebhookSecretRow>, StoreError>;
+    fn webhook_secret(&self, partition: Partition) -> Result<Option<WebhookSecretRow>, StoreError>;
 
     /// The owner's webhook settings (subscriptions) of one partition.
-    fn webhook_settings(&self, partition: u64) -> Result<Option<WebhookSettingsRow>, StoreError>;
+    fn webhook_settings(
+        &self,
+        partition: Partition,
+    ) -> Result<Option<WebhookSettingsRow>, StoreError>;
 
     fn delivery(&self, id: u64) -> Result<Option<DeliveryRow>, StoreError>;
 
@@ -130,7 +133,7 @@ pub trait WebhooksRead {
     /// what counting outcomes needs (a store may skip decoding the rest).
     fn delivery_briefs(
         &self,
-        partition: u64,
+        partition: Partition,
         before: u64,
         limit: usize,
     ) -> Result<Vec<DeliveryBrief>, StoreError> {
@@ -145,7 +148,7 @@ pub trait WebhooksRead {
     /// `before`, newest first, at most `limit`.
     fn delivery_page(
         &self,
-        partition: u64,
+        partition: Partition,
         record: Option<u128>,
         before: u64,
         limit: usize,
@@ -154,14 +157,14 @@ pub trait WebhooksRead {
     /// The partition's deliveries with ids above `after`, oldest first, at most `limit`.
     fn deliveries_after(
         &self,
-        partition: u64,
+        partition: Partition,
         after: u64,
         limit: usize,
     ) -> Result<Vec<DeliveryRow>, StoreError>;
 
     /// The webhook settings that have a recovery running ([`WebhookSettingsRow::recovering`]),
     /// with their partitions.
-    fn recovering_settings(&self) -> Result<Vec<(u64, WebhookSettingsRow)>, StoreError>;
+    fn recovering_settings(&self) -> Result<Vec<(Partition, WebhookSettingsRow)>, StoreError>;
 
     /// Every attempt of a delivery, oldest first.
     fn delivery_attempts(&self, id: u64) -> Result<Vec<AttemptRow>, StoreError>;
@@ -183,23 +186,23 @@ pub trait WebhooksRead {
 pub trait WebhooksWrite {
     fn put_webhook_secret(
         &mut self,
-        partition: u64,
+        partition: Partition,
         row: &WebhookSecretRow,
     ) -> Result<(), StoreError>;
 
     /// Removes the signing secret of a partition; whether there was one.
-    fn delete_webhook_secret(&mut self, partition: u64) -> Result<bool, StoreError>;
+    fn delete_webhook_secret(&mut self, partition: Partition) -> Result<bool, StoreError>;
 
     /// Writes the settings of a partition; reports `recoveries` when a recovery of them is
     /// running.
     fn put_webhook_settings(
         &mut self,
-        partition: u64,
+        partition: Partition,
         row: &WebhookSettingsRow,
     ) -> Result<(), StoreError>;
 
     /// Removes the owner's webhook settings of a partition; whether there were any.
-    fn delete_webhook_settings(&mut self, partition: u64) -> Result<bool, StoreError>;
+    fn delete_webhook_settings(&mut self, partition: Partition) -> Result<bool, StoreError>;
 
     /// Replaces the health of some of a partition's subscriptions (`(id, health)`; an id the
     /// settings no longer have is ignored), leaving the rest of the settings as they are.
@@ -208,7 +211,7 @@ pub trait WebhooksWrite {
     /// it does not make each batch and each result write a serialisation conflict.
     fn put_subscription_health(
         &mut self,
-        partition: u64,
+        partition: Partition,
         health: &[(u32, SubscriptionHealth)],
     ) -> Result<(), StoreError>;
 

@@ -26,7 +26,7 @@ use crate::domain::endpoints::Membership;
 use crate::domain::error::{Error, Missing, Result};
 use crate::domain::records::{Page, Pagination};
 use crate::store::request_log::{EntryFilter, LogPosition, RequestLogStore, StatusFilter};
-use crate::store::{KeyHolder, RequestLogRow, Store, time_from_key};
+use crate::store::{KeyHolder, Partition, RequestLogRow, Store, time_from_key};
 
 /// Most entries waiting for the writer.
 const CHANNEL_CAPACITY: usize = 16_384;
@@ -43,7 +43,7 @@ pub const LIST_LIMIT_MAX: usize = 100;
 enum Message {
     /// Boxed: an error's entry is over 200 bytes, and every slot of the channel would be
     /// that large.
-    Entry(u64, Box<RequestLogRow>),
+    Entry(Partition, Box<RequestLogRow>),
     /// Write what is queued, then stop.
     Shutdown,
 }
@@ -187,7 +187,7 @@ impl RequestLog {
     }
 
     /// Queues an entry for `partition`; never blocks.
-    pub fn record(&self, partition: u64, row: RequestLogRow) {
+    pub fn record(&self, partition: Partition, row: RequestLogRow) {
         if self.queued.fetch_add(1, Ordering::Relaxed) >= CHANNEL_CAPACITY {
             self.queued.fetch_sub(1, Ordering::Relaxed);
             let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
@@ -282,14 +282,14 @@ impl RequestLog {
         &self,
         accounts: &dyn Store,
         naming: Naming,
-        partition: u64,
+        partition: Partition,
         limit: usize,
         cursor: Option<&str>,
         filter: &EntryFilter,
     ) -> Result<Page<EntryView>> {
         let before = match cursor {
             Some(text) => {
-                let pos = cursor::parse(CursorKind::RequestLog, partition, text)?;
+                let pos = cursor::parse(CursorKind::RequestLog, partition.raw(), text)?;
                 let sequence =
                     u64::try_from(pos.tiebreak).map_err(|_| Error::InvalidParameter {
                         name: "cursor",
@@ -308,7 +308,7 @@ impl RequestLog {
                 time: at.time,
                 tiebreak: u128::from(at.sequence),
             };
-            cursor::encode(CursorKind::RequestLog, partition, pos)
+            cursor::encode(CursorKind::RequestLog, partition.raw(), pos)
         });
         Ok(Page {
             data: views(accounts, naming, page.entries)?,
@@ -323,7 +323,7 @@ impl RequestLog {
         &self,
         accounts: &dyn Store,
         naming: Naming,
-        partitions: [u64; 2],
+        partitions: [Partition; 2],
         request_id: &str,
     ) -> Result<EntryView> {
         let filter = EntryFilter {
@@ -534,6 +534,7 @@ mod tests {
     /// each entry the writer takes frees a place.
     #[test]
     fn at_most_the_capacity_waits_and_what_the_writer_takes_frees_room() {
+        const P: Partition = Partition::from_raw(1);
         let dir = tempfile::tempdir().expect("temp dir");
         let store =
             crate::store::open_embedded_request_log(&dir.path().join("requests.redb"), 1 << 20, 0)
@@ -548,17 +549,17 @@ mod tests {
         };
         let inbox = Inbox { rx, queued };
         for _ in 0..CHANNEL_CAPACITY + 3 {
-            log.record(1, row());
+            log.record(P, row());
         }
         assert_eq!(log.dropped.load(Ordering::Relaxed), 3);
-        assert!(matches!(inbox.try_recv(), Ok(Message::Entry(1, _))));
-        log.record(1, row());
+        assert!(matches!(inbox.try_recv(), Ok(Message::Entry(P, _))));
+        log.record(P, row());
         assert_eq!(
             log.dropped.load(Ordering::Relaxed),
             3,
             "a taken entry frees a place"
         );
-        log.record(1, row());
+        log.record(P, row());
         assert_eq!(log.dropped.load(Ordering::Relaxed), 4);
         let mut waiting = 0;
         while inbox.try_recv().is_ok() {

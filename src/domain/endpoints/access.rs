@@ -17,7 +17,7 @@ use crate::core::clock::Timestamp;
 use crate::core::crypto::secret_hash;
 use crate::domain::error::{Error, Result};
 use crate::store::{
-    ApiKeyRow, EndpointRow, Environment, KeyHolder, Permission, ReadTx, Store, partition,
+    ApiKeyRow, EndpointRow, Environment, KeyHolder, Partition, Permission, ReadTx, Store,
 };
 
 /// What an authorised data call may touch.
@@ -28,7 +28,7 @@ pub struct DataAccess {
     pub key_id: String,
     /// Who holds the key, as the request log keeps it.
     pub holder: KeyHolder,
-    pub partition: u64,
+    pub partition: Partition,
 }
 
 /// Who holds `key`: a collaborator, or the owner (the endpoint's default keys).
@@ -77,7 +77,7 @@ impl CachedKey {
             return Err(Error::MissingPermission(needed));
         }
         Ok(DataAccess {
-            partition: partition(endpoint.id, self.key.environment),
+            partition: Partition::new(endpoint.id, self.key.environment),
             environment: self.key.environment,
             key_id: self.key.key_id.clone(),
             holder: holder_of(&self.key),

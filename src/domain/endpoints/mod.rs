@@ -25,8 +25,8 @@ use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
 use crate::domain::webhooks;
 use crate::store::{
-    AccountRow, CollaboratorRow, EndpointRow, Environment, IdKind, KeyHolder, Permission, ReadTx,
-    Role, WriteTx, partition,
+    AccountRow, CollaboratorRow, EndpointRow, Environment, IdKind, KeyHolder, Partition,
+    Permission, ReadTx, Role, WriteTx,
 };
 
 // The limits of an endpoint's settings (the OpenAPI document says those that are `pub`).
@@ -349,7 +349,7 @@ impl Endpoints {
         let (row, membership) = self.member_row(account, slug)?;
         membership.permits(&row, needed)?;
         Ok(DataAccess {
-            partition: partition(row.id, environment),
+            partition: Partition::new(row.id, environment),
             environment,
             key_id: format!("account_{}", account.id),
             holder: match membership {

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use crate::domain::error::Result;
+use crate::store::Partition;
 
 /// The search index: the latest state its indexer has published.
 pub trait SearchIndex: Send + Sync {
@@ -31,8 +32,14 @@ pub trait IndexView: Send + Sync {
 
     /// Records of `partition` with an id in `[lower, upper]` whose folded text contains the
     /// folded query `q`, newest first, at least `want` of them unless the range has fewer.
-    fn query(&self, partition: u64, q: &str, lower: u128, upper: u128, want: usize)
-    -> Result<Hits>;
+    fn query(
+        &self,
+        partition: Partition,
+        q: &str,
+        lower: u128,
+        upper: u128,
+        want: usize,
+    ) -> Result<Hits>;
 }
 
 /// Ids found by one index query, newest first, and whether the index may hold more below.

@@ -51,7 +51,7 @@ use crate::core::ids::RecordId;
 use crate::domain::error::{Error, Result};
 use crate::domain::records::{PageTail, Pagination, RecordsBody};
 use crate::store::records::{TextSearch, TextSearchEnd};
-use crate::store::{ReadTx, Store, time_key};
+use crate::store::{Partition, ReadTx, Store, time_key};
 pub use index::{Hits, IndexView, SearchIndex, Snapshot};
 use matcher::Matcher;
 pub use tokenizer::{fold_case, fold_case_into, payload_text};
@@ -96,7 +96,7 @@ pub struct SearchRequest {
 /// Parses `q`, `start`, `end`, `limit` and `cursor` for `partition`.
 pub fn parse_request(
     params: &HashMap<String, String>,
-    partition: u64,
+    partition: Partition,
     now: Timestamp,
 ) -> Result<SearchRequest> {
     let invalid = |name: &'static str, reason: &str| Error::InvalidParameter {
@@ -127,7 +127,7 @@ pub fn parse_request(
     let lower = u128::from(time_key(start)) << 64;
     let mut upper = (u128::from(time_key(end)) << 64) | u128::from(u64::MAX);
     if let Some(text) = params.get("cursor") {
-        let pos = cursor::parse(CursorKind::Search, partition, text)?;
+        let pos = cursor::parse(CursorKind::Search, partition.raw(), text)?;
         upper = upper.min(pos.tiebreak.saturating_sub(1));
         if pos.tiebreak == 0 {
             upper = 0;
@@ -145,7 +145,7 @@ pub fn parse_request(
 pub fn search(
     store: &dyn Store,
     index: Option<&dyn SearchIndex>,
-    p: u64,
+    p: Partition,
     request: &SearchRequest,
 ) -> Result<String> {
     search_within(store, index, p, request, MAX_SCANNED)
@@ -156,7 +156,7 @@ pub fn search(
 pub(crate) fn search_within(
     store: &dyn Store,
     index: Option<&dyn SearchIndex>,
-    p: u64,
+    p: Partition,
     request: &SearchRequest,
     budget: usize,
 ) -> Result<String> {
@@ -276,7 +276,7 @@ pub(crate) fn search_within(
 fn search_in_store(
     records: &dyn ReadTx,
     text: &dyn TextSearch,
-    p: u64,
+    p: Partition,
     matcher: &mut Matcher,
     request: &SearchRequest,
     budget: usize,
@@ -331,7 +331,7 @@ impl Found {
 fn unindexed_tail(
     store: &dyn Store,
     position: u64,
-    p: u64,
+    p: Partition,
     lower: u128,
     upper: u128,
 ) -> Result<Vec<u128>> {
@@ -361,7 +361,7 @@ fn unindexed_tail(
 /// it has been checked, and no other lies between.
 fn check_tail(
     records: &dyn ReadTx,
-    p: u64,
+    p: Partition,
     tail: &[u128],
     budget: usize,
     want: usize,
@@ -383,7 +383,7 @@ fn check_tail(
 /// the query to `found`, until `most` have been added: then returns the id of the last one.
 fn keep_matching(
     records: &dyn ReadTx,
-    p: u64,
+    p: Partition,
     ids: &[u128],
     matcher: &mut Matcher,
     found: &mut Vec<Found>,
@@ -418,7 +418,7 @@ struct Walk {
 /// says so (a budget of records, or a query turning out sparser than expected).
 fn walk_store(
     records: &dyn ReadTx,
-    p: u64,
+    p: Partition,
     matcher: &mut Matcher,
     lower: u128,
     upper: u128,
@@ -449,7 +449,7 @@ fn walk_store(
 /// trigrams only), `budget` records at most.
 fn scan_store(
     records: &dyn ReadTx,
-    p: u64,
+    p: Partition,
     matcher: &mut Matcher,
     lower: u128,
     upper: u128,
@@ -479,11 +479,11 @@ fn scan_store(
 
 /// The JSON of a page of `found` (newest first); `next_below` is the exclusive upper id bound
 /// the next page starts from.
-fn page(p: u64, found: Vec<Found>, next_below: Option<u128>) -> Result<String> {
+fn page(p: Partition, found: Vec<Found>, next_below: Option<u128>) -> Result<String> {
     let next_cursor = next_below.map(|id| {
         cursor::encode(
             CursorKind::Search,
-            p,
+            p.raw(),
             Position {
                 time: (id >> 64) as u64,
                 tiebreak: id,

@@ -19,7 +19,7 @@ use crate::domain::error::Result;
 use crate::domain::mail::{self, OutgoingMail};
 use crate::domain::notifications;
 use crate::domain::webhooks::subscriptions::subscription_id;
-use crate::store::{SubscriptionRow, WriteTx, partition_endpoint, partition_environment};
+use crate::store::{Partition, SubscriptionRow, WriteTx};
 
 /// When the circuit breaker disables a subscription (`[webhooks] disable_after` and
 /// `disable_after_attempts`).
@@ -34,7 +34,7 @@ pub struct Breaker {
 /// One attempt of a delivery made for a subscription.
 #[derive(Debug, Clone, Copy)]
 pub struct SubscriptionAttempt {
-    pub partition: u64,
+    pub partition: Partition,
     pub subscription: u32,
     /// When it was made.
     pub at: Timestamp,
@@ -61,8 +61,8 @@ pub fn record(
     breaker: &Breaker,
     public_url: &str,
     attempts: &[SubscriptionAttempt],
-) -> Result<Vec<(u64, u32)>> {
-    let mut by_partition: BTreeMap<u64, Vec<&SubscriptionAttempt>> = BTreeMap::new();
+) -> Result<Vec<(Partition, u32)>> {
+    let mut by_partition: BTreeMap<Partition, Vec<&SubscriptionAttempt>> = BTreeMap::new();
     for attempt in attempts {
         by_partition
             .entry(attempt.partition)
@@ -126,19 +126,19 @@ pub fn record(
 fn tell_owner(
     tx: &mut dyn WriteTx,
     public_url: &str,
-    partition: u64,
+    partition: Partition,
     row: &SubscriptionRow,
 ) -> Result<()> {
     let Some(now) = row.auto_disabled_at else {
         return Ok(());
     };
-    let Some(endpoint) = tx.endpoint(partition_endpoint(partition))? else {
+    let Some(endpoint) = tx.endpoint(partition.endpoint())? else {
         return Ok(());
     };
     let Some(owner) = tx.account(endpoint.owner_id)? else {
         return Ok(());
     };
-    let environment = partition_environment(partition).as_str();
+    let environment = partition.environment().as_str();
     let id = subscription_id(row.id);
     let since = row
         .health

@@ -24,8 +24,8 @@ use crate::domain::webhooks::policy::max_attempts;
 use crate::domain::webhooks::subscriptions::subscription_id;
 use crate::store::webhooks::DueDelivery;
 use crate::store::{
-    AccountRow, DeliveryRow, DeliveryState, EndpointRow, Environment, KeyHolder, Permission,
-    ReadTx, Store, WebhookKind, WriteTx, partition, partition_endpoint, partition_environment,
+    AccountRow, DeliveryRow, DeliveryState, EndpointRow, Environment, KeyHolder, Partition,
+    Permission, ReadTx, Store, WebhookKind, WriteTx,
 };
 
 pub const LIST_LIMIT_DEFAULT: usize = 20;
@@ -153,11 +153,11 @@ impl DeliveryViewer {
     }
 
     /// The partition of the endpoint's deliveries in `environment`.
-    pub fn partition(&self, environment: Environment) -> u64 {
-        partition(self.endpoint_id, environment)
+    pub fn partition(&self, environment: Environment) -> Partition {
+        Partition::new(self.endpoint_id, environment)
     }
 
-    fn partitions(&self) -> [u64; 2] {
+    fn partitions(&self) -> [Partition; 2] {
         [Environment::Sandbox, Environment::Production].map(|e| self.partition(e))
     }
 
@@ -334,7 +334,7 @@ fn view(row: &DeliveryRow, sight: &Sight) -> DeliveryView {
     DeliveryView {
         id: row.id,
         record_id: RecordId(row.record_id).to_string(),
-        environment: partition_environment(row.partition).as_str(),
+        environment: row.partition.environment().as_str(),
         kind: row.kind,
         subscription: row.owner_subscription().map(subscription_id),
         url: sight.url.clone(),
@@ -367,7 +367,7 @@ pub fn list(
 ) -> Result<DeliveryPage> {
     let partition = viewer.partition(environment);
     let mut position = match cursor_text {
-        Some(text) => cursor::parse(CursorKind::Delivery, partition, text)?.tiebreak as u64,
+        Some(text) => cursor::parse(CursorKind::Delivery, partition.raw(), text)?.tiebreak as u64,
         None => u64::MAX,
     };
     let snapshot = store.read()?;
@@ -399,7 +399,7 @@ pub fn list(
     let next_cursor = next.map(|last| {
         cursor::encode(
             CursorKind::Delivery,
-            partition,
+            partition.raw(),
             Position {
                 time: 0,
                 tiebreak: u128::from(last),
@@ -413,7 +413,11 @@ pub fn list(
 }
 
 /// The delivery `id` of one of `partitions` (the endpoint's two environments).
-fn delivery_in(tx: &(impl ReadTx + ?Sized), partitions: [u64; 2], id: u64) -> Result<DeliveryRow> {
+fn delivery_in(
+    tx: &(impl ReadTx + ?Sized),
+    partitions: [Partition; 2],
+    id: u64,
+) -> Result<DeliveryRow> {
     tx.delivery(id)?
         .filter(|row| partitions.contains(&row.partition))
         .ok_or(Error::NotFound(Missing::Delivery))
@@ -513,12 +517,12 @@ pub fn retry_now(
         audit::record(
             tx,
             now,
-            partition_endpoint(row.partition),
+            row.partition.endpoint(),
             actor,
             "delivery.retried",
             serde_json::json!({
                 "delivery": row.id,
-                "environment": partition_environment(row.partition).as_str(),
+                "environment": row.partition.environment().as_str(),
                 "attempts": row.attempts,
                 "was_due_at": listed.map(Timestamp::to_rfc3339),
             }),
@@ -536,7 +540,7 @@ pub fn can_redeliver(row: &DeliveryRow) -> bool {
 
 /// Makes `row` pending again in `tx`, due at `due` with a fresh budget of attempts.
 pub fn rearm(tx: &mut dyn WriteTx, row: &mut DeliveryRow, due: Timestamp) -> Result<()> {
-    let budget = max_attempts(partition_environment(row.partition));
+    let budget = max_attempts(row.partition.environment());
     row.state = DeliveryState::Pending;
     row.max_attempts = row.attempts + budget;
     row.next_attempt_at = Some(due);
@@ -570,7 +574,7 @@ const OUTCOMES_PAGE: usize = 256;
 /// first, looking at no more than `cap` of them so a busy month stays cheap to show.
 pub fn outcomes_since(
     store: &dyn Store,
-    partition: u64,
+    partition: Partition,
     since: Timestamp,
     cap: usize,
 ) -> Result<Outcomes> {

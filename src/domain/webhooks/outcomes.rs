@@ -17,7 +17,7 @@ use crate::domain::error::Result;
 use crate::domain::handles::Handles;
 use crate::domain::mail::{self, OutgoingMail};
 use crate::store::webhooks::{AfterAttempt, AttemptOutcome};
-use crate::store::{AttemptRow, DeliveryRow, WriteTx, partition_endpoint};
+use crate::store::{AttemptRow, DeliveryRow, WriteTx};
 
 /// One attempt of a delivery as its worker saw it.
 pub struct Attempt {
@@ -126,7 +126,7 @@ fn failure_mail(
     let Some(now) = row.finished_at else {
         return Ok(());
     };
-    let endpoint_id = partition_endpoint(row.partition);
+    let endpoint_id = row.partition.endpoint();
     let day = policy::mail_day(now);
     if tx.failure_mailed(endpoint_id, day)? {
         return Ok(());

@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use crate::core::clock::{MICROS_PER_SECOND, Timestamp};
-use crate::store::{DeliveryRow, Environment, WebhookKind, partition_environment};
+use crate::store::{DeliveryRow, Environment, WebhookKind};
 
 /// Waits after the 1st, 2nd… failed attempt of a budget (the spec's retry schedule).
 pub const RETRY_DELAYS: [Duration; 5] = [
@@ -97,7 +97,7 @@ pub fn verdict(row: &DeliveryRow, exchange: &Exchange) -> Verdict {
         return Verdict::GivenUp;
     }
     // A manual redelivery adds a budget: its schedule starts from the beginning.
-    let budget = max_attempts(partition_environment(row.partition));
+    let budget = max_attempts(row.partition.environment());
     let before_budget = row.max_attempts.saturating_sub(budget);
     let index = attempts.saturating_sub(before_budget).saturating_sub(1) as usize;
     let delay = RETRY_DELAYS[index.min(RETRY_DELAYS.len() - 1)];
@@ -106,8 +106,7 @@ pub fn verdict(row: &DeliveryRow, exchange: &Exchange) -> Verdict {
 
 /// Whether the owner hears of `row` being given up: an owner webhook in production.
 pub fn mails_owner(row: &DeliveryRow) -> bool {
-    row.kind == WebhookKind::Owner
-        && partition_environment(row.partition) == Environment::Production
+    row.kind == WebhookKind::Owner && row.partition.environment() == Environment::Production
 }
 
 /// The UTC day of `at` (days since the epoch): an endpoint's owner gets at most one failure
@@ -119,12 +118,12 @@ pub fn mail_day(at: Timestamp) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{DeliveryState, partition};
+    use crate::store::{DeliveryState, Partition};
 
     fn row(environment: Environment, attempts: u32, max_attempts: u32) -> DeliveryRow {
         DeliveryRow {
             id: 1,
-            partition: partition(7, environment),
+            partition: Partition::new(7, environment),
             record_id: 1,
             kind: WebhookKind::Owner,
             subscription: None,

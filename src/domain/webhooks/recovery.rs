@@ -34,8 +34,8 @@ use crate::domain::webhooks::subscriptions::{
     recovery_view as view, subscription_id,
 };
 use crate::store::{
-    AccountRow, DeliveryRow, Environment, RearmedDelivery, RecoveryRow, WebhookKind,
-    WebhookSettingsRow, partition,
+    AccountRow, DeliveryRow, Environment, Partition, RearmedDelivery, RecoveryRow, WebhookKind,
+    WebhookSettingsRow,
 };
 
 /// Deliveries the walk reads in one transaction.
@@ -104,7 +104,7 @@ pub fn start(
 ) -> Result<RecoveryView> {
     let handles = service.handles;
     let endpoint = service.endpoints.owned_row(owner, slug)?;
-    let partition = partition(endpoint.id, environment);
+    let partition = Partition::new(endpoint.id, environment);
     let now = handles.now();
     let recovery = new_recovery(&request, now)?;
     handles.write(|tx| {
@@ -194,7 +194,7 @@ pub fn caller_recovery(
     let endpoint = service.endpoints.owned_row(owner, slug)?;
     let snapshot = service.handles.store.read()?;
     let settings = snapshot
-        .webhook_settings(partition(endpoint.id, environment))?
+        .webhook_settings(Partition::new(endpoint.id, environment))?
         .unwrap_or_default();
     settings
         .caller_recovery
@@ -225,7 +225,7 @@ pub fn advance(handles: &Handles) -> Result<bool> {
 }
 
 /// One chunk of each running recovery of `partition`, in one transaction.
-fn advance_partition(handles: &Handles, partition: u64) -> Result<bool> {
+fn advance_partition(handles: &Handles, partition: Partition) -> Result<bool> {
     let now = handles.now();
     handles.write(|tx| {
         let Some(mut settings) = tx.webhook_settings(partition)? else {

@@ -26,7 +26,7 @@ use crate::domain::audit;
 use crate::domain::endpoints::Endpoints;
 use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
-use crate::store::{AccountRow, Environment, Store, WebhookSecretRow, WriteTx, partition};
+use crate::store::{AccountRow, Environment, Partition, Store, WebhookSecretRow, WriteTx};
 
 /// How long after a reissue webhooks are still signed with the previous secret too.
 pub const CHANGEOVER: Duration = Duration::from_secs(24 * 60 * 60);
@@ -52,7 +52,10 @@ pub fn create_for_endpoint(
     now: Timestamp,
 ) -> Result<()> {
     for environment in [Environment::Sandbox, Environment::Production] {
-        tx.put_webhook_secret(partition(endpoint_id, environment), &new_row(sealer, now))?;
+        tx.put_webhook_secret(
+            Partition::new(endpoint_id, environment),
+            &new_row(sealer, now),
+        )?;
     }
     Ok(())
 }
@@ -68,7 +71,10 @@ pub fn view(
     environment: Environment,
 ) -> Result<SecretView> {
     let (endpoint, _) = endpoints.member_row(account, slug)?;
-    let row = stored_row(handles.store.as_ref(), partition(endpoint.id, environment))?;
+    let row = stored_row(
+        handles.store.as_ref(),
+        Partition::new(endpoint.id, environment),
+    )?;
     secret_view(sealer, environment, &row, handles.now())
 }
 
@@ -85,7 +91,7 @@ pub fn reissue(
 ) -> Result<SecretView> {
     let endpoint = endpoints.owned_row(owner, slug)?;
     let now = handles.now();
-    let key = partition(endpoint.id, environment);
+    let key = Partition::new(endpoint.id, environment);
     // Made before the write, which may run more than once: the secret it stores is this one.
     let replacement = fresh_secret(sealer);
     let row = handles.write(|tx| {
@@ -112,7 +118,7 @@ pub fn reissue(
 pub fn signing_keys(
     handles: &Handles,
     sealer: &Sealer,
-    partition: u64,
+    partition: Partition,
     now: Timestamp,
 ) -> Result<Vec<Vec<u8>>> {
     let row = stored_row(handles.store.as_ref(), partition)?;
@@ -162,7 +168,7 @@ pub fn create_missing(handles: &Handles, sealer: &Sealer) -> Result<usize> {
     }
     let now = handles.now();
     // Made before the write, which may run more than once: the secrets it stores are these.
-    let rows: Vec<(u64, WebhookSecretRow)> = missing
+    let rows: Vec<(Partition, WebhookSecretRow)> = missing
         .into_iter()
         .map(|key| (key, new_row(sealer, now)))
         .collect();
@@ -181,7 +187,7 @@ pub fn create_missing(handles: &Handles, sealer: &Sealer) -> Result<usize> {
 
 /// The partitions of live endpoints that have no secret, read in one snapshot: every
 /// endpoint is some account's own.
-fn partitions_without_secret(store: &dyn Store) -> Result<Vec<u64>> {
+fn partitions_without_secret(store: &dyn Store) -> Result<Vec<Partition>> {
     let snapshot = store.read()?;
     let mut missing = Vec::new();
     let mut after = 0;
@@ -193,7 +199,7 @@ fn partitions_without_secret(store: &dyn Store) -> Result<Vec<u64>> {
                     continue;
                 }
                 for environment in [Environment::Sandbox, Environment::Production] {
-                    let key = partition(endpoint.id, environment);
+                    let key = Partition::new(endpoint.id, environment);
                     if snapshot.webhook_secret(key)?.is_none() {
                         missing.push(key);
                     }
@@ -268,7 +274,7 @@ fn secret_view(
 
 /// The stored row of `partition`. Every live endpoint has one (made with it, or at start by
 /// [`create_missing`]): none means the endpoint is gone.
-fn stored_row(store: &dyn Store, partition: u64) -> Result<WebhookSecretRow> {
+fn stored_row(store: &dyn Store, partition: Partition) -> Result<WebhookSecretRow> {
     store
         .read()?
         .webhook_secret(partition)?
@@ -350,7 +356,7 @@ mod tests {
             self.endpoints.id_for_slug(&view.slug).unwrap().unwrap()
         }
 
-        fn keys(&self, partition: u64, now: Timestamp) -> Result<Vec<Vec<u8>>> {
+        fn keys(&self, partition: Partition, now: Timestamp) -> Result<Vec<Vec<u8>>> {
             signing_keys(&self.handles, self.sealer(), partition, now)
         }
     }
@@ -363,7 +369,7 @@ mod tests {
         let mut seen = Vec::new();
         for id in [first, second] {
             for environment in [Environment::Sandbox, Environment::Production] {
-                let keys = f.keys(partition(id, environment), T0).unwrap();
+                let keys = f.keys(Partition::new(id, environment), T0).unwrap();
                 assert_eq!(keys.len(), 1);
                 assert_eq!(keys[0].len(), 32);
                 assert!(!seen.contains(&keys[0]));
@@ -413,7 +419,7 @@ mod tests {
     fn an_endpoint_from_before_secrets_gets_one_at_start_and_signing_never_writes() {
         let f = Fixture::new();
         let id = f.endpoint("Orders");
-        let sandbox = partition(id, Environment::Sandbox);
+        let sandbox = Partition::new(id, Environment::Sandbox);
         f.handles
             .write(|tx| Ok(tx.delete_webhook_secret(sandbox)?))
             .unwrap();
@@ -433,7 +439,7 @@ mod tests {
         assert_eq!(f.keys(sandbox, later).unwrap(), made);
 
         // No secret is made for an endpoint that does not exist.
-        let missing = partition(id + 1, Environment::Sandbox);
+        let missing = Partition::new(id + 1, Environment::Sandbox);
         assert!(matches!(f.keys(missing, T0), Err(Error::EndpointNotFound)));
         assert!(stored(missing).is_none());
     }

@@ -26,8 +26,8 @@ use crate::domain::handles::Handles;
 use crate::domain::webhooks::deliveries::{displayed_url, valid_auth_header};
 use crate::domain::webhooks::targets;
 use crate::store::{
-    AccountRow, DeliveryState, EndpointRow, Environment, EventType, ReadTx, RecoveryRow,
-    SubscriptionRow, WebhookSettingsRow, partition,
+    AccountRow, DeliveryState, EndpointRow, Environment, EventType, Partition, ReadTx, RecoveryRow,
+    SubscriptionRow, WebhookSettingsRow,
 };
 
 /// Most subscriptions of one endpoint in one environment: every write makes a delivery for
@@ -343,7 +343,7 @@ impl Which {
 struct Target {
     endpoint: EndpointRow,
     environment: Environment,
-    partition: u64,
+    partition: Partition,
 }
 
 /// The event types of a filter, each once, in their order.
@@ -496,7 +496,7 @@ pub struct Subscriptions<'a> {
 impl Subscriptions<'_> {
     fn target(&self, owner: &AccountRow, slug: &str, environment: Environment) -> Result<Target> {
         let endpoint = self.endpoints.owned_row(owner, slug)?;
-        let partition = partition(endpoint.id, environment);
+        let partition = Partition::new(endpoint.id, environment);
         Ok(Target {
             endpoint,
             environment,
@@ -551,7 +551,7 @@ impl Subscriptions<'_> {
         slug: &str,
         environment: Environment,
         which: Which,
-    ) -> Result<(u64, SubscriptionRow)> {
+    ) -> Result<(Partition, SubscriptionRow)> {
         let target = self.target(owner, slug, environment)?;
         let (_, settings) = self.settings(&target)?;
         let row = which.find(&settings).ok_or_else(|| which.missing())?;

@@ -23,7 +23,7 @@ use crate::http::app::App;
 use crate::http::error::Result;
 use crate::http::reply::{self, bearer, query_params, read_body, require_json};
 use crate::http::request::{MAX_DATA_BODY, Request};
-use crate::store::{Environment, Permission, partition};
+use crate::store::{Environment, Partition, Permission};
 
 pub async fn handle(
     app: &App,
@@ -190,7 +190,7 @@ fn authorize(
                 _ => Environment::Sandbox,
             };
             if let Ok(Some(endpoint_id)) = app.endpoints.id_for_slug(slug) {
-                call_log.partition = Some(partition(endpoint_id, environment));
+                call_log.partition = Some(Partition::new(endpoint_id, environment));
                 call_log.environment = Some(environment);
                 // Refused after the key was recognised (403): say whose key it was.
                 if let (

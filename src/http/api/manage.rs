@@ -19,7 +19,7 @@ use crate::http::reply::{
     self, bearer, cookie, id_param, parse_json, query_params, read_body, require_json,
 };
 use crate::http::request::{MAX_MANAGE_BODY, Request};
-use crate::store::{AccountRow, Environment, Store, partition};
+use crate::store::{AccountRow, Environment, Partition, Store};
 use crate::workers::request_log;
 
 /// The account making a management call: from its bearer token, else its session cookie.
@@ -201,7 +201,7 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Result<Response> {
     let page = app.request_log.list(
         app.handles.store.as_ref(),
         request_log::Naming::of(account.id, &membership),
-        partition(endpoint.id, environment),
+        Partition::new(endpoint.id, environment),
         limit,
         params.get("cursor").map(String::as_str),
         &filter,

@@ -23,12 +23,12 @@ use crate::http::error::Result;
 use crate::http::reply;
 use crate::http::request::Request;
 use crate::http::routes::{PathParams, Route};
-use crate::store::{Environment, KeyHolder};
+use crate::store::{Environment, KeyHolder, Partition};
 
 /// Where a data call is logged: filled in by the data handler once it knows the endpoint.
 #[derive(Default)]
 pub struct CallLog {
-    pub partition: Option<u64>,
+    pub partition: Option<Partition>,
     pub environment: Option<Environment>,
     pub key_id: Option<String>,
     pub holder: Option<KeyHolder>,

@@ -18,7 +18,7 @@ use crate::http::app::App;
 use crate::http::reply::id_param;
 use crate::http::reply::query_params;
 use crate::http::request::Request;
-use crate::store::{DeliveryState, Environment, partition};
+use crate::store::{DeliveryState, Environment, Partition};
 use crate::workers::request_log::{self, EntryView, HolderView, Naming};
 
 /// Entries per page of the request log.
@@ -101,7 +101,7 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
         // The search box sends a request id alone: it is looked for in both environments.
         if let (Some(id), None) = (&filter.request_id, params.get("environment")) {
             let partitions = [Environment::Sandbox, Environment::Production]
-                .map(|environment| partition(endpoint.id, environment));
+                .map(|environment| Partition::new(endpoint.id, environment));
             return match app
                 .request_log
                 .entry(app.handles.store.as_ref(), naming, partitions, id)
@@ -117,7 +117,7 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
         let page = app.request_log.list(
             app.handles.store.as_ref(),
             naming,
-            partition(endpoint.id, environment),
+            Partition::new(endpoint.id, environment),
             REQUESTS_PER_PAGE,
             cursor,
             &filter,
@@ -181,7 +181,7 @@ pub fn request(app: &App, req: &Request, slug: &str, request_id: &str) -> Outcom
     let entry = app.request_log.entry(
         app.handles.store.as_ref(),
         Naming::of(user.account.id, &membership),
-        [Environment::Sandbox, Environment::Production].map(|e| partition(endpoint.id, e)),
+        [Environment::Sandbox, Environment::Production].map(|e| Partition::new(endpoint.id, e)),
         request_id,
     )?;
     let page = RequestPage {
@@ -454,7 +454,7 @@ pub fn usage(app: &App, req: &Request, slug: &str) -> Outcome {
     for environment in [Environment::Sandbox, Environment::Production] {
         let outcomes = log::outcomes_since(
             app.handles.store.as_ref(),
-            partition(endpoint.id, environment),
+            Partition::new(endpoint.id, environment),
             month_start,
             OUTCOMES_CAP,
         )?;

@@ -3,7 +3,7 @@
 use crate::core::clock::Timestamp;
 use crate::store::records::{Change, DeliveryPlanner, NewDelivery};
 use crate::store::webhooks::AfterAttempt;
-use crate::store::{Store, StoreError, WebhookKind, WebhookSettingsRow, write};
+use crate::store::{Partition, Store, StoreError, WebhookKind, WebhookSettingsRow, write};
 
 use super::records::{apply_planned, create, rid};
 use super::webhooks::outcome;
@@ -40,7 +40,7 @@ impl DeliveryPlanner for MadeWithTheRecord {
 
 /// Creates a record of `partition` at each time of `made`, `(micros, number)`, with its
 /// delivery; returns the deliveries' ids, in the same order.
-fn deliveries_made(store: &dyn Store, partition: u64, made: &[(i64, u64)]) -> Vec<u64> {
+fn deliveries_made(store: &dyn Store, partition: Partition, made: &[(i64, u64)]) -> Vec<u64> {
     let writes: Vec<_> = made
         .iter()
         .map(|&(at, n)| create(partition, rid(at, n), "{}"))
@@ -52,7 +52,7 @@ fn deliveries_made(store: &dyn Store, partition: u64, made: &[(i64, u64)]) -> Ve
 }
 
 /// The ids of `partition`'s deliveries, newest first.
-fn listed(store: &dyn Store, partition: u64) -> Vec<u64> {
+fn listed(store: &dyn Store, partition: Partition) -> Vec<u64> {
     let page = store
         .read()
         .unwrap()
@@ -83,7 +83,7 @@ fn retry_at(at: i64) -> AfterAttempt {
 pub fn purge_deliveries_before_takes_the_finished_ones_made_before_the_cutoff(store: &dyn Store) {
     let ids = deliveries_made(
         store,
-        2,
+        Partition::from_raw(2),
         &[(10, 1), (20, 2), (30, 3), (40, SKIPPED), (50, 5), (60, 6)],
     );
     let [
@@ -97,7 +97,7 @@ pub fn purge_deliveries_before_takes_the_finished_ones_made_before_the_cutoff(st
     else {
         panic!("six deliveries: {ids:?}");
     };
-    let other = deliveries_made(store, 3, &[(10, 1)]);
+    let other = deliveries_made(store, Partition::from_raw(3), &[(10, 1)]);
     attempted(
         store,
         delivered,
@@ -124,23 +124,59 @@ pub fn purge_deliveries_before_takes_the_finished_ones_made_before_the_cutoff(st
         1,
         AfterAttempt::Delivered { at: Timestamp(11) },
     );
-    assert_eq!(store.delivery_partitions().unwrap(), [2, 3]);
+    assert_eq!(
+        store.delivery_partitions().unwrap(),
+        [2, 3].map(Partition::from_raw)
+    );
 
     let cutoff = Timestamp(45);
-    assert_eq!(store.purge_deliveries_before(2, cutoff, 0).unwrap(), 0);
+    assert_eq!(
+        store
+            .purge_deliveries_before(Partition::from_raw(2), cutoff, 0)
+            .unwrap(),
+        0
+    );
     // The oldest two finished ones, passing over the pending one between them.
-    assert_eq!(store.purge_deliveries_before(2, cutoff, 2).unwrap(), 2);
-    assert_eq!(listed(store, 2), [recent_pending, recent, skipped, pending]);
-    assert_eq!(store.purge_deliveries_before(2, cutoff, 10).unwrap(), 1);
-    assert_eq!(store.purge_deliveries_before(2, cutoff, 10).unwrap(), 0);
+    assert_eq!(
+        store
+            .purge_deliveries_before(Partition::from_raw(2), cutoff, 2)
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        listed(store, Partition::from_raw(2)),
+        [recent_pending, recent, skipped, pending]
+    );
+    assert_eq!(
+        store
+            .purge_deliveries_before(Partition::from_raw(2), cutoff, 10)
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .purge_deliveries_before(Partition::from_raw(2), cutoff, 10)
+            .unwrap(),
+        0
+    );
 
     let read = store.read().unwrap();
-    assert_eq!(listed(store, 2), [recent_pending, recent, pending]);
+    assert_eq!(
+        listed(store, Partition::from_raw(2)),
+        [recent_pending, recent, pending]
+    );
     for gone in [delivered, given_up, skipped] {
         assert!(read.delivery(gone).unwrap().is_none(), "{gone}");
         assert!(read.delivery_attempts(gone).unwrap().is_empty(), "{gone}");
     }
-    let of_record = |n: u64| read.delivery_page(2, Some(rid(n as i64 * 10, n).0), u64::MAX, 10);
+    let of_record = |n: u64| {
+        read.delivery_page(
+            Partition::from_raw(2),
+            Some(rid(n as i64 * 10, n).0),
+            u64::MAX,
+            10,
+        )
+    };
     assert!(of_record(1).unwrap().is_empty());
     assert_eq!(of_record(2).unwrap().len(), 1);
     assert_eq!(read.delivery_attempts(pending).unwrap().len(), 1);
@@ -152,7 +188,7 @@ pub fn purge_deliveries_before_takes_the_finished_ones_made_before_the_cutoff(st
         .map(|d| d.id)
         .collect();
     assert_eq!(due, [pending, recent_pending]);
-    assert_eq!(listed(store, 3), other);
+    assert_eq!(listed(store, Partition::from_raw(3)), other);
     drop(read);
 
     // Once finished, the pending one goes with the next purge.
@@ -162,8 +198,16 @@ pub fn purge_deliveries_before_takes_the_finished_ones_made_before_the_cutoff(st
         2,
         AfterAttempt::Delivered { at: Timestamp(70) },
     );
-    assert_eq!(store.purge_deliveries_before(2, cutoff, 10).unwrap(), 1);
-    assert_eq!(listed(store, 2), [recent_pending, recent]);
+    assert_eq!(
+        store
+            .purge_deliveries_before(Partition::from_raw(2), cutoff, 10)
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        listed(store, Partition::from_raw(2)),
+        [recent_pending, recent]
+    );
     assert!(
         store
             .read()
@@ -175,6 +219,14 @@ pub fn purge_deliveries_before_takes_the_finished_ones_made_before_the_cutoff(st
 
     // A partition whose deliveries are all gone is no longer listed.
     let end = Timestamp(i64::MAX);
-    assert_eq!(store.purge_deliveries_before(3, end, 10).unwrap(), 1);
-    assert_eq!(store.delivery_partitions().unwrap(), [2]);
+    assert_eq!(
+        store
+            .purge_deliveries_before(Partition::from_raw(3), end, 10)
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store.delivery_partitions().unwrap(),
+        [Partition::from_raw(2)]
+    );
 }

@@ -11,7 +11,8 @@ use crate::store::records::{
     ScanOrder, WriteOutcome,
 };
 use crate::store::{
-    DeliveryState, Store, StoreError, SubscriptionRow, WebhookKind, WebhookSettingsRow, write,
+    DeliveryState, Partition, Store, StoreError, SubscriptionRow, WebhookKind, WebhookSettingsRow,
+    write,
 };
 
 /// A delivery to the owner's webhook for every change of a partition that has one.
@@ -49,7 +50,7 @@ pub(crate) fn rid(micros: i64, n: u64) -> RecordId {
     RecordId(((micros as u128) << 64) | u128::from(n))
 }
 
-pub(crate) fn create(partition: u64, id: RecordId, payload: &str) -> RecordWrite {
+pub(crate) fn create(partition: Partition, id: RecordId, payload: &str) -> RecordWrite {
     RecordWrite::Create {
         partition,
         id,
@@ -58,7 +59,12 @@ pub(crate) fn create(partition: u64, id: RecordId, payload: &str) -> RecordWrite
     }
 }
 
-pub(crate) fn create_keyed(partition: u64, id: RecordId, key: &str, hash: &str) -> RecordWrite {
+pub(crate) fn create_keyed(
+    partition: Partition,
+    id: RecordId,
+    key: &str,
+    hash: &str,
+) -> RecordWrite {
     RecordWrite::Create {
         partition,
         id,
@@ -71,7 +77,12 @@ pub(crate) fn create_keyed(partition: u64, id: RecordId, key: &str, hash: &str) 
     }
 }
 
-pub(crate) fn replace(partition: u64, id: RecordId, updated_at: i64, payload: &str) -> RecordWrite {
+pub(crate) fn replace(
+    partition: Partition,
+    id: RecordId,
+    updated_at: i64,
+    payload: &str,
+) -> RecordWrite {
     RecordWrite::Replace {
         partition,
         id,
@@ -80,7 +91,7 @@ pub(crate) fn replace(partition: u64, id: RecordId, updated_at: i64, payload: &s
     }
 }
 
-pub(crate) fn delete(partition: u64, id: RecordId) -> RecordWrite {
+pub(crate) fn delete(partition: Partition, id: RecordId) -> RecordWrite {
     RecordWrite::Delete {
         partition,
         id,
@@ -106,7 +117,7 @@ pub(crate) fn apply_planned(
 }
 
 /// The ids of the records of `partition`, oldest first.
-pub(crate) fn ids(store: &dyn Store, partition: u64) -> Vec<u128> {
+pub(crate) fn ids(store: &dyn Store, partition: Partition) -> Vec<u128> {
     let mut ids = Vec::new();
     let tx = store.read().unwrap();
     let bounds = (Bound::Unbounded, Bound::Unbounded);
@@ -124,7 +135,11 @@ pub(crate) fn ids(store: &dyn Store, partition: u64) -> Vec<u128> {
     ids
 }
 
-pub(crate) fn payload(store: &dyn Store, partition: u64, id: RecordId) -> Option<(i64, String)> {
+pub(crate) fn payload(
+    store: &dyn Store,
+    partition: Partition,
+    id: RecordId,
+) -> Option<(i64, String)> {
     let tx = store.read().unwrap();
     tx.record(partition, id)
         .unwrap()
@@ -143,17 +158,17 @@ pub fn a_batch_applies_its_writes_in_order_seeing_its_own(store: &dyn Store) {
     let applied = apply(
         store,
         &[
-            create(2, a, r#"{"a":1}"#),
-            replace(2, a, 2000, r#"{"a":2}"#),
-            create(2, b, r#"{"b":1}"#),
-            delete(2, b),
-            replace(2, c, 2000, r#"{"c":1}"#),
-            delete(2, c),
-            delete(2, b),
-            create_keyed(2, d, "k1", "h1"),
-            create_keyed(2, e, "k1", "h1"),
-            create_keyed(2, f, "k1", "h2"),
-            create_keyed(3, f, "k1", "h2"),
+            create(Partition::from_raw(2), a, r#"{"a":1}"#),
+            replace(Partition::from_raw(2), a, 2000, r#"{"a":2}"#),
+            create(Partition::from_raw(2), b, r#"{"b":1}"#),
+            delete(Partition::from_raw(2), b),
+            replace(Partition::from_raw(2), c, 2000, r#"{"c":1}"#),
+            delete(Partition::from_raw(2), c),
+            delete(Partition::from_raw(2), b),
+            create_keyed(Partition::from_raw(2), d, "k1", "h1"),
+            create_keyed(Partition::from_raw(2), e, "k1", "h1"),
+            create_keyed(Partition::from_raw(2), f, "k1", "h2"),
+            create_keyed(Partition::from_raw(3), f, "k1", "h2"),
         ],
     );
     assert_eq!(
@@ -189,11 +204,14 @@ pub fn a_batch_applies_its_writes_in_order_seeing_its_own(store: &dyn Store) {
         ]
     );
     assert!(!applied.effects.deliveries_due);
-    assert_eq!(ids(store, 2), vec![a.0, d.0]);
-    assert_eq!(ids(store, 3), vec![f.0]);
-    assert_eq!(payload(store, 2, a), Some((2000, r#"{"a":2}"#.into())));
+    assert_eq!(ids(store, Partition::from_raw(2)), vec![a.0, d.0]);
+    assert_eq!(ids(store, Partition::from_raw(3)), vec![f.0]);
     assert_eq!(
-        payload(store, 2, d),
+        payload(store, Partition::from_raw(2), a),
+        Some((2000, r#"{"a":2}"#.into()))
+    );
+    assert_eq!(
+        payload(store, Partition::from_raw(2), d),
         Some((1003, r#"{"hash":"h1"}"#.into()))
     );
 
@@ -202,12 +220,12 @@ pub fn a_batch_applies_its_writes_in_order_seeing_its_own(store: &dyn Store) {
     let applied = apply(
         store,
         &[
-            create_keyed(2, g, "k1", "h1"),
-            create_keyed(2, g, "k1", "h2"),
-            replace(2, d, 3000, r#"{"d":2}"#),
-            delete(2, a),
-            replace(2, a, 3000, r#"{"a":3}"#),
-            create(2, b, r#"{"b":2}"#),
+            create_keyed(Partition::from_raw(2), g, "k1", "h1"),
+            create_keyed(Partition::from_raw(2), g, "k1", "h2"),
+            replace(Partition::from_raw(2), d, 3000, r#"{"d":2}"#),
+            delete(Partition::from_raw(2), a),
+            replace(Partition::from_raw(2), a, 3000, r#"{"a":3}"#),
+            create(Partition::from_raw(2), b, r#"{"b":2}"#),
         ],
     );
     assert_eq!(
@@ -227,26 +245,38 @@ pub fn a_batch_applies_its_writes_in_order_seeing_its_own(store: &dyn Store) {
             },
         ]
     );
-    assert_eq!(ids(store, 2), vec![b.0, d.0]);
-    assert_eq!(payload(store, 2, d), Some((3000, r#"{"d":2}"#.into())));
-    assert_eq!(payload(store, 2, a), None);
+    assert_eq!(ids(store, Partition::from_raw(2)), vec![b.0, d.0]);
+    assert_eq!(
+        payload(store, Partition::from_raw(2), d),
+        Some((3000, r#"{"d":2}"#.into()))
+    );
+    assert_eq!(payload(store, Partition::from_raw(2), a), None);
     // A batch of refusals and replays only writes nothing and still answers.
-    let applied = apply(store, &[delete(2, a), create_keyed(2, g, "k1", "h1")]);
+    let applied = apply(
+        store,
+        &[
+            delete(Partition::from_raw(2), a),
+            create_keyed(Partition::from_raw(2), g, "k1", "h1"),
+        ],
+    );
     assert_eq!(applied.outcomes.len(), 2);
     assert!(store.apply_batch(&[]).unwrap().outcomes.is_empty());
 }
 
 pub fn an_expired_claim_is_forgotten_and_replaced(store: &dyn Store) {
     let (first, second, third) = (rid(1000, 1), rid(1009, 2), rid(1010, 3));
-    apply(store, &[create_keyed(2, first, "k", "h")]);
+    apply(
+        store,
+        &[create_keyed(Partition::from_raw(2), first, "k", "h")],
+    );
     // The TTL is 10µs: still held at 1009, forgotten at 1010.
     let applied = apply(
         store,
         &[
-            create_keyed(2, second, "k", "other"),
-            create_keyed(2, second, "k", "h"),
-            create_keyed(2, third, "k", "other"),
-            create_keyed(2, rid(1015, 4), "k", "other"),
+            create_keyed(Partition::from_raw(2), second, "k", "other"),
+            create_keyed(Partition::from_raw(2), second, "k", "h"),
+            create_keyed(Partition::from_raw(2), third, "k", "other"),
+            create_keyed(Partition::from_raw(2), rid(1015, 4), "k", "other"),
         ],
     );
     assert_eq!(
@@ -267,7 +297,15 @@ pub fn an_expired_claim_is_forgotten_and_replaced(store: &dyn Store) {
             },
         ]
     );
-    let applied = apply(store, &[create_keyed(2, rid(1016, 5), "k", "other")]);
+    let applied = apply(
+        store,
+        &[create_keyed(
+            Partition::from_raw(2),
+            rid(1016, 5),
+            "k",
+            "other",
+        )],
+    );
     assert_eq!(
         applied.outcomes,
         vec![WriteOutcome::Replayed {
@@ -275,7 +313,7 @@ pub fn an_expired_claim_is_forgotten_and_replaced(store: &dyn Store) {
             created_at: Timestamp(1010)
         }]
     );
-    assert_eq!(ids(store, 2), vec![first.0, third.0]);
+    assert_eq!(ids(store, Partition::from_raw(2)), vec![first.0, third.0]);
 }
 
 pub fn applied_writes_get_their_deliveries_in_the_commit(store: &dyn Store) {
@@ -288,21 +326,21 @@ pub fn applied_writes_get_their_deliveries_in_the_commit(store: &dyn Store) {
         settings
     };
     write(store, |tx| -> Result<(), StoreError> {
-        tx.put_webhook_settings(3, &settings(true))?;
-        tx.put_webhook_settings(5, &settings(false))
+        tx.put_webhook_settings(Partition::from_raw(3), &settings(true))?;
+        tx.put_webhook_settings(Partition::from_raw(5), &settings(false))
     })
     .unwrap();
     let (a, b) = (rid(1000, 1), rid(1001, 2));
     let applied = apply(
         store,
         &[
-            create(3, a, "{}"),
-            replace(3, a, 2000, "{\"x\":1}"),
-            delete(3, b),
-            create(4, b, "{}"),
-            create_keyed(3, b, "k", "h"),
-            create_keyed(3, rid(1002, 3), "k", "h"),
-            delete(3, a),
+            create(Partition::from_raw(3), a, "{}"),
+            replace(Partition::from_raw(3), a, 2000, "{\"x\":1}"),
+            delete(Partition::from_raw(3), b),
+            create(Partition::from_raw(4), b, "{}"),
+            create_keyed(Partition::from_raw(3), b, "k", "h"),
+            create_keyed(Partition::from_raw(3), rid(1002, 3), "k", "h"),
+            delete(Partition::from_raw(3), a),
         ],
     );
     assert!(applied.effects.deliveries_due);
@@ -328,23 +366,27 @@ pub fn applied_writes_get_their_deliveries_in_the_commit(store: &dyn Store) {
     );
     for (row, id) in rows.iter().zip(&ids) {
         assert_eq!(row.id, *id);
-        assert_eq!(row.partition, 3);
+        assert_eq!(row.partition, Partition::from_raw(3));
         assert_eq!(row.state, DeliveryState::Pending);
         assert_eq!(row.next_attempt_at, Some(Timestamp(7)));
         assert_eq!(row.url, "http://hooks.test/in");
     }
     assert_eq!(
-        tx.delivery_page(3, Some(a.0), u64::MAX, 10).unwrap().len(),
+        tx.delivery_page(Partition::from_raw(3), Some(a.0), u64::MAX, 10)
+            .unwrap()
+            .len(),
         3
     );
     drop(tx);
     // Changes of a partition without a webhook make none.
-    let applied = apply(store, &[create(4, rid(1003, 4), "{}")]);
+    let applied = apply(store, &[create(Partition::from_raw(4), rid(1003, 4), "{}")]);
     assert!(!applied.effects.deliveries_due);
     // A disabled subscription's delivery is written skipped, and is not due.
-    apply(store, &[create(5, rid(1004, 5), "{}")]);
+    apply(store, &[create(Partition::from_raw(5), rid(1004, 5), "{}")]);
     let tx = store.read().unwrap();
-    let skipped = tx.delivery_page(5, None, u64::MAX, 10).unwrap();
+    let skipped = tx
+        .delivery_page(Partition::from_raw(5), None, u64::MAX, 10)
+        .unwrap();
     assert_eq!(skipped.len(), 1);
     assert_eq!(skipped[0].state, DeliveryState::Skipped);
     assert_eq!(skipped[0].subscription, Some(1));
@@ -354,19 +396,27 @@ pub fn applied_writes_get_their_deliveries_in_the_commit(store: &dyn Store) {
 }
 
 pub fn record_page_keeps_its_bounds_order_and_more(store: &dyn Store) {
-    let mut writes: Vec<RecordWrite> = (1..=10).map(|n| create(2, RecordId(n), "{}")).collect();
-    writes.push(create(3, RecordId(5), "{}"));
-    writes.push(create(1, RecordId(5), "{}"));
+    let mut writes: Vec<RecordWrite> = (1..=10)
+        .map(|n| create(Partition::from_raw(2), RecordId(n), "{}"))
+        .collect();
+    writes.push(create(Partition::from_raw(3), RecordId(5), "{}"));
+    writes.push(create(Partition::from_raw(1), RecordId(5), "{}"));
     apply(store, &writes);
     let tx = store.read().unwrap();
     let page = |lower, upper, order, limit| {
         let mut ids = Vec::new();
         let more = tx
-            .record_page(2, (lower, upper), order, limit, &mut |r| {
-                ids.push(r.id.0);
-                assert_eq!(r.payload, b"{}");
-                Ok(())
-            })
+            .record_page(
+                Partition::from_raw(2),
+                (lower, upper),
+                order,
+                limit,
+                &mut |r| {
+                    ids.push(r.id.0);
+                    assert_eq!(r.payload, b"{}");
+                    Ok(())
+                },
+            )
             .unwrap();
         (ids, more)
     };
@@ -406,9 +456,13 @@ pub fn record_page_keeps_its_bounds_order_and_more(store: &dyn Store) {
         (vec![], false)
     );
     // A visitor's error ends the page.
-    let err = tx.record_page(2, (Unbounded, Unbounded), OldestFirst, 5, &mut |_| {
-        Err(StoreError::Corrupt("stop".into()))
-    });
+    let err = tx.record_page(
+        Partition::from_raw(2),
+        (Unbounded, Unbounded),
+        OldestFirst,
+        5,
+        &mut |_| Err(StoreError::Corrupt("stop".into())),
+    );
     assert!(matches!(err, Err(StoreError::Corrupt(_))));
 }
 
@@ -424,36 +478,50 @@ pub fn record_partitions_are_listed_once_in_order(store: &dyn Store) {
     apply(
         store,
         &[
-            create(7, RecordId(1), "{}"),
-            create(2, RecordId(1), "{}"),
-            create(2, RecordId(2), "{}"),
-            create(1 << 40, RecordId(1), "{}"),
-            create(5, RecordId(3), "{}"),
+            create(Partition::from_raw(7), RecordId(1), "{}"),
+            create(Partition::from_raw(2), RecordId(1), "{}"),
+            create(Partition::from_raw(2), RecordId(2), "{}"),
+            create(Partition::from_raw(1 << 40), RecordId(1), "{}"),
+            create(Partition::from_raw(5), RecordId(3), "{}"),
         ],
     );
     let tx = store.read().unwrap();
-    assert_eq!(tx.record_partitions().unwrap(), vec![2, 5, 7, 1 << 40]);
+    assert_eq!(
+        tx.record_partitions().unwrap(),
+        [2, 5, 7, 1 << 40].map(Partition::from_raw)
+    );
 }
 
 pub fn visit_newest_first_reads_in_chunks_until_the_visitor_stops(store: &dyn Store) {
     let mut writes: Vec<RecordWrite> = (0..=600)
-        .map(|n| create(2, RecordId(n), &format!("{{\"n\":{n}}}")))
+        .map(|n| {
+            create(
+                Partition::from_raw(2),
+                RecordId(n),
+                &format!("{{\"n\":{n}}}"),
+            )
+        })
         .collect();
-    writes.push(create(3, RecordId(300), "{}"));
+    writes.push(create(Partition::from_raw(3), RecordId(300), "{}"));
     apply(store, &writes);
     let tx = store.read().unwrap();
     let visit = |lower, upper, stop_after: usize| {
         let mut seen = Vec::new();
-        tx.visit_newest_first(2, lower, upper, &mut |id, updated_at, payload| {
-            assert_eq!(updated_at, Timestamp(0));
-            assert_eq!(payload, format!("{{\"n\":{id}}}").as_bytes());
-            seen.push(id);
-            if seen.len() == stop_after {
-                ControlFlow::Break(())
-            } else {
-                ControlFlow::Continue(())
-            }
-        })
+        tx.visit_newest_first(
+            Partition::from_raw(2),
+            lower,
+            upper,
+            &mut |id, updated_at, payload| {
+                assert_eq!(updated_at, Timestamp(0));
+                assert_eq!(payload, format!("{{\"n\":{id}}}").as_bytes());
+                seen.push(id);
+                if seen.len() == stop_after {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            },
+        )
         .unwrap();
         seen
     };
@@ -472,17 +540,17 @@ pub fn visit_records_follows_the_given_order_until_the_visitor_stops(store: &dyn
     apply(
         store,
         &[
-            create(2, RecordId(1), "{\"n\":1}"),
-            create(2, RecordId(2), "{\"n\":2}"),
-            create(2, RecordId(3), "{\"n\":3}"),
-            create(2, RecordId(4), "{\"n\":4}"),
-            create(3, RecordId(5), "{\"n\":5}"),
+            create(Partition::from_raw(2), RecordId(1), "{\"n\":1}"),
+            create(Partition::from_raw(2), RecordId(2), "{\"n\":2}"),
+            create(Partition::from_raw(2), RecordId(3), "{\"n\":3}"),
+            create(Partition::from_raw(2), RecordId(4), "{\"n\":4}"),
+            create(Partition::from_raw(3), RecordId(5), "{\"n\":5}"),
         ],
     );
     let tx = store.read().unwrap();
     let visit = |ids: &[u128], stop_after: usize| {
         let mut seen = Vec::new();
-        tx.visit_records(2, ids, &mut |id, _, payload| {
+        tx.visit_records(Partition::from_raw(2), ids, &mut |id, _, payload| {
             assert_eq!(payload, format!("{{\"n\":{id}}}").as_bytes());
             seen.push(id);
             if seen.len() == stop_after {
@@ -504,14 +572,42 @@ pub fn visit_records_follows_the_given_order_until_the_visitor_stops(store: &dyn
 }
 
 pub fn purge_partition_before_takes_the_oldest_first_within_its_bounds(store: &dyn Store) {
-    let mut writes: Vec<RecordWrite> = (1..=10).map(|n| create(2, RecordId(n), "{}")).collect();
-    writes.extend((1..=3).map(|n| create(3, RecordId(n), "{}")));
+    let mut writes: Vec<RecordWrite> = (1..=10)
+        .map(|n| create(Partition::from_raw(2), RecordId(n), "{}"))
+        .collect();
+    writes.extend((1..=3).map(|n| create(Partition::from_raw(3), RecordId(n), "{}")));
     apply(store, &writes);
-    assert_eq!(store.purge_partition_before(2, 6, 0).unwrap(), 0);
-    assert_eq!(store.purge_partition_before(2, 6, 3).unwrap(), 3);
-    assert_eq!(ids(store, 2), (4..=10).collect::<Vec<_>>());
-    assert_eq!(store.purge_partition_before(2, 6, 10).unwrap(), 2);
-    assert_eq!(store.purge_partition_before(2, 6, 10).unwrap(), 0);
-    assert_eq!(ids(store, 2), (6..=10).collect::<Vec<_>>());
-    assert_eq!(ids(store, 3), vec![1, 2, 3]);
+    assert_eq!(
+        store
+            .purge_partition_before(Partition::from_raw(2), 6, 0)
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .purge_partition_before(Partition::from_raw(2), 6, 3)
+            .unwrap(),
+        3
+    );
+    assert_eq!(
+        ids(store, Partition::from_raw(2)),
+        (4..=10).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        store
+            .purge_partition_before(Partition::from_raw(2), 6, 10)
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        store
+            .purge_partition_before(Partition::from_raw(2), 6, 10)
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        ids(store, Partition::from_raw(2)),
+        (6..=10).collect::<Vec<_>>()
+    );
+    assert_eq!(ids(store, Partition::from_raw(3)), vec![1, 2, 3]);
 }

@@ -1,7 +1,9 @@
 //! The owner's webhook settings and their subscriptions' health (`store::webhooks`).
 
 use crate::core::clock::Timestamp;
-use crate::store::{Store, SubscriptionHealth, SubscriptionRow, WebhookSettingsRow, write};
+use crate::store::{
+    Partition, Store, SubscriptionHealth, SubscriptionRow, WebhookSettingsRow, write,
+};
 
 fn settings(ids: &[u32]) -> WebhookSettingsRow {
     WebhookSettingsRow {
@@ -27,7 +29,7 @@ fn failing(since: i64, attempts: u32) -> SubscriptionHealth {
 }
 
 /// Each subscription's health as the settings of `partition` show it (`None`: no settings).
-fn health_of(store: &dyn Store, partition: u64) -> Option<Vec<(u32, SubscriptionHealth)>> {
+fn health_of(store: &dyn Store, partition: Partition) -> Option<Vec<(u32, SubscriptionHealth)>> {
     let settings = store.read().unwrap().webhook_settings(partition).unwrap()?;
     Some(
         settings
@@ -40,18 +42,21 @@ fn health_of(store: &dyn Store, partition: u64) -> Option<Vec<(u32, Subscription
 
 pub fn subscription_health_is_noted_alone_and_kept_with_its_settings(store: &dyn Store) {
     write(store, |tx| {
-        tx.put_webhook_settings(2, &settings(&[1, 2]))?;
-        tx.put_webhook_settings(3, &settings(&[1]))?;
+        tx.put_webhook_settings(Partition::from_raw(2), &settings(&[1, 2]))?;
+        tx.put_webhook_settings(Partition::from_raw(3), &settings(&[1]))?;
         // Nothing to note it in: no settings, no error.
-        tx.put_subscription_health(4, &[(1, failing(5_000, 1))])
+        tx.put_subscription_health(Partition::from_raw(4), &[(1, failing(5_000, 1))])
     })
     .unwrap();
     // Noted alone: for a subscription the settings have; an unknown id is left out.
     write(store, |tx| {
-        tx.put_subscription_health(2, &[(1, failing(5_000, 3)), (7, failing(5_000, 9))])?;
+        tx.put_subscription_health(
+            Partition::from_raw(2),
+            &[(1, failing(5_000, 3)), (7, failing(5_000, 9))],
+        )?;
         // The transaction reads its own writes.
         assert_eq!(
-            tx.webhook_settings(2)?
+            tx.webhook_settings(Partition::from_raw(2))?
                 .unwrap()
                 .subscription(1)
                 .unwrap()
@@ -63,28 +68,50 @@ pub fn subscription_health_is_noted_alone_and_kept_with_its_settings(store: &dyn
     .unwrap();
     let default = SubscriptionHealth::default();
     assert_eq!(
-        health_of(store, 2),
+        health_of(store, Partition::from_raw(2)),
         Some(vec![(1, failing(5_000, 3)), (2, default.clone())])
     );
-    assert_eq!(health_of(store, 3), Some(vec![(1, default.clone())]));
-    assert_eq!(health_of(store, 4), None);
+    assert_eq!(
+        health_of(store, Partition::from_raw(3)),
+        Some(vec![(1, default.clone())])
+    );
+    assert_eq!(health_of(store, Partition::from_raw(4)), None);
     // The rest of the settings is as it was.
     let mut expected = settings(&[1, 2]);
     expected.subscriptions[0].health = failing(5_000, 3);
     assert_eq!(
-        store.read().unwrap().webhook_settings(2).unwrap(),
+        store
+            .read()
+            .unwrap()
+            .webhook_settings(Partition::from_raw(2))
+            .unwrap(),
         Some(expected.clone())
     );
 
     // Settings written whole carry their health: a change kept, a removed subscription's gone.
     expected.subscriptions.remove(0);
     expected.subscriptions[0].health = failing(6_000, 1);
-    write(store, |tx| tx.put_webhook_settings(2, &expected)).unwrap();
-    assert_eq!(health_of(store, 2), Some(vec![(2, failing(6_000, 1))]));
+    write(store, |tx| {
+        tx.put_webhook_settings(Partition::from_raw(2), &expected)
+    })
+    .unwrap();
+    assert_eq!(
+        health_of(store, Partition::from_raw(2)),
+        Some(vec![(2, failing(6_000, 1))])
+    );
 
     // Deleted settings leave no health behind for settings written again.
-    write(store, |tx| tx.delete_webhook_settings(2)).unwrap();
-    assert_eq!(health_of(store, 2), None);
-    write(store, |tx| tx.put_webhook_settings(2, &settings(&[2]))).unwrap();
-    assert_eq!(health_of(store, 2), Some(vec![(2, default)]));
+    write(store, |tx| {
+        tx.delete_webhook_settings(Partition::from_raw(2))
+    })
+    .unwrap();
+    assert_eq!(health_of(store, Partition::from_raw(2)), None);
+    write(store, |tx| {
+        tx.put_webhook_settings(Partition::from_raw(2), &settings(&[2]))
+    })
+    .unwrap();
+    assert_eq!(
+        health_of(store, Partition::from_raw(2)),
+        Some(vec![(2, default)])
+    );
 }

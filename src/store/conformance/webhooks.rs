@@ -4,12 +4,12 @@
 use crate::core::clock::Timestamp;
 use crate::store::webhooks::{AfterAttempt, AttemptOutcome, DueDelivery, WebhooksRead};
 use crate::store::{
-    AttemptRow, DeliveryRow, DeliveryState, EventType, Store, StoreError, SubscriptionRow,
-    WebhookKind, WebhookSecretRow, WebhookSettingsRow, write,
+    AttemptRow, DeliveryRow, DeliveryState, EventType, Partition, Store, StoreError,
+    SubscriptionRow, WebhookKind, WebhookSecretRow, WebhookSettingsRow, write,
 };
 
 /// A pending caller delivery of `partition`'s record `record_id`, due at 10.
-pub(crate) fn delivery(id: u64, partition: u64, record_id: u128) -> DeliveryRow {
+pub(crate) fn delivery(id: u64, partition: Partition, record_id: u128) -> DeliveryRow {
     DeliveryRow {
         id,
         partition,
@@ -117,54 +117,76 @@ pub fn secrets_and_webhook_settings_are_put_replaced_and_deleted(store: &dyn Sto
         settings
     };
     write(store, |tx| -> Result<(), StoreError> {
-        tx.put_webhook_secret(2, &secret(1))?;
-        tx.put_webhook_secret(2, &secret(2))?;
-        tx.put_webhook_secret(3, &secret(3))?;
-        tx.put_webhook_settings(2, &owner("http://a.test/"))?;
-        tx.put_webhook_settings(2, &owner("http://b.test/"))?;
+        tx.put_webhook_secret(Partition::from_raw(2), &secret(1))?;
+        tx.put_webhook_secret(Partition::from_raw(2), &secret(2))?;
+        tx.put_webhook_secret(Partition::from_raw(3), &secret(3))?;
+        tx.put_webhook_settings(Partition::from_raw(2), &owner("http://a.test/"))?;
+        tx.put_webhook_settings(Partition::from_raw(2), &owner("http://b.test/"))?;
         // Reads see the transaction's own writes.
-        assert_eq!(tx.webhook_secret(2)?.unwrap().current_sealed, vec![2; 4]);
-        assert_eq!(tx.webhook_settings(2)?, Some(owner("http://b.test/")));
+        assert_eq!(
+            tx.webhook_secret(Partition::from_raw(2))?
+                .unwrap()
+                .current_sealed,
+            vec![2; 4]
+        );
+        assert_eq!(
+            tx.webhook_settings(Partition::from_raw(2))?,
+            Some(owner("http://b.test/"))
+        );
         Ok(())
     })
     .unwrap();
     let tx = store.read().unwrap();
-    let kept = tx.webhook_secret(2).unwrap().unwrap();
+    let kept = tx.webhook_secret(Partition::from_raw(2)).unwrap().unwrap();
     assert_eq!(kept.previous_sealed, Some(vec![0, 2]));
     assert_eq!(
-        tx.webhook_secret(3).unwrap().unwrap().current_sealed,
+        tx.webhook_secret(Partition::from_raw(3))
+            .unwrap()
+            .unwrap()
+            .current_sealed,
         vec![3; 4]
     );
-    assert!(tx.webhook_secret(4).unwrap().is_none());
-    let settings = tx.webhook_settings(2).unwrap().unwrap();
+    assert!(tx.webhook_secret(Partition::from_raw(4)).unwrap().is_none());
+    let settings = tx
+        .webhook_settings(Partition::from_raw(2))
+        .unwrap()
+        .unwrap();
     assert_eq!(settings.subscriptions[0].auth_value_sealed, Some(vec![9]));
     assert_eq!(settings.next_subscription_id, 2);
-    assert!(tx.webhook_settings(3).unwrap().is_none());
+    assert!(
+        tx.webhook_settings(Partition::from_raw(3))
+            .unwrap()
+            .is_none()
+    );
     drop(tx);
     let (gone, _) = write(store, |tx| -> Result<_, StoreError> {
         Ok([
-            tx.delete_webhook_secret(2)?,
-            tx.delete_webhook_secret(2)?,
-            tx.delete_webhook_settings(2)?,
-            tx.delete_webhook_settings(3)?,
+            tx.delete_webhook_secret(Partition::from_raw(2))?,
+            tx.delete_webhook_secret(Partition::from_raw(2))?,
+            tx.delete_webhook_settings(Partition::from_raw(2))?,
+            tx.delete_webhook_settings(Partition::from_raw(3))?,
         ])
     })
     .unwrap();
     assert_eq!(gone, [true, false, true, false]);
     let tx = store.read().unwrap();
-    assert!(tx.webhook_secret(2).unwrap().is_none());
-    assert!(tx.webhook_secret(3).unwrap().is_some());
-    assert!(tx.webhook_settings(2).unwrap().is_none());
+    assert!(tx.webhook_secret(Partition::from_raw(2)).unwrap().is_none());
+    assert!(tx.webhook_secret(Partition::from_raw(3)).unwrap().is_some());
+    assert!(
+        tx.webhook_settings(Partition::from_raw(2))
+            .unwrap()
+            .is_none()
+    );
 }
 
 pub fn deliveries_are_read_by_id_and_paged_newest_first(store: &dyn Store) {
     let rows = [
-        delivery(1, 2, 11),
-        delivery(2, 2, 11),
-        delivery(3, 2, 12),
-        delivery(4, 2, 11),
-        delivery(5, 2, 12),
-        delivery(6, 3, 11),
+        delivery(1, Partition::from_raw(2), 11),
+        delivery(2, Partition::from_raw(2), 11),
+        delivery(3, Partition::from_raw(2), 12),
+        delivery(4, Partition::from_raw(2), 11),
+        delivery(5, Partition::from_raw(2), 12),
+        delivery(6, Partition::from_raw(3), 11),
     ];
     let (_, effects) = write(store, |tx| -> Result<(), StoreError> {
         for row in &rows {
@@ -176,7 +198,7 @@ pub fn deliveries_are_read_by_id_and_paged_newest_first(store: &dyn Store) {
     })
     .unwrap();
     assert!(!effects.deliveries_due);
-    let mut replaced = delivery(4, 2, 11);
+    let mut replaced = delivery(4, Partition::from_raw(2), 11);
     replaced.state = DeliveryState::GivenUp;
     replaced.body = "replaced".into();
     write(store, |tx| tx.put_delivery(&replaced)).unwrap();
@@ -192,29 +214,51 @@ pub fn deliveries_are_read_by_id_and_paged_newest_first(store: &dyn Store) {
         (DeliveryState::GivenUp, "replaced")
     );
     assert_eq!(
-        ids(tx.delivery_page(2, None, u64::MAX, 10).unwrap()),
+        ids(tx
+            .delivery_page(Partition::from_raw(2), None, u64::MAX, 10)
+            .unwrap()),
         vec![5, 4, 3, 2, 1]
     );
-    assert_eq!(ids(tx.delivery_page(2, None, 4, 2).unwrap()), vec![3, 2]);
     assert_eq!(
-        ids(tx.delivery_page(2, None, 1, 10).unwrap()),
+        ids(tx
+            .delivery_page(Partition::from_raw(2), None, 4, 2)
+            .unwrap()),
+        vec![3, 2]
+    );
+    assert_eq!(
+        ids(tx
+            .delivery_page(Partition::from_raw(2), None, 1, 10)
+            .unwrap()),
         Vec::<u64>::new()
     );
     assert_eq!(
-        ids(tx.delivery_page(2, Some(11), u64::MAX, 10).unwrap()),
+        ids(tx
+            .delivery_page(Partition::from_raw(2), Some(11), u64::MAX, 10)
+            .unwrap()),
         vec![4, 2, 1]
     );
-    assert_eq!(ids(tx.delivery_page(2, Some(11), 2, 10).unwrap()), vec![1]);
     assert_eq!(
-        ids(tx.delivery_page(2, Some(12), u64::MAX, 1).unwrap()),
+        ids(tx
+            .delivery_page(Partition::from_raw(2), Some(11), 2, 10)
+            .unwrap()),
+        vec![1]
+    );
+    assert_eq!(
+        ids(tx
+            .delivery_page(Partition::from_raw(2), Some(12), u64::MAX, 1)
+            .unwrap()),
         vec![5]
     );
     assert_eq!(
-        ids(tx.delivery_page(3, None, u64::MAX, 0).unwrap()),
+        ids(tx
+            .delivery_page(Partition::from_raw(3), None, u64::MAX, 0)
+            .unwrap()),
         Vec::<u64>::new()
     );
     assert_eq!(
-        ids(tx.delivery_page(3, None, u64::MAX, 10).unwrap()),
+        ids(tx
+            .delivery_page(Partition::from_raw(3), None, u64::MAX, 10)
+            .unwrap()),
         vec![6]
     );
     // Only listed deliveries are due.
@@ -224,7 +268,7 @@ pub fn deliveries_are_read_by_id_and_paged_newest_first(store: &dyn Store) {
 pub fn the_due_list_is_in_order_up_to_now_and_wraps_around(store: &dyn Store) {
     let (_, effects) = write(store, |tx| -> Result<(), StoreError> {
         for id in 1..=6 {
-            tx.put_delivery(&delivery(id, 2, 1))?;
+            tx.put_delivery(&delivery(id, Partition::from_raw(2), 1))?;
         }
         for (at, id) in [(50, 5), (20, 3), (10, 1), (30, 4), (20, 2)] {
             tx.put_due(&due(at, id))?;
@@ -269,7 +313,7 @@ pub fn move_due_lists_a_delivery_once(store: &dyn Store) {
     let pending = |id| DeliveryRow {
         attempts: 1,
         next_attempt_at: Some(Timestamp(500)),
-        ..delivery(id, 4, 1)
+        ..delivery(id, Partition::from_raw(4), 1)
     };
     listed(store, &[(pending(1), 500), (pending(2), 500)]);
     let (_, effects) = write(store, |tx| tx.move_due(Some(Timestamp(500)), &due(100, 2))).unwrap();
@@ -279,17 +323,17 @@ pub fn move_due_lists_a_delivery_once(store: &dyn Store) {
 }
 
 pub fn record_outcomes_follows_the_skip_rules(store: &dyn Store) {
-    let mut finished = delivery(6, 2, 1);
+    let mut finished = delivery(6, Partition::from_raw(2), 1);
     finished.state = DeliveryState::Delivered;
     finished.next_attempt_at = None;
     listed(
         store,
         &[
-            (delivery(1, 2, 1), 10),
-            (delivery(2, 2, 1), 10),
-            (delivery(3, 2, 1), 10),
-            (delivery(4, 2, 1), 10),
-            (delivery(5, 2, 1), 10),
+            (delivery(1, Partition::from_raw(2), 1), 10),
+            (delivery(2, Partition::from_raw(2), 1), 10),
+            (delivery(3, Partition::from_raw(2), 1), 10),
+            (delivery(4, Partition::from_raw(2), 1), 10),
+            (delivery(5, Partition::from_raw(2), 1), 10),
         ],
     );
     write(store, |tx| tx.put_delivery(&finished)).unwrap();
@@ -377,8 +421,14 @@ pub fn record_outcomes_follows_the_skip_rules(store: &dyn Store) {
 /// "Retry now" asked for while an attempt was in flight: its retry is due when the answer
 /// came, not at the schedule's time.
 pub fn a_retry_asked_for_during_the_attempt_is_due_when_it_ends(store: &dyn Store) {
-    listed(store, &[(delivery(1, 2, 1), 10), (delivery(2, 2, 1), 10)]);
-    let mut asked = delivery(1, 2, 1);
+    listed(
+        store,
+        &[
+            (delivery(1, Partition::from_raw(2), 1), 10),
+            (delivery(2, Partition::from_raw(2), 1), 10),
+        ],
+    );
+    let mut asked = delivery(1, Partition::from_raw(2), 1);
     asked.retry_requests = 1;
     write(store, |tx| tx.put_delivery(&asked)).unwrap();
     let retry = AfterAttempt::Retry {

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use super::{PgStore, PgTx, big, micros};
 use crate::core::clock::Timestamp;
-use crate::store::StoreError;
 use crate::store::cluster::{ClusterStore, JobClaim, LoginLimits};
+use crate::store::{Partition, StoreError};
 
 /// This node's current membership: its row in `nodes`, and the time its creates must be
 /// stamped after (its clock when it joined).
@@ -204,12 +204,12 @@ impl ClusterStore for PgStore {
 
     fn pace(
         &self,
-        (partition, subscription): (u64, u32),
+        (partition, subscription): (Partition, u32),
         interval_us: i64,
         tolerance_us: i64,
         now: Timestamp,
     ) -> Result<Result<(), Timestamp>, StoreError> {
-        let key: (i64, i32) = (big(partition), subscription as i32);
+        let key: (i64, i32) = (big(partition.raw()), subscription as i32);
         let now_us = now.as_micros();
         // The same step as `Pacing::start`, in one statement: a start is booked when the next
         // start is at most `tolerance` ahead of now.
@@ -332,8 +332,8 @@ mod tests {
 
     use super::super::{PgTx, test_store};
     use crate::core::clock::Timestamp;
-    use crate::store::Store;
     use crate::store::cluster::{ClusterStore, JobClaim, LoginLimits};
+    use crate::store::{Partition, Store};
 
     const SECOND: i64 = 1_000_000;
 
@@ -343,14 +343,23 @@ mod tests {
         let other = super::super::PgStore::open(&store_config(&store)).unwrap();
         let at = |ms: i64| Timestamp(1_000 * SECOND + ms * 1000);
         // Two a second, none ahead: one start, then the next half a second later on any node.
-        let pace = |store: &super::PgStore, ms| store.pace((7, 1), SECOND / 2, 0, at(ms)).unwrap();
+        let pace = |store: &super::PgStore, ms| {
+            store
+                .pace((Partition::from_raw(7), 1), SECOND / 2, 0, at(ms))
+                .unwrap()
+        };
         assert_eq!(pace(&store, 0), Ok(()));
         assert_eq!(pace(&other, 10), Err(at(500)));
         assert_eq!(pace(&store, 10), Err(at(500)));
         assert_eq!(pace(&other, 500), Ok(()));
         assert_eq!(pace(&store, 600), Err(at(1000)));
         // Another subscription has its own pace.
-        assert_eq!(store.pace((7, 2), SECOND / 2, 0, at(600)).unwrap(), Ok(()));
+        assert_eq!(
+            store
+                .pace((Partition::from_raw(7), 2), SECOND / 2, 0, at(600))
+                .unwrap(),
+            Ok(())
+        );
     }
 
     #[test]

@@ -15,12 +15,12 @@
 //! counts as trimmed: its reader must start again.
 
 use super::records::{partitions_of, sql_limit};
-use super::{Patience, PgStore, PgTx, big, id_from_bytes, micros, unbig};
+use super::{Patience, PgStore, PgTx, big, big_partition, id_from_bytes, micros, unbig};
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
-use crate::store::StoreError;
 use crate::store::endpoints::EndpointsRead;
 use crate::store::events::{EventBounds, EventPage, EventsStore, StoredEvent, kind_of_code};
+use crate::store::{Partition, StoreError};
 
 /// Below the first position this store can hand out (transaction id 3, the first normal one).
 const FIRST_POSITION: u128 = 3 << 64;
@@ -38,10 +38,10 @@ fn position(xid: i64, seq: i64) -> u128 {
 const SETTLED: &str = "pg_snapshot_xmin(pg_current_snapshot())::text::bigint";
 
 impl PgTx<'_> {
-    fn event_trim(&self, partition: u64) -> Result<u128, StoreError> {
+    fn event_trim(&self, partition: Partition) -> Result<u128, StoreError> {
         let row = self.query_opt(
             "SELECT xid, seq FROM record_event_trims WHERE partition = $1",
-            &[&big(partition)],
+            &[&big_partition(partition)],
         )?;
         let trimmed = match row {
             Some(row) => position(row.try_get(0)?, row.try_get(1)?),
@@ -54,7 +54,7 @@ impl PgTx<'_> {
 impl EventsStore for PgStore {
     fn events_after(
         &self,
-        partition: u64,
+        partition: Partition,
         after: u128,
         limit: usize,
         max_bytes: usize,
@@ -70,7 +70,7 @@ impl EventsStore for PgStore {
                  WHERE e.partition = $1 AND (e.xid, e.seq) > ($2, $3) AND e.xid < {SETTLED} \
                  ORDER BY e.xid, e.seq LIMIT $4"
             ),
-            &[&big(partition), &xid, &seq, &sql_limit(limit)],
+            &[&big_partition(partition), &xid, &seq, &sql_limit(limit)],
         )?;
         let mut page = EventPage {
             events: Vec::with_capacity(rows.len()),
@@ -104,7 +104,7 @@ impl EventsStore for PgStore {
         Ok(page)
     }
 
-    fn event_bounds(&self, partition: u64) -> Result<EventBounds, StoreError> {
+    fn event_bounds(&self, partition: Partition) -> Result<EventBounds, StoreError> {
         let tx = PgTx::read(self)?;
         let trimmed = tx.event_trim(partition)?;
         let last = tx.query_opt(
@@ -112,7 +112,7 @@ impl EventsStore for PgStore {
                 "SELECT xid, seq FROM record_events WHERE partition = $1 AND xid < {SETTLED} \
                  ORDER BY xid DESC, seq DESC LIMIT 1"
             ),
-            &[&big(partition)],
+            &[&big_partition(partition)],
         )?;
         let last = match last {
             Some(row) => position(row.try_get(0)?, row.try_get(1)?),
@@ -124,13 +124,13 @@ impl EventsStore for PgStore {
         })
     }
 
-    fn event_partitions(&self) -> Result<Vec<u64>, StoreError> {
+    fn event_partitions(&self) -> Result<Vec<Partition>, StoreError> {
         partitions_of(&PgTx::read(self)?, "record_events")
     }
 
     fn purge_events_before(
         &self,
-        partition: u64,
+        partition: Partition,
         cutoff: Timestamp,
         limit: usize,
     ) -> Result<usize, StoreError> {
@@ -152,7 +152,11 @@ impl EventsStore for PgStore {
                      WHERE (record_event_trims.xid, record_event_trims.seq) \
                          < (EXCLUDED.xid, EXCLUDED.seq) \
                  ) SELECT count(*) FROM gone",
-                &[&big(partition), &micros(cutoff), &sql_limit(limit)],
+                &[
+                    &big_partition(partition),
+                    &micros(cutoff),
+                    &sql_limit(limit),
+                ],
             )?;
             match row {
                 Some(row) => Ok(unbig(row.try_get(0)?)),
@@ -171,10 +175,11 @@ mod tests {
     use super::FIRST_POSITION;
     use crate::core::clock::Timestamp;
     use crate::core::ids::RecordId;
+    use crate::store::Partition;
     use crate::store::events::{EventsStore, StoredEvent};
     use crate::store::records::{ChangeKind, RecordWrite, RecordsStore, plain_batch};
 
-    fn create(store: &PgStore, partition: u64, n: u128) {
+    fn create(store: &PgStore, partition: Partition, n: u128) {
         let write = RecordWrite::Create {
             partition,
             id: RecordId((1_000 << 64) | n),
@@ -186,7 +191,7 @@ mod tests {
 
     /// The events of `partition` once `count` have settled: a test running beside this one
     /// may hold a transaction open for a moment, which holds every event back.
-    fn settled(store: &PgStore, partition: u64, count: usize) -> Vec<StoredEvent> {
+    fn settled(store: &PgStore, partition: Partition, count: usize) -> Vec<StoredEvent> {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
             let events = store
@@ -217,55 +222,72 @@ mod tests {
             began.wait();
             // This batch commits while an older transaction still runs: a later commit of
             // that one could take a position below its event, so the event waits.
-            create(&store, 41, 1);
-            let page = store.events_after(41, 0, 10, 1 << 20);
-            let bounds = store.event_bounds(41);
+            create(&store, Partition::from_raw(41), 1);
+            let page = store.events_after(Partition::from_raw(41), 0, 10, 1 << 20);
+            let bounds = store.event_bounds(Partition::from_raw(41));
             release.wait();
             older.join().unwrap().unwrap();
             assert_eq!(page.unwrap().events, []);
             assert_eq!(bounds.unwrap().head, FIRST_POSITION - 1);
         });
-        let events = settled(&store, 41, 1);
+        let events = settled(&store, Partition::from_raw(41), 1);
         assert_eq!(events[0].kind, ChangeKind::Created);
         assert_eq!(events[0].record.as_ref().unwrap().1, b"{\"n\":1}");
         assert!(events[0].position >= FIRST_POSITION);
-        assert_eq!(store.event_bounds(41).unwrap().head, events[0].position);
+        assert_eq!(
+            store.event_bounds(Partition::from_raw(41)).unwrap().head,
+            events[0].position
+        );
     }
 
     #[test]
     fn purging_raises_the_trim_mark_over_what_it_removed() {
         let store = test_node();
         for n in 1..=3 {
-            create(&store, 42, n);
+            create(&store, Partition::from_raw(42), n);
         }
-        let all = settled(&store, 42, 3);
-        assert!(store.event_partitions().unwrap().contains(&42));
+        let all = settled(&store, Partition::from_raw(42), 3);
+        assert!(
+            store
+                .event_partitions()
+                .unwrap()
+                .contains(&Partition::from_raw(42))
+        );
         // Every event was received at time 1000 µs (its record id's): a cutoff after it purges
         // two (the limit), then the last.
         assert_eq!(
-            store.purge_events_before(42, Timestamp(1_001), 2).unwrap(),
+            store
+                .purge_events_before(Partition::from_raw(42), Timestamp(1_001), 2)
+                .unwrap(),
             2
         );
-        assert_eq!(store.event_bounds(42).unwrap().trimmed, all[1].position);
+        assert_eq!(
+            store.event_bounds(Partition::from_raw(42)).unwrap().trimmed,
+            all[1].position
+        );
         let rest = store
-            .events_after(42, all[1].position, 10, 1 << 20)
+            .events_after(Partition::from_raw(42), all[1].position, 10, 1 << 20)
             .unwrap();
         assert_eq!(rest.events, all[2..]);
         assert_eq!(rest.trimmed, all[1].position);
         assert_eq!(
-            store.purge_events_before(42, Timestamp(1_000), 10).unwrap(),
+            store
+                .purge_events_before(Partition::from_raw(42), Timestamp(1_000), 10)
+                .unwrap(),
             0
         );
         assert_eq!(
-            store.purge_events_before(42, Timestamp(1_001), 10).unwrap(),
+            store
+                .purge_events_before(Partition::from_raw(42), Timestamp(1_001), 10)
+                .unwrap(),
             1
         );
-        let bounds = store.event_bounds(42).unwrap();
+        let bounds = store.event_bounds(Partition::from_raw(42)).unwrap();
         assert_eq!(
             (bounds.head, bounds.trimmed),
             (all[2].position, all[2].position)
         );
         // A position of another store (redb's are below 2^64) counts as trimmed.
-        assert!(store.event_bounds(7).unwrap().trimmed > u128::from(u64::MAX));
+        assert!(store.event_bounds(Partition::from_raw(7)).unwrap().trimmed > u128::from(u64::MAX));
     }
 }

@@ -57,7 +57,7 @@ use serde::de::DeserializeOwned;
 use tokio_postgres::error::SqlState;
 
 use crate::core::config::{PostgresConfig, PostgresTls};
-use crate::store::{StoreError, with_causes};
+use crate::store::{Partition, StoreError, with_causes};
 
 pub use tx::PgTx;
 
@@ -419,6 +419,16 @@ pub(crate) fn big(value: u64) -> i64 {
 /// A `bigint` column read back as the u64 it was written from.
 pub(crate) fn unbig(value: i64) -> u64 {
     u64::try_from(value).unwrap_or(0)
+}
+
+/// A partition as its `bigint` column (its stored number).
+pub(crate) fn big_partition(partition: Partition) -> i64 {
+    big(partition.raw())
+}
+
+/// A `bigint` partition column read back.
+pub(crate) fn unbig_partition(value: i64) -> Partition {
+    Partition::from_raw(unbig(value))
 }
 
 /// A count (a `LIMIT`) as PostgreSQL's `bigint`.

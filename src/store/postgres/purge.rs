@@ -1,10 +1,10 @@
 //! [`PurgeStore`] on PostgreSQL.
 
 use super::records::partitions_of;
-use super::{Patience, PgStore, PgTx, big, count, micros, unbig};
+use super::{Patience, PgStore, PgTx, big, big_partition, count, micros, unbig};
 use crate::core::clock::Timestamp;
 use crate::store::purge::PurgeStore;
-use crate::store::{StoreError, partition_endpoint};
+use crate::store::{Partition, StoreError};
 
 /// One chunk of `purge_deliveries_before` (`$1` partition, `$2` cutoff in microseconds, `$3`
 /// limit), answering how many deliveries it removed. A delivery is pending exactly while it is
@@ -29,9 +29,13 @@ const PURGE_FINISHED_BEFORE: &str = "\
     ) SELECT count(*) FROM gone";
 
 impl PurgeStore for PgStore {
-    fn purge_partition_rows(&self, partition: u64, limit: usize) -> Result<usize, StoreError> {
+    fn purge_partition_rows(
+        &self,
+        partition: Partition,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
         let (removed, _) = self.write_unit_within(Patience::Maintenance, |tx| {
-            let (p, n) = (big(partition), count(limit));
+            let (p, n) = (big_partition(partition), count(limit));
             // Attempts first: they name their delivery.
             let mut removed = tx.execute(
                 "DELETE FROM delivery_attempts WHERE delivery_id IN ( \
@@ -54,27 +58,27 @@ impl PurgeStore for PgStore {
             }
             removed += tx.execute(
                 "DELETE FROM failure_mails WHERE endpoint_id = $1",
-                &[&big(partition_endpoint(partition))],
+                &[&big(partition.endpoint())],
             )?;
             Ok(removed)
         })?;
         Ok(usize::try_from(removed).unwrap_or(usize::MAX))
     }
 
-    fn delivery_partitions(&self) -> Result<Vec<u64>, StoreError> {
+    fn delivery_partitions(&self) -> Result<Vec<Partition>, StoreError> {
         partitions_of(&PgTx::read(self)?, "deliveries")
     }
 
     fn purge_deliveries_before(
         &self,
-        partition: u64,
+        partition: Partition,
         cutoff: Timestamp,
         limit: usize,
     ) -> Result<usize, StoreError> {
         let (removed, _) = self.write_unit_within(Patience::Maintenance, |tx| {
             let row = tx.query_opt(
                 PURGE_FINISHED_BEFORE,
-                &[&big(partition), &micros(cutoff), &count(limit)],
+                &[&big_partition(partition), &micros(cutoff), &count(limit)],
             )?;
             match row {
                 Some(row) => Ok(unbig(row.try_get(0)?)),

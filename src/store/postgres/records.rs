@@ -14,7 +14,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 
 use super::{
-    Patience, PgStore, PgTx, big, from_json, id_bytes, id_from_bytes, micros, to_json, unbig,
+    Patience, PgStore, PgTx, big, big_partition, from_json, id_bytes, id_from_bytes, micros,
+    to_json, unbig, unbig_partition,
 };
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
@@ -23,7 +24,7 @@ use crate::store::records::{
     AppliedBatch, BatchWrite, Change, NewDelivery, RecordRef, RecordRow, RecordWrite, RecordsRead,
     RecordsStore, ScanOrder, SearchVisitor, WriteOutcome, searchable_text,
 };
-use crate::store::{IdempotencyRow, StoreError, WebhookSettingsRow, time_key};
+use crate::store::{IdempotencyRow, Partition, StoreError, WebhookSettingsRow, time_key};
 
 /// Records a visitor's scan reads per statement: a visitor usually stops early, so a scan
 /// never reads far ahead of it.
@@ -37,7 +38,10 @@ pub(super) fn sql_limit(n: usize) -> i64 {
 /// The partitions holding a row of `table` (`records`, `record_events`, `deliveries`: each
 /// has an index led by `partition`), in ascending order: one index probe per partition (a
 /// loose index scan), not a scan of every row.
-pub(super) fn partitions_of(tx: &PgTx<'_>, table: &'static str) -> Result<Vec<u64>, StoreError> {
+pub(super) fn partitions_of(
+    tx: &PgTx<'_>,
+    table: &'static str,
+) -> Result<Vec<Partition>, StoreError> {
     let rows = tx.query(
         &format!(
             "WITH RECURSIVE p (partition) AS ( \
@@ -51,7 +55,9 @@ pub(super) fn partitions_of(tx: &PgTx<'_>, table: &'static str) -> Result<Vec<u6
         ),
         &[],
     )?;
-    rows.iter().map(|row| Ok(unbig(row.try_get(0)?))).collect()
+    rows.iter()
+        .map(|row| Ok(unbig_partition(row.try_get(0)?)))
+        .collect()
 }
 
 /// `ids` as an inclusive range of ids; `None` when it holds none.
@@ -87,10 +93,10 @@ fn visit_rows(
 }
 
 impl RecordsRead for PgTx<'_> {
-    fn record(&self, partition: u64, id: RecordId) -> Result<Option<RecordRow>, StoreError> {
+    fn record(&self, partition: Partition, id: RecordId) -> Result<Option<RecordRow>, StoreError> {
         let row = self.query_opt(
             "SELECT updated_at, payload FROM records WHERE partition = $1 AND id = $2",
-            &[&big(partition), &&id_bytes(id.0)[..]],
+            &[&big_partition(partition), &&id_bytes(id.0)[..]],
         )?;
         match row {
             Some(row) => Ok(Some(RecordRow {
@@ -105,7 +111,7 @@ impl RecordsRead for PgTx<'_> {
 
     fn record_page(
         &self,
-        partition: u64,
+        partition: Partition,
         ids: (Bound<u128>, Bound<u128>),
         order: ScanOrder,
         limit: usize,
@@ -128,7 +134,7 @@ impl RecordsRead for PgTx<'_> {
         let rows = self.query(
             sql,
             &[
-                &big(partition),
+                &big_partition(partition),
                 &&id_bytes(lower)[..],
                 &&id_bytes(upper)[..],
                 &sql_limit(limit.saturating_add(1)),
@@ -147,13 +153,13 @@ impl RecordsRead for PgTx<'_> {
         Ok(false)
     }
 
-    fn record_partitions(&self) -> Result<Vec<u64>, StoreError> {
+    fn record_partitions(&self) -> Result<Vec<Partition>, StoreError> {
         partitions_of(self, "records")
     }
 
     fn visit_newest_first(
         &self,
-        partition: u64,
+        partition: Partition,
         lower: u128,
         upper: u128,
         visit: &mut SearchVisitor<'_>,
@@ -164,7 +170,7 @@ impl RecordsRead for PgTx<'_> {
                 "SELECT id, updated_at, payload FROM records \
                  WHERE partition = $1 AND id BETWEEN $2 AND $3 ORDER BY id DESC LIMIT $4",
                 &[
-                    &big(partition),
+                    &big_partition(partition),
                     &&id_bytes(lower)[..],
                     &&id_bytes(upper)[..],
                     &sql_limit(VISIT_CHUNK),
@@ -183,7 +189,7 @@ impl RecordsRead for PgTx<'_> {
 
     fn visit_records(
         &self,
-        partition: u64,
+        partition: Partition,
         ids: &[u128],
         visit: &mut SearchVisitor<'_>,
     ) -> Result<(), StoreError> {
@@ -195,7 +201,7 @@ impl RecordsRead for PgTx<'_> {
                  FROM unnest($2::bytea[]) WITH ORDINALITY AS u (id, n) \
                  JOIN records r ON r.partition = $1 AND r.id = u.id \
                  ORDER BY u.n",
-                &[&big(partition), &keys],
+                &[&big_partition(partition), &keys],
             )?;
             if visit_rows(&rows, visit)?.is_none() {
                 return Ok(());
@@ -231,7 +237,7 @@ impl RecordsStore for PgStore {
 
     fn purge_partition_before(
         &self,
-        partition: u64,
+        partition: Partition,
         below: u128,
         limit: usize,
     ) -> Result<usize, StoreError> {
@@ -240,7 +246,11 @@ impl RecordsStore for PgStore {
                 "DELETE FROM records WHERE partition = $1 AND id IN ( \
                      SELECT id FROM records WHERE partition = $1 AND id < $2 \
                      ORDER BY id LIMIT $3)",
-                &[&big(partition), &&id_bytes(below)[..], &sql_limit(limit)],
+                &[
+                    &big_partition(partition),
+                    &&id_bytes(below)[..],
+                    &sql_limit(limit),
+                ],
             )
         })?;
         count(removed)
@@ -276,17 +286,17 @@ type RecordChange<'w> = Option<(Timestamp, &'w [u8])>;
 struct Batch<'w> {
     writes: &'w [BatchWrite<'w>],
     /// The Idempotency-Key claims of the batch's creates that the database holds.
-    claims: HashMap<(u64, String), IdempotencyRow>,
+    claims: HashMap<(Partition, String), IdempotencyRow>,
     /// The claims the batch made (replacing any of `claims`), to be written.
-    new_claims: BTreeMap<(u64, String), IdempotencyRow>,
+    new_claims: BTreeMap<(Partition, String), IdempotencyRow>,
     /// Of the records the batch replaces or deletes, those that exist now.
-    existing: HashSet<(u64, u128)>,
+    existing: HashSet<(Partition, u128)>,
     /// The records the batch changed, ordered, so that concurrent batches lock rows in one
     /// order.
-    changed: BTreeMap<(u64, u128), RecordChange<'w>>,
-    webhook_settings: HashMap<u64, WebhookSettingsRow>,
+    changed: BTreeMap<(Partition, u128), RecordChange<'w>>,
+    webhook_settings: HashMap<Partition, WebhookSettingsRow>,
     /// The deliveries of the applied writes, in the order they were made.
-    deliveries: Vec<(u64, RecordId, NewDelivery)>,
+    deliveries: Vec<(Partition, RecordId, NewDelivery)>,
     /// The events of the applied writes, in order (`store::events`).
     events: EventColumns,
 }
@@ -304,16 +314,16 @@ impl<'w> Batch<'w> {
                     idempotency,
                     ..
                 } => {
-                    partitions.insert(big(*partition));
+                    partitions.insert(big_partition(*partition));
                     if let Some(claim) = idempotency {
-                        claim_partitions.push(big(*partition));
+                        claim_partitions.push(big_partition(*partition));
                         claim_keys.push(claim.key.as_str());
                     }
                 }
                 RecordWrite::Replace { partition, id, .. }
                 | RecordWrite::Delete { partition, id, .. } => {
-                    partitions.insert(big(*partition));
-                    record_partitions.push(big(*partition));
+                    partitions.insert(big_partition(*partition));
+                    record_partitions.push(big_partition(*partition));
                     record_ids.push(id_bytes(id.0));
                 }
             }
@@ -348,7 +358,7 @@ impl<'w> Batch<'w> {
             events: EventColumns::default(),
         };
         for row in &rows {
-            let partition = unbig(row.try_get(1)?);
+            let partition = unbig_partition(row.try_get(1)?);
             match row.try_get::<_, i32>(0)? {
                 0 => {
                     batch
@@ -396,7 +406,7 @@ impl<'w> Batch<'w> {
         Ok(outcome)
     }
 
-    fn exists(&self, key: (u64, u128)) -> bool {
+    fn exists(&self, key: (Partition, u128)) -> bool {
         match self.changed.get(&key) {
             Some(change) => change.is_some(),
             None => self.existing.contains(&key),
@@ -465,7 +475,7 @@ impl<'w> Batch<'w> {
             match change {
                 Some((updated_at, payload)) => put.push(partition, id, *updated_at, payload),
                 None => {
-                    gone_partitions.push(big(partition));
+                    gone_partitions.push(big_partition(partition));
                     gone_ids.push(id_bytes(id));
                 }
             }
@@ -475,7 +485,7 @@ impl<'w> Batch<'w> {
         let (mut claim_partitions, mut claim_keys) = (Vec::new(), Vec::new());
         let (mut claim_times, mut claim_data) = (Vec::new(), Vec::new());
         for (key, row) in &self.new_claims {
-            claim_partitions.push(big(key.0));
+            claim_partitions.push(big_partition(key.0));
             claim_keys.push(key.1.as_str());
             claim_times.push(big(time_key(row.created_at)));
             claim_data.push(to_json(row)?);
@@ -549,7 +559,7 @@ struct EventColumns {
 
 impl EventColumns {
     fn push(&mut self, change: &Change<'_>) {
-        self.partitions.push(big(change.partition));
+        self.partitions.push(big_partition(change.partition));
         self.kinds.push(i16::from(kind_code(change.kind)));
         self.record_ids.push(id_bytes(change.id.0));
         self.at.push(micros(change.at));
@@ -567,8 +577,8 @@ struct RecordColumns<'w> {
 }
 
 impl<'w> RecordColumns<'w> {
-    fn push(&mut self, partition: u64, id: u128, updated_at: Timestamp, payload: &'w [u8]) {
-        self.partitions.push(big(partition));
+    fn push(&mut self, partition: Partition, id: u128, updated_at: Timestamp, payload: &'w [u8]) {
+        self.partitions.push(big_partition(partition));
         self.ids.push(id_bytes(id));
         self.updated_at.push(updated_at.as_micros());
         self.payloads.push(payload);
@@ -581,7 +591,7 @@ impl<'w> RecordColumns<'w> {
 fn insert_deliveries(
     tx: &mut PgTx<'_>,
     ids: Vec<u64>,
-    deliveries: Vec<(u64, RecordId, NewDelivery)>,
+    deliveries: Vec<(Partition, RecordId, NewDelivery)>,
 ) -> Result<(), StoreError> {
     if ids.len() != deliveries.len() {
         return Err(StoreError::Corrupt(format!(
@@ -593,7 +603,7 @@ fn insert_deliveries(
     let (mut partitions, mut record_ids, mut due_at) = (Vec::new(), Vec::new(), Vec::new());
     let (mut receivers, mut data) = (Vec::new(), Vec::new());
     for (&id, (partition, record_id, mut new)) in ids.iter().zip(deliveries) {
-        partitions.push(big(partition));
+        partitions.push(big_partition(partition));
         record_ids.push(id_bytes(record_id.0));
         due_at.push(Some(big(time_key(new.created_at))).filter(|_| !new.skipped));
         receivers.push(std::mem::take(&mut new.receiver));
@@ -619,6 +629,7 @@ mod tests {
     use super::super::webhooks::tests::two_nodes;
     use super::super::{PgStore, PgTx, test_node};
     use crate::core::clock::Timestamp;
+    use crate::store::Partition;
     use crate::store::conformance::records::{
         OwnerHooks, apply, create, create_keyed, ids, replace, rid,
     };
@@ -631,7 +642,7 @@ mod tests {
         let store = test_node();
         let a = rid(1000, 1);
         let text = "{\"City\":\"BERLIN \\u0000 Ärger\"}\u{0}";
-        apply(&store, &[create(2, a, text)]);
+        apply(&store, &[create(Partition::from_raw(2), a, text)]);
         let folded = |store: &PgStore| -> String {
             let tx = PgTx::read(store).unwrap();
             tx.query_opt("SELECT folded FROM records", &[])
@@ -641,7 +652,10 @@ mod tests {
         };
         assert_eq!(folded(&store), "{\"city\":\"berlin \\u0000 ärger\"} ");
         assert_eq!(folded(&store), searchable_text(text.as_bytes()));
-        apply(&store, &[replace(2, a, 2000, "{\"Q\":\"ΣΑΣ\"}")]);
+        apply(
+            &store,
+            &[replace(Partition::from_raw(2), a, 2000, "{\"Q\":\"ΣΑΣ\"}")],
+        );
         assert_eq!(folded(&store), "{\"q\":\"σασ\"}");
     }
 
@@ -650,7 +664,7 @@ mod tests {
         let store = test_node();
         let hour = Duration::from_secs(3600);
         let keyed = |micros, key: &str| RecordWrite::Create {
-            partition: 2,
+            partition: Partition::from_raw(2),
             id: rid(micros, 0),
             payload: b"{}".to_vec(),
             idempotency: Some(IdempotencyClaim {
@@ -716,7 +730,7 @@ mod tests {
                 &[],
             )
             .unwrap();
-        let write = create_keyed(2, rid(1000, 1), "retried", "h");
+        let write = create_keyed(Partition::from_raw(2), rid(1000, 1), "retried", "h");
         let batch = [BatchWrite {
             write: &write,
             webhooks: &OwnerHooks,
@@ -733,7 +747,7 @@ mod tests {
             "the silent session was not ended"
         );
         drop(silent);
-        assert_eq!(ids(&two, 2), vec![rid(1000, 1).0]);
+        assert_eq!(ids(&two, Partition::from_raw(2)), vec![rid(1000, 1).0]);
     }
 
     #[test]
@@ -745,7 +759,7 @@ mod tests {
             let mut outcomes = Vec::new();
             for round in 0..rounds {
                 let write = create_keyed(
-                    2,
+                    Partition::from_raw(2),
                     rid(1000, round * 2 + node),
                     &format!("race-{round}"),
                     "h",
@@ -775,6 +789,6 @@ mod tests {
             };
             assert_eq!(created, replayed);
         }
-        assert_eq!(ids(&one, 2).len(), rounds as usize);
+        assert_eq!(ids(&one, Partition::from_raw(2)).len(), rounds as usize);
     }
 }

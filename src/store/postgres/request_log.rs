@@ -2,12 +2,12 @@
 //! redb's `(partition, time_us, sequence)`; `seq` comes from the `request_log_ids` sequence, so
 //! an entry goes after every entry appended before it.
 
-use super::{Patience, PgStore, PgTx, big, count, micros, row_json, to_json, unbig};
+use super::{Patience, PgStore, PgTx, big, big_partition, count, micros, row_json, to_json, unbig};
 use crate::core::clock::Timestamp;
 use crate::store::request_log::{
     EntryFilter, LogPage, LogPosition, PAGE_SCAN_LIMIT, RequestLogStore, StatusFilter,
 };
-use crate::store::{RequestLogRow, StoreError};
+use crate::store::{Partition, RequestLogRow, StoreError};
 
 /// Entries deleted per transaction by a purge, so it never holds many rows for long.
 const PURGE_CHUNK: usize = 10_000;
@@ -60,7 +60,7 @@ fn status_range(filter: StatusFilter) -> (i32, i32) {
 }
 
 impl RequestLogStore for PgStore {
-    fn append_requests(&self, entries: &[(u64, RequestLogRow)]) -> Result<(), StoreError> {
+    fn append_requests(&self, entries: &[(Partition, RequestLogRow)]) -> Result<(), StoreError> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -69,7 +69,7 @@ impl RequestLogStore for PgStore {
         let mut statuses = Vec::with_capacity(entries.len());
         let mut data = Vec::with_capacity(entries.len());
         for (partition, row) in entries {
-            partitions.push(big(*partition));
+            partitions.push(big_partition(*partition));
             times.push(micros(row.time));
             statuses.push(i32::from(row.status));
             data.push(to_json(row)?);
@@ -91,7 +91,7 @@ impl RequestLogStore for PgStore {
 
     fn requests_page(
         &self,
-        partition: u64,
+        partition: Partition,
         before: Option<LogPosition>,
         limit: usize,
         filter: &EntryFilter,
@@ -117,7 +117,7 @@ impl RequestLogStore for PgStore {
         let rows = tx.query(
             PAGE,
             &[
-                &big(partition),
+                &big_partition(partition),
                 &time,
                 &seq,
                 &low,
@@ -160,12 +160,16 @@ impl RequestLogStore for PgStore {
         })
     }
 
-    fn purge_partition_requests(&self, partition: u64, limit: usize) -> Result<usize, StoreError> {
+    fn purge_partition_requests(
+        &self,
+        partition: Partition,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
         let (removed, _) = self.write_unit_within(Patience::Maintenance, |tx| {
             tx.execute(
                 "DELETE FROM request_log WHERE ctid = ANY(ARRAY(
                      SELECT ctid FROM request_log WHERE partition = $1 LIMIT $2))",
-                &[&big(partition), &count(limit)],
+                &[&big_partition(partition), &count(limit)],
             )
         })?;
         Ok(usize::try_from(removed).unwrap_or(usize::MAX))
@@ -201,7 +205,7 @@ mod tests {
     use crate::store::request_log::{
         EntryFilter, LogPosition, PAGE_SCAN_LIMIT, RequestLogStore, StatusFilter,
     };
-    use crate::store::{Environment, KeyHolder, RequestLogRow};
+    use crate::store::{Environment, KeyHolder, Partition, RequestLogRow};
 
     fn entry(time: i64, status: u16, request_id: String) -> RequestLogRow {
         // Errors name a code and a holder; some calls are writes.
@@ -236,7 +240,7 @@ mod tests {
     /// `next` names (looked up in `names`).
     fn walk(
         log: &dyn RequestLogStore,
-        partition: u64,
+        partition: Partition,
         limit: usize,
         filter: &EntryFilter,
         names: &HashMap<(u64, u64), String>,
@@ -261,7 +265,7 @@ mod tests {
     }
 
     /// Every entry of `partition`, newest first, by position.
-    fn positions(log: &dyn RequestLogStore, partition: u64) -> Vec<(LogPosition, String)> {
+    fn positions(log: &dyn RequestLogStore, partition: Partition) -> Vec<(LogPosition, String)> {
         let mut all = Vec::new();
         let mut before = None;
         loop {
@@ -305,17 +309,20 @@ mod tests {
             };
             // Three entries per time, so positions within one time matter.
             let time = 1_000_000 + (i / 3) as i64;
-            entries.push((7, entry(time, status, format!("r7-{i}"))));
+            entries.push((
+                Partition::from_raw(7),
+                entry(time, status, format!("r7-{i}")),
+            ));
             if i % 40 == 0 {
-                entries.push((6, entry(time, 200, format!("r6-{i}"))));
-                entries.push((8, entry(time, 500, format!("r8-{i}"))));
+                entries.push((Partition::from_raw(6), entry(time, 200, format!("r6-{i}"))));
+                entries.push((Partition::from_raw(8), entry(time, 500, format!("r8-{i}"))));
             }
         }
         for batch in entries.chunks(97) {
             redb.append_requests(batch).unwrap();
             pg.append_requests(batch).unwrap();
         }
-        for partition in [6, 7, 8, 9] {
+        for partition in [6, 7, 8, 9].map(Partition::from_raw) {
             let from_redb = positions(&redb, partition);
             let from_pg = positions(&pg, partition);
             let ids = |all: &[(LogPosition, String)]| -> Vec<String> {
@@ -323,8 +330,8 @@ mod tests {
             };
             assert_eq!(ids(&from_pg), ids(&from_redb), "partition {partition}");
         }
-        let redb_names = names(&positions(&redb, 7));
-        let pg_names = names(&positions(&pg, 7));
+        let redb_names = names(&positions(&redb, Partition::from_raw(7)));
+        let pg_names = names(&positions(&pg, Partition::from_raw(7)));
         assert_eq!(pg_names.len(), total);
         let filters = [
             status(StatusFilter::Any),
@@ -361,8 +368,8 @@ mod tests {
                 if limit == 1 && *filter == EntryFilter::default() {
                     continue;
                 }
-                let expected = walk(&redb, 7, limit, filter, &redb_names);
-                let got = walk(&pg, 7, limit, filter, &pg_names);
+                let expected = walk(&redb, Partition::from_raw(7), limit, filter, &redb_names);
+                let got = walk(&pg, Partition::from_raw(7), limit, filter, &pg_names);
                 for (n, (got, expected)) in got.iter().zip(&expected).enumerate() {
                     assert_eq!(got, expected, "{filter:?}, limit {limit}, page {n}");
                 }
@@ -371,7 +378,12 @@ mod tests {
         }
         // The 5xx page that meets the scan limit ends early, with where to read on.
         let page = pg
-            .requests_page(7, None, 1000, &status(StatusFilter::Class(5)))
+            .requests_page(
+                Partition::from_raw(7),
+                None,
+                1000,
+                &status(StatusFilter::Class(5)),
+            )
             .unwrap();
         assert_eq!(page.entries.len(), 10);
         assert!(page.next.is_some());
@@ -391,7 +403,7 @@ mod tests {
         let entries: Vec<_> = ids
             .iter()
             .enumerate()
-            .map(|(i, id)| (3, entry(at(i).0, 200, id.clone())))
+            .map(|(i, id)| (Partition::from_raw(3), entry(at(i).0, 200, id.clone())))
             .collect();
         for batch in entries.chunks(1000) {
             redb.append_requests(batch).unwrap();
@@ -404,7 +416,9 @@ mod tests {
                 request_id: Some(ids[0].clone()),
                 ..EntryFilter::default()
             };
-            let page = log.requests_page(3, None, 10, &filter).unwrap();
+            let page = log
+                .requests_page(Partition::from_raw(3), None, 10, &filter)
+                .unwrap();
             let found: Vec<&str> = page
                 .entries
                 .iter()
@@ -414,10 +428,12 @@ mod tests {
             assert_eq!(page.next, None);
             // From a cursor past it, or in another partition, nothing.
             let (position, _) = page.entries[0];
-            let none = log.requests_page(3, Some(position), 10, &filter).unwrap();
+            let none = log
+                .requests_page(Partition::from_raw(3), Some(position), 10, &filter)
+                .unwrap();
             assert!(none.entries.is_empty() && none.next.is_none());
             assert!(
-                log.requests_page(4, None, 10, &filter)
+                log.requests_page(Partition::from_raw(4), None, 10, &filter)
                     .unwrap()
                     .entries
                     .is_empty()
@@ -427,7 +443,9 @@ mod tests {
                 request_id: Some("req_0f3k9x2m4n8p1q7r".into()),
                 ..EntryFilter::default()
             };
-            let page = log.requests_page(3, None, 10, &filter).unwrap();
+            let page = log
+                .requests_page(Partition::from_raw(3), None, 10, &filter)
+                .unwrap();
             assert!(page.entries.is_empty());
             assert!(page.next.is_some(), "the scan limit ends the page");
         }
@@ -436,16 +454,18 @@ mod tests {
     #[test]
     fn entries_of_one_time_keep_their_order_within_and_across_appends() {
         let pg = test_store();
-        let batch = |from: usize| -> Vec<(u64, RequestLogRow)> {
+        let batch = |from: usize| -> Vec<(Partition, RequestLogRow)> {
             (from..from + 3)
-                .map(|i| (1, entry(500, 200, format!("e{i}"))))
+                .map(|i| (Partition::from_raw(1), entry(500, 200, format!("e{i}"))))
                 .collect()
         };
         pg.append_requests(&batch(0)).unwrap();
         pg.append_requests(&[]).unwrap();
         pg.append_requests(&batch(3)).unwrap();
         let any = EntryFilter::default();
-        let page = pg.requests_page(1, None, 4, &any).unwrap();
+        let page = pg
+            .requests_page(Partition::from_raw(1), None, 4, &any)
+            .unwrap();
         let ids: Vec<&str> = page
             .entries
             .iter()
@@ -453,7 +473,9 @@ mod tests {
             .collect();
         assert_eq!(ids, ["e5", "e4", "e3", "e2"]);
         // `before` is exclusive; the last page has no `next`.
-        let rest = pg.requests_page(1, page.next, 4, &any).unwrap();
+        let rest = pg
+            .requests_page(Partition::from_raw(1), page.next, 4, &any)
+            .unwrap();
         let ids: Vec<&str> = rest
             .entries
             .iter()
@@ -462,7 +484,9 @@ mod tests {
         assert_eq!(ids, ["e1", "e0"]);
         assert!(rest.next.is_none());
         // A page that ends exactly at the oldest entry has no `next` either.
-        let exact = pg.requests_page(1, None, 6, &any).unwrap();
+        let exact = pg
+            .requests_page(Partition::from_raw(1), None, 6, &any)
+            .unwrap();
         assert_eq!(exact.entries.len(), 6);
         assert!(exact.next.is_none());
     }
@@ -479,14 +503,19 @@ mod tests {
                     barrier.wait();
                     for b in 0..BATCHES {
                         let batch: Vec<_> = (0..5)
-                            .map(|i| (1, entry(700, 200, format!("n{node}-{}", b * 5 + i))))
+                            .map(|i| {
+                                (
+                                    Partition::from_raw(1),
+                                    entry(700, 200, format!("n{node}-{}", b * 5 + i)),
+                                )
+                            })
                             .collect();
                         pg.append_requests(&batch).unwrap();
                     }
                 });
             }
         });
-        let all = positions(&pg, 1);
+        let all = positions(&pg, Partition::from_raw(1));
         assert_eq!(all.len(), 2 * BATCHES * 5);
         for node in 0..2 {
             // Newest first: each node's entries count down.
@@ -510,14 +539,14 @@ mod tests {
         let old: Vec<_> = (0..PURGE_CHUNK + 10)
             .map(|i| {
                 (
-                    (i % 3) as u64,
+                    Partition::from_raw((i % 3) as u64),
                     entry(100 + (i % 50) as i64, 200, format!("o{i}")),
                 )
             })
             .collect();
         pg.append_requests(&old).unwrap();
         let new: Vec<_> = (0..3u64)
-            .map(|p| (p, entry(150, 200, format!("n{p}"))))
+            .map(|p| (Partition::from_raw(p), entry(150, 200, format!("n{p}"))))
             .collect();
         pg.append_requests(&new).unwrap();
         // Older than the cutoff, not at it.
@@ -527,7 +556,10 @@ mod tests {
             PURGE_CHUNK + 10
         );
         for p in 0..3 {
-            let left: Vec<String> = positions(&pg, p).into_iter().map(|(_, id)| id).collect();
+            let left: Vec<String> = positions(&pg, Partition::from_raw(p))
+                .into_iter()
+                .map(|(_, id)| id)
+                .collect();
             assert_eq!(left, [format!("n{p}")]);
         }
         assert_eq!(pg.purge_requests_before(Timestamp(151)).unwrap(), 3);

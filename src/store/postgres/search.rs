@@ -7,10 +7,10 @@
 
 use tokio_postgres::error::SqlState;
 
-use super::{PgTx, big, id_bytes, id_from_bytes};
+use super::{PgTx, big_partition, id_bytes, id_from_bytes};
 use crate::core::clock::Timestamp;
-use crate::store::StoreError;
 use crate::store::records::{SearchVisitor, TextSearch, TextSearchEnd};
+use crate::store::{Partition, StoreError};
 
 /// Rows fetched per statement: a page needs at most 31, a visitor that rejects some asks again.
 const CHUNK: i64 = 64;
@@ -49,7 +49,7 @@ fn is_timeout(err: &StoreError) -> bool {
 impl TextSearch for PgTx<'_> {
     fn search_text(
         &self,
-        partition: u64,
+        partition: Partition,
         folded_q: &str,
         lower: u128,
         upper: u128,
@@ -86,7 +86,7 @@ impl TextSearch for PgTx<'_> {
 impl PgTx<'_> {
     fn search_chunks(
         &self,
-        partition: u64,
+        partition: Partition,
         folded_q: &str,
         lower: u128,
         mut upper: u128,
@@ -101,7 +101,7 @@ impl PgTx<'_> {
                  WHERE partition = $1 AND id >= $2 AND id <= $3 AND folded LIKE $4
                  ORDER BY id DESC LIMIT $5",
                 &[
-                    &big(partition),
+                    &big_partition(partition),
                     &&lower_key[..],
                     &&upper_key[..],
                     &pattern,

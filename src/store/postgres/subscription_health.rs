@@ -10,20 +10,20 @@
 //! alone (`records`); everything else reads the settings with their health
 //! ([`settings_with_health`]).
 
-use super::{PgTx, big, from_json, to_json};
-use crate::store::{StoreError, SubscriptionHealth, WebhookSettingsRow};
+use super::{PgTx, big_partition, from_json, to_json};
+use crate::store::{Partition, StoreError, SubscriptionHealth, WebhookSettingsRow};
 
 /// The settings of `partition`, each subscription with its health (none noted yet: the
 /// default).
 pub(super) fn settings_with_health(
     tx: &PgTx<'_>,
-    partition: u64,
+    partition: Partition,
 ) -> Result<Option<WebhookSettingsRow>, StoreError> {
     let rows = tx.query(
         "SELECT NULL::integer, data FROM owner_webhooks WHERE partition = $1 \
          UNION ALL \
          SELECT subscription, data FROM subscription_health WHERE partition = $1",
-        &[&big(partition)],
+        &[&big_partition(partition)],
     )?;
     let mut settings: Option<WebhookSettingsRow> = None;
     let mut health = Vec::new();
@@ -52,7 +52,7 @@ pub(super) fn settings_with_health(
 /// settings no longer have.
 pub(super) fn put_settings(
     tx: &mut PgTx<'_>,
-    partition: u64,
+    partition: Partition,
     settings: &WebhookSettingsRow,
 ) -> Result<(), StoreError> {
     let mut without_health = settings.clone();
@@ -62,7 +62,7 @@ pub(super) fn put_settings(
     tx.execute(
         "INSERT INTO owner_webhooks (partition, data) VALUES ($1, $2) \
          ON CONFLICT (partition) DO UPDATE SET data = EXCLUDED.data",
-        &[&big(partition), &to_json(&without_health)?],
+        &[&big_partition(partition), &to_json(&without_health)?],
     )?;
     let health: Vec<(u32, SubscriptionHealth)> = settings
         .subscriptions
@@ -73,7 +73,7 @@ pub(super) fn put_settings(
     tx.execute(
         "DELETE FROM subscription_health \
          WHERE partition = $1 AND NOT (subscription = ANY($2::integer[]))",
-        &[&big(partition), &ids],
+        &[&big_partition(partition), &ids],
     )?;
     upsert(tx, partition, &health)
 }
@@ -81,12 +81,12 @@ pub(super) fn put_settings(
 /// Replaces the health of the subscriptions in `health` that `partition`'s settings have.
 pub(super) fn put_health(
     tx: &mut PgTx<'_>,
-    partition: u64,
+    partition: Partition,
     health: &[(u32, SubscriptionHealth)],
 ) -> Result<(), StoreError> {
     let Some(row) = tx.query_opt(
         "SELECT data FROM owner_webhooks WHERE partition = $1",
-        &[&big(partition)],
+        &[&big_partition(partition)],
     )?
     else {
         return Ok(());
@@ -103,7 +103,7 @@ pub(super) fn put_health(
 /// Writes each `(id, health)` of `partition` into its row.
 fn upsert(
     tx: &mut PgTx<'_>,
-    partition: u64,
+    partition: Partition,
     health: &[(u32, SubscriptionHealth)],
 ) -> Result<(), StoreError> {
     let (ids, data) = columns(health)?;
@@ -111,16 +111,16 @@ fn upsert(
         "INSERT INTO subscription_health (partition, subscription, data) \
          SELECT $1, * FROM unnest($2::integer[], $3::bytea[]) \
          ON CONFLICT (partition, subscription) DO UPDATE SET data = EXCLUDED.data",
-        &[&big(partition), &ids, &data],
+        &[&big_partition(partition), &ids, &data],
     )?;
     Ok(())
 }
 
 /// Removes the health of every subscription of `partition`.
-pub(super) fn delete_health(tx: &mut PgTx<'_>, partition: u64) -> Result<(), StoreError> {
+pub(super) fn delete_health(tx: &mut PgTx<'_>, partition: Partition) -> Result<(), StoreError> {
     tx.execute(
         "DELETE FROM subscription_health WHERE partition = $1",
-        &[&big(partition)],
+        &[&big_partition(partition)],
     )?;
     Ok(())
 }

@@ -2,14 +2,14 @@
 //! typed writes the services use, records and the rows no service writes (idempotency keys,
 //! attempts, usage) in bulk; then the id sequences are moved past every id copied.
 
-use super::{Patience, PgStore, PgTx, big, id_bytes, micros, to_json, unbig};
+use super::{Patience, PgStore, PgTx, big, big_partition, id_bytes, micros, to_json, unbig};
 use crate::store::accounts::AccountsWrite;
 use crate::store::endpoints::EndpointsWrite;
 use crate::store::mail::MailWrite;
 use crate::store::records::searchable_text;
 use crate::store::transfer::{Counts, Import, Item, Kind};
 use crate::store::webhooks::WebhooksWrite;
-use crate::store::{IdKind, StoreError};
+use crate::store::{IdKind, Partition, StoreError};
 
 /// Each kind's table, to count what the database holds.
 const TABLES: [(Kind, &str); 16] = [
@@ -83,7 +83,7 @@ impl Import for PgStore {
                             "INSERT INTO idempotency (partition, key, created_at, data)
                              VALUES ($1, $2, $3, $4)",
                             &[
-                                &big(*partition),
+                                &big_partition(*partition),
                                 key,
                                 &micros(row.created_at),
                                 &to_json(row)?,
@@ -131,7 +131,7 @@ impl Import for PgStore {
                                  DO UPDATE SET calls = {table}.calls + EXCLUDED.calls"
                             ),
                             &[
-                                &big(calls.partition),
+                                &big_partition(calls.partition),
                                 &i32::try_from(period).unwrap_or(i32::MAX),
                                 &big(calls.calls),
                             ],
@@ -187,8 +187,8 @@ struct Bulk {
 }
 
 impl Bulk {
-    fn push(&mut self, partition: u64, row: &crate::store::records::RecordRow) {
-        self.partitions.push(big(partition));
+    fn push(&mut self, partition: Partition, row: &crate::store::records::RecordRow) {
+        self.partitions.push(big_partition(partition));
         self.ids.push(id_bytes(row.id.0));
         self.updated_at.push(row.updated_at.as_micros());
         self.payloads.push(row.payload.clone());

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 
-use super::{PgStore, PgTx, big, unbig};
-use crate::store::StoreError;
+use super::{PgStore, PgTx, big, big_partition, unbig};
 use crate::store::usage::{CallsDelta, UsageStore};
+use crate::store::{Partition, StoreError};
 
 /// A `yyyymm` or `yyyymmdd` period as the `integer` it is stored as.
 fn period(value: u32) -> i32 {
@@ -16,12 +16,12 @@ fn period(value: u32) -> i32 {
 
 /// The deltas of one table, added up per `(partition, period)` (one statement may change a row
 /// only once) and in key order, so concurrent flushes lock rows in the same order.
-fn columns(sums: BTreeMap<(u64, u32), u64>) -> (Vec<i64>, Vec<i32>, Vec<i64>) {
+fn columns(sums: BTreeMap<(Partition, u32), u64>) -> (Vec<i64>, Vec<i32>, Vec<i64>) {
     let mut partitions = Vec::with_capacity(sums.len());
     let mut periods = Vec::with_capacity(sums.len());
     let mut calls = Vec::with_capacity(sums.len());
     for ((partition, at), n) in sums {
-        partitions.push(big(partition));
+        partitions.push(big_partition(partition));
         periods.push(period(at));
         calls.push(big(n));
     }
@@ -66,7 +66,7 @@ impl UsageStore for PgStore {
 
     fn monthly_calls(
         &self,
-        partition: u64,
+        partition: Partition,
         months: RangeInclusive<u32>,
     ) -> Result<Vec<(u32, u64)>, StoreError> {
         calls(
@@ -80,7 +80,7 @@ impl UsageStore for PgStore {
 
     fn daily_calls(
         &self,
-        partition: u64,
+        partition: Partition,
         days: RangeInclusive<u32>,
     ) -> Result<Vec<(u32, u64)>, StoreError> {
         calls(
@@ -98,13 +98,13 @@ impl UsageStore for PgStore {
 fn calls(
     tx: &PgTx,
     sql: &str,
-    partition: u64,
+    partition: Partition,
     periods: RangeInclusive<u32>,
 ) -> Result<Vec<(u32, u64)>, StoreError> {
     tx.query(
         sql,
         &[
-            &big(partition),
+            &big_partition(partition),
             &period(*periods.start()),
             &period(*periods.end()),
         ],

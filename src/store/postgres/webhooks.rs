@@ -10,11 +10,13 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::records::sql_limit;
 use super::subscription_health;
-use super::{PgStore, PgTx, big, from_json, id_bytes, to_json, unbig};
+use super::{
+    PgStore, PgTx, big, big_partition, from_json, id_bytes, to_json, unbig, unbig_partition,
+};
 use crate::core::clock::Timestamp;
 use crate::store::webhooks::{AttemptOutcome, DueDelivery, Settled, WebhooksRead, WebhooksWrite};
 use crate::store::{
-    AttemptRow, DeliveryRow, DeliveryState, StoreError, StoreGauges, SubscriptionHealth,
+    AttemptRow, DeliveryRow, DeliveryState, Partition, StoreError, StoreGauges, SubscriptionHealth,
     WebhookSecretRow, WebhookSettingsRow, time_from_key, time_key,
 };
 
@@ -31,15 +33,18 @@ fn decode_all<T: serde::de::DeserializeOwned>(
 }
 
 impl WebhooksRead for PgTx<'_> {
-    fn webhook_secret(&self, partition: u64) -> Result<Option<WebhookSecretRow>, StoreError> {
+    fn webhook_secret(&self, partition: Partition) -> Result<Option<WebhookSecretRow>, StoreError> {
         let row = self.query_opt(
             "SELECT data FROM webhook_secrets WHERE partition = $1",
-            &[&big(partition)],
+            &[&big_partition(partition)],
         )?;
         row.map(|row| from_json(row.try_get(0)?)).transpose()
     }
 
-    fn webhook_settings(&self, partition: u64) -> Result<Option<WebhookSettingsRow>, StoreError> {
+    fn webhook_settings(
+        &self,
+        partition: Partition,
+    ) -> Result<Option<WebhookSettingsRow>, StoreError> {
         subscription_health::settings_with_health(self, partition)
     }
 
@@ -60,7 +65,7 @@ impl WebhooksRead for PgTx<'_> {
 
     fn delivery_page(
         &self,
-        partition: u64,
+        partition: Partition,
         record: Option<u128>,
         before: u64,
         limit: usize,
@@ -69,14 +74,14 @@ impl WebhooksRead for PgTx<'_> {
             None => self.query(
                 "SELECT data FROM deliveries WHERE partition = $1 AND id < $2 \
                  ORDER BY id DESC LIMIT $3",
-                &[&big(partition), &big(before), &sql_limit(limit)],
+                &[&big_partition(partition), &big(before), &sql_limit(limit)],
             )?,
             Some(record) => self.query(
                 "SELECT data FROM deliveries \
                  WHERE partition = $1 AND record_id = $2 AND id < $3 \
                  ORDER BY id DESC LIMIT $4",
                 &[
-                    &big(partition),
+                    &big_partition(partition),
                     &&id_bytes(record)[..],
                     &big(before),
                     &sql_limit(limit),
@@ -88,24 +93,24 @@ impl WebhooksRead for PgTx<'_> {
 
     fn deliveries_after(
         &self,
-        partition: u64,
+        partition: Partition,
         after: u64,
         limit: usize,
     ) -> Result<Vec<DeliveryRow>, StoreError> {
         let rows = self.query(
             "SELECT data FROM deliveries WHERE partition = $1 AND id > $2 ORDER BY id LIMIT $3",
-            &[&big(partition), &big(after), &sql_limit(limit)],
+            &[&big_partition(partition), &big(after), &sql_limit(limit)],
         )?;
         decode_all(&rows)
     }
 
-    fn recovering_settings(&self) -> Result<Vec<(u64, WebhookSettingsRow)>, StoreError> {
+    fn recovering_settings(&self) -> Result<Vec<(Partition, WebhookSettingsRow)>, StoreError> {
         let rows = self.query("SELECT partition, data FROM owner_webhooks", &[])?;
         let mut out = Vec::new();
         for row in &rows {
             let settings: WebhookSettingsRow = from_json(row.try_get(1)?)?;
             if settings.recovering() {
-                let partition = unbig(row.try_get(0)?);
+                let partition = unbig_partition(row.try_get(0)?);
                 if let Some(settings) = subscription_health::settings_with_health(self, partition)?
                 {
                     out.push((partition, settings));
@@ -179,28 +184,28 @@ impl WebhooksRead for PgTx<'_> {
 impl WebhooksWrite for PgTx<'_> {
     fn put_webhook_secret(
         &mut self,
-        partition: u64,
+        partition: Partition,
         row: &WebhookSecretRow,
     ) -> Result<(), StoreError> {
         self.execute(
             "INSERT INTO webhook_secrets (partition, data) VALUES ($1, $2) \
              ON CONFLICT (partition) DO UPDATE SET data = EXCLUDED.data",
-            &[&big(partition), &to_json(row)?],
+            &[&big_partition(partition), &to_json(row)?],
         )?;
         Ok(())
     }
 
-    fn delete_webhook_secret(&mut self, partition: u64) -> Result<bool, StoreError> {
+    fn delete_webhook_secret(&mut self, partition: Partition) -> Result<bool, StoreError> {
         let removed = self.execute(
             "DELETE FROM webhook_secrets WHERE partition = $1",
-            &[&big(partition)],
+            &[&big_partition(partition)],
         )?;
         Ok(removed > 0)
     }
 
     fn put_webhook_settings(
         &mut self,
-        partition: u64,
+        partition: Partition,
         row: &WebhookSettingsRow,
     ) -> Result<(), StoreError> {
         subscription_health::put_settings(self, partition, row)?;
@@ -208,18 +213,18 @@ impl WebhooksWrite for PgTx<'_> {
         Ok(())
     }
 
-    fn delete_webhook_settings(&mut self, partition: u64) -> Result<bool, StoreError> {
+    fn delete_webhook_settings(&mut self, partition: Partition) -> Result<bool, StoreError> {
         subscription_health::delete_health(self, partition)?;
         let removed = self.execute(
             "DELETE FROM owner_webhooks WHERE partition = $1",
-            &[&big(partition)],
+            &[&big_partition(partition)],
         )?;
         Ok(removed > 0)
     }
 
     fn put_subscription_health(
         &mut self,
-        partition: u64,
+        partition: Partition,
         health: &[(u32, SubscriptionHealth)],
     ) -> Result<(), StoreError> {
         subscription_health::put_health(self, partition, health)
@@ -233,7 +238,7 @@ impl WebhooksWrite for PgTx<'_> {
                  record_id = EXCLUDED.record_id, data = EXCLUDED.data",
             &[
                 &big(row.id),
-                &big(row.partition),
+                &big_partition(row.partition),
                 &&id_bytes(row.record_id)[..],
                 &to_json(row)?,
             ],
@@ -409,7 +414,7 @@ pub(super) mod tests {
     use crate::core::config::{PostgresConfig, PostgresTls, Secret};
     use crate::store::conformance::webhooks::{delivery, due_ids, listed, outcome};
     use crate::store::webhooks::{AfterAttempt, AttemptOutcome, WebhooksRead, WebhooksWrite};
-    use crate::store::{DeliveryRow, Store, StoreGauges};
+    use crate::store::{DeliveryRow, Partition, Store, StoreGauges};
 
     /// Two stores on one new database: two nodes of a cluster.
     pub(in crate::store::postgres) fn two_nodes() -> (PgStore, PgStore) {
@@ -437,8 +442,10 @@ pub(super) mod tests {
     fn two_nodes_recording_one_attempt_apply_it_once() {
         let (one, two) = two_nodes();
         let ids: Vec<u64> = (1..=6).collect();
-        let rows: Vec<(DeliveryRow, i64)> =
-            ids.iter().map(|id| (delivery(*id, 2, 1), 10)).collect();
+        let rows: Vec<(DeliveryRow, i64)> = ids
+            .iter()
+            .map(|id| (delivery(*id, Partition::from_raw(2), 1), 10))
+            .collect();
         listed(&one, &rows);
         let barrier = Barrier::new(2);
         let record = |store: &PgStore, order: &[u64]| {
@@ -509,14 +516,14 @@ pub(super) mod tests {
         listed(
             &store,
             &[
-                (delivery(1, 2, 1), 10),
-                (delivery(2, 2, 1), 20),
-                (delivery(3, 2, 1), 30),
-                (delivery(4, 2, 1), 40),
+                (delivery(1, Partition::from_raw(2), 1), 10),
+                (delivery(2, Partition::from_raw(2), 1), 20),
+                (delivery(3, Partition::from_raw(2), 1), 30),
+                (delivery(4, Partition::from_raw(2), 1), 40),
             ],
         );
         store
-            .write_unit(|tx| tx.put_delivery(&delivery(5, 2, 1)))
+            .write_unit(|tx| tx.put_delivery(&delivery(5, Partition::from_raw(2), 1)))
             .unwrap();
         store
             .write_unit(|tx| {

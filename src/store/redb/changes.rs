@@ -6,8 +6,8 @@ use super::{
     CHANGES, CHANGES_TRIMMED_UPTO, LAST_CHANGE_SEQ, META, RECORDS, RedbStore, read_counter,
     write_counter,
 };
-use crate::store::StoreError;
 use crate::store::changes::{ChangeEntry, ChangeLogBounds, ChangedRecord, ChangesStore, Replay};
+use crate::store::{Partition, StoreError};
 
 impl ChangesStore for RedbStore {
     fn change_log_bounds(&self) -> Result<ChangeLogBounds, StoreError> {
@@ -33,7 +33,7 @@ impl ChangesStore for RedbStore {
         let mut changed = Vec::with_capacity(entries.len());
         let mut scratch = Vec::new();
         for entry in entries {
-            let payload = match records.get((entry.partition, entry.record_id))? {
+            let payload = match records.get((entry.partition.raw(), entry.record_id))? {
                 Some(value) => Some(self.codec.decode(value.value(), &mut scratch)?.1.to_vec()),
                 None => None,
             };
@@ -52,7 +52,10 @@ impl ChangesStore for RedbStore {
             let (key, value) = entry?;
             let (partition, record_id) = key.value();
             let (_, payload) = self.codec.decode(value.value(), &mut scratch)?;
-            if to.record(partition, record_id, payload).is_break() {
+            if to
+                .record(Partition::from_raw(partition), record_id, payload)
+                .is_break()
+            {
                 break;
             }
         }
@@ -97,7 +100,7 @@ fn entries_after(
         let (partition, record_id) = change.value();
         entries.push(ChangeEntry {
             seq: seq.value(),
-            partition,
+            partition: Partition::from_raw(partition),
             record_id,
         });
     }

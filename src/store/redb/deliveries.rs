@@ -14,7 +14,7 @@ use super::{
 use crate::core::ids::RecordId;
 use crate::store::records::{Change, DeliveryPlanner, NewDelivery};
 use crate::store::webhooks::DueDelivery;
-use crate::store::{StoreError, WebhookSettingsRow};
+use crate::store::{Partition, StoreError, WebhookSettingsRow};
 
 /// `META` counter of the last delivery id handed out.
 const NEXT_DELIVERY_ID: &str = "next_delivery_id";
@@ -28,7 +28,7 @@ pub(super) struct DeliveryTables<'txn> {
     by_record: Table<'txn, (u64, u128, u64), ()>,
     /// Each partition's webhook settings, read and decoded once per batch (nothing else
     /// writes them in its transaction).
-    settings: HashMap<u64, Option<WebhookSettingsRow>>,
+    settings: HashMap<Partition, Option<WebhookSettingsRow>>,
     last_id: u64,
     first_id: u64,
 }
@@ -69,7 +69,7 @@ impl<'txn> DeliveryTables<'txn> {
         let settings = match self.settings.entry(change.partition) {
             Entry::Occupied(known) => known.into_mut(),
             Entry::Vacant(unknown) => {
-                let stored = match self.webhook_settings.get(change.partition)? {
+                let stored = match self.webhook_settings.get(change.partition.raw())? {
                     Some(v) => Some(from_json(v.value())?),
                     None => None,
                 };
@@ -84,7 +84,7 @@ impl<'txn> DeliveryTables<'txn> {
 
     fn insert(
         &mut self,
-        partition: u64,
+        partition: Partition,
         record_id: RecordId,
         mut new: NewDelivery,
     ) -> Result<(), StoreError> {
@@ -101,9 +101,10 @@ impl<'txn> DeliveryTables<'txn> {
         if !skipped {
             list_due(&mut self.due, &due)?;
         }
-        self.by_partition.insert((partition, row.id), record_id.0)?;
+        self.by_partition
+            .insert((partition.raw(), row.id), record_id.0)?;
         self.by_record
-            .insert((partition, record_id.0, row.id), ())?;
+            .insert((partition.raw(), record_id.0, row.id), ())?;
         Ok(())
     }
 }

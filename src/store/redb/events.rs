@@ -11,7 +11,7 @@ use super::{
 };
 use crate::core::ids::RecordId;
 use crate::store::events::{EventBounds, EventPage, EventsStore, StoredEvent, kind_of_code};
-use crate::store::{StoreError, time_from_key, time_key};
+use crate::store::{Partition, StoreError, time_from_key, time_key};
 
 /// A position as the sequence it is on redb: a position above every sequence (one made by
 /// another store) is past every event.
@@ -19,14 +19,16 @@ fn sequence(position: u128) -> u64 {
     u64::try_from(position).unwrap_or(u64::MAX)
 }
 
-fn trimmed(trims: &impl ReadableTable<u64, u64>, partition: u64) -> Result<u128, StoreError> {
-    Ok(trims.get(partition)?.map_or(0, |v| u128::from(v.value())))
+fn trimmed(trims: &impl ReadableTable<u64, u64>, partition: Partition) -> Result<u128, StoreError> {
+    Ok(trims
+        .get(partition.raw())?
+        .map_or(0, |v| u128::from(v.value())))
 }
 
 impl EventsStore for RedbStore {
     fn events_after(
         &self,
-        partition: u64,
+        partition: Partition,
         after: u128,
         limit: usize,
         max_bytes: usize,
@@ -44,13 +46,13 @@ impl EventsStore for RedbStore {
         };
         let mut bytes = 0;
         let mut scratch = Vec::new();
-        for entry in events.range((partition, from)..=(partition, u64::MAX))? {
+        for entry in events.range((partition.raw(), from)..=(partition.raw(), u64::MAX))? {
             if page.events.len() >= limit || (bytes >= max_bytes && !page.events.is_empty()) {
                 break;
             }
             let (key, value) = entry?;
             let (kind, record_id, at) = value.value();
-            let record = match records.get((partition, record_id))? {
+            let record = match records.get((partition.raw(), record_id))? {
                 Some(stored) => {
                     let (updated_at, payload) = self.codec.decode(stored.value(), &mut scratch)?;
                     bytes += payload.len();
@@ -69,11 +71,11 @@ impl EventsStore for RedbStore {
         Ok(page)
     }
 
-    fn event_bounds(&self, partition: u64) -> Result<EventBounds, StoreError> {
+    fn event_bounds(&self, partition: Partition) -> Result<EventBounds, StoreError> {
         let txn = self.read()?;
         let last = txn
             .open_table(EVENTS)?
-            .range((partition, 0)..=(partition, u64::MAX))?
+            .range((partition.raw(), 0)..=(partition.raw(), u64::MAX))?
             .next_back()
             .transpose()?
             .map_or(0, |(key, _)| u128::from(key.value().1));
@@ -84,13 +86,13 @@ impl EventsStore for RedbStore {
         })
     }
 
-    fn event_partitions(&self) -> Result<Vec<u64>, StoreError> {
+    fn event_partitions(&self) -> Result<Vec<Partition>, StoreError> {
         partitions_of(&self.read()?.open_table(EVENTS)?)
     }
 
     fn purge_events_before(
         &self,
-        partition: u64,
+        partition: Partition,
         cutoff: crate::core::clock::Timestamp,
         limit: usize,
     ) -> Result<usize, StoreError> {
@@ -105,13 +107,13 @@ impl EventsStore for RedbStore {
 /// (at most `limit`) and raises the trim mark over them.
 fn purge(
     txn: &WriteTransaction,
-    partition: u64,
+    partition: Partition,
     cutoff: u64,
     limit: usize,
 ) -> Result<usize, StoreError> {
     let mut events = txn.open_table(EVENTS)?;
     let mut doomed = Vec::new();
-    for entry in events.range((partition, 0)..=(partition, u64::MAX))? {
+    for entry in events.range((partition.raw(), 0)..=(partition.raw(), u64::MAX))? {
         let (key, value) = entry?;
         if doomed.len() >= limit || value.value().2 >= cutoff {
             break;
@@ -122,9 +124,10 @@ fn purge(
         return Ok(0);
     };
     for seq in &doomed {
-        events.remove((partition, *seq))?;
+        events.remove((partition.raw(), *seq))?;
     }
-    txn.open_table(EVENTS_TRIMMED)?.insert(partition, last)?;
+    txn.open_table(EVENTS_TRIMMED)?
+        .insert(partition.raw(), last)?;
     Ok(doomed.len())
 }
 
@@ -152,30 +155,39 @@ mod tests {
             payload: format!("{{\"n\":{n}}}").into_bytes(),
             idempotency: None,
         };
-        apply(&store, &[create(1, 1), create(2, 1), create(1, 2)]);
+        apply(
+            &store,
+            &[
+                create(Partition::from_raw(1), 1),
+                create(Partition::from_raw(2), 1),
+                create(Partition::from_raw(1), 2),
+            ],
+        );
         apply(
             &store,
             &[
                 RecordWrite::Replace {
-                    partition: 1,
+                    partition: Partition::from_raw(1),
                     id: rid(1_000, 1),
                     updated_at: Timestamp(2_000),
                     payload: b"{\"n\":10}".to_vec(),
                 },
                 RecordWrite::Delete {
-                    partition: 1,
+                    partition: Partition::from_raw(1),
                     id: rid(1_000, 2),
                     at: Timestamp(3_000),
                 },
                 // Refused: the record does not exist. No event.
                 RecordWrite::Delete {
-                    partition: 1,
+                    partition: Partition::from_raw(1),
                     id: rid(1_000, 9),
                     at: Timestamp(3_000),
                 },
             ],
         );
-        let page = store.events_after(1, 0, 10, 1 << 20).unwrap();
+        let page = store
+            .events_after(Partition::from_raw(1), 0, 10, 1 << 20)
+            .unwrap();
         let seen: Vec<_> = page
             .events
             .iter()
@@ -205,13 +217,27 @@ mod tests {
         assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
         // Limits: by count, and by payload bytes (at least one event).
         assert_eq!(
-            store.events_after(1, 0, 2, 1 << 20).unwrap().events.len(),
+            store
+                .events_after(Partition::from_raw(1), 0, 2, 1 << 20)
+                .unwrap()
+                .events
+                .len(),
             2
         );
-        assert_eq!(store.events_after(1, 0, 10, 1).unwrap().events.len(), 1);
-        assert_eq!(store.event_partitions().unwrap(), [1, 2]);
         assert_eq!(
-            store.event_bounds(1).unwrap(),
+            store
+                .events_after(Partition::from_raw(1), 0, 10, 1)
+                .unwrap()
+                .events
+                .len(),
+            1
+        );
+        assert_eq!(
+            store.event_partitions().unwrap(),
+            [1, 2].map(Partition::from_raw)
+        );
+        assert_eq!(
+            store.event_bounds(Partition::from_raw(1)).unwrap(),
             EventBounds {
                 head: positions[3],
                 trimmed: 0
@@ -220,21 +246,31 @@ mod tests {
 
         // Everything received before 2 000 µs goes: the two creates.
         assert_eq!(
-            store.purge_events_before(1, Timestamp(2_000), 10).unwrap(),
+            store
+                .purge_events_before(Partition::from_raw(1), Timestamp(2_000), 10)
+                .unwrap(),
             2
         );
-        let bounds = store.event_bounds(1).unwrap();
+        let bounds = store.event_bounds(Partition::from_raw(1)).unwrap();
         assert_eq!((bounds.head, bounds.trimmed), (positions[3], positions[1]));
-        let rest = store.events_after(1, positions[1], 10, 1 << 20).unwrap();
+        let rest = store
+            .events_after(Partition::from_raw(1), positions[1], 10, 1 << 20)
+            .unwrap();
         assert_eq!(rest.trimmed, positions[1]);
         assert_eq!(rest.events.len(), 2);
         assert_eq!(
-            store.purge_events_before(1, Timestamp(2_000), 10).unwrap(),
+            store
+                .purge_events_before(Partition::from_raw(1), Timestamp(2_000), 10)
+                .unwrap(),
             0
         );
         // The other partition is untouched.
         assert_eq!(
-            store.events_after(2, 0, 10, 1 << 20).unwrap().events.len(),
+            store
+                .events_after(Partition::from_raw(2), 0, 10, 1 << 20)
+                .unwrap()
+                .events
+                .len(),
             1
         );
     }
@@ -245,7 +281,7 @@ mod tests {
         let store = RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap();
         let version = || {
             store
-                .events_after(1, 0, 10, 1 << 20)
+                .events_after(Partition::from_raw(1), 0, 10, 1 << 20)
                 .unwrap()
                 .access_version
         };
@@ -262,7 +298,7 @@ mod tests {
         apply(
             &store,
             &[RecordWrite::Create {
-                partition: 1,
+                partition: Partition::from_raw(1),
                 id: rid(1_000, 1),
                 payload: b"{}".to_vec(),
                 idempotency: None,

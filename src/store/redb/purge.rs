@@ -10,12 +10,15 @@ use super::{
 use crate::core::clock::Timestamp;
 use crate::store::purge::PurgeStore;
 use crate::store::{
-    DeliveryBrief, DeliveryRow, DeliveryState, IdempotencyRow, StoreError, partition_endpoint,
-    time_key,
+    DeliveryBrief, DeliveryRow, DeliveryState, IdempotencyRow, Partition, StoreError, time_key,
 };
 
 impl PurgeStore for RedbStore {
-    fn purge_partition_rows(&self, partition: u64, limit: usize) -> Result<usize, StoreError> {
+    fn purge_partition_rows(
+        &self,
+        partition: Partition,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
         let txn = self.write()?;
         let mut removed = purge_deliveries(&txn, partition, limit)?;
         if removed < limit {
@@ -28,13 +31,13 @@ impl PurgeStore for RedbStore {
         Ok(removed)
     }
 
-    fn delivery_partitions(&self) -> Result<Vec<u64>, StoreError> {
+    fn delivery_partitions(&self) -> Result<Vec<Partition>, StoreError> {
         partitions_of(&self.read()?.open_table(PARTITION_DELIVERIES)?)
     }
 
     fn purge_deliveries_before(
         &self,
-        partition: u64,
+        partition: Partition,
         cutoff: Timestamp,
         limit: usize,
     ) -> Result<usize, StoreError> {
@@ -49,12 +52,12 @@ impl PurgeStore for RedbStore {
 /// At most `limit` deliveries of `partition`, with their attempts and index entries.
 fn purge_deliveries(
     txn: &WriteTransaction,
-    partition: u64,
+    partition: Partition,
     limit: usize,
 ) -> Result<usize, StoreError> {
     let doomed: Vec<(u64, u128)> = txn
         .open_table(PARTITION_DELIVERIES)?
-        .range((partition, 0)..=(partition, u64::MAX))?
+        .range((partition.raw(), 0)..=(partition.raw(), u64::MAX))?
         .take(limit)
         .map(|e| e.map(|(k, v)| (k.value().1, v.value())))
         .collect::<Result<_, _>>()?;
@@ -67,14 +70,14 @@ fn purge_deliveries(
 /// ones, up to the first finished one made at or after it.
 fn finished_before(
     txn: &WriteTransaction,
-    partition: u64,
+    partition: Partition,
     cutoff: Timestamp,
     limit: usize,
 ) -> Result<Vec<(u64, u128)>, StoreError> {
     let by_partition = txn.open_table(PARTITION_DELIVERIES)?;
     let deliveries = txn.open_table(DELIVERIES)?;
     let mut doomed = Vec::new();
-    for entry in by_partition.range((partition, 0)..=(partition, u64::MAX))? {
+    for entry in by_partition.range((partition.raw(), 0)..=(partition.raw(), u64::MAX))? {
         if doomed.len() == limit {
             break;
         }
@@ -100,7 +103,7 @@ fn finished_before(
 /// due-list entries and index entries.
 fn remove_deliveries(
     txn: &WriteTransaction,
-    partition: u64,
+    partition: Partition,
     doomed: &[(u64, u128)],
 ) -> Result<(), StoreError> {
     let mut by_partition = txn.open_table(PARTITION_DELIVERIES)?;
@@ -116,8 +119,8 @@ fn remove_deliveries(
         if let Some(at) = next_attempt {
             due.remove((time_key(at), id))?;
         }
-        by_partition.remove((partition, id))?;
-        by_record.remove((partition, record_id, id))?;
+        by_partition.remove((partition.raw(), id))?;
+        by_record.remove((partition.raw(), record_id, id))?;
         let numbers: Vec<u32> = attempts
             .range((id, 0)..=(id, u32::MAX))?
             .map(|e| e.map(|(k, _)| k.value().1))
@@ -132,15 +135,15 @@ fn remove_deliveries(
 /// At most `limit` Idempotency-Key claims of `partition`, with their expiry entries.
 fn purge_idempotency(
     txn: &WriteTransaction,
-    partition: u64,
+    partition: Partition,
     limit: usize,
 ) -> Result<usize, StoreError> {
     let mut keys = txn.open_table(IDEMPOTENCY)?;
     let mut doomed: Vec<(String, u64)> = Vec::new();
-    for entry in keys.range((partition, "")..)? {
+    for entry in keys.range((partition.raw(), "")..)? {
         let (key, value) = entry?;
         let (of, idem) = key.value();
-        if of != partition || doomed.len() == limit {
+        if of != partition.raw() || doomed.len() == limit {
             break;
         }
         let row: IdempotencyRow = from_json(value.value())?;
@@ -148,27 +151,27 @@ fn purge_idempotency(
     }
     let mut expiry = txn.open_table(IDEMPOTENCY_EXPIRY)?;
     for (idem, stored) in &doomed {
-        keys.remove((partition, idem.as_str()))?;
-        expiry.remove((*stored, partition, idem.as_str()))?;
+        keys.remove((partition.raw(), idem.as_str()))?;
+        expiry.remove((*stored, partition.raw(), idem.as_str()))?;
     }
     Ok(doomed.len())
 }
 
 /// The partition's usage counts and its endpoint's failure-mail marks: a few rows per month.
-fn purge_small_tables(txn: &WriteTransaction, partition: u64) -> Result<usize, StoreError> {
+fn purge_small_tables(txn: &WriteTransaction, partition: Partition) -> Result<usize, StoreError> {
     let mut removed = 0;
     for table in [USAGE, USAGE_DAYS] {
         let mut table = txn.open_table(table)?;
         let keys: Vec<u32> = table
-            .range((partition, 0)..=(partition, u32::MAX))?
+            .range((partition.raw(), 0)..=(partition.raw(), u32::MAX))?
             .map(|e| e.map(|(k, _)| k.value().1))
             .collect::<Result<_, _>>()?;
         for key in &keys {
-            table.remove((partition, *key))?;
+            table.remove((partition.raw(), *key))?;
         }
         removed += keys.len();
     }
-    let endpoint = partition_endpoint(partition);
+    let endpoint = partition.endpoint();
     let mut marks = txn.open_table(FAILURE_MAILS)?;
     let days: Vec<u64> = marks
         .range((endpoint, 0)..=(endpoint, u64::MAX))?

@@ -20,11 +20,11 @@ use crate::store::records::{
     AppliedBatch, BatchWrite, Change, IdempotencyClaim, RecordRef, RecordRow, RecordWrite,
     RecordsRead, RecordsStore, ScanOrder, SearchVisitor, WriteOutcome,
 };
-use crate::store::{Effects, IdempotencyRow, StoreError, time_key};
+use crate::store::{Effects, IdempotencyRow, Partition, StoreError, time_key};
 
 impl<T: Tables> RecordsRead for T {
-    fn record(&self, partition: u64, id: RecordId) -> Result<Option<RecordRow>, StoreError> {
-        match self.open(RECORDS)?.get((partition, id.0))? {
+    fn record(&self, partition: Partition, id: RecordId) -> Result<Option<RecordRow>, StoreError> {
+        match self.open(RECORDS)?.get((partition.raw(), id.0))? {
             Some(value) => {
                 let mut scratch = Vec::new();
                 let (updated_at, payload) = self.codec().decode(value.value(), &mut scratch)?;
@@ -40,7 +40,7 @@ impl<T: Tables> RecordsRead for T {
 
     fn record_page(
         &self,
-        partition: u64,
+        partition: Partition,
         ids: (Bound<u128>, Bound<u128>),
         order: ScanOrder,
         limit: usize,
@@ -50,8 +50,8 @@ impl<T: Tables> RecordsRead for T {
         // The keys are (partition, id): an unbounded end is the partition's first or last id,
         // never the next partition's records.
         let key = |bound: Bound<u128>, end: u128| match bound {
-            Bound::Unbounded => Bound::Included((partition, end)),
-            bound => bound.map(|id| (partition, id)),
+            Bound::Unbounded => Bound::Included((partition.raw(), end)),
+            bound => bound.map(|id| (partition.raw(), id)),
         };
         let range = records.range::<(u64, u128)>((key(ids.0, 0), key(ids.1, u128::MAX)))?;
         match order {
@@ -60,13 +60,13 @@ impl<T: Tables> RecordsRead for T {
         }
     }
 
-    fn record_partitions(&self) -> Result<Vec<u64>, StoreError> {
+    fn record_partitions(&self) -> Result<Vec<Partition>, StoreError> {
         partitions_of(&self.open(RECORDS)?)
     }
 
     fn visit_newest_first(
         &self,
-        partition: u64,
+        partition: Partition,
         lower: u128,
         upper: u128,
         visit: &mut SearchVisitor<'_>,
@@ -74,7 +74,7 @@ impl<T: Tables> RecordsRead for T {
         let records = self.open(RECORDS)?;
         let mut scratch = Vec::new();
         for entry in records
-            .range((partition, lower)..=(partition, upper))?
+            .range((partition.raw(), lower)..=(partition.raw(), upper))?
             .rev()
         {
             let (key, value) = entry?;
@@ -88,14 +88,14 @@ impl<T: Tables> RecordsRead for T {
 
     fn visit_records(
         &self,
-        partition: u64,
+        partition: Partition,
         ids: &[u128],
         visit: &mut SearchVisitor<'_>,
     ) -> Result<(), StoreError> {
         let records = self.open(RECORDS)?;
         let mut scratch = Vec::new();
         for &id in ids {
-            let Some(value) = records.get((partition, id))? else {
+            let Some(value) = records.get((partition.raw(), id))? else {
                 continue;
             };
             let (updated_at, payload) = self.codec().decode(value.value(), &mut scratch)?;
@@ -161,7 +161,7 @@ impl RecordsStore for RedbStore {
 
     fn purge_partition_before(
         &self,
-        partition: u64,
+        partition: Partition,
         below: u128,
         limit: usize,
     ) -> Result<usize, StoreError> {
@@ -169,13 +169,13 @@ impl RecordsStore for RedbStore {
         let removed = {
             let mut records = txn.open_table(RECORDS)?;
             let ids: Vec<u128> = records
-                .range((partition, 0)..(partition, below))?
+                .range((partition.raw(), 0)..(partition.raw(), below))?
                 .take(limit)
                 .map(|e| e.map(|(k, _)| k.value().1))
                 .collect::<Result<_, _>>()?;
             let mut log = ChangeLog::open(&txn)?;
             for id in &ids {
-                records.remove((partition, *id))?;
+                records.remove((partition.raw(), *id))?;
                 log.append(partition, *id)?;
             }
             log.finish(&txn)?;
@@ -241,9 +241,9 @@ impl<'txn> ChangeLog<'txn> {
         })
     }
 
-    fn append(&mut self, partition: u64, id: u128) -> Result<(), StoreError> {
+    fn append(&mut self, partition: Partition, id: u128) -> Result<(), StoreError> {
         self.last_seq += 1;
-        self.changes.insert(self.last_seq, (partition, id))?;
+        self.changes.insert(self.last_seq, (partition.raw(), id))?;
         Ok(())
     }
 
@@ -297,7 +297,7 @@ impl<'txn> BatchTables<'txn> {
         if let Some(change) = Change::of(write, &outcome) {
             self.log.append(change.partition, change.id.0)?;
             self.events.insert(
-                (change.partition, self.log.last_seq),
+                (change.partition.raw(), self.log.last_seq),
                 (kind_code(change.kind), change.id.0, time_key(change.at)),
             )?;
             self.deliveries.create_for(&change, batch_write.webhooks)?;
@@ -320,15 +320,19 @@ impl<'txn> BatchTables<'txn> {
                     }
                 }
                 self.records.insert(
-                    (*partition, id.0),
+                    (partition.raw(), id.0),
                     self.codec.encode(created_at, payload)?.as_slice(),
                 )?;
                 if let Some(claim) = idempotency {
                     let row = claim.held_for(*id, created_at);
-                    self.idempotency
-                        .insert((*partition, claim.key.as_str()), to_json(&row)?.as_slice())?;
-                    self.idempotency_expiry
-                        .insert((time_key(created_at), *partition, claim.key.as_str()), ())?;
+                    self.idempotency.insert(
+                        (partition.raw(), claim.key.as_str()),
+                        to_json(&row)?.as_slice(),
+                    )?;
+                    self.idempotency_expiry.insert(
+                        (time_key(created_at), partition.raw(), claim.key.as_str()),
+                        (),
+                    )?;
                 }
                 Ok(WriteOutcome::Created {
                     id: *id,
@@ -341,17 +345,17 @@ impl<'txn> BatchTables<'txn> {
                 updated_at,
                 payload,
             } => {
-                if self.records.get((*partition, id.0))?.is_none() {
+                if self.records.get((partition.raw(), id.0))?.is_none() {
                     return Ok(WriteOutcome::NotFound);
                 }
                 self.records.insert(
-                    (*partition, id.0),
+                    (partition.raw(), id.0),
                     self.codec.encode(*updated_at, payload)?.as_slice(),
                 )?;
                 Ok(WriteOutcome::Replaced)
             }
             RecordWrite::Delete { partition, id, .. } => {
-                if self.records.remove((*partition, id.0))?.is_none() {
+                if self.records.remove((partition.raw(), id.0))?.is_none() {
                     return Ok(WriteOutcome::NotFound);
                 }
                 Ok(WriteOutcome::Deleted)
@@ -363,23 +367,26 @@ impl<'txn> BatchTables<'txn> {
     /// when the key answers the create; `None` when it goes ahead, its expired claim dropped.
     fn claimed(
         &mut self,
-        partition: u64,
+        partition: Partition,
         claim: &IdempotencyClaim,
         now: Timestamp,
     ) -> Result<Option<WriteOutcome>, StoreError> {
-        let held: Option<IdempotencyRow> =
-            match self.idempotency.get((partition, claim.key.as_str()))? {
-                Some(v) => Some(from_json(v.value())?),
-                None => None,
-            };
+        let held: Option<IdempotencyRow> = match self
+            .idempotency
+            .get((partition.raw(), claim.key.as_str()))?
+        {
+            Some(v) => Some(from_json(v.value())?),
+            None => None,
+        };
         let answer = claim.answer(held.as_ref(), now)?;
         if let (None, Some(expired)) = (&answer, &held) {
             self.idempotency_expiry.remove((
                 time_key(expired.created_at),
-                partition,
+                partition.raw(),
                 claim.key.as_str(),
             ))?;
-            self.idempotency.remove((partition, claim.key.as_str()))?;
+            self.idempotency
+                .remove((partition.raw(), claim.key.as_str()))?;
         }
         Ok(answer)
     }

@@ -10,7 +10,9 @@ use crate::core::clock::Timestamp;
 use crate::store::request_log::{
     EntryFilter, LogPage, LogPosition, PAGE_SCAN_LIMIT, RequestLogStore,
 };
-use crate::store::{Environment, KeyHolder, RequestLogRow, StoreError, time_from_key, time_key};
+use crate::store::{
+    Environment, KeyHolder, Partition, RequestLogRow, StoreError, time_from_key, time_key,
+};
 
 /// Entries deleted per transaction by a purge, so it never holds the writer for long.
 const PURGE_CHUNK: usize = 10_000;
@@ -18,14 +20,17 @@ const PURGE_CHUNK: usize = 10_000;
 type Key = (u64, u64, u64);
 
 impl RequestLogStore for RedbStore {
-    fn append_requests(&self, entries: &[(u64, RequestLogRow)]) -> Result<(), StoreError> {
+    fn append_requests(&self, entries: &[(Partition, RequestLogRow)]) -> Result<(), StoreError> {
         let txn = self.write()?;
         {
             let mut table = txn.open_table(REQUEST_LOG)?;
             for (partition, row) in entries {
                 let time = time_key(row.time);
                 let sequence = last_sequence(&table, *partition, time)?.saturating_add(1);
-                table.insert((*partition, time, sequence), encode_entry(row).as_slice())?;
+                table.insert(
+                    (partition.raw(), time, sequence),
+                    encode_entry(row).as_slice(),
+                )?;
             }
         }
         txn.commit()?;
@@ -34,18 +39,18 @@ impl RequestLogStore for RedbStore {
 
     fn requests_page(
         &self,
-        partition: u64,
+        partition: Partition,
         before: Option<LogPosition>,
         limit: usize,
         filter: &EntryFilter,
     ) -> Result<LogPage, StoreError> {
-        let mut lower = (partition, 0, 0);
+        let mut lower = (partition.raw(), 0, 0);
         let mut upper = match before {
-            Some(at) => Bound::Excluded((partition, at.time, at.sequence)),
-            None => Bound::Included((partition, u64::MAX, u64::MAX)),
+            Some(at) => Bound::Excluded((partition.raw(), at.time, at.sequence)),
+            None => Bound::Included((partition.raw(), u64::MAX, u64::MAX)),
         };
         if let Some(time) = filter.pinned_time() {
-            lower = (partition, time, 0);
+            lower = (partition.raw(), time, 0);
             match before {
                 Some(at) if at.time < time => {
                     return Ok(LogPage {
@@ -54,7 +59,7 @@ impl RequestLogStore for RedbStore {
                     });
                 }
                 Some(at) if at.time == time => {}
-                _ => upper = Bound::Included((partition, time, u64::MAX)),
+                _ => upper = Bound::Included((partition.raw(), time, u64::MAX)),
             }
         }
         let txn = self.db.begin_read()?;
@@ -86,12 +91,16 @@ impl RequestLogStore for RedbStore {
         })
     }
 
-    fn purge_partition_requests(&self, partition: u64, limit: usize) -> Result<usize, StoreError> {
+    fn purge_partition_requests(
+        &self,
+        partition: Partition,
+        limit: usize,
+    ) -> Result<usize, StoreError> {
         let txn = self.write()?;
         let removed = {
             let mut table = txn.open_table(REQUEST_LOG)?;
             let keys: Vec<Key> = table
-                .range((partition, 0, 0)..=(partition, u64::MAX, u64::MAX))?
+                .range((partition.raw(), 0, 0)..=(partition.raw(), u64::MAX, u64::MAX))?
                 .take(limit)
                 .map(|e| e.map(|(k, _)| k.value()))
                 .collect::<Result<_, _>>()?;
@@ -147,11 +156,11 @@ impl RequestLogStore for RedbStore {
 /// Numbering from the stored entries keeps positions unique across batches and restarts.
 fn last_sequence(
     table: &Table<Key, &'static [u8]>,
-    partition: u64,
+    partition: Partition,
     time: u64,
 ) -> Result<u64, StoreError> {
     let last = table
-        .range((partition, time, 0)..=(partition, time, u64::MAX))?
+        .range((partition.raw(), time, 0)..=(partition.raw(), time, u64::MAX))?
         .next_back()
         .transpose()?;
     Ok(last.map_or(0, |(key, _)| key.value().2))

@@ -3,7 +3,7 @@
 
 use redb::{ReadableTable, TableDefinition};
 
-use crate::store::StoreError;
+use crate::store::{Partition, StoreError};
 
 pub const META: TableDefinition<&str, &[u8]> = TableDefinition::new("meta");
 pub const ACCOUNTS: TableDefinition<u64, &[u8]> = TableDefinition::new("accounts");
@@ -98,7 +98,9 @@ pub const REQUEST_LOG: TableDefinition<(u64, u64, u64), &[u8]> =
 
 /// The partitions that hold a row in `table`, keyed by `(partition, …)` (records, events,
 /// deliveries), in order: one seek per partition, to the first key after the previous one.
-pub fn partitions_of<S, V>(table: &impl ReadableTable<(u64, S), V>) -> Result<Vec<u64>, StoreError>
+pub fn partitions_of<S, V>(
+    table: &impl ReadableTable<(u64, S), V>,
+) -> Result<Vec<Partition>, StoreError>
 where
     S: redb::Key + for<'a> redb::Value<SelfType<'a> = S> + Default + 'static,
     V: redb::Value + 'static,
@@ -109,9 +111,9 @@ where
         let Some(entry) = table.range((start, S::default())..)?.next() else {
             break;
         };
-        let partition = entry?.0.value().0;
-        partitions.push(partition);
-        from = partition.checked_add(1);
+        let raw = entry?.0.value().0;
+        partitions.push(Partition::from_raw(raw));
+        from = raw.checked_add(1);
     }
     Ok(partitions)
 }

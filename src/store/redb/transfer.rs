@@ -21,7 +21,7 @@ use crate::store::records::RecordRow;
 use crate::store::transfer::{Export, Item};
 use crate::store::usage::CallsDelta;
 use crate::store::webhooks::DueDelivery;
-use crate::store::{IdKind, StoreError, time_from_key};
+use crate::store::{IdKind, Partition, StoreError, time_from_key};
 
 /// The `META` counter of each kind of id (`tx.rs` hands them out).
 const COUNTERS: [(IdKind, &str); 6] = [
@@ -158,14 +158,14 @@ fn export_from(
     for entry in txn.open_table(WEBHOOK_SECRETS)?.iter()? {
         let (k, v) = entry?;
         each(Item::WebhookSecret {
-            partition: k.value(),
+            partition: Partition::from_raw(k.value()),
             row: from_json(v.value())?,
         })?;
     }
     for entry in txn.open_table(WEBHOOK_SETTINGS)?.iter()? {
         let (k, v) = entry?;
         each(Item::WebhookSettings {
-            partition: k.value(),
+            partition: Partition::from_raw(k.value()),
             row: from_json(v.value())?,
         })?;
     }
@@ -175,7 +175,7 @@ fn export_from(
         let (partition, id) = k.value();
         let (updated_at, payload) = codec.decode(v.value(), &mut scratch)?;
         each(Item::Record {
-            partition,
+            partition: Partition::from_raw(partition),
             row: RecordRow {
                 id: RecordId(id),
                 updated_at,
@@ -187,7 +187,7 @@ fn export_from(
         let (k, v) = entry?;
         let (partition, key) = k.value();
         each(Item::Idempotency {
-            partition,
+            partition: Partition::from_raw(partition),
             key: key.to_string(),
             row: from_json(v.value())?,
         })?;
@@ -234,7 +234,7 @@ fn export_from(
         let (k, v) = entry?;
         let (partition, month) = k.value();
         each(Item::Calls(CallsDelta {
-            partition,
+            partition: Partition::from_raw(partition),
             month,
             day: 0,
             calls: v.value(),
@@ -244,7 +244,7 @@ fn export_from(
         let (k, v) = entry?;
         let (partition, day) = k.value();
         each(Item::Calls(CallsDelta {
-            partition,
+            partition: Partition::from_raw(partition),
             month: 0,
             day,
             calls: v.value(),

@@ -12,8 +12,8 @@ use super::{
 use crate::core::clock::Timestamp;
 use crate::store::webhooks::{AttemptOutcome, DueDelivery, Settled, WebhooksRead, WebhooksWrite};
 use crate::store::{
-    AttemptRow, DeliveryBrief, DeliveryRow, DeliveryState, StoreError, SubscriptionHealth,
-    WebhookSecretRow, WebhookSettingsRow, time_from_key, time_key,
+    AttemptRow, DeliveryBrief, DeliveryRow, DeliveryState, Partition, StoreError,
+    SubscriptionHealth, WebhookSecretRow, WebhookSettingsRow, time_from_key, time_key,
 };
 
 /// A `DELIVERIES_DUE` key: `(due_at_us, delivery id)`.
@@ -37,15 +37,18 @@ pub(super) fn list_due(
 }
 
 impl<T: Tables> WebhooksRead for T {
-    fn webhook_secret(&self, partition: u64) -> Result<Option<WebhookSecretRow>, StoreError> {
-        match self.open(WEBHOOK_SECRETS)?.get(partition)? {
+    fn webhook_secret(&self, partition: Partition) -> Result<Option<WebhookSecretRow>, StoreError> {
+        match self.open(WEBHOOK_SECRETS)?.get(partition.raw())? {
             Some(value) => Ok(Some(from_json(value.value())?)),
             None => Ok(None),
         }
     }
 
-    fn webhook_settings(&self, partition: u64) -> Result<Option<WebhookSettingsRow>, StoreError> {
-        match self.open(WEBHOOK_SETTINGS)?.get(partition)? {
+    fn webhook_settings(
+        &self,
+        partition: Partition,
+    ) -> Result<Option<WebhookSettingsRow>, StoreError> {
+        match self.open(WEBHOOK_SETTINGS)?.get(partition.raw())? {
             Some(value) => Ok(Some(from_json(value.value())?)),
             None => Ok(None),
         }
@@ -68,14 +71,17 @@ impl<T: Tables> WebhooksRead for T {
 
     fn delivery_briefs(
         &self,
-        partition: u64,
+        partition: Partition,
         before: u64,
         limit: usize,
     ) -> Result<Vec<DeliveryBrief>, StoreError> {
         let index = self.open(PARTITION_DELIVERIES)?;
         let table = self.open(DELIVERIES)?;
         let mut briefs = Vec::with_capacity(limit);
-        for entry in index.range((partition, 0)..(partition, before))?.rev() {
+        for entry in index
+            .range((partition.raw(), 0)..(partition.raw(), before))?
+            .rev()
+        {
             if briefs.len() == limit {
                 break;
             }
@@ -90,7 +96,7 @@ impl<T: Tables> WebhooksRead for T {
 
     fn delivery_page(
         &self,
-        partition: u64,
+        partition: Partition,
         record: Option<u128>,
         before: u64,
         limit: usize,
@@ -99,7 +105,10 @@ impl<T: Tables> WebhooksRead for T {
         match record {
             None => {
                 let index = self.open(PARTITION_DELIVERIES)?;
-                for entry in index.range((partition, 0)..(partition, before))?.rev() {
+                for entry in index
+                    .range((partition.raw(), 0)..(partition.raw(), before))?
+                    .rev()
+                {
                     if ids.len() == limit {
                         break;
                     }
@@ -108,7 +117,7 @@ impl<T: Tables> WebhooksRead for T {
             }
             Some(record) => {
                 let index = self.open(RECORD_DELIVERIES)?;
-                let range = (partition, record, 0)..(partition, record, before);
+                let range = (partition.raw(), record, 0)..(partition.raw(), record, before);
                 for entry in index.range(range)?.rev() {
                     if ids.len() == limit {
                         break;
@@ -122,13 +131,15 @@ impl<T: Tables> WebhooksRead for T {
 
     fn deliveries_after(
         &self,
-        partition: u64,
+        partition: Partition,
         after: u64,
         limit: usize,
     ) -> Result<Vec<DeliveryRow>, StoreError> {
         let index = self.open(PARTITION_DELIVERIES)?;
         let mut ids = Vec::with_capacity(limit);
-        for entry in index.range((partition, after.saturating_add(1))..=(partition, u64::MAX))? {
+        for entry in
+            index.range((partition.raw(), after.saturating_add(1))..=(partition.raw(), u64::MAX))?
+        {
             if ids.len() == limit {
                 break;
             }
@@ -137,13 +148,13 @@ impl<T: Tables> WebhooksRead for T {
         self.deliveries(&ids)
     }
 
-    fn recovering_settings(&self) -> Result<Vec<(u64, WebhookSettingsRow)>, StoreError> {
+    fn recovering_settings(&self) -> Result<Vec<(Partition, WebhookSettingsRow)>, StoreError> {
         let mut out = Vec::new();
         for entry in self.open(WEBHOOK_SETTINGS)?.iter()? {
             let (partition, value) = entry?;
             let settings: WebhookSettingsRow = from_json(value.value())?;
             if settings.recovering() {
-                out.push((partition.value(), settings));
+                out.push((Partition::from_raw(partition.value()), settings));
             }
         }
         Ok(out)
@@ -195,36 +206,42 @@ impl<T: Tables> WebhooksRead for T {
 impl WebhooksWrite for RedbWrite<'_> {
     fn put_webhook_secret(
         &mut self,
-        partition: u64,
+        partition: Partition,
         row: &WebhookSecretRow,
     ) -> Result<(), StoreError> {
         self.table(WEBHOOK_SECRETS)?
-            .insert(partition, to_json(row)?.as_slice())?;
+            .insert(partition.raw(), to_json(row)?.as_slice())?;
         Ok(())
     }
 
-    fn delete_webhook_secret(&mut self, partition: u64) -> Result<bool, StoreError> {
-        Ok(self.table(WEBHOOK_SECRETS)?.remove(partition)?.is_some())
+    fn delete_webhook_secret(&mut self, partition: Partition) -> Result<bool, StoreError> {
+        Ok(self
+            .table(WEBHOOK_SECRETS)?
+            .remove(partition.raw())?
+            .is_some())
     }
 
     fn put_webhook_settings(
         &mut self,
-        partition: u64,
+        partition: Partition,
         row: &WebhookSettingsRow,
     ) -> Result<(), StoreError> {
         self.table(WEBHOOK_SETTINGS)?
-            .insert(partition, to_json(row)?.as_slice())?;
+            .insert(partition.raw(), to_json(row)?.as_slice())?;
         self.effects.recoveries |= row.recovering();
         Ok(())
     }
 
-    fn delete_webhook_settings(&mut self, partition: u64) -> Result<bool, StoreError> {
-        Ok(self.table(WEBHOOK_SETTINGS)?.remove(partition)?.is_some())
+    fn delete_webhook_settings(&mut self, partition: Partition) -> Result<bool, StoreError> {
+        Ok(self
+            .table(WEBHOOK_SETTINGS)?
+            .remove(partition.raw())?
+            .is_some())
     }
 
     fn put_subscription_health(
         &mut self,
-        partition: u64,
+        partition: Partition,
         health: &[(u32, SubscriptionHealth)],
     ) -> Result<(), StoreError> {
         // One writer at a time: the health stays inside the settings' row.
@@ -237,7 +254,7 @@ impl WebhooksWrite for RedbWrite<'_> {
             }
         }
         self.table(WEBHOOK_SETTINGS)?
-            .insert(partition, to_json(&settings)?.as_slice())?;
+            .insert(partition.raw(), to_json(&settings)?.as_slice())?;
         Ok(())
     }
 
@@ -245,9 +262,9 @@ impl WebhooksWrite for RedbWrite<'_> {
         self.table(DELIVERIES)?
             .insert(row.id, to_json(row)?.as_slice())?;
         self.table(PARTITION_DELIVERIES)?
-            .insert((row.partition, row.id), row.record_id)?;
+            .insert((row.partition.raw(), row.id), row.record_id)?;
         self.table(RECORD_DELIVERIES)?
-            .insert((row.partition, row.record_id, row.id), ())?;
+            .insert((row.partition.raw(), row.record_id, row.id), ())?;
         Ok(())
     }
 

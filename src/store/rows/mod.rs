@@ -53,23 +53,50 @@ impl Environment {
     }
 }
 
-/// The partition of one endpoint's data in one environment.
-pub fn partition(endpoint_id: u64, env: Environment) -> u64 {
-    (endpoint_id << 1) | u64::from(env == Environment::Production)
-}
+/// One endpoint's data in one environment: the unit records, events, deliveries, usage counts,
+/// webhook settings and request-log entries are kept and read by.
+///
+/// A store keeps it as its raw number, `endpoint_id << 1 | environment` (production 1), so an
+/// endpoint's two partitions sort together; [`Partition::raw`] and [`Partition::from_raw`] are
+/// for that boundary (a table key, a column, a cursor's bytes) only.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Partition(u64);
 
-/// The environment of a partition.
-pub fn partition_environment(partition: u64) -> Environment {
-    if partition & 1 == 1 {
-        Environment::Production
-    } else {
-        Environment::Sandbox
+impl Partition {
+    pub fn new(endpoint_id: u64, environment: Environment) -> Partition {
+        Partition((endpoint_id << 1) | u64::from(environment == Environment::Production))
+    }
+
+    /// The endpoint whose data it holds.
+    pub fn endpoint(self) -> u64 {
+        self.0 >> 1
+    }
+
+    pub fn environment(self) -> Environment {
+        if self.0 & 1 == 1 {
+            Environment::Production
+        } else {
+            Environment::Sandbox
+        }
+    }
+
+    /// The partition a stored number names.
+    pub const fn from_raw(raw: u64) -> Partition {
+        Partition(raw)
+    }
+
+    /// The number a store keeps.
+    pub const fn raw(self) -> u64 {
+        self.0
     }
 }
 
-/// The endpoint a partition belongs to (the inverse of [`partition`] for the endpoint id).
-pub fn partition_endpoint(partition: u64) -> u64 {
-    partition >> 1
+/// Logs name a partition by its stored number, as they always have.
+impl std::fmt::Display for Partition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
 }
 
 /// Stored times are non-negative microseconds.

@@ -297,7 +297,7 @@ impl From<&DeliveryRow> for DeliveryBrief {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct DeliveryRow {
     pub id: u64,
-    pub partition: u64,
+    pub partition: Partition,
     pub record_id: u128,
     pub kind: WebhookKind,
     /// The owner subscription it was made for (`None` for a caller webhook's, and for those an

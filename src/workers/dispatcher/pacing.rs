@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 
 use crate::core::clock::{MICROS_PER_SECOND, Timestamp};
+use crate::store::Partition;
 
 /// A tenth of a second's deliveries may start together.
 const BURST_DIVISOR: u32 = 10;
@@ -18,7 +19,7 @@ const BURST_DIVISOR: u32 = 10;
 const TIDY_AT: usize = 1024;
 
 /// A subscription: its partition and number.
-pub type SubscriptionKey = (u64, u32);
+pub type SubscriptionKey = (Partition, u32);
 
 /// The pace of `rate` deliveries a second: the interval between starts and how far ahead of
 /// it a start may be, in microseconds.
@@ -81,7 +82,10 @@ mod tests {
         let mut pacing = Pacing::default();
         let mut out = Vec::new();
         for t in 0..ms {
-            while pacing.start((1, 1), rate, at(t)).is_ok() {
+            while pacing
+                .start((Partition::from_raw(1), 1), rate, at(t))
+                .is_ok()
+            {
                 out.push(t);
             }
         }
@@ -93,11 +97,14 @@ mod tests {
         assert_eq!(starts(2, 2000), [0, 500, 1000, 1500]);
         assert_eq!(starts(10, 1000).len(), 10);
         let mut pacing = Pacing::default();
-        assert_eq!(pacing.start((1, 1), 4, at(0)), Ok(()));
-        assert_eq!(pacing.start((1, 1), 4, at(10)), Err(at(250)));
+        assert_eq!(pacing.start((Partition::from_raw(1), 1), 4, at(0)), Ok(()));
+        assert_eq!(
+            pacing.start((Partition::from_raw(1), 1), 4, at(10)),
+            Err(at(250))
+        );
         // Another subscription has its own pace.
-        assert_eq!(pacing.start((1, 2), 4, at(10)), Ok(()));
-        assert_eq!(pacing.start((2, 1), 4, at(10)), Ok(()));
+        assert_eq!(pacing.start((Partition::from_raw(1), 2), 4, at(10)), Ok(()));
+        assert_eq!(pacing.start((Partition::from_raw(2), 1), 4, at(10)), Ok(()));
     }
 
     #[test]
@@ -118,9 +125,16 @@ mod tests {
     #[test]
     fn idle_time_is_not_saved_up() {
         let mut pacing = Pacing::default();
-        assert!(pacing.start((1, 1), 1, at(0)).is_ok());
+        assert!(pacing.start((Partition::from_raw(1), 1), 1, at(0)).is_ok());
         // A minute idle: still one start, then the pace again.
-        assert!(pacing.start((1, 1), 1, at(60_000)).is_ok());
-        assert_eq!(pacing.start((1, 1), 1, at(60_001)), Err(at(61_000)));
+        assert!(
+            pacing
+                .start((Partition::from_raw(1), 1), 1, at(60_000))
+                .is_ok()
+        );
+        assert_eq!(
+            pacing.start((Partition::from_raw(1), 1), 1, at(60_001)),
+            Err(at(61_000))
+        );
     }
 }

@@ -20,14 +20,14 @@ use crate::domain::handles::Handles;
 use crate::domain::webhooks::policy::Exchange;
 use crate::domain::webhooks::secrets::signed_headers;
 use crate::domain::webhooks::signing::Message;
-use crate::store::{Environment, SubscriptionRow};
+use crate::store::{Environment, Partition, SubscriptionRow};
 
 /// The event type of a test event.
 pub const TEST_EVENT_TYPE: &str = "webhook.test";
 
 /// Where a test event goes.
 pub struct TestTarget<'a> {
-    pub partition: u64,
+    pub partition: Partition,
     pub endpoint_slug: &'a str,
     pub environment: Environment,
     pub subscription: &'a SubscriptionRow,
@@ -110,7 +110,7 @@ pub async fn send_off_runtime(
     config: WebhooksConfig,
     endpoint_slug: String,
     environment: Environment,
-    (partition, subscription): (u64, SubscriptionRow),
+    (partition, subscription): (Partition, SubscriptionRow),
 ) -> Result<TestResult> {
     tokio::task::spawn_blocking(move || {
         let target = TestTarget {

@@ -34,7 +34,7 @@ use crate::core::clock::Timestamp;
 use crate::domain::error::Result;
 use crate::domain::webhooks::recovery;
 use crate::store::webhooks::DueDelivery;
-use crate::store::{DeliveryRow, DeliveryState, ReadTx, WebhookSettingsRow, partition_endpoint};
+use crate::store::{DeliveryRow, DeliveryState, Partition, ReadTx, WebhookSettingsRow};
 
 /// Due entries one look may pass over (claimed, their receiver or the retry share full)
 /// before it stops; the next look goes on from there. So a large backlog for one busy
@@ -114,12 +114,12 @@ impl Context {
         first: &DueDelivery,
         later: &[DueDelivery],
         claimed: &HashSet<u64>,
-        endpoints: &HashMap<u64, u64>,
+        delivery_endpoints: &DeliveryEndpoints,
     ) -> Vec<u64> {
         let mut slots = self.shared.state().slots.clone();
         slots.take(
             &first.receiver,
-            endpoints.get(&first.id).copied(),
+            delivery_endpoints.get(&first.id).copied(),
             first.retry,
         );
         let mut ids = vec![first.id];
@@ -127,7 +127,7 @@ impl Context {
             if slots.busy >= self.workers {
                 break;
             }
-            let endpoint = endpoints.get(&entry.id).copied();
+            let endpoint = delivery_endpoints.get(&entry.id).copied();
             if !claimed.contains(&entry.id) && self.fits(&slots, entry, endpoint) {
                 slots.take(&entry.receiver, endpoint, entry.retry);
                 ids.push(entry.id);
@@ -136,6 +136,9 @@ impl Context {
         ids
     }
 }
+
+/// The endpoint of each delivery whose row the scheduler has read: delivery id → endpoint id.
+type DeliveryEndpoints = HashMap<u64, u64>;
 
 /// A place in the due list: when due, and the delivery id.
 type DuePosition = (Timestamp, u64);
@@ -153,17 +156,23 @@ struct Look {
 /// The scheduler's loop, until stopping.
 pub(super) fn schedule(ctx: &Context, jobs: &mpsc::Sender<Job>) {
     let mut resume_after = None;
-    let mut endpoints = HashMap::new();
+    let mut delivery_endpoints = DeliveryEndpoints::new();
     let mut pacing = Pacing::default();
     loop {
-        if endpoints.len() >= ENDPOINTS_REMEMBERED {
-            endpoints.clear();
+        if delivery_endpoints.len() >= ENDPOINTS_REMEMBERED {
+            delivery_endpoints.clear();
         }
-        let look =
-            claim_due(ctx, jobs, resume_after, &mut endpoints, &mut pacing).unwrap_or_else(|err| {
-                log::error!("webhooks: cannot read the due deliveries: {err}");
-                Look::default()
-            });
+        let look = claim_due(
+            ctx,
+            jobs,
+            resume_after,
+            &mut delivery_endpoints,
+            &mut pacing,
+        )
+        .unwrap_or_else(|err| {
+            log::error!("webhooks: cannot read the due deliveries: {err}");
+            Look::default()
+        });
         resume_after = look.resume_after;
         // A delivery held back by its rate limit may start at `paced_until`: look again then.
         let wait = match look.paced_until {
@@ -182,14 +191,14 @@ pub(super) fn schedule(ctx: &Context, jobs: &mpsc::Sender<Job>) {
 /// Claims the due deliveries a worker can start now and hands them over, oldest first or
 /// going on just after `resume_after`. Returns where the next look goes on from when this one
 /// stopped at [`PASS_OVER_LIMIT`] (or read as much of the due list as one look may), and when
-/// a delivery its rate limit held back may start. `endpoints` remembers the endpoint of each
-/// delivery whose row was read, so a delivery of an endpoint at its share is passed over
-/// without a read; `pacing` books the starts of rate-limited subscriptions.
+/// a delivery its rate limit held back may start. `delivery_endpoints` remembers the endpoint
+/// of each delivery whose row was read, so a delivery of an endpoint at its share is passed
+/// over without a read; `pacing` books the starts of rate-limited subscriptions.
 fn claim_due(
     ctx: &Context,
     jobs: &mpsc::Sender<Job>,
     resume_after: Option<DuePosition>,
-    endpoints: &mut HashMap<u64, u64>,
+    delivery_endpoints: &mut DeliveryEndpoints,
     pacing: &mut Pacing,
 ) -> Result<Look> {
     let now = ctx.parts.handles.now();
@@ -223,7 +232,7 @@ fn claim_due(
             if ctx.full(&state) {
                 return look(None, paced_until);
             }
-            ctx.fits(&state.slots, entry, endpoints.get(&id).copied())
+            ctx.fits(&state.slots, entry, delivery_endpoints.get(&id).copied())
         };
         let row = match startable {
             true => {
@@ -235,14 +244,14 @@ fn claim_due(
                     entry,
                     later,
                     &claimed,
-                    endpoints,
+                    delivery_endpoints,
                 )?
             }
             false => None,
         };
         let row = row.filter(|row| {
-            let endpoint = partition_endpoint(row.partition);
-            endpoints.insert(id, endpoint);
+            let endpoint = row.partition.endpoint();
+            delivery_endpoints.insert(id, endpoint);
             row.state == DeliveryState::Pending
                 && ctx.endpoint_has_room(&ctx.shared.state().slots, endpoint)
         });
@@ -271,7 +280,7 @@ fn claim_due(
         };
         let job = Job {
             target: entry.receiver.clone(),
-            endpoint: partition_endpoint(row.partition),
+            endpoint: row.partition.endpoint(),
             retry: entry.retry,
             row,
         };
@@ -304,7 +313,7 @@ fn claim_due(
 /// each partition's settings read during one look.
 fn rate_limit(
     snapshot: &dyn ReadTx,
-    settings: &mut HashMap<u64, Option<WebhookSettingsRow>>,
+    settings: &mut HashMap<Partition, Option<WebhookSettingsRow>>,
     row: &DeliveryRow,
 ) -> Result<Option<(SubscriptionKey, u32)>> {
     let Some(id) = row.owner_subscription() else {
@@ -331,10 +340,10 @@ fn read_row(
     entry: &DueDelivery,
     later: &[DueDelivery],
     claimed: &HashSet<u64>,
-    endpoints: &HashMap<u64, u64>,
+    delivery_endpoints: &DeliveryEndpoints,
 ) -> Result<Option<DeliveryRow>> {
     if !rows.contains_key(&entry.id) {
-        let ids = ctx.likely_claims(entry, later, claimed, endpoints);
+        let ids = ctx.likely_claims(entry, later, claimed, delivery_endpoints);
         rows.extend(ids.iter().map(|id| (*id, None)));
         for row in snapshot.deliveries(&ids)? {
             rows.insert(row.id, Some(row));

@@ -29,7 +29,7 @@ use crate::domain::search::tokenizer::{
     SharedStopSet, StopSet, TrigramStream, TrigramTokenizer, indexed_trigrams, query_trigrams,
 };
 use crate::domain::search::{Hits, IndexView, SearchIndex, Snapshot};
-use crate::store::StoreError;
+use crate::store::{Partition, StoreError};
 
 /// The index folder inside the data dir.
 pub const DIR: &str = "search";
@@ -140,7 +140,7 @@ impl IndexView for TantivyView {
 
     fn query(
         &self,
-        partition: u64,
+        partition: Partition,
         q: &str,
         lower: u128,
         upper: u128,
@@ -171,7 +171,7 @@ impl TantivyView {
 
     fn hits(
         &self,
-        partition: u64,
+        partition: Partition,
         q: &str,
         lower: u128,
         upper: u128,
@@ -196,7 +196,7 @@ impl TantivyView {
             (
                 Occur::Must,
                 Box::new(TermQuery::new(
-                    Term::from_field_u64(f.partition, partition),
+                    Term::from_field_u64(f.partition, partition.raw()),
                     IndexRecordOption::Basic,
                 )),
             ),

@@ -18,7 +18,7 @@ use super::index::{
 use crate::domain::search::tokenizer::{SharedStopSet, StopSet, fold_case, payload_text};
 use crate::domain::search::{SearchIndex, Snapshot};
 use crate::store::changes::Replay;
-use crate::store::{self, Store};
+use crate::store::{self, Partition, Store};
 
 /// Longest time between index commits while changes are pending.
 const COMMIT_INTERVAL: Duration = Duration::from_secs(1);
@@ -442,12 +442,12 @@ impl Indexer {
     }
 
     /// Adds the document of a stored record.
-    fn add(&mut self, partition: u64, id: u128, payload: &[u8]) -> Result<(), IndexError> {
+    fn add(&mut self, partition: Partition, id: u128, payload: &[u8]) -> Result<(), IndexError> {
         self.held.added(id);
         let text = fold_case(&payload_text(payload));
         let f = self.fields;
         let mut doc = tantivy::TantivyDocument::default();
-        doc.add_u64(f.partition, partition);
+        doc.add_u64(f.partition, partition.raw());
         doc.add_bytes(f.id, &id.to_be_bytes());
         doc.add_u64(f.id_hi, created_at(id));
         doc.add_u64(f.id_lo, id as u64);
@@ -584,7 +584,7 @@ impl Replay for Rebuild<'_> {
         log::info!("search index: rebuilding from {records} stored records");
     }
 
-    fn record(&mut self, partition: u64, record_id: u128, payload: &[u8]) -> ControlFlow<()> {
+    fn record(&mut self, partition: Partition, record_id: u128, payload: &[u8]) -> ControlFlow<()> {
         let added = self.indexer.add(partition, record_id, payload);
         self.done += 1;
         if self.done % REBUILD_PROGRESS == 0 {
@@ -614,6 +614,7 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::{CHANGE_CHUNK, MaybeHeld, RECENT_ADDS, next_chunk};
+    use crate::store::Partition;
     use crate::store::changes::{ChangeEntry, ChangedRecord};
 
     fn changed(sizes: &[Option<usize>]) -> Vec<ChangedRecord> {
@@ -623,7 +624,7 @@ mod tests {
             .map(|(i, size)| ChangedRecord {
                 entry: ChangeEntry {
                     seq: i as u64,
-                    partition: 1,
+                    partition: Partition::from_raw(1),
                     record_id: i as u128,
                 },
                 payload: size.map(|n| vec![b'x'; n]),

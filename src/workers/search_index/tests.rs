@@ -18,13 +18,13 @@ use crate::domain::ingest::{Ingest, Write};
 use crate::domain::search::{MAX_SCANNED, SearchIndex, fold_case, parse_request, search_within};
 use crate::domain::webhooks::deliveries::Hooks;
 use crate::store::records::RecordWrite;
-use crate::store::{Store, partition_environment};
+use crate::store::{Partition, Store};
 use crate::workers::ingest_writer;
 use crate::workers::search_index::{IndexerSettings, StopPolicy};
 
 /// The searched partition, and another whose records must never show up.
-const P: u64 = 2;
-const OTHER: u64 = 3;
+const P: Partition = Partition::from_raw(2);
+const OTHER: Partition = Partition::from_raw(3);
 const WORDS: [&str; 6] = ["zebra", "horse", "gamma", "delta", "omega", "Ärger"];
 
 /// A temp data dir with a store and its ingest writer, as the tests write through.
@@ -69,7 +69,7 @@ fn write(runtime: &tokio::runtime::Runtime, ingest: &Ingest, ops: Vec<RecordWrit
         };
         let hooks = Hooks {
             endpoint_slug: "search-test".into(),
-            environment: partition_environment(partition),
+            environment: partition.environment(),
             at: Timestamp(0),
             caller: None,
             trace: None,
@@ -81,7 +81,7 @@ fn write(runtime: &tokio::runtime::Runtime, ingest: &Ingest, ops: Vec<RecordWrit
     }
 }
 
-fn create(p: u64, id: u128, payload: String) -> RecordWrite {
+fn create(p: Partition, id: u128, payload: String) -> RecordWrite {
     RecordWrite::Create {
         partition: p,
         id: RecordId(id),
@@ -91,7 +91,7 @@ fn create(p: u64, id: u128, payload: String) -> RecordWrite {
 }
 
 /// A replace (`Some` payload) or a delete.
-fn edit(p: u64, id: u128, payload: Option<String>) -> RecordWrite {
+fn edit(p: Partition, id: u128, payload: Option<String>) -> RecordWrite {
     match payload {
         Some(payload) => RecordWrite::Replace {
             partition: p,

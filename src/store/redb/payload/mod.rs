@@ -37,7 +37,7 @@ mod recompress;
 use super::{ENDPOINTS, PAYLOAD_DICTIONARIES, RECORDS, RedbStore, from_json, partitions_of};
 use crate::core::clock::Timestamp;
 use crate::store::compression::{PayloadDictionaries, TrainedDictionary};
-use crate::store::{EndpointRow, StoreError, partition_endpoint};
+use crate::store::{EndpointRow, StoreError};
 
 pub use self::recompress::Recompressed;
 
@@ -421,7 +421,7 @@ impl RedbStore {
         let endpoints = txn.open_table(ENDPOINTS)?;
         let mut partitions = Vec::new();
         for partition in partitions_of(&records)? {
-            let deleted = match endpoints.get(partition_endpoint(partition))? {
+            let deleted = match endpoints.get(partition.endpoint())? {
                 Some(row) => from_json::<EndpointRow>(row.value())?.deleted_at.is_some(),
                 None => false,
             };
@@ -430,7 +430,7 @@ impl RedbStore {
             }
             partitions.push(
                 records
-                    .range((partition, 0u128)..=(partition, u128::MAX))?
+                    .range((partition.raw(), 0u128)..=(partition.raw(), u128::MAX))?
                     .rev(),
             );
         }

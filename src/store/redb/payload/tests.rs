@@ -3,8 +3,8 @@ use std::ops::Bound;
 use super::recompress::RECOMPRESS_CHUNK;
 use super::*;
 use crate::core::ids::RecordId;
-use crate::store::Store;
 use crate::store::records::{RecordWrite, RecordsStore, ScanOrder, plain_batch};
+use crate::store::{Partition, Store};
 
 const AT: Timestamp = Timestamp(1_795_000_000_123_456);
 
@@ -38,7 +38,7 @@ fn payload(n: u64) -> Vec<u8> {
     .into_bytes()
 }
 
-fn create_records(store: &RedbStore, partition: u64, from: u64, count: u64) {
+fn create_records(store: &RedbStore, partition: Partition, from: u64, count: u64) {
     let writes: Vec<RecordWrite> = (from..from + count)
         .map(|n| RecordWrite::Create {
             partition,
@@ -51,7 +51,7 @@ fn create_records(store: &RedbStore, partition: u64, from: u64, count: u64) {
 }
 
 /// Every record of `partition`, oldest first, as `(seq, payload)`, read through the store.
-fn read_all(store: &RedbStore, partition: u64) -> Vec<Vec<u8>> {
+fn read_all(store: &RedbStore, partition: Partition) -> Vec<Vec<u8>> {
     let mut all = Vec::new();
     Store::read(store)
         .unwrap()
@@ -69,12 +69,12 @@ fn read_all(store: &RedbStore, partition: u64) -> Vec<Vec<u8>> {
     all
 }
 
-fn stored_bytes(store: &RedbStore, partition: u64) -> (usize, usize) {
+fn stored_bytes(store: &RedbStore, partition: Partition) -> (usize, usize) {
     let txn = store.db.begin_read().unwrap();
     let records = txn.open_table(RECORDS).unwrap();
     let (mut compressed, mut plain) = (0, 0);
     for entry in records
-        .range((partition, 0u128)..=(partition, u128::MAX))
+        .range((partition.raw(), 0u128)..=(partition.raw(), u128::MAX))
         .unwrap()
     {
         let (_, value) = entry.unwrap();
@@ -95,14 +95,14 @@ fn a_trained_dictionary_compresses_later_writes_and_every_record_reads_back() {
         !store.dictionary_due(),
         "an empty store needs no dictionary"
     );
-    create_records(&store, 7, 0, 20);
+    create_records(&store, Partition::from_raw(7), 0, 20);
     assert!(store.dictionary_due());
     // 20 records are too few bytes to learn from: nothing changes.
     assert_eq!(store.train_dictionary().unwrap(), None);
-    assert_eq!(stored_bytes(&store, 7).0, 0);
+    assert_eq!(stored_bytes(&store, Partition::from_raw(7)).0, 0);
 
-    create_records(&store, 7, 20, 380);
-    create_records(&store, 9, 0, 100);
+    create_records(&store, Partition::from_raw(7), 20, 380);
+    create_records(&store, Partition::from_raw(9), 0, 100);
     let trained = store
         .train_dictionary()
         .unwrap()
@@ -111,8 +111,8 @@ fn a_trained_dictionary_compresses_later_writes_and_every_record_reads_back() {
     assert_eq!(trained.sample_records, 500, "both endpoints are sampled");
     assert!(!store.dictionary_due());
 
-    create_records(&store, 7, 400, 200);
-    let (compressed, plain) = stored_bytes(&store, 7);
+    create_records(&store, Partition::from_raw(7), 400, 200);
+    let (compressed, plain) = stored_bytes(&store, Partition::from_raw(7));
     let new_payload: usize = (400..600).map(|n| payload(n).len()).sum();
     assert!(
         compressed * 2 < new_payload,
@@ -120,7 +120,7 @@ fn a_trained_dictionary_compresses_later_writes_and_every_record_reads_back() {
     );
     assert!(plain > 0, "records from before the dictionary stay plain");
     let expected: Vec<Vec<u8>> = (0..600).map(payload).collect();
-    assert!(read_all(&store, 7) == expected);
+    assert!(read_all(&store, Partition::from_raw(7)) == expected);
 
     // A reopened store reads both layouts and goes on compressing with the same dictionary.
     drop(store);
@@ -132,9 +132,9 @@ fn a_trained_dictionary_compresses_later_writes_and_every_record_reads_back() {
         "what tells a stale dictionary is kept"
     );
     assert!(!store.dictionary_due());
-    create_records(&store, 7, 600, 10);
+    create_records(&store, Partition::from_raw(7), 600, 10);
     let expected: Vec<Vec<u8>> = (0..610).map(payload).collect();
-    assert!(read_all(&store, 7) == expected);
+    assert!(read_all(&store, Partition::from_raw(7)) == expected);
     assert_eq!(store.gauges(Timestamp(0)).unwrap().payload_dictionaries, 1);
 }
 
@@ -153,8 +153,8 @@ fn dictionaries(store: &RedbStore) -> Vec<(u32, Vec<u8>)> {
 }
 
 /// Marks the endpoint of `partition` deleted, as a deletion does before its purge.
-fn deleted_endpoint(store: &RedbStore, partition: u64) {
-    let id = partition_endpoint(partition);
+fn deleted_endpoint(store: &RedbStore, partition: Partition) {
+    let id = partition.endpoint();
     let row = serde_json::json!({
         "id": id, "slug": "gone", "name": "Gone", "description": null,
         "required_fields": [], "active": true, "deployed": false, "deployed_at": null,
@@ -169,12 +169,12 @@ fn deleted_endpoint(store: &RedbStore, partition: u64) {
     txn.commit().unwrap();
 }
 
-fn deleted_partition(store: &RedbStore, partition: u64) {
+fn deleted_partition(store: &RedbStore, partition: Partition) {
     let txn = store.db.begin_write().unwrap();
     {
         let mut records = txn.open_table(RECORDS).unwrap();
         let keys: Vec<(u64, u128)> = records
-            .range((partition, 0u128)..=(partition, u128::MAX))
+            .range((partition.raw(), 0u128)..=(partition.raw(), u128::MAX))
             .unwrap()
             .map(|e| e.unwrap().0.value())
             .collect();
@@ -196,16 +196,16 @@ fn compaction_compresses_every_record_with_a_dictionary_of_what_the_store_holds_
     assert_eq!(store.recompress_records().unwrap(), nothing);
     // More records than one transaction of the rewrite takes, all stored plain.
     let count = RECOMPRESS_CHUNK as u64 + 300;
-    create_records(&store, 4, 0, count);
-    let (compressed, plain) = stored_bytes(&store, 4);
+    create_records(&store, Partition::from_raw(4), 0, count);
+    let (compressed, plain) = stored_bytes(&store, Partition::from_raw(4));
     assert_eq!(compressed, 0);
     let done = store.recompress_records().unwrap();
     assert_eq!(done.records, count);
-    let (compressed, left_plain) = stored_bytes(&store, 4);
+    let (compressed, left_plain) = stored_bytes(&store, Partition::from_raw(4));
     assert_eq!(left_plain, 0);
     assert!(compressed * 2 < plain, "{plain} bytes became {compressed}");
     let expected: Vec<Vec<u8>> = (0..count).map(payload).collect();
-    assert!(read_all(&store, 4) == expected);
+    assert!(read_all(&store, Partition::from_raw(4)) == expected);
 
     // Another endpoint's records, with a word of their own, are learnt (and written with)
     // and then deleted: the next compaction trains on what is left, rewrites every record
@@ -213,7 +213,7 @@ fn compaction_compresses_every_record_with_a_dictionary_of_what_the_store_holds_
     let secret = b"zebra-crossing-secret";
     let writes: Vec<RecordWrite> = (0..400u64)
         .map(|n| RecordWrite::Create {
-            partition: 6,
+            partition: Partition::from_raw(6),
             id: RecordId(((AT.as_micros() as u128 + u128::from(n)) << 64) | 2),
             payload: format!(
                 r#"{{"zebra-crossing-secret":{n},"pad":"{}"}}"#,
@@ -231,15 +231,15 @@ fn compaction_compresses_every_record_with_a_dictionary_of_what_the_store_holds_
             .any(|(_, bytes)| bytes.windows(secret.len()).any(|w| w == secret)),
         "the dictionary learnt the other endpoint's records"
     );
-    create_records(&store, 4, count, 100);
+    create_records(&store, Partition::from_raw(4), count, 100);
     // Deleted, not purged yet: a dictionary trained now leaves its records out.
-    deleted_endpoint(&store, 6);
+    deleted_endpoint(&store, Partition::from_raw(6));
     store.train_dictionary().unwrap().expect("trained");
     let current = store.codec.current_id();
     assert!(dictionaries(&store).iter().all(
         |(id, bytes)| Some(*id) != current || !bytes.windows(secret.len()).any(|w| w == secret)
     ));
-    deleted_partition(&store, 6);
+    deleted_partition(&store, Partition::from_raw(6));
     let done = store.recompress_records().unwrap();
     assert_eq!((done.records, done.dictionaries_removed), (count + 100, 2));
     let left = dictionaries(&store);
@@ -247,18 +247,18 @@ fn compaction_compresses_every_record_with_a_dictionary_of_what_the_store_holds_
     assert_eq!(Some(left[0].0), store.codec.current_id());
     assert!(!left[0].1.windows(secret.len()).any(|w| w == secret));
     let expected: Vec<Vec<u8>> = (0..count + 100).map(payload).collect();
-    assert!(read_all(&store, 4) == expected);
+    assert!(read_all(&store, Partition::from_raw(4)) == expected);
     // Nothing changed since: the same dictionary, nothing to do.
     assert_eq!(store.recompress_records().unwrap(), nothing);
 
     // Too little left to learn from: every record plain, no dictionary kept.
-    deleted_partition(&store, 4);
-    create_records(&store, 4, 0, 3);
+    deleted_partition(&store, Partition::from_raw(4));
+    create_records(&store, Partition::from_raw(4), 0, 3);
     let done = store.recompress_records().unwrap();
     assert_eq!((done.records, done.dictionaries_removed), (3, 1));
     assert!(dictionaries(&store).is_empty());
-    assert_eq!(stored_bytes(&store, 4).0, 0);
-    assert!(read_all(&store, 4) == (0..3).map(payload).collect::<Vec<_>>());
+    assert_eq!(stored_bytes(&store, Partition::from_raw(4)).0, 0);
+    assert!(read_all(&store, Partition::from_raw(4)) == (0..3).map(payload).collect::<Vec<_>>());
 }
 
 #[test]
@@ -266,7 +266,7 @@ fn a_store_with_records_and_no_dictionary_wants_one_at_open() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("intake.redb");
     let store = RedbStore::open(&path, 1 << 20).unwrap();
-    create_records(&store, 3, 0, 5);
+    create_records(&store, Partition::from_raw(3), 0, 5);
     drop(store);
     let store = RedbStore::open(&path, 1 << 20).unwrap();
     assert!(store.dictionary_due());
