@@ -125,18 +125,19 @@ pub fn signing_keys(
     keys_at(sealer, &row, now)
 }
 
-/// Every header of attempt `number` of `message`, signed at `now` with the partition's keys
-/// valid then ([`signing_keys`]), with the receiver's auth value unsealed and `traceparent`
-/// when given (`signing::request_headers`).
+/// Every header of attempt `number` of `message`, signed at `now` with the keys of
+/// `partition` valid then ([`signing_keys`]), with the receiver's auth value unsealed and
+/// `traceparent` when given (`signing::request_headers`).
 pub fn signed_headers(
     handles: &Handles,
     sealer: &Sealer,
+    partition: Partition,
     message: &Message<'_>,
     number: u32,
     now: Timestamp,
     traceparent: Option<&str>,
 ) -> Result<Vec<(String, String)>> {
-    let keys = signing_keys(handles, sealer, message.partition, now)?;
+    let keys = signing_keys(handles, sealer, partition, now)?;
     let auth_value = match (message.auth_header, message.auth_value_sealed) {
         (Some(_), Some(sealed)) => Some(
             sealer

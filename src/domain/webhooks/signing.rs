@@ -20,7 +20,6 @@ use sha2::Sha256;
 
 use crate::core::clock::{MICROS_PER_SECOND, Timestamp};
 use crate::core::ids::random_bytes;
-use crate::store::Partition;
 
 /// Every secret begins with this.
 pub const SECRET_PREFIX: &str = "whsec_";
@@ -101,7 +100,6 @@ pub fn verify(key: &[u8], msg_id: &str, timestamp: i64, body: &[u8], header: &st
 
 /// What a webhook request says, whatever sends it (a delivery, or a test event).
 pub struct Message<'a> {
-    pub partition: Partition,
     /// The `webhook-id` (and `X-svc-Record-Id`).
     pub id: &'a str,
     pub body: &'a [u8],

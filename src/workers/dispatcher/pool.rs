@@ -56,7 +56,6 @@ fn attempt(ctx: &Context, job: &Job) -> Outcome {
     let traceparent = span.or(parent).map(|c| c.header());
     let span_start = SystemTime::now();
     let message = Message {
-        partition: row.partition,
         id: &RecordId(row.record_id).to_string(),
         body: row.body.as_bytes(),
         auth_header: row.auth_header.as_deref(),
@@ -65,6 +64,7 @@ fn attempt(ctx: &Context, job: &Job) -> Outcome {
     let headers = secrets::signed_headers(
         &ctx.parts.handles,
         &ctx.parts.sealer,
+        row.partition,
         &message,
         number,
         started_at,

@@ -77,13 +77,12 @@ pub fn send(
     .to_string();
     let sub = target.subscription;
     let message = Message {
-        partition: target.partition,
         id: &webhook_id,
         body: body.as_bytes(),
         auth_header: sub.auth_header.as_deref(),
         auth_value_sealed: sub.auth_value_sealed.as_deref(),
     };
-    let headers = signed_headers(handles, sealer, &message, 1, now, None)?;
+    let headers = signed_headers(handles, sealer, target.partition, &message, 1, now, None)?;
     let sender = Sender::new(config).map_err(Error::Internal)?;
     let started = Instant::now();
     let exchange = sender.send(&sub.url, &headers, body.as_bytes(), now);
