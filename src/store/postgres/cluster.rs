@@ -428,84 +428,45 @@ mod tests {
 
     #[test]
     fn a_periodic_job_is_claimed_once_per_period_across_nodes() {
-        let store = test_store();
-        let other = super::super::PgStore::open(&store_config(&store)).unwrap();
-        for node in [&store, &other] {
-            node.publish_low_water(Timestamp(0), Timestamp(0)).unwrap();
-        }
-        let hour = Duration::from_secs(3600);
-        let t = |s: i64| Timestamp(s * SECOND);
-        assert_eq!(
-            store.claim_job("sweep", t(1000), hour).unwrap(),
-            JobClaim::Claimed
-        );
-        assert_eq!(
-            other.claim_job("sweep", t(1001), hour).unwrap(),
-            JobClaim::Held
-        );
+        let (store, other) = two_joined_nodes();
+        assert_eq!(claim_hourly(&store, "sweep", 1000), JobClaim::Claimed);
+        assert_eq!(claim_hourly(&other, "sweep", 1001), JobClaim::Held);
         assert!(store.finish_job("sweep").unwrap());
+        assert_eq!(claim_hourly(&other, "sweep", 1002), JobClaim::NotDue);
+        assert_eq!(claim_hourly(&store, "sweep", 1000 + 3599), JobClaim::NotDue);
         assert_eq!(
-            other.claim_job("sweep", t(1002), hour).unwrap(),
-            JobClaim::NotDue
-        );
-        assert_eq!(
-            store.claim_job("sweep", t(1000 + 3599), hour).unwrap(),
-            JobClaim::NotDue
-        );
-        assert_eq!(
-            other.claim_job("sweep", t(1000 + 3600), hour).unwrap(),
+            claim_hourly(&other, "sweep", 1000 + 3600),
             JobClaim::Claimed
         );
         // Another job has its own schedule.
-        assert_eq!(
-            store.claim_job("retention", t(1001), hour).unwrap(),
-            JobClaim::Claimed
-        );
+        assert_eq!(claim_hourly(&store, "retention", 1001), JobClaim::Claimed);
     }
 
     #[test]
     fn a_run_whose_node_lost_its_lease_is_taken_over_once_and_its_node_is_fenced() {
-        let store = test_store();
-        let other = super::super::PgStore::open(&store_config(&store)).unwrap();
-        for node in [&store, &other] {
-            node.publish_low_water(Timestamp(0), Timestamp(0)).unwrap();
-        }
-        let hour = Duration::from_secs(3600);
-        let t = |s: i64| Timestamp(s * SECOND);
-        assert_eq!(
-            store.claim_job("sweep", t(1000), hour).unwrap(),
-            JobClaim::Claimed
-        );
+        let (store, other) = two_joined_nodes();
+        assert_eq!(claim_hourly(&store, "sweep", 1000), JobClaim::Claimed);
         // Its node cut off: the lease lapses, and the next node to ask takes the run over,
         // although the period has not passed.
         lapse(&store);
-        assert_eq!(
-            other.claim_job("sweep", t(1010), hour).unwrap(),
-            JobClaim::Claimed
-        );
+        assert_eq!(claim_hourly(&other, "sweep", 1010), JobClaim::Claimed);
         // Back, the first node rejoins under a new lease: the run is not its any more, and
         // it cannot claim it again this period.
         store
             .publish_low_water(Timestamp(20 * SECOND), Timestamp(20 * SECOND))
             .unwrap();
         assert!(!store.finish_job("sweep").unwrap(), "fenced");
-        assert_eq!(
-            store.claim_job("sweep", t(1020), hour).unwrap(),
-            JobClaim::Held
-        );
+        assert_eq!(claim_hourly(&store, "sweep", 1020), JobClaim::Held);
         assert!(other.finish_job("sweep").unwrap());
-        assert_eq!(
-            store.claim_job("sweep", t(1030), hour).unwrap(),
-            JobClaim::NotDue
-        );
+        assert_eq!(claim_hourly(&store, "sweep", 1030), JobClaim::NotDue);
         // A run that ended without its finish being recorded (its node lost the database
         // for less than a lease) is its own node's to claim again next period.
         assert_eq!(
-            other.claim_job("sweep", t(1010 + 3600), hour).unwrap(),
+            claim_hourly(&other, "sweep", 1010 + 3600),
             JobClaim::Claimed
         );
         assert_eq!(
-            other.claim_job("sweep", t(1010 + 7200), hour).unwrap(),
+            claim_hourly(&other, "sweep", 1010 + 7200),
             JobClaim::Claimed
         );
     }
@@ -599,6 +560,22 @@ mod tests {
             crate::core::config::Secret::new(super::super::test_cluster::shared().url(&db));
         config.tls = crate::core::config::PostgresTls::Disable;
         config
+    }
+
+    /// Two nodes on one test database, both joined at time zero.
+    fn two_joined_nodes() -> (super::PgStore, super::PgStore) {
+        let store = test_store();
+        let other = super::super::PgStore::open(&store_config(&store)).unwrap();
+        for node in [&store, &other] {
+            node.publish_low_water(Timestamp(0), Timestamp(0)).unwrap();
+        }
+        (store, other)
+    }
+
+    /// `node`'s claim on the hourly job `name` at `secs` seconds.
+    fn claim_hourly(node: &super::PgStore, name: &str, secs: i64) -> JobClaim {
+        node.claim_job(name, Timestamp(secs * SECOND), Duration::from_secs(3600))
+            .unwrap()
     }
 
     /// Ends `store`'s lease now, as if it had not renewed it for a whole lease.

@@ -14,8 +14,8 @@
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
-use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, Statement};
 
 use super::health::is_unreachable;
 use super::{Connection, Deadline, Patience, PgStore, is_retryable};
@@ -104,26 +104,9 @@ impl<'s> PgTx<'s> {
     /// Runs one statement (prepared once per connection) and returns its rows.
     pub(super) fn query(&self, sql: &str, params: &Params<'_>) -> Result<Vec<Row>, StoreError> {
         let client = self.client();
-        let begin = (!self.begun.get()).then_some(self.begin);
-        let result = self
-            .store
-            .block_until(self.deadline.get(), Some(&client.host), async {
-                let statement = client.prepare_cached(sql).await?;
-                match begin {
-                    None => client.query(&statement, params).await,
-                    Some(begin) => {
-                        // Both go out in one write: BEGIN costs no round trip of its own.
-                        let (begun, rows) = futures_util::future::join(
-                            client.batch_execute(begin),
-                            client.query(&statement, params),
-                        )
-                        .await;
-                        begun.and(rows)
-                    }
-                }
-            });
-        self.begun.set(true);
-        result.map_err(|e| self.note(e))
+        self.run(sql, |statement| async move {
+            client.query(&statement, params).await
+        })
     }
 
     /// The one row a statement returns, if any.
@@ -145,20 +128,38 @@ impl<'s> PgTx<'s> {
     /// Runs one statement; returns how many rows it changed.
     pub(super) fn execute(&self, sql: &str, params: &Params<'_>) -> Result<u64, StoreError> {
         let client = self.client();
+        self.run(sql, |statement| async move {
+            client.execute(&statement, params).await
+        })
+    }
+
+    /// Prepares `sql` (once per connection) and runs it with `send`, under the transaction's
+    /// deadline. The first statement takes the transaction's BEGIN with it: both go out in one
+    /// write, so BEGIN costs no round trip of its own.
+    fn run<T, Sent>(
+        &self,
+        sql: &str,
+        send: impl FnOnce(Statement) -> Sent + Send,
+    ) -> Result<T, StoreError>
+    where
+        T: Send,
+        Sent: Future<Output = Result<T, tokio_postgres::Error>> + Send,
+    {
+        let client = self.client();
         let begin = (!self.begun.get()).then_some(self.begin);
         let result = self
             .store
             .block_until(self.deadline.get(), Some(&client.host), async {
                 let statement = client.prepare_cached(sql).await?;
                 match begin {
-                    None => client.execute(&statement, params).await,
+                    None => send(statement).await,
                     Some(begin) => {
-                        let (begun, changed) = futures_util::future::join(
+                        let (begun, sent) = futures_util::future::join(
                             client.batch_execute(begin),
-                            client.execute(&statement, params),
+                            send(statement),
                         )
                         .await;
-                        begun.and(changed)
+                        begun.and(sent)
                     }
                 }
             });
