@@ -82,6 +82,42 @@ pub struct LogPage {
     pub next: Option<LogPosition>,
 }
 
+impl LogPage {
+    /// The page rule, the one both backends follow: the page that `scan` (a partition's
+    /// entries, newest first, each numbered by its place in the scan from 1) makes. It holds
+    /// the first `limit` entries that pass `filter`, and ends early after
+    /// [`PAGE_SCAN_LIMIT`] entries; when entries are left over, the next page resumes after
+    /// the last entry read. `read` gives an entry's position and row, and is only asked for
+    /// entries the page reads.
+    pub fn from_scan<Entry>(
+        scan: impl IntoIterator<Item = Result<(usize, Entry), StoreError>>,
+        limit: usize,
+        filter: &EntryFilter,
+        mut read: impl FnMut(Entry) -> Result<(LogPosition, RequestLogRow), StoreError>,
+    ) -> Result<LogPage, StoreError> {
+        let mut entries = Vec::new();
+        let mut last = None;
+        for scanned in scan {
+            let (number, entry) = scanned?;
+            if entries.len() == limit || number > PAGE_SCAN_LIMIT {
+                return Ok(LogPage {
+                    entries,
+                    next: last,
+                });
+            }
+            let (position, row) = read(entry)?;
+            last = Some(position);
+            if filter.matches(&row) {
+                entries.push((position, row));
+            }
+        }
+        Ok(LogPage {
+            entries,
+            next: None,
+        })
+    }
+}
+
 pub trait RequestLogStore: Send + Sync {
     /// Appends `(partition, row)` entries in one durable commit; each goes after every entry
     /// of its partition at the same time.

@@ -134,29 +134,18 @@ impl RequestLogStore for PgStore {
                 &filter.request_id,
             ],
         )?;
-        // redb's loop, over the rows that decide the page (see `PAGE`).
-        let mut entries = Vec::with_capacity(limit.min(rows.len()));
-        let mut last = None;
-        let mut more = false;
-        for row in &rows {
+        // The rows that decide the page (see `PAGE`), numbered by their place in the scan.
+        let scan = rows.iter().map(|row| {
             let n: i64 = row.try_get(4)?;
-            if entries.len() == limit || n > count(PAGE_SCAN_LIMIT) {
-                more = true;
-                break;
-            }
+            // row_number() counts from 1.
+            Ok((usize::try_from(n).unwrap_or(0), row))
+        });
+        LogPage::from_scan(scan, limit, filter, |row| {
             let position = LogPosition {
                 time: unbig(row.try_get(0)?),
                 sequence: unbig(row.try_get(1)?),
             };
-            last = Some(position);
-            let entry: RequestLogRow = row_json(row, 3)?;
-            if filter.matches(&entry) {
-                entries.push((position, entry));
-            }
-        }
-        Ok(LogPage {
-            entries,
-            next: last.filter(|_| more),
+            Ok((position, row_json(row, 3)?))
         })
     }
 

@@ -7,9 +7,7 @@ use redb::{ReadableDatabase, ReadableTable, Table};
 
 use super::{REQUEST_LOG, RedbStore, from_json};
 use crate::core::clock::Timestamp;
-use crate::store::request_log::{
-    EntryFilter, LogPage, LogPosition, PAGE_SCAN_LIMIT, RequestLogStore,
-};
+use crate::store::request_log::{EntryFilter, LogPage, LogPosition, RequestLogStore};
 use crate::store::{
     Environment, KeyHolder, Partition, RequestLogRow, StoreError, time_from_key, time_key,
 };
@@ -64,30 +62,15 @@ impl RequestLogStore for RedbStore {
         }
         let txn = self.db.begin_read()?;
         let table = txn.open_table(REQUEST_LOG)?;
-        let mut entries = Vec::with_capacity(limit);
-        let mut last = None;
-        let mut more = false;
-        for (scanned, entry) in table
+        let scan = table
             .range::<Key>((Bound::Included(lower), upper))?
             .rev()
-            .enumerate()
-        {
-            let (key, value) = entry?;
-            if entries.len() == limit || scanned == PAGE_SCAN_LIMIT {
-                more = true;
-                break;
-            }
+            .zip(1..)
+            .map(|(entry, number)| Ok((number, entry?)));
+        LogPage::from_scan(scan, limit, filter, |(key, value)| {
             let (_, time, sequence) = key.value();
-            let position = LogPosition { time, sequence };
-            last = Some(position);
             let row = decode_entry(time, value.value())?;
-            if filter.matches(&row) {
-                entries.push((position, row));
-            }
-        }
-        Ok(LogPage {
-            entries,
-            next: last.filter(|_| more),
+            Ok((LogPosition { time, sequence }, row))
         })
     }
 
