@@ -9,6 +9,7 @@ use std::collections::HashMap;
 
 use intake::core::clock::Timestamp;
 use intake::core::cursor::{CursorKind, decode, encode};
+use intake::store::Partition;
 use libfuzzer_sys::fuzz_target;
 
 const KINDS: [CursorKind; 7] = [
@@ -39,7 +40,7 @@ fuzz_target!(|text: &str| {
         ("q".to_string(), "abc".to_string()),
     ]);
     for partition in PARTITIONS {
-        let poll = intake::domain::poll::parse_request(&params, partition);
+        let poll = intake::domain::poll::parse_request(&params, Partition::from_raw(partition));
         match decode(CursorKind::Poll, partition, text) {
             Some(pos) => {
                 let (start, _) = poll.expect("a poll cursor is accepted by poll");
@@ -47,7 +48,11 @@ fuzz_target!(|text: &str| {
             }
             None => assert!(poll.is_err(), "poll accepted a foreign cursor"),
         }
-        let search = intake::domain::search::parse_request(&params, partition, Timestamp(1 << 52));
+        let search = intake::domain::search::parse_request(
+            &params,
+            Partition::from_raw(partition),
+            Timestamp(1 << 52),
+        );
         assert_eq!(
             search.is_ok(),
             decode(CursorKind::Search, partition, text).is_some(),

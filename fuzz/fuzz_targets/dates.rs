@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 
 use intake::core::clock::{Timestamp, parse_date_or_rfc3339};
+use intake::store::Partition;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {
@@ -26,7 +27,7 @@ fuzz_target!(|text: &str| {
 
     let since = HashMap::from([("since".to_string(), text.to_string())]);
     assert_eq!(
-        intake::domain::poll::parse_request(&since, 7).is_ok(),
+        intake::domain::poll::parse_request(&since, Partition::from_raw(7)).is_ok(),
         parsed.is_some(),
         "poll `since`"
     );
@@ -37,7 +38,8 @@ fuzz_target!(|text: &str| {
         ("end".to_string(), text.to_string()),
     ]);
     assert_eq!(
-        intake::domain::search::parse_request(&window, 7, Timestamp(0)).is_ok(),
+        intake::domain::search::parse_request(&window, Partition::from_raw(7), Timestamp(0))
+            .is_ok(),
         parsed.is_some(),
         "search `start` and `end`"
     );

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use intake::core::clock::Timestamp;
 use intake::domain::search::fold_case;
 use intake::domain::search::tokenizer::{TrigramTokenizer, covering_trigrams};
+use intake::store::Partition;
 use libfuzzer_sys::fuzz_target;
 use tantivy::tokenizer::{TokenStream, Tokenizer};
 
@@ -26,7 +27,9 @@ fuzz_target!(|input: &str| {
 
     let chars = q.chars().count();
     let params = HashMap::from([("q".to_string(), q.to_string())]);
-    let accepted = intake::domain::search::parse_request(&params, 7, Timestamp(1 << 52)).is_ok();
+    let accepted =
+        intake::domain::search::parse_request(&params, Partition::from_raw(7), Timestamp(1 << 52))
+            .is_ok();
     assert_eq!(
         accepted,
         (3..=200).contains(&chars),
