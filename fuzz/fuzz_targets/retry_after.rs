@@ -9,10 +9,10 @@
 use std::time::Duration;
 
 use intake::core::clock::Timestamp;
-use intake::store::{DeliveryRow, DeliveryState, Environment, WebhookKind, partition};
 use intake::domain::webhooks::policy::{
-    Exchange, RETRY_AFTER_CAP, RETRY_DELAYS, Verdict, max_attempts, verdict,
+    Exchange, RETRY_AFTER_CAP, RETRY_DELAYS, Verdict, attempt_verdict, max_attempts,
 };
+use intake::store::Environment;
 use intake::workers::dispatcher::send::retry_after;
 use libfuzzer_sys::fuzz_target;
 
@@ -47,27 +47,9 @@ fuzz_target!(|data: &[u8]| {
         // A first budget: attempt n waits at least the schedule's n-th gap.
         let max_attempts = max_attempts(environment);
         for attempts in 0..max_attempts {
-            let row = DeliveryRow {
-                id: 1,
-                partition: partition(7, environment),
-                record_id: 1,
-                kind: WebhookKind::Owner,
-                subscription: None,
-                url: "https://example.com/hook".into(),
-                auth_header: None,
-                auth_value_sealed: None,
-                body: "{}".into(),
-                sender: None,
-                trace: None,
-                state: DeliveryState::Pending,
-                attempts,
-                max_attempts,
-                next_attempt_at: None,
-                created_at: Timestamp(0),
-                finished_at: None,
-                retry_requests: 0,
-            };
-            if let Verdict::Retry(delay) = verdict(&row, &exchange) {
+            if let Verdict::Retry(delay) =
+                attempt_verdict(environment, attempts, max_attempts, &exchange)
+            {
                 let gap = RETRY_DELAYS[(attempts as usize).min(RETRY_DELAYS.len() - 1)];
                 assert!(
                     delay >= gap,

@@ -77,6 +77,23 @@ impl Verdict {
 
 /// What the `exchange` of the next attempt of `row` leads to.
 pub fn verdict(row: &DeliveryRow, exchange: &Exchange) -> Verdict {
+    attempt_verdict(
+        row.partition.environment(),
+        row.attempts,
+        row.max_attempts,
+        exchange,
+    )
+}
+
+/// [`verdict`] from the only facts of the row it reads: the delivery's environment (whose
+/// budget a redelivery adds), the attempts it has made, and the attempts `allowed` in all
+/// (its `max_attempts`).
+pub fn attempt_verdict(
+    environment: Environment,
+    attempts: u32,
+    allowed: u32,
+    exchange: &Exchange,
+) -> Verdict {
     let retry_after = match exchange {
         Exchange::Answered {
             status,
@@ -92,13 +109,13 @@ pub fn verdict(row: &DeliveryRow, exchange: &Exchange) -> Verdict {
         Exchange::Failed(_) => None,
         Exchange::Refused(_) => return Verdict::GivenUp,
     };
-    let attempts = row.attempts.saturating_add(1);
-    if attempts >= row.max_attempts {
+    let attempts = attempts.saturating_add(1);
+    if attempts >= allowed {
         return Verdict::GivenUp;
     }
     // A manual redelivery adds a budget: its schedule starts from the beginning.
-    let budget = max_attempts(row.partition.environment());
-    let before_budget = row.max_attempts.saturating_sub(budget);
+    let budget = max_attempts(environment);
+    let before_budget = allowed.saturating_sub(budget);
     let index = attempts.saturating_sub(before_budget).saturating_sub(1) as usize;
     let delay = RETRY_DELAYS[index.min(RETRY_DELAYS.len() - 1)];
     Verdict::Retry(retry_after.map_or(delay, |wait| wait.max(delay)))
