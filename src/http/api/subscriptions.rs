@@ -6,13 +6,30 @@ use http::{Method, StatusCode};
 use warp::reply::Response;
 
 use super::manage::{body, caller};
-use crate::domain::error::{Error, Missing};
+use crate::domain::error::{Error, Missing, Result as ServiceResult};
 use crate::domain::webhooks::recovery;
 use crate::domain::webhooks::subscriptions::{self, Which};
 use crate::http::app::App;
 use crate::http::error::Result;
 use crate::http::reply::{self};
 use crate::http::request::Request;
+use crate::store::{AccountRow, Environment};
+
+/// The calling account and the environment the path names, as every handler here starts
+/// (the account first: a call that is not signed in is refused before its path is read).
+fn caller_in(
+    app: &App,
+    req: &Request,
+    environment: &str,
+) -> ServiceResult<(AccountRow, Environment)> {
+    let account = caller(app, req)?;
+    Ok((account, subscriptions::environment_param(environment)?))
+}
+
+/// The subscription the path's `id` names.
+fn named_subscription(id: &str) -> ServiceResult<Which> {
+    subscriptions::subscription_param(id).map(Which::Id)
+}
 
 /// `GET`, `PUT`, `PATCH` and `DELETE /api/v1/manage/endpoints/{slug}/webhooks/{environment}`
 /// (endpoint owner): the first subscription, the spec's owner webhook.
@@ -23,8 +40,7 @@ pub async fn owner_webhook(
     environment: &str,
 ) -> Result<Response> {
     if req.method == Method::PUT {
-        let account = caller(app, req)?;
-        let environment = subscriptions::environment_param(environment)?;
+        let (account, environment) = caller_in(app, req, environment)?;
         let config = body(req).await?;
         let view = app
             .subscriptions()
@@ -42,8 +58,7 @@ pub async fn subscriptions(
     slug: &str,
     environment: &str,
 ) -> Result<Response> {
-    let account = caller(app, req)?;
-    let environment = subscriptions::environment_param(environment)?;
+    let (account, environment) = caller_in(app, req, environment)?;
     let service = app.subscriptions();
     match req.method {
         Method::POST => {
@@ -78,12 +93,11 @@ async fn one_subscription(
     environment: &str,
     id: Option<&str>,
 ) -> Result<Response> {
-    let account = caller(app, req)?;
-    let environment = subscriptions::environment_param(environment)?;
-    let which = match id {
-        Some(id) => Which::Id(subscriptions::subscription_param(id)?),
-        None => Which::First,
-    };
+    let (account, environment) = caller_in(app, req, environment)?;
+    let which = id
+        .map(named_subscription)
+        .transpose()?
+        .unwrap_or(Which::First);
     let service = app.subscriptions();
     let view = match req.method {
         Method::PATCH => {
@@ -113,9 +127,8 @@ pub async fn test_event(
     environment: &str,
     id: &str,
 ) -> Result<Response> {
-    let account = caller(app, req)?;
-    let environment = subscriptions::environment_param(environment)?;
-    let which = Which::Id(subscriptions::subscription_param(id)?);
+    let (account, environment) = caller_in(app, req, environment)?;
+    let which = named_subscription(id)?;
     let result = app
         .send_test_event(&account, slug, environment, which)
         .await?;
@@ -132,11 +145,8 @@ pub async fn recover(
     environment: &str,
     subscription: Option<&str>,
 ) -> Result<Response> {
-    let account = caller(app, req)?;
-    let environment = subscriptions::environment_param(environment)?;
-    let which = subscription
-        .map(|id| subscriptions::subscription_param(id).map(Which::Id))
-        .transpose()?;
+    let (account, environment) = caller_in(app, req, environment)?;
+    let which = subscription.map(named_subscription).transpose()?;
     let service = app.subscriptions();
     if req.method == Method::GET {
         let view = recovery::caller_recovery(&service, &account, slug, environment)?

@@ -53,6 +53,53 @@ impl EntryRow {
     }
 }
 
+/// One page of a filtered log (requests or deliveries), as its dashboard page lists it.
+struct LogListing<T> {
+    environment: Environment,
+    entries: Vec<T>,
+    /// Why the filter was refused; nothing is then listed.
+    error: Option<String>,
+    pager: Pager,
+}
+
+impl<T> LogListing<T> {
+    /// What the log page `tab` of `head`, shown from `cursor` with the form's `filters`, lists
+    /// for `listed` (the environment, its entries and the next page's cursor). A refused
+    /// filter is said on the page (in the sandbox, listing nothing); any other error fails it.
+    fn shown(
+        listed: Result<(Environment, Vec<T>, Option<String>), Error>,
+        head: &EndpointHead,
+        tab: &str,
+        filters: &[(&str, &str)],
+        cursor: Option<&str>,
+    ) -> Result<LogListing<T>, Error> {
+        let (environment, entries, next_cursor, error) = match listed {
+            Ok((environment, entries, next_cursor)) => (environment, entries, next_cursor, None),
+            Err(err @ Error::InvalidParameter { .. }) => (
+                Environment::Sandbox,
+                Vec::new(),
+                None,
+                Some(err.to_string()),
+            ),
+            Err(err) => return Err(err),
+        };
+        let mut params = vec![("environment", environment.as_str())];
+        params.extend_from_slice(filters);
+        let pager = Pager::new(
+            &format!("{}/{tab}", head.path()),
+            &params,
+            cursor,
+            next_cursor,
+        );
+        Ok(LogListing {
+            environment,
+            entries,
+            error,
+            pager,
+        })
+    }
+}
+
 /// The request log's filter form, as sent (shown back as typed, even when refused).
 #[derive(Default)]
 struct RequestFilterForm {
@@ -124,20 +171,11 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
         )?;
         Ok((environment, page.data, page.pagination.next_cursor))
     });
-    let (environment, entries, next_cursor, error) = match listed {
-        Ok((environment, entries, next_cursor)) => (environment, entries, next_cursor, None),
-        Err(err @ Error::InvalidParameter { .. }) => (
-            Environment::Sandbox,
-            Vec::new(),
-            None,
-            Some(err.to_string()),
-        ),
-        Err(err) => return Err(err.into()),
-    };
-    let pager = Pager::new(
-        &format!("{}/requests", head.path()),
+    let listing = LogListing::shown(
+        listed,
+        &head,
+        "requests",
         &[
-            ("environment", environment.as_str()),
             ("status", &form.status),
             ("code", &form.code),
             ("method", &form.method),
@@ -145,8 +183,7 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
             ("request_id", &form.request_id),
         ],
         cursor,
-        next_cursor,
-    );
+    )?;
     let page = RequestsPage {
         layout: user.layout(
             app,
@@ -156,11 +193,11 @@ pub fn requests(app: &App, req: &Request, slug: &str) -> Outcome {
         ),
         holders: request_log::holders(app.handles.store.as_ref(), naming, endpoint.id)?,
         head,
-        environment: environment.as_str(),
+        environment: listing.environment.as_str(),
         form,
-        error,
-        entries: entries.into_iter().map(EntryRow::new).collect(),
-        pager,
+        error: listing.error,
+        entries: listing.entries.into_iter().map(EntryRow::new).collect(),
+        pager: listing.pager,
     };
     render(&page)
 }
@@ -291,29 +328,19 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Outcome {
             DELIVERIES_PER_PAGE,
             cursor,
         )?;
-        Ok((environment, page))
+        Ok((environment, page.data, page.pagination.next_cursor))
     });
-    let (environment, deliveries, next_cursor, error) = match listed {
-        Ok((environment, page)) => (environment, page.data, page.pagination.next_cursor, None),
-        Err(err @ Error::InvalidParameter { .. }) => (
-            Environment::Sandbox,
-            Vec::new(),
-            None,
-            Some(err.to_string()),
-        ),
-        Err(err) => return Err(err.into()),
-    };
-    let pager = Pager::new(
-        &format!("{}/deliveries", head.path()),
+    let listing = LogListing::shown(
+        listed,
+        &head,
+        "deliveries",
         &[
-            ("environment", environment.as_str()),
             ("state", &form.state),
             ("kind", &form.kind),
             ("url", &form.url),
         ],
         cursor,
-        next_cursor,
-    );
+    )?;
     let page = DeliveriesPage {
         layout: user.layout(
             app,
@@ -322,11 +349,11 @@ pub fn deliveries(app: &App, req: &Request, slug: &str) -> Outcome {
             req,
         ),
         head,
-        environment: environment.as_str(),
+        environment: listing.environment.as_str(),
         form,
-        error,
-        deliveries: deliveries.into_iter().map(DeliveryRow::new).collect(),
-        pager,
+        error: listing.error,
+        deliveries: listing.entries.into_iter().map(DeliveryRow::new).collect(),
+        pager: listing.pager,
     };
     render(&page)
 }
