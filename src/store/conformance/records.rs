@@ -572,42 +572,19 @@ pub fn visit_records_follows_the_given_order_until_the_visitor_stops(store: &dyn
 }
 
 pub fn purge_partition_before_takes_the_oldest_first_within_its_bounds(store: &dyn Store) {
+    let (purged, other) = (Partition::from_raw(2), Partition::from_raw(3));
     let mut writes: Vec<RecordWrite> = (1..=10)
-        .map(|n| create(Partition::from_raw(2), RecordId(n), "{}"))
+        .map(|n| create(purged, RecordId(n), "{}"))
         .collect();
-    writes.extend((1..=3).map(|n| create(Partition::from_raw(3), RecordId(n), "{}")));
+    writes.extend((1..=3).map(|n| create(other, RecordId(n), "{}")));
     apply(store, &writes);
-    assert_eq!(
-        store
-            .purge_partition_before(Partition::from_raw(2), 6, 0)
-            .unwrap(),
-        0
-    );
-    assert_eq!(
-        store
-            .purge_partition_before(Partition::from_raw(2), 6, 3)
-            .unwrap(),
-        3
-    );
-    assert_eq!(
-        ids(store, Partition::from_raw(2)),
-        (4..=10).collect::<Vec<_>>()
-    );
-    assert_eq!(
-        store
-            .purge_partition_before(Partition::from_raw(2), 6, 10)
-            .unwrap(),
-        2
-    );
-    assert_eq!(
-        store
-            .purge_partition_before(Partition::from_raw(2), 6, 10)
-            .unwrap(),
-        0
-    );
-    assert_eq!(
-        ids(store, Partition::from_raw(2)),
-        (6..=10).collect::<Vec<_>>()
-    );
-    assert_eq!(ids(store, Partition::from_raw(3)), vec![1, 2, 3]);
+    // At most `limit` of the records below id 6, oldest first.
+    let purge = |limit| store.purge_partition_before(purged, 6, limit).unwrap();
+    assert_eq!(purge(0), 0);
+    assert_eq!(purge(3), 3);
+    assert_eq!(ids(store, purged), (4..=10).collect::<Vec<_>>());
+    assert_eq!(purge(10), 2);
+    assert_eq!(purge(10), 0);
+    assert_eq!(ids(store, purged), (6..=10).collect::<Vec<_>>());
+    assert_eq!(ids(store, other), vec![1, 2, 3]);
 }

@@ -278,42 +278,37 @@ mod tests {
     const PROBE: &str = "upgrade_probe";
     const ADDED: TableDefinition<u64, u64> = TableDefinition::new("added_by_upgrade");
 
-    /// A layout one version past this binary's, with a step from it: doubles the `META`
-    /// counter `upgrade_probe` and adds a table, so a test can tell a step ran and how often.
-    const NEXT: Layout = Layout {
-        version: SCHEMA_VERSION + 1,
-        steps: &[Step {
-            from: SCHEMA_VERSION,
-            run: |txn| {
-                let probe = read_counter(&txn.open_table(META)?, PROBE)?;
-                write_counter(txn, PROBE, probe * 2)?;
-                txn.open_table(ADDED)?.insert(probe, probe * 2)?;
-                Ok(())
-            },
-        }],
-    };
+    /// A layout one version past this binary's, with one step to it, which runs `$run`.
+    macro_rules! next_layout {
+        ($run:expr) => {
+            Layout {
+                version: SCHEMA_VERSION + 1,
+                steps: &[Step {
+                    from: SCHEMA_VERSION,
+                    run: $run,
+                }],
+            }
+        };
+    }
 
-    const FAILING: Layout = Layout {
-        version: SCHEMA_VERSION + 1,
-        steps: &[Step {
-            from: SCHEMA_VERSION,
-            run: |txn| {
-                write_counter(txn, PROBE, 0)?;
-                Err(StoreError::Corrupt("a row the step cannot convert".into()))
-            },
-        }],
-    };
+    /// The next layout, whose step doubles the `META` counter `upgrade_probe` and adds a
+    /// table, so a test can tell a step ran and how often.
+    const NEXT: Layout = next_layout!(|txn| {
+        let probe = read_counter(&txn.open_table(META)?, PROBE)?;
+        write_counter(txn, PROBE, probe * 2)?;
+        txn.open_table(ADDED)?.insert(probe, probe * 2)?;
+        Ok(())
+    });
 
-    const PANICKING: Layout = Layout {
-        version: SCHEMA_VERSION + 1,
-        steps: &[Step {
-            from: SCHEMA_VERSION,
-            run: |txn| {
-                write_counter(txn, PROBE, 0)?;
-                panic!("a step's bug")
-            },
-        }],
-    };
+    const FAILING: Layout = next_layout!(|txn| {
+        write_counter(txn, PROBE, 0)?;
+        Err(StoreError::Corrupt("a row the step cannot convert".into()))
+    });
+
+    const PANICKING: Layout = next_layout!(|txn| {
+        write_counter(txn, PROBE, 0)?;
+        panic!("a step's bug")
+    });
 
     /// A store file of this binary's layout with the probe counter at 7.
     fn current_file(dir: &Path) -> PathBuf {
@@ -418,20 +413,14 @@ mod tests {
     /// `kill -9` would; without the variable it does nothing.
     #[test]
     fn crashing_upgrade() {
-        const CRASHING: Layout = Layout {
-            version: SCHEMA_VERSION + 1,
-            steps: &[Step {
-                from: SCHEMA_VERSION,
-                run: |txn| {
-                    write_counter(txn, PROBE, 0)?;
-                    let mut added = txn.open_table(ADDED)?;
-                    for n in 0..10_000 {
-                        added.insert(n, n)?;
-                    }
-                    std::process::abort()
-                },
-            }],
-        };
+        const CRASHING: Layout = next_layout!(|txn| {
+            write_counter(txn, PROBE, 0)?;
+            let mut added = txn.open_table(ADDED)?;
+            for n in 0..10_000 {
+                added.insert(n, n)?;
+            }
+            std::process::abort()
+        });
         if let Some(path) = std::env::var_os(CRASH_FILE) {
             let _ = open(Path::new(&path), &CRASHING);
         }

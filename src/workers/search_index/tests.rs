@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,7 +21,7 @@ use crate::domain::webhooks::deliveries::Hooks;
 use crate::store::records::RecordWrite;
 use crate::store::{Partition, Store};
 use crate::workers::ingest_writer;
-use crate::workers::search_index::{IndexerSettings, StopPolicy};
+use crate::workers::search_index::{IndexerSettings, IndexerThread, StopPolicy};
 
 /// The searched partition, and another whose records must never show up.
 const P: Partition = Partition::from_raw(2);
@@ -56,29 +57,72 @@ impl Bench {
             writer,
         }
     }
+
+    /// Applies writes through the ingest writer, all submitted at once so that they share
+    /// commits.
+    fn write(&self, ops: Vec<RecordWrite>) {
+        let writes = ops.into_iter().map(|op| {
+            let partition = match &op {
+                RecordWrite::Create { partition, .. }
+                | RecordWrite::Replace { partition, .. }
+                | RecordWrite::Delete { partition, .. } => *partition,
+            };
+            let hooks = Hooks {
+                endpoint_slug: "search-test".into(),
+                environment: partition.environment(),
+                at: Timestamp(0),
+                caller: None,
+                trace: None,
+            };
+            self.ingest.submit(Write { record: op, hooks })
+        });
+        for outcome in self
+            .runtime
+            .block_on(futures_util::future::join_all(writes))
+        {
+            outcome.expect("write applied");
+        }
+    }
+
+    /// Starts the indexer over the bench's data dir as the server runs it, with `stop` as its
+    /// stop policy.
+    fn start_index(
+        &self,
+        stop: StopPolicy,
+    ) -> (Arc<dyn SearchIndex>, super::Notifier, IndexerThread) {
+        let settings = IndexerSettings {
+            nice: 0,
+            memory_bytes: 15_000_000,
+            stop,
+        };
+        super::start(self.dir.path(), self.store.clone(), settings).expect("index")
+    }
+
+    fn index_dir(&self) -> PathBuf {
+        self.dir.path().join(super::index::DIR)
+    }
+
+    /// The index as last committed, with the state its commit carries, parsed and as stored
+    /// (for messages).
+    fn committed_index(&self) -> (tantivy::Index, super::index::CommitState, String) {
+        let index = tantivy::Index::open_in_dir(self.index_dir()).expect("open");
+        let stored = index.load_metas().expect("metas").payload.expect("payload");
+        let state = serde_json::from_str(&stored).expect("commit state");
+        (index, state, stored)
+    }
+
+    /// Shuts the ingest writer down and waits for its thread.
+    fn finish(self) {
+        self.runtime.block_on(self.ingest.shutdown());
+        self.writer.join();
+    }
 }
 
-/// Applies writes through the ingest writer, all submitted at once so that they share
-/// commits.
-fn write(runtime: &tokio::runtime::Runtime, ingest: &Ingest, ops: Vec<RecordWrite>) {
-    let writes = ops.into_iter().map(|op| {
-        let partition = match &op {
-            RecordWrite::Create { partition, .. }
-            | RecordWrite::Replace { partition, .. }
-            | RecordWrite::Delete { partition, .. } => *partition,
-        };
-        let hooks = Hooks {
-            endpoint_slug: "search-test".into(),
-            environment: partition.environment(),
-            at: Timestamp(0),
-            caller: None,
-            trace: None,
-        };
-        ingest.submit(Write { record: op, hooks })
-    });
-    for outcome in runtime.block_on(futures_util::future::join_all(writes)) {
-        outcome.expect("write applied");
-    }
+/// A random seed, for the failure messages to name (a run is replayed from it), and its
+/// generator.
+fn seeded() -> (u64, StdRng) {
+    let seed = rand::random::<u64>();
+    (seed, StdRng::seed_from_u64(seed))
 }
 
 fn create(p: Partition, id: u128, payload: String) -> RecordWrite {
@@ -111,15 +155,6 @@ fn payload(rng: &mut StdRng, n: usize, extra: &str) -> String {
     let a = WORDS[rng.random_range(0..WORDS.len())];
     let b = WORDS[rng.random_range(0..WORDS.len())];
     format!(r#"{{"n":{n},"text":"{a} and {b}","tag":"{extra}"}}"#)
-}
-
-/// The indexer as the server runs it, with `stop` as its stop policy.
-fn test_settings(stop: StopPolicy) -> IndexerSettings {
-    IndexerSettings {
-        nice: 0,
-        memory_bytes: 15_000_000,
-        stop,
-    }
 }
 
 /// Record ids created at `micros`, with random low bits as `RecordId::generate` makes.
@@ -190,15 +225,9 @@ fn search_all(
 /// gaps; a call that runs out of budget answers with fewer records and a `next_cursor`.
 #[test]
 fn a_tail_longer_than_the_budget_pages_exactly() {
-    let seed = rand::random::<u64>();
-    let mut rng = StdRng::seed_from_u64(seed);
-    let Bench {
-        dir,
-        store,
-        runtime,
-        ingest,
-        writer,
-    } = Bench::new();
+    let (seed, mut rng) = seeded();
+    let bench = Bench::new();
+    let store: &dyn Store = bench.store.as_ref();
 
     // Indexed: 80 records, and a few in the other partition.
     let base = 1_700_000_000_000_000u128;
@@ -215,9 +244,8 @@ fn a_tail_longer_than_the_budget_pages_exactly() {
             payload(&mut rng, n as usize, "ancient"),
         )
     }));
-    write(&runtime, &ingest, writes);
-    let (index, notifier, indexer) =
-        super::start(dir.path(), store.clone(), test_settings(StopPolicy::NONE)).expect("index");
+    bench.write(writes);
+    let (index, notifier, indexer) = bench.start_index(StopPolicy::NONE);
     let deadline = Instant::now() + Duration::from_secs(60);
     while index.snapshot().view.is_none() || index.snapshot().position == 0 {
         assert!(Instant::now() < deadline, "the index was not built");
@@ -238,7 +266,7 @@ fn a_tail_longer_than_the_budget_pages_exactly() {
             .enumerate()
             .map(|(n, &id)| create(P, id, payload(&mut rng, n, "fresh")))
             .collect();
-        write(&runtime, &ingest, writes);
+        bench.write(writes);
     }
     let mut edits = Vec::new();
     for &id in old.iter().step_by(4).chain(fresh.iter().step_by(9)) {
@@ -254,9 +282,8 @@ fn a_tail_longer_than_the_budget_pages_exactly() {
         id_at(&mut rng, base + 2_000_000),
         payload(&mut rng, 1, "fresh"),
     ));
-    write(&runtime, &ingest, edits);
+    bench.write(edits);
 
-    let store: &dyn Store = store.as_ref();
     for q in [
         "zebra", "ärger", "omega", "fresh", "ancient", "edited", "nomatchx", r#""n":1"#,
     ] {
@@ -283,8 +310,7 @@ fn a_tail_longer_than_the_budget_pages_exactly() {
     assert_eq!(first["data"].as_array().map(Vec::len), Some(0));
     assert!(first["pagination"]["next_cursor"].is_string(), "{first}");
 
-    runtime.block_on(ingest.shutdown());
-    writer.join();
+    bench.finish();
 }
 
 /// Waits until the index covers every change logged so far.
@@ -309,21 +335,14 @@ fn wait_indexed(store: &dyn Store, index: &dyn SearchIndex, notifier: &super::No
 /// is committed with the index, survives a restart, and later records leave it out.
 #[test]
 fn stop_trigrams_keep_searches_exact() {
-    let seed = rand::random::<u64>();
-    let mut rng = StdRng::seed_from_u64(seed);
-    let Bench {
-        dir,
-        store,
-        runtime,
-        ingest,
-        writer,
-    } = Bench::new();
+    let (seed, mut rng) = seeded();
+    let bench = Bench::new();
+    let store: &dyn Store = bench.store.as_ref();
     let policy = StopPolicy {
         share: 0.2,
         min_records: 20,
     };
-    let (index, notifier, indexer) =
-        super::start(dir.path(), store.clone(), test_settings(policy)).expect("index");
+    let (index, notifier, indexer) = bench.start_index(policy);
 
     let base = 1_700_000_000_000_000u128;
     let mut ids = Vec::new();
@@ -341,13 +360,12 @@ fn stop_trigrams_keep_searches_exact() {
             let replaced = rng.random_bool(0.5).then(|| payload(&mut rng, 5, "edited"));
             writes.push(edit(P, id, replaced));
         }
-        write(&runtime, &ingest, writes);
-        wait_indexed(store.as_ref(), index.as_ref(), &notifier);
+        bench.write(writes);
+        wait_indexed(store, index.as_ref(), &notifier);
         ids.extend(fresh);
     }
 
     let check = |index: &dyn SearchIndex, rng: &mut StdRng| {
-        let store: &dyn Store = store.as_ref();
         let mut texts = Vec::new();
         store
             .read()
@@ -383,15 +401,7 @@ fn stop_trigrams_keep_searches_exact() {
     notifier.shutdown();
     indexer.join();
     // The committed set: the keys' trigrams are in it, and the newest records left them out.
-    let tantivy_index =
-        tantivy::Index::open_in_dir(dir.path().join(super::index::DIR)).expect("open");
-    let metas_payload = tantivy_index
-        .load_metas()
-        .expect("metas")
-        .payload
-        .expect("payload");
-    let state: super::index::CommitState =
-        serde_json::from_str(&metas_payload).expect("commit state");
+    let (tantivy_index, state, metas_payload) = bench.committed_index();
     assert!(
         state.stop.iter().any(|g| g == "tex"),
         "seed {seed}: {metas_payload}"
@@ -413,9 +423,8 @@ fn stop_trigrams_keep_searches_exact() {
 
     // After a restart the committed set is used as it was, and replacing or deleting records
     // indexed before it removes their old documents.
-    let (index, notifier, indexer) =
-        super::start(dir.path(), store.clone(), test_settings(policy)).expect("index");
-    wait_indexed(store.as_ref(), index.as_ref(), &notifier);
+    let (index, notifier, indexer) = bench.start_index(policy);
+    wait_indexed(store, index.as_ref(), &notifier);
     let mut existing = Vec::new();
     store
         .read()
@@ -436,8 +445,8 @@ fn stop_trigrams_keep_searches_exact() {
             )
         })
         .collect();
-    write(&runtime, &ingest, edits);
-    wait_indexed(store.as_ref(), index.as_ref(), &notifier);
+    bench.write(edits);
+    wait_indexed(store, index.as_ref(), &notifier);
     check(index.as_ref(), &mut rng);
     notifier.shutdown();
     indexer.join();
@@ -459,25 +468,16 @@ fn stop_trigrams_keep_searches_exact() {
 
     // A rebuild from the store takes up the stop set along the way, and stays exact.
     drop((searcher, tantivy_index));
-    std::fs::remove_dir_all(dir.path().join(super::index::DIR)).expect("remove the index");
-    let (index, notifier, indexer) =
-        super::start(dir.path(), store.clone(), test_settings(policy)).expect("index");
-    wait_indexed(store.as_ref(), index.as_ref(), &notifier);
+    std::fs::remove_dir_all(bench.index_dir()).expect("remove the index");
+    let (index, notifier, indexer) = bench.start_index(policy);
+    wait_indexed(store, index.as_ref(), &notifier);
     check(index.as_ref(), &mut rng);
     notifier.shutdown();
     indexer.join();
-    let rebuilt = tantivy::Index::open_in_dir(dir.path().join(super::index::DIR)).expect("open");
-    let metas_payload = rebuilt
-        .load_metas()
-        .expect("metas")
-        .payload
-        .expect("payload");
-    let state: super::index::CommitState =
-        serde_json::from_str(&metas_payload).expect("commit state");
+    let (_, state, metas_payload) = bench.committed_index();
     assert!(
         state.stop.iter().any(|g| g == "tex"),
         "seed {seed}: {metas_payload}"
     );
-    runtime.block_on(ingest.shutdown());
-    writer.join();
+    bench.finish();
 }
