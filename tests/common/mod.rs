@@ -1590,19 +1590,10 @@ pub fn database_dump(data_dir: &Path) -> Option<Vec<u8>> {
         return None;
     }
     let url = database_of(data_dir);
-    let out = Command::new(postgres::bin_dir().join("pg_dump"))
-        .args(["--data-only", "--dbname", &url])
-        .env_clear()
-        .env("PATH", "/usr/bin:/bin")
-        .env("PGOPTIONS", "-c bytea_output=escape")
-        .output()
-        .expect("run pg_dump");
-    assert!(
-        out.status.success(),
-        "pg_dump failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(out.stdout)
+    Some(postgres::pg_dump(
+        &["--data-only", "--dbname", &url],
+        &[("PGOPTIONS", "-c bytea_output=escape")],
+    ))
 }
 
 // ---------------------------------------------------------------------------

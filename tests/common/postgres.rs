@@ -283,14 +283,7 @@ impl Cluster {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             let out = Command::new(bin_dir().join("pg_isready"))
-                .args([
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    &self.port.to_string(),
-                    "-U",
-                    "intake",
-                ])
+                .args(self.client_args())
                 .output()
                 .expect("run pg_isready");
             if out.status.success() {
@@ -367,14 +360,7 @@ impl Cluster {
     pub fn standby(&self) -> Cluster {
         let dir = cluster_dir("standby-");
         let out = server_command("pg_basebackup")
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "intake",
-            ])
+            .args(self.client_args())
             .args(["-R", "-X", "stream", "--checkpoint=fast", "--no-sync"])
             .arg("-D")
             .arg(dir.join("data"))
@@ -445,21 +431,29 @@ impl Cluster {
         format!("postgresql://intake@127.0.0.1:{}/{name}", self.port)
     }
 
+    /// The options that connect a client program to this server, as the tests' user.
+    fn client_args(&self) -> [String; 6] {
+        let port = self.port.to_string();
+        ["-h", "127.0.0.1", "-p", &port, "-U", "intake"].map(String::from)
+    }
+
+    /// psql on database `db`, as the tests' user, without a `.psqlrc` (`-X`) and stopping at
+    /// the first error.
+    fn psql_command(&self, db: &str) -> Command {
+        let mut cmd = Command::new("psql");
+        cmd.args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
+            .args(self.client_args())
+            .args(["-d", db])
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin");
+        cmd
+    }
+
     /// Runs SQL on database `db` with psql; panics with its error when it fails.
     pub fn psql(&self, db: &str, sql: &str) -> String {
-        let out = Command::new("psql")
-            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"])
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "intake",
-            ])
-            .args(["-d", db, "-c", sql])
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
+        let out = self
+            .psql_command(db)
+            .args(["-A", "-t", "-c", sql])
             .output()
             .expect("run psql (Debian's postgresql-client)");
         assert!(
@@ -473,18 +467,7 @@ impl Cluster {
     /// The database at `url` (one of [`Cluster::url`]'s), schema and data, as a plain SQL
     /// script without owners or privileges, so [`Cluster::restore`] can load it anywhere.
     pub fn dump(&self, url: &str) -> Vec<u8> {
-        let out = Command::new(bin_dir().join("pg_dump"))
-            .args(["--no-owner", "--no-privileges", "--dbname", url])
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
-            .output()
-            .expect("run pg_dump");
-        assert!(
-            out.status.success(),
-            "pg_dump failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        out.stdout
+        pg_dump(&["--no-owner", "--no-privileges", "--dbname", url], &[])
     }
 
     /// A new database holding what the SQL `script` makes (a [`Cluster::dump`]); returns its
@@ -499,19 +482,9 @@ impl Cluster {
     /// what it prints (unaligned, tuples only, as it is: `COPY … TO STDOUT` rows too), and
     /// panics with the error when it fails.
     pub fn psql_script(&self, db: &str, script: &[u8]) -> Vec<u8> {
-        let mut child = Command::new("psql")
-            .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1"])
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "intake",
-            ])
-            .args(["-d", db, "-f", "-"])
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
+        let mut child = self
+            .psql_command(db)
+            .args(["-A", "-t", "-f", "-"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -555,20 +528,10 @@ impl Cluster {
     /// Never panics, as it runs in `Drop`: a failure is only printed.
     pub fn drop_database(&self, url: &str) {
         let name = database_name(url);
-        let out = Command::new("psql")
-            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
-            .args([
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &self.port.to_string(),
-                "-U",
-                "intake",
-            ])
-            .args(["-d", "postgres", "-c"])
+        let out = self
+            .psql_command("postgres")
+            .arg("-c")
             .arg(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-            .env_clear()
-            .env("PATH", "/usr/bin:/bin")
             .output();
         match out {
             Ok(out) if out.status.success() => {}
@@ -579,6 +542,24 @@ impl Cluster {
             Err(err) => eprintln!("cannot run psql to drop database {name}: {err}"),
         }
     }
+}
+
+/// Runs pg_dump with `args` and the environment `vars`; returns what it prints, and panics
+/// with its error when it fails.
+pub fn pg_dump(args: &[&str], vars: &[(&str, &str)]) -> Vec<u8> {
+    let out = Command::new(bin_dir().join("pg_dump"))
+        .args(args)
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .envs(vars.iter().copied())
+        .output()
+        .expect("run pg_dump");
+    assert!(
+        out.status.success(),
+        "pg_dump failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
 }
 
 /// The name of the database at `url` (one of [`Cluster::url`]'s).
