@@ -264,10 +264,21 @@ impl Session<'_> {
     /// Logs in through the login form and lands on the endpoints page.
     pub fn login(&self, email: &str, password: &str) {
         self.goto("/dashboard/login");
-        self.fill("#email", email);
+        // Pasted, not typed: a keystroke lost on a loaded machine would fail the login and
+        // the test with it (CI once landed on the login page again here).
+        self.paste("#email", email);
         self.paste("#password", password);
         self.submit("form[action='/dashboard/login'] button[type=submit]");
-        assert_eq!(self.path(), "/dashboard/endpoints", "login failed");
+        if self.path() != "/dashboard/endpoints" {
+            let why = self.eval(
+                "(document.querySelector('#login-error, .error') || {}).textContent || document.title",
+            );
+            panic!(
+                "login as {email} failed: at {} ({why}; e-mail field {})",
+                self.path(),
+                self.eval("(document.querySelector('#email') || {}).value || ''")
+            );
+        }
     }
 
     /// Clicks the element at `selector` where the page's script answers without loading
