@@ -11,6 +11,7 @@ mod common;
 mod accounts;
 mod architecture;
 mod backup;
+mod batch;
 mod cli;
 mod cluster;
 mod dashboard;

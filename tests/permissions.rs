@@ -1,6 +1,7 @@
 //! Data-call permissions: the full access matrix.
 //!
-//! Every data method (POST create, GET single, GET list, GET search, GET poll, PUT, DELETE) is
+//! Every data method (POST create, POST batch, GET single, GET list, GET search, GET poll, PUT,
+//! DELETE) is
 //! called with every kind of key: the owner's default sandbox key, a collaboration key holding
 //! each single permission, a collaboration key holding every permission but the needed one, a
 //! removed collaborator's key, the owner's and a collaborator's production key before and after
@@ -27,6 +28,7 @@ use serde_json::{Value, json};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {
     Create,
+    Batch,
     GetOne,
     List,
     Search,
@@ -35,8 +37,9 @@ enum Op {
     Delete,
 }
 
-const OPS: [Op; 7] = [
+const OPS: [Op; 8] = [
     Op::Create,
+    Op::Batch,
     Op::GetOne,
     Op::List,
     Op::Search,
@@ -51,6 +54,7 @@ impl Op {
     fn name(self) -> &'static str {
         match self {
             Op::Create => "POST create",
+            Op::Batch => "POST batch",
             Op::GetOne => "GET single",
             Op::List => "GET list",
             Op::Search => "GET search",
@@ -63,7 +67,7 @@ impl Op {
     /// The permission the method needs.
     fn needs(self) -> &'static str {
         match self {
-            Op::Create => "create",
+            Op::Create | Op::Batch => "create",
             Op::GetOne | Op::List | Op::Search | Op::Poll => "read",
             Op::Replace => "replace",
             Op::Delete => "delete",
@@ -72,13 +76,13 @@ impl Op {
 
     fn success(self) -> u16 {
         match self {
-            Op::Create | Op::Replace | Op::Delete => 202,
+            Op::Create | Op::Batch | Op::Replace | Op::Delete => 202,
             Op::GetOne | Op::List | Op::Search | Op::Poll => 200,
         }
     }
 
     fn is_write(self) -> bool {
-        matches!(self, Op::Create | Op::Replace | Op::Delete)
+        matches!(self, Op::Create | Op::Batch | Op::Replace | Op::Delete)
     }
 
     /// Whether the method names a record (the cell gets a fresh one).
@@ -90,6 +94,15 @@ impl Op {
 fn perform(s: &TestServer, slug: &str, op: Op, key: &str, target: &str) -> Resp {
     match op {
         Op::Create => s.post_record(slug, key, &json!({"probe": "abc created"})),
+        Op::Batch => s.request(
+            "POST",
+            &format!("/api/v1/data/{slug}/batch"),
+            &[
+                ("Authorization", &format!("Bearer {key}")),
+                ("Content-Type", "application/x-ndjson"),
+            ],
+            Some(b"{\"probe\":\"abc batched\"}\n{\"probe\":\"abc batched\"}\n"),
+        ),
         Op::GetOne => s.get_record(slug, key, target),
         Op::List => s.list(slug, key, ""),
         Op::Search => s.data(
@@ -305,6 +318,14 @@ impl Matrix<'_> {
             Op::Create => {
                 let id = r.json()["id"].as_str().expect("id").to_string();
                 assert_status(&s.get_record(slug, seed_key, &id), 200);
+            }
+            Op::Batch => {
+                let data = r.json()["data"].as_array().cloned().unwrap_or_default();
+                assert_eq!(data.len(), 2, "{cell}: {}", r.describe());
+                for record in data {
+                    let id = record["id"].as_str().expect("id");
+                    assert_status(&s.get_record(slug, seed_key, id), 200);
+                }
             }
             Op::GetOne => assert_eq!(r.json()["id"], target, "{cell}"),
             Op::Replace => {

@@ -60,6 +60,26 @@ impl RecordId {
         RecordId((micros << 64) | u128::from(random))
     }
 
+    /// `n` new ids for records created together at `created_at` (a batch), ascending: id
+    /// order, which list and poll follow, is the order the records were sent in.
+    pub fn generate_run(created_at: Timestamp, n: usize) -> Vec<RecordId> {
+        // Drawn below u64::MAX - n, so making equal draws distinct (the later one takes the
+        // next value up; about one batch in 10^13 has two) cannot overflow.
+        let top = u64::MAX - n as u64;
+        let mut randoms: Vec<u64> = (0..n)
+            .map(|_| u64::from_be_bytes(random_bytes()) % top)
+            .collect();
+        randoms.sort_unstable();
+        for i in 1..randoms.len() {
+            randoms[i] = randoms[i].max(randoms[i - 1] + 1);
+        }
+        let micros = created_at.as_micros().max(0) as u128;
+        randoms
+            .into_iter()
+            .map(|random| RecordId((micros << 64) | u128::from(random)))
+            .collect()
+    }
+
     /// The created_at this id was generated for.
     pub fn created_at(self) -> Timestamp {
         Timestamp((self.0 >> 64) as i64)
@@ -201,6 +221,16 @@ mod tests {
             assert_eq!(request_id_time(other), None, "{other}");
         }
         assert_eq!(request_id_time(&format!("{}U", &id[..24])), None);
+    }
+
+    #[test]
+    fn a_run_of_ids_ascends_and_carries_one_created_at() {
+        let at = Timestamp(1_795_000_000_123_456);
+        let run = RecordId::generate_run(at, 1000);
+        assert_eq!(run.len(), 1000);
+        assert!(run.windows(2).all(|w| w[0] < w[1]), "ascending, distinct");
+        assert!(run.iter().all(|id| id.created_at() == at));
+        assert!(RecordId::generate_run(at, 0).is_empty());
     }
 
     #[test]

@@ -28,6 +28,18 @@ pub enum Error {
     /// The server's egress rule refuses every address of a webhook URL.
     #[error("{0}")]
     WebhookTargetRefused(String),
+    /// A batch with bad records: each one's reason, in order; nothing was stored.
+    #[error("{}", batch_invalid_message(.0))]
+    BatchInvalid(Vec<RecordRefusal>),
+    #[error("The batch holds no records; send one JSON document per line, or a JSON array.")]
+    BatchEmpty,
+
+    // 413
+    #[error("A batch holds at most {max} records; this one holds {records}.")]
+    BatchTooLarge { records: usize, max: usize },
+    /// One record of a batch is larger than a single create's body may be.
+    #[error("The record is larger than the limit of {0} bytes.")]
+    RecordTooLarge(usize),
 
     // 401
     #[error("Send the API key as `Authorization: Bearer <API_KEY>`.")]
@@ -207,3 +219,24 @@ impl From<crate::core::crypto::CryptoError> for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Why one record of a batch was refused: its place in the batch (from 0, blank lines not
+/// counted) and the error a single create of it would have had.
+#[derive(Debug)]
+pub struct RecordRefusal {
+    pub index: usize,
+    pub error: Box<Error>,
+}
+
+fn batch_invalid_message(refusals: &[RecordRefusal]) -> String {
+    match refusals {
+        [one] => format!(
+            "The record at index {} was refused: {} Nothing was stored.",
+            one.index, one.error
+        ),
+        many => format!(
+            "{} records of the batch were refused (see `records`); nothing was stored.",
+            many.len()
+        ),
+    }
+}

@@ -7,6 +7,8 @@
 //! - [`records`]: create / read / list / replace / delete; payload validation (stored as sent:
 //!   only whitespace and string escapes normalised, numbers untouched) and required-field
 //!   rules; `RecordsBody`, the one writer of record JSON.
+//! - [`batch`]: batch ingest: a body of up to 1,000 records (NDJSON or a JSON array), each
+//!   checked as a single create is, stored in one commit or not at all.
 //! - [`ingest`]: the write queue: a write waits there for the ingest writer's commit, and its
 //!   202 leaves only after that commit.
 //! - [`poll`]: the oldest-first feed, the in-flight registry that keeps it gap-free, and the
@@ -46,6 +48,7 @@ pub mod accounts;
 pub mod api_keys;
 pub mod audit;
 pub mod backup;
+pub mod batch;
 pub mod collaborators;
 pub mod deploy;
 pub mod endpoint_deletion;

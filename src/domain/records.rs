@@ -34,9 +34,12 @@ use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
 use crate::domain::ingest::{IDEMPOTENCY_TTL, Ingest, Write};
 use crate::domain::webhooks::deliveries::Hooks;
-use crate::store::records::{IdempotencyClaim, RecordWrite, ScanOrder, WriteOutcome};
+use crate::store::records::{IdempotencyClaim, NewRecord, RecordWrite, ScanOrder, WriteOutcome};
 use crate::store::{AccountRow, Store, StoreError, time_key};
 
+/// The largest payload a record may have, in bytes as sent (the body of a POST or PUT, a
+/// record of a batch): 100 KB, as the spec says.
+pub const MAX_PAYLOAD_BYTES: usize = 102_400;
 pub const LIST_LIMIT_DEFAULT: usize = 10;
 pub const LIST_LIMIT_MAX: usize = 30;
 /// The longest `Idempotency-Key`, in characters (the OpenAPI document says it too).
@@ -349,29 +352,56 @@ pub async fn create(
     idempotency_key: Option<&str>,
 ) -> Result<Accepted> {
     let payload = normalize_payload(body, &access.endpoint.required_fields)?;
-    let idempotency = idempotency_key
-        .map(|key| {
-            valid_idempotency_key(key).map(|key| IdempotencyClaim {
-                key: key.to_string(),
-                payload_hash: hex(&sha256(&payload)),
-                ttl: IDEMPOTENCY_TTL,
-            })
+    let claim = idempotency_claim(idempotency_key, || hex(&sha256(&payload)))?;
+    let ids = create_records(ingest, access, hooks, vec![payload], claim).await?;
+    let id = ids
+        .first()
+        .ok_or_else(|| Error::Internal("a create answered no record id".into()))?;
+    Ok(Accepted {
+        id: id.to_string(),
+        created_at: Some(id.created_at().to_rfc3339()),
+        status: "accepted",
+    })
+}
+
+/// The claim of a create sent with `key` (checked), whose payloads hash to `payload_hash`.
+pub fn idempotency_claim(
+    key: Option<&str>,
+    payload_hash: impl FnOnce() -> String,
+) -> Result<Option<IdempotencyClaim>> {
+    key.map(|key| {
+        valid_idempotency_key(key).map(|key| IdempotencyClaim {
+            key: key.to_string(),
+            payload_hash: payload_hash(),
+            ttl: IDEMPOTENCY_TTL,
         })
-        .transpose()?;
+    })
+    .transpose()
+}
+
+/// Stores `payloads` (checked) as new records of `access`'s partition, received at `hooks.at`,
+/// all in one commit or none; answers their ids in the order given (for a replay, the
+/// original ones).
+pub async fn create_records(
+    ingest: &Ingest,
+    access: &DataAccess,
+    hooks: Hooks,
+    payloads: Vec<Vec<u8>>,
+    idempotency: Option<IdempotencyClaim>,
+) -> Result<Vec<RecordId>> {
+    let ids = RecordId::generate_run(hooks.at, payloads.len());
+    let records = ids
+        .into_iter()
+        .zip(payloads)
+        .map(|(id, payload)| NewRecord { id, payload })
+        .collect();
     let record = RecordWrite::Create {
         partition: access.partition,
-        id: RecordId::generate(hooks.at),
-        payload,
+        records,
         idempotency,
     };
     match ingest.submit(Write { record, hooks }).await? {
-        WriteOutcome::Created { id, created_at } | WriteOutcome::Replayed { id, created_at } => {
-            Ok(Accepted {
-                id: id.to_string(),
-                created_at: Some(created_at.to_rfc3339()),
-                status: "accepted",
-            })
-        }
+        WriteOutcome::Created { ids } | WriteOutcome::Replayed { ids } => Ok(ids),
         other => Err(Error::Internal(format!("create answered {other:?}"))),
     }
 }
@@ -501,7 +531,7 @@ pub fn first_id_at(t: Timestamp) -> u128 {
     u128::from(time_key(t)) << 64
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -95,6 +95,18 @@ impl Usage {
     /// Counts one data call of `partition` at `now`, or refuses it with 429 when the month's
     /// count has reached `quota`. Refused calls are not counted.
     pub fn count(&self, now: Timestamp, partition: Partition, quota: Option<u64>) -> Result<()> {
+        self.count_many(now, partition, quota, 1)
+    }
+
+    /// Counts `n` at once (a batch's records), or refuses them all with 429 when they would
+    /// take the month's count past `quota`.
+    pub fn count_many(
+        &self,
+        now: Timestamp,
+        partition: Partition,
+        quota: Option<u64>,
+        n: u64,
+    ) -> Result<()> {
         let (month, day) = (month_key(now), day_key(now));
         let mut counters = self.counters();
         let Counters {
@@ -103,7 +115,7 @@ impl Usage {
             unflushed,
         } = &mut *counters;
         let month_calls = self.counter(months, unflushed, (partition, month), Period::Month)?;
-        if quota.is_some_and(|q| *month_calls >= q) {
+        if quota.is_some_and(|q| *month_calls + n > q) {
             let reset = now.start_of_next_month();
             // Rounded up: waiting the advertised time must be enough.
             let micros = u64::try_from(reset.as_micros() - now.as_micros()).unwrap_or(0);
@@ -111,9 +123,9 @@ impl Usage {
                 retry_after_secs: micros.div_ceil(1_000_000).max(1),
             });
         }
-        *month_calls += 1;
-        *self.counter(days, unflushed, (partition, day), Period::Day)? += 1;
-        *unflushed.entry((partition, month, day)).or_default() += 1;
+        *month_calls += n;
+        *self.counter(days, unflushed, (partition, day), Period::Day)? += n;
+        *unflushed.entry((partition, month, day)).or_default() += n;
         Ok(())
     }
 

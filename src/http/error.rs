@@ -24,8 +24,9 @@ pub enum HttpError {
     RequestTimeout,
     #[error("The request body exceeds the limit of {0} bytes.")]
     PayloadTooLarge(usize),
-    #[error("The Content-Type must be application/json.")]
-    UnsupportedMediaType,
+    /// The media types the route takes, in words.
+    #[error("The Content-Type must be {0}.")]
+    UnsupportedMediaType(&'static str),
     #[error(
         "The server is holding as many request bodies as its memory budget allows; retry shortly."
     )]
@@ -50,7 +51,7 @@ pub fn status_and_code(err: &HttpError) -> (StatusCode, &'static str) {
         HttpError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
         HttpError::RequestTimeout => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
         HttpError::PayloadTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
-        HttpError::UnsupportedMediaType => {
+        HttpError::UnsupportedMediaType(_) => {
             (StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type")
         }
         HttpError::Busy => (StatusCode::SERVICE_UNAVAILABLE, "server_busy"),
@@ -75,6 +76,10 @@ fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
         InvalidIdempotencyKey => (StatusCode::BAD_REQUEST, "invalid_idempotency_key"),
         InvalidWebhook(_) => (StatusCode::BAD_REQUEST, "invalid_webhook"),
         WebhookTargetRefused(_) => (StatusCode::BAD_REQUEST, "webhook_target_refused"),
+        BatchInvalid(_) => (StatusCode::BAD_REQUEST, "batch_invalid"),
+        BatchEmpty => (StatusCode::BAD_REQUEST, "batch_empty"),
+        BatchTooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "batch_too_large"),
+        RecordTooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
         MissingApiKey => (StatusCode::UNAUTHORIZED, "missing_api_key"),
         InvalidApiKey => (StatusCode::UNAUTHORIZED, "invalid_api_key"),
         MissingToken => (StatusCode::UNAUTHORIZED, "missing_token"),
@@ -169,6 +174,18 @@ struct Detail<'a> {
     code: &'static str,
     message: String,
     request_id: &'a str,
+    /// A refused batch's bad records.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    records: Option<Vec<RecordDetail>>,
+}
+
+/// One bad record of a refused batch: where it is, and the code and message a single create
+/// of it would have had.
+#[derive(Serialize)]
+struct RecordDetail {
+    index: usize,
+    code: &'static str,
+    message: String,
 }
 
 /// The response for an error. Server-side failures are logged here with their cause, which
@@ -189,6 +206,19 @@ pub fn response(err: &HttpError, request_id: &str) -> Response {
                 code,
                 message,
                 request_id,
+                records: match err {
+                    HttpError::Service(Error::BatchInvalid(refusals)) => Some(
+                        refusals
+                            .iter()
+                            .map(|refusal| RecordDetail {
+                                index: refusal.index,
+                                code: service_code(&refusal.error),
+                                message: refusal.error.to_string(),
+                            })
+                            .collect(),
+                    ),
+                    _ => None,
+                },
             },
         },
     );

@@ -73,24 +73,38 @@ pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 /// Refuses anything but `application/json` (optionally with `charset=utf-8`).
 pub fn require_json(headers: &HeaderMap) -> Result<()> {
-    let value = headers
+    media_type(headers, &["application/json"], "application/json").map(|_| ())
+}
+
+/// Which of the `accepted` media types the body's Content-Type is (optionally with
+/// `charset=utf-8`); anything else is refused with 415 saying `expected`.
+pub fn media_type<'a>(
+    headers: &HeaderMap,
+    accepted: &[&'a str],
+    expected: &'static str,
+) -> Result<&'a str> {
+    let refused = crate::http::error::HttpError::UnsupportedMediaType(expected);
+    let Some(value) = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .ok_or(crate::http::error::HttpError::UnsupportedMediaType)?;
+    else {
+        return Err(refused);
+    };
     let mut parts = value.split(';').map(str::trim);
-    let essence_ok = parts
-        .next()
-        .is_some_and(|m| m.eq_ignore_ascii_case("application/json"));
+    let essence = parts.next().and_then(|m| {
+        accepted
+            .iter()
+            .find(|accepted| m.eq_ignore_ascii_case(accepted))
+    });
     let params_ok = parts.all(|p| {
         p.split_once('=').is_some_and(|(k, v)| {
             k.trim().eq_ignore_ascii_case("charset")
                 && v.trim().trim_matches('"').eq_ignore_ascii_case("utf-8")
         })
     });
-    if essence_ok && params_ok {
-        Ok(())
-    } else {
-        Err(crate::http::error::HttpError::UnsupportedMediaType)
+    match essence {
+        Some(essence) if params_ok => Ok(essence),
+        _ => Err(refused),
     }
 }
 

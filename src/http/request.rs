@@ -15,7 +15,7 @@ use crate::core::clock::Timestamp;
 pub type BodyStream = Pin<Box<dyn Stream<Item = std::result::Result<Bytes, warp::Error>> + Send>>;
 
 /// Limit of POST and PUT bodies on data routes: 100 KB as the spec says.
-pub const MAX_DATA_BODY: usize = 102_400;
+pub const MAX_DATA_BODY: usize = crate::domain::records::MAX_PAYLOAD_BYTES;
 /// Limit of management request bodies.
 pub const MAX_MANAGE_BODY: usize = 65_536;
 

@@ -97,6 +97,7 @@ routes! {
     GetRecord: Get "/api/v1/data/{slug}/{record_id}" "getRecord";
     ReplaceRecord: Put "/api/v1/data/{slug}/{record_id}" "replaceRecord";
     DeleteRecord: Delete "/api/v1/data/{slug}/{record_id}" "deleteRecord";
+    CreateRecordBatch: Post "/api/v1/data/{slug}/batch" "createRecordBatch";
     SearchRecords: Get "/api/v1/data/{slug}/search" "searchRecords";
     PollRecords: Get "/api/v1/data/{slug}/poll" "pollRecords";
     StreamRecords: Get "/api/v1/data/{slug}/stream" "streamRecords";

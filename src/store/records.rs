@@ -62,10 +62,9 @@ pub enum ScanOrder {
 pub enum RecordWrite {
     Create {
         partition: Partition,
-        /// Carries the record's created_at.
-        id: RecordId,
-        /// Normalised payload JSON.
-        payload: Vec<u8>,
+        /// One record for a POST, up to a batch's 1,000 for a batch, in the order they were
+        /// sent. They are stored together or not at all, under one Idempotency-Key.
+        records: Vec<NewRecord>,
         idempotency: Option<IdempotencyClaim>,
     },
     Replace {
@@ -82,11 +81,41 @@ pub enum RecordWrite {
     },
 }
 
+impl RecordWrite {
+    /// How many records the write stores or changes: what the ingest writer's limit on one
+    /// transaction counts.
+    pub fn record_count(&self) -> usize {
+        match self {
+            RecordWrite::Create { records, .. } => records.len(),
+            RecordWrite::Replace { .. } | RecordWrite::Delete { .. } => 1,
+        }
+    }
+
+    /// The partition the write is to.
+    pub fn partition(&self) -> Partition {
+        match self {
+            RecordWrite::Create { partition, .. }
+            | RecordWrite::Replace { partition, .. }
+            | RecordWrite::Delete { partition, .. } => *partition,
+        }
+    }
+}
+
+/// A record a create stores.
+#[derive(Debug)]
+pub struct NewRecord {
+    /// Carries the record's created_at.
+    pub id: RecordId,
+    /// Normalised payload JSON.
+    pub payload: Vec<u8>,
+}
+
 /// An `Idempotency-Key` sent with a create.
 #[derive(Debug)]
 pub struct IdempotencyClaim {
     pub key: String,
-    /// SHA-256 (hex) of the normalised payload.
+    /// SHA-256 (hex) of what was sent: the normalised payload of a POST, the payloads of a
+    /// batch (`domain::records` computes it; a POST's and a batch's never match).
     pub payload_hash: String,
     /// How long a claim holds: an older one is forgotten and the create goes ahead.
     pub ttl: Duration,
@@ -108,19 +137,30 @@ impl IdempotencyClaim {
         if held.payload_hash != self.payload_hash {
             return Ok(Some(WriteOutcome::IdempotencyConflict));
         }
-        let id = RecordId::parse(&held.record_id)
-            .ok_or_else(|| StoreError::Corrupt("record id in an idempotency row".into()))?;
-        Ok(Some(WriteOutcome::Replayed {
-            id,
-            created_at: held.created_at,
-        }))
+        let ids = held
+            .record_id
+            .split(',')
+            .map(|id| {
+                RecordId::parse(id)
+                    .ok_or_else(|| StoreError::Corrupt("record id in an idempotency row".into()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some(WriteOutcome::Replayed { ids }))
     }
 
-    /// The claim a create with this key that went ahead as record `id` at `at` leaves.
-    pub fn held_for(&self, id: RecordId, at: Timestamp) -> IdempotencyRow {
+    /// The claim a create with this key that went ahead as the records `ids` at `at` leaves
+    /// (their ids, comma-separated).
+    pub fn held_for(&self, ids: &[RecordId], at: Timestamp) -> IdempotencyRow {
+        let mut record_id = String::with_capacity(ids.len() * 31);
+        for (n, id) in ids.iter().enumerate() {
+            if n > 0 {
+                record_id.push(',');
+            }
+            id.push_to(&mut record_id);
+        }
         IdempotencyRow {
             payload_hash: self.payload_hash.clone(),
-            record_id: id.to_string(),
+            record_id,
             created_at: at,
         }
     }
@@ -130,14 +170,13 @@ impl IdempotencyClaim {
 /// nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteOutcome {
+    /// The records of a create, in the order sent; each id carries its created_at.
     Created {
-        id: RecordId,
-        created_at: Timestamp,
+        ids: Vec<RecordId>,
     },
     /// A retry with a known Idempotency-Key: the original answer, nothing new written.
     Replayed {
-        id: RecordId,
-        created_at: Timestamp,
+        ids: Vec<RecordId>,
     },
     Replaced,
     Deleted,
@@ -168,48 +207,51 @@ pub struct Change<'a> {
 }
 
 impl<'a> Change<'a> {
-    /// What `write` changed, given its `outcome`: `None` for a refused or replayed write.
-    pub fn of(write: &'a RecordWrite, outcome: &WriteOutcome) -> Option<Change<'a>> {
-        let (partition, id, kind, at, payload) = match (write, outcome) {
-            (
-                RecordWrite::Create {
-                    partition, payload, ..
-                },
-                WriteOutcome::Created { id, created_at },
-            ) => (
-                *partition,
-                *id,
-                ChangeKind::Created,
-                *created_at,
-                Some(payload.as_slice()),
-            ),
+    /// What `write` changed, given its `outcome`, one change per record in the order sent:
+    /// none for a refused or replayed write.
+    pub fn of(write: &'a RecordWrite, outcome: &WriteOutcome) -> impl Iterator<Item = Change<'a>> {
+        let partition = write.partition();
+        let (changed, created): (Option<Change<'a>>, &'a [NewRecord]) = match (write, outcome) {
+            (RecordWrite::Create { records, .. }, WriteOutcome::Created { .. }) => (None, records),
             (
                 RecordWrite::Replace {
-                    partition,
                     id,
                     updated_at,
                     payload,
+                    ..
                 },
                 WriteOutcome::Replaced,
             ) => (
-                *partition,
-                *id,
-                ChangeKind::Replaced,
-                *updated_at,
-                Some(payload.as_slice()),
+                Some(Change {
+                    partition,
+                    id: *id,
+                    kind: ChangeKind::Replaced,
+                    at: *updated_at,
+                    payload: Some(payload.as_slice()),
+                }),
+                &[],
             ),
-            (RecordWrite::Delete { partition, id, at }, WriteOutcome::Deleted) => {
-                (*partition, *id, ChangeKind::Deleted, *at, None)
-            }
-            _ => return None,
+            (RecordWrite::Delete { id, at, .. }, WriteOutcome::Deleted) => (
+                Some(Change {
+                    partition,
+                    id: *id,
+                    kind: ChangeKind::Deleted,
+                    at: *at,
+                    payload: None,
+                }),
+                &[],
+            ),
+            _ => (None, &[]),
         };
-        Some(Change {
-            partition,
-            id,
-            kind,
-            at,
-            payload,
-        })
+        changed
+            .into_iter()
+            .chain(created.iter().map(move |record| Change {
+                partition,
+                id: record.id,
+                kind: ChangeKind::Created,
+                at: record.id.created_at(),
+                payload: Some(record.payload.as_slice()),
+            }))
     }
 }
 
@@ -447,36 +489,37 @@ mod tests {
     #[test]
     fn a_fresh_claim_answers_a_create_and_an_expired_one_lets_it_go_ahead() {
         let at = Timestamp(100 * SECOND);
-        let id = RecordId::generate(at);
-        let held = claim("h1").held_for(id, at);
-        assert_eq!(claim("h1").answer(None, at).unwrap(), None, "no claim");
-        assert_eq!(
-            claim("h1")
-                .answer(Some(&held), Timestamp(159 * SECOND))
-                .unwrap(),
-            Some(WriteOutcome::Replayed { id, created_at: at }),
-            "the same payload within the ttl: the original answer"
-        );
-        assert_eq!(
-            claim("h2")
-                .answer(Some(&held), Timestamp(159 * SECOND))
-                .unwrap(),
-            Some(WriteOutcome::IdempotencyConflict),
-            "another payload within the ttl"
-        );
-        for payload in ["h1", "h2"] {
+        for ids in [vec![RecordId::generate(at)], RecordId::generate_run(at, 3)] {
+            let held = claim("h1").held_for(&ids, at);
+            assert_eq!(claim("h1").answer(None, at).unwrap(), None, "no claim");
             assert_eq!(
-                claim(payload)
-                    .answer(Some(&held), Timestamp(160 * SECOND))
+                claim("h1")
+                    .answer(Some(&held), Timestamp(159 * SECOND))
                     .unwrap(),
-                None,
-                "expired at exactly the ttl"
+                Some(WriteOutcome::Replayed { ids: ids.clone() }),
+                "the same payload within the ttl: the original answer"
             );
+            assert_eq!(
+                claim("h2")
+                    .answer(Some(&held), Timestamp(159 * SECOND))
+                    .unwrap(),
+                Some(WriteOutcome::IdempotencyConflict),
+                "another payload within the ttl"
+            );
+            for payload in ["h1", "h2"] {
+                assert_eq!(
+                    claim(payload)
+                        .answer(Some(&held), Timestamp(160 * SECOND))
+                        .unwrap(),
+                    None,
+                    "expired at exactly the ttl"
+                );
+            }
+            let corrupt = crate::store::IdempotencyRow {
+                record_id: format!("{},not an id", ids[0]),
+                ..held
+            };
+            assert!(claim("h1").answer(Some(&corrupt), at).is_err());
         }
-        let corrupt = crate::store::IdempotencyRow {
-            record_id: "not an id".into(),
-            ..held
-        };
-        assert!(claim("h1").answer(Some(&corrupt), at).is_err());
     }
 }

@@ -30,7 +30,8 @@ use crate::domain::ingest::{self, Ingest, Message, Queue, Reply, Write};
 use crate::store::records::Change;
 use crate::store::{Effects, StoreError};
 
-/// How many writes one transaction takes at most.
+/// How many records one transaction takes at most (a batch request's records count each;
+/// one batch request is never split, so a transaction may hold up to a batch's records more).
 pub const MAX_BATCH: usize = 2048;
 
 /// Joins the writer thread after `Ingest::shutdown`.
@@ -88,16 +89,20 @@ fn writer_loop(writer: &Writer, mut queue: Queue) {
             break;
         };
         let mut batch = Vec::new();
+        let mut records = 0;
         let mut next = Some(first);
         while let Some(message) = next.take() {
             match message {
-                Message::Write(write, reply) => batch.push((write, reply)),
+                Message::Write(write, reply) => {
+                    records += write.record.record_count();
+                    batch.push((write, reply));
+                }
                 Message::Shutdown => {
                     stopping = true;
                     break;
                 }
             }
-            if batch.len() < MAX_BATCH {
+            if records < MAX_BATCH {
                 next = queue.try_next();
             }
         }
@@ -196,7 +201,7 @@ fn commit(
                 writes
                     .iter()
                     .zip(&applied.outcomes)
-                    .filter_map(|(write, outcome)| Change::of(write.write, outcome))
+                    .flat_map(|(write, outcome)| Change::of(write.write, outcome))
                     .map(|change| change.partition),
             );
             effects.merge(applied.effects);

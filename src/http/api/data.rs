@@ -12,6 +12,7 @@ use warp::reply::Response;
 
 use super::CallLog;
 use crate::core::clock::Timestamp;
+use crate::domain::batch;
 use crate::domain::endpoints::{DataAccess, KeyGrant};
 use crate::domain::error::Error;
 use crate::domain::poll;
@@ -39,6 +40,7 @@ pub async fn handle(
         _ => Permission::Read,
     };
     let access = authorize(app, req, slug, needed, call_log)?;
+    count_call(app, req, &access)?;
     match (&req.method, record_id) {
         (&Method::GET, None) => {
             let params = query_params(&req.query);
@@ -60,13 +62,9 @@ pub async fn handle(
             // stored or refused (see `poll`).
             let stamp = app.in_flight.stamp(app.handles.clock.as_ref());
             let body = json_body(req).await?;
-            let idempotency_key = match req.headers.get("idempotency-key") {
-                Some(v) => Some(v.to_str().map_err(|_| Error::InvalidIdempotencyKey)?),
-                None => None,
-            };
             let hooks = hooks(app, req, &access, stamp.at)?;
             let accepted =
-                records::create(&app.ingest, &access, hooks, &body, idempotency_key).await?;
+                records::create(&app.ingest, &access, hooks, &body, idempotency_key(req)?).await?;
             Ok(reply::json(StatusCode::ACCEPTED, &accepted))
         }
         (&Method::GET, Some(id)) => {
@@ -94,9 +92,48 @@ pub async fn handle(
     }
 }
 
+/// `POST /api/v1/data/{slug}/batch` (`domain::batch`). Its checks run in the order of a
+/// single POST's up to the permission; then Content-Type (415) → body size (413) →
+/// `X-Webhook-*` headers (400) → the records (400, or 413 for too many or one too large) →
+/// Idempotency-Key (400) → monthly quota, counting the records (429) → commit (409 for a
+/// reused Idempotency-Key). A refused batch counts nothing against the quota.
+pub async fn batch(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    call_log: &mut CallLog,
+) -> Result<Response> {
+    let access = authorize(app, req, slug, Permission::Create, call_log)?;
+    let format = match reply::media_type(
+        &req.headers,
+        &["application/x-ndjson", "application/json"],
+        "application/x-ndjson (one record per line) or application/json (an array of records)",
+    )? {
+        "application/json" => batch::Format::JsonArray,
+        _ => batch::Format::Ndjson,
+    };
+    // One stamp for the batch: every record's created_at (see `records::create`).
+    let stamp = app.in_flight.stamp(app.handles.clock.as_ref());
+    let body = read_body(req, batch::MAX_BODY_BYTES).await?;
+    let hooks = hooks(app, req, &access, stamp.at)?;
+    let payloads = batch::parse(&body, format, &access.endpoint.required_fields)?;
+    let accepted = batch::create(
+        &app.ingest,
+        &app.usage,
+        usage::monthly_quota(&access.endpoint, &app.config.usage),
+        &access,
+        hooks,
+        payloads,
+        idempotency_key(req)?,
+    )
+    .await?;
+    Ok(reply::json(StatusCode::ACCEPTED, &accepted))
+}
+
 /// `GET /api/v1/data/{slug}/search`.
 pub fn search(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Result<Response> {
     let access = authorize(app, req, slug, Permission::Read, call_log)?;
+    count_call(app, req, &access)?;
     let request =
         search::parse_request(&query_params(&req.query), access.partition, req.received_at)?;
     let started = std::time::Instant::now();
@@ -115,6 +152,7 @@ pub fn search(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> R
 /// `GET /api/v1/data/{slug}/poll`.
 pub fn poll(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Result<Response> {
     let access = authorize(app, req, slug, Permission::Read, call_log)?;
+    count_call(app, req, &access)?;
     let (start, limit) = poll::parse_request(&query_params(&req.query), access.partition)?;
     let bound = poll::visibility_bound(
         &app.in_flight,
@@ -143,6 +181,7 @@ pub fn poll(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Res
 /// reconnects to the same URL with it.
 pub fn stream(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Result<Response> {
     let access = authorize(app, req, slug, Permission::Read, call_log)?;
+    count_call(app, req, &access)?;
     let params = query_params(&req.query);
     let last_event_id = match req.headers.get("last-event-id") {
         Some(value) => Some(value.to_str().map_err(|_| Error::InvalidParameter {
@@ -161,9 +200,23 @@ pub fn stream(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> R
     Ok(reply::event_stream(body))
 }
 
-/// Authorises the call, counts it against the monthly quota, and fills in where it is
-/// logged. A refused call on an existing endpoint is logged too (with the key id once the key
-/// is known), so the owner sees failed attempts.
+/// Counts the call against the endpoint's monthly quota (429 once it is reached).
+fn count_call(app: &App, req: &Request, access: &DataAccess) -> Result<()> {
+    let quota = usage::monthly_quota(&access.endpoint, &app.config.usage);
+    Ok(app.usage.count(req.received_at, access.partition, quota)?)
+}
+
+/// The `Idempotency-Key` header, if sent (checked by the service).
+fn idempotency_key(req: &Request) -> Result<Option<&str>> {
+    match req.headers.get("idempotency-key") {
+        Some(v) => Ok(Some(v.to_str().map_err(|_| Error::InvalidIdempotencyKey)?)),
+        None => Ok(None),
+    }
+}
+
+/// Authorises the call and fills in where it is logged. A refused call on an existing
+/// endpoint is logged too (with the key id once the key is known), so the owner sees failed
+/// attempts.
 fn authorize(
     app: &App,
     req: &Request,
@@ -178,8 +231,6 @@ fn authorize(
             call_log.environment = Some(access.environment);
             call_log.key_id = Some(access.key_id.clone());
             call_log.holder = Some(access.holder);
-            let quota = usage::monthly_quota(&access.endpoint, &app.config.usage);
-            app.usage.count(req.received_at, access.partition, quota)?;
             Ok(access)
         }
         Err(err) => {

@@ -58,6 +58,7 @@ pub(super) async fn dispatch(
         Route::GetRecord | Route::ReplaceRecord | Route::DeleteRecord => {
             data::handle(app, req, path.slug, Some(path.record_id), call_log).await
         }
+        Route::CreateRecordBatch => data::batch(app, req, path.slug, call_log).await,
         Route::SearchRecords => data::search(app, req, path.slug, call_log),
         Route::PollRecords => data::poll(app, req, path.slug, call_log),
         Route::StreamRecords => data::stream(app, req, path.slug, call_log),

@@ -25,7 +25,9 @@ impl Form {
                     .eq_ignore_ascii_case("application/x-www-form-urlencoded")
             });
         if !urlencoded {
-            return Err(crate::http::error::HttpError::UnsupportedMediaType);
+            return Err(crate::http::error::HttpError::UnsupportedMediaType(
+                "application/x-www-form-urlencoded",
+            ));
         }
         let bytes = read_body(req, MAX_MANAGE_BODY).await?;
         Ok(Form::parse(&bytes))

@@ -1,4 +1,4 @@
-//! Code samples of the seven data operations (curl, JavaScript `fetch`, Python `requests`),
+//! Code samples of the data operations (curl, JavaScript `fetch`, Python `requests`),
 //! generated from the operations' declarations so they cannot disagree with the document:
 //! the method and path come from the operation, the headers from its access and body, the
 //! query from the parameters that carry a sample value, the body from the endpoint's
@@ -11,7 +11,7 @@
 
 use serde_json::{Map, Value};
 
-use super::{Access, DATA_TAG, In, Operation, operations};
+use super::{Access, BodyKind, DATA_TAG, In, Operation, operations};
 
 pub const KEY_PLACEHOLDER: &str = "YOUR_SANDBOX_KEY";
 pub const RECORD_ID_PLACEHOLDER: &str = "YOUR_RECORD_ID";
@@ -49,8 +49,8 @@ pub struct OperationSamples {
     pub samples: Vec<CodeSample>,
 }
 
-/// The samples of the seven data operations, in the spec's order (create, read one, list,
-/// search, poll, replace, delete).
+/// The samples of the data operations, in the spec's order (create, then batch create, read
+/// one, list, search, poll, replace, delete).
 pub fn for_endpoint(context: &Context) -> Vec<OperationSamples> {
     operations()
         .into_iter()
@@ -110,9 +110,14 @@ fn call(op: &Operation, context: &Context) -> Call {
     if matches!(op.access, Access::DataKey(_)) {
         headers.push(("Authorization", format!("Bearer {key}")));
     }
-    let body = op.body.as_ref().map(|_| {
+    let body = op.body.as_ref().map(|body| {
         headers.push(("Content-Type", "application/json".to_string()));
-        payload(context.required_fields).to_string()
+        let payload = payload(context.required_fields);
+        match body.kind {
+            // Two records as a JSON array: valid JSON, JavaScript and Python alike.
+            BodyKind::Batch => Value::Array(vec![payload.clone(), payload]).to_string(),
+            _ => payload.to_string(),
+        }
     });
     Call {
         method: op.method.to_uppercase(),
@@ -237,6 +242,7 @@ mod tests {
             ids,
             [
                 "createRecord",
+                "createRecordBatch",
                 "getRecord",
                 "listRecords",
                 "searchRecords",
@@ -257,10 +263,19 @@ mod tests {
                 .source
                 .contains(r#"json={"it's":"example","say \"hi\"":"example"},"#)
         );
-        let read = &samples[1].samples[1].source;
+        let batch = &samples[1].samples[0].source;
+        assert!(
+            batch.contains("/api/v1/data/orders-7k2m9x4q1w8p/batch'"),
+            "{batch}"
+        );
+        assert!(
+            batch.contains(r#"--data-raw '[{"it'\''s":"example","#),
+            "{batch}"
+        );
+        let read = &samples[2].samples[1].source;
         assert!(read.contains("/api/v1/data/orders-7k2m9x4q1w8p/YOUR_RECORD_ID\""));
         assert!(!read.contains("body:"));
-        let search = &samples[3].samples[0].source;
+        let search = &samples[4].samples[0].source;
         assert!(search.contains("/search?q=example&limit=10'"));
     }
 }

@@ -24,6 +24,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
+use crate::domain::batch;
 use crate::http::request::{MAX_DATA_BODY, MAX_MANAGE_BODY};
 use crate::http::routes::Route;
 use crate::store::Permission;
@@ -97,6 +98,8 @@ pub struct Param {
 pub enum BodyKind {
     /// A record payload (100 KB; required fields apply).
     Payload,
+    /// A batch of record payloads: NDJSON or a JSON array (5 MiB, 1,000 records).
+    Batch,
     /// A management body (64 KB) that must be sent.
     Json,
     /// A management body that may be left out entirely.
@@ -390,6 +393,18 @@ impl Operation {
         if let Some(body) = &self.body {
             match body.kind {
                 BodyKind::Payload => add(400, &["invalid_json", "missing_required_field"]),
+                BodyKind::Batch => {
+                    add(
+                        400,
+                        &[
+                            "invalid_json",
+                            "invalid_request",
+                            "batch_empty",
+                            "batch_invalid",
+                        ],
+                    );
+                    add(413, &["batch_too_large"]);
+                }
                 BodyKind::Json | BodyKind::OptionalJson => {
                     add(400, &["invalid_json", "invalid_request"])
                 }
@@ -589,15 +604,38 @@ fn operation_json(op: &Operation, path_params: &[Param]) -> Value {
     if let Some(body) = &op.body {
         let limit = thousands(match body.kind {
             BodyKind::Payload => MAX_DATA_BODY,
+            BodyKind::Batch => batch::MAX_BODY_BYTES,
             BodyKind::Json | BodyKind::OptionalJson => MAX_MANAGE_BODY,
         });
-        value["requestBody"] = json!({
-            "required": body.kind != BodyKind::OptionalJson,
-            "description": format!(
-                "`application/json` (optionally `; charset=utf-8`), at most {limit} bytes."
-            ),
-            "content": { "application/json": { "schema": body.schema, "example": body.example } },
-        });
+        value["requestBody"] = match body.kind {
+            BodyKind::Batch => json!({
+                "required": true,
+                "description": format!(
+                    "At most {limit} bytes and {} records, each at most {} bytes: \
+                     `application/x-ndjson` (one JSON document per line; blank lines are \
+                     skipped) or `application/json` (one array), optionally with \
+                     `; charset=utf-8`.",
+                    thousands(batch::MAX_RECORDS),
+                    thousands(MAX_DATA_BODY),
+                ),
+                "content": {
+                    "application/x-ndjson": {
+                        "schema": { "type": "string", "description": "One record per line." },
+                        "example": body.example.as_array().map(|records| {
+                            records.iter().map(|r| format!("{r}\n")).collect::<String>()
+                        }),
+                    },
+                    "application/json": { "schema": body.schema, "example": body.example },
+                },
+            }),
+            _ => json!({
+                "required": body.kind != BodyKind::OptionalJson,
+                "description": format!(
+                    "`application/json` (optionally `; charset=utf-8`), at most {limit} bytes."
+                ),
+                "content": { "application/json": { "schema": body.schema, "example": body.example } },
+            }),
+        };
     }
     let mut responses = Map::new();
     for outcome in std::iter::once(&op.success).chain(&op.also) {

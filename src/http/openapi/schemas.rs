@@ -218,7 +218,17 @@ fn data_schemas() -> Value {
             "code": { "type": "string", "description": "Stable: never renamed." },
             "message": { "type": "string", "description": "For humans; may change." },
             "request_id": { "type": "string" },
+            "records": {
+                "type": "array",
+                "description": "`batch_invalid` only: each refused record of the batch.",
+                "items": schema_ref("RecordRefusal"),
+            },
         }), &["code", "message", "request_id"]),
+        "RecordRefusal": object(json!({
+            "index": { "type": "integer", "minimum": 0, "description": "The record's place in the batch, from 0; blank NDJSON lines are not counted." },
+            "code": { "type": "string", "description": "The code a single create of this record would have had." },
+            "message": { "type": "string" },
+        }), &["index", "code", "message"]),
         "RecordId": {
             "type": "string",
             "pattern": "^rec_[0-9a-hjkmnp-tv-z]{26}$",
@@ -238,6 +248,25 @@ fn data_schemas() -> Value {
             "created_at": { "type": "string", "format": "date-time", "description": "Creates only." },
             "status": { "const": "accepted" },
         }), &["id", "status"]),
+        "BatchRecords": {
+            "type": "array",
+            "description": "The records of a batch, as a JSON array.",
+            "items": schema_ref("Payload"),
+            "minItems": 1,
+            "maxItems": crate::domain::batch::MAX_RECORDS,
+        },
+        "BatchAccepted": object(json!({
+            "data": {
+                "type": "array",
+                "description": "One entry per record, in the order sent.",
+                "items": schema_ref("BatchRecord"),
+            },
+        }), &["data"]),
+        "BatchRecord": object(json!({
+            "index": { "type": "integer", "minimum": 0 },
+            "id": schema_ref("RecordId"),
+            "created_at": time(),
+        }), &["index", "id", "created_at"]),
         "Pagination": object(json!({
             "next_cursor": { "type": "string", "description": "Present only when more exist." },
         }), &[]),

@@ -115,6 +115,11 @@ macro_rules! conformance_tests {
             $crate::store::conformance::records::applied_writes_get_their_deliveries_in_the_commit(&*store);
         }
         #[test]
+        fn records_a_create_of_many_records_stores_them_all_under_one_claim() {
+            let store = $make;
+            $crate::store::conformance::records::a_create_of_many_records_stores_them_all_under_one_claim(&*store);
+        }
+        #[test]
         fn records_record_page_keeps_its_bounds_order_and_more() {
             let store = $make;
             $crate::store::conformance::records::record_page_keeps_its_bounds_order_and_more(&*store);

@@ -7,8 +7,8 @@ use std::time::Duration;
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::store::records::{
-    AppliedBatch, BatchWrite, Change, DeliveryPlanner, IdempotencyClaim, NewDelivery, RecordWrite,
-    ScanOrder, WriteOutcome,
+    AppliedBatch, BatchWrite, Change, DeliveryPlanner, IdempotencyClaim, NewDelivery, NewRecord,
+    RecordWrite, ScanOrder, WriteOutcome,
 };
 use crate::store::{
     DeliveryState, Partition, Store, StoreError, SubscriptionRow, WebhookKind, WebhookSettingsRow,
@@ -53,8 +53,10 @@ pub(crate) fn rid(micros: i64, n: u64) -> RecordId {
 pub(crate) fn create(partition: Partition, id: RecordId, payload: &str) -> RecordWrite {
     RecordWrite::Create {
         partition,
-        id,
-        payload: payload.as_bytes().to_vec(),
+        records: vec![NewRecord {
+            id,
+            payload: payload.as_bytes().to_vec(),
+        }],
         idempotency: None,
     }
 }
@@ -67,8 +69,10 @@ pub(crate) fn create_keyed(
 ) -> RecordWrite {
     RecordWrite::Create {
         partition,
-        id,
-        payload: format!("{{\"hash\":\"{hash}\"}}").into_bytes(),
+        records: vec![NewRecord {
+            id,
+            payload: format!("{{\"hash\":\"{hash}\"}}").into_bytes(),
+        }],
         idempotency: Some(IdempotencyClaim {
             key: key.into(),
             payload_hash: hash.into(),
@@ -174,33 +178,18 @@ pub fn a_batch_applies_its_writes_in_order_seeing_its_own(store: &dyn Store) {
     assert_eq!(
         applied.outcomes,
         vec![
-            WriteOutcome::Created {
-                id: a,
-                created_at: Timestamp(1000)
-            },
+            WriteOutcome::Created { ids: vec![a] },
             WriteOutcome::Replaced,
-            WriteOutcome::Created {
-                id: b,
-                created_at: Timestamp(1001)
-            },
+            WriteOutcome::Created { ids: vec![b] },
             WriteOutcome::Deleted,
             WriteOutcome::NotFound,
             WriteOutcome::NotFound,
             WriteOutcome::NotFound,
-            WriteOutcome::Created {
-                id: d,
-                created_at: Timestamp(1003)
-            },
-            WriteOutcome::Replayed {
-                id: d,
-                created_at: Timestamp(1003)
-            },
+            WriteOutcome::Created { ids: vec![d] },
+            WriteOutcome::Replayed { ids: vec![d] },
             WriteOutcome::IdempotencyConflict,
             // The same key in another partition is another claim.
-            WriteOutcome::Created {
-                id: f,
-                created_at: Timestamp(1005)
-            },
+            WriteOutcome::Created { ids: vec![f] },
         ]
     );
     assert!(!applied.effects.deliveries_due);
@@ -231,18 +220,12 @@ pub fn a_batch_applies_its_writes_in_order_seeing_its_own(store: &dyn Store) {
     assert_eq!(
         applied.outcomes,
         vec![
-            WriteOutcome::Replayed {
-                id: d,
-                created_at: Timestamp(1003)
-            },
+            WriteOutcome::Replayed { ids: vec![d] },
             WriteOutcome::IdempotencyConflict,
             WriteOutcome::Replaced,
             WriteOutcome::Deleted,
             WriteOutcome::NotFound,
-            WriteOutcome::Created {
-                id: b,
-                created_at: Timestamp(1001)
-            },
+            WriteOutcome::Created { ids: vec![b] },
         ]
     );
     assert_eq!(ids(store, Partition::from_raw(2)), vec![b.0, d.0]);
@@ -283,18 +266,9 @@ pub fn an_expired_claim_is_forgotten_and_replaced(store: &dyn Store) {
         applied.outcomes,
         vec![
             WriteOutcome::IdempotencyConflict,
-            WriteOutcome::Replayed {
-                id: first,
-                created_at: Timestamp(1000)
-            },
-            WriteOutcome::Created {
-                id: third,
-                created_at: Timestamp(1010)
-            },
-            WriteOutcome::Replayed {
-                id: third,
-                created_at: Timestamp(1010)
-            },
+            WriteOutcome::Replayed { ids: vec![first] },
+            WriteOutcome::Created { ids: vec![third] },
+            WriteOutcome::Replayed { ids: vec![third] },
         ]
     );
     let applied = apply(
@@ -308,10 +282,7 @@ pub fn an_expired_claim_is_forgotten_and_replaced(store: &dyn Store) {
     );
     assert_eq!(
         applied.outcomes,
-        vec![WriteOutcome::Replayed {
-            id: third,
-            created_at: Timestamp(1010)
-        }]
+        vec![WriteOutcome::Replayed { ids: vec![third] }]
     );
     assert_eq!(ids(store, Partition::from_raw(2)), vec![first.0, third.0]);
 }
@@ -393,6 +364,108 @@ pub fn applied_writes_get_their_deliveries_in_the_commit(store: &dyn Store) {
     assert_eq!(skipped[0].next_attempt_at, None);
     let due = tx.due_deliveries(Timestamp(7), None, 100).unwrap();
     assert!(due.iter().all(|d| d.id != skipped[0].id));
+}
+
+/// A create of several records (a batch request), with one Idempotency-Key.
+fn create_many(partition: Partition, ids: &[RecordId], key: &str, hash: &str) -> RecordWrite {
+    RecordWrite::Create {
+        partition,
+        records: ids
+            .iter()
+            .enumerate()
+            .map(|(n, id)| NewRecord {
+                id: *id,
+                payload: format!("{{\"n\":{n}}}").into_bytes(),
+            })
+            .collect(),
+        idempotency: Some(IdempotencyClaim {
+            key: key.into(),
+            payload_hash: hash.into(),
+            ttl: Duration::from_secs(60),
+        }),
+    }
+}
+
+pub fn a_create_of_many_records_stores_them_all_under_one_claim(store: &dyn Store) {
+    let partition = Partition::from_raw(7);
+    let mut settings = WebhookSettingsRow::default();
+    settings.add(SubscriptionRow::new(
+        "http://hooks.test/in".into(),
+        Timestamp(1),
+    ));
+    write(store, |tx| tx.put_webhook_settings(partition, &settings)).unwrap();
+    let batch = [rid(3000, 1), rid(3000, 2), rid(3000, 3)];
+    let retried = [rid(3001, 1), rid(3001, 2), rid(3001, 3)];
+    let applied = apply(
+        store,
+        &[
+            create(partition, rid(2999, 9), "{}"),
+            create_many(partition, &batch, "kb", "hb"),
+            // A retry in the same commit, and one with other payloads: nothing of either.
+            create_many(partition, &retried, "kb", "hb"),
+            create_many(partition, &retried, "kb", "other"),
+            // The key of a single create answers it whole, and is answered whole.
+            create_keyed(partition, rid(3002, 1), "kb", "hb"),
+        ],
+    );
+    assert_eq!(
+        applied.outcomes,
+        vec![
+            WriteOutcome::Created {
+                ids: vec![rid(2999, 9)]
+            },
+            WriteOutcome::Created {
+                ids: batch.to_vec()
+            },
+            WriteOutcome::Replayed {
+                ids: batch.to_vec()
+            },
+            WriteOutcome::IdempotencyConflict,
+            WriteOutcome::Replayed {
+                ids: batch.to_vec()
+            },
+        ]
+    );
+    let mut stored = vec![rid(2999, 9).0];
+    stored.extend(batch.iter().map(|id| id.0));
+    assert_eq!(ids(store, partition), stored);
+    for (n, id) in batch.iter().enumerate() {
+        assert_eq!(
+            payload(store, partition, *id),
+            Some((3000, format!("{{\"n\":{n}}}")))
+        );
+    }
+    // One delivery and one event per record, in the order sent.
+    let tx = store.read().unwrap();
+    let due = tx.due_deliveries(Timestamp(7), None, 100).unwrap();
+    let rows = tx
+        .deliveries(&due.iter().map(|d| d.id).collect::<Vec<_>>())
+        .unwrap();
+    let bodies: Vec<String> = rows.iter().map(|r| r.body.clone()).collect();
+    let expected: Vec<String> = stored.iter().map(|id| format!("Created {id}")).collect();
+    assert_eq!(bodies, expected);
+    drop(tx);
+    // A shared store hands out only settled events: those of transactions older than every
+    // one still running anywhere on the database server (the other tests' included).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let evented = loop {
+        let events = store.events_after(partition, 0, 100, usize::MAX).unwrap();
+        let evented: Vec<u128> = events.events.iter().map(|e| e.record_id.0).collect();
+        if evented.len() >= stored.len() || std::time::Instant::now() > deadline {
+            break evented;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(evented, stored);
+    // Another key: a new batch goes ahead.
+    let later = [rid(4000, 1), rid(4000, 2)];
+    let applied = apply(store, &[create_many(partition, &later, "kc", "hb")]);
+    assert_eq!(
+        applied.outcomes,
+        vec![WriteOutcome::Created {
+            ids: later.to_vec()
+        }]
+    );
 }
 
 pub fn record_page_keeps_its_bounds_order_and_more(store: &dyn Store) {

@@ -177,13 +177,15 @@ mod tests {
     use crate::core::ids::RecordId;
     use crate::store::Partition;
     use crate::store::events::{EventsStore, StoredEvent};
-    use crate::store::records::{ChangeKind, RecordWrite, RecordsStore, plain_batch};
+    use crate::store::records::{ChangeKind, NewRecord, RecordWrite, RecordsStore, plain_batch};
 
     fn create(store: &PgStore, partition: Partition, n: u128) {
         let write = RecordWrite::Create {
             partition,
-            id: RecordId((1_000 << 64) | n),
-            payload: format!("{{\"n\":{n}}}").into_bytes(),
+            records: vec![NewRecord {
+                id: RecordId((1_000 << 64) | n),
+                payload: format!("{{\"n\":{n}}}").into_bytes(),
+            }],
             idempotency: None,
         };
         store.apply_batch(&plain_batch(&[write])).unwrap();

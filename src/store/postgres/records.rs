@@ -224,7 +224,9 @@ impl RecordsStore for PgStore {
         let oldest_create = writes
             .iter()
             .filter_map(|w| match w.write {
-                RecordWrite::Create { id, .. } => Some(id.created_at()),
+                RecordWrite::Create { records, .. } => {
+                    records.iter().map(|r| r.id.created_at()).min()
+                }
                 _ => None,
             })
             .min();
@@ -395,7 +397,7 @@ impl<'w> Batch<'w> {
     /// Applies one write in memory; if it changed a record, plans its deliveries.
     fn apply_one(&mut self, batch_write: &BatchWrite<'w>) -> Result<WriteOutcome, StoreError> {
         let outcome = self.apply_to_records(batch_write.write)?;
-        if let Some(change) = Change::of(batch_write.write, &outcome) {
+        for change in Change::of(batch_write.write, &outcome) {
             self.events.push(&change);
             let settings = self.webhook_settings.get(&change.partition);
             for delivery in batch_write.webhooks.deliveries(&change, settings)? {
@@ -417,11 +419,13 @@ impl<'w> Batch<'w> {
         match write {
             RecordWrite::Create {
                 partition,
-                id,
-                payload,
+                records,
                 idempotency,
             } => {
-                let created_at = id.created_at();
+                let Some(created_at) = records.first().map(|r| r.id.created_at()) else {
+                    return Ok(WriteOutcome::Created { ids: Vec::new() });
+                };
+                let ids: Vec<RecordId> = records.iter().map(|r| r.id).collect();
                 if let Some(claim) = idempotency {
                     let key = (*partition, claim.key.clone());
                     // The claim this batch made for the key, else the database's; the create
@@ -430,14 +434,16 @@ impl<'w> Batch<'w> {
                     if let Some(answer) = claim.answer(held, created_at)? {
                         return Ok(answer);
                     }
-                    self.new_claims.insert(key, claim.held_for(*id, created_at));
+                    self.new_claims
+                        .insert(key, claim.held_for(&ids, created_at));
                 }
-                self.changed
-                    .insert((*partition, id.0), Some((created_at, payload.as_slice())));
-                Ok(WriteOutcome::Created {
-                    id: *id,
-                    created_at,
-                })
+                for record in records {
+                    self.changed.insert(
+                        (*partition, record.id.0),
+                        Some((record.id.created_at(), record.payload.as_slice())),
+                    );
+                }
+                Ok(WriteOutcome::Created { ids })
             }
             RecordWrite::Replace {
                 partition,
@@ -634,7 +640,8 @@ mod tests {
         OwnerHooks, apply, create, create_keyed, ids, replace, rid,
     };
     use crate::store::records::{
-        BatchWrite, IdempotencyClaim, RecordWrite, RecordsStore, WriteOutcome, searchable_text,
+        BatchWrite, IdempotencyClaim, NewRecord, RecordWrite, RecordsStore, WriteOutcome,
+        searchable_text,
     };
 
     #[test]
@@ -665,8 +672,10 @@ mod tests {
         let hour = Duration::from_secs(3600);
         let keyed = |micros, key: &str| RecordWrite::Create {
             partition: Partition::from_raw(2),
-            id: rid(micros, 0),
-            payload: b"{}".to_vec(),
+            records: vec![NewRecord {
+                id: rid(micros, 0),
+                payload: b"{}".to_vec(),
+            }],
             idempotency: Some(IdempotencyClaim {
                 key: key.into(),
                 payload_hash: "h".into(),
@@ -705,12 +714,10 @@ mod tests {
             applied.outcomes,
             vec![
                 WriteOutcome::Created {
-                    id: rid(400, 0),
-                    created_at: Timestamp(400)
+                    ids: vec![rid(400, 0)]
                 },
                 WriteOutcome::Replayed {
-                    id: rid(300, 0),
-                    created_at: Timestamp(300)
+                    ids: vec![rid(300, 0)]
                 },
             ]
         );
@@ -781,10 +788,8 @@ mod tests {
         });
         for (a, b) in first.iter().zip(&second) {
             let (created, replayed) = match (a, b) {
-                (WriteOutcome::Created { id, .. }, WriteOutcome::Replayed { id: r, .. })
-                | (WriteOutcome::Replayed { id: r, .. }, WriteOutcome::Created { id, .. }) => {
-                    (id, r)
-                }
+                (WriteOutcome::Created { ids }, WriteOutcome::Replayed { ids: r })
+                | (WriteOutcome::Replayed { ids: r }, WriteOutcome::Created { ids }) => (ids, r),
                 other => panic!("not one create and one replay: {other:?}"),
             };
             assert_eq!(created, replayed);

@@ -135,7 +135,7 @@ fn purge(
 mod tests {
     use super::*;
     use crate::core::clock::Timestamp;
-    use crate::store::records::{ChangeKind, RecordWrite, RecordsStore, plain_batch};
+    use crate::store::records::{ChangeKind, NewRecord, RecordWrite, RecordsStore, plain_batch};
 
     fn apply(store: &RedbStore, writes: &[RecordWrite]) {
         store.apply_batch(&plain_batch(writes)).unwrap();
@@ -151,8 +151,10 @@ mod tests {
         let store = RedbStore::open(&dir.path().join("t.redb"), 1 << 20).unwrap();
         let create = |partition, n| RecordWrite::Create {
             partition,
-            id: rid(1_000, n),
-            payload: format!("{{\"n\":{n}}}").into_bytes(),
+            records: vec![NewRecord {
+                id: rid(1_000, n),
+                payload: format!("{{\"n\":{n}}}").into_bytes(),
+            }],
             idempotency: None,
         };
         apply(
@@ -299,8 +301,10 @@ mod tests {
             &store,
             &[RecordWrite::Create {
                 partition: Partition::from_raw(1),
-                id: rid(1_000, 1),
-                payload: b"{}".to_vec(),
+                records: vec![NewRecord {
+                    id: rid(1_000, 1),
+                    payload: b"{}".to_vec(),
+                }],
                 idempotency: None,
             }],
         );

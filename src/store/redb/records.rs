@@ -294,7 +294,7 @@ impl<'txn> BatchTables<'txn> {
     fn apply(&mut self, batch_write: &BatchWrite<'_>) -> Result<WriteOutcome, StoreError> {
         let write = batch_write.write;
         let outcome = self.apply_to_records(write)?;
-        if let Some(change) = Change::of(write, &outcome) {
+        for change in Change::of(write, &outcome) {
             self.log.append(change.partition, change.id.0)?;
             self.events.insert(
                 (change.partition.raw(), self.log.last_seq),
@@ -309,22 +309,28 @@ impl<'txn> BatchTables<'txn> {
         match write {
             RecordWrite::Create {
                 partition,
-                id,
-                payload,
+                records,
                 idempotency,
             } => {
-                let created_at = id.created_at();
+                let Some(created_at) = records.first().map(|r| r.id.created_at()) else {
+                    return Ok(WriteOutcome::Created { ids: Vec::new() });
+                };
                 if let Some(claim) = idempotency {
                     if let Some(known) = self.claimed(*partition, claim, created_at)? {
                         return Ok(known);
                     }
                 }
-                self.records.insert(
-                    (partition.raw(), id.0),
-                    self.codec.encode(created_at, payload)?.as_slice(),
-                )?;
+                for record in records {
+                    self.records.insert(
+                        (partition.raw(), record.id.0),
+                        self.codec
+                            .encode(record.id.created_at(), &record.payload)?
+                            .as_slice(),
+                    )?;
+                }
+                let ids: Vec<RecordId> = records.iter().map(|r| r.id).collect();
                 if let Some(claim) = idempotency {
-                    let row = claim.held_for(*id, created_at);
+                    let row = claim.held_for(&ids, created_at);
                     self.idempotency.insert(
                         (partition.raw(), claim.key.as_str()),
                         to_json(&row)?.as_slice(),
@@ -334,10 +340,7 @@ impl<'txn> BatchTables<'txn> {
                         (),
                     )?;
                 }
-                Ok(WriteOutcome::Created {
-                    id: *id,
-                    created_at,
-                })
+                Ok(WriteOutcome::Created { ids })
             }
             RecordWrite::Replace {
                 partition,

@@ -18,7 +18,7 @@ use crate::domain::handles::{Handles, Unattended};
 use crate::domain::ingest::{Ingest, Write};
 use crate::domain::search::{MAX_SCANNED, SearchIndex, fold_case, parse_request, search_within};
 use crate::domain::webhooks::deliveries::Hooks;
-use crate::store::records::RecordWrite;
+use crate::store::records::{NewRecord, RecordWrite};
 use crate::store::{Partition, Store};
 use crate::workers::ingest_writer;
 use crate::workers::search_index::{IndexerSettings, IndexerThread, StopPolicy};
@@ -128,8 +128,10 @@ fn seeded() -> (u64, StdRng) {
 fn create(p: Partition, id: u128, payload: String) -> RecordWrite {
     RecordWrite::Create {
         partition: p,
-        id: RecordId(id),
-        payload: payload.into_bytes(),
+        records: vec![NewRecord {
+            id: RecordId(id),
+            payload: payload.into_bytes(),
+        }],
         idempotency: None,
     }
 }

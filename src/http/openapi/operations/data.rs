@@ -18,7 +18,7 @@ fn record_link() -> Value {
     json!({ "slug": "$request.path.slug", "record_id": "$response.body#/id" })
 }
 
-/// The seven data operations, in the spec's order.
+/// The seven data operations, in the spec's order, with batch ingest after the create.
 pub(super) fn data_operations() -> Vec<Operation> {
     let data = |route| Operation::new(route).tag(DATA_TAG);
     vec![
@@ -57,6 +57,51 @@ pub(super) fn data_operations() -> Vec<Operation> {
         .link("GetRecord", "getRecord", record_link())
         .link("ReplaceRecord", "replaceRecord", record_link())
         .link("DeleteRecord", "deleteRecord", record_link()),
+        webhook_headers(
+            data(Route::CreateRecordBatch)
+                .summary(
+                    "Create records in a batch",
+                    "Up to 1,000 records in one request, each held to every rule of a single \
+                     create. All or nothing: if any record is refused the answer is 400 \
+                     `batch_invalid` listing each refused record (`error.records`) and nothing \
+                     is stored; otherwise every record is stored durably in one commit before \
+                     the 202, which lists the new ids in the order sent. Each record gets its \
+                     own webhooks and change-stream event, in that order. One \
+                     `Idempotency-Key` covers the whole batch. The monthly quota counts \
+                     records: a batch that would pass it is refused whole with 429; a refused \
+                     batch counts nothing.",
+                )
+                .access(Access::DataKey(Permission::Create))
+                .param(header(
+                    "Idempotency-Key",
+                    format!(
+                        "1 to {} printable ASCII characters, for the whole batch: a retry with \
+                         the same records within 24 hours answers the same ids and \
+                         `created_at`s; other records, or a key used by a single create, \
+                         answer 409 `idempotency_key_conflict`.",
+                        records::IDEMPOTENCY_KEY_MAX
+                    ),
+                ))
+                .body(
+                    BodyKind::Batch,
+                    schema_ref("BatchRecords"),
+                    json!([
+                        { "email": "ada@example.com", "total": 42.5 },
+                        { "email": "grace@example.com", "total": 7 }
+                    ]),
+                )
+                .ok(
+                    202,
+                    "Every record stored; the ids in the order sent.",
+                    schema_ref("BatchAccepted"),
+                    json!({ "data": [
+                        { "index": 0, "id": RECORD_ID, "created_at": CREATED_AT },
+                        { "index": 1, "id": "rec_01m80m0sfsv1ye3q7k2w0c9kxa", "created_at": CREATED_AT }
+                    ] }),
+                ),
+        )
+        .error(400, &["invalid_idempotency_key"])
+        .error(409, &["idempotency_key_conflict"]),
         data(Route::GetRecord)
             .summary("Read one record", "The record with its payload as stored.")
             .access(Access::DataKey(Permission::Read))

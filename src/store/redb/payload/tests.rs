@@ -3,7 +3,7 @@ use std::ops::Bound;
 use super::recompress::RECOMPRESS_CHUNK;
 use super::*;
 use crate::core::ids::RecordId;
-use crate::store::records::{RecordWrite, RecordsStore, ScanOrder, plain_batch};
+use crate::store::records::{NewRecord, RecordWrite, RecordsStore, ScanOrder, plain_batch};
 use crate::store::{Partition, Store};
 
 const AT: Timestamp = Timestamp(1_795_000_000_123_456);
@@ -42,8 +42,10 @@ fn create_records(store: &RedbStore, partition: Partition, from: u64, count: u64
     let writes: Vec<RecordWrite> = (from..from + count)
         .map(|n| RecordWrite::Create {
             partition,
-            id: RecordId(((AT.as_micros() as u128 + u128::from(n)) << 64) | 1),
-            payload: payload(n),
+            records: vec![NewRecord {
+                id: RecordId(((AT.as_micros() as u128 + u128::from(n)) << 64) | 1),
+                payload: payload(n),
+            }],
             idempotency: None,
         })
         .collect();
@@ -214,12 +216,14 @@ fn compaction_compresses_every_record_with_a_dictionary_of_what_the_store_holds_
     let writes: Vec<RecordWrite> = (0..400u64)
         .map(|n| RecordWrite::Create {
             partition: Partition::from_raw(6),
-            id: RecordId(((AT.as_micros() as u128 + u128::from(n)) << 64) | 2),
-            payload: format!(
-                r#"{{"zebra-crossing-secret":{n},"pad":"{}"}}"#,
-                "z".repeat(900)
-            )
-            .into_bytes(),
+            records: vec![NewRecord {
+                id: RecordId(((AT.as_micros() as u128 + u128::from(n)) << 64) | 2),
+                payload: format!(
+                    r#"{{"zebra-crossing-secret":{n},"pad":"{}"}}"#,
+                    "z".repeat(900)
+                )
+                .into_bytes(),
+            }],
             idempotency: None,
         })
         .collect();
