@@ -7,9 +7,11 @@
 -- Env:
 --   PATH_TO_POST  path to POST to (default: wrk.path, i.e. the URL's path)
 --   INTAKE_KEY    sent as "Authorization: Bearer $INTAKE_KEY" when set
+--   BATCH         records per request (default 1): above 1, each request is a batch of that
+--                 many copies of the record as NDJSON to PATH_TO_POST + "/batch"
 --
 -- done() prints machine-readable lines (one "key value" pair per line):
---   requests N / rps X / p50_ms X / p99_ms X / non2xx N
+--   requests N / rps X / p50_ms X / p99_ms X / non2xx N / records_per_request N
 -- plus socket_errors N (connect + read + write + timeout errors).
 
 local body = [[
@@ -20,6 +22,14 @@ body = body:gsub("%s+$", "")
 
 local path_to_post = os.getenv("PATH_TO_POST")
 local key = os.getenv("INTAKE_KEY")
+local batch = tonumber(os.getenv("BATCH") or "1") or 1
+local record_bytes = #body
+local content_type = "application/json"
+if batch > 1 then
+   body = string.rep(body .. "\n", batch)
+   content_type = "application/x-ndjson"
+   path_to_post = (path_to_post or wrk.path) .. "/batch"
+end
 
 -- A static request: wrk sends it from C without calling into Lua per request or per
 -- response, so the load generator takes as little CPU as possible from the server it
@@ -27,7 +37,7 @@ local key = os.getenv("INTAKE_KEY")
 -- (summary.errors.status).
 wrk.method = "POST"
 wrk.body = body
-wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Content-Type"] = content_type
 if key ~= nil and key ~= "" then
    wrk.headers["Authorization"] = "Bearer " .. key
 end
@@ -45,7 +55,8 @@ function done(summary, latency, requests)
    local e = summary.errors
    local socket_errors = e.connect + e.read + e.write + e.timeout
    -- wrk's latency values are in microseconds.
-   io.write(string.format("body_bytes %d\n", #body))
+   io.write(string.format("body_bytes %d\n", record_bytes))
+   io.write(string.format("records_per_request %d\n", batch))
    io.write(string.format("requests %d\n", summary.requests))
    io.write(string.format("rps %.1f\n", rps))
    io.write(string.format("p50_ms %.3f\n", latency:percentile(50) / 1000))

@@ -148,6 +148,95 @@ fn every_post_acknowledged_with_202_survives_kill_9_across_rounds() {
     }
 }
 
+#[test]
+fn every_acknowledged_batch_survives_kill_9_whole_and_no_batch_is_half_stored() {
+    const RECORDS: usize = 40;
+    let mut s = TestServer::start();
+    let ep = s.create_endpoint("batch-crash", &[]);
+    let url = format!("{}/api/v1/data/{}/batch", s.base_url(), ep.slug);
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicUsize::new(0));
+    // (the batch's tag, its acknowledged ids in the order sent)
+    let acked = Arc::new(Mutex::new(Vec::<(String, Vec<String>)>::new()));
+    let workers: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let (url, key) = (url.clone(), ep.sandbox_key.clone());
+            let (stop, count, acked) = (stop.clone(), count.clone(), acked.clone());
+            thread::spawn(move || {
+                let agent = new_agent(Duration::from_secs(10));
+                let auth = format!("Bearer {key}");
+                let mut i = 0usize;
+                while !stop.load(Ordering::SeqCst) {
+                    let tag = format!("t{t}-{i}");
+                    i += 1;
+                    let body: String = (0..RECORDS)
+                        .map(|n| {
+                            let pad = "x".repeat((n * 53 + i) % 900);
+                            format!("{}\n", json!({ "tag": tag, "n": n, "pad": pad }))
+                        })
+                        .collect();
+                    let headers = [
+                        ("Authorization", auth.as_str()),
+                        ("Content-Type", "application/x-ndjson"),
+                    ];
+                    let Ok(r) = try_send(&agent, &url, "POST", &headers, Some(body.as_bytes()))
+                    else {
+                        continue;
+                    };
+                    if r.status == 202 {
+                        let ids = r.json()["data"]
+                            .as_array()
+                            .expect("data")
+                            .iter()
+                            .map(|e| e["id"].as_str().expect("id").to_string())
+                            .collect();
+                        acked.lock().unwrap().push((tag, ids));
+                        count.fetch_add(1, Ordering::SeqCst);
+                    } else {
+                        assert!(r.status >= 500, "unexpected refusal: {}", r.describe());
+                    }
+                }
+            })
+        })
+        .collect();
+    wait_for_count(&count, 40, Duration::from_secs(60), "acknowledged batches");
+    s.kill9();
+    stop.store(true, Ordering::SeqCst);
+    for w in workers {
+        w.join().expect("writer thread panicked");
+    }
+    let acked = std::mem::take(&mut *acked.lock().unwrap());
+    s.restart();
+
+    // Every record of the store, by its batch's tag: each batch is there whole or not at all.
+    let (records, _) = s.list_all(&ep.slug, &ep.sandbox_key, 30);
+    let mut stored: HashMap<String, Vec<(u64, String)>> = HashMap::new();
+    for record in &records {
+        let tag = record["payload"]["tag"].as_str().expect("tag").to_string();
+        let n = record["payload"]["n"].as_u64().expect("n");
+        let id = record["id"].as_str().expect("id").to_string();
+        stored.entry(tag).or_default().push((n, id));
+    }
+    for (tag, mut batch) in stored.clone() {
+        assert_eq!(batch.len(), RECORDS, "batch {tag} is half stored");
+        batch.sort();
+        let ids: Vec<&String> = batch.iter().map(|(_, id)| id).collect();
+        let mut ascending = ids.clone();
+        ascending.sort();
+        assert_eq!(ids, ascending, "batch {tag}: ids not in the order sent");
+    }
+    for (tag, ids) in &acked {
+        let batch = stored
+            .get(tag)
+            .unwrap_or_else(|| panic!("acknowledged batch {tag} lost after kill -9"));
+        let mut found: Vec<(u64, String)> = batch.clone();
+        found.sort();
+        let found: Vec<String> = found.into_iter().map(|(_, id)| id).collect();
+        assert_eq!(&found, ids, "batch {tag}: not the acknowledged ids");
+    }
+    assert!(acked.len() >= 40);
+}
+
 /// The request certainly did not reach the server (connection refused).
 fn never_reached_server(e: &ureq::Error) -> bool {
     matches!(e, ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused)
