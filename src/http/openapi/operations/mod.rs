@@ -3,7 +3,7 @@
 //! list (tag, summary, access, query/header parameters, body, success response with an
 //! example, and the error codes only it answers; method, path and id are the table's), then
 //! give `tests/openapi.rs` a request for its success and for each of its error statuses; the
-//! tests fail until both are done. Bodies are `schema_ref`s to schemas of `schemas.rs`, never
+//! tests fail until both are done. Bodies are `schema_ref`s to schemas of `schemas/`, never
 //! inline: client generators name their types after them (`tests/openapi.rs` checks it too).
 
 mod account;
