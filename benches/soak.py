@@ -165,8 +165,13 @@ def purged_so_far(log_path):
 
 
 def du_bytes(path):
-    return int(subprocess.run(["du", "-sb", path], capture_output=True, text=True,
-                              check=True).stdout.split()[0])
+    """The size of the files under `path`. A file removed while du walks (the search index
+    merging its segments) makes du exit 1 with the total of the rest: still the size."""
+    done = subprocess.run(["du", "-sb", path], capture_output=True, text=True)
+    total = done.stdout.split()
+    if not total:
+        raise RuntimeError(f"du -sb {path} printed no total: {done.stderr.strip()}")
+    return int(total[0])
 
 
 class Postgres:

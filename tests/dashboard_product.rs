@@ -501,7 +501,7 @@ fn the_test_page_uses_my_key_shows_what_it_lacks_and_reads_like_a_reference() {
     reader.click("#tab-reference");
     assert_eq!(
         reader.eval("document.querySelectorAll('.toc a').length"),
-        json!(8)
+        json!(9)
     );
     assert_eq!(
         reader.eval("document.getElementById('ref-deleteRecord').open"),

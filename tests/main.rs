@@ -23,6 +23,7 @@ mod data_api;
 mod deployment;
 mod durability;
 mod endpoint_deletion;
+mod export;
 mod failover;
 mod faults;
 mod key_rotation;

@@ -351,6 +351,13 @@ fn served_documents_are_valid_and_every_code_sample_runs() {
                     }
                 }
                 "getRecord" => assert_eq!(answer["id"], record_id.as_str()),
+                "exportRecords" => {
+                    let exported = answer.as_array().expect("a JSON array");
+                    assert!(
+                        exported.iter().any(|r| r["id"] == record_id.as_str()),
+                        "{answer}"
+                    );
+                }
                 "listRecords" | "searchRecords" => {
                     assert!(!answer["data"].as_array().unwrap().is_empty(), "{answer}")
                 }

@@ -9,6 +9,8 @@
 //!   rules; `RecordsBody`, the one writer of record JSON.
 //! - [`batch`]: batch ingest: a body of up to 1,000 records (NDJSON or a JSON array), each
 //!   checked as a single create is, stored in one commit or not at all.
+//! - [`export`]: an endpoint's records in a window as NDJSON, CSV or a JSON array, streamed
+//!   in chunks from one snapshot, the key checked again as it runs.
 //! - [`ingest`]: the write queue: a write waits there for the ingest writer's commit, and its
 //!   202 leaves only after that commit.
 //! - [`poll`]: the oldest-first feed, the in-flight registry that keeps it gap-free, and the
@@ -54,6 +56,7 @@ pub mod deploy;
 pub mod endpoint_deletion;
 pub mod endpoints;
 pub mod error;
+pub mod export;
 pub mod handles;
 pub mod health;
 pub mod ingest;

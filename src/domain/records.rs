@@ -158,7 +158,7 @@ pub fn record_json(id: RecordId, updated_at: Timestamp, payload: &[u8]) -> Resul
 /// parse, with the copies around it, was most of the cost of a poll page). Only the UTF-8
 /// check stays, so a damaged value cannot put invalid text into a response: such a payload is
 /// corrupt stored data.
-fn push_record(
+pub fn push_record(
     out: &mut String,
     id: RecordId,
     updated_at: Timestamp,

@@ -51,6 +51,33 @@ pub fn event_stream(body: crate::domain::stream::StreamBody) -> Response {
     response
 }
 
+/// A file to download (`Content-Disposition: attachment`) whose body is `body`'s chunks as
+/// they come, sent with chunked encoding.
+pub fn download(
+    body: crate::domain::export::ExportBody,
+    content_type: &'static str,
+    file_name: &str,
+) -> Response {
+    use warp::Reply;
+    let mut response = warp::reply::stream(body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        http::HeaderValue::from_static(content_type),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    // The name is made of the slug and the window with anything but letters, digits, `-`
+    // and `_` replaced (`export::ExportRequest::file_name`), so it needs no quoting rules.
+    if let Ok(value) = http::HeaderValue::from_str(&format!("attachment; filename=\"{file_name}\""))
+    {
+        headers.insert(header::CONTENT_DISPOSITION, value);
+    }
+    response
+}
+
 /// The token of an `Authorization: Bearer <token>` header, if well-formed.
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;

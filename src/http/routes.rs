@@ -100,6 +100,7 @@ routes! {
     CreateRecordBatch: Post "/api/v1/data/{slug}/batch" "createRecordBatch";
     SearchRecords: Get "/api/v1/data/{slug}/search" "searchRecords";
     PollRecords: Get "/api/v1/data/{slug}/poll" "pollRecords";
+    ExportRecords: Get "/api/v1/data/{slug}/export" "exportRecords";
     StreamRecords: Get "/api/v1/data/{slug}/stream" "streamRecords";
     // Documentation and operations.
     GetOpenApi: Get "/api/v1/openapi.json" "getOpenApi";

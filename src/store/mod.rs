@@ -213,6 +213,12 @@ pub trait Store:
     /// A snapshot to read from.
     fn read(&self) -> Result<Box<dyn ReadTx + '_>, StoreError>;
 
+    /// A snapshot that may stay open for as long as its reader needs (an export streamed to a
+    /// slow client): each read in it has a request's patience, nothing bounds the whole.
+    fn long_read(&self) -> Result<Box<dyn ReadTx + '_>, StoreError> {
+        self.read()
+    }
+
     /// Runs `work` in one write transaction and commits it durably (the commit has reached the
     /// disk when this returns). When `work` fails nothing is written. Use [`write`], which
     /// carries the closure's own result and error type.

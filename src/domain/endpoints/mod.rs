@@ -140,6 +140,12 @@ impl Endpoints {
         }
     }
 
+    /// Marked changed whenever access may have changed (see [`AccessCache::changes`]): what a
+    /// long-running read (an export) follows to check its key again at once.
+    pub fn access_changes(&self) -> tokio::sync::watch::Receiver<()> {
+        self.cache.changes()
+    }
+
     pub fn create(&self, owner: &AccountRow, new: NewEndpoint) -> Result<EndpointView> {
         crate::domain::accounts::require_server_owner(owner)?;
         let name = valid_name(&new.name)?;

@@ -53,7 +53,7 @@ use crate::domain::records::{PageTail, Pagination, RecordsBody};
 use crate::store::records::{TextSearch, TextSearchEnd};
 use crate::store::{Partition, ReadTx, Store, time_key};
 pub use index::{Hits, IndexView, SearchIndex, Snapshot};
-use matcher::Matcher;
+pub use matcher::Matcher;
 pub use tokenizer::{fold_case, fold_case_into, payload_text};
 
 pub const LIMIT_DEFAULT: usize = 10;
@@ -99,33 +99,12 @@ pub fn parse_request(
     partition: Partition,
     now: Timestamp,
 ) -> Result<SearchRequest> {
-    let invalid = |name: &'static str, reason: &str| Error::InvalidParameter {
-        name,
-        reason: reason.to_string(),
-    };
-    let q = params
-        .get("q")
-        .ok_or_else(|| invalid("q", "it is required"))?;
-    let chars = q.chars().count();
-    if !(Q_MIN_CHARS..=Q_MAX_CHARS).contains(&chars) {
-        return Err(invalid(
-            "q",
-            &format!("it must be {Q_MIN_CHARS} to {Q_MAX_CHARS} characters long"),
-        ));
-    }
-    let date = |name: &'static str, default: Timestamp| match params.get(name) {
-        None => Ok(default),
-        Some(text) => parse_date_or_rfc3339(text)
-            .ok_or_else(|| invalid(name, "it must be a date (YYYY-MM-DD) or an RFC 3339 time")),
-    };
-    let start = date("start", now.minus(DEFAULT_WINDOW))?;
-    let end = date("end", now)?;
-    if start > end {
-        return Err(invalid("start", "it is after `end`"));
-    }
+    let q = query_param(params)?.ok_or_else(|| Error::InvalidParameter {
+        name: "q",
+        reason: "it is required".into(),
+    })?;
+    let (lower, mut upper) = window_ids(params, Some(now.minus(DEFAULT_WINDOW)), Some(now))?;
     let limit = cursor::limit_param(params, LIMIT_DEFAULT, LIMIT_MAX)?;
-    let lower = u128::from(time_key(start)) << 64;
-    let mut upper = (u128::from(time_key(end)) << 64) | u128::from(u64::MAX);
     if let Some(text) = params.get("cursor") {
         let pos = cursor::parse(CursorKind::Search, partition.raw(), text)?;
         upper = upper.min(pos.tiebreak.saturating_sub(1));
@@ -134,11 +113,63 @@ pub fn parse_request(
         }
     }
     Ok(SearchRequest {
-        q: fold_case(q),
+        q,
         lower,
         upper,
         limit,
     })
+}
+
+/// The `q` parameter, checked and folded (`None` when absent). Search and export read it
+/// alike.
+pub fn query_param(params: &HashMap<String, String>) -> Result<Option<String>> {
+    let Some(q) = params.get("q") else {
+        return Ok(None);
+    };
+    let chars = q.chars().count();
+    if !(Q_MIN_CHARS..=Q_MAX_CHARS).contains(&chars) {
+        return Err(Error::InvalidParameter {
+            name: "q",
+            reason: format!("it must be {Q_MIN_CHARS} to {Q_MAX_CHARS} characters long"),
+        });
+    }
+    Ok(Some(fold_case(q)))
+}
+
+/// The window of `params`' `start` and `end` (each a date, `YYYY-MM-DD` at 00:00 UTC, or an
+/// RFC 3339 time; both inclusive) as inclusive record-id bounds; an absent one is
+/// `default_start` or `default_end` (`None`: unbounded). Search and export read it alike.
+pub fn window_ids(
+    params: &HashMap<String, String>,
+    default_start: Option<Timestamp>,
+    default_end: Option<Timestamp>,
+) -> Result<(u128, u128)> {
+    let date = |name: &'static str| {
+        params
+            .get(name)
+            .map(|text| {
+                parse_date_or_rfc3339(text).ok_or_else(|| Error::InvalidParameter {
+                    name,
+                    reason: "it must be a date (YYYY-MM-DD) or an RFC 3339 time".into(),
+                })
+            })
+            .transpose()
+    };
+    let start = date("start")?.or(default_start);
+    let end = date("end")?.or(default_end);
+    if let (Some(start), Some(end)) = (start, end)
+        && start > end
+    {
+        return Err(Error::InvalidParameter {
+            name: "start",
+            reason: "it is after `end`".into(),
+        });
+    }
+    let lower = start.map_or(0, |start| u128::from(time_key(start)) << 64);
+    let upper = end.map_or(u128::MAX, |end| {
+        (u128::from(time_key(end)) << 64) | u128::from(u64::MAX)
+    });
+    Ok((lower, upper))
 }
 
 /// Runs a search in partition `p`; see the module docs for how it stays exact.

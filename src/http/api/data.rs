@@ -15,6 +15,7 @@ use crate::core::clock::Timestamp;
 use crate::domain::batch;
 use crate::domain::endpoints::{DataAccess, KeyGrant};
 use crate::domain::error::Error;
+use crate::domain::export;
 use crate::domain::poll;
 use crate::domain::records;
 use crate::domain::search;
@@ -173,6 +174,39 @@ pub fn poll(app: &App, req: &Request, slug: &str, call_log: &mut CallLog) -> Res
             .start(&app.handles.store, access.partition, after, limit);
     }
     Ok(reply::json_text(StatusCode::OK, page.json))
+}
+
+/// `GET /api/v1/data/{slug}/export` (`domain::export`): streamed from one snapshot; the key
+/// is checked again as it runs.
+pub async fn export(
+    app: &App,
+    req: &mut Request,
+    slug: &str,
+    call_log: &mut CallLog,
+) -> Result<Response> {
+    let access = authorize(app, req, slug, Permission::Read, call_log)?;
+    count_call(app, req, &access)?;
+    let request = export::parse_request(&query_params(&req.query))?;
+    let watch = export::Watch {
+        grant: KeyGrant::new(
+            bearer(&req.headers).unwrap_or_default(),
+            slug,
+            Permission::Read,
+        ),
+        changes: app.endpoints.access_changes(),
+    };
+    let content_type = request.format.content_type();
+    let file_name = request.file_name(slug);
+    let body = export::start(
+        app.handles.store.clone(),
+        app.handles.clock.clone(),
+        access.partition,
+        watch,
+        request,
+        format!("{slug} ({})", req.request_id),
+    )
+    .await?;
+    Ok(reply::download(body, content_type, &file_name))
 }
 
 /// `GET /api/v1/data/{slug}/stream`: the change stream as Server-Sent Events (see

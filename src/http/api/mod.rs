@@ -61,6 +61,7 @@ pub(super) async fn dispatch(
         Route::CreateRecordBatch => data::batch(app, req, path.slug, call_log).await,
         Route::SearchRecords => data::search(app, req, path.slug, call_log),
         Route::PollRecords => data::poll(app, req, path.slug, call_log),
+        Route::ExportRecords => data::export(app, req, path.slug, call_log).await,
         Route::StreamRecords => data::stream(app, req, path.slug, call_log),
         Route::GetOpenApi => Ok(docs::document(app)),
         Route::GetEndpointOpenApi => docs::endpoint_document(app, req, path.slug),

@@ -434,9 +434,11 @@ mod tests {
         let methods: Vec<&str> = views.iter().map(|v| v.method.as_str()).collect();
         assert_eq!(
             methods,
-            ["POST", "GET", "GET", "GET", "GET", "PUT", "DELETE"]
+            [
+                "POST", "POST", "GET", "GET", "GET", "GET", "GET", "PUT", "DELETE"
+            ]
         );
-        let read = &views[1];
+        let read = &views[2];
         assert_eq!(
             read.url,
             "http://127.0.0.1:8080/api/v1/data/orders-7k2m9x4q1w8p/{record_id}"
@@ -449,7 +451,7 @@ mod tests {
             "{}",
             read.params[0].schema
         );
-        let search = &views[3];
+        let search = &views[4];
         let q = search.params.iter().find(|p| p.name == "q");
         assert!(q.is_some_and(|q| q.required && q.initial == examples::EXAMPLE_VALUE));
         let create = &views[0];

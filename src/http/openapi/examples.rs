@@ -246,6 +246,7 @@ mod tests {
                 "getRecord",
                 "listRecords",
                 "searchRecords",
+                "exportRecords",
                 "pollRecords",
                 "replaceRecord",
                 "deleteRecord"

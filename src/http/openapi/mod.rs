@@ -18,6 +18,7 @@
 
 pub mod examples;
 mod operations;
+mod render;
 mod schemas;
 
 use std::collections::BTreeMap;
@@ -30,6 +31,7 @@ use crate::http::routes::Route;
 use crate::store::Permission;
 
 pub use operations::all as operations;
+use render::operation_json;
 
 /// Who may call an operation; decides its security requirement and the errors of
 /// authentication and authorisation it can answer.
@@ -122,6 +124,11 @@ pub struct Success {
     pub content_type: &'static str,
     pub schema: Value,
     pub example: Value,
+    /// Other media types the same answer may come as (chosen by a parameter), each with its
+    /// schema and an example.
+    pub alternatives: Vec<(&'static str, Value, &'static str)>,
+    /// A download: the answer names a file (`Content-Disposition`).
+    pub file: bool,
 }
 
 /// One operation: a method on a path template of the route table.
@@ -197,6 +204,8 @@ impl Operation {
                 content_type: JSON,
                 schema: json!({}),
                 example: Value::Null,
+                alternatives: Vec::new(),
+                file: false,
             },
             also: Vec::new(),
             errors: Vec::new(),
@@ -247,6 +256,8 @@ impl Operation {
             content_type: JSON,
             schema,
             example,
+            alternatives: Vec::new(),
+            file: false,
         };
         self
     }
@@ -264,6 +275,29 @@ impl Operation {
             content_type,
             schema: json!({ "type": "string" }),
             example: Value::String(example.into()),
+            alternatives: Vec::new(),
+            file: false,
+        };
+        self
+    }
+
+    /// The success is a text file to download (`Content-Disposition`) as `content_type`, or
+    /// as one of `alternatives`; each with its example.
+    pub fn ok_download(
+        mut self,
+        description: &'static str,
+        content_type: &'static str,
+        example: &'static str,
+        alternatives: Vec<(&'static str, Value, &'static str)>,
+    ) -> Self {
+        self.success = Success {
+            status: 200,
+            description,
+            content_type,
+            schema: json!({ "type": "string" }),
+            example: Value::String(example.into()),
+            alternatives,
+            file: true,
         };
         self
     }
@@ -277,6 +311,8 @@ impl Operation {
             content_type: BINARY,
             schema: json!({ "type": "string", "format": "binary", "contentMediaType": media_type }),
             example: Value::Null,
+            alternatives: Vec::new(),
+            file: true,
         };
         self
     }
@@ -295,6 +331,8 @@ impl Operation {
             content_type: JSON,
             schema,
             example,
+            alternatives: Vec::new(),
+            file: false,
         });
         self
     }
@@ -581,191 +619,5 @@ fn info(title: &str, description: &str) -> Value {
         "version": env!("CARGO_PKG_VERSION"),
         "description": description,
         "license": { "name": "MIT", "identifier": "MIT" },
-    })
-}
-
-/// The operation object of `op`, with these path parameters.
-fn operation_json(op: &Operation, path_params: &[Param]) -> Value {
-    let mut value = json!({
-        "operationId": op.id,
-        "tags": [op.tag],
-        "summary": op.summary,
-        "description": op.description,
-        "security": security(op.access),
-    });
-    let params: Vec<Value> = path_params
-        .iter()
-        .chain(&op.params)
-        .map(param_json)
-        .collect();
-    if !params.is_empty() {
-        value["parameters"] = Value::Array(params);
-    }
-    if let Some(body) = &op.body {
-        let limit = thousands(match body.kind {
-            BodyKind::Payload => MAX_DATA_BODY,
-            BodyKind::Batch => batch::MAX_BODY_BYTES,
-            BodyKind::Json | BodyKind::OptionalJson => MAX_MANAGE_BODY,
-        });
-        value["requestBody"] = match body.kind {
-            BodyKind::Batch => json!({
-                "required": true,
-                "description": format!(
-                    "At most {limit} bytes and {} records, each at most {} bytes: \
-                     `application/x-ndjson` (one JSON document per line; blank lines are \
-                     skipped) or `application/json` (one array), optionally with \
-                     `; charset=utf-8`.",
-                    thousands(batch::MAX_RECORDS),
-                    thousands(MAX_DATA_BODY),
-                ),
-                "content": {
-                    "application/x-ndjson": {
-                        "schema": { "type": "string", "description": "One record per line." },
-                        "example": body.example.as_array().map(|records| {
-                            records.iter().map(|r| format!("{r}\n")).collect::<String>()
-                        }),
-                    },
-                    "application/json": { "schema": body.schema, "example": body.example },
-                },
-            }),
-            _ => json!({
-                "required": body.kind != BodyKind::OptionalJson,
-                "description": format!(
-                    "`application/json` (optionally `; charset=utf-8`), at most {limit} bytes."
-                ),
-                "content": { "application/json": { "schema": body.schema, "example": body.example } },
-            }),
-        };
-    }
-    let mut responses = Map::new();
-    for outcome in std::iter::once(&op.success).chain(&op.also) {
-        let mut media = json!({ "schema": outcome.schema });
-        if !outcome.example.is_null() {
-            media["example"] = outcome.example.clone();
-        }
-        let mut response = json!({
-            "description": outcome.description,
-            "headers": { "X-Request-Id": { "$ref": "#/components/headers/X-Request-Id" } },
-            "content": { outcome.content_type: media },
-        });
-        if op.id == "login" || op.id == "acceptInvitation" {
-            response["headers"]["Set-Cookie"] =
-                json!({ "$ref": "#/components/headers/Set-Cookie" });
-        }
-        if outcome.content_type == BINARY {
-            response["headers"]["Content-Disposition"] =
-                json!({ "$ref": "#/components/headers/Content-Disposition" });
-        }
-        if outcome.status == op.success.status && !op.links.is_empty() {
-            let links: Map<String, Value> = op
-                .links
-                .iter()
-                .map(|(name, target, parameters)| {
-                    let link = json!({ "operationId": target, "parameters": parameters });
-                    ((*name).to_string(), link)
-                })
-                .collect();
-            response["links"] = Value::Object(links);
-        }
-        responses.insert(outcome.status.to_string(), response);
-    }
-    let mut own_unavailable = Vec::new();
-    for (status, codes) in op.error_codes() {
-        if status == 503 {
-            // Joined with the server-side 503s below.
-            own_unavailable = codes;
-            continue;
-        }
-        responses.insert(status.to_string(), error_response(status, &codes));
-    }
-    // Server-side trouble, listed by status rather than as `default` so that a client (and
-    // the conformance run, tests/conformance) can tell an undocumented status from these.
-    // `/readyz` documents its own 503.
-    responses
-        .entry("500")
-        .or_insert_with(|| error_response(500, &["internal_error"]));
-    responses.entry("503").or_insert_with(|| {
-        let mut codes = vec![
-            "storage_unavailable",
-            "storage_full",
-            "shutting_down",
-            "server_busy",
-        ];
-        codes.extend(&own_unavailable);
-        let mut unavailable = error_response(503, &codes);
-        let own: String = own_unavailable
-            .iter()
-            .map(|code| format!(", `{code}`"))
-            .collect();
-        unavailable["description"] = json!(format!(
-            "Error codes: `storage_unavailable`, `storage_full` (the data dir's disk is below \
-             `[storage] min_free_mb`), `shutting_down`, `server_busy` (request bodies already \
-             hold `[http] body_memory_mb`; the body was not read){own}. The request was not \
-             processed (but a write whose commit got no answer from the database may have \
-             been stored: retry it with the same `Idempotency-Key`): retry with backoff after \
-             `Retry-After`."
-        ));
-        unavailable
-    });
-    // A body that does not arrive within `[http] body_timeout`.
-    if value.get("requestBody").is_some() {
-        responses
-            .entry("408")
-            .or_insert_with(|| error_response(408, &["request_timeout"]));
-    }
-    value["responses"] = Value::Object(responses);
-    value
-}
-
-fn security(access: Access) -> Value {
-    match access {
-        Access::Public => json!([]),
-        Access::DataKey(_) => json!([{ "apiKey": [] }]),
-        Access::Account(_) => json!([{ "accountToken": [] }, { "sessionCookie": [] }]),
-        Access::KeyOrMember => {
-            json!([{ "apiKey": [] }, { "accountToken": [] }, { "sessionCookie": [] }])
-        }
-        Access::Invitation => json!([{}, { "accountToken": [] }, { "sessionCookie": [] }]),
-        Access::MetricsToken => json!([{}, { "metricsToken": [] }]),
-    }
-}
-
-fn param_json(p: &Param) -> Value {
-    let mut value = json!({
-        "name": p.name,
-        "in": p.at.as_str(),
-        "required": p.required,
-        "description": p.description,
-        "schema": p.schema,
-    });
-    if let Some(sample) = p.sample {
-        value["example"] = Value::String(sample.into());
-    }
-    value
-}
-
-/// An error response carrying one of `codes`: the `Error` schema narrowed to them.
-fn error_response(status: u16, codes: &[&str]) -> Value {
-    let mut headers = json!({ "X-Request-Id": { "$ref": "#/components/headers/X-Request-Id" } });
-    if status == 429 || status == 503 {
-        headers["Retry-After"] = json!({ "$ref": "#/components/headers/Retry-After" });
-    }
-    json!({
-        "description": format!(
-            "Error codes: {}.",
-            codes.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
-        ),
-        "headers": headers,
-        "content": { "application/json": {
-            "schema": {
-                "allOf": [schema_ref("Error")],
-                "properties": { "error": { "properties": { "code": { "enum": codes } } } },
-            },
-            "example": { "error": {
-                "code": codes.first(),
-                "message": "A sentence for humans saying what was wrong.",
-                "request_id": "req_0f3k9x2m4n8p1q7r",
-            } },
-        } },
     })
 }

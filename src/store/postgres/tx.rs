@@ -26,6 +26,12 @@ use crate::store::{Effects, IdKind, ReadTx, Store, StoreError, StoreGauges, Writ
 pub type Params<'a> = [&'a (dyn ToSql + Sync)];
 
 const BEGIN_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+/// A long snapshot ([`Store::long_read`]) waits on its reader between statements: the
+/// session's idle limit, half a request's time, would end it. A read-only snapshot holds no
+/// row and takes no transaction id, so it holds back neither writers nor the change stream's
+/// settled events (`events.rs`); an hour bounds what a reader that stopped reading keeps open.
+const BEGIN_LONG_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; \
+                               SET LOCAL idle_in_transaction_session_timeout = '1h'";
 const BEGIN_WRITE: &str = "BEGIN ISOLATION LEVEL SERIALIZABLE";
 
 /// How often [`Store::write_with`] runs a closure whose transaction lost a serialisation
@@ -57,6 +63,8 @@ pub struct PgTx<'s> {
     deadline: Cell<Deadline>,
     /// A step found the database out of reach: the connection is closed, never reused.
     broken: Cell<bool>,
+    /// Each statement gets a request's time anew (a long snapshot), not a share of one.
+    renewed: bool,
     pub(super) effects: Effects,
 }
 
@@ -75,8 +83,16 @@ impl<'s> PgTx<'s> {
             conflicted: Cell::new(false),
             deadline: Cell::new(deadline),
             broken: Cell::new(false),
+            renewed: false,
             effects: Effects::default(),
         })
+    }
+
+    /// A long read snapshot ([`Store::long_read`]).
+    fn long_read(store: &'s PgStore) -> Result<PgTx<'s>, StoreError> {
+        let mut tx = PgTx::new(store, BEGIN_LONG_READ, store.deadline(Patience::Request)?)?;
+        tx.renewed = true;
+        Ok(tx)
     }
 
     /// A read snapshot, under a request's deadline.
@@ -146,6 +162,9 @@ impl<'s> PgTx<'s> {
         Sent: Future<Output = Result<T, tokio_postgres::Error>> + Send,
     {
         let client = self.client();
+        if self.renewed {
+            self.deadline.set(self.store.deadline(Patience::Request)?);
+        }
         let begin = (!self.begun.get()).then_some(self.begin);
         let result = self
             .store
@@ -285,6 +304,10 @@ impl WriteTx for PgTx<'_> {
 impl Store for PgStore {
     fn read(&self) -> Result<Box<dyn ReadTx + '_>, StoreError> {
         Ok(Box::new(PgTx::read(self)?))
+    }
+
+    fn long_read(&self) -> Result<Box<dyn ReadTx + '_>, StoreError> {
+        Ok(Box::new(PgTx::long_read(self)?))
     }
 
     fn write_with(

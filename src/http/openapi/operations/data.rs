@@ -173,6 +173,84 @@ pub(super) fn data_operations() -> Vec<Operation> {
                 json!({ "data": [record_example()], "pagination": {} }),
             )
             .error(400, &["invalid_parameter"]),
+        data(Route::ExportRecords)
+            .summary(
+                "Export records",
+                "Every record of the window (all of them by default), or only those whose \
+                 payload contains `q`, as NDJSON (the default), CSV or one JSON array, \
+                 streamed with chunked encoding from one snapshot: the answer is the same \
+                 however long it takes to read, and writes made after it began are not in it. \
+                 The key is checked again while the export runs: an export whose key, read \
+                 permission or endpoint goes away ends with a cut answer (no final chunk). \
+                 CSV: `id,created_at,updated_at`, then one column per field (`fields`, else \
+                 the top-level keys of the newest 1,000 records of the window); numbers as \
+                 stored, null and missing fields empty, objects and arrays as JSON text, and a \
+                 text that begins with `=`, `+`, `-`, `@`, a tab or a carriage return prefixed \
+                 with `'` (so a spreadsheet does not run it as a formula).",
+            )
+            .access(Access::DataKey(Permission::Read))
+            .param(with_sample(
+                query(
+                    "format",
+                    "`ndjson` (default), `csv` or `json`.",
+                    json!({ "type": "string", "enum": ["ndjson", "csv", "json"] }),
+                ),
+                "json",
+            ))
+            .param(query(
+                "start",
+                "Window start, inclusive: `YYYY-MM-DD` (UTC midnight) or RFC 3339; default: \
+                 the first record.",
+                json!({ "type": "string" }),
+            ))
+            .param(query(
+                "end",
+                "Window end, inclusive: `YYYY-MM-DD` or RFC 3339; default: the last record.",
+                json!({ "type": "string" }),
+            ))
+            .param(query(
+                "q",
+                format!(
+                    "Only records whose payload text contains this ({} to {} characters, \
+                     case-insensitive, as search matches).",
+                    search::Q_MIN_CHARS,
+                    search::Q_MAX_CHARS
+                ),
+                json!({ "type": "string" }),
+            ))
+            .param(query(
+                "order",
+                "`asc` (oldest first, the default) or `desc`.",
+                json!({ "type": "string", "enum": ["asc", "desc"] }),
+            ))
+            .param(query(
+                "fields",
+                "CSV only: comma-separated dotted paths (`email,address.city`), the columns \
+                 after `id,created_at,updated_at`.",
+                json!({ "type": "string" }),
+            ))
+            .ok_download(
+                "The records, one per line (NDJSON), as CSV, or as one JSON array; \
+                 `Content-Disposition` names a file after the slug and the window.",
+                "application/x-ndjson",
+                "{\"id\":\"rec_01m80m0sfsv1yd0kcm7nw4m58e\",\"payload\":{\"email\":\"ada@example.com\"},\
+                 \"created_at\":\"2026-11-22T08:00:00.000000Z\",\"updated_at\":\"2026-11-22T08:00:00.000000Z\"}\n",
+                vec![
+                    (
+                        "text/csv",
+                        json!({ "type": "string" }),
+                        "id,created_at,updated_at,email\r\nrec_01m80m0sfsv1yd0kcm7nw4m58e,\
+                         2026-11-22T08:00:00.000000Z,2026-11-22T08:00:00.000000Z,ada@example.com\r\n",
+                    ),
+                    (
+                        "application/json",
+                        schema_ref("RecordExport"),
+                        "[{\"id\":\"rec_01m80m0sfsv1yd0kcm7nw4m58e\",\"payload\":{\"email\":\"ada@example.com\"},\
+                         \"created_at\":\"2026-11-22T08:00:00.000000Z\",\"updated_at\":\"2026-11-22T08:00:00.000000Z\"}]",
+                    ),
+                ],
+            )
+            .error(400, &["invalid_parameter"]),
         data(Route::PollRecords)
             .summary(
                 "Poll created records, oldest first",

@@ -252,6 +252,11 @@ fn data_schemas() -> Value {
             "created_at": { "type": "string", "format": "date-time", "description": "Creates only." },
             "status": { "const": "accepted" },
         }), &["id", "status"]),
+        "RecordExport": {
+            "type": "array",
+            "description": "An export as one JSON array (`format=json`).",
+            "items": schema_ref("Record"),
+        },
         "BatchRecords": {
             "type": "array",
             "description": "The records of a batch, as a JSON array.",

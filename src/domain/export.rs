@@ -1,0 +1,662 @@
+//! Export (`GET /api/v1/data/{slug}/export`): the records of an endpoint's environment in a
+//! window, or only those whose payload contains a text, as NDJSON, CSV or one JSON array.
+//!
+//! An export reads one snapshot ([`Store::long_read`]) from the first record to the last, so
+//! its answer is the same whether it takes a second or ten minutes: writes committed after it
+//! began are not in it. It is written in chunks of about [`CHUNK_BYTES`] and handed to a sink
+//! as each fills (the HTTP layer streams them), so memory stays flat whatever the size; a sink
+//! that refuses a chunk (the client went away) ends the work. The key that asked is checked
+//! again, with the rule of a new data call, at least every [`RECHECK_EVERY`] before a chunk
+//! leaves, and at once after any change of access (and when a replaced key's grace ends, by
+//! the server's clock): an export ends (with an error, so the client sees a cut answer) once
+//! the key, its read permission or the endpoint is gone.
+//!
+//! CSV (RFC 4180, UTF-8, CRLF, no BOM): `id,created_at,updated_at`, then a column per field:
+//! the `fields` asked for (dotted paths into nested objects), else the top-level keys of the
+//! newest [`COLUMN_SAMPLE`] records of the window in first-seen order, newest first. A cell
+//! holds a number as its stored text, `true`/`false`, a string's text, an object or array as
+//! its JSON text, and nothing for null or a missing field. A string cell that begins with
+//! `=`, `+`, `-`, `@`, a tab or a carriage return is prefixed with `'`, so a spreadsheet shows
+//! it as text instead of running it as a formula (numbers are never prefixed).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Bound;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::Stream;
+
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use crate::core::clock::{Clock, SharedClock, Timestamp};
+use crate::core::ids::RecordId;
+use crate::domain::endpoints::{KeyGrant, recheck};
+use crate::domain::error::{Error, Result};
+use crate::domain::records::push_record;
+use crate::domain::search::{self, Matcher};
+use crate::store::records::{RecordRef, ScanOrder};
+use crate::store::{Partition, ReadTx, Store, StoreError};
+
+/// About how many bytes each chunk handed to the sink holds.
+pub const CHUNK_BYTES: usize = 64 * 1024;
+/// How long an export runs at most between two checks of its key when nothing tells it that
+/// access changed.
+pub const RECHECK_EVERY: Duration = Duration::from_secs(1);
+/// How many of the newest records of the window name the CSV columns when none are asked for.
+pub const COLUMN_SAMPLE: usize = 1000;
+/// The most fields a CSV export may ask for.
+pub const MAX_FIELDS: usize = 200;
+/// Records read from the store at a time.
+const PAGE: usize = 1000;
+
+/// What an export is written as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Ndjson,
+    Csv,
+    Json,
+}
+
+impl Format {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Ndjson => "application/x-ndjson",
+            Format::Csv => "text/csv; charset=utf-8",
+            Format::Json => "application/json",
+        }
+    }
+
+    fn extension(self) -> &'static str {
+        match self {
+            Format::Ndjson => "ndjson",
+            Format::Csv => "csv",
+            Format::Json => "json",
+        }
+    }
+}
+
+/// A checked export request.
+#[derive(Debug)]
+pub struct ExportRequest {
+    pub format: Format,
+    /// Inclusive record-id bounds of the window.
+    lower: u128,
+    upper: u128,
+    /// The folded text a payload must contain.
+    q: Option<String>,
+    order: ScanOrder,
+    /// The CSV columns asked for, each a dotted path.
+    fields: Option<Vec<Vec<String>>>,
+    /// The window's ends as sent, for the file name.
+    start: Option<String>,
+    end: Option<String>,
+}
+
+fn invalid(name: &'static str, reason: impl Into<String>) -> Error {
+    Error::InvalidParameter {
+        name,
+        reason: reason.into(),
+    }
+}
+
+/// Parses `format`, `start`, `end`, `q`, `order` and `fields`.
+pub fn parse_request(params: &HashMap<String, String>) -> Result<ExportRequest> {
+    let format = match params.get("format").map(String::as_str) {
+        None | Some("ndjson") => Format::Ndjson,
+        Some("csv") => Format::Csv,
+        Some("json") => Format::Json,
+        Some(_) => return Err(invalid("format", "it must be ndjson, csv or json")),
+    };
+    let (lower, upper) = search::window_ids(params, None, None)?;
+    let order = match params.get("order").map(String::as_str) {
+        None | Some("asc") => ScanOrder::OldestFirst,
+        Some("desc") => ScanOrder::NewestFirst,
+        Some(_) => return Err(invalid("order", "it must be asc or desc")),
+    };
+    let fields = match params.get("fields") {
+        None => None,
+        Some(_) if format != Format::Csv => {
+            return Err(invalid("fields", "it applies to format=csv only"));
+        }
+        Some(text) => Some(parse_fields(text)?),
+    };
+    Ok(ExportRequest {
+        format,
+        lower,
+        upper,
+        q: search::query_param(params)?,
+        order,
+        fields,
+        start: params.get("start").cloned(),
+        end: params.get("end").cloned(),
+    })
+}
+
+/// `fields`: comma-separated dotted paths (`email,address.city`).
+fn parse_fields(text: &str) -> Result<Vec<Vec<String>>> {
+    let fields: Vec<Vec<String>> = text
+        .split(',')
+        .map(|field| field.trim().split('.').map(str::to_string).collect())
+        .collect();
+    if fields.len() > MAX_FIELDS {
+        return Err(invalid(
+            "fields",
+            format!("it names more than {MAX_FIELDS} fields"),
+        ));
+    }
+    if fields
+        .iter()
+        .any(|path: &Vec<String>| path.iter().any(String::is_empty))
+    {
+        return Err(invalid(
+            "fields",
+            "each field is a name or a dotted path of names, none of them empty",
+        ));
+    }
+    Ok(fields)
+}
+
+impl ExportRequest {
+    /// The file name the answer suggests: the slug and the window, `orders-x1_all.csv` when
+    /// the window is everything.
+    pub fn file_name(&self, slug: &str) -> String {
+        let part = |text: &Option<String>, open: &str| {
+            text.as_deref()
+                .map(|t| {
+                    t.chars()
+                        .map(|c| {
+                            if c.is_ascii_alphanumeric() || c == '-' {
+                                c
+                            } else {
+                                '-'
+                            }
+                        })
+                        .collect::<String>()
+                })
+                .unwrap_or_else(|| open.to_string())
+        };
+        let window = match (&self.start, &self.end) {
+            (None, None) => "all".to_string(),
+            (start, end) => format!("{}_{}", part(start, "start"), part(end, "end")),
+        };
+        format!("{slug}_{window}.{}", self.format.extension())
+    }
+}
+
+/// Why an export stopped before its end.
+#[derive(Debug)]
+pub enum Stopped {
+    /// The sink refused a chunk: nobody is reading any more.
+    Abandoned,
+    /// The key no longer allows it, or the store failed: the error says which.
+    Failed(Error),
+}
+
+impl From<Error> for Stopped {
+    fn from(err: Error) -> Stopped {
+        Stopped::Failed(err)
+    }
+}
+
+impl From<StoreError> for Stopped {
+    fn from(err: StoreError) -> Stopped {
+        Stopped::Failed(err.into())
+    }
+}
+
+/// The answer of a running export as a body: its chunks in order, then the end; or, when it
+/// stopped early, an error in place of the end, so the client sees a cut answer and never
+/// takes a part for the whole.
+pub struct ExportBody {
+    chunks: tokio::sync::mpsc::Receiver<std::result::Result<Bytes, std::io::Error>>,
+}
+
+impl Stream for ExportBody {
+    type Item = std::result::Result<Bytes, std::io::Error>;
+
+    fn poll_next(
+        mut self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.chunks.poll_recv(cx)
+    }
+}
+
+/// Chunks a running export may have written ahead of its reader.
+const CHUNKS_AHEAD: usize = 4;
+
+/// Starts the export `request` of `partition` on a blocking thread of its own and answers
+/// once its snapshot is taken (so a write acknowledged after this answer is never in it), or
+/// with the error that kept it from starting; `label` names it in the log. Its chunks wait for
+/// the reader (at most [`CHUNKS_AHEAD`] of them), and dropping the body ends the work.
+pub async fn start(
+    store: Arc<dyn Store>,
+    clock: SharedClock,
+    partition: Partition,
+    access: Watch,
+    request: ExportRequest,
+    label: String,
+) -> Result<ExportBody> {
+    let (chunks, received) = tokio::sync::mpsc::channel(CHUNKS_AHEAD);
+    let (ready, began) = tokio::sync::oneshot::channel::<Result<()>>();
+    tokio::task::spawn_blocking(move || {
+        let mut ready = Some(ready);
+        let mut on_snapshot = || {
+            if let Some(ready) = ready.take() {
+                let _ = ready.send(Ok(()));
+            }
+        };
+        let mut sink = |chunk: Vec<u8>| chunks.blocking_send(Ok(Bytes::from(chunk))).is_ok();
+        let result = run(
+            store.as_ref(),
+            clock.as_ref(),
+            partition,
+            access,
+            &request,
+            &mut on_snapshot,
+            &mut sink,
+        );
+        match result {
+            Ok(()) => {}
+            Err(Stopped::Abandoned) => log::info!("export of {label}: the reader went away"),
+            Err(Stopped::Failed(err)) => match ready.take() {
+                // It never began: the request is answered with the error.
+                Some(ready) => {
+                    let _ = ready.send(Err(err));
+                }
+                None => {
+                    log::warn!("export of {label} ended early: {err}");
+                    let _ = chunks.blocking_send(Err(std::io::Error::other(err.to_string())));
+                }
+            },
+        }
+    });
+    began
+        .await
+        .map_err(|_| Error::Internal("the export's thread ended before it began".into()))??;
+    Ok(ExportBody { chunks: received })
+}
+
+/// The key an export runs for, and what tells it to check the key again.
+pub struct Watch {
+    pub grant: KeyGrant,
+    /// Marked changed whenever access may have changed (`Endpoints::access_changes`).
+    pub changes: tokio::sync::watch::Receiver<()>,
+}
+
+/// Runs the export `request` of `partition` for the key of `access` on the calling thread
+/// (it blocks: on the store, and on `sink` while the reader is slow): calls `on_snapshot` once
+/// its snapshot is taken, then hands each chunk to `sink`, which answers whether to go on.
+pub fn run(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    partition: Partition,
+    access: Watch,
+    request: &ExportRequest,
+    on_snapshot: &mut dyn FnMut(),
+    sink: &mut dyn FnMut(Vec<u8>) -> bool,
+) -> std::result::Result<(), Stopped> {
+    // Checked once more before the snapshot: a change of access committed since the call was
+    // authorised is seen, and a replaced key's end of grace is known.
+    let mut access = access;
+    access.changes.mark_unchanged();
+    let expires_at = recheck(store, &access.grant, clock.now())?.expires_at;
+    let tx = store.long_read()?;
+    // A snapshot is taken by its first read (PostgreSQL begins the transaction with it).
+    tx.access_version()?;
+    on_snapshot();
+    let mut out = Output {
+        text: String::with_capacity(CHUNK_BYTES + 4096),
+        sink,
+        store,
+        clock,
+        access,
+        expires_at,
+        checked_at: Instant::now(),
+        stopped: None,
+    };
+    let columns = match (request.format, &request.fields) {
+        (Format::Csv, Some(fields)) => fields.clone(),
+        (Format::Csv, None) => sampled_columns(tx.as_ref(), partition, request)?,
+        _ => Vec::new(),
+    };
+    match request.format {
+        Format::Csv => csv_header(&mut out.text, &columns),
+        Format::Json => out.text.push('['),
+        Format::Ndjson => {}
+    }
+    let mut matcher = request.q.as_deref().map(Matcher::new);
+    let mut written = 0usize;
+    let mut lower = Bound::Included(request.lower);
+    let mut upper = Bound::Included(request.upper);
+    loop {
+        let mut last = None;
+        let more = tx.record_page(
+            partition,
+            (lower, upper),
+            request.order,
+            PAGE,
+            &mut |record| {
+                last = Some(record.id.0);
+                if out.stopped.is_some()
+                    || matcher.as_mut().is_some_and(|m| !m.matches(record.payload))
+                {
+                    return Ok(());
+                }
+                match request.format {
+                    Format::Ndjson => {
+                        push_record(&mut out.text, record.id, record.updated_at, record.payload)?;
+                        out.text.push('\n');
+                    }
+                    Format::Json => {
+                        if written > 0 {
+                            out.text.push(',');
+                        }
+                        push_record(&mut out.text, record.id, record.updated_at, record.payload)?;
+                    }
+                    Format::Csv => csv_row(&mut out.text, record, &columns)?,
+                }
+                written += 1;
+                if out.text.len() >= CHUNK_BYTES {
+                    out.flush();
+                }
+                Ok(())
+            },
+        )?;
+        if let Some(stopped) = out.stopped.take() {
+            return Err(stopped);
+        }
+        let (Some(last), true) = (last, more) else {
+            break;
+        };
+        match request.order {
+            ScanOrder::OldestFirst => lower = Bound::Excluded(last),
+            ScanOrder::NewestFirst => upper = Bound::Excluded(last),
+        }
+    }
+    if request.format == Format::Json {
+        out.text.push(']');
+    }
+    out.flush();
+    match out.stopped.take() {
+        Some(stopped) => Err(stopped),
+        None => Ok(()),
+    }
+}
+
+/// The text being written and where it goes.
+struct Output<'a> {
+    text: String,
+    sink: &'a mut dyn FnMut(Vec<u8>) -> bool,
+    store: &'a dyn Store,
+    clock: &'a dyn Clock,
+    access: Watch,
+    /// When the key stops working by itself (a replaced key's grace period), if it does.
+    expires_at: Option<Timestamp>,
+    checked_at: Instant,
+    /// Set once the export must stop; nothing more is written or handed out.
+    stopped: Option<Stopped>,
+}
+
+impl Output<'_> {
+    /// Hands the text written so far to the sink, after checking the key if it is due.
+    fn flush(&mut self) {
+        if self.stopped.is_some() || self.text.is_empty() {
+            return;
+        }
+        let now = self.clock.now();
+        let due = self.access.changes.has_changed().unwrap_or(true)
+            || self.expires_at.is_some_and(|at| now >= at)
+            || self.checked_at.elapsed() >= RECHECK_EVERY;
+        if due {
+            self.access.changes.mark_unchanged();
+            match recheck(self.store, &self.access.grant, now) {
+                Ok(rechecked) => self.expires_at = rechecked.expires_at,
+                Err(err) => {
+                    self.stopped = Some(Stopped::Failed(err));
+                    return;
+                }
+            }
+            self.checked_at = Instant::now();
+        }
+        let chunk = std::mem::replace(&mut self.text, String::with_capacity(CHUNK_BYTES + 4096));
+        if !(self.sink)(chunk.into_bytes()) {
+            self.stopped = Some(Stopped::Abandoned);
+        }
+    }
+}
+
+/// The top-level keys of the newest [`COLUMN_SAMPLE`] records of the window, in first-seen
+/// order, newest first.
+fn sampled_columns(
+    tx: &dyn ReadTx,
+    partition: Partition,
+    request: &ExportRequest,
+) -> Result<Vec<Vec<String>>> {
+    let mut seen: Vec<String> = Vec::new();
+    let mut known = std::collections::HashSet::new();
+    let ids = (
+        Bound::Included(request.lower),
+        Bound::Included(request.upper),
+    );
+    tx.record_page(
+        partition,
+        ids,
+        ScanOrder::NewestFirst,
+        COLUMN_SAMPLE,
+        &mut |record| {
+            // A payload that is not an object has no keys to offer.
+            if let Ok(TopLevelKeys(keys)) = serde_json::from_slice(record.payload) {
+                for key in keys {
+                    if known.insert(key.clone()) {
+                        seen.push(key);
+                    }
+                }
+            }
+            Ok(())
+        },
+    )?;
+    Ok(seen.into_iter().map(|key| vec![key]).collect())
+}
+
+/// The keys of a JSON object in their order (values skipped).
+struct TopLevelKeys(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for TopLevelKeys {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> Visitor<'de> for Keys {
+            type Value = TopLevelKeys;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<TopLevelKeys, A::Error> {
+                let mut keys = Vec::new();
+                while let Some((key, IgnoredAny)) = map.next_entry::<String, IgnoredAny>()? {
+                    keys.push(key);
+                }
+                Ok(TopLevelKeys(keys))
+            }
+        }
+        deserializer.deserialize_map(Keys)
+    }
+}
+
+fn csv_header(out: &mut String, columns: &[Vec<String>]) {
+    out.push_str("id,created_at,updated_at");
+    for column in columns {
+        out.push(',');
+        push_text_cell(out, &column.join("."));
+    }
+    out.push_str("\r\n");
+}
+
+/// One CSV row of `record`.
+fn csv_row(
+    out: &mut String,
+    record: RecordRef<'_>,
+    columns: &[Vec<String>],
+) -> std::result::Result<(), StoreError> {
+    record.id.push_to(out);
+    out.push(',');
+    RecordId::created_at(record.id).push_rfc3339(out);
+    out.push(',');
+    record.updated_at.push_rfc3339(out);
+    let object: Option<HashMap<String, &RawValue>> = if columns.is_empty() {
+        None
+    } else {
+        serde_json::from_slice(record.payload).ok()
+    };
+    for path in columns {
+        out.push(',');
+        if let Some(value) = object.as_ref().and_then(|object| field(object, path)) {
+            push_value_cell(out, value)?;
+        }
+    }
+    out.push_str("\r\n");
+    Ok(())
+}
+
+/// The value at `path` in `object` (a dotted path descends into nested objects).
+fn field<'p>(object: &HashMap<String, &'p RawValue>, path: &[String]) -> Option<&'p RawValue> {
+    let (first, rest) = path.split_first()?;
+    let mut value: &RawValue = object.get(first)?;
+    for name in rest {
+        let nested: HashMap<String, &RawValue> = serde_json::from_str(value.get()).ok()?;
+        value = nested.get(name)?;
+    }
+    Some(value)
+}
+
+/// A cell for a stored JSON value (see the module doc).
+fn push_value_cell(out: &mut String, value: &RawValue) -> std::result::Result<(), StoreError> {
+    let text = value.get();
+    match text.as_bytes().first() {
+        Some(b'"') => {
+            let decoded: String = serde_json::from_str(text)
+                .map_err(|e| StoreError::Corrupt(format!("a stored string: {e}")))?;
+            push_text_cell(out, &decoded);
+        }
+        Some(b'n') => {}
+        // Numbers, true and false as stored; objects and arrays as their JSON text.
+        _ => push_quoted(out, text),
+    }
+    Ok(())
+}
+
+/// A text cell: prefixed with `'` if a spreadsheet would read it as a formula.
+fn push_text_cell(out: &mut String, text: &str) {
+    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        push_quoted(out, &format!("'{text}"));
+    } else {
+        push_quoted(out, text);
+    }
+}
+
+/// `text` as a CSV field: quoted (with its quotes doubled) when it holds a quote, a comma or
+/// a line break.
+fn push_quoted(out: &mut String, text: &str) {
+    if text.contains(['"', ',', '\r', '\n']) {
+        out.push('"');
+        out.push_str(&text.replace('"', "\"\""));
+        out.push('"');
+    } else {
+        out.push_str(text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cells(payload: &str, columns: &[&str]) -> String {
+        let columns: Vec<Vec<String>> = columns
+            .iter()
+            .map(|c| c.split('.').map(str::to_string).collect())
+            .collect();
+        let mut out = String::new();
+        let record = RecordRef {
+            id: RecordId(1 << 64),
+            updated_at: Timestamp(1),
+            payload: payload.as_bytes(),
+        };
+        csv_row(&mut out, record, &columns).unwrap();
+        let row = out.strip_suffix("\r\n").unwrap();
+        // Past id, created_at and updated_at.
+        row.splitn(4, ',').nth(3).unwrap_or_default().to_string()
+    }
+
+    #[test]
+    fn cells_keep_numbers_as_stored_and_guard_formulas() {
+        let payload = r#"{"n":1.50,"big":12345678901234567890123,"neg":-5,"t":true,"f":false,"z":null,"s":"a,\"b\"","f1":"=SUM(A1)","f2":"-1","f3":"@x","f4":"\tx","o":{"city":"Kraków","n":[1,2]},"a":[1,"x"]}"#;
+        assert_eq!(
+            cells(payload, &["n", "big", "neg", "t", "f", "z", "missing"]),
+            "1.50,12345678901234567890123,-5,true,false,,"
+        );
+        assert_eq!(cells(payload, &["s"]), r#""a,""b""""#);
+        assert_eq!(cells(payload, &["f1", "f2", "f3"]), "'=SUM(A1),'-1,'@x");
+        assert_eq!(cells(payload, &["f4"]), "'\tx");
+        assert_eq!(
+            cells(payload, &["o.city", "o.n", "a", "o.missing", "s.x"]),
+            r#"Kraków,"[1,2]","[1,""x""]",,"#
+        );
+        assert_eq!(cells("[1,2]", &["a"]), "");
+    }
+
+    #[test]
+    fn requests_are_checked() {
+        let params = |pairs: &[(&str, &str)]| -> HashMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let all = parse_request(&params(&[])).unwrap();
+        assert_eq!(all.format, Format::Ndjson);
+        assert_eq!((all.lower, all.upper), (0, u128::MAX));
+        assert_eq!(all.file_name("orders-x1"), "orders-x1_all.ndjson");
+        let csv = parse_request(&params(&[
+            ("format", "csv"),
+            ("start", "2026-11-01"),
+            ("end", "2026-11-30T12:00:00Z"),
+            ("fields", "email, address.city"),
+            ("order", "desc"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            csv.fields,
+            Some(vec![
+                vec!["email".to_string()],
+                vec!["address".to_string(), "city".to_string()]
+            ])
+        );
+        assert_eq!(
+            csv.file_name("orders-x1"),
+            "orders-x1_2026-11-01_2026-11-30T12-00-00Z.csv"
+        );
+        for (bad, name) in [
+            (vec![("format", "xml")], "format"),
+            (vec![("order", "up")], "order"),
+            (vec![("fields", "a")], "fields"),
+            (vec![("format", "csv"), ("fields", "a,,b")], "fields"),
+            (vec![("format", "csv"), ("fields", "a..b")], "fields"),
+            (
+                vec![("start", "2026-12-01"), ("end", "2026-11-01")],
+                "start",
+            ),
+            (vec![("q", "ab")], "q"),
+        ] {
+            match parse_request(&params(&bad)) {
+                Err(Error::InvalidParameter { name: got, .. }) => assert_eq!(got, name, "{bad:?}"),
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
+    }
+}
