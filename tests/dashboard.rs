@@ -1008,3 +1008,71 @@ fn webhook_subscriptions_are_added_changed_recovered_and_deleted_from_the_dashbo
         serde_json::json!([])
     );
 }
+
+#[test]
+fn the_records_page_exports_what_it_shows_and_only_to_a_signed_in_reader() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Export", &[]);
+    let path = format!("/api/v1/data/{}", ep.slug);
+    for n in 0..12 {
+        let city = if n % 3 == 0 { "Kraków" } else { "Berlin" };
+        let payload = serde_json::json!({ "n": n, "city": city });
+        assert_eq!(
+            s.data("POST", &path, &ep.sandbox_key, Some(&payload))
+                .status,
+            202
+        );
+    }
+    let base = format!("/dashboard/endpoints/{}/records", ep.slug);
+    // Logged out: the login page, no data.
+    let mut stranger = Visitor::new(s.base_url(), &s.agent);
+    let r = stranger.get(&format!("{base}/export?environment=sandbox"));
+    assert!(
+        matches!(r.status, 302 | 303) && !r.text().contains("Kraków"),
+        "{}",
+        r.describe()
+    );
+
+    let mut v = Visitor::new(s.base_url(), &s.agent);
+    login(&mut v, OWNER_EMAIL, &s.password);
+    // The page's export form carries what the page shows.
+    let page = v.get(&format!("{base}?environment=sandbox&q=krak"));
+    assert_eq!(page.status, 200);
+    let text = page.text();
+    assert!(
+        text.contains(&format!("action=\"{base}/export\"")),
+        "{text}"
+    );
+    assert!(text.contains("name=\"q\" value=\"krak\""), "{text}");
+    // CSV by default: a header and the four matching records, oldest first.
+    let r = v.get(&format!("{base}/export?environment=sandbox&q=krak"));
+    assert_eq!(r.status, 200, "{}", r.describe());
+    assert_eq!(r.header("content-type"), Some("text/csv; charset=utf-8"));
+    assert!(
+        r.header("content-disposition")
+            .is_some_and(|d| d.contains(&format!("{}_all.csv", ep.slug))),
+        "{:?}",
+        r.header("content-disposition")
+    );
+    let csv = r.text();
+    let lines: Vec<&str> = csv.split("\r\n").filter(|l| !l.is_empty()).collect();
+    assert_eq!(lines[0], "id,created_at,updated_at,n,city");
+    let ns: Vec<&str> = lines[1..]
+        .iter()
+        .map(|l| l.split(',').nth(3).unwrap())
+        .collect();
+    assert_eq!(ns, ["0", "3", "6", "9"]);
+    // NDJSON of everything in the environment; production holds nothing yet.
+    let r = v.get(&format!(
+        "{base}/export?environment=sandbox&format=ndjson&q="
+    ));
+    assert_eq!(r.text().lines().count(), 12);
+    let r = v.get(&format!(
+        "{base}/export?environment=production&format=ndjson"
+    ));
+    assert_eq!((r.status, r.text().as_str()), (200, ""));
+    // A bad parameter is refused with its reason, not a file.
+    let r = v.get(&format!("{base}/export?environment=sandbox&format=xml"));
+    assert_eq!(r.status, 400, "{}", r.describe());
+    assert!(r.header("content-disposition").is_none());
+}

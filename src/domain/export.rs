@@ -34,12 +34,13 @@ use serde_json::value::RawValue;
 
 use crate::core::clock::{Clock, SharedClock, Timestamp};
 use crate::core::ids::RecordId;
-use crate::domain::endpoints::{KeyGrant, recheck};
+use crate::domain::endpoints::{Endpoints, KeyGrant, recheck};
 use crate::domain::error::{Error, Result};
 use crate::domain::records::push_record;
 use crate::domain::search::{self, Matcher};
+use crate::domain::sessions;
 use crate::store::records::{RecordRef, ScanOrder};
-use crate::store::{Partition, ReadTx, Store, StoreError};
+use crate::store::{Environment, Partition, Permission, ReadTx, Store, StoreError};
 
 /// About how many bytes each chunk handed to the sink holds.
 pub const CHUNK_BYTES: usize = 64 * 1024;
@@ -281,11 +282,47 @@ pub async fn start(
     Ok(ExportBody { chunks: received })
 }
 
-/// The key an export runs for, and what tells it to check the key again.
+/// Who an export runs for, checked again as it runs, and what tells it to check at once.
 pub struct Watch {
-    pub grant: KeyGrant,
+    /// Checks that the reader may still read (the error a new call would get otherwise);
+    /// answers when that access ends by itself (a replaced key's grace period), if it does.
+    check: Box<dyn FnMut(Timestamp) -> Result<Option<Timestamp>> + Send>,
     /// Marked changed whenever access may have changed (`Endpoints::access_changes`).
-    pub changes: tokio::sync::watch::Receiver<()>,
+    changes: tokio::sync::watch::Receiver<()>,
+}
+
+impl Watch {
+    /// An export of the data API: the key must still grant read, by the rule of a new call.
+    pub fn key(
+        store: Arc<dyn Store>,
+        grant: KeyGrant,
+        changes: tokio::sync::watch::Receiver<()>,
+    ) -> Watch {
+        Watch {
+            check: Box::new(move |now| Ok(recheck(store.as_ref(), &grant, now)?.expires_at)),
+            changes,
+        }
+    }
+
+    /// An export of the dashboard: the session must still be open, and its account still
+    /// read the endpoint's records of `environment`.
+    pub fn member(
+        endpoints: Endpoints,
+        session: String,
+        slug: String,
+        environment: Environment,
+    ) -> Watch {
+        let changes = endpoints.access_changes();
+        Watch {
+            check: Box::new(move |now| {
+                let store = endpoints.handles.store.clone();
+                let account = sessions::authenticate(store.as_ref(), now, &session)?;
+                endpoints.member_access(&account, &slug, environment, Permission::Read)?;
+                Ok(None)
+            }),
+            changes,
+        }
+    }
 }
 
 /// Runs the export `request` of `partition` for the key of `access` on the calling thread
@@ -304,7 +341,7 @@ pub fn run(
     // authorised is seen, and a replaced key's end of grace is known.
     let mut access = access;
     access.changes.mark_unchanged();
-    let expires_at = recheck(store, &access.grant, clock.now())?.expires_at;
+    let expires_at = (access.check)(clock.now())?;
     let tx = store.long_read()?;
     // A snapshot is taken by its first read (PostgreSQL begins the transaction with it).
     tx.access_version()?;
@@ -312,7 +349,6 @@ pub fn run(
     let mut out = Output {
         text: String::with_capacity(CHUNK_BYTES + 4096),
         sink,
-        store,
         clock,
         access,
         expires_at,
@@ -392,7 +428,6 @@ pub fn run(
 struct Output<'a> {
     text: String,
     sink: &'a mut dyn FnMut(Vec<u8>) -> bool,
-    store: &'a dyn Store,
     clock: &'a dyn Clock,
     access: Watch,
     /// When the key stops working by itself (a replaced key's grace period), if it does.
@@ -414,8 +449,8 @@ impl Output<'_> {
             || self.checked_at.elapsed() >= RECHECK_EVERY;
         if due {
             self.access.changes.mark_unchanged();
-            match recheck(self.store, &self.access.grant, now) {
-                Ok(rechecked) => self.expires_at = rechecked.expires_at,
+            match (self.access.check)(now) {
+                Ok(expires_at) => self.expires_at = expires_at,
                 Err(err) => {
                     self.stopped = Some(Stopped::Failed(err));
                     return;

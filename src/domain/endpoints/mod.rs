@@ -125,6 +125,7 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 }
 
 /// The endpoint service.
+#[derive(Clone)]
 pub struct Endpoints {
     pub(crate) handles: Handles,
     pub(crate) sealer: Sealer,

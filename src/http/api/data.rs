@@ -187,14 +187,15 @@ pub async fn export(
     let access = authorize(app, req, slug, Permission::Read, call_log)?;
     count_call(app, req, &access)?;
     let request = export::parse_request(&query_params(&req.query))?;
-    let watch = export::Watch {
-        grant: KeyGrant::new(
+    let watch = export::Watch::key(
+        app.handles.store.clone(),
+        KeyGrant::new(
             bearer(&req.headers).unwrap_or_default(),
             slug,
             Permission::Read,
         ),
-        changes: app.endpoints.access_changes(),
-    };
+        app.endpoints.access_changes(),
+    );
     let content_type = request.format.content_type();
     let file_name = request.file_name(slug);
     let body = export::start(

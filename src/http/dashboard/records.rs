@@ -1,7 +1,8 @@
 //! The record browser of an endpoint, `/dashboard/endpoints/{slug}/records`: one
 //! environment's records newest first, a page at a time with the API's cursors, the API's
-//! exact search, and each record with its payload (indented and highlighted), its webhook
-//! deliveries and a delete button for those allowed to delete.
+//! exact search, an export of what the page shows (CSV or NDJSON), and each record with its
+//! payload (indented and highlighted), its webhook deliveries and a delete button for those
+//! allowed to delete.
 //!
 //! It reads through the same domain functions as `GET …/data/{slug}`, `…/search` and
 //! `…/{record_id}`, so it shows what the API answers; access is the viewer's as a member of
@@ -19,6 +20,7 @@ use super::page::{
 use super::visitor::{User, signed_in, user_form};
 use crate::domain::endpoints::DataAccess;
 use crate::domain::error::Error;
+use crate::domain::export;
 use crate::domain::records::{self, parse_record_id};
 use crate::domain::search;
 use crate::domain::webhooks::deliveries::Hooks;
@@ -175,6 +177,46 @@ pub fn list(app: &App, req: &Request, slug: &str) -> Outcome {
         pager,
     };
     render_with(status, &page)
+}
+
+/// `GET /dashboard/endpoints/{slug}/records/export?environment=&q=&format=`: what the records
+/// page shows (its environment, its search over the whole history), every record of it,
+/// oldest first, as a CSV (the default) or NDJSON file. It is the API's export; the session
+/// and the member's read access are checked again while it runs.
+pub async fn export(app: &App, req: &mut Request, slug: &str) -> Outcome {
+    let (user, _, access) = reading(app, req, slug)?;
+    let shown = query_params(&req.query);
+    let mut params = std::collections::HashMap::new();
+    params.insert(
+        "format".to_string(),
+        shown
+            .get("format")
+            .cloned()
+            .unwrap_or_else(|| "csv".to_string()),
+    );
+    for name in ["q", "start", "end"] {
+        if let Some(value) = shown.get(name).map(|v| v.trim()).filter(|v| !v.is_empty()) {
+            params.insert(name.to_string(), value.to_string());
+        }
+    }
+    let request = export::parse_request(&params)?;
+    let watch = export::Watch::member(
+        app.endpoints.clone(),
+        user.session().to_string(),
+        slug.to_string(),
+        access.environment,
+    );
+    let (content_type, file_name) = (request.format.content_type(), request.file_name(slug));
+    let body = export::start(
+        app.handles.store.clone(),
+        app.handles.clock.clone(),
+        access.partition,
+        watch,
+        request,
+        format!("{slug} (dashboard, account {})", user.account.id),
+    )
+    .await?;
+    Ok(crate::http::reply::download(body, content_type, &file_name))
 }
 
 #[derive(Template)]

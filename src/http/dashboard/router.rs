@@ -116,6 +116,7 @@ async fn endpoint(
             hooks::recover_callers(app, req, slug, env).await
         }
         (["records"], true, _) => records::list(app, req, slug),
+        (["records", "export"], true, _) => records::export(app, req, slug).await,
         (["records", id], true, _) => records::record(app, req, slug, id),
         (["records", id, "delete"], _, true) => records::delete(app, req, slug, id).await,
         (["requests"], true, _) => logs::requests(app, req, slug),
