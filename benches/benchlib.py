@@ -9,7 +9,9 @@ Run as a program, it serves benches/lib.sh (one sub-command each, see main()):
   mem-peaks FILE [FROM TO]                         peaks of mem_sample's lines (mem_peaks())
   cpu-watch PID FILE [INTERVAL]                    CPU ticks per thread until SIGTERM (cpu_watch())
   cpu-per-request FILE REQUESTS                    CPU per request over a cpu-watch FILE
-  figures [--merge] FILE KEY VALUE...              a run's key figures as JSON (write_figures())"""
+  figures [--merge] FILE KEY VALUE...              a run's key figures as JSON (write_figures())
+  load-batches URL KEY RECORDS CONNECTIONS LUA     RECORDS copies of LUA's record through the
+                                                   batch route URL (load_batches())"""
 
 import argparse
 import contextlib
@@ -361,6 +363,38 @@ def supervise(host, port, timeout_s, state, logfile, cmd):
         sys.exit(rc if rc >= 0 else 128 - rc)
 
 
+def bench_record(lua_path):
+    """The ~1 KB JSON record of benches/post.lua (its `local body = [[...]]`)."""
+    with open(lua_path) as f:
+        text = f.read()
+    match = re.search(r"local body = \[\[\n(.*?)\n\]\]", text, re.S)
+    if not match:
+        sys.exit(f"{lua_path}: no `local body = [[...]]`")
+    return match.group(1).strip()
+
+
+def load_batches(url, key, records, connections, lua_path, per_batch=1000):
+    """Stores `records` copies of post.lua's record through the batch route at `url`, 1,000 per
+    request, from `connections` threads; exits on any answer but 202."""
+    import concurrent.futures
+    record = bench_record(lua_path)
+    batches = [min(per_batch, records - start) for start in range(0, records, per_batch)]
+
+    def send(count):
+        body = ("\n".join([record] * count) + "\n").encode()
+        request = urllib.request.Request(url, data=body, method="POST", headers={
+            "Authorization": f"Bearer {key}", "Content-Type": "application/x-ndjson"})
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            if answer.status != 202:
+                raise RuntimeError(f"a batch answered {answer.status}")
+        return count
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=connections) as pool:
+        stored = sum(pool.map(send, batches))
+    print("records", stored)
+    print("body_bytes", len(record.encode()))
+
+
 def print_kv(figures):
     for k, v in figures.items():
         print(k, v)
@@ -389,10 +423,13 @@ def main():
         merge = args[0] == "--merge"
         path, *pairs = args[1:] if merge else args
         write_figures(path, {k: figure_value(v) for k, v in zip(pairs[::2], pairs[1::2])}, merge)
+    elif cmd == "load-batches" and len(args) == 5:
+        load_batches(args[0], args[1], int(args[2]), int(args[3]), args[4])
     else:
         sys.exit("usage: benchlib.py supervise HOST PORT TIMEOUT_S STATE LOG CMD... | "
                  "profile-env FILE | mem-peaks FILE [FROM TO] | cpu-watch PID FILE [INTERVAL] | "
-                 "cpu-per-request FILE REQUESTS | figures [--merge] FILE KEY VALUE...")
+                 "cpu-per-request FILE REQUESTS | figures [--merge] FILE KEY VALUE... | "
+                 "load-batches URL KEY RECORDS CONNECTIONS LUA")
 
 
 if __name__ == "__main__":

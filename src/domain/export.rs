@@ -19,6 +19,7 @@
 //! `=`, `+`, `-`, `@`, a tab or a carriage return is prefixed with `'`, so a spreadsheet shows
 //! it as text instead of running it as a formula (numbers are never prefixed).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::ops::Bound;
@@ -544,14 +545,15 @@ fn csv_row(
     RecordId::created_at(record.id).push_rfc3339(out);
     out.push(',');
     record.updated_at.push_rfc3339(out);
-    let object: Option<HashMap<String, &RawValue>> = if columns.is_empty() {
+    // A payload that is not an object has no fields: its cells are empty.
+    let object: Option<Members<'_>> = if columns.is_empty() {
         None
     } else {
         serde_json::from_slice(record.payload).ok()
     };
     for path in columns {
         out.push(',');
-        if let Some(value) = object.as_ref().and_then(|object| field(object, path)) {
+        if let Some(value) = object.as_ref().and_then(|object| object.field(path)) {
             push_value_cell(out, value)?;
         }
     }
@@ -559,52 +561,125 @@ fn csv_row(
     Ok(())
 }
 
-/// The value at `path` in `object` (a dotted path descends into nested objects).
-fn field<'p>(object: &HashMap<String, &'p RawValue>, path: &[String]) -> Option<&'p RawValue> {
-    let (first, rest) = path.split_first()?;
-    let mut value: &RawValue = object.get(first)?;
-    for name in rest {
-        let nested: HashMap<String, &RawValue> = serde_json::from_str(value.get()).ok()?;
-        value = nested.get(name)?;
+/// The members of a JSON object in their order, borrowed from its text: no copy of a value,
+/// and none of a key without escapes.
+struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'a> Members<'a> {
+    /// The value at `path` (a dotted path descends into nested objects); of a key given twice,
+    /// the last, as JSON parsers read it.
+    fn field(&self, path: &[String]) -> Option<&'a RawValue> {
+        let (first, rest) = path.split_first()?;
+        let mut value = self.get(first)?;
+        for name in rest {
+            let nested: Members<'a> = serde_json::from_str(value.get()).ok()?;
+            value = nested.get(name)?;
+        }
+        Some(value)
     }
-    Some(value)
+
+    fn get(&self, name: &str) -> Option<&'a RawValue> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| *value)
+    }
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Members<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct MembersVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for MembersVisitor<'a> {
+            type Value = Members<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<Members<'a>, A::Error> {
+                let mut members = Vec::new();
+                while let Some(Key(key)) = map.next_key::<Key<'a>>()? {
+                    let value: &'a RawValue = map.next_value()?;
+                    members.push((key, value));
+                }
+                Ok(Members(members))
+            }
+        }
+        deserializer.deserialize_map(MembersVisitor(std::marker::PhantomData))
+    }
+}
+
+/// An object's key, borrowed unless it holds an escape.
+struct Key<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Key<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct KeyVisitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for KeyVisitor<'a> {
+            type Value = Key<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, key: &'de str) -> std::result::Result<Key<'a>, E> {
+                Ok(Key(Cow::Borrowed(key)))
+            }
+            fn visit_str<E>(self, key: &str) -> std::result::Result<Key<'a>, E> {
+                Ok(Key(Cow::Owned(key.to_string())))
+            }
+        }
+        deserializer.deserialize_str(KeyVisitor(std::marker::PhantomData))
+    }
 }
 
 /// A cell for a stored JSON value (see the module doc).
 fn push_value_cell(out: &mut String, value: &RawValue) -> std::result::Result<(), StoreError> {
     let text = value.get();
     match text.as_bytes().first() {
-        Some(b'"') => {
-            let decoded: String = serde_json::from_str(text)
-                .map_err(|e| StoreError::Corrupt(format!("a stored string: {e}")))?;
-            push_text_cell(out, &decoded);
-        }
+        Some(b'"') => match text.get(1..text.len() - 1) {
+            // Without an escape, the string's text is what lies between its quotes.
+            Some(inner) if !inner.contains('\\') => push_text_cell(out, inner),
+            _ => {
+                let decoded: String = serde_json::from_str(text)
+                    .map_err(|e| StoreError::Corrupt(format!("a stored string: {e}")))?;
+                push_text_cell(out, &decoded);
+            }
+        },
         Some(b'n') => {}
         // Numbers, true and false as stored; objects and arrays as their JSON text.
-        _ => push_quoted(out, text),
+        _ => push_field(out, "", text),
     }
     Ok(())
 }
 
 /// A text cell: prefixed with `'` if a spreadsheet would read it as a formula.
 fn push_text_cell(out: &mut String, text: &str) {
-    if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
-        push_quoted(out, &format!("'{text}"));
+    let guard = if text.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+        "'"
     } else {
-        push_quoted(out, text);
-    }
+        ""
+    };
+    push_field(out, guard, text);
 }
 
-/// `text` as a CSV field: quoted (with its quotes doubled) when it holds a quote, a comma or
-/// a line break.
-fn push_quoted(out: &mut String, text: &str) {
-    if text.contains(['"', ',', '\r', '\n']) {
-        out.push('"');
-        out.push_str(&text.replace('"', "\"\""));
-        out.push('"');
-    } else {
+/// `prefix` and `text` as one CSV field: quoted (with its quotes doubled) when it holds a
+/// quote, a comma or a line break.
+fn push_field(out: &mut String, prefix: &str, text: &str) {
+    if !text.contains(['"', ',', '\r', '\n']) {
+        out.push_str(prefix);
         out.push_str(text);
+        return;
     }
+    out.push('"');
+    out.push_str(prefix);
+    for (n, part) in text.split('"').enumerate() {
+        if n > 0 {
+            out.push_str("\"\"");
+        }
+        out.push_str(part);
+    }
+    out.push('"');
 }
 
 #[cfg(test)]
