@@ -341,3 +341,42 @@ fn a_slow_export_answers_from_its_snapshot_and_ends_when_its_key_is_revoked() {
     );
     assert_error(&s.export(slug, key, ""), 401, "invalid_api_key");
 }
+
+#[test]
+fn a_server_runs_four_exports_at_once_and_refuses_a_fifth_for_a_moment() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("busy", &[]);
+    let (slug, key) = (ep.slug.as_str(), ep.sandbox_key.as_str());
+    // More than an export writes ahead and the sockets hold: 20 MB.
+    let pad = "q".repeat(1000);
+    for batch in 0..20 {
+        let payloads: Vec<Value> = (0..1000)
+            .map(|n| json!({ "batch": batch, "n": n, "pad": pad }))
+            .collect();
+        s.store_all(slug, key, &payloads);
+    }
+    let mut readers: Vec<(TcpStream, Vec<u8>)> =
+        (0..4).map(|_| open_export(&s, slug, key)).collect();
+    let r = s.export(slug, key, "");
+    assert_error(&r, 503, "exports_at_capacity");
+    assert_eq!(r.header("retry-after"), Some("5"));
+    // One reader finishes: its slot is free again.
+    let (mut stream, start) = readers.pop().unwrap();
+    let (_, ended) = read_rest(&mut stream, start);
+    assert!(ended);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = s.export(slug, key, "?format=json&start=2999-01-01");
+        if r.status == 200 {
+            assert_eq!(r.json(), json!([]));
+            break;
+        }
+        assert_error(&r, 503, "exports_at_capacity");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slot never came back"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(readers);
+}

@@ -126,6 +126,8 @@ pub enum Error {
 
     #[error("This server holds as many open streams as it may; retry later, or read with poll.")]
     StreamsAtCapacity,
+    #[error("This server runs as many exports as it may at once; retry in a few seconds.")]
+    ExportsAtCapacity,
 
     // 5xx
     #[error("Storage is temporarily unavailable; retry with backoff.")]

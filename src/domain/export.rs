@@ -231,56 +231,86 @@ impl Stream for ExportBody {
 /// Chunks a running export may have written ahead of its reader.
 const CHUNKS_AHEAD: usize = 4;
 
-/// Starts the export `request` of `partition` on a blocking thread of its own and answers
-/// once its snapshot is taken (so a write acknowledged after this answer is never in it), or
-/// with the error that kept it from starting; `label` names it in the log. Its chunks wait for
-/// the reader (at most [`CHUNKS_AHEAD`] of them), and dropping the body ends the work.
-pub async fn start(
+/// How many exports one server runs at once: each holds a thread and, on PostgreSQL, a
+/// pooled connection for as long as its reader takes, so more would starve the data calls.
+pub const MAX_RUNNING: usize = 4;
+
+/// The exports of this server: what they read and the slots they take.
+#[derive(Clone)]
+pub struct Exports {
     store: Arc<dyn Store>,
     clock: SharedClock,
-    partition: Partition,
-    access: Watch,
-    request: ExportRequest,
-    label: String,
-) -> Result<ExportBody> {
-    let (chunks, received) = tokio::sync::mpsc::channel(CHUNKS_AHEAD);
-    let (ready, began) = tokio::sync::oneshot::channel::<Result<()>>();
-    tokio::task::spawn_blocking(move || {
-        let mut ready = Some(ready);
-        let mut on_snapshot = || {
-            if let Some(ready) = ready.take() {
-                let _ = ready.send(Ok(()));
-            }
-        };
-        let mut sink = |chunk: Vec<u8>| chunks.blocking_send(Ok(Bytes::from(chunk))).is_ok();
-        let result = run(
-            store.as_ref(),
-            clock.as_ref(),
-            partition,
-            access,
-            &request,
-            &mut on_snapshot,
-            &mut sink,
-        );
-        match result {
-            Ok(()) => {}
-            Err(Stopped::Abandoned) => log::info!("export of {label}: the reader went away"),
-            Err(Stopped::Failed(err)) => match ready.take() {
-                // It never began: the request is answered with the error.
-                Some(ready) => {
-                    let _ = ready.send(Err(err));
-                }
-                None => {
-                    log::warn!("export of {label} ended early: {err}");
-                    let _ = chunks.blocking_send(Err(std::io::Error::other(err.to_string())));
-                }
-            },
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+impl Exports {
+    pub fn new(store: Arc<dyn Store>, clock: SharedClock) -> Exports {
+        Exports {
+            store,
+            clock,
+            slots: Arc::new(tokio::sync::Semaphore::new(MAX_RUNNING)),
         }
-    });
-    began
-        .await
-        .map_err(|_| Error::Internal("the export's thread ended before it began".into()))??;
-    Ok(ExportBody { chunks: received })
+    }
+
+    /// Starts the export `request` of `partition` on a blocking thread of its own and
+    /// answers once its snapshot is taken (so a write acknowledged after this answer is never
+    /// in it), or with the error that kept it from starting (503 `exports_at_capacity` when
+    /// [`MAX_RUNNING`] are running); `label` names it in the log. Its chunks wait for the
+    /// reader (at most [`CHUNKS_AHEAD`] of them), and dropping the body ends the work.
+    pub async fn start(
+        &self,
+        partition: Partition,
+        access: Watch,
+        request: ExportRequest,
+        label: String,
+    ) -> Result<ExportBody> {
+        let slot = self
+            .slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Error::ExportsAtCapacity)?;
+        let (store, clock) = (self.store.clone(), self.clock.clone());
+        let (chunks, received) = tokio::sync::mpsc::channel(CHUNKS_AHEAD);
+        let (ready, began) = tokio::sync::oneshot::channel::<Result<()>>();
+        tokio::task::spawn_blocking(move || {
+            let mut ready = Some(ready);
+            let mut on_snapshot = || {
+                if let Some(ready) = ready.take() {
+                    let _ = ready.send(Ok(()));
+                }
+            };
+            let mut sink = |chunk: Vec<u8>| chunks.blocking_send(Ok(Bytes::from(chunk))).is_ok();
+            // The slot is this thread's until the export ends.
+            let _slot = slot;
+            let result = run(
+                store.as_ref(),
+                clock.as_ref(),
+                partition,
+                access,
+                &request,
+                &mut on_snapshot,
+                &mut sink,
+            );
+            match result {
+                Ok(()) => {}
+                Err(Stopped::Abandoned) => log::info!("export of {label}: the reader went away"),
+                Err(Stopped::Failed(err)) => match ready.take() {
+                    // It never began: the request is answered with the error.
+                    Some(ready) => {
+                        let _ = ready.send(Err(err));
+                    }
+                    None => {
+                        log::warn!("export of {label} ended early: {err}");
+                        let _ = chunks.blocking_send(Err(std::io::Error::other(err.to_string())));
+                    }
+                },
+            }
+        });
+        began
+            .await
+            .map_err(|_| Error::Internal("the export's thread ended before it began".into()))??;
+        Ok(ExportBody { chunks: received })
+    }
 }
 
 /// Who an export runs for, checked again as it runs, and what tells it to check at once.

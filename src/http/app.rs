@@ -37,6 +37,8 @@ pub struct App {
     pub telemetry: crate::core::telemetry::Telemetry,
     /// The change streams of this node.
     pub streams: crate::domain::stream::Streams,
+    /// The exports this node runs.
+    pub exports: crate::domain::export::Exports,
     pub usage: Usage,
     pub logins: Box<dyn LoginThrottle>,
     /// The outbox worker (woken by the after-commit path of a commit that queued e-mail).

@@ -135,6 +135,7 @@ fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
         UsageLimitExceeded { .. } => (StatusCode::TOO_MANY_REQUESTS, "usage_limit_exceeded"),
         TooManyStreams(_) => (StatusCode::TOO_MANY_REQUESTS, "too_many_streams"),
         StreamsAtCapacity => (StatusCode::SERVICE_UNAVAILABLE, "streams_at_capacity"),
+        ExportsAtCapacity => (StatusCode::SERVICE_UNAVAILABLE, "exports_at_capacity"),
         TooManyLoginAttempts { .. } => (StatusCode::TOO_MANY_REQUESTS, "too_many_login_attempts"),
         RecoveryCooldown { .. } => (StatusCode::TOO_MANY_REQUESTS, "recovery_cooldown"),
         MailNotFound => (StatusCode::NOT_FOUND, "mail_not_found"),
@@ -248,6 +249,7 @@ pub fn retry_after(err: &HttpError) -> Option<u64> {
         | Error::TooManyLoginAttempts { retry_after_secs }
         | Error::RecoveryCooldown { retry_after_secs } => Some(*retry_after_secs),
         Error::Unavailable(_) | Error::ShuttingDown | Error::StreamsAtCapacity => Some(1),
+        Error::ExportsAtCapacity => Some(5),
         // Space does not come back within a second: ask for a longer pause.
         Error::StorageFull => Some(30),
         _ => None,

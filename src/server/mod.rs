@@ -434,6 +434,7 @@ fn build_app(
         Some(_) => Box::new(SharedLoginLimiter::new(store.clone(), &config.accounts)),
         None => Box::new(LoginLimiter::new(&config.accounts)),
     };
+    let exports = crate::domain::export::Exports::new(store.clone(), running.handles.clock.clone());
     App {
         egress: crate::core::egress::TargetPolicy::new(&config.webhooks),
         endpoints: Endpoints::new(running.handles.clone(), sealer, running.access_cache),
@@ -448,6 +449,7 @@ fn build_app(
         in_flight: running.in_flight,
         poll_read_ahead: ReadAhead::default(),
         streams: running.streams,
+        exports,
         telemetry: running.telemetry,
         mailer: running.mailer,
         dispatcher: running.dispatcher,

@@ -198,15 +198,15 @@ pub async fn export(
     );
     let content_type = request.format.content_type();
     let file_name = request.file_name(slug);
-    let body = export::start(
-        app.handles.store.clone(),
-        app.handles.clock.clone(),
-        access.partition,
-        watch,
-        request,
-        format!("{slug} ({})", req.request_id),
-    )
-    .await?;
+    let body = app
+        .exports
+        .start(
+            access.partition,
+            watch,
+            request,
+            format!("{slug} ({})", req.request_id),
+        )
+        .await?;
     Ok(reply::download(body, content_type, &file_name))
 }
 

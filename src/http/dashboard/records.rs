@@ -207,15 +207,15 @@ pub async fn export(app: &App, req: &mut Request, slug: &str) -> Outcome {
         access.environment,
     );
     let (content_type, file_name) = (request.format.content_type(), request.file_name(slug));
-    let body = export::start(
-        app.handles.store.clone(),
-        app.handles.clock.clone(),
-        access.partition,
-        watch,
-        request,
-        format!("{slug} (dashboard, account {})", user.account.id),
-    )
-    .await?;
+    let body = app
+        .exports
+        .start(
+            access.partition,
+            watch,
+            request,
+            format!("{slug} (dashboard, account {})", user.account.id),
+        )
+        .await?;
     Ok(crate::http::reply::download(body, content_type, &file_name))
 }
 
