@@ -270,7 +270,7 @@ fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
     owner.press("ArrowRight");
     assert!(owner.visible("#panel-reference"));
 
-    // API Reference: seven cards whose URLs, parameters and code samples are the endpoint's
+    // API Reference: eight cards whose URLs, parameters and code samples are the endpoint's
     // OpenAPI document's.
     let doc = s
         .data(
@@ -291,7 +291,7 @@ fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
     let methods: Vec<&str> = cards.iter().map(|c| c.1.as_str()).collect();
     assert_eq!(
         methods,
-        ["POST", "GET", "GET", "GET", "GET", "PUT", "DELETE"]
+        ["POST", "POST", "GET", "GET", "GET", "GET", "PUT", "DELETE"]
     );
     for (id, method, url, params) in &cards {
         let (path, op) = operation(&doc, id);
