@@ -506,6 +506,13 @@ mod tests {
         assert_eq!(media_types, ["application/x-ndjson", "application/json"]);
         assert_eq!(batch.headers[1].value, "application/json");
         assert_eq!(batch.headers[1].alternatives, ["application/x-ndjson"]);
+        // The form's body is an array of this endpoint's payloads, as the batch takes.
+        let form = batch.body_example.as_deref().unwrap_or_default();
+        assert!(
+            form.starts_with('[') && form.contains("\"email\""),
+            "{form}"
+        );
+        assert!(batch.bodies[1].schema.contains("\"array\""));
         let lines = batch.bodies[0].example.as_deref().unwrap_or_default();
         assert!(
             lines.ends_with("}\n") && lines.lines().count() == 2,
