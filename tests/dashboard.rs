@@ -792,7 +792,7 @@ fn the_api_test_page_is_for_members_and_takes_only_sandbox_keys_of_its_endpoint(
     assert!(html.contains("<h1>Ours</h1>") && html.contains("badge sandbox"));
     assert!(html.contains("/testpage.js\" defer></script>"), "{html}");
     assert!(!html.contains("<script>") && !html.contains("style=\""));
-    assert_eq!(html.matches("class=\"api-card\"").count(), 7);
+    assert_eq!(html.matches("class=\"api-card\"").count(), 9);
     assert!(!html.contains(&member_key) && !html.contains(&ours.sandbox_key));
     // Linked from the detail page.
     let detail = member.get(&format!("/dashboard/endpoints/{}", ours.slug));

@@ -270,7 +270,7 @@ fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
     owner.press("ArrowRight");
     assert!(owner.visible("#panel-reference"));
 
-    // API Reference: seven cards whose URLs, parameters and code samples are the endpoint's
+    // API Reference: nine cards whose URLs, parameters and code samples are the endpoint's
     // OpenAPI document's.
     let doc = s
         .data(
@@ -291,7 +291,9 @@ fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
     let methods: Vec<&str> = cards.iter().map(|c| c.1.as_str()).collect();
     assert_eq!(
         methods,
-        ["POST", "GET", "GET", "GET", "GET", "PUT", "DELETE"]
+        [
+            "POST", "POST", "GET", "GET", "GET", "GET", "GET", "PUT", "DELETE"
+        ]
     );
     for (id, method, url, params) in &cards {
         let (path, op) = operation(&doc, id);
@@ -348,6 +350,17 @@ fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
     assert!(!owner.visible("#auth-message"));
     assert!(owner.text("#authorized-key").starts_with("tm_test_"));
     owner.screenshot("testpage-quick-start");
+
+    // A batch from its form: the document's example, an array of two records, stored in
+    // order; the other calls' record id becomes its last record's.
+    let (status, body) = execute(&owner, "createRecordBatch");
+    assert!(status.starts_with("HTTP 202"), "{status}: {body}");
+    let batch: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(batch["data"][1]["index"], 1, "{body}");
+    assert_eq!(
+        owner.value("#getRecord-record_id"),
+        batch["data"][1]["id"].as_str().unwrap()
+    );
 
     // POST a record, then see it in the list, read it, find it.
     owner.paste(

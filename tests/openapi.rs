@@ -169,6 +169,26 @@ fn every_body_is_a_named_schema_a_generator_can_map() {
         own["components"]["schemas"]["WritePayload"]["required"],
         serde_json::json!(["email"])
     );
+    // A batch's records are the endpoint's payloads in its own document: an array of them,
+    // and their lines.
+    let batch =
+        &own["paths"]["/api/v1/data/orders-7k2m9x4q1w8p/batch"]["post"]["requestBody"]["content"];
+    assert_eq!(
+        batch["application/json"]["schema"]["$ref"],
+        "#/components/schemas/BatchRecords"
+    );
+    assert_eq!(
+        own["components"]["schemas"]["BatchRecords"]["items"]["$ref"],
+        "#/components/schemas/WritePayload"
+    );
+    let records = &batch["application/json"]["example"];
+    assert_eq!(*records, examples::batch(&fields));
+    let lines = batch["application/x-ndjson"]["example"].as_str().unwrap();
+    let parsed: Vec<Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(Value::Array(parsed), *records);
     assert!(
         own["components"]["schemas"].get("Endpoint").is_none(),
         "management schemas"

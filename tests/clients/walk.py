@@ -6,9 +6,10 @@ from the server's document (`tests/clients/run.py` generates it and runs this):
 
 Creates three records, reads one, lists, searches, polls from before the first create
 following `next_cursor` until `poll_cursor`, replaces, deletes, and reads the deleted record
-for a typed error. Every answer is one of the generated models (attrs classes), checked with
-`isinstance`, never a dict. The server must hold no poll back (`[poll] hold_back = "0s"`):
-its default holds records back for 60 s.
+for a typed error; then creates three records in one batch (ids in the order sent) and sends
+a batch with a bad record for the typed error that names it. Every answer is one of the
+generated models (attrs classes), checked with `isinstance`, never a dict. The server must
+hold no poll back (`[poll] hold_back = "0s"`): its default holds records back for 60 s.
 """
 
 import datetime
@@ -20,6 +21,7 @@ from typing import Any, TypeVar
 from intake_api_client import AuthenticatedClient
 from intake_api_client.api.data import (
     create_record,
+    create_record_batch,
     delete_record,
     get_record,
     list_records,
@@ -27,7 +29,16 @@ from intake_api_client.api.data import (
     replace_record,
     search_records,
 )
-from intake_api_client.models import Accepted, Error, PollPage, Record, RecordPage
+from intake_api_client.models import (
+    Accepted,
+    BatchAccepted,
+    BatchRecord,
+    Error,
+    PollPage,
+    Record,
+    RecordPage,
+    RecordRefusal,
+)
 from intake_api_client.types import UNSET, Response, Unset
 
 T = TypeVar("T")
@@ -136,8 +147,61 @@ def main() -> None:
     )
     assert error.error.code == "record_not_found", error
     assert error.error.request_id.startswith("req_"), error
+
+    # A batch: one commit, one entry per record in the order sent, one created_at for all,
+    # ids ascending in that order (so search, newest first, shows them reversed).
+    batch_marker = f"{marker}-batch"
+    batch = [{"email": f"grace{n}@example.com", "marker": batch_marker, "n": n} for n in range(3)]
+    accepted_batch = answer(
+        create_record_batch.sync_detailed(slug, client=client, body=batch),
+        HTTPStatus.ACCEPTED,
+        BatchAccepted,
+    )
+    entries = accepted_batch.data
+    assert all(isinstance(entry, BatchRecord) for entry in entries), accepted_batch
+    assert [entry.index for entry in entries] == [0, 1, 2], accepted_batch
+    batch_ids = [entry.id for entry in entries]
+    assert batch_ids == sorted(batch_ids) and len(set(batch_ids)) == 3, batch_ids
+    assert len({entry.created_at for entry in entries}) == 1, accepted_batch
+    for entry, payload in zip(entries, batch, strict=True):
+        stored = answer(
+            get_record.sync_detailed(slug, entry.id, client=client), HTTPStatus.OK, Record
+        )
+        assert stored.payload == payload and stored.created_at == entry.created_at, stored
+    found = answer(
+        search_records.sync_detailed(slug, client=client, q=batch_marker),
+        HTTPStatus.OK,
+        RecordPage,
+    )
+    assert [r.id for r in found.data] == batch_ids[::-1], found
+
+    # A batch with a bad record stores nothing; the error names the record by its index.
+    refused_marker = f"{marker}-refused"
+    refused = answer(
+        create_record_batch.sync_detailed(
+            slug,
+            client=client,
+            body=[
+                {"email": "ada@example.com", "marker": refused_marker},
+                {"marker": refused_marker},
+            ],
+        ),
+        HTTPStatus.BAD_REQUEST,
+        Error,
+    )
+    assert refused.error.code == "batch_invalid", refused
+    refusals = refused.error.records
+    assert isinstance(refusals, list) and all(isinstance(r, RecordRefusal) for r in refusals)
+    assert [(r.index, r.code) for r in refusals] == [(1, "missing_required_field")], refusals
+    found = answer(
+        search_records.sync_detailed(slug, client=client, q=refused_marker),
+        HTTPStatus.OK,
+        RecordPage,
+    )
+    assert found.data == [], found
     print(f"python walk: {len(ids)} records created, read, listed, searched, polled, "
-          "replaced, deleted; the error typed")
+          f"replaced, deleted; the error typed; {len(batch_ids)} created in a batch, "
+          "a refused batch's error typed")
 
 
 if __name__ == "__main__":

@@ -5,15 +5,17 @@
 //     node walk.js BASE_URL SLUG SANDBOX_KEY
 //
 // The same walk as walk.py: three creates, a read, a list, a search, a poll from before the
-// first create following `next_cursor` until `poll_cursor`, a replace, a delete, and the
-// typed error of reading the deleted record. Every answer has the generated type of its
-// status. The server must hold no poll back (`[poll] hold_back = "0s"`).
+// first create following `next_cursor` until `poll_cursor`, a replace, a delete, the typed
+// error of reading the deleted record, a batch of three creates and the typed error of a
+// batch with a bad record. Every answer has the generated type of its status. The server
+// must hold no poll back (`[poll] hold_back = "0s"`).
 
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 
 import {
   createRecord,
+  createRecordBatch,
   deleteRecord,
   getRecord,
   listRecords,
@@ -21,9 +23,12 @@ import {
   replaceRecord,
   searchRecords,
   type Accepted,
+  type BatchAccepted,
+  type BatchRecord,
   type PollPage,
   type Record as StoredRecord,
   type RecordPage,
+  type RecordRefusal,
 } from "./client";
 import { client } from "./client/client.gen";
 
@@ -129,9 +134,59 @@ async function main(): Promise<void> {
   assert.ok(error !== undefined);
   assert.equal(error.error.code, "record_not_found");
   assert.match(error.error.request_id, /^req_/);
+
+  // A batch: one commit, one entry per record in the order sent, one created_at for all,
+  // ids ascending in that order (so search, newest first, shows them reversed).
+  const batchMarker = `${marker}-batch`;
+  const batch = [0, 1, 2].map((n) => ({ email: `grace${n}@example.com`, marker: batchMarker, n }));
+  const acceptedBatch: BatchAccepted = await success(
+    createRecordBatch({ path, body: batch }),
+    202,
+  );
+  const entries: BatchRecord[] = acceptedBatch.data;
+  assert.deepEqual(
+    entries.map((entry) => entry.index),
+    [0, 1, 2],
+  );
+  const batchIds = entries.map((entry) => entry.id);
+  assert.deepEqual(batchIds, [...batchIds].sort());
+  assert.equal(new Set(batchIds).size, 3);
+  assert.equal(new Set(entries.map((entry) => entry.created_at)).size, 1);
+  for (const [n, entry] of entries.entries()) {
+    const stored: StoredRecord = await success(
+      getRecord({ path: { slug, record_id: entry.id } }),
+      200,
+    );
+    assert.deepEqual(stored.payload, batch[n]);
+    assert.equal(stored.created_at, entry.created_at);
+  }
+  found = await success(searchRecords({ path, query: { q: batchMarker } }), 200);
+  assert.deepEqual(
+    found.data.map((r) => r.id),
+    [...batchIds].reverse(),
+  );
+
+  // A batch with a bad record stores nothing; the error names the record by its index.
+  const refusedMarker = `${marker}-refused`;
+  const refused = await createRecordBatch({
+    path,
+    body: [{ email: "ada@example.com", marker: refusedMarker }, { marker: refusedMarker }],
+  });
+  assert.equal(refused.response.status, 400);
+  assert.equal(refused.data, undefined);
+  assert.ok(refused.error !== undefined);
+  assert.equal(refused.error.error.code, "batch_invalid");
+  const refusals: RecordRefusal[] = refused.error.error.records ?? [];
+  assert.deepEqual(
+    refusals.map((r) => [r.index, r.code]),
+    [[1, "missing_required_field"]],
+  );
+  found = await success(searchRecords({ path, query: { q: refusedMarker } }), 200);
+  assert.deepEqual(found.data, []);
   console.log(
     `typescript walk: ${ids.length} records created, read, listed, searched, polled, ` +
-      "replaced, deleted; the error typed",
+      `replaced, deleted; the error typed; ${batchIds.length} created in a batch, ` +
+      "a refused batch's error typed",
   );
 }
 

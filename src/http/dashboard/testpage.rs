@@ -1,8 +1,8 @@
 //! The API test page of an endpoint, `/dashboard/endpoints/{slug}/test`: sandbox only.
 //!
-//! Three tabs: Quick Start (authorize with a sandbox key, then execute the seven data calls
-//! from the browser), Guide (the workflows and the technical reference) and API Reference
-//! (one card per data operation). The cards and the call forms are built from the endpoint's
+//! Three tabs: Quick Start (authorize with a sandbox key, then execute the data calls from the
+//! browser), Guide (the workflows and the technical reference) and API Reference (one card
+//! per data operation). The cards and the call forms are built from the endpoint's
 //! own OpenAPI document ([`openapi::endpoint_document`]), code samples included, so the page
 //! cannot disagree with `GET /api/v1/data/{slug}/openapi.json`.
 //!
@@ -43,6 +43,17 @@ pub struct HeaderView {
     pub name: &'static str,
     /// May hold [`examples::KEY_PLACEHOLDER`], which the page replaces by the authorized key.
     pub value: String,
+    /// Other values the header may have instead (a batch's other media type).
+    pub alternatives: Vec<String>,
+}
+
+/// The request body in one of the media types the operation takes.
+pub struct BodyView {
+    pub media_type: String,
+    /// Its JSON Schema, indented.
+    pub schema: String,
+    /// The document's example: JSON indented, a text example (NDJSON's lines) as it is.
+    pub example: Option<String>,
 }
 
 /// A piece of a document's description: plain text, or a `code` span.
@@ -130,7 +141,11 @@ pub struct OperationView {
     pub url: String,
     pub headers: Vec<HeaderView>,
     pub params: Vec<ParamView>,
-    pub body_schema: Option<String>,
+    /// What the document says of the body: its media types and limits.
+    pub body_description: Vec<Span>,
+    /// The body in each media type the operation takes, in the document's order.
+    pub bodies: Vec<BodyView>,
+    /// The call form's initial body: the `application/json` example, as the page sends JSON.
     pub body_example: Option<String>,
     pub responses: Vec<ResponseView>,
     pub samples: Vec<SampleView>,
@@ -187,7 +202,7 @@ pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
     render(&page)
 }
 
-/// The seven data operations of an endpoint's document, in the spec's order.
+/// The data operations of an endpoint's document, in the spec's order.
 fn operation_views(document: &Value) -> Result<Vec<OperationView>, Failure> {
     let server = document["servers"][0]["url"].as_str().unwrap_or_default();
     let no_paths = serde_json::Map::new();
@@ -257,15 +272,35 @@ fn operation_view(
             }
         })
         .collect();
-    let body = &op["requestBody"]["content"]["application/json"];
+    let no_content = serde_json::Map::new();
+    let content = op["requestBody"]["content"]
+        .as_object()
+        .unwrap_or(&no_content);
+    let bodies: Vec<BodyView> = content
+        .iter()
+        .map(|(media_type, body)| BodyView {
+            media_type: media_type.clone(),
+            schema: pretty(resolved(document, &body["schema"])),
+            example: match &body["example"] {
+                Value::Null => None,
+                Value::String(text) => Some(text.clone()),
+                example => Some(pretty(example)),
+            },
+        })
+        .collect();
     let mut headers = vec![HeaderView {
         name: "Authorization",
         value: format!("Bearer {}", examples::KEY_PLACEHOLDER),
+        alternatives: Vec::new(),
     }];
-    if body.is_object() {
+    let mut media_types: Vec<&String> = content.keys().collect();
+    // JSON first: the call form and the code samples send it.
+    media_types.sort_by_key(|m| *m != "application/json");
+    if let Some((value, alternatives)) = media_types.split_first() {
         headers.push(HeaderView {
             name: "Content-Type",
-            value: "application/json".into(),
+            value: value.to_string(),
+            alternatives: alternatives.iter().map(|m| m.to_string()).collect(),
         });
     }
     let responses = op["responses"]
@@ -311,8 +346,12 @@ fn operation_view(
         path: path.to_string(),
         headers,
         params,
-        body_schema: body.get("schema").map(|s| pretty(resolved(document, s))),
-        body_example: body.get("example").map(pretty),
+        body_description: spans(&op["requestBody"]["description"]),
+        body_example: content
+            .get("application/json")
+            .and_then(|body| body.get("example"))
+            .map(pretty),
+        bodies,
         responses,
         samples,
     }
@@ -455,15 +494,37 @@ mod tests {
         let q = search.params.iter().find(|p| p.name == "q");
         assert!(q.is_some_and(|q| q.required && q.initial == examples::EXAMPLE_VALUE));
         let create = &views[0];
-        assert!(
-            create
-                .body_schema
-                .as_deref()
-                .is_some_and(|s| s.contains("email"))
-        );
+        assert_eq!(create.bodies.len(), 1);
+        assert_eq!(create.bodies[0].media_type, "application/json");
+        assert!(create.bodies[0].schema.contains("email"));
         assert_eq!(create.headers.len(), 2);
+        assert!(create.headers[1].alternatives.is_empty());
         assert_eq!(create.samples.len(), 3);
         assert!(create.samples[0].source.contains(examples::KEY_PLACEHOLDER));
         assert!(create.responses.iter().any(|r| r.status == "202"));
+        // A batch takes NDJSON too: the card shows both, the form and samples send JSON.
+        let batch = &views[1];
+        let media_types: Vec<&str> = batch.bodies.iter().map(|b| b.media_type.as_str()).collect();
+        assert_eq!(media_types, ["application/x-ndjson", "application/json"]);
+        assert_eq!(batch.headers[1].value, "application/json");
+        assert_eq!(batch.headers[1].alternatives, ["application/x-ndjson"]);
+        // The form's body is an array of this endpoint's payloads, as the batch takes.
+        let form = batch.body_example.as_deref().unwrap_or_default();
+        assert!(
+            form.starts_with('[') && form.contains("\"email\""),
+            "{form}"
+        );
+        assert!(batch.bodies[1].schema.contains("\"array\""));
+        let lines = batch.bodies[0].example.as_deref().unwrap_or_default();
+        assert!(
+            lines.ends_with("}\n") && lines.lines().count() == 2,
+            "{lines}"
+        );
+        assert!(
+            batch
+                .body_description
+                .iter()
+                .any(|s| s.text.contains("1,000 records"))
+        );
     }
 }

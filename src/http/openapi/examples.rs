@@ -79,6 +79,12 @@ pub fn payload(required_fields: &[String]) -> Value {
     )
 }
 
+/// An example batch: two example payloads, as a JSON array.
+pub fn batch(required_fields: &[String]) -> Value {
+    let payload = payload(required_fields);
+    Value::Array(vec![payload.clone(), payload])
+}
+
 /// The request a sample makes.
 struct Call {
     method: String,
@@ -112,11 +118,10 @@ fn call(op: &Operation, context: &Context) -> Call {
     }
     let body = op.body.as_ref().map(|body| {
         headers.push(("Content-Type", "application/json".to_string()));
-        let payload = payload(context.required_fields);
         match body.kind {
             // Two records as a JSON array: valid JSON, JavaScript and Python alike.
-            BodyKind::Batch => Value::Array(vec![payload.clone(), payload]).to_string(),
-            _ => payload.to_string(),
+            BodyKind::Batch => batch(context.required_fields).to_string(),
+            _ => payload(context.required_fields).to_string(),
         }
     });
     Call {

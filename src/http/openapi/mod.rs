@@ -514,9 +514,20 @@ pub fn endpoint_document(base_url: &str, endpoint: &EndpointInfo) -> Value {
             .filter(|p| p.name != "slug")
             .collect();
         let mut value = operation_json(&op, &params);
-        if let Some(body) = value.pointer_mut("/requestBody/content/application~1json") {
-            body["schema"] = schema_ref(WRITE_PAYLOAD);
-            body["example"] = examples::payload(endpoint.required_fields);
+        if let Some(content) = value.pointer_mut("/requestBody/content") {
+            match op.body.as_ref().map(|body| body.kind) {
+                // The records' schema is this endpoint's (`BatchRecords` below).
+                Some(BodyKind::Batch) => {
+                    let records = examples::batch(endpoint.required_fields);
+                    content["application/x-ndjson"]["example"] = ndjson(&records);
+                    content["application/json"]["example"] = records;
+                }
+                _ => {
+                    content["application/json"]["schema"] = schema_ref(WRITE_PAYLOAD);
+                    content["application/json"]["example"] =
+                        examples::payload(endpoint.required_fields);
+                }
+            }
         }
         value["x-codeSamples"] = examples::for_operation(&op, &context)
             .iter()
@@ -560,6 +571,12 @@ pub fn endpoint_document(base_url: &str, endpoint: &EndpointInfo) -> Value {
         WRITE_PAYLOAD.into(),
         schemas::payload(endpoint.required_fields),
     );
+    // A batch's records are this endpoint's payloads too.
+    if let Some(batch) = all.get(BATCH_RECORDS) {
+        let mut batch = batch.clone();
+        batch["items"] = schema_ref(WRITE_PAYLOAD);
+        used.insert(BATCH_RECORDS.into(), batch);
+    }
     let mut pending = schema_refs(&document);
     while let Some(name) = pending.pop() {
         if used.contains_key(&name) {
@@ -579,6 +596,17 @@ pub fn endpoint_document(base_url: &str, endpoint: &EndpointInfo) -> Value {
 /// The body schema of the writes in an endpoint's own document: the payload with that
 /// endpoint's required fields.
 const WRITE_PAYLOAD: &str = "WritePayload";
+/// The array body of a batch: of `Payload`s in the whole document, of `WritePayload`s in an
+/// endpoint's.
+const BATCH_RECORDS: &str = "BatchRecords";
+
+/// A batch's records (a JSON array) as the lines of an NDJSON body.
+fn ndjson(records: &Value) -> Value {
+    match records.as_array() {
+        Some(records) => Value::String(records.iter().map(|r| format!("{r}\n")).collect()),
+        None => Value::Null,
+    }
+}
 
 /// The names of the component schemas `value` refers to, directly.
 fn schema_refs(value: &Value) -> Vec<String> {

@@ -42,9 +42,7 @@ pub(super) fn operation_json(op: &Operation, path_params: &[Param]) -> Value {
                 "content": {
                     "application/x-ndjson": {
                         "schema": { "type": "string", "description": "One record per line." },
-                        "example": body.example.as_array().map(|records| {
-                            records.iter().map(|r| format!("{r}\n")).collect::<String>()
-                        }),
+                        "example": ndjson(&body.example),
                     },
                     "application/json": { "schema": body.schema, "example": body.example },
                 },

@@ -304,8 +304,11 @@
               lines.join("\n"), formatBody(text));
             if (method === "POST" && response.status === 202) {
               var created = JSON.parse(text);
-              if (created && typeof created.id === "string") {
-                useRecord(created.id);
+              // A batch answers its records in the order sent: the last is the newest.
+              var records = created && Array.isArray(created.data) ? created.data : [created];
+              var last = records[records.length - 1];
+              if (last && typeof last.id === "string") {
+                useRecord(last.id);
               }
             }
           });
