@@ -291,7 +291,7 @@ def run(args):
 
         started = time.time()
         size0 = size()
-        samples, rotations, backups, clock_steps = [], [], [], []
+        samples, rotations, backups, clock_steps, missed = [], [], [], [], []
         backup_threads = []
         prev_buckets = latency_buckets(metrics(base))
         next_sample, next_rotation = SAMPLE, ROTATE_EVERY
@@ -336,7 +336,15 @@ def run(args):
                 backup_threads.append(t)
                 next_backup += BACKUP_EVERY
             if now >= next_sample and wrk.poll() is None:
-                m = metrics(base)
+                try:
+                    m = metrics(base)
+                except OSError as e:
+                    # The server refused its own metrics (a PostgreSQL node answers 503 while
+                    # it finds the database out of reach): a check, not the end of the run.
+                    missed.append({"t": round(now, 1), "error": str(e)})
+                    log(f"{args.backend} t={now:.0f}s: /metrics failed: {e}")
+                    next_sample += SAMPLE
+                    continue
                 buckets = latency_buckets(m)
                 purged = purged_so_far(intake_log)
                 rss, anon = memory_kb(intake.pid)
@@ -428,7 +436,7 @@ def run(args):
         "commit": args.commit, "host": platform.node(), "cpus": os.cpu_count(),
         "wrk": stats, "size0": size0, "samples": samples, "rotations": rotations,
         "backups": backups, "clock_steps": clock_steps, "stream": stream,
-        "receiver": receiver_stats, "final": final,
+        "receiver": receiver_stats, "final": final, "missed_samples": missed,
     }
     run_data["checks"] = checks(run_data)
     with open(args.out, "w") as f:
@@ -455,6 +463,10 @@ def checks(r):
     first = window(s, warmup, warmup + width)
     last = window(s, duration - width, duration + 1)
     out = []
+    missed = r.get("missed_samples", [])
+    out.append(("the server answered every sample", not missed,
+                f"{len(missed)} of {len(s) + len(missed)} samples without /metrics"
+                f"{', first at t=' + str(missed[0]['t']) + ' s: ' + missed[0]['error'] if missed else ''}"))
     posts, changes = int(w.get("posts_ok", 0)), int(w.get("puts_and_deletes_ok", 0))
     non2xx, socket_errors = int(w.get("non2xx", -1)), int(w.get("socket_errors", -1))
     out.append(("every call answered 2xx", non2xx == 0 and socket_errors == 0,
