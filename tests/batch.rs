@@ -298,11 +298,15 @@ fn the_quota_counts_records_and_a_batch_that_would_cross_it_is_refused_whole() {
     let ep = s.create_endpoint("metered", &[]);
     let (slug, key) = (ep.slug.as_str(), ep.sandbox_key.as_str());
     let records = |n: usize| ndjson(&(0..n).map(|i| json!(i)).collect::<Vec<_>>());
+    let keyed = [("Idempotency-Key", "flush-1")];
     assert_eq!(
-        accepted_ids(&s.batch(slug, key, NDJSON, &records(3), &[])).len(),
+        accepted_ids(&s.batch(slug, key, NDJSON, &records(3), &keyed)).len(),
         3
     );
-    // A refused batch counts nothing; one that would pass the quota is refused whole.
+    // A refused batch counts nothing (nor one the commit refuses for its reused key); one
+    // that would pass the quota is refused whole.
+    let r = s.batch(slug, key, NDJSON, &records(2), &keyed);
+    assert_error(&r, 409, "idempotency_key_conflict");
     let r = s.batch(slug, key, NDJSON, b"nope\n", &[]);
     assert_error(&r, 400, "batch_invalid");
     let r = s.batch(slug, key, NDJSON, &records(4), &[]);

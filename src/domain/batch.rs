@@ -125,9 +125,11 @@ fn batch_hash(payloads: &[Vec<u8>]) -> String {
     records::hex(&sha256(&input))
 }
 
-/// Stores the checked `payloads` of a batch as new records of `access`'s partition, counting
-/// them against the endpoint's monthly `quota` first (a batch that would pass it is refused
-/// whole with 429), and answers their ids in order.
+/// Stores the checked `payloads` of a batch as new records of `access`'s partition and
+/// answers their ids in order. The records count against the endpoint's monthly `quota`: a
+/// batch that would pass it is refused whole with 429, and a batch is counted once stored
+/// (or answered again for its Idempotency-Key), so a refused one counts nothing. Batches of
+/// one endpoint stored at the same moment may together pass the quota by their own size.
 pub async fn create(
     ingest: &Ingest,
     usage: &Usage,
@@ -138,8 +140,10 @@ pub async fn create(
     idempotency_key: Option<&str>,
 ) -> Result<Accepted> {
     let claim = records::idempotency_claim(idempotency_key, || batch_hash(&payloads))?;
-    usage.count_many(hooks.at, access.partition, quota, payloads.len() as u64)?;
+    let (at, records) = (hooks.at, payloads.len() as u64);
+    usage.check_room(at, access.partition, quota, records)?;
     let ids = records::create_records(ingest, access, hooks, payloads, claim).await?;
+    usage.count_many(at, access.partition, None, records)?;
     Ok(Accepted {
         data: ids.into_iter().enumerate().map(accepted_record).collect(),
     })

@@ -107,6 +107,29 @@ impl Usage {
         quota: Option<u64>,
         n: u64,
     ) -> Result<()> {
+        self.tally(now, partition, quota, n, true)
+    }
+
+    /// Refuses with 429 when `n` more would take the month's count past `quota`; counts
+    /// nothing (a batch is counted once it is stored, so a refused one counts nothing).
+    pub fn check_room(
+        &self,
+        now: Timestamp,
+        partition: Partition,
+        quota: Option<u64>,
+        n: u64,
+    ) -> Result<()> {
+        self.tally(now, partition, quota, n, false)
+    }
+
+    fn tally(
+        &self,
+        now: Timestamp,
+        partition: Partition,
+        quota: Option<u64>,
+        n: u64,
+        count: bool,
+    ) -> Result<()> {
         let (month, day) = (month_key(now), day_key(now));
         let mut counters = self.counters();
         let Counters {
@@ -122,6 +145,9 @@ impl Usage {
             return Err(Error::UsageLimitExceeded {
                 retry_after_secs: micros.div_ceil(1_000_000).max(1),
             });
+        }
+        if !count {
+            return Ok(());
         }
         *month_calls += n;
         *self.counter(days, unflushed, (partition, day), Period::Day)? += n;
