@@ -11,38 +11,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::{Value, json};
 
-impl ServerClient {
-    fn export(&self, slug: &str, key: &str, query: &str) -> Resp {
-        self.data(
-            "GET",
-            &format!("/api/v1/data/{slug}/export{query}"),
-            key,
-            None,
-        )
-    }
-
-    /// Stores `payloads` with one batch; returns their ids in order.
-    fn store_all(&self, slug: &str, key: &str, payloads: &[Value]) -> Vec<String> {
-        let body: String = payloads.iter().map(|p| format!("{p}\n")).collect();
-        let r = self.request(
-            "POST",
-            &format!("/api/v1/data/{slug}/batch"),
-            &[
-                ("Authorization", &format!("Bearer {key}")),
-                ("Content-Type", "application/x-ndjson"),
-            ],
-            Some(body.as_bytes()),
-        );
-        assert_status(&r, 202);
-        r.json()["data"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["id"].as_str().unwrap().to_string())
-            .collect()
-    }
-}
-
 /// The payload text of each NDJSON line, as sent on the wire (not re-serialised).
 fn lines(text: &str) -> Vec<Value> {
     text.lines()

@@ -24,6 +24,7 @@ mod deployment;
 mod durability;
 mod endpoint_deletion;
 mod export;
+mod export_cli;
 mod failover;
 mod faults;
 mod key_rotation;

@@ -20,7 +20,10 @@ Set any key of the config file, e.g. \fBINTAKE_LISTEN=0.0.0.0:8080\fR or
 .TP
 \fBINTAKE_SERVER\fR, \fBINTAKE_TOKEN\fR
 The server and the account token of the commands that talk to a running server
-(\fBbackup\fR, \fBendpoint\fR; \fBhealth\fR reads \fBINTAKE_SERVER\fR).
+(\fBbackup\fR, \fBendpoint\fR; \fBhealth\fR and \fBexport\fR read \fBINTAKE_SERVER\fR).
+.TP
+\fBINTAKE_API_KEY\fR
+The data API key of \fBexport\fR, kept out of the shell's history and \fBps\fR.
 .TP
 \fBRUST_LOG\fR
 The log level: \fBerror\fR, \fBwarn\fR, \fBinfo\fR (the default), \fBdebug\fR.
@@ -131,6 +134,7 @@ mod tests {
             "intake-endpoint-create.1",
             "intake-completions.1",
             "intake-health.1",
+            "intake-export.1",
         ] {
             assert!(
                 pages.iter().any(|p| p == page),

@@ -1,6 +1,8 @@
 //! The command line: `serve`, `init`, `check`, `health`, `backup`, `restore`, `migrate`,
-//! `compact`, the operator's `endpoint` commands, and `completions` and `man` (`manual`).
+//! `compact`, the operator's `endpoint` commands, `export` (`export.rs`), and `completions` and
+//! `man` (`manual`).
 
+mod export;
 mod manual;
 
 use std::path::PathBuf;
@@ -144,6 +146,14 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         timeout: u64,
     },
+    /// Export an endpoint's records from a running server into FILE or onto standard output.
+    ///
+    /// One GET of /api/v1/data/{slug}/export with a data API key that may read: the records of
+    /// the key's environment in a window (default: all of them), optionally only those
+    /// containing a text, as NDJSON, CSV or one JSON array. On a terminal, a line on standard
+    /// error shows the records and megabytes so far; elsewhere only errors are printed. An
+    /// export the server cut short exits 1 and leaves FILE as it was.
+    Export(export::ExportArgs),
     /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell to complete for.
@@ -243,6 +253,7 @@ pub fn run() -> i32 {
             timeout,
         } => health_server(server, config.as_deref())
             .and_then(|server| health(&server, ready, std::time::Duration::from_secs(timeout))),
+        Command::Export(args) => export::export(&args),
         Command::Completions { shell } => manual::completions(shell),
         Command::Man { out_dir } => manual::man(out_dir.as_deref()),
     };
@@ -692,13 +703,21 @@ fn send(
     response.map_err(|e| format!("cannot reach {}: {e}", remote.server))
 }
 
-/// The error message of a refused management call.
+/// The error message of a refused call: the server's error code and message, with the request
+/// id its log names; or the body as it came when it is no error body.
 fn error_answer(response: &mut ureq::http::Response<ureq::Body>) -> String {
     let status = response.status();
     let text = response.body_mut().read_to_string().unwrap_or_default();
-    let message = serde_json::from_str::<serde_json::Value>(&text)
-        .ok()
-        .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
-        .unwrap_or(text);
-    format!("the server answered {status}: {message}")
+    let body = serde_json::from_str::<serde_json::Value>(&text).unwrap_or_default();
+    let error = &body["error"];
+    match (error["code"].as_str(), error["message"].as_str()) {
+        (Some(code), Some(message)) => {
+            let request = error["request_id"]
+                .as_str()
+                .map(|id| format!(" (request {id})"))
+                .unwrap_or_default();
+            format!("the server answered {status}: {code}: {message}{request}")
+        }
+        _ => format!("the server answered {status}: {}", text.trim_end()),
+    }
 }

@@ -1022,6 +1022,37 @@ impl ServerClient {
         self.data_with(method, path, key, &[], body)
     }
 
+    /// `GET /api/v1/data/{slug}/export{query}`, read to its end.
+    pub fn export(&self, slug: &str, key: &str, query: &str) -> Resp {
+        self.data(
+            "GET",
+            &format!("/api/v1/data/{slug}/export{query}"),
+            key,
+            None,
+        )
+    }
+
+    /// Stores `payloads` with one batch; returns their ids in order.
+    pub fn store_all(&self, slug: &str, key: &str, payloads: &[Value]) -> Vec<String> {
+        let body: String = payloads.iter().map(|p| format!("{p}\n")).collect();
+        let r = self.request(
+            "POST",
+            &format!("/api/v1/data/{slug}/batch"),
+            &[
+                ("Authorization", &format!("Bearer {key}")),
+                ("Content-Type", "application/x-ndjson"),
+            ],
+            Some(body.as_bytes()),
+        );
+        assert_status(&r, 202);
+        r.json()["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["id"].as_str().unwrap().to_string())
+            .collect()
+    }
+
     /// Every record the poll feed of `slug` gives from its beginning, page by page (100 a
     /// page), in the feed's order.
     pub fn poll_from_start(&self, slug: &str, key: &str) -> Vec<Value> {

@@ -7,8 +7,9 @@ use serde::Deserialize;
 
 use super::{Config, ConfigError};
 
-/// Variables the command line reads itself (`intake endpoint`): not config keys.
-pub const CLI_VARIABLES: [&str; 2] = ["INTAKE_SERVER", "INTAKE_TOKEN"];
+/// Variables the command line reads itself (`intake endpoint`, `intake export`): not config
+/// keys.
+pub const CLI_VARIABLES: [&str; 3] = ["INTAKE_SERVER", "INTAKE_TOKEN", "INTAKE_API_KEY"];
 
 /// The config keys set through the environment: `INTAKE_` + the key in upper case, with `__`
 /// between a section and its key (`INTAKE_LISTEN`, `INTAKE_SMTP__HOST`,
@@ -141,6 +142,7 @@ mod tests {
                 ("INTAKE_OPERATIONS__METRICS_TOKEN", "\"0042\""),
                 ("INTAKE_BACKUP__DIR", "/var/backups/intake"),
                 ("INTAKE_TOKEN", "not a config key"),
+                ("INTAKE_API_KEY", "not a config key either"),
                 ("HOME", "/root"),
             ],
         )
