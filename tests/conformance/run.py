@@ -33,6 +33,7 @@ def main():
             INTAKE_METRICS_TOKEN=METRICS_TOKEN,
             INTAKE_DATA_SLUG=data["slug"],
             INTAKE_MANAGE_SLUG=manage["slug"],
+            SCHEMATHESIS_HOOKS=os.path.join(HERE, "hooks.py"),
         )
         started = time.time()
         run = subprocess.run(
