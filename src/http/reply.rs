@@ -51,9 +51,25 @@ pub fn event_stream(body: crate::domain::stream::StreamBody) -> Response {
     response
 }
 
+/// Starts the export `request` of `partition` (of the endpoint `slug`) for `watch`'s reader,
+/// and answers it as a file to download; `label` names it in the log. The API's export and
+/// the dashboard's share it.
+pub async fn export_file(
+    exports: &crate::domain::export::Exports,
+    partition: crate::store::Partition,
+    watch: crate::domain::export::Watch,
+    request: crate::domain::export::ExportRequest,
+    slug: &str,
+    label: String,
+) -> std::result::Result<Response, crate::domain::error::Error> {
+    let (content_type, file_name) = (request.format.content_type(), request.file_name(slug));
+    let body = exports.start(partition, watch, request, label).await?;
+    Ok(download(body, content_type, &file_name))
+}
+
 /// A file to download (`Content-Disposition: attachment`) whose body is `body`'s chunks as
 /// they come, sent with chunked encoding.
-pub fn download(
+fn download(
     body: crate::domain::export::ExportBody,
     content_type: &'static str,
     file_name: &str,

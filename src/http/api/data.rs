@@ -196,18 +196,9 @@ pub async fn export(
         ),
         app.endpoints.access_changes(),
     );
-    let content_type = request.format.content_type();
-    let file_name = request.file_name(slug);
-    let body = app
-        .exports
-        .start(
-            access.partition,
-            watch,
-            request,
-            format!("{slug} ({})", req.request_id),
-        )
-        .await?;
-    Ok(reply::download(body, content_type, &file_name))
+    let label = format!("{slug} ({})", req.request_id);
+    let file = reply::export_file(&app.exports, access.partition, watch, request, slug, label);
+    Ok(file.await?)
 }
 
 /// `GET /api/v1/data/{slug}/stream`: the change stream as Server-Sent Events (see

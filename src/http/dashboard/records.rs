@@ -26,7 +26,7 @@ use crate::domain::search;
 use crate::domain::webhooks::deliveries::Hooks;
 use crate::domain::webhooks::log::{self, DeliveryFilter, DeliveryViewer};
 use crate::http::app::App;
-use crate::http::reply::query_params;
+use crate::http::reply::{export_file, query_params};
 use crate::http::request::Request;
 use crate::store::Permission;
 
@@ -206,17 +206,9 @@ pub async fn export(app: &App, req: &mut Request, slug: &str) -> Outcome {
         slug.to_string(),
         access.environment,
     );
-    let (content_type, file_name) = (request.format.content_type(), request.file_name(slug));
-    let body = app
-        .exports
-        .start(
-            access.partition,
-            watch,
-            request,
-            format!("{slug} (dashboard, account {})", user.account.id),
-        )
-        .await?;
-    Ok(crate::http::reply::download(body, content_type, &file_name))
+    let label = format!("{slug} (dashboard, account {})", user.account.id);
+    let file = export_file(&app.exports, access.partition, watch, request, slug, label);
+    Ok(file.await?)
 }
 
 #[derive(Template)]
