@@ -68,7 +68,10 @@ pub fn parse(body: &[u8], format: Format, required_fields: &[String]) -> Result<
         let checked = if text.len() > MAX_PAYLOAD_BYTES {
             Err(Error::RecordTooLarge(MAX_PAYLOAD_BYTES))
         } else {
-            records::normalize_payload(text, required_fields)
+            records::normalize_payload(text, required_fields).map_err(|err| match err {
+                Error::InvalidJson(detail) => Error::InvalidRecordJson(detail),
+                other => other,
+            })
         };
         match checked {
             Ok(payload) if refusals.is_empty() => payloads.push(payload),
@@ -187,7 +190,7 @@ mod tests {
         let refused = codes(parse(body, Format::Ndjson, &["email".into()]).unwrap_err());
         let indexes: Vec<usize> = refused.iter().map(|(i, _)| *i).collect();
         assert_eq!(indexes, vec![1, 2, 3], "{refused:?}");
-        assert!(refused[0].1.starts_with("InvalidJson"), "{refused:?}");
+        assert!(refused[0].1.starts_with("InvalidRecordJson"), "{refused:?}");
         assert!(
             refused[1].1.starts_with("MissingRequiredField"),
             "{refused:?}"

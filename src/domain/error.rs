@@ -11,6 +11,9 @@ pub enum Error {
     // 400
     #[error("The request body is not valid JSON: {0}.")]
     InvalidJson(String),
+    /// One record of a batch is not JSON (the batch's body may be NDJSON, which is no JSON).
+    #[error("The record is not valid JSON: {0}.")]
+    InvalidRecordJson(String),
     #[error("The payload is missing the required field `{0}`.")]
     MissingRequiredField(String),
     #[error("The payload must be a JSON object because this endpoint declares required fields.")]

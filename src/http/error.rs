@@ -67,7 +67,7 @@ pub fn service_code(err: &Error) -> &'static str {
 fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
     use Error::*;
     match err {
-        InvalidJson(_) => (StatusCode::BAD_REQUEST, "invalid_json"),
+        InvalidJson(_) | InvalidRecordJson(_) => (StatusCode::BAD_REQUEST, "invalid_json"),
         MissingRequiredField(_) => (StatusCode::BAD_REQUEST, "missing_required_field"),
         PayloadNotObject => (StatusCode::BAD_REQUEST, "missing_required_field"),
         InvalidRecordId(_) => (StatusCode::BAD_REQUEST, "invalid_record_id"),
