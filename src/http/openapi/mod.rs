@@ -435,10 +435,10 @@ impl Operation {
                     add(
                         400,
                         &[
+                            "batch_invalid",
+                            "batch_empty",
                             "invalid_json",
                             "invalid_request",
-                            "batch_empty",
-                            "batch_invalid",
                         ],
                     );
                     add(413, &["batch_too_large"]);

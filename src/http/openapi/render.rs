@@ -176,6 +176,22 @@ fn error_response(status: u16, codes: &[&str]) -> Value {
     if status == 429 || status == 503 {
         headers["Retry-After"] = json!({ "$ref": "#/components/headers/Retry-After" });
     }
+    let mut example = json!({ "error": {
+        "code": codes.first(),
+        "message": "A sentence for humans saying what was wrong.",
+        "request_id": "req_0f3k9x2m4n8p1q7r",
+    } });
+    if codes.first() == Some(&"batch_invalid") {
+        example["error"]["message"] =
+            "The record at index 1 was refused: The payload is missing the required field \
+             `email`. Nothing was stored."
+                .into();
+        example["error"]["records"] = json!([{
+            "index": 1,
+            "code": "missing_required_field",
+            "message": "The payload is missing the required field `email`.",
+        }]);
+    }
     json!({
         "description": format!(
             "Error codes: {}.",
@@ -187,11 +203,7 @@ fn error_response(status: u16, codes: &[&str]) -> Value {
                 "allOf": [schema_ref("Error")],
                 "properties": { "error": { "properties": { "code": { "enum": codes } } } },
             },
-            "example": { "error": {
-                "code": codes.first(),
-                "message": "A sentence for humans saying what was wrong.",
-                "request_id": "req_0f3k9x2m4n8p1q7r",
-            } },
+            "example": example,
         } },
     })
 }
