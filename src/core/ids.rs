@@ -53,7 +53,9 @@ const RECORD_PREFIX: &str = "rec_";
 const ULID_CHARS: usize = 26;
 
 impl RecordId {
-    /// A new id for a record created at `created_at` (clamped to the epoch).
+    /// A new id for a record created at `created_at` (clamped to the epoch). Records are
+    /// given theirs by [`RecordId::generate_run`], a POST's as a run of one.
+    #[cfg(test)]
     pub fn generate(created_at: Timestamp) -> RecordId {
         let random = u64::from_be_bytes(random_bytes());
         let micros = created_at.as_micros().max(0) as u128;

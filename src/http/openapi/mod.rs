@@ -167,6 +167,25 @@ pub const DATA_TAG: &str = "Data";
 /// The change stream's tag: beside the data operations, outside an endpoint's own document.
 pub const STREAM_TAG: &str = "Change stream";
 
+/// A 200 answered as text of `content_type` (or of one of `alternatives`), a file when `file`.
+fn text_success(
+    description: &'static str,
+    content_type: &'static str,
+    example: &'static str,
+    alternatives: Vec<(&'static str, Value, &'static str)>,
+    file: bool,
+) -> Success {
+    Success {
+        status: 200,
+        description,
+        content_type,
+        schema: json!({ "type": "string" }),
+        example: Value::String(example.into()),
+        alternatives,
+        file,
+    }
+}
+
 /// `n` as the document writes numbers in prose: `102,400`.
 pub fn thousands(n: usize) -> String {
     let digits = n.to_string();
@@ -269,15 +288,7 @@ impl Operation {
         content_type: &'static str,
         example: &'static str,
     ) -> Self {
-        self.success = Success {
-            status: 200,
-            description,
-            content_type,
-            schema: json!({ "type": "string" }),
-            example: Value::String(example.into()),
-            alternatives: Vec::new(),
-            file: false,
-        };
+        self.success = text_success(description, content_type, example, Vec::new(), false);
         self
     }
 
@@ -290,15 +301,7 @@ impl Operation {
         example: &'static str,
         alternatives: Vec<(&'static str, Value, &'static str)>,
     ) -> Self {
-        self.success = Success {
-            status: 200,
-            description,
-            content_type,
-            schema: json!({ "type": "string" }),
-            example: Value::String(example.into()),
-            alternatives,
-            file: true,
-        };
+        self.success = text_success(description, content_type, example, alternatives, true);
         self
     }
 
