@@ -16,7 +16,9 @@
 #   RECORDS=100000 bash benches/export.sh       # a quick run
 #
 # Env: RECORDS (default 1000000), LOADERS (default 4), ROUNDS (default 2), INTAKE_BIN (skip
-#      the build), RESULTS_FILE (default benches/results/export-latest.md).
+#      the build), PROFILE_ENV (a profile file whose INTAKE_* variables go to intake serve:
+#      benches/profiles/small.env's smaller page cache shows what the first export's growth
+#      is), RESULTS_FILE (default benches/results/export-latest.md).
 # All traffic goes to 127.0.0.1 only.
 set -euo pipefail
 
@@ -85,6 +87,9 @@ REPORT="$WORK/report.md"
   echo
   echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit: $REV"
   echo "- machine: $NPROC CPUs (nproc), $CPU_MODEL"
+  server="the default configuration"
+  [ -z "${PROFILE_ENV:-}" ] || server="$PROFILE_ENV (${SERVE_ENV[*]:1})"
+  echo "- server: $server; its store's page cache is \`[storage] cache_mb\` (64 MB unless set)"
   echo "- data: $RECORDS records of $(kv "$WORK/load.out" body_bytes) bytes (benches/post.lua's), loaded through the batch route in $LOAD_S s; the export read by curl to /dev/null on the same machine"
   echo
   echo "| format | round | size | time | records/s | MB/s | RSS growth |"

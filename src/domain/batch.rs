@@ -90,8 +90,17 @@ pub fn parse(body: &[u8], format: Format, required_fields: &[String]) -> Result<
 }
 
 /// The lines of an NDJSON body that are not blank (a trailing `\r` is part of the line end).
+/// The line ends are found with `memchr`: splitting byte by byte took 4 % of the server's CPU
+/// under batch load.
 fn ndjson_records(body: &[u8]) -> Vec<&[u8]> {
-    body.split(|&b| b == b'\n')
+    let mut start = 0;
+    memchr::memchr_iter(b'\n', body)
+        .chain(std::iter::once(body.len()))
+        .map(|end| {
+            let line = &body[start..end];
+            start = end + 1;
+            line
+        })
         .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
         .filter(|line| !line.iter().all(|b| matches!(b, b' ' | b'\t' | b'\r')))
         .collect()
