@@ -595,7 +595,9 @@ mod tests {
         let bytes = received.try_recv().expect("a chunk").expect("no error");
         assert_eq!(&bytes[..], b"{\"a\":1}\n");
         // Still read: the next chunk gets a buffer of its own.
-        assert_ne!(sink.fresh().as_ptr(), buffer);
+        let other = sink.fresh();
+        assert_ne!(other.as_ptr(), buffer);
+        drop(other);
         drop(bytes);
         let again = sink.fresh();
         assert_eq!(again.as_ptr(), buffer);
