@@ -598,6 +598,8 @@ fn consumer_with_a_saved_cursor_misses_nothing_across_a_sigterm_and_restart() {
     let slug = ep.slug.as_str();
     let c = Client::new(s.addr());
 
+    // How far the consumer stays behind the writers before the restart.
+    const LAG: usize = 20;
     let mut consumer = Consumer::new(subscribe(&c, slug, key), 2);
     // Small pages before the restart, so the consumer lags behind the writers and is
     // stopped in the middle of a backlog.
@@ -616,6 +618,14 @@ fn consumer_with_a_saved_cursor_misses_nothing_across_a_sigterm_and_restart() {
         let _stop_on_exit = StopOnDrop(stop);
         let reader = sc.spawn(move || {
             while !stop.load(Ordering::SeqCst) {
+                // The lag is made, not hoped for: on a machine whose fsync is slow the
+                // writers are no faster than a consumer of small pages, so the reader only
+                // takes a step while it is at least `LAG` records behind the writers.
+                if acked_count.load(Ordering::SeqCst) < received_count.load(Ordering::SeqCst) + LAG
+                {
+                    thread::sleep(Duration::from_millis(2));
+                    continue;
+                }
                 match consumer.step(c, slug, key) {
                     Ok(Step::Backlog) => {}
                     Ok(Step::CaughtUp) => thread::sleep(Duration::from_millis(3)),
@@ -663,7 +673,7 @@ fn consumer_with_a_saved_cursor_misses_nothing_across_a_sigterm_and_restart() {
                     acked_count.load(Ordering::SeqCst),
                     received_count.load(Ordering::SeqCst),
                 );
-                acked >= 120 && received >= 40 && acked >= received + 10
+                acked >= 120 && received >= 40
             },
         );
         let st = s.sigterm_and_wait();
