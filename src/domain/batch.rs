@@ -48,7 +48,7 @@ pub struct AcceptedRecord {
 
 /// The checked payloads of a batch body, in order: every record's payload text, or the
 /// refusal of the whole batch.
-pub fn parse(body: &[u8], format: Format, required_fields: &[String]) -> Result<Vec<Vec<u8>>> {
+pub fn parse(body: &[u8], format: Format, rules: &records::PayloadRules) -> Result<Vec<Vec<u8>>> {
     let texts = match format {
         Format::Ndjson => ndjson_records(body),
         Format::JsonArray => array_records(body)?,
@@ -68,7 +68,7 @@ pub fn parse(body: &[u8], format: Format, required_fields: &[String]) -> Result<
         let checked = if text.len() > MAX_PAYLOAD_BYTES {
             Err(Error::RecordTooLarge(MAX_PAYLOAD_BYTES))
         } else {
-            records::normalize_payload(text, required_fields).map_err(|err| match err {
+            records::normalize_payload(text, rules).map_err(|err| match err {
                 Error::InvalidJson(detail) => Error::InvalidRecordJson(detail),
                 other => other,
             })
@@ -172,6 +172,7 @@ fn accepted_record((index, id): (usize, RecordId)) -> AcceptedRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::records::PayloadRules;
 
     fn codes(err: Error) -> Vec<(usize, String)> {
         match err {
@@ -186,7 +187,7 @@ mod tests {
     #[test]
     fn ndjson_skips_blank_lines_and_accepts_crlf() {
         let body = b"{\"a\": 1}\r\n\n  \n[1, 2]\n\"x\"";
-        let payloads = parse(body, Format::Ndjson, &[]).unwrap();
+        let payloads = parse(body, Format::Ndjson, &PayloadRules::default()).unwrap();
         assert_eq!(
             payloads,
             vec![b"{\"a\":1}".to_vec(), b"[1,2]".to_vec(), b"\"x\"".to_vec()]
@@ -196,7 +197,12 @@ mod tests {
     #[test]
     fn every_bad_record_is_named_by_its_index_among_the_records() {
         let body = b"{\"email\":\"a\"}\n\nnot json\n{\"email\":null}\n[]\n{\"email\":\"b\"}";
-        let refused = codes(parse(body, Format::Ndjson, &["email".into()]).unwrap_err());
+        let fields = ["email".to_string()];
+        let email_required = PayloadRules {
+            required_fields: &fields,
+            schema: None,
+        };
+        let refused = codes(parse(body, Format::Ndjson, &email_required).unwrap_err());
         let indexes: Vec<usize> = refused.iter().map(|(i, _)| *i).collect();
         assert_eq!(indexes, vec![1, 2, 3], "{refused:?}");
         assert!(refused[0].1.starts_with("InvalidRecordJson"), "{refused:?}");
@@ -210,7 +216,7 @@ mod tests {
     #[test]
     fn an_array_body_keeps_each_element_as_sent() {
         let body = br#" [ {"n": 1.50}, "s", 12345678901234567890123 ] "#;
-        let payloads = parse(body, Format::JsonArray, &[]).unwrap();
+        let payloads = parse(body, Format::JsonArray, &PayloadRules::default()).unwrap();
         assert_eq!(
             payloads,
             vec![
@@ -220,11 +226,11 @@ mod tests {
             ]
         );
         assert!(matches!(
-            parse(b"{\"a\":1}", Format::JsonArray, &[]),
+            parse(b"{\"a\":1}", Format::JsonArray, &PayloadRules::default()),
             Err(Error::InvalidRequest(_))
         ));
         assert!(matches!(
-            parse(b"[1,", Format::JsonArray, &[]),
+            parse(b"[1,", Format::JsonArray, &PayloadRules::default()),
             Err(Error::InvalidJson(_))
         ));
     }
@@ -236,24 +242,32 @@ mod tests {
                 Some(b'[') => Format::JsonArray,
                 _ => Format::Ndjson,
             };
-            assert!(matches!(parse(body, format, &[]), Err(Error::BatchEmpty)));
+            assert!(matches!(
+                parse(body, format, &PayloadRules::default()),
+                Err(Error::BatchEmpty)
+            ));
         }
         let many = "1\n".repeat(MAX_RECORDS + 1);
         assert!(matches!(
-            parse(many.as_bytes(), Format::Ndjson, &[]),
+            parse(many.as_bytes(), Format::Ndjson, &PayloadRules::default()),
             Err(Error::BatchTooLarge {
                 records: 1001,
                 max: 1000
             })
         ));
         assert_eq!(
-            parse("1\n".repeat(MAX_RECORDS).as_bytes(), Format::Ndjson, &[])
-                .unwrap()
-                .len(),
+            parse(
+                "1\n".repeat(MAX_RECORDS).as_bytes(),
+                Format::Ndjson,
+                &PayloadRules::default()
+            )
+            .unwrap()
+            .len(),
             MAX_RECORDS
         );
         let big = format!("\"{}\"\n1", "x".repeat(MAX_PAYLOAD_BYTES));
-        let refused = codes(parse(big.as_bytes(), Format::Ndjson, &[]).unwrap_err());
+        let refused =
+            codes(parse(big.as_bytes(), Format::Ndjson, &PayloadRules::default()).unwrap_err());
         assert_eq!(refused.len(), 1);
         assert!(refused[0].1.starts_with("RecordTooLarge"), "{refused:?}");
     }

@@ -18,6 +18,12 @@ pub enum Error {
     MissingRequiredField(String),
     #[error("The payload must be a JSON object because this endpoint declares required fields.")]
     PayloadNotObject,
+    /// The payload breaks the endpoint's JSON Schema: the first violations, in document order.
+    #[error("{}", schema_violation_message(.0))]
+    SchemaViolation(Vec<crate::domain::schema::Violation>),
+    /// A schema the owner sent cannot be used: what is wrong with it.
+    #[error("The schema cannot be used: {0}.")]
+    InvalidSchema(String),
     #[error("`{0}` is not a valid record id; ids look like rec_ followed by 26 characters.")]
     InvalidRecordId(String),
     #[error("Invalid `{name}` parameter: {reason}.")]
@@ -244,4 +250,22 @@ fn batch_invalid_message(refusals: &[RecordRefusal]) -> String {
             many.len()
         ),
     }
+}
+
+fn schema_violation_message(violations: &[crate::domain::schema::Violation]) -> String {
+    let Some(first) = violations.first() else {
+        return "The payload does not match the endpoint's schema.".into();
+    };
+    let at = match first.instance_path.as_str() {
+        "" => "the payload".to_string(),
+        path => format!("`{path}`"),
+    };
+    let more = match violations.len() {
+        1 => String::new(),
+        n => format!(" (and {} more, see `errors`)", n - 1),
+    };
+    format!(
+        "The payload does not match the endpoint's schema: at {at}, {}{more}.",
+        first.message
+    )
 }

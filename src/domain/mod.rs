@@ -67,6 +67,7 @@ pub mod notifications;
 pub mod poll;
 pub mod records;
 pub mod retention;
+pub mod schema;
 pub mod sealing_key;
 pub mod search;
 pub mod sessions;

@@ -16,7 +16,8 @@
 //!   key order, duplicate keys, strings without escapes.
 //!
 //! Storing a stored payload again changes nothing. When the endpoint declares required fields,
-//! the payload must be a JSON object in which each of them is present and not `null`.
+//! the payload must be a JSON object in which each of them is present and not `null`; when it
+//! has a JSON Schema, the payload must match it as well (`domain::schema`).
 
 use std::collections::HashMap;
 use std::ops::Bound::{Excluded, Included};
@@ -33,6 +34,7 @@ use crate::domain::endpoints::DataAccess;
 use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
 use crate::domain::ingest::{IDEMPOTENCY_TTL, Ingest, Write};
+use crate::domain::schema::PayloadSchema;
 use crate::domain::webhooks::deliveries::Hooks;
 use crate::store::records::{IdempotencyClaim, NewRecord, RecordWrite, ScanOrder, WriteOutcome};
 use crate::store::{AccountRow, Store, StoreError, time_key};
@@ -187,13 +189,24 @@ pub const MAX_DEPTH: usize = 127;
 ///
 /// No number is converted and no tree is built: serde_json validates the body, skipping over
 /// values, then [`compact`] copies it without insignificant whitespace.
-pub fn normalize_payload(body: &[u8], required_fields: &[String]) -> Result<Vec<u8>> {
+pub fn normalize_payload(body: &[u8], rules: &PayloadRules) -> Result<Vec<u8>> {
     let text = validate_json(body)?;
     let out = compact(text)?;
-    if !required_fields.is_empty() {
-        check_required_fields(&out, required_fields)?;
+    if !rules.required_fields.is_empty() {
+        check_required_fields(&out, rules.required_fields)?;
+    }
+    if let Some(schema) = rules.schema {
+        schema.check(&out)?;
     }
     Ok(out)
+}
+
+/// What an endpoint asks of a payload beyond being JSON: its required fields (checked first),
+/// then its schema.
+#[derive(Clone, Copy, Default)]
+pub struct PayloadRules<'a> {
+    pub required_fields: &'a [String],
+    pub schema: Option<&'a PayloadSchema>,
 }
 
 /// The body as text if it is one JSON document in UTF-8. Skipping it as `IgnoredAny` checks the
@@ -351,7 +364,7 @@ pub async fn create(
     body: &[u8],
     idempotency_key: Option<&str>,
 ) -> Result<Accepted> {
-    let payload = normalize_payload(body, &access.endpoint.required_fields)?;
+    let payload = normalize_payload(body, &access.payload_rules())?;
     let claim = idempotency_claim(idempotency_key, || hex(&sha256(&payload)))?;
     let ids = create_records(ingest, access, hooks, vec![payload], claim).await?;
     let id = ids
@@ -413,7 +426,7 @@ pub async fn replace(
     hooks: Hooks,
     body: &[u8],
 ) -> Result<Accepted> {
-    let payload = normalize_payload(body, &access.endpoint.required_fields)?;
+    let payload = normalize_payload(body, &access.payload_rules())?;
     let record = RecordWrite::Replace {
         partition: access.partition,
         id,
@@ -541,12 +554,15 @@ mod tests {
 
     /// The payload text of `body`, which must be accepted.
     fn stored(body: &str) -> String {
-        let out = normalize_payload(body.as_bytes(), &[]).unwrap();
+        let out = normalize_payload(body.as_bytes(), &PayloadRules::default()).unwrap();
         String::from_utf8(out).unwrap()
     }
 
     fn refused(body: &[u8]) -> bool {
-        matches!(normalize_payload(body, &[]), Err(Error::InvalidJson(_)))
+        matches!(
+            normalize_payload(body, &PayloadRules::default()),
+            Err(Error::InvalidJson(_))
+        )
     }
 
     #[test]
@@ -640,7 +656,7 @@ mod tests {
                 String::from_utf8_lossy(body)
             );
         }
-        let lone = normalize_payload(b"[\n \"ok\", \"\\ud800\"]", &[]);
+        let lone = normalize_payload(b"[\n \"ok\", \"\\ud800\"]", &PayloadRules::default());
         assert!(
             matches!(&lone, Err(Error::InvalidJson(m)) if m.contains("line 2 column 8")
                 && m.contains("surrogate")),
@@ -653,15 +669,19 @@ mod tests {
         let arrays = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
         let objects = |depth: usize| format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
         for nested in [arrays, objects] {
-            assert!(normalize_payload(nested(MAX_DEPTH).as_bytes(), &[]).is_ok());
+            assert!(
+                normalize_payload(nested(MAX_DEPTH).as_bytes(), &PayloadRules::default()).is_ok()
+            );
             assert!(refused(nested(MAX_DEPTH + 1).as_bytes()));
         }
         // Depth is counted by nesting, not by how many arrays there are.
         let siblings = vec![arrays(MAX_DEPTH - 1); 3].join(",");
-        assert!(normalize_payload(format!("[{siblings}]").as_bytes(), &[]).is_ok());
+        assert!(
+            normalize_payload(format!("[{siblings}]").as_bytes(), &PayloadRules::default()).is_ok()
+        );
         // Brackets in strings are text.
         let text = format!(r#"["{}"]"#, "[{".repeat(MAX_DEPTH));
-        assert!(normalize_payload(text.as_bytes(), &[]).is_ok());
+        assert!(normalize_payload(text.as_bytes(), &PayloadRules::default()).is_ok());
     }
 
     #[test]
@@ -670,14 +690,17 @@ mod tests {
         // found changing on a second pass, when numbers went through f64, stays as sent.
         let once = normalize_payload(
             b"[1e5,0.1,1.99769313486231543657890123456789012345678889]",
-            &[],
+            &PayloadRules::default(),
         )
         .unwrap();
         assert_eq!(
             once,
             b"[1e5,0.1,1.99769313486231543657890123456789012345678889]"
         );
-        assert_eq!(normalize_payload(&once, &[]).unwrap(), once);
+        assert_eq!(
+            normalize_payload(&once, &PayloadRules::default()).unwrap(),
+            once
+        );
         let escaped =
             stored("{ \"k\\u00e9\" : [ \"\\\"\\\\\\/\\n\\u0000\\ud83d\\ude00\" , -0 , 1E+2 ] }");
         assert_eq!(escaped, r#"{"ké":["\"\\/\n\u0000😀",-0,1E+2]}"#);
@@ -686,7 +709,11 @@ mod tests {
 
     #[test]
     fn required_fields_must_be_present_and_not_null() {
-        let req = vec!["email".to_string(), "name".to_string()];
+        let fields = vec!["email".to_string(), "name".to_string()];
+        let req = PayloadRules {
+            required_fields: &fields,
+            schema: None,
+        };
         assert!(normalize_payload(br#"{"email":"a","name":"b","x":1}"#, &req).is_ok());
         assert!(matches!(
             normalize_payload(br#"{"email":"a"}"#, &req),
@@ -709,13 +736,39 @@ mod tests {
     }
 
     #[test]
+    fn required_fields_are_checked_before_the_schema() {
+        let fields = vec!["name".to_string()];
+        let (schema, _) = PayloadSchema::parse(&serde_json::json!({
+            "type": "object",
+            "properties": {"name": {"type": "string"}, "age": {"type": "integer"}}
+        }))
+        .unwrap();
+        let rules = PayloadRules {
+            required_fields: &fields,
+            schema: Some(&schema),
+        };
+        assert!(matches!(
+            normalize_payload(br#"{"age":"x"}"#, &rules),
+            Err(Error::MissingRequiredField(f)) if f == "name"
+        ));
+        assert!(matches!(
+            normalize_payload(br#"{"name":"a","age":"x"}"#, &rules),
+            Err(Error::SchemaViolation(v)) if v.len() == 1 && v[0].instance_path == "/age"
+        ));
+        assert!(normalize_payload(br#"{"name":"a","age":3}"#, &rules).is_ok());
+    }
+
+    #[test]
     fn record_bodies_are_the_json_the_api_documents() {
         let created = Timestamp(1_700_000_000_000_001);
         let updated = Timestamp(1_700_000_100_000_000);
         let a = RecordId::generate(created);
         let b = RecordId::generate(updated);
-        let payload =
-            normalize_payload(br#"{"name":"J\u00fcrgen","n":[1,2.5,null]}"#, &[]).unwrap();
+        let payload = normalize_payload(
+            br#"{"name":"J\u00fcrgen","n":[1,2.5,null]}"#,
+            &PayloadRules::default(),
+        )
+        .unwrap();
         let expected = |id: RecordId| {
             serde_json::json!({
                 "id": id.to_string(),

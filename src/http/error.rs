@@ -8,6 +8,7 @@ use serde::Serialize;
 use warp::reply::Response;
 
 use crate::domain::error::{Error, GoneReason, Missing};
+use crate::domain::schema::Violation;
 use crate::store::Permission;
 
 /// Why a request was refused or failed: a service's error, or a refusal of the HTTP layer
@@ -69,6 +70,8 @@ fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
     match err {
         InvalidJson(_) | InvalidRecordJson(_) => (StatusCode::BAD_REQUEST, "invalid_json"),
         MissingRequiredField(_) => (StatusCode::BAD_REQUEST, "missing_required_field"),
+        SchemaViolation(_) => (StatusCode::BAD_REQUEST, "schema_violation"),
+        InvalidSchema(_) => (StatusCode::BAD_REQUEST, "invalid_schema"),
         PayloadNotObject => (StatusCode::BAD_REQUEST, "missing_required_field"),
         InvalidRecordId(_) => (StatusCode::BAD_REQUEST, "invalid_record_id"),
         InvalidParameter { .. } => (StatusCode::BAD_REQUEST, "invalid_parameter"),
@@ -177,16 +180,29 @@ struct Detail<'a> {
     request_id: &'a str,
     /// A refused batch's bad records.
     #[serde(skip_serializing_if = "Option::is_none")]
-    records: Option<Vec<RecordDetail>>,
+    records: Option<Vec<RecordDetail<'a>>>,
+    /// A payload's schema violations (`schema_violation`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    errors: Option<&'a [Violation]>,
 }
 
 /// One bad record of a refused batch: where it is, and the code and message a single create
 /// of it would have had.
 #[derive(Serialize)]
-struct RecordDetail {
+struct RecordDetail<'a> {
     index: usize,
     code: &'static str,
     message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    errors: Option<&'a [Violation]>,
+}
+
+/// The violations of a `schema_violation`, which its error body lists.
+fn violations(err: &Error) -> Option<&[Violation]> {
+    match err {
+        Error::SchemaViolation(violations) => Some(violations),
+        _ => None,
+    }
 }
 
 /// The response for an error. Server-side failures are logged here with their cause, which
@@ -215,9 +231,14 @@ pub fn response(err: &HttpError, request_id: &str) -> Response {
                                 index: refusal.index,
                                 code: service_code(&refusal.error),
                                 message: refusal.error.to_string(),
+                                errors: violations(&refusal.error),
                             })
                             .collect(),
                     ),
+                    _ => None,
+                },
+                errors: match err {
+                    HttpError::Service(err) => violations(err),
                     _ => None,
                 },
             },

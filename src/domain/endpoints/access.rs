@@ -16,6 +16,8 @@ use super::Endpoints;
 use crate::core::clock::Timestamp;
 use crate::core::crypto::secret_hash;
 use crate::domain::error::{Error, Result};
+use crate::domain::records::PayloadRules;
+use crate::domain::schema::PayloadSchema;
 use crate::store::{
     ApiKeyRow, EndpointRow, Environment, KeyHolder, Partition, Permission, ReadTx, Store,
 };
@@ -29,6 +31,18 @@ pub struct DataAccess {
     /// Who holds the key, as the request log keeps it.
     pub holder: KeyHolder,
     pub partition: Partition,
+    /// The endpoint's schema, compiled.
+    pub schema: Option<Arc<PayloadSchema>>,
+}
+
+impl DataAccess {
+    /// What a payload written with this access must be.
+    pub fn payload_rules(&self) -> PayloadRules<'_> {
+        PayloadRules {
+            required_fields: &self.endpoint.required_fields,
+            schema: self.schema.as_deref(),
+        }
+    }
 }
 
 /// Who holds `key`: a collaborator, or the owner (the endpoint's default keys).
@@ -45,6 +59,8 @@ struct CachedKey {
     /// `None` for the owner's default keys, which may do everything.
     permissions: Option<Vec<Permission>>,
     suspended: bool,
+    /// The endpoint's schema, compiled once for as long as the entry is cached.
+    schema: Option<Arc<PayloadSchema>>,
 }
 
 impl CachedKey {
@@ -82,6 +98,7 @@ impl CachedKey {
             key_id: self.key.key_id.clone(),
             holder: holder_of(&self.key),
             endpoint: endpoint.clone(),
+            schema: self.schema.clone(),
         })
     }
 }
@@ -286,10 +303,12 @@ fn resolve_key_in(snapshot: &dyn ReadTx, hash: &[u8; 32]) -> Result<Option<Cache
             (Some(collaborator.permissions), suspended)
         }
     };
+    let schema = super::compiled_schema(&endpoint);
     Ok(Some(CachedKey {
         key,
         endpoint: Arc::new(endpoint),
         permissions,
         suspended,
+        schema,
     }))
 }

@@ -23,6 +23,7 @@ use crate::core::text::fold_case;
 use crate::domain::audit;
 use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
+use crate::domain::schema::PayloadSchema;
 use crate::domain::webhooks;
 use crate::store::{
     AccountRow, CollaboratorRow, EndpointRow, Environment, IdKind, KeyHolder, Partition,
@@ -44,6 +45,8 @@ pub struct EndpointView {
     pub name: String,
     pub description: Option<String>,
     pub required_fields: Vec<String>,
+    /// The JSON Schema payloads must match, or `null`.
+    pub schema: Option<serde_json::Value>,
     pub active: bool,
     /// `sandbox` or `production` (deployed).
     pub environment: Environment,
@@ -100,6 +103,9 @@ pub struct NewEndpoint {
     pub description: Option<String>,
     #[serde(default)]
     pub required_fields: Vec<String>,
+    /// A JSON Schema (draft 2020-12) payloads must match.
+    #[serde(default)]
+    pub schema: Option<serde_json::Value>,
 }
 
 /// Body of `PATCH /api/v1/manage/endpoints/{slug}`: only the fields present change;
@@ -111,6 +117,9 @@ pub struct EndpointPatch {
     #[serde(default, deserialize_with = "present")]
     pub description: Option<Option<String>>,
     pub required_fields: Option<Vec<String>>,
+    /// `null` removes the schema.
+    #[serde(default, deserialize_with = "present")]
+    pub schema: Option<Option<serde_json::Value>>,
     pub active: Option<bool>,
     /// `null` returns to the server-wide `[usage] monthly_quota`.
     #[serde(default, deserialize_with = "present")]
@@ -152,6 +161,7 @@ impl Endpoints {
         let name = valid_name(&new.name)?;
         let description = valid_description(new.description)?;
         let required_fields = valid_required_fields(new.required_fields)?;
+        let schema = new.schema.as_ref().map(valid_schema).transpose()?;
         let keys = NewKeys::generate(&self.sealer);
         let template = EndpointRow {
             id: 0,
@@ -159,6 +169,7 @@ impl Endpoints {
             name,
             description,
             required_fields,
+            schema,
             active: true,
             deployed: false,
             deployed_at: None,
@@ -254,6 +265,10 @@ impl Endpoints {
             .required_fields
             .map(valid_required_fields)
             .transpose()?;
+        let schema = patch
+            .schema
+            .map(|schema| schema.as_ref().map(valid_schema).transpose())
+            .transpose()?;
         if patch.monthly_quota == Some(Some(0)) {
             return Err(Error::InvalidRequest(
                 "`monthly_quota` must be at least 1, or null for the server default.".into(),
@@ -274,6 +289,10 @@ impl Endpoints {
             if let Some(fields) = &required_fields {
                 changed.insert("required_fields".into(), fields.clone().into());
                 row.required_fields = fields.clone();
+            }
+            if let Some(schema) = &schema {
+                changed.insert("schema".into(), schema_digest(schema.as_deref()));
+                row.schema = schema.clone();
             }
             if let Some(active) = patch.active {
                 changed.insert("active".into(), active.into());
@@ -363,6 +382,7 @@ impl Endpoints {
                 Membership::Owner => KeyHolder::Owner,
                 Membership::Collaborator(_) => KeyHolder::Collaborator(account.id),
             },
+            schema: compiled_schema(&row),
             endpoint: Arc::new(row),
         })
     }
@@ -447,6 +467,12 @@ impl Endpoints {
             name: row.name,
             description: row.description,
             required_fields: row.required_fields,
+            schema: row
+                .schema
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|e| Error::Internal(format!("a stored schema is not JSON: {e}")))?,
             active: row.active,
             environment: if row.deployed {
                 Environment::Production
@@ -526,6 +552,30 @@ fn valid_description(description: Option<String>) -> Result<Option<String>> {
         )),
         Some(d) if d.trim().is_empty() => Ok(None),
         other => Ok(other),
+    }
+}
+
+/// The endpoint's schema, compiled.
+fn compiled_schema(row: &EndpointRow) -> Option<Arc<PayloadSchema>> {
+    row.schema
+        .as_deref()
+        .map(|text| Arc::new(PayloadSchema::from_stored(text)))
+}
+
+/// The schema's text as stored, once it is found usable (400 `invalid_schema` otherwise).
+fn valid_schema(schema: &serde_json::Value) -> Result<String> {
+    PayloadSchema::parse(schema).map(|(_, text)| text)
+}
+
+/// What the audit log keeps of a schema: its size and digest, not its text (which may be
+/// large, and which the endpoint shows).
+fn schema_digest(schema: Option<&str>) -> serde_json::Value {
+    match schema {
+        Some(text) => serde_json::json!({
+            "bytes": text.len(),
+            "sha256": crate::domain::records::hex(&crate::core::crypto::sha256(text.as_bytes())),
+        }),
+        None => serde_json::Value::Null,
     }
 }
 

@@ -352,6 +352,7 @@ mod tests {
                 name: name.into(),
                 description: None,
                 required_fields: Vec::new(),
+                schema: None,
             };
             let view = self.endpoints.create(&owner, new).unwrap();
             self.endpoints.id_for_slug(&view.slug).unwrap().unwrap()

@@ -117,7 +117,7 @@ pub async fn batch(
     let stamp = app.in_flight.stamp(app.handles.clock.as_ref());
     let body = read_body(req, batch::MAX_BODY_BYTES).await?;
     let hooks = hooks(app, req, &access, stamp.at)?;
-    let payloads = batch::parse(&body, format, &access.endpoint.required_fields)?;
+    let payloads = batch::parse(&body, format, &access.payload_rules())?;
     let accepted = batch::create(
         &app.ingest,
         &app.usage,

@@ -93,6 +93,7 @@ pub async fn create(app: &App, req: &mut Request) -> Outcome {
         name: form.text("name").to_string(),
         description: None,
         required_fields: Vec::new(),
+        schema: None,
     };
     let created = app.endpoints.create(&user.account, new)?;
     Ok(redirect(&format!(

@@ -15,6 +15,7 @@ pub(crate) fn endpoint(id: u64, slug: &str, owner_id: u64) -> EndpointRow {
         name: slug.into(),
         description: None,
         required_fields: vec![],
+        schema: None,
         active: true,
         deployed: false,
         deployed_at: None,

@@ -114,6 +114,10 @@ pub struct EndpointRow {
     pub name: String,
     pub description: Option<String>,
     pub required_fields: Vec<String>,
+    /// The JSON Schema payloads must match (draft 2020-12), as compact JSON text; checked
+    /// when saved (`domain::schema`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
     pub active: bool,
     pub deployed: bool,
     pub deployed_at: Option<Timestamp>,

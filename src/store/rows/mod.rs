@@ -138,7 +138,6 @@ mod base64_bytes_opt {
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
-        // Owned: inside an untagged enum (`StoredWebhookSettings`) the text may not borrow.
         match Option::<String>::deserialize(d)? {
             Some(text) => STANDARD
                 .decode(text)

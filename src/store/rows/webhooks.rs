@@ -149,7 +149,7 @@ impl SubscriptionRow {
 
 /// The owner's webhook settings of one endpoint in one environment: its subscriptions.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "StoredWebhookSettings")]
+#[serde(try_from = "StoredWebhookSettings")]
 pub struct WebhookSettingsRow {
     /// In id order.
     pub subscriptions: Vec<SubscriptionRow>,
@@ -196,56 +196,56 @@ impl WebhookSettingsRow {
 }
 
 /// The webhook settings as stored: the current layout, or the single owner webhook that
-/// versions before subscriptions kept (it becomes subscription 1).
+/// versions before subscriptions kept (it becomes subscription 1). One struct with the fields
+/// of both rather than an untagged enum: serde buffers an untagged enum's fields, and with
+/// serde_json's `arbitrary_precision` (which exact schema validation needs) a buffered
+/// number no longer reads as one.
 #[derive(Deserialize)]
-#[serde(untagged)]
-enum StoredWebhookSettings {
-    Current {
-        subscriptions: Vec<SubscriptionRow>,
-        next_subscription_id: u32,
-        #[serde(default)]
-        caller_recovery: Option<RecoveryRow>,
-    },
-    SingleWebhook {
-        url: String,
-        auth_header: Option<String>,
-        #[serde(default, with = "base64_bytes_opt")]
-        auth_value_sealed: Option<Vec<u8>>,
-        enabled: bool,
-        updated_at: Timestamp,
-    },
+struct StoredWebhookSettings {
+    // The current layout.
+    subscriptions: Option<Vec<SubscriptionRow>>,
+    next_subscription_id: Option<u32>,
+    #[serde(default)]
+    caller_recovery: Option<RecoveryRow>,
+    // The single webhook of before.
+    url: Option<String>,
+    auth_header: Option<String>,
+    #[serde(default, with = "base64_bytes_opt")]
+    auth_value_sealed: Option<Vec<u8>>,
+    enabled: Option<bool>,
+    updated_at: Option<Timestamp>,
 }
 
-impl From<StoredWebhookSettings> for WebhookSettingsRow {
-    fn from(stored: StoredWebhookSettings) -> Self {
-        match stored {
-            StoredWebhookSettings::Current {
+impl TryFrom<StoredWebhookSettings> for WebhookSettingsRow {
+    type Error = String;
+
+    fn try_from(stored: StoredWebhookSettings) -> Result<Self, String> {
+        if let Some(subscriptions) = stored.subscriptions {
+            let next_subscription_id = stored
+                .next_subscription_id
+                .ok_or("webhook settings without `next_subscription_id`")?;
+            return Ok(WebhookSettingsRow {
                 subscriptions,
                 next_subscription_id,
-                caller_recovery,
-            } => WebhookSettingsRow {
-                subscriptions,
-                next_subscription_id,
-                caller_recovery,
-            },
-            StoredWebhookSettings::SingleWebhook {
-                url,
-                auth_header,
-                auth_value_sealed,
-                enabled,
-                updated_at,
-            } => WebhookSettingsRow {
-                subscriptions: vec![SubscriptionRow {
-                    id: 1,
-                    auth_header,
-                    auth_value_sealed,
-                    enabled,
-                    ..SubscriptionRow::new(url, updated_at)
-                }],
-                next_subscription_id: 2,
-                caller_recovery: None,
-            },
+                caller_recovery: stored.caller_recovery,
+            });
         }
+        let (Some(url), Some(enabled), Some(updated_at)) =
+            (stored.url, stored.enabled, stored.updated_at)
+        else {
+            return Err("webhook settings with neither subscriptions nor a webhook".into());
+        };
+        Ok(WebhookSettingsRow {
+            subscriptions: vec![SubscriptionRow {
+                id: 1,
+                auth_header: stored.auth_header,
+                auth_value_sealed: stored.auth_value_sealed,
+                enabled,
+                ..SubscriptionRow::new(url, updated_at)
+            }],
+            next_subscription_id: 2,
+            caller_recovery: None,
+        })
     }
 }
 
