@@ -144,6 +144,74 @@ fn refused_forms_keep_the_input_and_say_why_beside_the_form() {
 }
 
 #[test]
+fn the_settings_form_sets_checks_and_removes_the_json_schema() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Orders", &[]);
+    let browser = Browser::start();
+    let owner = owner_session(&browser, &s);
+    let detail = format!("/dashboard/endpoints/{}", ep.slug);
+    let api = format!("/api/v1/manage/endpoints/{}", ep.slug);
+    let save = "form[action$='/settings'] button[type=submit]";
+    owner.goto(&detail);
+    assert_eq!(owner.value("#ep-schema"), "");
+
+    // Not JSON, then JSON that is no usable schema: the reason beside the form, the text kept,
+    // nothing saved.
+    for (typed, reason) in [
+        ("{\"type\": ", "not JSON"),
+        ("{\"type\": \"strng\"}", "strng"),
+    ] {
+        owner.paste("#ep-schema", typed);
+        owner.submit(save);
+        let error = owner.text("form[action$='/settings'] .error");
+        assert!(error.contains(reason), "{typed}: {error}");
+        assert_eq!(owner.value("#ep-schema"), typed);
+        assert_eq!(s.manage("GET", &api, None).json()["schema"], Value::Null);
+    }
+
+    // A schema saves, shows indented, and refuses payloads that break it.
+    owner.goto(&detail);
+    owner.paste(
+        "#ep-schema",
+        r#"{"type":"object","required":["email"],"properties":{"email":{"type":"string","format":"email"}}}"#,
+    );
+    owner.submit(save);
+    assert!(owner.text(".flash").contains("Changes saved"));
+    let schema = json!({ "type": "object", "required": ["email"],
+        "properties": { "email": { "type": "string", "format": "email" } } });
+    assert_eq!(s.manage("GET", &api, None).json()["schema"], schema);
+    assert_eq!(
+        owner.value("#ep-schema"),
+        serde_json::to_string_pretty(&schema).unwrap()
+    );
+    assert!(
+        owner
+            .text("dl.facts")
+            .contains("Set: payloads must match it")
+    );
+    let r = s.data(
+        "POST",
+        &format!("/api/v1/data/{}", ep.slug),
+        &ep.sandbox_key,
+        Some(&json!({ "email": "nope" })),
+    );
+    assert_eq!(
+        r.error_code().as_deref(),
+        Some("schema_violation"),
+        "{}",
+        r.describe()
+    );
+    owner.screenshot("settings-json-schema");
+
+    // An empty box removes it.
+    owner.paste("#ep-schema", "");
+    owner.submit(save);
+    assert!(owner.text(".flash").contains("Changes saved"));
+    assert_eq!(s.manage("GET", &api, None).json()["schema"], Value::Null);
+    owner.assert_clean();
+}
+
+#[test]
 fn webhook_settings_send_a_signed_test_event_and_keep_the_stored_auth_value() {
     let s = TestServer::start_with_config("[webhooks]\nallow_private_targets = true\n");
     let ep = s.create_endpoint("Orders", &[]);

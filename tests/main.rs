@@ -38,6 +38,7 @@ mod payload_fidelity;
 mod permissions;
 mod poll;
 mod reverse_proxy;
+mod schemas;
 mod search;
 mod security;
 mod stream;

@@ -1,5 +1,6 @@
 //! An endpoint's JSON Schema: checked when the owner saves it, compiled once per endpoint
-//! version, and matched against every payload a create, replace or batch stores.
+//! version, and matched against every payload a create, replace or batch stores; and the dry
+//! run that tries a schema on the newest stored records before the owner saves it.
 //!
 //! What is supported (docs/src/schemas.md says the same to users):
 //! - Draft 2020-12, every keyword of its core, applicator, validation, unevaluated and
@@ -14,10 +15,15 @@
 //!   `10.000000000000000000001`, and a 30-digit integer is compared exactly (serde_json's
 //!   `arbitrary_precision` keeps each number's text).
 
-use serde::Serialize;
+use std::ops::Bound;
+
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::domain::endpoints::Endpoints;
 use crate::domain::error::{Error, Result};
+use crate::store::records::ScanOrder;
+use crate::store::{AccountRow, Environment, Partition};
 
 /// The largest schema, as compact JSON text.
 pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
@@ -175,6 +181,107 @@ impl PayloadSchema {
             .map(|(_, violation)| violation)
             .collect())
     }
+}
+
+/// Body of `POST /api/v1/manage/endpoints/{slug}/schema/check`: a schema to try on the
+/// newest stored records before saving it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SchemaCheck {
+    pub schema: Value,
+    /// How many of the newest records to check: 1 to [`CHECK_LIMIT_MAX`], 1,000 if absent.
+    #[serde(default)]
+    pub limit: Option<usize>,
+    /// Whose records: the endpoint's current environment if absent (production once
+    /// deployed, sandbox before).
+    #[serde(default)]
+    pub environment: Option<Environment>,
+}
+
+/// The most records one check reads.
+pub const CHECK_LIMIT_MAX: usize = 10_000;
+pub const CHECK_LIMIT_DEFAULT: usize = 1_000;
+/// How many failing records a check's report shows, and how many violations of each.
+pub const CHECK_EXAMPLES: usize = 5;
+
+/// What a schema check found.
+#[derive(Debug, Serialize)]
+pub struct SchemaCheckReport {
+    pub environment: Environment,
+    /// Records read: the newest `limit`, or fewer if the environment holds fewer.
+    pub checked: usize,
+    /// How many of them the schema would refuse.
+    pub failed: usize,
+    /// The newest failing records (at most [`CHECK_EXAMPLES`]), each with its first
+    /// violations in document order.
+    pub examples: Vec<FailingRecord>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FailingRecord {
+    pub id: String,
+    pub errors: Vec<Violation>,
+}
+
+/// Checks `check.schema` against the newest stored records of `slug`, which `owner` owns.
+/// Changes nothing: saving a schema never touches stored records either.
+pub fn check_stored(
+    endpoints: &Endpoints,
+    owner: &AccountRow,
+    slug: &str,
+    check: SchemaCheck,
+) -> Result<SchemaCheckReport> {
+    let endpoint = endpoints.owned_row(owner, slug)?;
+    let limit = match check.limit {
+        None => CHECK_LIMIT_DEFAULT,
+        Some(n) if (1..=CHECK_LIMIT_MAX).contains(&n) => n,
+        Some(_) => {
+            return Err(Error::InvalidParameter {
+                name: "limit",
+                reason: format!("must be 1 to {CHECK_LIMIT_MAX}"),
+            });
+        }
+    };
+    let (schema, _) = PayloadSchema::parse(&check.schema)?;
+    let environment = check.environment.unwrap_or(if endpoint.deployed {
+        Environment::Production
+    } else {
+        Environment::Sandbox
+    });
+    let mut report = SchemaCheckReport {
+        environment,
+        checked: 0,
+        failed: 0,
+        examples: Vec::new(),
+    };
+    let mut failure = Ok(());
+    endpoints.handles.store.read()?.record_page(
+        Partition::new(endpoint.id, environment),
+        (Bound::Unbounded, Bound::Unbounded),
+        ScanOrder::NewestFirst,
+        limit,
+        &mut |record| {
+            report.checked += 1;
+            match schema.violations(record.payload) {
+                Ok(violations) if violations.is_empty() => {}
+                Ok(mut violations) => {
+                    report.failed += 1;
+                    if report.examples.len() < CHECK_EXAMPLES {
+                        violations.truncate(CHECK_EXAMPLES);
+                        report.examples.push(FailingRecord {
+                            id: record.id.to_string(),
+                            errors: violations,
+                        });
+                    }
+                }
+                Err(e) if failure.is_ok() => failure = Err(e),
+                Err(_) => {}
+            }
+            Ok(())
+        },
+    )?;
+    failure?;
+    Ok(report)
 }
 
 /// Where `pointer` is in `document`, as the index of each step within its object (in the

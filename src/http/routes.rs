@@ -136,6 +136,7 @@ routes! {
     ListRequests: Get "/api/v1/manage/endpoints/{slug}/requests" "listRequests";
     ListAudit: Get "/api/v1/manage/endpoints/{slug}/audit" "listAudit";
     GetUsage: Get "/api/v1/manage/endpoints/{slug}/usage" "getUsage";
+    CheckSchema: Post "/api/v1/manage/endpoints/{slug}/schema/check" "checkSchema";
     // Collaborators and invitations.
     ListInvitations: Get "/api/v1/manage/endpoints/{slug}/invitations" "listInvitations";
     CreateInvitation: Post "/api/v1/manage/endpoints/{slug}/invitations" "createInvitation";

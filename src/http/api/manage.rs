@@ -11,6 +11,7 @@ use crate::domain::deploy;
 use crate::domain::endpoint_deletion;
 use crate::domain::error::Result as ServiceResult;
 use crate::domain::error::{Error, Missing};
+use crate::domain::schema;
 use crate::domain::sessions;
 use crate::domain::usage;
 use crate::http::app::App;
@@ -284,6 +285,15 @@ pub fn audit_log(app: &App, req: &Request, slug: &str) -> Result<Response> {
         StatusCode::OK,
         &serde_json::json!({ "data": data }),
     ))
+}
+
+/// `POST /api/v1/manage/endpoints/{slug}/schema/check`: a schema tried on the newest stored
+/// records, before the owner saves it.
+pub async fn check_schema(app: &App, req: &mut Request, slug: &str) -> Result<Response> {
+    let owner = caller(app, req)?;
+    let check = body(req).await?;
+    let report = schema::check_stored(&app.endpoints, &owner, slug, check)?;
+    Ok(reply::json(StatusCode::OK, &report))
 }
 
 /// `GET /api/v1/manage/endpoints/{slug}/usage`.

@@ -87,6 +87,7 @@ pub(super) async fn dispatch(
         Route::ListRequests => manage::requests(app, req, path.slug),
         Route::ListAudit => manage::audit_log(app, req, path.slug),
         Route::GetUsage => manage::usage(app, req, path.slug),
+        Route::CheckSchema => manage::check_schema(app, req, path.slug).await,
         Route::ListInvitations | Route::CreateInvitation => {
             manage::invitations(app, req, path.slug).await
         }

@@ -12,6 +12,7 @@ use crate::domain::api_keys::Holder;
 use crate::domain::deploy::{self, Note};
 use crate::domain::endpoint_deletion;
 use crate::domain::endpoints::{EndpointPatch, EndpointView, NewEndpoint};
+use crate::domain::error::Error;
 use crate::domain::webhooks::secrets::{self, SecretView};
 use crate::http::app::App;
 use crate::http::request::Request;
@@ -113,6 +114,8 @@ struct DetailPage {
     secret: Option<SecretView>,
     /// The required fields as the settings form shows them, one per line.
     required_fields_text: String,
+    /// The JSON Schema as the settings form shows it, indented; empty without one.
+    schema_text: String,
 }
 
 /// `GET /dashboard/endpoints/{slug}` (Sandbox tab) and `…/production` (Production tab).
@@ -145,6 +148,12 @@ pub fn detail(app: &App, req: &Request, slug: &str, environment: Environment) ->
     let page = DetailPage {
         layout: user.layout(app, head.ep.name.clone(), "endpoints", req),
         required_fields_text: head.ep.required_fields.join("\n"),
+        schema_text: head
+            .ep
+            .schema
+            .as_ref()
+            .and_then(|schema| serde_json::to_string_pretty(schema).ok())
+            .unwrap_or_default(),
         environment: environment.as_str(),
         key,
         secret,
@@ -162,7 +171,18 @@ fn field_list(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// `POST …/settings`: name, description and required fields (owner).
+/// The schema as typed in the settings form: none when the box is empty.
+fn typed_schema(text: &str) -> Result<Option<serde_json::Value>, Error> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(text)
+        .map(Some)
+        .map_err(|e| Error::InvalidSchema(format!("it is not JSON ({e})")))
+}
+
+/// `POST …/settings`: name, description, required fields and schema (owner).
 pub async fn save_settings(app: &App, req: &mut Request, slug: &str) -> Outcome {
     let user = signed_in(app, req)?;
     let form = user_form(app, req, &user).await?;
@@ -171,6 +191,7 @@ pub async fn save_settings(app: &App, req: &mut Request, slug: &str) -> Outcome 
         name: Some(form.text("name").to_string()),
         description: Some((!description.is_empty()).then(|| description.to_string())),
         required_fields: Some(field_list(form.text("required_fields"))),
+        schema: Some(typed_schema(form.text("schema"))?),
         ..EndpointPatch::default()
     };
     app.endpoints.update(&user.account, slug, patch)?;

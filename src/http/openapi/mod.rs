@@ -433,7 +433,10 @@ impl Operation {
         }
         if let Some(body) = &self.body {
             match body.kind {
-                BodyKind::Payload => add(400, &["invalid_json", "missing_required_field"]),
+                BodyKind::Payload => add(
+                    400,
+                    &["invalid_json", "missing_required_field", "schema_violation"],
+                ),
                 BodyKind::Batch => {
                     add(
                         400,

@@ -3,10 +3,11 @@
 use serde_json::{Value, json};
 
 use super::{
-    CREATED_AT, collaborator_example, cursor, endpoint_example, environment_query,
+    CREATED_AT, RECORD_ID, collaborator_example, cursor, endpoint_example, environment_query,
     invitation_example, limit, query,
 };
 use crate::domain::endpoints::{MAX_FIELD_NAME_CHARS, MAX_NAME_CHARS, MAX_REQUIRED_FIELDS};
+use crate::domain::schema::{CHECK_EXAMPLES, CHECK_LIMIT_DEFAULT, CHECK_LIMIT_MAX};
 use crate::http::openapi::{Access, BodyKind, Operation, Who, schema_ref};
 use crate::http::routes::Route;
 use crate::workers::request_log;
@@ -44,6 +45,7 @@ pub(super) fn endpoint_operations() -> Vec<Operation> {
                 json!({ "name": "Orders", "required_fields": ["email"] }),
             )
             .ok(201, "Created, with its keys.", schema_ref("Endpoint"), endpoint_example())
+            .error(400, &["invalid_schema"])
             .error(409, &["endpoint_name_taken"])
             .link("GetEndpoint", "getEndpoint", json!({ "slug": "$response.body#/slug" })),
         op(Route::GetEndpoint, Who::Member)
@@ -53,9 +55,11 @@ pub(super) fn endpoint_operations() -> Vec<Operation> {
             .summary(
                 "Change an endpoint",
                 "Only the fields sent change; `description: null` clears it, `monthly_quota: \
-                 null` returns to the server default, `active: false` refuses data calls. \
-                 `name`, `required_fields` or `active` sent as `null` leave that field \
-                 unchanged.",
+                 null` returns to the server default, `active: false` refuses data calls, \
+                 `schema: null` removes the schema (a new schema applies to writes from the \
+                 next one on and never touches stored records: try it first with \
+                 `POST …/schema/check`). `name`, `required_fields` or `active` sent as `null` \
+                 leave that field unchanged.",
             )
             .body(
                 BodyKind::Json,
@@ -63,7 +67,35 @@ pub(super) fn endpoint_operations() -> Vec<Operation> {
                 json!({ "description": "Web shop orders", "monthly_quota": 100000 }),
             )
             .ok(200, "The endpoint.", schema_ref("Endpoint"), endpoint_example())
+            .error(400, &["invalid_schema"])
             .error(409, &["endpoint_name_taken"]),
+        op(Route::CheckSchema, Who::Owner)
+            .summary(
+                "Try a schema on stored records",
+                format!(
+                    "A dry run before saving a schema: how many of the newest `limit` records \
+                     (1 to {CHECK_LIMIT_MAX}, default {CHECK_LIMIT_DEFAULT}) of `environment` \
+                     (default: the endpoint's current one) it would refuse, with the newest \
+                     {CHECK_EXAMPLES} failing ones and their first violations. Changes nothing."
+                ),
+            )
+            .body(
+                BodyKind::Json,
+                schema_ref("SchemaCheckRequest"),
+                json!({ "schema": { "type": "object", "required": ["email"],
+                    "properties": { "email": { "type": "string", "format": "email" } } },
+                    "limit": 1000 }),
+            )
+            .ok(
+                200,
+                "What the schema would refuse.",
+                schema_ref("SchemaCheckReport"),
+                json!({ "environment": "production", "checked": 1000, "failed": 1,
+                    "examples": [{ "id": RECORD_ID,
+                        "errors": [{ "instance_path": "/email", "keyword": "format",
+                            "message": "value is not a \"email\"" }] }] }),
+            )
+            .error(400, &["invalid_schema", "invalid_parameter"]),
         op(Route::DeleteEndpoint, Who::Owner)
             .summary(
                 "Delete an endpoint",

@@ -6,6 +6,9 @@ use serde_json::{Value, json};
 mod webhooks;
 
 use super::{schema_ref, thousands};
+use crate::domain::schema::{
+    CHECK_EXAMPLES, CHECK_LIMIT_DEFAULT, CHECK_LIMIT_MAX, MAX_SCHEMA_BYTES, MAX_VIOLATIONS,
+};
 use crate::http::request::MAX_DATA_BODY;
 use webhooks::webhook_schemas;
 pub use webhooks::webhooks;
@@ -78,6 +81,31 @@ fn page_of(item: &str) -> Value {
         }),
         &["data", "pagination"],
     )
+}
+
+/// The `errors` of a `schema_violation`.
+fn schema_violations() -> Value {
+    json!({
+        "type": "array",
+        "maxItems": MAX_VIOLATIONS,
+        "description": format!("`schema_violation` only: the first {MAX_VIOLATIONS} violations, in document order."),
+        "items": schema_ref("SchemaViolation"),
+    })
+}
+
+/// An endpoint's JSON Schema setting, of one of these JSON types.
+fn endpoint_schema(types: &[&str]) -> Value {
+    json!({
+        "type": types,
+        "description": format!(
+            "A JSON Schema (draft 2020-12) every payload must match, after `required_fields`; \
+             at most {} bytes as compact JSON. `$ref` only inside the schema; `format` is \
+             asserted; `pattern` is a linear-time regular expression (no look-around or \
+             back-references); numbers are compared exactly as written. Changing it never \
+             touches stored records.",
+            thousands(MAX_SCHEMA_BYTES)
+        ),
+    })
 }
 
 fn permissions() -> Value {
@@ -227,12 +255,19 @@ fn data_schemas() -> Value {
                 "description": "`batch_invalid` only: each refused record of the batch.",
                 "items": schema_ref("RecordRefusal"),
             },
+            "errors": schema_violations(),
         }), &["code", "message", "request_id"]),
         "RecordRefusal": object(json!({
             "index": { "type": "integer", "minimum": 0, "description": "The record's place in the batch, from 0; blank NDJSON lines are not counted." },
             "code": { "type": "string", "description": "The code a single create of this record would have had." },
             "message": { "type": "string" },
+            "errors": schema_violations(),
         }), &["index", "code", "message"]),
+        "SchemaViolation": object(json!({
+            "instance_path": { "type": "string", "description": "Where in the payload, as a JSON Pointer (`\"\"` for the whole payload)." },
+            "keyword": { "type": "string", "description": "The schema keyword the payload breaks (`type`, `required`, `maximum`, …)." },
+            "message": { "type": "string", "description": "What is wrong, in words; never quotes the payload's values." },
+        }), &["instance_path", "keyword", "message"]),
         "RecordId": {
             "type": "string",
             "pattern": "^rec_[0-9a-hjkmnp-tv-z]{26}$",
@@ -326,6 +361,7 @@ fn management_schemas() -> Value {
             "name": string(),
             "description": nullable(string()),
             "required_fields": { "type": "array", "items": string() },
+            "schema": endpoint_schema(&["object", "boolean", "null"]),
             "active": { "type": "boolean" },
             "environment": schema_ref("Environment"),
             "deployed": { "type": "boolean" },
@@ -337,7 +373,7 @@ fn management_schemas() -> Value {
             "permissions": permissions(),
             "sandbox_key": { "type": "string", "pattern": "^tm_test_" },
             "production_key": nullable(json!({ "type": "string", "pattern": "^tm_live_" })),
-        }), &["slug", "name", "description", "required_fields", "active", "environment",
+        }), &["slug", "name", "description", "required_fields", "schema", "active", "environment",
               "deployed", "deployed_at", "deploy_request", "monthly_quota", "created_at", "role",
               "permissions", "sandbox_key", "production_key"]),
         "Account": object(json!({
@@ -508,14 +544,41 @@ fn request_schemas() -> Value {
             "name": string(),
             "description": nullable_string(),
             "required_fields": { "type": "array", "items": string() },
+            "schema": endpoint_schema(&["object", "boolean"]),
         }), &["name"]),
         "EndpointPatchRequest": closed(json!({
             "name": nullable_string(),
             "description": nullable_string(),
             "required_fields": { "type": ["array", "null"], "items": string() },
+            "schema": endpoint_schema(&["object", "boolean", "null"]),
             "active": { "type": ["boolean", "null"] },
             "monthly_quota": { "type": ["integer", "null"], "minimum": 1 },
         }), &[]),
+        "SchemaCheckRequest": closed(json!({
+            "schema": endpoint_schema(&["object", "boolean"]),
+            "limit": { "type": "integer", "minimum": 1, "maximum": CHECK_LIMIT_MAX, "default": CHECK_LIMIT_DEFAULT },
+            "environment": schema_ref("Environment"),
+        }), &["schema"]),
+        "SchemaCheckReport": object(json!({
+            "environment": schema_ref("Environment"),
+            "checked": { "type": "integer", "minimum": 0, "description": "Records read: the newest `limit`, or fewer." },
+            "failed": { "type": "integer", "minimum": 0, "description": "How many of them the schema would refuse." },
+            "examples": {
+                "type": "array",
+                "maxItems": CHECK_EXAMPLES,
+                "description": format!("The newest failing records, at most {CHECK_EXAMPLES}."),
+                "items": schema_ref("FailingRecord"),
+            },
+        }), &["environment", "checked", "failed", "examples"]),
+        "FailingRecord": object(json!({
+            "id": schema_ref("RecordId"),
+            "errors": {
+                "type": "array",
+                "maxItems": CHECK_EXAMPLES,
+                "description": format!("Its first {CHECK_EXAMPLES} violations, in document order."),
+                "items": schema_ref("SchemaViolation"),
+            },
+        }), &["id", "errors"]),
         "DeployNoteRequest": closed(json!({ "note": nullable_string() }), &[]),
         "InvitationRequest": closed(json!({ "email": string(), "permissions": permissions_list() }),
                                     &["email", "permissions"]),
