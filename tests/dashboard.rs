@@ -742,6 +742,36 @@ fn the_delivery_log_shows_every_attempt_and_redelivers() {
     );
 }
 
+/// With a JSON Schema, the API Reference shows it as the body of the writes and as the
+/// payload of the records the reads answer.
+#[test]
+fn the_api_test_page_shows_the_endpoint_schema() {
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Orders", &[]);
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": { "shipping_address": { "$ref": "#/$defs/address" } },
+        "$defs": { "address": { "type": "object", "properties": { "postcode": { "type": "string" } } } }
+    });
+    let r = s.manage(
+        "PATCH",
+        &format!("/api/v1/manage/endpoints/{}", ep.slug),
+        Some(&serde_json::json!({ "schema": schema })),
+    );
+    assert_eq!(r.status, 200, "{}", r.describe());
+    let mut owner = Visitor::new(s.base_url(), &s.agent);
+    login(&mut owner, OWNER_EMAIL, &s.password);
+    let page = owner.get(&format!("/dashboard/endpoints/{}/test", ep.slug));
+    assert_eq!(page.status, 200, "{}", page.describe());
+    let html = page.text().replace("&#34;", "\"").replace("&quot;", "\"");
+    // Pretty-printed as the owner wrote it (its `$defs` inline, not component references):
+    // in the bodies of create and replace, and under the five reads' responses.
+    let property = "\"shipping_address\": {";
+    assert_eq!(html.matches(property).count(), 2 + 5, "{html}");
+    assert!(html.contains("\"postcode\""), "{html}");
+    assert!(!html.contains("Payload_address"), "{html}");
+}
+
 #[test]
 fn the_api_test_page_is_for_members_and_takes_only_sandbox_keys_of_its_endpoint() {
     let s = TestServer::start();

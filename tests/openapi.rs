@@ -11,7 +11,7 @@ use std::process::Command;
 use common::{TestServer, assert_status};
 use intake::http::openapi::{self, examples};
 use intake::http::routes::{Resolved, Route};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// Every path template of the route table (`intake::http::routes`), once.
 fn route_templates() -> Vec<&'static str> {
@@ -98,6 +98,7 @@ fn every_body_is_a_named_schema_a_generator_can_map() {
         name: "Orders",
         description: None,
         required_fields: &fields,
+        schema: None,
     };
     let whole = openapi::document("http://127.0.0.1:8080");
     let own = openapi::endpoint_document("http://127.0.0.1:8080", &endpoint);
@@ -393,6 +394,106 @@ fn served_documents_are_valid_and_every_code_sample_runs() {
     }
 }
 
+/// The operation `id` of a document.
+fn operation<'a>(doc: &'a Value, id: &str) -> &'a Value {
+    doc["paths"]
+        .as_object()
+        .into_iter()
+        .flat_map(|paths| paths.values())
+        .flat_map(|item| item.as_object().into_iter().flat_map(|ops| ops.values()))
+        .find(|op| op["operationId"] == id)
+        .unwrap_or_else(|| panic!("no operation {id}"))
+}
+
+/// An endpoint's JSON Schema is the payload schema of its document: the body of the writes,
+/// the `payload` of the records the reads answer; its `$defs` are named components; every
+/// `$ref` resolves and the document stays valid OpenAPI 3.1.
+#[test]
+fn an_endpoint_schema_is_the_payload_schema_of_its_document() {
+    let server = TestServer::start();
+    let endpoint = server.create_endpoint("Orders", &["email"]);
+    let schema = json!({
+        "type": "object",
+        "required": ["customer"],
+        "properties": {
+            "customer": {
+                "type": "object",
+                "properties": { "name": { "type": "string" }, "vip": { "type": "boolean" } },
+                "required": ["name"]
+            },
+            "items": { "type": "array", "items": { "$ref": "#/$defs/item" } },
+            "email": { "$ref": "#/properties/customer/properties/name" }
+        },
+        "$defs": {
+            "item": { "type": "object", "properties": { "sku": { "type": "string" } } }
+        }
+    });
+    let r = server.manage(
+        "PATCH",
+        &format!("/api/v1/manage/endpoints/{}", endpoint.slug),
+        Some(&json!({ "schema": schema })),
+    );
+    assert_status(&r, 200);
+    let path = format!("/api/v1/data/{}/openapi.json", endpoint.slug);
+    let r = server.data("GET", &path, &endpoint.sandbox_key, None);
+    assert_status(&r, 200);
+    let doc = r.json();
+    validate_openapi(&doc);
+    assert_refs_resolve(&doc, &doc);
+
+    let payload_ref = json!({ "$ref": "#/components/schemas/WritePayload" });
+    let schemas = &doc["components"]["schemas"];
+    let payload = &schemas["WritePayload"];
+    assert_eq!(
+        payload["properties"]["customer"],
+        schema["properties"]["customer"]
+    );
+    assert_eq!(payload["required"], json!(["customer", "email"]));
+    assert_eq!(
+        payload["properties"]["items"]["items"]["$ref"],
+        "#/components/schemas/Payload_item"
+    );
+    assert_eq!(
+        payload["properties"]["email"]["$ref"],
+        "#/components/schemas/WritePayload/properties/customer/properties/name"
+    );
+    assert_eq!(schemas["Payload_item"], schema["$defs"]["item"]);
+    for id in ["createRecord", "replaceRecord"] {
+        let body = &operation(&doc, id)["requestBody"]["content"]["application/json"];
+        assert_eq!(body["schema"], payload_ref, "{id}");
+    }
+    assert_eq!(schemas["BatchRecords"]["items"], payload_ref);
+
+    // Reads answer `Record`s (whole, in pages, in an export) whose payload is the schema.
+    assert_eq!(schemas["Record"]["properties"]["payload"], payload_ref);
+    assert!(
+        schemas.get("Payload").is_none(),
+        "the untyped payload is gone"
+    );
+    let answer = |id: &str| {
+        operation(&doc, id)["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+            .clone()
+    };
+    assert_eq!(answer("getRecord"), "#/components/schemas/Record");
+    assert_eq!(answer("exportRecords"), "#/components/schemas/RecordExport");
+    assert_eq!(answer("pollRecords"), "#/components/schemas/PollPage");
+    for page in ["RecordPage", "PollPage", "RecordExport"] {
+        let items = schemas[page]["items"]
+            .get("$ref")
+            .or_else(|| schemas[page]["properties"]["data"]["items"].get("$ref"));
+        assert_eq!(items, Some(&json!("#/components/schemas/Record")), "{page}");
+    }
+
+    // The whole API's document keeps any JSON.
+    let whole = server
+        .request("GET", "/api/v1/openapi.json", &[], None)
+        .json();
+    assert_eq!(
+        whole["components"]["schemas"]["Record"]["properties"]["payload"]["$ref"],
+        "#/components/schemas/Payload"
+    );
+}
+
 /// The committed snapshot of the served documents: the whole API's and one endpoint's.
 const SNAPSHOT: &str = "tests/fixtures/openapi.json";
 const ENDPOINT_SNAPSHOT: &str = "tests/fixtures/openapi-endpoint.json";
@@ -405,6 +506,7 @@ fn snapshot_endpoint_document() -> Value {
         name: "Orders",
         description: Some("Orders from the shop."),
         required_fields: &fields,
+        schema: None,
     };
     openapi::endpoint_document("http://127.0.0.1:8080", &endpoint)
 }

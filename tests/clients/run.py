@@ -10,7 +10,9 @@ a generator printing a warning fails the run, as it means a part of the API it c
 type (one warning excepted: openapi-python-client cannot type the batch operation's NDJSON
 body, and generates it with its JSON array body alone). Then it type-checks the walks (mypy --strict for `walk.py`, tsc --strict for
 `walk.ts`) against the clients of the whole document, and runs them with the endpoint's
-sandbox key.
+sandbox key. A third endpoint has a JSON Schema: `typed.py` and `typed.ts`, type-checked
+against the clients of its document, create a record with the payload types generated from
+the schema and read its typed properties back.
 
 The tools are pinned in tests/clients/requirements.txt (pip) and tests/clients/package.json
 (npm, installed into target/clients-node); this script checks that those versions are
@@ -55,6 +57,28 @@ PYTHON_NO_REPORTS = re.compile(
     r"^If you believe this was a mistake[^\n]*\n?",
     re.MULTILINE,
 )
+# The JSON Schema of the typed endpoint: its document's payload type is generated from it
+# (`typed.py` and `typed.ts` use its properties), a nested object and a `$defs` item included.
+TYPED_SCHEMA = {
+    "type": "object",
+    "required": ["customer"],
+    "properties": {
+        "email": {"type": "string"},
+        "customer": {
+            "type": "object",
+            "required": ["name"],
+            "properties": {"name": {"type": "string"}, "vip": {"type": "boolean"}},
+        },
+        "items": {"type": "array", "items": {"$ref": "#/$defs/item"}},
+    },
+    "$defs": {
+        "item": {
+            "type": "object",
+            "required": ["sku"],
+            "properties": {"sku": {"type": "string"}, "quantity": {"type": "integer"}},
+        },
+    },
+}
 # Poll holds records back for 60 s by default (docs/src/search-and-poll.md); the walks poll
 # records they have just created.
 CONFIG = '[poll]\nhold_back = "0s"\n'
@@ -157,9 +181,17 @@ def main():
             for language in ["Python", "TypeScript"]
         }
         own = walks["Python"]
+        typed = intake.create_endpoint("Typed", required_fields=["email"])
+        status, answer = intake.call(
+            "PATCH", f"/api/v1/manage/endpoints/{typed['slug']}", intake.token,
+            {"schema": TYPED_SCHEMA},
+        )
+        if status != 200:
+            raise SystemExit(f"PATCH the typed endpoint's schema: {status} {answer}")
         documents = {
             "whole": ("/api/v1/openapi.json", None),
             "endpoint": (f"/api/v1/data/{own['slug']}/openapi.json", own["sandbox_key"]),
+            "typed": (f"/api/v1/data/{typed['slug']}/openapi.json", typed["sandbox_key"]),
         }
         clients = {}
         for name, (path, token) in documents.items():
@@ -181,22 +213,32 @@ def main():
         walk_py = os.path.join(HERE, "walk.py")
         run("mypy --strict walk.py", [sys.executable, "-m", "mypy", "--strict", walk_py], tmp,
             python_env)
+        typed_python_dir, typed_typescript_dir = clients["typed"]
+        typed_python_env = dict(python_env, PYTHONPATH=typed_python_dir, MYPYPATH=typed_python_dir)
+        typed_py = os.path.join(HERE, "typed.py")
+        run("mypy --strict typed.py", [sys.executable, "-m", "mypy", "--strict", typed_py], tmp,
+            typed_python_env)
         # The walk sits beside the generated client it imports (`./client`).
         shutil.copy(os.path.join(HERE, "walk.ts"), typescript_dir)
+        shutil.copy(os.path.join(HERE, "typed.ts"), typed_typescript_dir)
         endpoint_client = os.path.join(clients["endpoint"][1], "client", "index.ts")
         run(
-            "tsc --strict walk.ts (and the endpoint document's client)",
+            "tsc --strict walk.ts typed.ts (and the endpoint document's client)",
             [os.path.join(NODE_BIN, "tsc"), "--strict", "--noEmitOnError", "--target", "es2022",
              "--module", "commonjs", "--esModuleInterop", "--lib", "es2022,dom", "--types", "node",
              "--typeRoots", os.path.join(NODE_DIR, "node_modules", "@types"),
              "--rootDir", tmp, "--outDir", os.path.join(tmp, "js"),
-             os.path.join(typescript_dir, "walk.ts"), endpoint_client],
+             os.path.join(typescript_dir, "walk.ts"), endpoint_client,
+             os.path.join(typed_typescript_dir, "typed.ts")],
             tmp,
         )
         walk_js = os.path.join(tmp, "js", os.path.relpath(typescript_dir, tmp), "walk.js")
+        typed_js = os.path.join(tmp, "js", os.path.relpath(typed_typescript_dir, tmp), "typed.js")
         for label, command, env, endpoint in [
             ("python walk.py", [sys.executable, walk_py], python_env, walks["Python"]),
             ("node walk.js", ["node", walk_js], None, walks["TypeScript"]),
+            ("python typed.py", [sys.executable, typed_py], typed_python_env, typed),
+            ("node typed.js", ["node", typed_js], None, typed),
         ]:
             arguments = [intake.base, endpoint["slug"], endpoint["sandbox_key"]]
             print(run(label, [*command, *arguments], tmp, env).strip())

@@ -28,15 +28,12 @@ pub fn document(app: &App) -> Response {
 /// `GET /api/v1/data/{slug}/openapi.json`.
 pub fn endpoint_document(app: &App, req: &Request, slug: &str) -> Result<Response> {
     let endpoint = readable_endpoint(app, req, slug)?;
-    let info = openapi::EndpointInfo {
-        slug: &endpoint.slug,
-        name: &endpoint.name,
-        description: endpoint.description.as_deref(),
-        required_fields: &endpoint.required_fields,
-    };
     Ok(reply::json(
         StatusCode::OK,
-        &openapi::endpoint_document(&app.config.public_url(), &info),
+        &openapi::endpoint_document(
+            &app.config.public_url(),
+            &openapi::EndpointInfo::of(&endpoint),
+        ),
     ))
 }
 

@@ -20,7 +20,7 @@ use super::page::{Failure, Layout, Outcome, render};
 use super::visitor::{signed_in, user_form};
 use crate::domain::error::Error;
 use crate::http::app::App;
-use crate::http::openapi::{self, DATA_TAG, EndpointInfo, examples};
+use crate::http::openapi::{self, DATA_TAG, EndpointInfo, WRITE_PAYLOAD, examples, schema_ref};
 use crate::http::request::Request;
 use crate::store::{Environment, Permission};
 
@@ -148,6 +148,9 @@ pub struct OperationView {
     /// The call form's initial body: the `application/json` example, as the page sends JSON.
     pub body_example: Option<String>,
     pub responses: Vec<ResponseView>,
+    /// A read's: the endpoint's JSON Schema, which the `payload` of the records it answers
+    /// follows.
+    pub record_payload_schema: Option<String>,
     pub samples: Vec<SampleView>,
     /// The permission a collaboration key needs for it.
     pub permission: &'static str,
@@ -183,6 +186,7 @@ pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
             name: &head.ep.name,
             description: head.ep.description.as_deref(),
             required_fields: &head.ep.required_fields,
+            schema: head.ep.schema.clone(),
         },
     );
     let page = TestPage {
@@ -196,14 +200,20 @@ pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
         script: assets::testpage_js_url(),
         key_placeholder: examples::KEY_PLACEHOLDER,
         record_id_placeholder: examples::RECORD_ID_PLACEHOLDER,
-        operations: operation_views(&document)?,
+        operations: operation_views(&document, head.ep.schema.as_ref())?,
         head,
     };
     render(&page)
 }
 
-/// The data operations of an endpoint's document, in the spec's order.
-fn operation_views(document: &Value) -> Result<Vec<OperationView>, Failure> {
+/// The data operations of an endpoint's document, in the spec's order; `payload_schema` is
+/// the endpoint's JSON Schema, shown as the owner wrote it where the document has it as the
+/// payload schema (there its `$defs` are component schemas of their own, which a card
+/// showing one schema would leave as bare references).
+fn operation_views(
+    document: &Value,
+    payload_schema: Option<&Value>,
+) -> Result<Vec<OperationView>, Failure> {
     let server = document["servers"][0]["url"].as_str().unwrap_or_default();
     let no_paths = serde_json::Map::new();
     let paths = document["paths"].as_object().unwrap_or(&no_paths);
@@ -215,8 +225,9 @@ fn operation_views(document: &Value) -> Result<Vec<OperationView>, Failure> {
                 .iter()
                 .find_map(|(path, item)| {
                     let operation = &item[op.method];
-                    (operation["operationId"] == op.id)
-                        .then(|| operation_view(document, server, path, op.method, operation))
+                    (operation["operationId"] == op.id).then(|| {
+                        operation_view(document, payload_schema, server, path, op.method, operation)
+                    })
                 })
                 .ok_or_else(|| {
                     Failure::from(Error::Internal(format!(
@@ -248,6 +259,7 @@ fn resolved<'a>(document: &'a Value, schema: &'a Value) -> &'a Value {
 
 fn operation_view(
     document: &Value,
+    payload_schema: Option<&Value>,
     server: &str,
     path: &str,
     method: &str,
@@ -276,11 +288,15 @@ fn operation_view(
     let content = op["requestBody"]["content"]
         .as_object()
         .unwrap_or(&no_content);
+    let write_payload = schema_ref(WRITE_PAYLOAD);
     let bodies: Vec<BodyView> = content
         .iter()
         .map(|(media_type, body)| BodyView {
             media_type: media_type.clone(),
-            schema: pretty(resolved(document, &body["schema"])),
+            schema: match payload_schema {
+                Some(schema) if body["schema"] == write_payload => pretty(schema),
+                _ => pretty(resolved(document, &body["schema"])),
+            },
             example: match &body["example"] {
                 Value::Null => None,
                 Value::String(text) => Some(text.clone()),
@@ -353,6 +369,9 @@ fn operation_view(
             .map(pretty),
         bodies,
         responses,
+        record_payload_schema: payload_schema
+            .filter(|_| permission == Permission::Read)
+            .map(pretty),
         samples,
     }
 }
@@ -467,9 +486,10 @@ mod tests {
                 name: "Orders",
                 description: None,
                 required_fields: &fields,
+                schema: None,
             },
         );
-        let views = operation_views(&document).unwrap_or_default();
+        let views = operation_views(&document, None).unwrap_or_default();
         let methods: Vec<&str> = views.iter().map(|v| v.method.as_str()).collect();
         assert_eq!(
             methods,

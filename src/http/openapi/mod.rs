@@ -8,8 +8,9 @@
 //! they are written once here ([`Operation::error_codes`]). From those declarations come:
 //!
 //! - [`document`]: the document served at `GET /api/v1/openapi.json`;
-//! - [`endpoint_document`]: one endpoint's data API, its slug and required fields filled in,
-//!   with code samples (`x-codeSamples`), served at `GET /api/v1/data/{slug}/openapi.json`;
+//! - [`endpoint_document`]: one endpoint's data API, its slug, required fields and JSON Schema
+//!   filled in, with code samples (`x-codeSamples`), served at
+//!   `GET /api/v1/data/{slug}/openapi.json`;
 //! - [`examples`]: curl, JavaScript and Python snippets for the seven data operations.
 //!
 //! `tests/openapi.rs` keeps the document true: it checks it against the route table, calls
@@ -18,6 +19,7 @@
 
 pub mod examples;
 mod operations;
+mod payload_schema;
 mod render;
 mod schemas;
 
@@ -28,7 +30,7 @@ use serde_json::{Map, Value, json};
 use crate::domain::batch;
 use crate::http::request::{MAX_DATA_BODY, MAX_MANAGE_BODY};
 use crate::http::routes::Route;
-use crate::store::Permission;
+use crate::store::{EndpointRow, Permission};
 
 pub use operations::all as operations;
 use render::operation_json;
@@ -498,11 +500,30 @@ pub struct EndpointInfo<'a> {
     pub name: &'a str,
     pub description: Option<&'a str>,
     pub required_fields: &'a [String],
+    /// The endpoint's JSON Schema, if it has one.
+    pub schema: Option<Value>,
+}
+
+impl<'a> EndpointInfo<'a> {
+    /// An endpoint's document as its row describes it (a stored schema that is not JSON is
+    /// left out: writes answer 500 then, and the document says "any JSON").
+    pub fn of(endpoint: &'a EndpointRow) -> EndpointInfo<'a> {
+        EndpointInfo {
+            slug: &endpoint.slug,
+            name: &endpoint.name,
+            description: endpoint.description.as_deref(),
+            required_fields: &endpoint.required_fields,
+            schema: endpoint
+                .schema
+                .as_deref()
+                .and_then(|text| serde_json::from_str(text).ok()),
+        }
+    }
 }
 
 /// One endpoint's data API: the seven data operations on its own paths (no `{slug}`), its
-/// payload schema with its required fields, and `x-codeSamples` (curl, JavaScript, Python)
-/// with a placeholder key and record id.
+/// payload schema (its JSON Schema if it has one, with its required fields), and
+/// `x-codeSamples` (curl, JavaScript, Python) with a placeholder key and record id.
 pub fn endpoint_document(base_url: &str, endpoint: &EndpointInfo) -> Value {
     let mut paths = Map::new();
     let context = examples::Context {
@@ -573,10 +594,29 @@ pub fn endpoint_document(base_url: &str, endpoint: &EndpointInfo) -> Value {
     });
     let all = std::mem::take(&mut document["components"]["schemas"]);
     let mut used = Map::new();
-    used.insert(
-        WRITE_PAYLOAD.into(),
-        schemas::payload(endpoint.required_fields),
-    );
+    match &endpoint.schema {
+        None => {
+            used.insert(
+                WRITE_PAYLOAD.into(),
+                schemas::payload(endpoint.required_fields),
+            );
+        }
+        Some(schema) => {
+            used.extend(payload_schema::components(
+                schema,
+                endpoint.required_fields,
+                WRITE_PAYLOAD,
+                &schemas::payload_storage(),
+            ));
+            // The records that reads answer carry this endpoint's payloads (the whole
+            // document's `Record` keeps any JSON).
+            if let Some(record) = all.get(RECORD) {
+                let mut record = record.clone();
+                record["properties"]["payload"] = schema_ref(WRITE_PAYLOAD);
+                used.insert(RECORD.into(), record);
+            }
+        }
+    }
     // A batch's records are this endpoint's payloads too.
     if let Some(batch) = all.get(BATCH_RECORDS) {
         let mut batch = batch.clone();
@@ -584,6 +624,7 @@ pub fn endpoint_document(base_url: &str, endpoint: &EndpointInfo) -> Value {
         used.insert(BATCH_RECORDS.into(), batch);
     }
     let mut pending = schema_refs(&document);
+    pending.extend(used.values().flat_map(schema_refs));
     while let Some(name) = pending.pop() {
         if used.contains_key(&name) {
             continue;
@@ -600,8 +641,10 @@ pub fn endpoint_document(base_url: &str, endpoint: &EndpointInfo) -> Value {
 }
 
 /// The body schema of the writes in an endpoint's own document: the payload with that
-/// endpoint's required fields.
-const WRITE_PAYLOAD: &str = "WritePayload";
+/// endpoint's required fields, or its JSON Schema (then also the payload of its records).
+pub const WRITE_PAYLOAD: &str = "WritePayload";
+/// A stored record, as reads answer it.
+const RECORD: &str = "Record";
 /// The array body of a batch: of `Payload`s in the whole document, of `WritePayload`s in an
 /// endpoint's.
 const BATCH_RECORDS: &str = "BatchRecords";

@@ -113,7 +113,7 @@ fn permissions() -> Value {
 }
 
 /// How a payload is stored (docs/src/data-api.md, "Payloads are stored as sent"; `records`).
-fn payload_storage() -> String {
+pub fn payload_storage() -> String {
     format!(
         "Stored and returned as sent, with one normalisation: whitespace between tokens is \
          removed, and strings are written with only the escapes JSON requires (`\\\"`, `\\\\` \
