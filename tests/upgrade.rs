@@ -345,6 +345,25 @@ fn events_after(s: &ServerClient, m: &Manifest, first: &str, count: usize) -> Ve
         .collect()
 }
 
+/// `value` with every number as the nearest f64: the manifests of releases whose tests read
+/// JSON numbers as f64 hold events that way (the payloads' exact text is compared through the
+/// record reads of `check_same_answers`).
+fn numbers_as_f64(value: &Value) -> Value {
+    match value {
+        Value::Number(n) => n
+            .as_f64()
+            .and_then(serde_json::Number::from_f64)
+            .map_or_else(|| value.clone(), Value::Number),
+        Value::Array(items) => Value::Array(items.iter().map(numbers_as_f64).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), numbers_as_f64(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Reading the fixture
 // ---------------------------------------------------------------------------
@@ -405,7 +424,8 @@ fn the_data_of_every_earlier_release_serves_the_same_answers_and_takes_new_write
         check_same_answers(&s, &m);
         let events = events_after(&s, &m, &m.first_event_id, m.events.len());
         assert_eq!(
-            events, m.events,
+            events.iter().map(numbers_as_f64).collect::<Vec<_>>(),
+            m.events.iter().map(numbers_as_f64).collect::<Vec<_>>(),
             "the change stream resumed from the fixture's first event"
         );
         if !on_postgres() {
@@ -422,13 +442,30 @@ fn the_data_of_every_earlier_release_serves_the_same_answers_and_takes_new_write
     }
 }
 
+/// Fields later builds add to the answers of earlier releases, as this build writes them for
+/// data an earlier release stored: additive changes, which clients ignore. Each is named here,
+/// with the change that added it, so that nothing else may differ by a byte.
+const ADDED_FIELDS: &[&str] = &[
+    // Endpoint objects: the JSON Schema (#41).
+    r#""schema":null,"#,
+];
+
+/// `now` without the [`ADDED_FIELDS`] that `release` lacks.
+fn without_added_fields(now: &str, release: &str) -> String {
+    ADDED_FIELDS
+        .iter()
+        .filter(|field| !release.contains(*field))
+        .fold(now.to_string(), |text, field| text.replace(field, ""))
+}
+
 /// Every answer of the fixture, then what each part of the data must still do.
 fn check_same_answers(s: &InProcessServer, m: &Manifest) {
     let mut differ = Vec::new();
     for answer in &m.answers {
         let r = get_as(s, m, answer.caller, &answer.path);
         let same = if (200..300).contains(&answer.status) {
-            r.status == answer.status && r.text() == answer.body
+            r.status == answer.status
+                && without_added_fields(&r.text(), &answer.body) == answer.body
         } else {
             // An error's body carries the request's own id.
             let code = |body: &str| {
