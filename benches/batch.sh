@@ -39,35 +39,8 @@ serve_env
 
 declare -A FIG=()
 
-# run NAME RECORDS_PER_REQUEST: a fresh server, the load, its figures in FIG[NAME.*]
-run() {
-  local name="$1" per="$2" figure
-  init_intake "$WORK/$name"
-  local port addr
-  port="$(free_port)"
-  addr="$HOST:$port"
-  start_server "intake-$name" "$port" 30 "${SERVE_ENV[@]}" "$INTAKE_BIN" serve \
-    --data-dir "$WORK/$name" --listen "$addr"
-  local pid="$SRV_PID" super="$SRV_SUPER" server_log="$SRV_LOG"
-  create_endpoint "$addr"
-  local url="http://$addr/api/v1/data/$SLUG"
-  probe "$name" "$url" "$SANDBOX_KEY"
-  post_load_cmd "$url" "$SANDBOX_KEY" "$THREADS" "$CONNECTIONS"
-  # POST_LOAD is `env VAR=... wrk ...`: BATCH joins its variables.
-  local load=("${POST_LOAD[0]}" "BATCH=$per" "${POST_LOAD[@]:1}")
-  log "$name: ${load[*]}"
-  run_bg "${load[@]}" >"$WORK/$name.wrk"
-  cat "$WORK/$name.wrk" >&2
-  stop_server "intake-$name" "$pid" "$super" 15
-  for figure in requests rps p50_ms p99_ms non2xx socket_errors body_bytes records_per_request; do
-    FIG[$name.$figure]="$(kv "$WORK/$name.wrk" "$figure")"
-  done
-  FIG[$name.records_s]="$(awk -v r="${FIG[$name.rps]}" -v n="$per" 'BEGIN { printf "%.0f", r * n }')"
-  FIG[$name.writer]="$(grep -o 'ingest writer stopped: .*' "$server_log" | sed 's/^ingest writer stopped: //' | tail -n 1 || true)"
-}
-
-run single 1
-run batch "$BATCH"
+post_load_run single 1
+post_load_run batch "$BATCH"
 
 machine_facts
 fig() { echo "${FIG[$1]:-}"; }

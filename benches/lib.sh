@@ -581,6 +581,38 @@ post_load_cmd() {
     wrk -t"$3" -c"$4" -d"$DURATION" --latency -s "$ROOT/benches/post.lua" "$1")
 }
 
+# post_load_run NAME RECORDS_PER_REQUEST [SETUP]: a fresh server and data dir under $WORK/NAME,
+# an endpoint, one probe, then `SETUP ADDR` if given (a function that changes the endpoint, e.g.
+# sets a schema), then the ingest load for DURATION (RECORDS_PER_REQUEST above 1: batches of
+# that many copies as NDJSON); its figures go to FIG[NAME.*] (requests rps p50_ms p99_ms non2xx
+# socket_errors body_bytes records_per_request records_s writer). The caller declares FIG.
+post_load_run() {
+  local name="$1" per="$2" setup="${3:-}" figure
+  init_intake "$WORK/$name"
+  local port addr
+  port="$(free_port)"
+  addr="$HOST:$port"
+  start_server "intake-$name" "$port" 30 "${SERVE_ENV[@]}" "$INTAKE_BIN" serve \
+    --data-dir "$WORK/$name" --listen "$addr"
+  local pid="$SRV_PID" super="$SRV_SUPER" server_log="$SRV_LOG"
+  create_endpoint "$addr"
+  local url="http://$addr/api/v1/data/$SLUG"
+  probe "$name" "$url" "$SANDBOX_KEY"
+  [ -z "$setup" ] || "$setup" "$addr"
+  post_load_cmd "$url" "$SANDBOX_KEY" "$THREADS" "$CONNECTIONS"
+  # POST_LOAD is `env VAR=... wrk ...`: BATCH joins its variables.
+  local load=("${POST_LOAD[0]}" "BATCH=$per" "${POST_LOAD[@]:1}")
+  log "$name: ${load[*]}"
+  run_bg "${load[@]}" >"$WORK/$name.wrk"
+  cat "$WORK/$name.wrk" >&2
+  stop_server "intake-$name" "$pid" "$super" 15
+  for figure in requests rps p50_ms p99_ms non2xx socket_errors body_bytes records_per_request; do
+    FIG[$name.$figure]="$(kv "$WORK/$name.wrk" "$figure")"
+  done
+  FIG[$name.records_s]="$(awk -v r="${FIG[$name.rps]}" -v n="$per" 'BEGIN { printf "%.0f", r * n }')"
+  FIG[$name.writer]="$(grep -o 'ingest writer stopped: .*' "$server_log" | sed 's/^ingest writer stopped: //' | tail -n 1 || true)"
+}
+
 # probe NAME URL KEY: one POST of a small record (KEY as the bearer key, none when empty);
 # dies unless the answer is 2xx
 probe() {
