@@ -144,7 +144,7 @@ fn refused_forms_keep_the_input_and_say_why_beside_the_form() {
 }
 
 #[test]
-fn the_settings_form_sets_checks_and_removes_the_json_schema() {
+fn the_settings_form_sets_the_json_schema_and_the_page_shows_the_retention_windows() {
     let s = TestServer::start();
     let ep = s.create_endpoint("Orders", &[]);
     let browser = Browser::start();
@@ -208,6 +208,33 @@ fn the_settings_form_sets_checks_and_removes_the_json_schema() {
     owner.submit(save);
     assert!(owner.text(".flash").contains("Changes saved"));
     assert_eq!(s.manage("GET", &api, None).json()["schema"], Value::Null);
+
+    // The retention windows in force are shown, each saying whether it is the server's.
+    let retention = owner.text("#retention");
+    assert!(
+        retention.contains("Sandbox records are kept 30d (server default)"),
+        "{retention}"
+    );
+    assert!(
+        retention.contains("production records 60d (server default)"),
+        "{retention}"
+    );
+    let r = s.manage(
+        "PATCH",
+        &api,
+        Some(&json!({ "retention": { "sandbox": "7d" } })),
+    );
+    assert_eq!(r.status, 200, "{}", r.describe());
+    owner.goto(&detail);
+    let retention = owner.text("#retention");
+    assert!(
+        retention.contains("Sandbox records are kept 7d,"),
+        "{retention}"
+    );
+    assert!(
+        retention.contains("production records 60d (server default)"),
+        "{retention}"
+    );
     owner.assert_clean();
 }
 

@@ -344,7 +344,12 @@ fn a_deletion_whose_purge_was_cut_short_is_purged_after_a_restart() {
     s.stopped(|handles, sealer| {
         let store = handles.store.as_ref();
         let owner = intake::domain::accounts::authenticate_token(store, &owner_token).unwrap();
-        let endpoints = Endpoints::new(handles.clone(), sealer.clone(), Default::default());
+        let endpoints = Endpoints::new(
+            handles.clone(),
+            sealer.clone(),
+            Default::default(),
+            Default::default(),
+        );
         endpoint_deletion::delete(&endpoints, &owner, &slug, Some("Orders")).unwrap();
         let id = endpoint_id(store, &slug);
         let sandbox = Partition::new(id, Environment::Sandbox);

@@ -37,6 +37,7 @@ mod partition;
 mod payload_fidelity;
 mod permissions;
 mod poll;
+mod retention;
 mod reverse_proxy;
 mod schemas;
 mod search;

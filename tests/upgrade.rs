@@ -446,8 +446,10 @@ fn the_data_of_every_earlier_release_serves_the_same_answers_and_takes_new_write
 /// data an earlier release stored: additive changes, which clients ignore. Each is named here,
 /// with the change that added it, so that nothing else may differ by a byte.
 const ADDED_FIELDS: &[&str] = &[
-    // Endpoint objects: the JSON Schema (#41).
+    // Endpoint objects: the JSON Schema and the retention windows (#41), as they are for data
+    // stored before (the fixtures' servers keep the default [retention]).
     r#""schema":null,"#,
+    r#""retention":{"sandbox":null,"production":null},"effective_retention":{"sandbox":"30d","production":"60d"},"#,
 ];
 
 /// `now` without the [`ADDED_FIELDS`] that `release` lacks.

@@ -2,8 +2,12 @@
 //! webhook deliveries made before it once they are finished.
 //!
 //! The spec keeps production records at least 60 days and sandbox records 30 days; both are
-//! configurable (`[retention]`), production never below 60 days. The purge runs on the
-//! injectable clock's schedule (hourly), deletes in bounded transactions so it never holds the
+//! configurable (`[retention]`), production never below 60 days, and an endpoint's owner may
+//! set the endpoint's own window of each environment within the same minimums and the
+//! server's `max` ([`Retention::valid`]); a window set before the operator lowered `max` is
+//! held to it. The purge runs on the
+//! injectable clock's schedule (hourly, and at once on this node when an owner shortens a
+//! window: [`Retention::purge_soon`]), deletes in bounded transactions so it never holds the
 //! write lock for long, and logs every delete in the change log (the store does, see
 //! `RecordsStore::purge_partition_before`), so the search index drops the record as it would
 //! after a DELETE. The change stream's events of writes received before the same cutoff go
@@ -13,14 +17,21 @@
 //! whether its record is still there or not; a pending one stays until it finishes and goes
 //! with the next purge after that. A recovery can then no longer resend it.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::core::clock::Timestamp;
-use crate::core::config::RetentionConfig;
+use crate::core::config::{
+    MIN_PRODUCTION_RETENTION, MIN_SANDBOX_RETENTION, RetentionConfig, format_duration,
+    parse_duration,
+};
 use crate::core::ticker::Ticker;
+use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
 use crate::domain::records::first_id_at;
-use crate::store::{Effects, Environment, Partition, Store, StoreError};
+use crate::store::{Effects, Environment, Partition, RetentionRow, Store, StoreError};
 
 /// How often (by the server's clock) the purge runs.
 pub const PURGE_EVERY: Duration = Duration::from_secs(3600);
@@ -30,11 +41,85 @@ pub const SCHEDULE_TICK: Duration = Duration::from_secs(1);
 /// Most records, events or deliveries deleted per transaction.
 const PURGE_CHUNK: usize = 2_000;
 
-/// How long `partition`'s records, events and finished deliveries are kept.
-fn kept(partition: Partition, retention: &RetentionConfig) -> Duration {
-    match partition.environment() {
-        Environment::Sandbox => retention.sandbox,
-        Environment::Production => retention.production,
+/// The server's retention rules, and this node's request for an early purge.
+#[derive(Clone, Default)]
+pub struct Retention {
+    pub config: RetentionConfig,
+    purge_soon: Arc<AtomicBool>,
+}
+
+impl Retention {
+    pub fn new(config: RetentionConfig) -> Retention {
+        Retention {
+            config,
+            purge_soon: Arc::default(),
+        }
+    }
+
+    /// The shortest window of `environment`.
+    pub fn minimum(environment: Environment) -> Duration {
+        match environment {
+            Environment::Sandbox => MIN_SANDBOX_RETENTION,
+            Environment::Production => MIN_PRODUCTION_RETENTION,
+        }
+    }
+
+    /// The server's default window of `environment`.
+    pub fn default_window(&self, environment: Environment) -> Duration {
+        match environment {
+            Environment::Sandbox => self.config.sandbox,
+            Environment::Production => self.config.production,
+        }
+    }
+
+    /// How long records of `environment` are kept on an endpoint with the windows `own`: its
+    /// own, held to the server's bounds as they are now, or the server's default.
+    pub fn kept(&self, own: &RetentionRow, environment: Environment) -> Duration {
+        match own.get(environment) {
+            Some(window) => {
+                let window = window.max(Retention::minimum(environment));
+                self.config.max.map_or(window, |max| window.min(max))
+            }
+            None => self.default_window(environment),
+        }
+    }
+
+    /// An owner's window for `environment`, as written in the config file's duration syntax;
+    /// 400 naming the bound it breaks.
+    pub fn valid(&self, environment: Environment, text: &str) -> Result<Duration> {
+        let key = format!("`retention.{}`", environment.as_str());
+        let window = parse_duration(text)
+            .map_err(|problem| Error::InvalidRequest(format!("{key}: {problem}.")))?;
+        let minimum = Retention::minimum(environment);
+        if window < minimum {
+            return Err(Error::InvalidRequest(format!(
+                "{key} must be at least {} ({} records are kept at least that long).",
+                format_duration(minimum),
+                environment.as_str()
+            )));
+        }
+        if let Some(max) = self.config.max.filter(|max| window > *max) {
+            return Err(Error::InvalidRequest(format!(
+                "{key} must be at most {} (the server's `[retention] max`).",
+                format_duration(max)
+            )));
+        }
+        if window.subsec_nanos() != 0 {
+            return Err(Error::InvalidRequest(format!(
+                "{key} must be a whole number of seconds."
+            )));
+        }
+        Ok(window)
+    }
+
+    /// Asks this node's schedule to purge at its next tick rather than at its next hour: a
+    /// shortened window takes effect within a second, in the background.
+    pub fn purge_soon(&self) {
+        self.purge_soon.store(true, Ordering::SeqCst);
+    }
+
+    fn take_purge_soon(&self) -> bool {
+        self.purge_soon.swap(false, Ordering::SeqCst)
     }
 }
 
@@ -52,13 +137,30 @@ pub struct Purged {
 pub fn purge_expired(
     store: &dyn Store,
     now: Timestamp,
-    retention: &RetentionConfig,
-) -> Result<Purged, StoreError> {
-    let cutoff = |partition| now.minus(kept(partition, retention));
+    retention: &Retention,
+) -> std::result::Result<Purged, StoreError> {
+    // Each endpoint's own windows, read once per purge; a deleted endpoint's data goes with
+    // its deletion's purge, and meanwhile by the server's defaults.
+    let mut windows: HashMap<u64, RetentionRow> = HashMap::new();
+    let mut cutoff = |partition: Partition| -> std::result::Result<Timestamp, StoreError> {
+        let own = match windows.get(&partition.endpoint()) {
+            Some(own) => *own,
+            None => {
+                let own = store
+                    .read()?
+                    .endpoint(partition.endpoint())?
+                    .map(|row| row.retention)
+                    .unwrap_or_default();
+                windows.insert(partition.endpoint(), own);
+                own
+            }
+        };
+        Ok(now.minus(retention.kept(&own, partition.environment())))
+    };
     let mut records = 0;
     let mut changed = Vec::new();
     for partition in store.read()?.record_partitions()? {
-        let below = first_id_at(cutoff(partition));
+        let below = first_id_at(cutoff(partition)?);
         let removed = in_chunks(|limit| store.purge_partition_before(partition, below, limit))?;
         if removed > 0 {
             records += removed;
@@ -66,12 +168,13 @@ pub fn purge_expired(
         }
     }
     for partition in store.event_partitions()? {
-        in_chunks(|limit| store.purge_events_before(partition, cutoff(partition), limit))?;
+        let before = cutoff(partition)?;
+        in_chunks(|limit| store.purge_events_before(partition, before, limit))?;
     }
     let mut deliveries = 0;
     for partition in store.delivery_partitions()? {
-        deliveries +=
-            in_chunks(|limit| store.purge_deliveries_before(partition, cutoff(partition), limit))?;
+        let before = cutoff(partition)?;
+        deliveries += in_chunks(|limit| store.purge_deliveries_before(partition, before, limit))?;
     }
     Ok(Purged {
         records,
@@ -83,8 +186,8 @@ pub fn purge_expired(
 /// Calls `chunk` with [`PURGE_CHUNK`] until it removes fewer (none is left); returns how many
 /// it removed in all.
 fn in_chunks(
-    mut chunk: impl FnMut(usize) -> Result<usize, StoreError>,
-) -> Result<usize, StoreError> {
+    mut chunk: impl FnMut(usize) -> std::result::Result<usize, StoreError>,
+) -> std::result::Result<usize, StoreError> {
     let mut total = 0;
     loop {
         let removed = chunk(PURGE_CHUNK)?;
@@ -95,19 +198,26 @@ fn in_chunks(
     }
 }
 
-/// Runs the purge whenever `handles`' clock says it is due; what its commits require takes
-/// `handles`' after-commit path.
-pub async fn run_schedule(handles: Handles, retention: RetentionConfig, mut ticker: Ticker) {
+/// Runs the purge whenever `handles`' clock says it is due, or at once when an owner shortened
+/// a window on this node; what its commits require takes `handles`' after-commit path.
+pub async fn run_schedule(handles: Handles, retention: Retention, mut ticker: Ticker) {
     let mut due = handles.now();
     while ticker.tick().await {
         let now = handles.now();
-        if now < due {
+        // An early purge runs besides the schedule (the periodic job's claim and its next
+        // time stay): purging twice deletes nothing twice.
+        let early = retention.take_purge_soon();
+        if now < due && !early {
             continue;
         }
-        let (store, retention) = (handles.store.clone(), retention.clone());
+        let (store, rules) = (handles.store.clone(), retention.clone());
         let turn = tokio::task::spawn_blocking(move || {
+            if now < due {
+                let ran = Some(purge_expired(store.as_ref(), now, &rules));
+                return crate::domain::jobs::Turn { ran, next: due };
+            }
             crate::domain::jobs::run(store.as_ref(), "retention", now, PURGE_EVERY, || {
-                purge_expired(store.as_ref(), now, &retention)
+                purge_expired(store.as_ref(), now, &rules)
             })
         })
         .await;

@@ -437,7 +437,12 @@ fn build_app(
     let exports = crate::domain::export::Exports::new(store.clone(), running.handles.clock.clone());
     App {
         egress: crate::core::egress::TargetPolicy::new(&config.webhooks),
-        endpoints: Endpoints::new(running.handles.clone(), sealer, running.access_cache),
+        endpoints: Endpoints::new(
+            running.handles.clone(),
+            sealer,
+            running.access_cache,
+            crate::domain::retention::Retention::new(config.retention.clone()),
+        ),
         handles: running.handles,
         usage: Usage::new(store.clone()),
         logins,

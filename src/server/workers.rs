@@ -281,7 +281,7 @@ impl Periodic {
             )),
             tokio::spawn(retention::run_schedule(
                 app.handles.clone(),
-                app.config.retention.clone(),
+                app.endpoints.retention.clone(),
                 ticker(retention::SCHEDULE_TICK),
             )),
         ];

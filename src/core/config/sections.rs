@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::values::{Secret, de_duration, ser_duration};
+use super::values::{
+    Secret, de_duration, de_opt_duration, format_duration, ser_duration, ser_opt_duration,
+};
 
 /// `[poll]`: the oldest-first feed (see `domain::poll`).
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -100,7 +102,9 @@ impl StreamConfig {
     }
 }
 
-/// `[retention]`: how long records are kept (see `domain::retention`).
+/// `[retention]`: how long records are kept (see `domain::retention`): the server's default
+/// of each environment, which an endpoint's owner may change for the endpoint within the
+/// minimums and `max`.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetentionConfig {
@@ -110,6 +114,13 @@ pub struct RetentionConfig {
     /// How long production records are kept (at least 60 days, as the spec promises).
     #[serde(deserialize_with = "de_duration", serialize_with = "ser_duration")]
     pub production: Duration,
+    /// The longest window an endpoint may set for either environment; none when unset.
+    #[serde(
+        deserialize_with = "de_opt_duration",
+        serialize_with = "ser_opt_duration",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub max: Option<Duration>,
 }
 
 pub const MIN_PRODUCTION_RETENTION: Duration = Duration::from_secs(60 * 86_400);
@@ -120,6 +131,7 @@ impl Default for RetentionConfig {
         RetentionConfig {
             sandbox: Duration::from_secs(30 * 86_400),
             production: MIN_PRODUCTION_RETENTION,
+            max: None,
         }
     }
 }
@@ -131,6 +143,24 @@ impl RetentionConfig {
         }
         if self.sandbox < MIN_SANDBOX_RETENTION {
             return Err("retention.sandbox must be at least \"1d\"".into());
+        }
+        if let Some(max) = self.max {
+            if max < MIN_PRODUCTION_RETENTION {
+                return Err(
+                    "retention.max must be at least \"60d\" (production records are \
+                            kept at least that long)"
+                        .into(),
+                );
+            }
+            for (key, default) in [("sandbox", self.sandbox), ("production", self.production)] {
+                if default > max {
+                    return Err(format!(
+                        "retention.{key} ({}) must not be longer than retention.max ({})",
+                        format_duration(default),
+                        format_duration(max)
+                    ));
+                }
+            }
         }
         Ok(())
     }

@@ -109,6 +109,16 @@ pub(super) fn ser_duration<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S
     s.serialize_str(&format_duration(*d))
 }
 
+pub(super) fn ser_opt_duration<S: Serializer>(
+    d: &Option<Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_str(&format_duration(*d)),
+        None => s.serialize_none(),
+    }
+}
+
 pub(super) fn ser_display<S: Serializer>(
     value: &impl std::fmt::Display,
     s: S,
@@ -164,6 +174,12 @@ pub(super) fn de_cidrs<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<Vec
 pub(super) fn de_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let text = String::deserialize(d)?;
     parse_duration(&text).map_err(serde::de::Error::custom)
+}
+
+pub(super) fn de_opt_duration<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Duration>, D::Error> {
+    de_duration(d).map(Some)
 }
 
 #[cfg(test)]

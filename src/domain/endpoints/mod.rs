@@ -17,17 +17,19 @@ pub use self::access::{AccessCache, DataAccess, KeyGrant, Rechecked, recheck};
 pub(crate) use self::new_keys::{NewKey, NewKeys};
 
 use crate::core::clock::Timestamp;
+use crate::core::config::format_duration;
 use crate::core::crypto::Sealer;
 use crate::core::ids::new_slug;
 use crate::core::text::fold_case;
 use crate::domain::audit;
 use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
+use crate::domain::retention::Retention;
 use crate::domain::schema::PayloadSchema;
 use crate::domain::webhooks;
 use crate::store::{
     AccountRow, CollaboratorRow, EndpointRow, Environment, IdKind, KeyHolder, Partition,
-    Permission, ReadTx, Role, WriteTx,
+    Permission, ReadTx, RetentionRow, Role, WriteTx,
 };
 
 // The limits of an endpoint's settings (the OpenAPI document says those that are `pub`).
@@ -47,6 +49,10 @@ pub struct EndpointView {
     pub required_fields: Vec<String>,
     /// The JSON Schema payloads must match, or `null`.
     pub schema: Option<serde_json::Value>,
+    /// The endpoint's own retention windows (`null`: the server's default).
+    pub retention: RetentionSettings,
+    /// How long records of each environment are kept now.
+    pub effective_retention: RetentionWindows,
     pub active: bool,
     /// `sandbox` or `production` (deployed).
     pub environment: Environment,
@@ -60,6 +66,32 @@ pub struct EndpointView {
     pub permissions: Vec<Permission>,
     pub sandbox_key: String,
     pub production_key: Option<String>,
+}
+
+/// An endpoint's own retention windows, as set: `null` keeps the server's default.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionSettings {
+    pub sandbox: Option<String>,
+    pub production: Option<String>,
+}
+
+/// How long an endpoint's records of each environment are kept.
+#[derive(Debug, Serialize)]
+pub struct RetentionWindows {
+    pub sandbox: String,
+    pub production: String,
+}
+
+/// The `retention` of `PATCH …/endpoints/{slug}`: only the environments present change; `null`
+/// returns one to the server's default.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetentionPatch {
+    #[serde(default, deserialize_with = "present")]
+    pub sandbox: Option<Option<String>>,
+    #[serde(default, deserialize_with = "present")]
+    pub production: Option<Option<String>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -120,6 +152,9 @@ pub struct EndpointPatch {
     /// `null` removes the schema.
     #[serde(default, deserialize_with = "present")]
     pub schema: Option<Option<serde_json::Value>>,
+    /// `null` returns both environments to the server's default.
+    #[serde(default, deserialize_with = "present")]
+    pub retention: Option<Option<RetentionPatch>>,
     pub active: Option<bool>,
     /// `null` returns to the server-wide `[usage] monthly_quota`.
     #[serde(default, deserialize_with = "present")]
@@ -139,14 +174,22 @@ pub struct Endpoints {
     pub(crate) handles: Handles,
     pub(crate) sealer: Sealer,
     cache: AccessCache,
+    /// The server's retention rules, which an endpoint's own windows are held to.
+    pub retention: Retention,
 }
 
 impl Endpoints {
-    pub fn new(handles: Handles, sealer: Sealer, cache: AccessCache) -> Endpoints {
+    pub fn new(
+        handles: Handles,
+        sealer: Sealer,
+        cache: AccessCache,
+        retention: Retention,
+    ) -> Endpoints {
         Endpoints {
             handles,
             sealer,
             cache,
+            retention,
         }
     }
 
@@ -170,6 +213,7 @@ impl Endpoints {
             description,
             required_fields,
             schema,
+            retention: RetentionRow::default(),
             active: true,
             deployed: false,
             deployed_at: None,
@@ -269,13 +313,24 @@ impl Endpoints {
             .schema
             .map(|schema| schema.as_ref().map(valid_schema).transpose())
             .transpose()?;
+        let retention = patch
+            .retention
+            .map(|patch| {
+                // `"retention": null`: both environments to the server's default.
+                self.retention_change(patch.unwrap_or(RetentionPatch {
+                    sandbox: Some(None),
+                    production: Some(None),
+                }))
+            })
+            .transpose()?;
         if patch.monthly_quota == Some(Some(0)) {
             return Err(Error::InvalidRequest(
                 "`monthly_quota` must be at least 1, or null for the server default.".into(),
             ));
         }
         let now = self.handles.now();
-        self.modify(owner, slug, |tx, actor, row| {
+        let mut shortened = false;
+        let view = self.modify(owner, slug, |tx, actor, row| {
             let mut changed = serde_json::Map::new();
             if let Some(name) = &name {
                 name_free(&*tx, row.owner_id, name, Some(row.id))?;
@@ -294,6 +349,21 @@ impl Endpoints {
                 changed.insert("schema".into(), schema_digest(schema.as_deref()));
                 row.schema = schema.clone();
             }
+            if let Some(change) = &retention {
+                let before = row.retention;
+                for (environment, window) in change {
+                    row.retention.set(*environment, *window);
+                }
+                shortened = Environment::ALL.iter().any(|&environment| {
+                    self.retention.kept(&row.retention, environment)
+                        < self.retention.kept(&before, environment)
+                });
+                changed.insert(
+                    "retention".into(),
+                    serde_json::to_value(self.retention_settings(&row.retention))
+                        .unwrap_or_default(),
+                );
+            }
             if let Some(active) = patch.active {
                 changed.insert("active".into(), active.into());
                 row.active = active;
@@ -308,7 +378,42 @@ impl Endpoints {
                 None => "endpoint.updated",
             };
             audit::record(tx, now, row.id, actor, action, changed.into())
+        })?;
+        if shortened {
+            // In the background, never in the request: the schedule purges at its next tick.
+            self.retention.purge_soon();
+        }
+        Ok(view)
+    }
+
+    /// The windows a retention patch sets, each checked against the server's bounds.
+    fn retention_change(
+        &self,
+        patch: RetentionPatch,
+    ) -> Result<Vec<(Environment, Option<std::time::Duration>)>> {
+        [
+            (Environment::Sandbox, patch.sandbox),
+            (Environment::Production, patch.production),
+        ]
+        .into_iter()
+        .filter_map(|(environment, window)| {
+            // Absent: unchanged; `null`: the server's default.
+            let window = window?;
+            Some(
+                window
+                    .map(|text| self.retention.valid(environment, &text))
+                    .transpose()
+                    .map(|window| (environment, window)),
+            )
         })
+        .collect()
+    }
+
+    fn retention_settings(&self, own: &RetentionRow) -> RetentionSettings {
+        RetentionSettings {
+            sandbox: own.get(Environment::Sandbox).map(format_duration),
+            production: own.get(Environment::Production).map(format_duration),
+        }
     }
 
     /// Reads, changes and writes back one endpoint its owner changes, in one transaction;
@@ -473,6 +578,13 @@ impl Endpoints {
                 .map(serde_json::from_str)
                 .transpose()
                 .map_err(|e| Error::Internal(format!("a stored schema is not JSON: {e}")))?,
+            retention: self.retention_settings(&row.retention),
+            effective_retention: RetentionWindows {
+                sandbox: format_duration(self.retention.kept(&row.retention, Environment::Sandbox)),
+                production: format_duration(
+                    self.retention.kept(&row.retention, Environment::Production),
+                ),
+            },
             active: row.active,
             environment: if row.deployed {
                 Environment::Production

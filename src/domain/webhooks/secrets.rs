@@ -321,7 +321,12 @@ mod tests {
             let clock = Arc::new(ManualClock::new(T0));
             let handles = Handles::new(store, clock, Arc::new(Unattended));
             Fixture {
-                endpoints: Endpoints::new(handles.clone(), sealer, Default::default()),
+                endpoints: Endpoints::new(
+                    handles.clone(),
+                    sealer,
+                    Default::default(),
+                    Default::default(),
+                ),
                 handles,
                 _dir: dir,
             }

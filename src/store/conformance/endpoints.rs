@@ -16,6 +16,7 @@ pub(crate) fn endpoint(id: u64, slug: &str, owner_id: u64) -> EndpointRow {
         description: None,
         required_fields: vec![],
         schema: None,
+        retention: Default::default(),
         active: true,
         deployed: false,
         deployed_at: None,

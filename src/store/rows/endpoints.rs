@@ -107,6 +107,38 @@ pub struct DeployRequestRow {
     pub note: Option<String>,
 }
 
+/// An endpoint's own retention window of each environment, in seconds; `None` keeps the
+/// server's `[retention]` default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetentionRow {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub production_secs: Option<u64>,
+}
+
+impl RetentionRow {
+    pub fn is_unset(&self) -> bool {
+        *self == RetentionRow::default()
+    }
+
+    pub fn get(&self, environment: Environment) -> Option<std::time::Duration> {
+        match environment {
+            Environment::Sandbox => self.sandbox_secs,
+            Environment::Production => self.production_secs,
+        }
+        .map(std::time::Duration::from_secs)
+    }
+
+    pub fn set(&mut self, environment: Environment, window: Option<std::time::Duration>) {
+        let secs = window.map(|d| d.as_secs());
+        match environment {
+            Environment::Sandbox => self.sandbox_secs = secs,
+            Environment::Production => self.production_secs = secs,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct EndpointRow {
     pub id: u64,
@@ -118,6 +150,9 @@ pub struct EndpointRow {
     /// when saved (`domain::schema`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<String>,
+    /// The owner's own retention windows (`domain::retention`).
+    #[serde(default, skip_serializing_if = "RetentionRow::is_unset")]
+    pub retention: RetentionRow,
     pub active: bool,
     pub deployed: bool,
     pub deployed_at: Option<Timestamp>,

@@ -29,6 +29,8 @@ pub enum Environment {
 }
 
 impl Environment {
+    pub const ALL: [Environment; 2] = [Environment::Sandbox, Environment::Production];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Environment::Sandbox => "sandbox",

@@ -58,8 +58,10 @@ pub(super) fn endpoint_operations() -> Vec<Operation> {
                  null` returns to the server default, `active: false` refuses data calls, \
                  `schema: null` removes the schema (a new schema applies to writes from the \
                  next one on and never touches stored records: try it first with \
-                 `POST …/schema/check`). `name`, `required_fields` or `active` sent as `null` \
-                 leave that field unchanged.",
+                 `POST …/schema/check`), `retention` sets how long each environment's records \
+                 are kept within the server's bounds (a shortened window is purged in the \
+                 background within a minute; `null` returns to the server's default). `name`, \
+                 `required_fields` or `active` sent as `null` leave that field unchanged.",
             )
             .body(
                 BodyKind::Json,

@@ -152,7 +152,9 @@ fn record_example() -> Value {
 fn endpoint_example() -> Value {
     json!({
         "slug": "orders-7k2m9x4q1w8p", "name": "Orders", "description": null,
-        "required_fields": ["email"], "schema": null, "active": true, "environment": "sandbox",
+        "required_fields": ["email"], "schema": null,
+        "retention": { "sandbox": null, "production": null },
+        "effective_retention": { "sandbox": "30d", "production": "60d" }, "active": true, "environment": "sandbox",
         "deployed": false, "deployed_at": null, "deploy_request": null, "monthly_quota": null,
         "created_at": CREATED_AT, "role": "owner",
         "permissions": ["create", "read", "replace", "delete"],

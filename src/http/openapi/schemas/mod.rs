@@ -93,6 +93,20 @@ fn schema_violations() -> Value {
     })
 }
 
+/// How long an endpoint's records of `environment` are kept: as set (`nullable`, `null` for the
+/// server's default) or in force.
+fn retention_window(nullable: bool, environment: &str, minimum: &str) -> Value {
+    json!({
+        "type": if nullable { json!(["string", "null"]) } else { json!("string") },
+        "pattern": "^[0-9]+(ms|s|m|h|d)$",
+        "examples": ["7d"],
+        "description": format!(
+            "How long {environment} records are kept, as `30d`, `12h` or `90m`: at least \
+             {minimum}, and at most the server's `[retention] max` when it sets one."
+        ),
+    })
+}
+
 /// An endpoint's JSON Schema setting, of one of these JSON types.
 fn endpoint_schema(types: &[&str]) -> Value {
     json!({
@@ -362,6 +376,8 @@ fn management_schemas() -> Value {
             "description": nullable(string()),
             "required_fields": { "type": "array", "items": string() },
             "schema": endpoint_schema(&["object", "boolean", "null"]),
+            "retention": schema_ref("RetentionSettings"),
+            "effective_retention": schema_ref("RetentionWindows"),
             "active": { "type": "boolean" },
             "environment": schema_ref("Environment"),
             "deployed": { "type": "boolean" },
@@ -373,7 +389,8 @@ fn management_schemas() -> Value {
             "permissions": permissions(),
             "sandbox_key": { "type": "string", "pattern": "^tm_test_" },
             "production_key": nullable(json!({ "type": "string", "pattern": "^tm_live_" })),
-        }), &["slug", "name", "description", "required_fields", "schema", "active", "environment",
+        }), &["slug", "name", "description", "required_fields", "schema", "retention",
+              "effective_retention", "active", "environment",
               "deployed", "deployed_at", "deploy_request", "monthly_quota", "created_at", "role",
               "permissions", "sandbox_key", "production_key"]),
         "Account": object(json!({
@@ -551,9 +568,21 @@ fn request_schemas() -> Value {
             "description": nullable_string(),
             "required_fields": { "type": ["array", "null"], "items": string() },
             "schema": endpoint_schema(&["object", "boolean", "null"]),
+            "retention": {
+                "anyOf": [schema_ref("RetentionSettings"), { "type": "null" }],
+                "description": "Only the environments present change; `null` (for one, or for both) returns to the server's default.",
+            },
             "active": { "type": ["boolean", "null"] },
             "monthly_quota": { "type": ["integer", "null"], "minimum": 1 },
         }), &[]),
+        "RetentionSettings": closed(json!({
+            "sandbox": retention_window(true, "sandbox", "1d"),
+            "production": retention_window(true, "production", "60d"),
+        }), &[]),
+        "RetentionWindows": object(json!({
+            "sandbox": retention_window(false, "sandbox", "1d"),
+            "production": retention_window(false, "production", "60d"),
+        }), &["sandbox", "production"]),
         "SchemaCheckRequest": closed(json!({
             "schema": endpoint_schema(&["object", "boolean"]),
             "limit": { "type": "integer", "minimum": 1, "maximum": CHECK_LIMIT_MAX, "default": CHECK_LIMIT_DEFAULT },
