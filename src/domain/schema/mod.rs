@@ -20,6 +20,9 @@ use std::ops::Bound;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod tape;
+
+use self::tape::{Tape, TapeJson};
 use crate::domain::endpoints::Endpoints;
 use crate::domain::error::{Error, Result};
 use crate::store::records::ScanOrder;
@@ -50,7 +53,7 @@ pub struct Violation {
 /// reads a keyword differently) refuses every write with a 500 naming the problem, never
 /// lets one through unchecked.
 pub struct PayloadSchema {
-    validator: std::result::Result<jsonschema::Validator, String>,
+    validator: std::result::Result<jsonschema::Validator<TapeJson>, String>,
 }
 
 impl std::fmt::Debug for PayloadSchema {
@@ -120,7 +123,7 @@ impl PayloadSchema {
     }
 
     fn compile(schema: &Value) -> Result<PayloadSchema> {
-        let validator = jsonschema::options()
+        let validator = jsonschema::options_for::<TapeJson>()
             .with_draft(jsonschema::Draft::Draft202012)
             .with_retriever(NoRetrieval)
             .should_validate_formats(true)
@@ -151,13 +154,17 @@ impl PayloadSchema {
             .validator
             .as_ref()
             .map_err(|e| Error::Internal(e.clone()))?;
-        let instance: Value = serde_json::from_slice(payload)
-            .map_err(|e| Error::Internal(format!("a checked payload is not JSON: {e}")))?;
-        if validator.is_valid(&instance) {
+        let not_json = || Error::Internal("a checked payload is not compact JSON".into());
+        let text = std::str::from_utf8(payload).map_err(|_| not_json())?;
+        let tape = Tape::read(text).ok_or_else(not_json)?;
+        if validator.is_valid(tape.root()) {
             return Ok(Vec::new());
         }
+        // The rest is the refusal's: where each violation is in the document is read from
+        // the payload as a `Value`.
+        let instance: Value = serde_json::from_str(text).map_err(|_| not_json())?;
         let mut found: Vec<(Vec<usize>, Violation)> = validator
-            .iter_errors(&instance)
+            .iter_errors(tape.root())
             .take(VIOLATIONS_GATHERED)
             .map(|error| {
                 // Masked: the value is left out (`value is not of type "integer"`), so no
