@@ -48,6 +48,12 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
+/// Lowercase hex of `bytes`: digests as the API and the stores write them, and trace ids as
+/// W3C Trace Context and OTLP/JSON do.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// A non-secret, stable identifier for a key: `key_` + 16 hex digits of its hash.
 pub fn key_id(hash: &[u8; 32]) -> String {
     hash_id("key_", hash)

@@ -20,8 +20,9 @@ use base64::prelude::BASE64_STANDARD;
 use serde_json::{Value, json};
 
 use crate::core::config::TelemetryConfig;
+use crate::core::crypto::hex;
 use crate::core::metrics::Metrics;
-use crate::core::trace::{TraceContext, hex};
+use crate::core::trace::TraceContext;
 
 /// Spans waiting for the exporter; beyond this they are dropped.
 const QUEUE: usize = 8192;

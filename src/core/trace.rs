@@ -5,6 +5,7 @@
 //! and into the webhook deliveries the write makes, whose attempts carry a `traceparent` of
 //! their own to the receiver (see `core::telemetry` for where spans go).
 
+use crate::core::crypto::hex;
 use crate::core::ids::random_bytes;
 
 /// Where a span sits: its trace, its own id, and whether the caller asked for it to be
@@ -67,11 +68,6 @@ impl TraceContext {
             u8::from(self.sampled)
         )
     }
-}
-
-/// Lowercase hex of `bytes` (OTLP/JSON writes ids this way too).
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `N` bytes from exactly `2 * N` lowercase hex digits.

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use crate::core::crypto::sha256;
+use crate::core::crypto::{hex, sha256};
 use crate::core::ids::RecordId;
 use crate::domain::endpoints::DataAccess;
 use crate::domain::error::{Error, RecordRefusal, Result};
@@ -134,7 +134,7 @@ fn batch_hash(payloads: &[Vec<u8>]) -> String {
         input.extend_from_slice(&(payload.len() as u64).to_le_bytes());
         input.extend_from_slice(payload);
     }
-    records::hex(&sha256(&input))
+    hex(&sha256(&input))
 }
 
 /// Stores the checked `payloads` of a batch as new records of `access`'s partition and
@@ -275,7 +275,7 @@ mod tests {
     #[test]
     fn a_batch_hash_differs_from_a_single_creates_and_by_how_payloads_are_split() {
         let one = vec![b"{}".to_vec()];
-        assert_ne!(batch_hash(&one), records::hex(&sha256(b"{}")));
+        assert_ne!(batch_hash(&one), hex(&sha256(b"{}")));
         assert_ne!(
             batch_hash(&[b"12".to_vec(), b"3".to_vec()]),
             batch_hash(&[b"1".to_vec(), b"23".to_vec()])

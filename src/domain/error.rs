@@ -4,7 +4,20 @@
 //! one place (`http::error`), beside the refusals only HTTP knows (no route, wrong method, body
 //! too large or too slow, wrong media type: `http::error::HttpError`). Messages are for humans and never contain a secret.
 
+use serde::Serialize;
+
 use crate::store::{Permission, StoreError};
+
+/// One way a payload breaks its endpoint's JSON Schema (`domain::schema`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    /// Where in the payload, as a JSON Pointer (`""` for the whole payload).
+    pub instance_path: String,
+    /// The schema keyword it breaks (`type`, `required`, `maximum`, …).
+    pub keyword: String,
+    /// What is wrong, in words.
+    pub message: String,
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -20,7 +33,7 @@ pub enum Error {
     PayloadNotObject,
     /// The payload breaks the endpoint's JSON Schema: the first violations, in document order.
     #[error("{}", schema_violation_message(.0))]
-    SchemaViolation(Vec<crate::domain::schema::Violation>),
+    SchemaViolation(Vec<Violation>),
     /// A schema the owner sent cannot be used: what is wrong with it.
     #[error("The schema cannot be used: {0}.")]
     InvalidSchema(String),
@@ -252,7 +265,7 @@ fn batch_invalid_message(refusals: &[RecordRefusal]) -> String {
     }
 }
 
-fn schema_violation_message(violations: &[crate::domain::schema::Violation]) -> String {
+fn schema_violation_message(violations: &[Violation]) -> String {
     let Some(first) = violations.first() else {
         return "The payload does not match the endpoint's schema.".into();
     };

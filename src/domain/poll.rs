@@ -29,9 +29,9 @@ use crate::core::clock::{Clock, Timestamp, parse_date_or_rfc3339};
 use crate::core::cursor::{self, CursorKind, Position};
 use crate::domain::endpoints::DataAccess;
 use crate::domain::error::{Error, Result};
-use crate::domain::records::{RecordsBody, first_id_at};
+use crate::domain::records::RecordsBody;
 use crate::store::records::ScanOrder;
-use crate::store::{Partition, Store};
+use crate::store::{Partition, Store, first_id_at};
 
 pub const LIMIT_DEFAULT: usize = 100;
 pub const LIMIT_MAX: usize = 100;

@@ -30,8 +30,7 @@ use crate::core::config::{
 use crate::core::ticker::Ticker;
 use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
-use crate::domain::records::first_id_at;
-use crate::store::{Effects, Environment, Partition, RetentionRow, Store, StoreError};
+use crate::store::{Effects, Environment, Partition, RetentionRow, Store, StoreError, first_id_at};
 
 /// How often (by the server's clock) the purge runs.
 pub const PURGE_EVERY: Duration = Duration::from_secs(3600);

@@ -40,7 +40,7 @@ pub use storage::{
     PostgresConfig, PostgresTls, StorageBackend, StorageConfig, masked_postgres_url,
 };
 pub use telemetry::{Collector, OtlpEndpoint, TelemetryConfig};
-pub use urls::masked_url;
+pub use urls::{masked_url, percent_decode};
 pub use values::{Cidr, Secret, format_duration, parse_duration};
 pub use webhooks::{ProxyUrl, WebhooksConfig};
 

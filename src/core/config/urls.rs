@@ -49,8 +49,9 @@ pub fn masked_url(url: &str) -> String {
     format!("{}{userinfo}{}{tail}", parts.scheme, parts.host)
 }
 
-/// `%XX` escapes decoded (invalid ones kept as written), for the userinfo of a URL.
-pub(super) fn percent_decode(text: &str) -> String {
+/// `%XX` escapes decoded (invalid ones kept as written), for the userinfo of a URL or a
+/// fragment (a JSON Pointer in a schema's `$ref`).
+pub fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

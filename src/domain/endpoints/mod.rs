@@ -685,7 +685,7 @@ fn schema_digest(schema: Option<&str>) -> serde_json::Value {
     match schema {
         Some(text) => serde_json::json!({
             "bytes": text.len(),
-            "sha256": crate::domain::records::hex(&crate::core::crypto::sha256(text.as_bytes())),
+            "sha256": crate::core::crypto::hex(&crate::core::crypto::sha256(text.as_bytes())),
         }),
         None => serde_json::Value::Null,
     }

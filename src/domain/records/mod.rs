@@ -11,7 +11,7 @@ use std::ops::Bound::{Excluded, Included};
 use serde::Serialize;
 
 use crate::core::clock::Timestamp;
-use crate::core::crypto::sha256;
+use crate::core::crypto::{hex, sha256};
 use crate::core::cursor::{self, CursorKind, Position};
 use crate::core::ids::RecordId;
 use crate::domain::audit;
@@ -364,15 +364,6 @@ pub fn list(
     body.finish(&PageTail {
         pagination: Pagination { next_cursor },
     })
-}
-
-/// The smallest record id with this created_at: ids below it were created before `t`.
-pub fn first_id_at(t: Timestamp) -> u128 {
-    u128::from(time_key(t)) << 64
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

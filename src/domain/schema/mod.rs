@@ -23,10 +23,10 @@ use serde_json::Value;
 mod tape;
 
 use self::tape::{Tape, TapeJson};
-use crate::domain::endpoints::Endpoints;
+pub use crate::domain::error::Violation;
 use crate::domain::error::{Error, Result};
 use crate::store::records::ScanOrder;
-use crate::store::{AccountRow, Environment, Partition};
+use crate::store::{EndpointRow, Environment, Partition, Store};
 
 /// The largest schema, as compact JSON text.
 pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
@@ -37,17 +37,6 @@ pub const DRAFT_URI: &str = "https://json-schema.org/draft/2020-12/schema";
 /// How many violations are gathered before the first [`MAX_VIOLATIONS`] in document order are
 /// picked: bounds the work a payload that breaks every rule can cause.
 const VIOLATIONS_GATHERED: usize = 10_000;
-
-/// One way a payload breaks its endpoint's schema.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Violation {
-    /// Where in the payload, as a JSON Pointer (`""` for the whole payload).
-    pub instance_path: String,
-    /// The schema keyword it breaks (`type`, `required`, `maximum`, …).
-    pub keyword: String,
-    /// What is wrong, in words.
-    pub message: String,
-}
 
 /// A compiled schema. A stored schema that no longer compiles (a validator upgrade that
 /// reads a keyword differently) refuses every write with a 500 naming the problem, never
@@ -230,15 +219,14 @@ pub struct FailingRecord {
     pub errors: Vec<Violation>,
 }
 
-/// Checks `check.schema` against the newest stored records of `slug`, which `owner` owns.
-/// Changes nothing: saving a schema never touches stored records either.
+/// Checks `check.schema` against the newest stored records of `endpoint` (whose owner asks:
+/// `Endpoints::owned_row`). Changes nothing: saving a schema never touches stored records
+/// either.
 pub fn check_stored(
-    endpoints: &Endpoints,
-    owner: &AccountRow,
-    slug: &str,
+    store: &dyn Store,
+    endpoint: &EndpointRow,
     check: SchemaCheck,
 ) -> Result<SchemaCheckReport> {
-    let endpoint = endpoints.owned_row(owner, slug)?;
     let limit = match check.limit {
         None => CHECK_LIMIT_DEFAULT,
         Some(n) if (1..=CHECK_LIMIT_MAX).contains(&n) => n,
@@ -262,7 +250,7 @@ pub fn check_stored(
         examples: Vec::new(),
     };
     let mut failure = Ok(());
-    endpoints.handles.store.read()?.record_page(
+    store.read()?.record_page(
         Partition::new(endpoint.id, environment),
         (Bound::Unbounded, Bound::Unbounded),
         ScanOrder::NewestFirst,

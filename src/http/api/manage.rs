@@ -292,7 +292,8 @@ pub fn audit_log(app: &App, req: &Request, slug: &str) -> Result<Response> {
 pub async fn check_schema(app: &App, req: &mut Request, slug: &str) -> Result<Response> {
     let owner = caller(app, req)?;
     let check = body(req).await?;
-    let report = schema::check_stored(&app.endpoints, &owner, slug, check)?;
+    let endpoint = app.endpoints.owned_row(&owner, slug)?;
+    let report = schema::check_stored(app.handles.store.as_ref(), &endpoint, check)?;
     Ok(reply::json(StatusCode::OK, &report))
 }
 

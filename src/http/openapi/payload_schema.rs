@@ -5,6 +5,8 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::core::config::percent_decode;
+
 /// The prefix of the component schemas the root `$defs` become.
 const DEF_PREFIX: &str = "Payload_";
 
@@ -143,26 +145,7 @@ fn moved_ref(target: &str, name: &str, hoisted: &Map<String, Value>) -> Option<S
 
 /// A JSON Pointer segment of a URI fragment, decoded (`%xx`, then `~1` and `~0`).
 fn pointer_segment(segment: &str) -> String {
-    let bytes = segment.as_bytes();
-    let mut decoded = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .and_then(|h| std::str::from_utf8(h).ok())
-            .and_then(|h| u8::from_str_radix(h, 16).ok());
-        match (bytes[i], hex) {
-            (b'%', Some(byte)) => {
-                decoded.push(byte);
-                i += 3;
-            }
-            (byte, _) => {
-                decoded.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&decoded)
+    percent_decode(segment)
         .replace("~1", "/")
         .replace("~0", "~")
 }

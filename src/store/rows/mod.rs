@@ -106,6 +106,12 @@ pub fn time_key(t: Timestamp) -> u64 {
     u64::try_from(t.as_micros()).unwrap_or(0)
 }
 
+/// The smallest record id with this created_at: ids below it were created before `t` (a
+/// record id begins with its created_at, `RecordId`).
+pub fn first_id_at(t: Timestamp) -> u128 {
+    u128::from(time_key(t)) << 64
+}
+
 pub fn time_from_key(k: u64) -> Timestamp {
     Timestamp(i64::try_from(k).unwrap_or(i64::MAX))
 }
