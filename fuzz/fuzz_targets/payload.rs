@@ -1,5 +1,6 @@
 //! The request body path of a create or replace: reading the body under the 100 KB limit,
-//! then JSON normalisation and the required-field rules.
+//! then JSON normalisation, the required-field rules and (for some inputs) a JSON Schema,
+//! whose check reads the payload text as a tape.
 //!
 //! Properties: a body over `MAX_DATA_BODY` is refused whatever its declared length and
 //! however it is chunked; text that is not JSON is never accepted; an accepted payload is JSON
@@ -10,14 +11,40 @@
 #![no_main]
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use futures_util::FutureExt;
+use intake::domain::records::PayloadRules;
+use intake::domain::schema::PayloadSchema;
 use intake::http::error::HttpError;
 use intake::http::reply::read_limited;
 use intake::http::request::MAX_DATA_BODY;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use serde_json::value::RawValue;
+
+/// A schema that reaches most keywords: types, bounds on numbers and strings, patterns,
+/// formats, enums, nested objects and arrays, and a local `$ref`.
+static SCHEMA: LazyLock<PayloadSchema> = LazyLock::new(|| {
+    let schema = serde_json::json!({
+        "type": ["object", "array", "string", "number", "boolean", "null"],
+        "properties": {
+            "a": { "type": ["string", "integer"], "minLength": 1, "maximum": 1000000000000000000000u128 },
+            "b": { "$ref": "#/$defs/item" },
+            "c": { "type": "array", "uniqueItems": true, "items": { "$ref": "#/$defs/item" } },
+            "d": { "type": "string", "format": "date-time" },
+            "e": { "enum": [1, "x", null, [1, 2]] }
+        },
+        "items": { "type": "number", "multipleOf": 0.5 },
+        "pattern": "^[a-z]*$",
+        "$defs": { "item": { "type": "object", "additionalProperties": { "type": "string" },
+                             "propertyNames": { "maxLength": 8 } } }
+    });
+    match PayloadSchema::parse(&schema) {
+        Ok((schema, _)) => schema,
+        Err(e) => panic!("the fuzz schema is refused: {e}"),
+    }
+});
 
 fuzz_target!(|data: &[u8]| {
     // Input: flags, a chunk size, then the body.
@@ -28,6 +55,12 @@ fuzz_target!(|data: &[u8]| {
         0 => vec![],
         1 => vec!["a".into()],
         _ => vec!["a".into(), "b".into()],
+    };
+    // With the high bit, the endpoint's schema too: the payload text is read as a tape and
+    // walked by the validator (a refusal is an answer like any other).
+    let rules = PayloadRules {
+        required_fields: &required,
+        schema: (flags & 0x80 != 0).then(|| &*SCHEMA),
     };
     // Padding with JSON whitespace lets small inputs reach the limit with bodies that are
     // otherwise valid, so only the size can refuse them.
@@ -72,7 +105,7 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(&read[..], &body[..], "the body read is the body sent");
 
     let is_json = serde_json::from_slice::<serde::de::IgnoredAny>(&read).is_ok();
-    let Ok(normalized) = intake::domain::records::normalize_payload(&read, &required) else {
+    let Ok(normalized) = intake::domain::records::normalize_payload(&read, &rules) else {
         return;
     };
     assert!(is_json, "accepted a body that is not JSON");
@@ -87,7 +120,7 @@ fuzz_target!(|data: &[u8]| {
             );
         }
     }
-    let again = intake::domain::records::normalize_payload(&normalized, &required)
+    let again = intake::domain::records::normalize_payload(&normalized, &rules)
         .expect("a normalised payload must be accepted again");
     assert_eq!(again, normalized, "normalisation must be idempotent");
     if !read.contains(&b'\\') {
@@ -105,7 +138,7 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(value, sent, "the payload means what the body means");
     // Re-serialised, the payload is still accepted with the same rules.
     let reserialised = serde_json::to_vec(&value).expect("a JSON value serialises");
-    intake::domain::records::normalize_payload(&reserialised, &required)
+    intake::domain::records::normalize_payload(&reserialised, &rules)
         .expect("the re-serialised payload must be accepted");
 });
 
