@@ -15,14 +15,15 @@
 //!   `10.000000000000000000001`, and a 30-digit integer is compared exactly (serde_json's
 //!   `arbitrary_precision` keeps each number's text).
 
+mod tape;
+
 use std::ops::Bound;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-mod tape;
-
 use self::tape::{Tape, TapeJson};
+use crate::core::quiet_panic;
 pub use crate::domain::error::Violation;
 use crate::domain::error::{Error, Result};
 use crate::store::records::ScanOrder;
@@ -112,14 +113,18 @@ impl PayloadSchema {
     }
 
     fn compile(schema: &Value) -> Result<PayloadSchema> {
-        let validator = jsonschema::options_for::<TapeJson>()
-            .with_draft(jsonschema::Draft::Draft202012)
-            .with_retriever(NoRetrieval)
-            .should_validate_formats(true)
-            .should_ignore_unknown_formats(false)
-            .with_pattern_options(jsonschema::PatternOptions::regex())
-            .build(schema)
-            .map_err(|e| Error::InvalidSchema(schema_problem(&e)))?;
+        // A schema is the owner's input: a panic of the validator on one is a refusal.
+        let built = quiet_panic::catch(|| {
+            jsonschema::options_for::<TapeJson>()
+                .with_draft(jsonschema::Draft::Draft202012)
+                .with_retriever(NoRetrieval)
+                .should_validate_formats(true)
+                .should_ignore_unknown_formats(false)
+                .with_pattern_options(jsonschema::PatternOptions::regex())
+                .build(schema)
+        })
+        .map_err(|panic| Error::InvalidSchema(format!("the validator cannot read it ({panic})")))?;
+        let validator = built.map_err(|e| Error::InvalidSchema(schema_problem(&e)))?;
         Ok(PayloadSchema {
             validator: Ok(validator),
         })
@@ -139,6 +144,13 @@ impl PayloadSchema {
     /// The first [`MAX_VIOLATIONS`] violations of `payload`, in document order (a location
     /// before the ones inside it and after it; at one location, in the schema's order).
     pub fn violations(&self, payload: &[u8]) -> Result<Vec<Violation>> {
+        // A payload is the caller's input: a panic of the validator on one is a 500 of this
+        // request, never of the server.
+        quiet_panic::catch(|| self.violations_of(payload))
+            .unwrap_or_else(|panic| Err(Error::Internal(format!("schema validation: {panic}"))))
+    }
+
+    fn violations_of(&self, payload: &[u8]) -> Result<Vec<Violation>> {
         let validator = self
             .validator
             .as_ref()
