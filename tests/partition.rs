@@ -342,8 +342,31 @@ fn a_node_cut_off_from_the_database_refuses_writes_and_the_others_take_over_its_
             .position(|c| first.0 <= c.at + WEBHOOK_TIMEOUT && first.0 + RECEIVER_DELAY >= c.at);
         assert!(
             first.1 == cut_off_address && cut.is_some(),
-            "delivery {id} arrived twice, first from {} at a time no cut explains",
-            first.1
+            "delivery {id} arrived twice, first from {} (the cut-off node is {cut_off_address}, \
+             the second came from {}) at a time no cut explains (the arrivals, in seconds \
+             from each cut's start and from its end: {})",
+            first.1,
+            second.1,
+            cuts.iter()
+                .map(|c| {
+                    let from = |t: Instant, mark: Instant| {
+                        if t >= mark {
+                            (t - mark).as_secs_f64()
+                        } else {
+                            -(mark - t).as_secs_f64()
+                        }
+                    };
+                    format!(
+                        "cut of {} s: {:+.2}/{:+.2}, then {:+.2}/{:+.2}",
+                        c.length.as_secs(),
+                        from(first.0, c.at),
+                        from(first.0, c.restored),
+                        from(second.0, c.at),
+                        from(second.0, c.restored)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
         );
         // One attempt per claim: the second comes from a claim taken once the first lapsed
         // (whichever node took it; the first was taken a moment before its attempt arrived).
