@@ -62,6 +62,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -214,6 +215,22 @@ impl Streams {
         }
     }
 
+    /// An erasure removed records of `partitions`: the frames their streams share may hold
+    /// those records' payloads, so they go (streams read again from the store, which no longer
+    /// has them). A feed busy reading drops its frames as soon as that read is done.
+    pub fn erased(&self, partitions: &[Partition]) {
+        let feeds = lock(&self.inner.feeds);
+        for partition in partitions {
+            let Some(feed) = feeds.get(partition).and_then(Weak::upgrade) else {
+                continue;
+            };
+            feed.erased.store(true, Ordering::SeqCst);
+            if let Ok(mut shared) = feed.shared.try_lock() {
+                shared.drop_if_erased(&feed.erased);
+            }
+        }
+    }
+
     /// Ends every stream (the server is stopping): each sends a last comment and closes, and
     /// its reader reconnects, to this node or another, with `Last-Event-ID`.
     pub fn shutdown(&self) {
@@ -308,6 +325,7 @@ impl Streams {
             environment: access.environment,
             changed: watch::Sender::new(()),
             shared: tokio::sync::Mutex::new(Shared::default()),
+            erased: AtomicBool::new(false),
         });
         feeds.insert(access.partition, Arc::downgrade(&feed));
         feed
@@ -378,6 +396,8 @@ struct Feed {
     environment: Environment,
     changed: watch::Sender<()>,
     shared: tokio::sync::Mutex<Shared>,
+    /// Set by an erasure in the partition: the shared frames must go ([`Streams::erased`]).
+    erased: AtomicBool,
 }
 
 /// The frames of a partition's events that its streams have read, in segments of
@@ -392,6 +412,16 @@ struct Shared {
     bytes: usize,
     /// Counts uses, to tell which segment was used longest ago.
     uses: u64,
+}
+
+impl Shared {
+    /// Drops every frame if an erasure asked for it (`erased`), and clears the request.
+    fn drop_if_erased(&mut self, erased: &AtomicBool) {
+        if erased.swap(false, Ordering::SeqCst) {
+            self.segments.clear();
+            self.bytes = 0;
+        }
+    }
 }
 
 /// Every settled event with a position in `(start, end]`, oldest first.
@@ -423,6 +453,7 @@ impl Feed {
         after: u128,
     ) -> std::result::Result<Batch, ReadError> {
         let mut shared = self.shared.lock().await;
+        shared.drop_if_erased(&self.erased);
         shared.uses += 1;
         let now = shared.uses;
         if let Some((_, segment)) = shared.segments.range_mut(..=after).next_back()
@@ -444,7 +475,11 @@ impl Feed {
         // (they wait on the lock meanwhile).
         let (frames, access_version) = self.read(store, after)?;
         let read_at = Some(access_version);
-        let Some(last) = frames.last().map(|f| f.position) else {
+        // An erasure committed during the read: what was read may predate it, so it is not
+        // kept for others.
+        let erased_meanwhile = self.erased.load(Ordering::SeqCst);
+        shared.drop_if_erased(&self.erased);
+        let Some(last) = frames.last().map(|f| f.position).filter(|_| !erased_meanwhile) else {
             return Ok(Batch { frames, read_at });
         };
         let bytes: usize = frames.iter().map(|f| f.text.len()).sum();

@@ -239,6 +239,9 @@ impl AfterCommit for Wakers {
             }
             self.streams.committed(&effects.records_changed);
         }
+        if !effects.records_erased.is_empty() {
+            self.streams.erased(&effects.records_erased);
+        }
         if effects.access_changed {
             self.access_cache.invalidate();
         }

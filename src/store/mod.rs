@@ -32,6 +32,7 @@ pub mod compression;
 #[cfg(test)]
 pub(crate) mod conformance;
 pub mod endpoints;
+pub mod erasures;
 pub mod events;
 pub mod mail;
 pub mod postgres;
@@ -117,6 +118,10 @@ pub struct Effects {
     /// once: wake the search indexer, which follows the change log, and those partitions'
     /// change streams.
     pub records_changed: Vec<Partition>,
+    /// The partitions an erasure removed records of, in order, each once: besides the wake-ups
+    /// of `records_changed`, drop every copy of their events kept in memory (the frames change
+    /// streams share).
+    pub records_erased: Vec<Partition>,
 }
 
 impl Effects {
@@ -132,16 +137,28 @@ impl Effects {
         }
     }
 
+    /// These effects, with every partition whose records changed reported as erased too.
+    pub fn and_erased(mut self) -> Effects {
+        self.records_erased = self.records_changed.clone();
+        self
+    }
+
     pub fn merge(&mut self, other: Effects) {
         self.mail_queued |= other.mail_queued;
         self.deliveries_due |= other.deliveries_due;
         self.access_changed |= other.access_changed;
         self.recoveries |= other.recoveries;
-        if !other.records_changed.is_empty() {
-            self.records_changed.extend(other.records_changed);
-            self.records_changed.sort_unstable();
-            self.records_changed.dedup();
-        }
+        merge_partitions(&mut self.records_changed, other.records_changed);
+        merge_partitions(&mut self.records_erased, other.records_erased);
+    }
+}
+
+/// Adds `more` to the ascending, repeat-free `partitions`.
+fn merge_partitions(partitions: &mut Vec<Partition>, more: Vec<Partition>) {
+    if !more.is_empty() {
+        partitions.extend(more);
+        partitions.sort_unstable();
+        partitions.dedup();
     }
 }
 
@@ -154,12 +171,14 @@ pub enum IdKind {
     Notification,
     Audit,
     Mail,
+    Erasure,
 }
 
 /// One consistent snapshot of the store: every read of it sees the same commits.
 pub trait ReadTx:
     accounts::AccountsRead
     + endpoints::EndpointsRead
+    + erasures::ErasuresRead
     + mail::MailRead
     + records::RecordsRead
     + webhooks::WebhooksRead
@@ -176,6 +195,7 @@ pub trait WriteTx:
     ReadTx
     + accounts::AccountsWrite
     + endpoints::EndpointsWrite
+    + erasures::ErasuresWrite
     + mail::MailWrite
     + webhooks::WebhooksWrite
 {

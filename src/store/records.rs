@@ -79,6 +79,21 @@ pub enum RecordWrite {
         /// When the delete was received (its event's time).
         at: Timestamp,
     },
+    /// One step of an erasure (`domain::erasures`): removes those of the records `ids` that
+    /// still exist, with the copies of their payloads the store keeps beside them (their
+    /// webhook deliveries' bodies and their attempts' response bodies, see
+    /// `DeliveryRow::erase`), adds them to the erasure's `erased` and moves its
+    /// `resume_below`, all in one commit. With `notify` each removal is a delete like any
+    /// other (its event and its `record.deleted` webhooks, made after the old deliveries are
+    /// erased); without, only the change log records it (the search index follows that).
+    Erase {
+        partition: Partition,
+        ids: Vec<RecordId>,
+        at: Timestamp,
+        notify: bool,
+        erasure: u64,
+        resume_below: u128,
+    },
 }
 
 impl RecordWrite {
@@ -87,6 +102,7 @@ impl RecordWrite {
     pub fn record_count(&self) -> usize {
         match self {
             RecordWrite::Create { records, .. } => records.len(),
+            RecordWrite::Erase { ids, .. } => ids.len(),
             RecordWrite::Replace { .. } | RecordWrite::Delete { .. } => 1,
         }
     }
@@ -96,7 +112,8 @@ impl RecordWrite {
         match self {
             RecordWrite::Create { partition, .. }
             | RecordWrite::Replace { partition, .. }
-            | RecordWrite::Delete { partition, .. } => *partition,
+            | RecordWrite::Delete { partition, .. }
+            | RecordWrite::Erase { partition, .. } => *partition,
         }
     }
 }
@@ -180,6 +197,10 @@ pub enum WriteOutcome {
     },
     Replaced,
     Deleted,
+    /// An erasure's step: how many of its records existed and were removed.
+    Erased {
+        count: u64,
+    },
     /// A replace or delete of a record that does not exist.
     NotFound,
     /// A known Idempotency-Key sent with a different payload.
@@ -208,7 +229,8 @@ pub struct Change<'a> {
 
 impl<'a> Change<'a> {
     /// What `write` changed, given its `outcome`, one change per record in the order sent:
-    /// none for a refused or replayed write.
+    /// none for a refused or replayed write, nor for an erasure's step, whose store reports
+    /// each removal itself ([`Change::erased`]) since only it knows which records existed.
     pub fn of(write: &'a RecordWrite, outcome: &WriteOutcome) -> impl Iterator<Item = Change<'a>> {
         let partition = write.partition();
         let (changed, created): (Option<Change<'a>>, &'a [NewRecord]) = match (write, outcome) {
@@ -252,6 +274,20 @@ impl<'a> Change<'a> {
                 at: record.id.created_at(),
                 payload: Some(record.payload.as_slice()),
             }))
+    }
+}
+
+impl Change<'static> {
+    /// The delete an erasure's step makes of the record `id` of `partition` at `at`, when it
+    /// notifies.
+    pub fn erased(partition: Partition, id: RecordId, at: Timestamp) -> Change<'static> {
+        Change {
+            partition,
+            id,
+            kind: ChangeKind::Deleted,
+            at,
+            payload: None,
+        }
     }
 }
 
@@ -311,6 +347,7 @@ impl NewDelivery {
             created_at: self.created_at,
             finished_at: None,
             retry_requests: 0,
+            erased: false,
         }
     }
 }

@@ -182,6 +182,26 @@ pub fn search(
     search_within(store, index, p, request, MAX_SCANNED)
 }
 
+/// The records of partition `p` with ids in `[lower, upper]` whose payload text contains the
+/// folded query `q`, newest first, at most `limit`, by the rules of [`search`] (an erasure
+/// finds what it removes this way).
+pub fn matches(
+    store: &dyn Store,
+    index: Option<&dyn SearchIndex>,
+    p: Partition,
+    q: &str,
+    (lower, upper): (u128, u128),
+    limit: usize,
+) -> Result<MatchPage> {
+    let request = SearchRequest {
+        q: q.to_string(),
+        lower,
+        upper,
+        limit,
+    };
+    find_within(store, index, p, &request, MAX_SCANNED)
+}
+
 /// [`search`] with `budget` as the most records read from the store by a scan or from the
 /// unindexed tail (tests use small budgets to reach the bounds with few records).
 pub(crate) fn search_within(
@@ -191,6 +211,16 @@ pub(crate) fn search_within(
     request: &SearchRequest,
     budget: usize,
 ) -> Result<String> {
+    find_within(store, index, p, request, budget)?.json(p)
+}
+
+fn find_within(
+    store: &dyn Store,
+    index: Option<&dyn SearchIndex>,
+    p: Partition,
+    request: &SearchRequest,
+    budget: usize,
+) -> Result<MatchPage> {
     let SearchRequest {
         q,
         lower,
@@ -198,7 +228,7 @@ pub(crate) fn search_within(
         limit,
     } = request;
     if lower > upper {
-        return page(p, Vec::new(), None);
+        return page(Vec::new(), None);
     }
     // The index's state first, then the store's: every change between the two is in the tail,
     // which is read after both (see `unindexed_tail`).
@@ -244,7 +274,7 @@ pub(crate) fn search_within(
             _ => {
                 let next = (found.len() > *limit).then(|| found[*limit - 1].id);
                 found.truncate(*limit);
-                return page(p, found, next);
+                return page(found, next);
             }
         }
     }
@@ -293,12 +323,12 @@ pub(crate) fn search_within(
     if let Some(bound) = stopped_at {
         found.retain(|record| record.id >= bound);
         if found.len() <= *limit {
-            return page(p, found, Some(bound));
+            return page(found, Some(bound));
         }
     }
     let next = (found.len() > *limit).then(|| found[*limit - 1].id);
     found.truncate(*limit);
-    page(p, found, next)
+    page(found, next)
 }
 
 /// A search answered by a store that searches its records itself (PostgreSQL): its candidates,
@@ -311,7 +341,7 @@ fn search_in_store(
     matcher: &mut Matcher,
     request: &SearchRequest,
     budget: usize,
-) -> Result<String> {
+) -> Result<MatchPage> {
     let SearchRequest {
         q,
         lower,
@@ -333,7 +363,7 @@ fn search_in_store(
         TextSearchEnd::Done => {
             let next = (found.len() > *limit).then(|| found[*limit - 1].id);
             found.truncate(*limit);
-            page(p, found, next)
+            page(found, next)
         }
         TextSearchEnd::TooSlow => scan_store(records, p, matcher, *lower, *upper, *limit, budget),
     }
@@ -486,7 +516,7 @@ fn scan_store(
     upper: u128,
     limit: usize,
     budget: usize,
-) -> Result<String> {
+) -> Result<MatchPage> {
     let Walk {
         mut found,
         stopped_above,
@@ -502,30 +532,49 @@ fn scan_store(
     if found.len() > limit {
         let next = found[limit - 1].id;
         found.truncate(limit);
-        return page(p, found, Some(next));
+        return page(found, Some(next));
     }
     // Fewer than a page: the next page starts below what was examined, if anything is left.
-    page(p, found, stopped_above)
+    page(found, stopped_above)
 }
 
-/// The JSON of a page of `found` (newest first); `next_below` is the exclusive upper id bound
-/// the next page starts from.
-fn page(p: Partition, found: Vec<Found>, next_below: Option<u128>) -> Result<String> {
-    let next_cursor = next_below.map(|id| {
-        cursor::encode(
-            CursorKind::Search,
-            p.raw(),
-            Position {
-                time: (id >> 64) as u64,
-                tiebreak: id,
-            },
-        )
-    });
-    let mut body = RecordsBody::new(found.len());
-    for record in &found {
-        body.push(RecordId(record.id), record.updated_at, &record.payload)?;
+/// A page of `found` (newest first); `next_below` is the exclusive upper id bound the next page
+/// starts from.
+fn page(found: Vec<Found>, next_below: Option<u128>) -> Result<MatchPage> {
+    Ok(MatchPage { found, next_below })
+}
+
+/// A page of matches, newest first.
+pub struct MatchPage {
+    found: Vec<Found>,
+    /// The exclusive upper id bound the next page starts from; `None` on the last page.
+    pub next_below: Option<u128>,
+}
+
+impl MatchPage {
+    /// The ids of the matches, newest first.
+    pub fn ids(&self) -> impl Iterator<Item = u128> + '_ {
+        self.found.iter().map(|record| record.id)
     }
-    body.finish(&PageTail {
-        pagination: Pagination { next_cursor },
-    })
+
+    /// The page as a search answers it, in partition `p`.
+    fn json(self, p: Partition) -> Result<String> {
+        let next_cursor = self.next_below.map(|id| {
+            cursor::encode(
+                CursorKind::Search,
+                p.raw(),
+                Position {
+                    time: (id >> 64) as u64,
+                    tiebreak: id,
+                },
+            )
+        });
+        let mut body = RecordsBody::new(self.found.len());
+        for record in &self.found {
+            body.push(RecordId(record.id), record.updated_at, &record.payload)?;
+        }
+        body.finish(&PageTail {
+            pagination: Pagination { next_cursor },
+        })
+    }
 }

@@ -29,6 +29,7 @@ pub(crate) fn delivery(id: u64, partition: Partition, record_id: u128) -> Delive
         created_at: Timestamp(1),
         finished_at: None,
         retry_requests: 0,
+        erased: false,
     }
 }
 

@@ -34,6 +34,7 @@ mod accounts;
 mod cluster;
 mod connect;
 mod endpoints;
+mod erasures;
 mod events;
 mod health;
 mod mail;

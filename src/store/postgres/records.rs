@@ -24,7 +24,11 @@ use crate::store::records::{
     AppliedBatch, BatchWrite, Change, NewDelivery, RecordRef, RecordRow, RecordWrite, RecordsRead,
     RecordsStore, ScanOrder, SearchVisitor, WriteOutcome, searchable_text,
 };
-use crate::store::{IdempotencyRow, Partition, StoreError, WebhookSettingsRow, time_key};
+use crate::store::erasures::{ErasuresRead, ErasuresWrite};
+use crate::store::{
+    AttemptRow, DeliveryRow, Effects, IdempotencyRow, Partition, StoreError, WebhookSettingsRow,
+    time_key,
+};
 
 /// Records a visitor's scan reads per statement: a visitor usually stops early, so a scan
 /// never reads far ahead of it.
@@ -301,6 +305,10 @@ struct Batch<'w> {
     deliveries: Vec<(Partition, RecordId, NewDelivery)>,
     /// The events of the applied writes, in order (`store::events`).
     events: EventColumns,
+    /// The records erasures' steps removed (their deliveries are erased before the batch's
+    /// new ones are made), and each step's erasure with its count and resume point.
+    erased: HashMap<(Partition, u128), Timestamp>,
+    erasure_steps: Vec<(u64, u64, u128)>,
 }
 
 impl<'w> Batch<'w> {
@@ -327,6 +335,13 @@ impl<'w> Batch<'w> {
                     partitions.insert(big_partition(*partition));
                     record_partitions.push(big_partition(*partition));
                     record_ids.push(id_bytes(id.0));
+                }
+                RecordWrite::Erase { partition, ids, .. } => {
+                    partitions.insert(big_partition(*partition));
+                    for id in ids {
+                        record_partitions.push(big_partition(*partition));
+                        record_ids.push(id_bytes(id.0));
+                    }
                 }
             }
         }
@@ -358,6 +373,8 @@ impl<'w> Batch<'w> {
             webhook_settings: HashMap::new(),
             deliveries: Vec::new(),
             events: EventColumns::default(),
+            erased: HashMap::new(),
+            erasure_steps: Vec::new(),
         };
         for row in &rows {
             let partition = unbig_partition(row.try_get(1)?);
@@ -396,16 +413,46 @@ impl<'w> Batch<'w> {
 
     /// Applies one write in memory; if it changed a record, plans its deliveries.
     fn apply_one(&mut self, batch_write: &BatchWrite<'w>) -> Result<WriteOutcome, StoreError> {
+        if let RecordWrite::Erase {
+            partition,
+            ids,
+            at,
+            notify,
+            erasure,
+            resume_below,
+        } = batch_write.write
+        {
+            let mut count = 0;
+            for id in ids {
+                if !self.exists((*partition, id.0)) {
+                    continue;
+                }
+                count += 1;
+                self.changed.insert((*partition, id.0), None);
+                self.erased.insert((*partition, id.0), *at);
+                if *notify {
+                    self.plan(batch_write, &Change::erased(*partition, *id, *at))?;
+                }
+            }
+            self.erasure_steps.push((*erasure, count, *resume_below));
+            return Ok(WriteOutcome::Erased { count });
+        }
         let outcome = self.apply_to_records(batch_write.write)?;
         for change in Change::of(batch_write.write, &outcome) {
-            self.events.push(&change);
-            let settings = self.webhook_settings.get(&change.partition);
-            for delivery in batch_write.webhooks.deliveries(&change, settings)? {
-                self.deliveries
-                    .push((change.partition, change.id, delivery));
-            }
+            self.plan(batch_write, &change)?;
         }
         Ok(outcome)
+    }
+
+    /// Logs an applied change's event and plans its deliveries.
+    fn plan(&mut self, batch_write: &BatchWrite<'w>, change: &Change<'_>) -> Result<(), StoreError> {
+        self.events.push(change);
+        let settings = self.webhook_settings.get(&change.partition);
+        for delivery in batch_write.webhooks.deliveries(change, settings)? {
+            self.deliveries
+                .push((change.partition, change.id, delivery));
+        }
+        Ok(())
     }
 
     fn exists(&self, key: (Partition, u128)) -> bool {
@@ -465,12 +512,16 @@ impl<'w> Batch<'w> {
                 self.changed.insert((*partition, id.0), None);
                 Ok(WriteOutcome::Deleted)
             }
+            RecordWrite::Erase { .. } => Err(StoreError::Corrupt(
+                "an erasure's step is applied by Batch::apply_one".into(),
+            )),
         }
     }
 
     /// Writes the net result of the batch: one statement for the records, deletes and claims
     /// (handing out the delivery ids), one for the deliveries.
     fn save(self, tx: &mut PgTx<'_>) -> Result<(), StoreError> {
+        count_erasure_steps(tx, &self.erasure_steps)?;
         if self.changed.is_empty() {
             // Nothing was applied (replays and refusals only): nothing to write.
             return Ok(());
@@ -541,6 +592,7 @@ impl<'w> Batch<'w> {
                 &self.events.at,
             ],
         )?;
+        erase_deliveries(tx, &self.erased)?;
         if self.deliveries.is_empty() {
             return Ok(());
         }
@@ -552,6 +604,71 @@ impl<'w> Batch<'w> {
         ids.sort_unstable();
         insert_deliveries(tx, ids, self.deliveries)
     }
+}
+
+/// Adds each erasure step's count to its erasure's row and moves its resume point.
+fn count_erasure_steps(tx: &mut PgTx<'_>, steps: &[(u64, u64, u128)]) -> Result<(), StoreError> {
+    for &(erasure, count, resume_below) in steps {
+        let mut row = tx
+            .erasure(erasure)?
+            .ok_or_else(|| StoreError::Corrupt(format!("erasure {erasure} is missing")))?;
+        row.erased += count;
+        row.resume_below = resume_below;
+        tx.put_erasure(&row)?;
+        tx.effects
+            .merge(Effects::records_changed([row.partition]).and_erased());
+    }
+    Ok(())
+}
+
+/// Erases the deliveries of the records `erased` and their attempts (`DeliveryRow::erase`,
+/// `AttemptRow::erase`), each at the time its record was erased.
+fn erase_deliveries(
+    tx: &mut PgTx<'_>,
+    erased: &HashMap<(Partition, u128), Timestamp>,
+) -> Result<(), StoreError> {
+    if erased.is_empty() {
+        return Ok(());
+    }
+    let partitions: Vec<i64> = erased.keys().map(|(p, _)| big_partition(*p)).collect();
+    let keys: Vec<[u8; 16]> = erased.keys().map(|(_, id)| id_bytes(*id)).collect();
+    let keys: Vec<&[u8]> = keys.iter().map(|id| &id[..]).collect();
+    let rows = tx.query(
+        "SELECT d.data FROM deliveries d          WHERE (d.partition, d.record_id) IN (SELECT * FROM unnest($1::bigint[], $2::bytea[]))          ORDER BY d.id FOR UPDATE",
+        &[&partitions, &keys],
+    )?;
+    let (mut ids, mut data) = (Vec::with_capacity(rows.len()), Vec::with_capacity(rows.len()));
+    for row in &rows {
+        let mut delivery: DeliveryRow = from_json(row.try_get(0)?)?;
+        let at = erased
+            .get(&(delivery.partition, delivery.record_id))
+            .copied()
+            .ok_or_else(|| StoreError::Corrupt("a delivery of no erased record".into()))?;
+        delivery.erase(at);
+        ids.push(big(delivery.id));
+        data.push(to_json(&delivery)?);
+    }
+    tx.execute(
+        "UPDATE deliveries d SET due_at = NULL, data = u.data          FROM unnest($1::bigint[], $2::bytea[]) AS u (id, data) WHERE d.id = u.id",
+        &[&ids, &data],
+    )?;
+    let attempts = tx.query(
+        "SELECT delivery_id, attempt, data FROM delivery_attempts          WHERE delivery_id = ANY($1::bigint[]) ORDER BY delivery_id, attempt FOR UPDATE",
+        &[&ids],
+    )?;
+    let (mut delivery_ids, mut numbers, mut data) = (Vec::new(), Vec::new(), Vec::new());
+    for row in &attempts {
+        let mut attempt: AttemptRow = from_json(row.try_get(2)?)?;
+        attempt.erase();
+        delivery_ids.push(row.try_get::<_, i64>(0)?);
+        numbers.push(row.try_get::<_, i32>(1)?);
+        data.push(to_json(&attempt)?);
+    }
+    tx.execute(
+        "UPDATE delivery_attempts a SET data = u.data          FROM unnest($1::bigint[], $2::int[], $3::bytea[]) AS u (delivery_id, attempt, data)          WHERE a.delivery_id = u.delivery_id AND a.attempt = u.attempt",
+        &[&delivery_ids, &numbers, &data],
+    )?;
+    Ok(())
 }
 
 /// The columns of the events a batch writes.

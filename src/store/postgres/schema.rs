@@ -17,6 +17,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (3, include_str!("migrations/0003_record_events.sql")),
     (4, include_str!("migrations/0004_job_holder.sql")),
     (5, include_str!("migrations/0005_subscription_health.sql")),
+    (6, include_str!("migrations/0006_erasures.sql")),
 ];
 
 /// The advisory lock key the migrating node holds (`intake` in ASCII).

@@ -39,6 +39,7 @@ fn sequence(kind: IdKind) -> &'static str {
         IdKind::Notification => "notification_ids",
         IdKind::Audit => "audit_ids",
         IdKind::Mail => "mail_ids",
+        IdKind::Erasure => "erasure_ids",
     }
 }
 

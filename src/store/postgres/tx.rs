@@ -293,6 +293,7 @@ impl WriteTx for PgTx<'_> {
             IdKind::Notification => "SELECT nextval('notification_ids')",
             IdKind::Audit => "SELECT nextval('audit_ids')",
             IdKind::Mail => "SELECT nextval('mail_ids')",
+            IdKind::Erasure => "SELECT nextval('erasure_ids')",
         };
         let row = self
             .query_opt(sql, &[])?

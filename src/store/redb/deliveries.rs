@@ -6,15 +6,16 @@ use std::collections::hash_map::Entry;
 
 use redb::{ReadableTable, Table, WriteTransaction};
 
-use super::webhooks::list_due;
+use super::webhooks::{due_key, list_due};
 use super::{
-    DELIVERIES, DELIVERIES_DUE, META, PARTITION_DELIVERIES, RECORD_DELIVERIES, WEBHOOK_SETTINGS,
+    DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, META, PARTITION_DELIVERIES, RECORD_DELIVERIES, WEBHOOK_SETTINGS,
     from_json, read_counter, to_json, write_counter,
 };
+use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::store::records::{Change, DeliveryPlanner, NewDelivery};
 use crate::store::webhooks::DueDelivery;
-use crate::store::{Partition, StoreError, WebhookSettingsRow};
+use crate::store::{AttemptRow, DeliveryRow, Partition, StoreError, WebhookSettingsRow};
 
 /// `META` counter of the last delivery id handed out.
 const NEXT_DELIVERY_ID: &str = "next_delivery_id";
@@ -26,6 +27,7 @@ pub(super) struct DeliveryTables<'txn> {
     due: Table<'txn, (u64, u64), (bool, &'static str)>,
     by_partition: Table<'txn, (u64, u64), u128>,
     by_record: Table<'txn, (u64, u128, u64), ()>,
+    attempts: Table<'txn, (u64, u32), &'static [u8]>,
     /// Each partition's webhook settings, read and decoded once per batch (nothing else
     /// writes them in its transaction).
     settings: HashMap<Partition, Option<WebhookSettingsRow>>,
@@ -42,6 +44,7 @@ impl<'txn> DeliveryTables<'txn> {
             due: txn.open_table(DELIVERIES_DUE)?,
             by_partition: txn.open_table(PARTITION_DELIVERIES)?,
             by_record: txn.open_table(RECORD_DELIVERIES)?,
+            attempts: txn.open_table(DELIVERY_ATTEMPTS)?,
             settings: HashMap::new(),
             last_id,
             first_id: last_id,
@@ -78,6 +81,44 @@ impl<'txn> DeliveryTables<'txn> {
         };
         for delivery in planner.deliveries(change, settings.as_ref())? {
             self.insert(change.partition, change.id, delivery)?;
+        }
+        Ok(())
+    }
+
+    /// Erases the deliveries of the record `record_id` of `partition` and their attempts
+    /// (`DeliveryRow::erase`, `AttemptRow::erase`), at `at`.
+    pub(super) fn erase_for(
+        &mut self,
+        partition: Partition,
+        record_id: RecordId,
+        at: Timestamp,
+    ) -> Result<(), StoreError> {
+        let ids: Vec<u64> = self
+            .by_record
+            .range((partition.raw(), record_id.0, 0)..=(partition.raw(), record_id.0, u64::MAX))?
+            .map(|entry| entry.map(|(key, _)| key.value().2))
+            .collect::<Result<_, _>>()?;
+        for id in ids {
+            let mut row: DeliveryRow = match self.deliveries.get(id)? {
+                Some(value) => from_json(value.value())?,
+                None => continue,
+            };
+            if let Some(listed_at) = row.erase(at) {
+                self.due.remove(due_key((listed_at, id)))?;
+            }
+            self.deliveries.insert(id, to_json(&row)?.as_slice())?;
+            let attempts: Vec<(u32, AttemptRow)> = self
+                .attempts
+                .range((id, 0)..=(id, u32::MAX))?
+                .map(|entry| {
+                    let (key, value) = entry?;
+                    Ok((key.value().1, from_json(value.value())?))
+                })
+                .collect::<Result<_, StoreError>>()?;
+            for (number, mut attempt) in attempts {
+                attempt.erase();
+                self.attempts.insert((id, number), to_json(&attempt)?.as_slice())?;
+            }
         }
         Ok(())
     }

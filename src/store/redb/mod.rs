@@ -18,6 +18,7 @@ mod changes;
 mod compact;
 mod deliveries;
 mod endpoints;
+mod erasures;
 mod events;
 mod gauges;
 pub mod layout;
@@ -287,6 +288,7 @@ fn visit_main_tables(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(DELIVERY_ATTEMPTS)?;
     v.visit(FAILURE_MAILS)?;
     v.visit(WEBHOOK_SECRETS)?;
+    v.visit(ERASURES)?;
     Ok(())
 }
 

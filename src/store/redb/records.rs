@@ -10,17 +10,17 @@ use super::deliveries::DeliveryTables;
 use super::payload::PayloadCodec;
 use super::tx::Tables;
 use super::{
-    CHANGES, EVENTS, IDEMPOTENCY, IDEMPOTENCY_EXPIRY, LAST_CHANGE_SEQ, META, RECORDS, RedbStore,
+    CHANGES, ERASURES, EVENTS, IDEMPOTENCY, IDEMPOTENCY_EXPIRY, LAST_CHANGE_SEQ, META, RECORDS, RedbStore,
     from_json, partitions_of, read_counter, to_json, write_counter,
 };
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::store::events::kind_code;
 use crate::store::records::{
-    AppliedBatch, BatchWrite, Change, IdempotencyClaim, RecordRef, RecordRow, RecordWrite,
+    AppliedBatch, BatchWrite, Change, DeliveryPlanner, IdempotencyClaim, RecordRef, RecordRow, RecordWrite,
     RecordsRead, RecordsStore, ScanOrder, SearchVisitor, WriteOutcome,
 };
-use crate::store::{Effects, IdempotencyRow, Partition, StoreError, time_key};
+use crate::store::{Effects, ErasureRow, IdempotencyRow, Partition, StoreError, time_key};
 
 impl<T: Tables> RecordsRead for T {
     fn record(&self, partition: Partition, id: RecordId) -> Result<Option<RecordRow>, StoreError> {
@@ -141,7 +141,7 @@ fn visit_page<'a>(
 impl RecordsStore for RedbStore {
     fn apply_batch(&self, writes: &[BatchWrite<'_>]) -> Result<AppliedBatch, StoreError> {
         let txn = self.write()?;
-        let (outcomes, deliveries_due) = {
+        let (outcomes, effects) = {
             let mut batch = BatchTables::open(&txn, &self.codec)?;
             let outcomes = writes
                 .iter()
@@ -150,13 +150,7 @@ impl RecordsStore for RedbStore {
             (outcomes, batch.finish(&txn)?)
         };
         txn.commit()?;
-        Ok(AppliedBatch {
-            outcomes,
-            effects: Effects {
-                deliveries_due,
-                ..Effects::default()
-            },
-        })
+        Ok(AppliedBatch { outcomes, effects })
     }
 
     fn purge_partition_before(
@@ -265,6 +259,9 @@ struct BatchTables<'txn> {
     log: ChangeLog<'txn>,
     events: Table<'txn, (u64, u64), (u8, u128, u64)>,
     deliveries: DeliveryTables<'txn>,
+    erasures: Table<'txn, u64, &'static [u8]>,
+    /// The partitions erasures' steps removed records of.
+    erased: Vec<Partition>,
 }
 
 impl<'txn> BatchTables<'txn> {
@@ -280,19 +277,40 @@ impl<'txn> BatchTables<'txn> {
             log: ChangeLog::open(txn)?,
             events: txn.open_table(EVENTS)?,
             deliveries: DeliveryTables::open(txn)?,
+            erasures: txn.open_table(ERASURES)?,
+            erased: Vec::new(),
         })
     }
 
-    /// Saves the counters; returns whether deliveries were created.
-    fn finish(self, txn: &WriteTransaction) -> Result<bool, StoreError> {
+    /// Saves the counters; returns what the commit requires.
+    fn finish(self, txn: &WriteTransaction) -> Result<Effects, StoreError> {
         self.log.finish(txn)?;
-        self.deliveries.finish(txn)
+        let erased = self.erased;
+        drop(self.erasures);
+        Ok(Effects {
+            deliveries_due: self.deliveries.finish(txn)?,
+            records_changed: erased.clone(),
+            records_erased: erased,
+            ..Effects::default()
+        })
     }
 
     /// Applies one write; if it changed a record, logs it in the change log and the event log
     /// (under the same sequence) and creates its webhook deliveries.
     fn apply(&mut self, batch_write: &BatchWrite<'_>) -> Result<WriteOutcome, StoreError> {
         let write = batch_write.write;
+        if let RecordWrite::Erase {
+            partition,
+            ids,
+            at,
+            notify,
+            erasure,
+            resume_below,
+        } = write
+        {
+            let planner = notify.then_some(batch_write.webhooks);
+            return self.erase(*partition, ids, *at, planner, *erasure, *resume_below);
+        }
         let outcome = self.apply_to_records(write)?;
         for change in Change::of(write, &outcome) {
             self.log.append(change.partition, change.id.0)?;
@@ -303,6 +321,47 @@ impl<'txn> BatchTables<'txn> {
             self.deliveries.create_for(&change, batch_write.webhooks)?;
         }
         Ok(outcome)
+    }
+
+    /// An erasure's step (see [`RecordWrite::Erase`]); `planner` when it notifies.
+    fn erase(
+        &mut self,
+        partition: Partition,
+        ids: &[RecordId],
+        at: Timestamp,
+        planner: Option<&dyn DeliveryPlanner>,
+        erasure: u64,
+        resume_below: u128,
+    ) -> Result<WriteOutcome, StoreError> {
+        let mut count = 0;
+        for id in ids {
+            if self.records.remove((partition.raw(), id.0))?.is_none() {
+                continue;
+            }
+            count += 1;
+            self.deliveries.erase_for(partition, *id, at)?;
+            self.log.append(partition, id.0)?;
+            if let Some(planner) = planner {
+                let change = Change::erased(partition, *id, at);
+                self.events.insert(
+                    (partition.raw(), self.log.last_seq),
+                    (kind_code(change.kind), id.0, time_key(at)),
+                )?;
+                self.deliveries.create_for(&change, planner)?;
+            }
+        }
+        let mut row: ErasureRow = match self.erasures.get(erasure)? {
+            Some(value) => from_json(value.value())?,
+            None => return Err(StoreError::Corrupt(format!("erasure {erasure} is missing"))),
+        };
+        row.erased += count;
+        row.resume_below = resume_below;
+        self.erasures.insert(erasure, to_json(&row)?.as_slice())?;
+        if !self.erased.contains(&partition) {
+            self.erased.push(partition);
+            self.erased.sort_unstable();
+        }
+        Ok(WriteOutcome::Erased { count })
     }
 
     fn apply_to_records(&mut self, write: &RecordWrite) -> Result<WriteOutcome, StoreError> {
@@ -363,6 +422,9 @@ impl<'txn> BatchTables<'txn> {
                 }
                 Ok(WriteOutcome::Deleted)
             }
+            RecordWrite::Erase { .. } => Err(StoreError::Corrupt(
+                "an erasure's step is applied by BatchTables::erase".into(),
+            )),
         }
     }
 

@@ -92,6 +92,8 @@ pub const OUTBOX: TableDefinition<u64, &[u8]> = TableDefinition::new("outbox");
 /// Webhook signing secrets: `partition` → [`WebhookSecretRow`] JSON, one per endpoint and
 /// environment (see `webhooks::secrets`).
 pub const WEBHOOK_SECRETS: TableDefinition<u64, &[u8]> = TableDefinition::new("webhook_secrets");
+/// Erasure id → `ErasureRow` JSON.
+pub const ERASURES: TableDefinition<u64, &[u8]> = TableDefinition::new("erasures");
 /// `(partition, time_us, sequence)` → [`RequestLogRow`] JSON. Lives in `requests.redb`.
 pub const REQUEST_LOG: TableDefinition<(u64, u64, u64), &[u8]> =
     TableDefinition::new("request_log");

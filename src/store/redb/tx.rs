@@ -121,6 +121,7 @@ impl WriteTx for RedbWrite<'_> {
             IdKind::Notification => "next_notification_id",
             IdKind::Audit => "next_audit_id",
             IdKind::Mail => "next_mail_id",
+            IdKind::Erasure => "next_erasure_id",
         };
         next_id(self.txn, counter)
     }

@@ -19,7 +19,7 @@ use crate::store::{
 /// A `DELIVERIES_DUE` key: `(due_at_us, delivery id)`.
 type DueKey = (u64, u64);
 
-fn due_key((due_at, id): (Timestamp, u64)) -> DueKey {
+pub(super) fn due_key((due_at, id): (Timestamp, u64)) -> DueKey {
     (time_key(due_at), id)
 }
 

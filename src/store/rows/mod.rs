@@ -1,12 +1,13 @@
 //! The rows every backend keeps: plain data types, no storage types. Services build and read
 //! them; each backend decides how to lay them out (redb keeps most as JSON, see `redb`).
 //!
-//! One file per area (`accounts`, `endpoints`, `records`, `webhooks`, `mail`), all re-exported
+//! One file per area (`accounts`, `endpoints`, `erasures`, `records`, `webhooks`, `mail`), all re-exported
 //! here; this file keeps what they share: environments, partitions (an endpoint's data in one
 //! environment), stored time keys and the base64 form of byte fields.
 
 mod accounts;
 mod endpoints;
+mod erasures;
 mod mail;
 mod records;
 mod webhooks;
@@ -15,6 +16,7 @@ use serde::{Deserialize, Serialize};
 
 pub use self::accounts::*;
 pub use self::endpoints::*;
+pub use self::erasures::*;
 pub use self::mail::*;
 pub use self::records::*;
 pub use self::webhooks::*;

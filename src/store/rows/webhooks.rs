@@ -332,6 +332,10 @@ pub struct DeliveryRow {
     /// attempt was in flight is honoured when it ends.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retry_requests: u32,
+    /// Its record was erased (`domain::erasures`): the body is gone and the attempts' response
+    /// bodies with it, so it is never sent again; the row stays, so the log's counts stay true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub erased: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -339,6 +343,20 @@ fn is_zero(n: &u32) -> bool {
 }
 
 impl DeliveryRow {
+    /// What erasing its record makes of it, the rule both backends apply: no body, marked
+    /// `erased`, and, if it was still pending, finished (given up at `at`), since there is
+    /// nothing left to send. Returns the time it was listed as due at, to unlist it.
+    pub fn erase(&mut self, at: Timestamp) -> Option<Timestamp> {
+        self.body = String::new();
+        self.erased = true;
+        let listed_at = self.next_attempt_at.take();
+        if self.state == DeliveryState::Pending {
+            self.state = DeliveryState::GivenUp;
+            self.finished_at = Some(at);
+        }
+        listed_at
+    }
+
     /// The owner subscription it belongs to; `None` for a caller webhook's.
     pub fn owner_subscription(&self) -> Option<u32> {
         match self.kind {
@@ -365,6 +383,14 @@ pub struct AttemptRow {
     pub response_body: Option<String>,
     /// What happened next: `delivered`, `retry`, or `given_up`.
     pub outcome: String,
+}
+
+impl AttemptRow {
+    /// What erasing its delivery's record makes of it: the receiver's answer may have echoed
+    /// the payload, so it goes.
+    pub fn erase(&mut self) {
+        self.response_body = None;
+    }
 }
 
 /// The webhook signing secret of one endpoint in one environment. Both secrets are the

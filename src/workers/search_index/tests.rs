@@ -62,11 +62,7 @@ impl Bench {
     /// commits.
     fn write(&self, ops: Vec<RecordWrite>) {
         let writes = ops.into_iter().map(|op| {
-            let partition = match &op {
-                RecordWrite::Create { partition, .. }
-                | RecordWrite::Replace { partition, .. }
-                | RecordWrite::Delete { partition, .. } => *partition,
-            };
+            let partition = op.partition();
             let hooks = Hooks {
                 endpoint_slug: "search-test".into(),
                 environment: partition.environment(),
