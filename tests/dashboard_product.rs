@@ -762,6 +762,7 @@ fn every_main_page_is_accessible_and_fits_a_phone_in_both_themes() {
         ("sandbox", e.clone()),
         ("production", format!("{e}/production")),
         ("records", format!("{e}/records")),
+        ("erase", format!("{e}/erasures")),
         (
             "record",
             format!("{e}/records/{}?environment=sandbox", ids[0]),
@@ -879,4 +880,209 @@ fn an_inactive_endpoints_records_are_closed_to_collaborators_and_open_to_its_own
     assert_eq!(r.status, 200, "{}", r.describe());
     reader.goto(&record);
     assert_eq!(reader.text("#record-payload"), "{\n  \"n\": 1\n}");
+}
+
+#[test]
+fn the_erase_form_counts_first_and_erases_only_what_the_typed_count_confirms() {
+    const MARKER: &str = "ada.q7z3@example.com";
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Sign-ups", &[]);
+    let ids = write_records(
+        &s,
+        &ep.slug,
+        &ep.sandbox_key,
+        &[
+            json!({ "email": MARKER, "n": 0 }),
+            json!({ "email": "grace@example.com", "n": 1 }),
+            json!({ "note": format!("ask {} first", MARKER.to_uppercase()), "n": 2 }),
+            json!({ "email": "ada@example.com", "n": 3 }),
+            json!({ "contacts": [MARKER], "n": 4 }),
+        ],
+    );
+    let (marked, others) = ([&ids[0], &ids[2], &ids[4]], [&ids[1], &ids[3]]);
+    let record_status = |id: &str| {
+        s.data(
+            "GET",
+            &format!("/api/v1/data/{}/{id}", ep.slug),
+            &ep.sandbox_key,
+            None,
+        )
+        .status
+    };
+    let erasures_api = format!("/api/v1/manage/endpoints/{}/erasures", ep.slug);
+    let erase_page = format!("/dashboard/endpoints/{}/erasures", ep.slug);
+    add_collaborator(&s, &ep.slug, "reader@example.com", &["read", "delete"]);
+    let browser = Browser::start();
+
+    // A collaborator sees no Erase form, and is refused the page and both posts (with a valid
+    // CSRF token of their own): nothing is counted or erased.
+    let reader = browser.session(&s.base_url());
+    reader.login("reader@example.com", COLLABORATOR_PASSWORD);
+    reader.goto(&format!("/dashboard/endpoints/{}/records", ep.slug));
+    assert!(reader.exists("#records"));
+    assert!(!reader.exists("#erase-link"));
+    reader.goto(&erase_page);
+    assert!(reader.text("main").contains("owner_only"));
+    assert!(!reader.exists("#erase-q"));
+    for action in [format!("{erase_page}/count"), erase_page.clone()] {
+        reader.eval(&format!(
+            "(function () {{ var f = document.createElement('form'); f.method = 'post'; \
+             f.action = {action}; \
+             [['csrf', document.querySelector('input[name=csrf]').value], ['q', {q}], \
+              ['count', '3'], ['notify', '1']].forEach(function (p) {{ \
+               var i = document.createElement('input'); i.type = 'hidden'; i.name = p[0]; \
+               i.value = p[1]; f.appendChild(i); }}); \
+             var b = document.createElement('button'); b.type = 'submit'; b.id = 'forged'; \
+             f.appendChild(b); document.body.appendChild(f); return true; }})()",
+            action = json!(format!("{action}?environment=sandbox")),
+            q = json!(MARKER),
+        ));
+        reader.submit("#forged");
+        let main = reader.text("main");
+        assert!(
+            main.contains("Status 403") && main.contains("owner_only"),
+            "{main}"
+        );
+    }
+    assert_eq!(
+        s.manage("GET", &erasures_api, None).json()["data"],
+        json!([])
+    );
+
+    // The owner finds the form on the Records tab; it says what erasure does and cannot do.
+    let owner = owner_session(&browser, &s);
+    owner.goto(&format!(
+        "/dashboard/endpoints/{}/records?environment=sandbox",
+        ep.slug
+    ));
+    owner.submit("#erase-link");
+    assert_eq!(owner.path(), format!("{erase_page}?environment=sandbox"));
+    assert_eq!(owner.text("#erase-environment"), "sandbox");
+    let about = owner.text("#erase-about");
+    assert!(about.contains("backups taken before"), "{about}");
+    assert!(about.contains("record.deleted"), "{about}");
+    assert!(
+        owner.exists("#erase-notify:checked"),
+        "notify is on by default"
+    );
+    assert!(owner.exists("#no-erasures"));
+    owner.screenshots("erase-form");
+    owner.assert_accessible();
+
+    // Too short a text (the box asks for 3 characters; a request can still carry fewer): the
+    // reason beside the form, the text kept, and never in the URL.
+    owner.eval("document.getElementById('erase-q').removeAttribute('minlength'); true");
+    owner.paste("#erase-q", "ad");
+    owner.submit("#erase-count button[type=submit]");
+    let error = owner.text("#erase-count .error");
+    assert!(error.contains("3 to 200"), "{error}");
+    assert_eq!(owner.value("#erase-q"), "ad");
+    assert!(!owner.exists("#erase-confirm"));
+
+    // Count: the number and the newest matches (newest first), linked to their pages.
+    owner.paste("#erase-q", MARKER);
+    owner.submit("#erase-count button[type=submit]");
+    assert!(!owner.url().contains("q7z3"), "{}", owner.url());
+    assert_eq!(owner.text("#erase-matched-count"), "3");
+    let newest = owner.eval(
+        "JSON.stringify(Array.from(document.querySelectorAll('#erase-newest a')).map(a => a.getAttribute('href')))",
+    );
+    let newest: Vec<String> = serde_json::from_str(newest.as_str().unwrap()).unwrap();
+    let expected: Vec<String> = marked
+        .iter()
+        .rev()
+        .map(|id| {
+            format!(
+                "/dashboard/endpoints/{}/records/{id}?environment=sandbox",
+                ep.slug
+            )
+        })
+        .collect();
+    assert_eq!(newest, expected);
+    assert_eq!(owner.value("#erase-q"), MARKER, "the form keeps the text");
+    owner.screenshots("erase-count");
+    // The viewport's screenshots show the page's top; the confirmation is further down.
+    let confirmation_shot = |name: &str| {
+        owner.eval("document.getElementById('erase-confirm').scrollIntoView(); true");
+        owner.screenshot(name);
+    };
+    confirmation_shot("erase-count-confirmation");
+    owner.assert_accessible();
+
+    // A wrong count is refused beside the confirmation, with what was typed; nothing erased.
+    owner.paste("#erase-typed", "2");
+    owner.submit("#erase-form button[type=submit]");
+    assert!(!owner.url().contains("q7z3"), "{}", owner.url());
+    let error = owner.text("#erase-form .error");
+    assert!(
+        error.contains("3") && error.contains("Nothing was erased"),
+        "{error}"
+    );
+    assert_eq!(owner.value("#erase-typed"), "2");
+    assert_eq!(owner.text("#erase-matched-count"), "3");
+    owner.screenshots("erase-refused");
+    confirmation_shot("erase-refused-confirmation");
+    assert_eq!(
+        s.manage("GET", &erasures_api, None).json()["data"],
+        json!([])
+    );
+    for id in marked.iter().chain(&others) {
+        assert_eq!(record_status(id), 200, "{id}");
+    }
+
+    // The right count starts the erasure; its page (refreshed by hand) follows it to the end.
+    owner.paste("#erase-typed", "3");
+    owner.submit("#erase-form button[type=submit]");
+    let page = owner.path();
+    assert!(page.starts_with(&format!("{erase_page}/era_")), "{page}");
+    assert!(!page.contains("q7z3"), "{page}");
+    assert!(owner.text(".flash").contains("Erasure started"));
+    owner.screenshots("erasure-started");
+    owner.assert_accessible();
+    let refresh_until = |what: &str, done: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !done() {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: still {} after 60 s:\n{}\nserver log:\n{}",
+                owner.text("#erasure-state"),
+                owner.text("main"),
+                s.log.text()
+            );
+            assert!(
+                owner.exists("#erasure-refresh"),
+                "{what}: the erasure ended otherwise:\n{}",
+                owner.text("main")
+            );
+            std::thread::sleep(Duration::from_millis(200));
+            owner.submit("#erasure-refresh");
+        }
+    };
+    refresh_until("3 erased", &|| owner.text("#erasure-erased") == "3");
+    for id in marked {
+        assert_eq!(record_status(id), 404, "{id} was erased");
+    }
+    for id in others {
+        assert_eq!(record_status(id), 200, "{id} stays");
+    }
+    refresh_until("finished", &|| owner.text("#erasure-state") == "Finished");
+    assert_eq!(owner.text("#erasure-matched"), "3");
+    assert!(
+        owner.text("#erasure-progress-text").contains("3 of 3"),
+        "{}",
+        owner.text("#erasure-progress-text")
+    );
+    assert!(!owner.exists("#erasure-refresh"), "nothing left to follow");
+    assert!(
+        !owner.text("main").contains("q7z3"),
+        "the text is not shown"
+    );
+    owner.screenshots("erasure-finished");
+    owner.assert_accessible();
+
+    // The Erase page lists it.
+    owner.goto(&format!("{erase_page}?environment=sandbox"));
+    let row = owner.text("#erasures tbody tr");
+    assert!(row.contains("Finished") && row.contains("sandbox"), "{row}");
+    owner.screenshots("erasures");
 }

@@ -10,6 +10,7 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use common::*;
+use intake::core::crypto::{hex, sha256};
 use serde_json::{Value, json};
 
 fn data_path(slug: &str) -> String {
@@ -1035,6 +1036,44 @@ fn same_idempotency_key_with_different_body_is_409_conflict() {
         s.expect_record(&ep.slug, &ep.sandbox_key, &id)["payload"],
         json!({"n": 1})
     );
+}
+
+#[test]
+fn an_idempotency_claim_keeps_a_keyed_hash_of_the_payload_not_a_plain_one() {
+    if redb_only("it reads intake.redb") {
+        return;
+    }
+    // A plain hash of a guessable payload (an e-mail address) would betray it after its
+    // record is erased; the claim keeps a hash only the data dir's key can reproduce.
+    let mut s = TestServer::start();
+    let ep = s.create_endpoint("signups", &[]);
+    let body = br#"{"email":"ann@example.com"}"#;
+    let key = [("Idempotency-Key", "signup-ann")];
+    let post = |s: &TestServer| {
+        post_raw(
+            s,
+            &ep.slug,
+            &ep.sandbox_key,
+            Some("application/json"),
+            body,
+            &key,
+        )
+    };
+    let first = post(&s);
+    assert_status(&first, 202);
+    assert!(s.sigterm_and_wait().success());
+    let file = std::fs::read(s.data_dir().join("intake.redb")).unwrap();
+    let holds = |needle: &[u8]| file.windows(needle.len()).any(|w| w == needle);
+    // The body is already normalised: it is the payload the claim was made for.
+    let plain = hex(&sha256(body));
+    assert!(!holds(plain.as_bytes()), "the plain SHA-256 of the payload");
+    assert!(holds(br#""payload_hash":"k1:"#), "the claim's keyed hash");
+    s.restart();
+    let retry = post(&s);
+    assert_status(&retry, 202);
+    assert_eq!(retry.json(), first.json(), "the retry answers the original");
+    let id = first.json()["id"].as_str().unwrap().to_string();
+    assert_eq!(s.list_ids(&ep.slug, &ep.sandbox_key), vec![id]);
 }
 
 #[test]

@@ -23,6 +23,7 @@ mod data_api;
 mod deployment;
 mod durability;
 mod endpoint_deletion;
+mod erasure;
 mod export;
 mod export_cli;
 mod failover;

@@ -450,6 +450,8 @@ const ADDED_FIELDS: &[&str] = &[
     // stored before (the fixtures' servers keep the default [retention]).
     r#""schema":null,"#,
     r#""retention":{"sandbox":null,"production":null},"effective_retention":{"sandbox":"30d","production":"60d"},"#,
+    // Deliveries: whether their record was erased (#41).
+    r#","erased":false"#,
 ];
 
 /// `now` without the [`ADDED_FIELDS`] that `release` lacks.

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::core::clock::SystemClock;
+use crate::core::clock::{Clock, SystemClock};
 use crate::core::config::{Config, TlsConfig};
 use crate::core::log_output;
 use crate::domain::accounts;
@@ -511,7 +511,8 @@ fn compact(config: &Config) -> Result<(), String> {
             store.display()
         ));
     }
-    let recompressed = crate::store::recompress_embedded(&store).map_err(|e| e.to_string())?;
+    let recompressed =
+        crate::store::recompress_embedded(&store, SystemClock.now()).map_err(|e| e.to_string())?;
     println!(
         "{}: {} records stored anew with a payload dictionary trained on the records it holds \
          now; {} older dictionaries removed",
@@ -549,8 +550,9 @@ fn restore(from: &std::path::Path, config: &Config, force: bool) -> Result<(), S
                 .into(),
         );
     }
-    let manifest = backup::restore::<crate::store::EmbeddedFile>(from, &config.data_dir, force)
+    let restored = backup::restore::<crate::store::EmbeddedFile>(from, &config.data_dir, force)
         .map_err(|e| e.to_string())?;
+    let manifest = &restored.manifest;
     println!(
         "Restored the backup of {} (intake {}, change sequence {}) into {}.",
         manifest.created_at,
@@ -559,6 +561,32 @@ fn restore(from: &std::path::Path, config: &Config, force: bool) -> Result<(), S
         config.data_dir.display()
     );
     println!("The search index is rebuilt when the server starts.");
+    match &restored.later_erasures {
+        Ok(erasures) if erasures.is_empty() => {}
+        Ok(erasures) => {
+            eprintln!(
+                "warning: the replaced data made {} erasure(s) after this backup was taken; the \
+                 restored data holds their records again. Make each again with the same query \
+                 (docs/src/erasure.md, \"Backups\"):",
+                erasures.len()
+            );
+            for row in erasures {
+                eprintln!(
+                    "  {} endpoint {} {}, made {}, {} record(s) erased, query hash {}",
+                    crate::domain::erasures::erasure_id(row.id),
+                    row.partition.endpoint(),
+                    row.partition.environment().as_str(),
+                    row.created_at.to_rfc3339(),
+                    row.erased,
+                    row.query_hash
+                );
+            }
+        }
+        Err(err) => eprintln!(
+            "warning: the replaced store could not be read ({err}), so erasures it made after \
+             this backup cannot be listed: make any again whose records the backup holds"
+        ),
+    }
     Ok(())
 }
 

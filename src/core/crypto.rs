@@ -7,6 +7,9 @@
 //!   also stored sealed with XChaCha20-Poly1305 under a 256-bit key-encryption key kept in
 //!   `<data_dir>/master.key` (mode 0600, created on first start). Copying the redb file alone
 //!   does not reveal keys.
+//! - Data that must be matched again but not be guessable from what is kept (a payload that
+//!   may be an e-mail address) is kept as a keyed hash ([`Sealer::keyed_hash`]), under a key
+//!   derived from `master.key`: without the key, a guess cannot be checked against the hash.
 //! - Passwords are hashed with argon2id; async code runs that work through [`password_work`],
 //!   off the async workers.
 
@@ -18,6 +21,7 @@ use std::sync::LazyLock;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use chacha20poly1305::aead::{Aead, KeyInit};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
@@ -68,11 +72,30 @@ pub fn hash_id(prefix: &str, hash: &[u8; 32]) -> String {
     id
 }
 
-/// Seals and opens secrets that must be shown to their owner again. Cloning it copies the key
-/// (the webhook dispatcher holds its own).
+/// Seals and opens secrets that must be shown to their owner again, and computes keyed hashes
+/// ([`Sealer::keyed_hash`]). Cloning it copies its keys (the webhook dispatcher holds its own).
 #[derive(Clone)]
 pub struct Sealer {
     cipher: XChaCha20Poly1305,
+    /// The key of [`Sealer::keyed_hash`], derived from `master.key`, so that the sealing key
+    /// itself serves one purpose only.
+    hash_key: [u8; 32],
+}
+
+/// What the hash key is derived from `master.key` with (changing it changes every keyed hash).
+const HASH_KEY_LABEL: &[u8] = b"intake keyed hash key v1";
+
+/// HMAC-SHA256 of `parts`, one after the other, under `key`.
+fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    // HMAC takes a key of any length, so this cannot fail.
+    let mut mac = match <Hmac<Sha256> as Mac>::new_from_slice(key) {
+        Ok(mac) => mac,
+        Err(_) => unreachable!("HMAC accepts keys of any length"),
+    };
+    for part in parts {
+        mac.update(part);
+    }
+    mac.finalize().into_bytes().into()
 }
 
 const NONCE_LEN: usize = 24;
@@ -123,7 +146,19 @@ impl Sealer {
             .map_err(|_| CryptoError::KeyFileSize(path.display().to_string()))?;
         Ok(Sealer {
             cipher: XChaCha20Poly1305::new(&key.into()),
+            hash_key: hmac_sha256(&key, &[HASH_KEY_LABEL]),
         })
+    }
+
+    /// A keyed hash (HMAC-SHA256) of `bytes` for the use `label` names: the same for the same
+    /// label and bytes under the same `master.key`, so it can be compared and looked up (every
+    /// node of a store has the store's key, see `domain::sealing_key`); without the key, a guess
+    /// of `bytes` cannot be checked against it. Each use has its own label, so the hashes of one
+    /// use never stand for another's.
+    pub fn keyed_hash(&self, label: &str, bytes: &[u8]) -> [u8; 32] {
+        // The label's length first: no label and bytes hash like another label and bytes.
+        let label_len = (label.len() as u64).to_le_bytes();
+        hmac_sha256(&self.hash_key, &[&label_len, label.as_bytes(), bytes])
     }
 
     pub fn seal(&self, plain: &[u8]) -> Vec<u8> {
@@ -217,6 +252,32 @@ mod tests {
         let last = tampered.len() - 1;
         tampered[last] ^= 1;
         assert!(sealer.open(&tampered).is_err());
+    }
+
+    #[test]
+    fn keyed_hashes_depend_on_the_key_the_label_and_the_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let sealer = Sealer::load_or_create(dir.path()).unwrap();
+        let hash = sealer.keyed_hash("use", b"ann@example.com");
+        assert_eq!(hash, sealer.keyed_hash("use", b"ann@example.com"));
+        assert_eq!(
+            hash,
+            Sealer::load_existing(dir.path())
+                .unwrap()
+                .keyed_hash("use", b"ann@example.com"),
+            "the same key file, the same hash"
+        );
+        let other = tempfile::tempdir().unwrap();
+        let stranger = Sealer::load_or_create(other.path()).unwrap();
+        assert_ne!(hash, stranger.keyed_hash("use", b"ann@example.com"));
+        assert_ne!(hash, sealer.keyed_hash("other use", b"ann@example.com"));
+        assert_ne!(hash, sealer.keyed_hash("use", b"bob@example.com"));
+        assert_ne!(hash, sha256(b"ann@example.com"), "not a plain hash");
+        assert_ne!(
+            sealer.keyed_hash("ab", b"c"),
+            sealer.keyed_hash("a", b"bc"),
+            "where the label ends is part of what is hashed"
+        );
     }
 
     #[test]

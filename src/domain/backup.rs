@@ -20,13 +20,13 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::clock::Timestamp;
+use crate::core::clock::{Timestamp, parse_date_or_rfc3339};
 use crate::core::config::{REQUEST_LOG_FILE, STORE_FILE};
 use crate::core::crypto::{self, MASTER_KEY_FILE};
 use crate::domain::error::Error;
-use crate::store::Store;
 use crate::store::StoreError;
 use crate::store::backup::{BackupSource, StoreFile};
+use crate::store::{ErasureRow, Store};
 
 /// Name of the manifest member.
 const MANIFEST: &str = "intake-backup.json";
@@ -294,8 +294,15 @@ pub fn restore<S: StoreFile>(
     archive: &Path,
     data_dir: &Path,
     force: bool,
-) -> Result<Manifest, BackupError> {
+) -> Result<Restored, BackupError> {
     check_target::<S>(data_dir, force)?;
+    // Read before the store is replaced: what it has erased since the backup was taken, the
+    // backup still holds.
+    let replaced = data_dir.join(STORE_FILE);
+    let known_erasures = match replaced.exists() {
+        true => S::erasures(&replaced).map_err(|err| err.to_string()),
+        false => Ok(Vec::new()),
+    };
     crate::core::private_dir::create_private_dir(data_dir)
         .map_err(io_err(format!("cannot create {}", data_dir.display())))?;
     let restoring = data_dir.join(format!(".{STORE_FILE}.restoring"));
@@ -306,7 +313,26 @@ pub fn restore<S: StoreFile>(
         Ok(manifest)
     });
     let _ = std::fs::remove_file(&restoring);
-    result
+    let manifest = result?;
+    let later_erasures = known_erasures.map(|rows| {
+        let taken = parse_date_or_rfc3339(&manifest.created_at).unwrap_or(Timestamp(0));
+        rows.into_iter()
+            .filter(|row| row.created_at >= taken)
+            .collect()
+    });
+    Ok(Restored {
+        manifest,
+        later_erasures,
+    })
+}
+
+/// What a restore did.
+pub struct Restored {
+    pub manifest: Manifest,
+    /// The erasures the replaced store made at or after the backup was taken: the restored
+    /// data holds their records again, and they must be made again. `Err` when the replaced
+    /// store could not be read (a damaged one, say).
+    pub later_erasures: Result<Vec<ErasureRow>, String>,
 }
 
 /// Refuses a data dir that a running server holds, or that is not empty (unless `force`).

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use crate::core::crypto::{hex, sha256};
+use crate::core::crypto::{Sealer, sha256};
 use crate::core::ids::RecordId;
 use crate::domain::endpoints::DataAccess;
 use crate::domain::error::{Error, RecordRefusal, Result};
@@ -18,6 +18,7 @@ use crate::domain::ingest::Ingest;
 use crate::domain::records::{self, MAX_PAYLOAD_BYTES};
 use crate::domain::usage::Usage;
 use crate::domain::webhooks::deliveries::Hooks;
+use crate::store::records::IdempotencyClaim;
 
 /// The most records one batch may hold.
 pub const MAX_RECORDS: usize = 1000;
@@ -124,17 +125,27 @@ fn array_records(body: &[u8]) -> Result<Vec<&[u8]>> {
     Ok(elements.into_iter().map(|e| e.get().as_bytes()).collect())
 }
 
-/// The Idempotency-Key hash of a batch: SHA-256 over the payloads, each after its length, with
-/// a prefix no single create's hash has (a key sent with a POST and then with a batch
+/// The Idempotency-Key digest of a batch: SHA-256 over the payloads, each after its length,
+/// with a prefix no single create's digest has (a key sent with a POST and then with a batch
 /// conflicts, whatever the payloads).
-fn batch_hash(payloads: &[Vec<u8>]) -> String {
+fn batch_hash(payloads: &[Vec<u8>]) -> [u8; 32] {
     let mut input = Vec::with_capacity(payloads.iter().map(|p| p.len() + 8).sum::<usize>() + 16);
     input.extend_from_slice(b"intake batch\0");
     for payload in payloads {
         input.extend_from_slice(&(payload.len() as u64).to_le_bytes());
         input.extend_from_slice(payload);
     }
-    hex(&sha256(&input))
+    sha256(&input)
+}
+
+/// The claim of a batch of the checked `payloads` sent with the Idempotency-Key `key`
+/// (checked here); `sealer` keys the hash it keeps.
+pub fn idempotency_claim(
+    sealer: &Sealer,
+    key: Option<&str>,
+    payloads: &[Vec<u8>],
+) -> Result<Option<IdempotencyClaim>> {
+    records::idempotency_claim(sealer, key, || batch_hash(payloads))
 }
 
 /// Stores the checked `payloads` of a batch as new records of `access`'s partition and
@@ -149,12 +160,11 @@ pub async fn create(
     access: &DataAccess,
     hooks: Hooks,
     payloads: Vec<Vec<u8>>,
-    idempotency_key: Option<&str>,
+    idempotency: Option<IdempotencyClaim>,
 ) -> Result<Accepted> {
-    let claim = records::idempotency_claim(idempotency_key, || batch_hash(&payloads))?;
     let (at, records) = (hooks.at, payloads.len() as u64);
     usage.check_room(at, access.partition, quota, records)?;
-    let ids = records::create_records(ingest, access, hooks, payloads, claim).await?;
+    let ids = records::create_records(ingest, access, hooks, payloads, idempotency).await?;
     usage.count_many(at, access.partition, None, records)?;
     Ok(Accepted {
         data: ids.into_iter().enumerate().map(accepted_record).collect(),
@@ -275,7 +285,7 @@ mod tests {
     #[test]
     fn a_batch_hash_differs_from_a_single_creates_and_by_how_payloads_are_split() {
         let one = vec![b"{}".to_vec()];
-        assert_ne!(batch_hash(&one), hex(&sha256(b"{}")));
+        assert_ne!(batch_hash(&one), sha256(b"{}"));
         assert_ne!(
             batch_hash(&[b"12".to_vec(), b"3".to_vec()]),
             batch_hash(&[b"1".to_vec(), b"23".to_vec()])

@@ -175,6 +175,7 @@ pub enum Missing {
     Subscription,
     Recovery,
     Delivery,
+    Erasure,
     RequestLogEntry,
     PreviousKey,
 }
@@ -192,6 +193,7 @@ impl Missing {
             Missing::Subscription => "subscription",
             Missing::Recovery => "recovery",
             Missing::Delivery => "delivery",
+            Missing::Erasure => "erasure",
             Missing::RequestLogEntry => "request-log entry",
             Missing::PreviousKey => "previous key in its grace period",
         }

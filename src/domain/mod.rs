@@ -55,6 +55,7 @@ pub mod collaborators;
 pub mod deploy;
 pub mod endpoint_deletion;
 pub mod endpoints;
+pub mod erasures;
 pub mod error;
 pub mod export;
 pub mod handles;

@@ -479,7 +479,11 @@ impl Feed {
         // kept for others.
         let erased_meanwhile = self.erased.load(Ordering::SeqCst);
         shared.drop_if_erased(&self.erased);
-        let Some(last) = frames.last().map(|f| f.position).filter(|_| !erased_meanwhile) else {
+        let Some(last) = frames
+            .last()
+            .map(|f| f.position)
+            .filter(|_| !erased_meanwhile)
+        else {
             return Ok(Batch { frames, read_at });
         };
         let bytes: usize = frames.iter().map(|f| f.text.len()).sum();

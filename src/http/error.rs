@@ -122,6 +122,7 @@ fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
                 Missing::Subscription => "subscription_not_found",
                 Missing::Recovery => "recovery_not_found",
                 Missing::Delivery => "delivery_not_found",
+                Missing::Erasure => "erasure_not_found",
                 Missing::RequestLogEntry => "request_not_found",
                 Missing::PreviousKey => "previous_key_not_found",
             },

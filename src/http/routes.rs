@@ -137,6 +137,9 @@ routes! {
     ListAudit: Get "/api/v1/manage/endpoints/{slug}/audit" "listAudit";
     GetUsage: Get "/api/v1/manage/endpoints/{slug}/usage" "getUsage";
     CheckSchema: Post "/api/v1/manage/endpoints/{slug}/schema/check" "checkSchema";
+    ListErasures: Get "/api/v1/manage/endpoints/{slug}/erasures" "listErasures";
+    CreateErasure: Post "/api/v1/manage/endpoints/{slug}/erasures" "createErasure";
+    GetErasure: Get "/api/v1/manage/endpoints/{slug}/erasures/{id}" "getErasure";
     // Collaborators and invitations.
     ListInvitations: Get "/api/v1/manage/endpoints/{slug}/invitations" "listInvitations";
     CreateInvitation: Post "/api/v1/manage/endpoints/{slug}/invitations" "createInvitation";

@@ -18,6 +18,7 @@ use crate::core::telemetry::ExporterThread;
 use crate::core::telemetry::Telemetry;
 use crate::core::ticker::Ticker;
 use crate::domain::endpoints::AccessCache;
+use crate::domain::erasures::{self, ErasureWork};
 use crate::domain::handles::{AfterCommit, Handles};
 use crate::domain::ingest::{Ingest, purge_expired_idempotency};
 use crate::domain::poll::InFlight;
@@ -97,15 +98,6 @@ pub fn start(
     // On a shared store the node joins the cluster before it takes its first write, and
     // before its workers claim what is due (a node that has not joined claims nothing).
     let in_flight = Arc::new(InFlight::default());
-    let heartbeat = cluster::start(cluster::Parts {
-        store: store.clone(),
-        in_flight: in_flight.clone(),
-        clock: clock.clone(),
-        access_cache: access_cache.clone(),
-    })?;
-    let (mailer, mail_thread) =
-        Mailer::start(store.clone(), config.smtp.clone(), clock.clone()).map_err(spawn_err)?;
-    let dispatcher = Dispatcher::default();
     let streams = Streams::new(StreamParts {
         store: store.clone(),
         clock: clock.clone(),
@@ -115,6 +107,16 @@ pub fn start(
         access_changes: access_cache.changes(),
         error_code: crate::http::error::service_code,
     });
+    let heartbeat = cluster::start(cluster::Parts {
+        store: store.clone(),
+        in_flight: in_flight.clone(),
+        clock: clock.clone(),
+        access_cache: access_cache.clone(),
+        streams: streams.clone(),
+    })?;
+    let (mailer, mail_thread) =
+        Mailer::start(store.clone(), config.smtp.clone(), clock.clone()).map_err(spawn_err)?;
+    let dispatcher = Dispatcher::default();
     let wakers = Arc::new(Wakers {
         mailer: mailer.clone(),
         dispatcher: dispatcher.clone(),
@@ -274,13 +276,25 @@ impl Periodic {
             tokio::spawn(sweep_expired(app.clone(), ticker(jobs::LOOK_AGAIN))),
             tokio::spawn(flush_usage(app.clone(), ticker(USAGE_FLUSH))),
             tokio::spawn(compression::run(
-                app.handles.store.clone(),
+                app.handles.clone(),
                 ticker(compression::CHECK_EVERY),
             )),
             tokio::spawn(endpoint_deletion::run_schedule(
                 app.handles.clone(),
                 log_store,
                 ticker(endpoint_deletion::SCHEDULE_TICK),
+            )),
+            tokio::spawn(erasures::run_schedule(
+                ErasureWork {
+                    handles: app.handles.clone(),
+                    sealer: app.endpoints.sealer.clone(),
+                    index: app.search.clone(),
+                    nodes_follow_within: match app.handles.store.cluster() {
+                        Some(_) => crate::workers::cluster::BEAT * 2,
+                        None => std::time::Duration::ZERO,
+                    },
+                },
+                ticker(erasures::SCHEDULE_TICK),
             )),
             tokio::spawn(retention::run_schedule(
                 app.handles.clone(),

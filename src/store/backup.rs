@@ -22,4 +22,8 @@ pub trait StoreFile {
     /// Opens the store file at `path` and closes it again: it is sound, and of a version this
     /// binary serves (upgrading it at start if older).
     fn check(path: &Path) -> Result<(), StoreError>;
+
+    /// The erasures the store file at `path` records (`store::erasures`), oldest first; none
+    /// for a file from before erasures existed.
+    fn erasures(path: &Path) -> Result<Vec<crate::store::ErasureRow>, StoreError>;
 }

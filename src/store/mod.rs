@@ -278,6 +278,33 @@ pub trait Store:
     /// How to copy this store into a backup archive: `None` for a store kept by a database
     /// server, which its own tools back up.
     fn backup_source(&self) -> Option<&dyn backup::BackupSource>;
+
+    /// Overwrites the free pages of the store's file, which keep the bytes of deleted and
+    /// superseded rows until reused, while the store stays in use: `None` for a store kept by a
+    /// database server, whose free space is the server's.
+    fn scrub_free_space(&self) -> Result<Option<ScrubReport>, StoreError>;
+}
+
+/// What a scrub of a store file's free space did ([`Store::scrub_free_space`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScrubReport {
+    /// Bytes of filler written over pages that were free.
+    pub bytes_overwritten: u64,
+    /// Write transactions it committed.
+    pub transactions: u64,
+    /// Free pages it could not overwrite without growing the file: they may still hold
+    /// deleted bytes.
+    pub unreached_pages: u64,
+    /// A read snapshot (an export, a backup) was open: the pages freed since it began are kept
+    /// for it and were not reached. The scrub is to run again once it has closed.
+    pub held_by_snapshot: bool,
+}
+
+impl ScrubReport {
+    /// Every page that was free when the scrub began has been overwritten.
+    pub fn complete(&self) -> bool {
+        self.unreached_pages == 0 && !self.held_by_snapshot
+    }
 }
 
 /// The change log of `store` (see [`Store::change_log`]).
@@ -296,9 +323,13 @@ pub fn compact_embedded(path: &Path) -> Result<(u64, u64), StoreError> {
 /// Stores the records of the embedded store file at `path` (`intake.redb`) of a stopped
 /// server anew, compressed with a payload dictionary trained afresh on them (see
 /// [`compression`]), and removes the older dictionaries, which hold pieces of the records they
-/// were trained on. Refused while a server holds the file.
-pub fn recompress_embedded(path: &Path) -> Result<self::redb::Recompressed, StoreError> {
-    self::redb::recompress_file(path)
+/// were trained on; `now` is the new dictionary's training time. Refused while a server holds
+/// the file.
+pub fn recompress_embedded(
+    path: &Path,
+    now: Timestamp,
+) -> Result<compression::Recompressed, StoreError> {
+    self::redb::recompress_file(path, now)
 }
 
 /// The embedded store's file at rest (restore checks it): redb's.

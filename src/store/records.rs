@@ -131,18 +131,29 @@ pub struct NewRecord {
 #[derive(Debug)]
 pub struct IdempotencyClaim {
     pub key: String,
-    /// SHA-256 (hex) of what was sent: the normalised payload of a POST, the payloads of a
-    /// batch (`domain::records` computes it; a POST's and a batch's never match).
+    /// What the claim's row keeps of what was sent (the normalised payload of a POST, the
+    /// payloads of a batch): [`KEYED_HASH_PREFIX`] and the hex of a keyed hash of it
+    /// (`domain::records::idempotency_claim` computes it; a POST's and a batch's never match).
+    /// Keyed, so that a row does not betray a guessable payload, such as an e-mail address,
+    /// once its record is erased.
     pub payload_hash: String,
+    /// The plain SHA-256 (hex) of what was sent, which rows written by earlier versions hold
+    /// (for at most their ttl after an upgrade): compared with such a row only, never stored.
+    pub legacy_payload_hash: String,
     /// How long a claim holds: an older one is forgotten and the create goes ahead.
     pub ttl: Duration,
 }
+
+/// Begins the payload hash of an idempotency row that holds a keyed hash; a row without it
+/// holds a plain SHA-256 ([`IdempotencyClaim::legacy_payload_hash`]).
+pub const KEYED_HASH_PREFIX: &str = "k1:";
 
 impl IdempotencyClaim {
     /// The Idempotency-Key rule, the one both backends apply: the claim `held` for this key
     /// (if any) answers a create made at `at` while it is fresh: with the original outcome for
     /// the same payload, with a conflict for another. `None`: no fresh claim, the create goes
-    /// ahead and its claim replaces an expired one.
+    /// ahead and its claim replaces an expired one. A row of an earlier version, with a plain
+    /// hash, is compared with the plain hash.
     pub fn answer(
         &self,
         held: Option<&IdempotencyRow>,
@@ -151,7 +162,12 @@ impl IdempotencyClaim {
         let Some(held) = held.filter(|held| held.created_at.plus(self.ttl) > at) else {
             return Ok(None);
         };
-        if held.payload_hash != self.payload_hash {
+        let sent = if held.payload_hash.starts_with(KEYED_HASH_PREFIX) {
+            &self.payload_hash
+        } else {
+            &self.legacy_payload_hash
+        };
+        if held.payload_hash != *sent {
             return Ok(Some(WriteOutcome::IdempotencyConflict));
         }
         let ids = held
@@ -509,16 +525,19 @@ pub trait RecordsStore {
 mod tests {
     use std::time::Duration;
 
-    use super::{IdempotencyClaim, WriteOutcome};
+    use super::{IdempotencyClaim, KEYED_HASH_PREFIX, WriteOutcome};
     use crate::core::clock::Timestamp;
     use crate::core::ids::RecordId;
+    use crate::store::IdempotencyRow;
 
     const SECOND: i64 = 1_000_000;
 
-    fn claim(payload_hash: &str) -> IdempotencyClaim {
+    /// The claim of a payload `sent`: stand-ins for its keyed and its plain hash.
+    fn claim(sent: &str) -> IdempotencyClaim {
         IdempotencyClaim {
             key: "k".into(),
-            payload_hash: payload_hash.into(),
+            payload_hash: format!("{KEYED_HASH_PREFIX}keyed {sent}"),
+            legacy_payload_hash: format!("plain {sent}"),
             ttl: Duration::from_secs(60),
         }
     }
@@ -552,11 +571,55 @@ mod tests {
                     "expired at exactly the ttl"
                 );
             }
-            let corrupt = crate::store::IdempotencyRow {
+            let corrupt = IdempotencyRow {
                 record_id: format!("{},not an id", ids[0]),
                 ..held
             };
             assert!(claim("h1").answer(Some(&corrupt), at).is_err());
         }
+    }
+
+    #[test]
+    fn a_claim_keeps_the_keyed_hash_and_judges_a_legacy_row_by_the_plain_one() {
+        let at = Timestamp(100 * SECOND);
+        let ids = vec![RecordId::generate(at)];
+        let held = claim("h1").held_for(&ids, at);
+        assert_eq!(
+            held.payload_hash,
+            claim("h1").payload_hash,
+            "the keyed hash"
+        );
+        // A row an earlier version wrote holds the plain hash; it answers until it expires.
+        let legacy = IdempotencyRow {
+            payload_hash: claim("h1").legacy_payload_hash,
+            ..held.clone()
+        };
+        let later = Timestamp(159 * SECOND);
+        assert_eq!(
+            claim("h1").answer(Some(&legacy), later).unwrap(),
+            Some(WriteOutcome::Replayed { ids: ids.clone() }),
+            "the same payload"
+        );
+        assert_eq!(
+            claim("h2").answer(Some(&legacy), later).unwrap(),
+            Some(WriteOutcome::IdempotencyConflict),
+            "another payload"
+        );
+        assert_eq!(
+            claim("h1")
+                .answer(Some(&legacy), Timestamp(160 * SECOND))
+                .unwrap(),
+            None,
+            "expired"
+        );
+        // A keyed row is compared with the keyed hash only.
+        let plain_as_keyed = IdempotencyClaim {
+            legacy_payload_hash: held.payload_hash.clone(),
+            ..claim("h2")
+        };
+        assert_eq!(
+            plain_as_keyed.answer(Some(&held), later).unwrap(),
+            Some(WriteOutcome::IdempotencyConflict)
+        );
     }
 }

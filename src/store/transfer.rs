@@ -13,9 +13,9 @@ use crate::store::records::RecordRow;
 use crate::store::usage::CallsDelta;
 use crate::store::webhooks::DueDelivery;
 use crate::store::{
-    AccountRow, ApiKeyRow, AttemptRow, AuditRow, CollaboratorRow, DeliveryRow, EndpointRow, IdKind,
-    IdempotencyRow, InvitationRow, MailRow, NotificationRow, Partition, StoreError, TokenRow,
-    WebhookSecretRow, WebhookSettingsRow,
+    AccountRow, ApiKeyRow, AttemptRow, AuditRow, CollaboratorRow, DeliveryRow, EndpointRow,
+    ErasureRow, IdKind, IdempotencyRow, InvitationRow, MailRow, NotificationRow, Partition,
+    StoreError, TokenRow, WebhookSecretRow, WebhookSettingsRow,
 };
 
 /// One row of a store.
@@ -75,6 +75,7 @@ pub enum Item {
         day: u64,
     },
     Mail(MailRow),
+    Erasure(ErasureRow),
     /// The calls of one partition in one month (`day` 0) or on one day (`month` 0).
     Calls(CallsDelta),
     /// The last id of `kind` handed out (higher than every id of that kind stored).
@@ -103,6 +104,7 @@ pub enum Kind {
     Attempts,
     FailureMails,
     Mails,
+    Erasures,
 }
 
 impl Kind {
@@ -124,6 +126,7 @@ impl Kind {
             Kind::Attempts => "delivery attempts",
             Kind::FailureMails => "failure e-mail days",
             Kind::Mails => "e-mails",
+            Kind::Erasures => "erasures",
         }
     }
 }
@@ -148,6 +151,7 @@ impl Item {
             Item::Attempt { .. } => Kind::Attempts,
             Item::FailureMail { .. } => Kind::FailureMails,
             Item::Mail(_) => Kind::Mails,
+            Item::Erasure(_) => Kind::Erasures,
             Item::Calls(_) | Item::LastId { .. } => return None,
         })
     }

@@ -1,7 +1,8 @@
 //! The heartbeat of a node on a shared store (PostgreSQL; see `store::cluster`): a thread that
-//! every [`BEAT`] renews the node's lease with its poll low-water mark, and clears the node's
-//! access cache when another node changed who may call what. Not started on a store of one
-//! node.
+//! every [`BEAT`] renews the node's lease with its poll low-water mark, clears the node's
+//! access cache when another node changed who may call what, and drops the change-stream
+//! frames this node keeps of a partition an erasure (run by whichever node) removes records
+//! of. Not started on a store of one node.
 //!
 //! Revocation is therefore cluster-wide within one beat plus one read: a key deleted, a
 //! collaborator removed or an account suspended through any node is refused by every node
@@ -15,7 +16,8 @@ use std::time::Duration;
 use crate::core::clock::SharedClock;
 use crate::domain::endpoints::AccessCache;
 use crate::domain::poll::InFlight;
-use crate::store::{Store, StoreError};
+use crate::domain::stream::Streams;
+use crate::store::{ErasureState, Partition, Store, StoreError};
 
 /// How often the node renews its lease, publishes its mark and looks for access changes.
 pub const BEAT: Duration = Duration::from_millis(250);
@@ -26,6 +28,7 @@ pub struct Parts {
     pub in_flight: Arc<InFlight>,
     pub clock: SharedClock,
     pub access_cache: AccessCache,
+    pub streams: Streams,
 }
 
 /// The running heartbeat; [`Heartbeat::stop`] ends the node's lease.
@@ -43,6 +46,8 @@ pub fn start(parts: Parts) -> Result<Option<Heartbeat>, StoreError> {
     let mut beat = Beat {
         parts,
         access_version: None,
+        erasing: Vec::new(),
+        erasures_seen: 0,
     };
     beat.beat()?;
     let (stop, stopped) = mpsc::channel();
@@ -76,6 +81,11 @@ impl Heartbeat {
 struct Beat {
     parts: Parts,
     access_version: Option<u64>,
+    /// The partitions of the erasures running at the last beat, and the highest erasure id
+    /// seen: an erasure that started, or ended, since then may have removed records whose
+    /// frames this node read meanwhile.
+    erasing: Vec<Partition>,
+    erasures_seen: u64,
 }
 
 impl Beat {
@@ -85,18 +95,37 @@ impl Beat {
             in_flight,
             clock,
             access_cache,
+            ..
         } = &self.parts;
         let Some(cluster) = store.cluster() else {
             return Ok(());
         };
         let (low_water, now) = in_flight.low_water_mark(clock.as_ref());
         cluster.publish_low_water(low_water, now)?;
+        let snapshot = store.read()?;
         // Every node raises it in the commit of a change of access (`EndpointsRead`).
-        let version = store.read()?.access_version()?;
+        let version = snapshot.access_version()?;
         if self.access_version.is_some_and(|seen| seen != version) {
             access_cache.invalidate();
         }
         self.access_version = Some(version);
+        let followed = snapshot.erasures_to_follow(self.erasures_seen)?;
+        drop(snapshot);
+        let mut erasing: Vec<Partition> = followed.iter().map(|row| row.partition).collect();
+        let dropped: Vec<Partition> = erasing.iter().chain(&self.erasing).copied().collect();
+        if !dropped.is_empty() {
+            self.parts.streams.erased(&dropped);
+        }
+        self.erasures_seen = followed
+            .iter()
+            .map(|row| row.id)
+            .fold(self.erasures_seen, u64::max);
+        erasing.retain(|p| {
+            followed
+                .iter()
+                .any(|row| row.partition == *p && row.state == ErasureState::Running)
+        });
+        self.erasing = erasing;
         Ok(())
     }
 }

@@ -1,11 +1,10 @@
 //! Trains the store's payload dictionary when it is due (`store::compression`): checked every
 //! few seconds, trained on a blocking thread so neither the write path nor the runtime waits.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use crate::core::ticker::Ticker;
-use crate::store::Store;
+use crate::domain::handles::Handles;
 
 /// How often the store is asked whether a dictionary is due (counters only).
 pub const CHECK_EVERY: Duration = Duration::from_secs(1);
@@ -14,7 +13,8 @@ pub const CHECK_EVERY: Duration = Duration::from_secs(1);
 const CHECKS_AFTER_FAILURE: u32 = 600;
 
 /// Runs until `ticker` stops; does nothing for a store that trains no dictionaries.
-pub async fn run(store: Arc<dyn Store>, mut ticker: Ticker) {
+pub async fn run(handles: Handles, mut ticker: Ticker) {
+    let store = handles.store.clone();
     if store.payload_dictionaries().is_none() {
         return;
     }
@@ -31,10 +31,11 @@ pub async fn run(store: Arc<dyn Store>, mut ticker: Ticker) {
             continue;
         }
         let store = store.clone();
+        let now = handles.now();
         let trained = tokio::task::spawn_blocking(move || {
             store
                 .payload_dictionaries()
-                .map(|dictionaries| dictionaries.train_dictionary())
+                .map(|dictionaries| dictionaries.train_dictionary(now))
         })
         .await;
         match trained {

@@ -11,7 +11,7 @@ use std::ops::Bound::{Excluded, Included};
 use serde::Serialize;
 
 use crate::core::clock::Timestamp;
-use crate::core::crypto::{hex, sha256};
+use crate::core::crypto::{Sealer, hex, sha256};
 use crate::core::cursor::{self, CursorKind, Position};
 use crate::core::ids::RecordId;
 use crate::domain::audit;
@@ -23,7 +23,9 @@ mod payload;
 
 use crate::domain::ingest::{IDEMPOTENCY_TTL, Ingest, Write};
 use crate::domain::webhooks::deliveries::Hooks;
-use crate::store::records::{IdempotencyClaim, NewRecord, RecordWrite, ScanOrder, WriteOutcome};
+use crate::store::records::{
+    IdempotencyClaim, KEYED_HASH_PREFIX, NewRecord, RecordWrite, ScanOrder, WriteOutcome,
+};
 use crate::store::{AccountRow, Store, StoreError, time_key};
 pub use payload::{MAX_DEPTH, PayloadRules, normalize_payload};
 
@@ -34,6 +36,8 @@ pub const LIST_LIMIT_DEFAULT: usize = 10;
 pub const LIST_LIMIT_MAX: usize = 30;
 /// The longest `Idempotency-Key`, in characters (the OpenAPI document says it too).
 pub const IDEMPOTENCY_KEY_MAX: usize = 255;
+/// The label of the keyed hash an Idempotency-Key claim keeps (see [`Sealer::keyed_hash`]).
+const IDEMPOTENCY_HASH_LABEL: &str = "idempotency payload";
 
 /// The 202 body of a create.
 #[derive(Debug, Serialize)]
@@ -184,15 +188,18 @@ pub fn parse_record_id(text: &str) -> Result<RecordId> {
     RecordId::parse(text).ok_or_else(|| Error::InvalidRecordId(text.chars().take(64).collect()))
 }
 
+/// Stores `body` as a new record of `access`'s partition; `sealer` keys the hash its
+/// Idempotency-Key claim keeps.
 pub async fn create(
     ingest: &Ingest,
+    sealer: &Sealer,
     access: &DataAccess,
     hooks: Hooks,
     body: &[u8],
     idempotency_key: Option<&str>,
 ) -> Result<Accepted> {
     let payload = normalize_payload(body, &access.payload_rules())?;
-    let claim = idempotency_claim(idempotency_key, || hex(&sha256(&payload)))?;
+    let claim = idempotency_claim(sealer, idempotency_key, || sha256(&payload))?;
     let ids = create_records(ingest, access, hooks, vec![payload], claim).await?;
     let id = ids
         .first()
@@ -204,16 +211,24 @@ pub async fn create(
     })
 }
 
-/// The claim of a create sent with `key` (checked), whose payloads hash to `payload_hash`.
+/// The claim of a create sent with `key` (checked), whose payloads have the SHA-256 `digest`.
+/// It keeps a keyed hash of the digest under `sealer`'s key: one pass over the payloads gives
+/// both the hash new rows keep and the plain one that rows of earlier versions are judged by.
 pub fn idempotency_claim(
+    sealer: &Sealer,
     key: Option<&str>,
-    payload_hash: impl FnOnce() -> String,
+    digest: impl FnOnce() -> [u8; 32],
 ) -> Result<Option<IdempotencyClaim>> {
     key.map(|key| {
-        valid_idempotency_key(key).map(|key| IdempotencyClaim {
-            key: key.to_string(),
-            payload_hash: payload_hash(),
-            ttl: IDEMPOTENCY_TTL,
+        valid_idempotency_key(key).map(|key| {
+            let digest = digest();
+            let keyed = sealer.keyed_hash(IDEMPOTENCY_HASH_LABEL, &digest);
+            IdempotencyClaim {
+                key: key.to_string(),
+                payload_hash: format!("{KEYED_HASH_PREFIX}{}", hex(&keyed)),
+                legacy_payload_hash: hex(&digest),
+                ttl: IDEMPOTENCY_TTL,
+            }
         })
     })
     .transpose()

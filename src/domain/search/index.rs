@@ -3,6 +3,7 @@
 //! the indexer thread that keeps it current are a worker (`workers::search_index`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::domain::error::Result;
 use crate::store::Partition;
@@ -10,6 +11,24 @@ use crate::store::Partition;
 /// The search index: the latest state its indexer has published.
 pub trait SearchIndex: Send + Sync {
     fn snapshot(&self) -> Arc<Snapshot>;
+
+    /// Makes final every delete logged in the change log before the call: waits until the
+    /// index has applied them, rewrites every part of the index that still holds deleted
+    /// documents (a deleted document's indexed text stays on disk until then) and removes the
+    /// old parts' files. Blocks for at most `timeout`; searches go on meanwhile from the
+    /// last published snapshot.
+    fn expunge_deleted(&self, timeout: Duration) -> Result<ExpungeReport>;
+}
+
+/// What [`SearchIndex::expunge_deleted`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExpungeReport {
+    /// Segments rewritten without their deleted documents.
+    pub segments_merged: usize,
+    /// Deleted documents they held, now gone from the index's files.
+    pub docs_expunged: u64,
+    /// From the call to the answer (waiting for the indexer included).
+    pub took: Duration,
 }
 
 /// A committed state of the index and the change-log sequence it covers.

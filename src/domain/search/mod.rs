@@ -52,7 +52,7 @@ use crate::domain::error::{Error, Result};
 use crate::domain::records::{PageTail, Pagination, RecordsBody};
 use crate::store::records::{TextSearch, TextSearchEnd};
 use crate::store::{Partition, ReadTx, Store, time_key};
-pub use index::{Hits, IndexView, SearchIndex, Snapshot};
+pub use index::{ExpungeReport, Hits, IndexView, SearchIndex, Snapshot};
 pub use matcher::Matcher;
 pub use tokenizer::{fold_case, fold_case_into, payload_text};
 

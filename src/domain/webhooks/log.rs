@@ -57,6 +57,9 @@ pub struct DeliveryView {
     pub finished_at: Option<String>,
     /// What the viewer is not shown of it (empty for those who see everything).
     pub withheld: Vec<Withheld>,
+    /// Its record was erased (`domain::erasures`): its body and its attempts' response
+    /// bodies are gone (`null`), and it is never sent again.
+    pub erased: bool,
 }
 
 /// A part of a delivery a viewer is not shown.
@@ -347,6 +350,7 @@ fn view(row: &DeliveryRow, sight: &Sight) -> DeliveryView {
         created_at: row.created_at.to_rfc3339(),
         finished_at: row.finished_at.map(Timestamp::to_rfc3339),
         withheld: sight.withheld(),
+        erased: row.erased,
     }
 }
 
@@ -445,7 +449,7 @@ pub fn detail(store: &dyn Store, viewer: &DeliveryViewer, id: u64) -> Result<Del
         .collect();
     Ok(DeliveryDetail {
         delivery: view(&row, &sight),
-        body: Some(row.body).filter(|_| sight.body),
+        body: Some(row.body).filter(|_| sight.body && !row.erased),
         attempt_log,
     })
 }
@@ -467,7 +471,9 @@ pub fn redeliver(handles: &Handles, owner: &DeliveryViewer, id: u64) -> Result<D
         let mut row = delivery_in(tx, partitions, id)?;
         if !can_redeliver(&row) {
             return Err(Error::Conflict(
-                "Only a given-up or skipped delivery can be redelivered.".into(),
+                "Only a given-up or skipped delivery can be redelivered, and never one whose \
+                 record was erased."
+                    .into(),
             ));
         }
         rearm(tx, &mut row, now)?;
@@ -533,9 +539,9 @@ pub fn retry_now(
 }
 
 /// Whether `row` has ended without reaching its receiver (given up, or skipped), so that it
-/// can be sent again.
+/// can be sent again: not once its record was erased, since its body is gone.
 pub fn can_redeliver(row: &DeliveryRow) -> bool {
-    matches!(row.state, DeliveryState::GivenUp | DeliveryState::Skipped)
+    matches!(row.state, DeliveryState::GivenUp | DeliveryState::Skipped) && !row.erased
 }
 
 /// Makes `row` pending again in `tx`, due at `due` with a fresh budget of attempts.

@@ -157,7 +157,7 @@ mod tests {
             created_at: Timestamp(0),
             finished_at: None,
             retry_requests: 0,
-        erased: false,
+            erased: false,
         }
     }
 

@@ -64,8 +64,15 @@ pub async fn handle(
             let stamp = app.in_flight.stamp(app.handles.clock.as_ref());
             let body = json_body(req).await?;
             let hooks = hooks(app, req, &access, stamp.at)?;
-            let accepted =
-                records::create(&app.ingest, &access, hooks, &body, idempotency_key(req)?).await?;
+            let accepted = records::create(
+                &app.ingest,
+                &app.endpoints.sealer,
+                &access,
+                hooks,
+                &body,
+                idempotency_key(req)?,
+            )
+            .await?;
             Ok(reply::json(StatusCode::ACCEPTED, &accepted))
         }
         (&Method::GET, Some(id)) => {
@@ -118,6 +125,7 @@ pub async fn batch(
     let body = read_body(req, batch::MAX_BODY_BYTES).await?;
     let hooks = hooks(app, req, &access, stamp.at)?;
     let payloads = batch::parse(&body, format, &access.payload_rules())?;
+    let claim = batch::idempotency_claim(&app.endpoints.sealer, idempotency_key(req)?, &payloads)?;
     let accepted = batch::create(
         &app.ingest,
         &app.usage,
@@ -125,7 +133,7 @@ pub async fn batch(
         &access,
         hooks,
         payloads,
-        idempotency_key(req)?,
+        claim,
     )
     .await?;
     Ok(reply::json(StatusCode::ACCEPTED, &accepted))

@@ -8,6 +8,7 @@ mod backups;
 mod data;
 mod deliveries;
 mod docs;
+mod erasures;
 mod keys;
 mod mail;
 pub(crate) mod manage;
@@ -88,6 +89,9 @@ pub(super) async fn dispatch(
         Route::ListAudit => manage::audit_log(app, req, path.slug),
         Route::GetUsage => manage::usage(app, req, path.slug),
         Route::CheckSchema => manage::check_schema(app, req, path.slug).await,
+        Route::ListErasures => erasures::list(app, req, path.slug),
+        Route::CreateErasure => erasures::create(app, req, path.slug).await,
+        Route::GetErasure => erasures::get(app, req, path.slug, path.id),
         Route::ListInvitations | Route::CreateInvitation => {
             manage::invitations(app, req, path.slug).await
         }

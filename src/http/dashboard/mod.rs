@@ -10,6 +10,8 @@
 //! - `form`, `assets` (embedded CSS and JavaScript), `setup` (the first-run link), `chart`
 //!   (the inline SVG of the usage page).
 //! - `records`: the record browser (list, search, one record with its deliveries, delete).
+//! - `erasures`: the Records tab's Erase form (count, confirm by the count, start) and the
+//!   erasures' progress (owner).
 //! - Pages, one module per concept: `auth` (login, logout, setup, invitations), `endpoints`
 //!   (list, create, detail, secrets, deploy, settings), `keys` (the key panel: masked key,
 //!   rotation, early revocation), `collaborators`, `hooks` (owner
@@ -24,6 +26,7 @@ mod auth;
 mod chart;
 mod collaborators;
 mod endpoints;
+mod erasures;
 mod form;
 mod hooks;
 mod inbox;

@@ -238,6 +238,10 @@ pub fn flash(req: &Request) -> Option<&'static str> {
         "webhook" => "Webhook settings saved.",
         "webhook-removed" => "Webhook removed.",
         "record-deleted" => "Record deletion queued: it disappears from the list in a moment.",
+        "erasure-started" => {
+            "Erasure started: the matching records are being erased in the background, newest \
+             first. This page shows how far it got."
+        }
         "subscription-added" => "Subscription added.",
         "subscription-saved" => "Subscription saved.",
         "subscription-removed" => "Subscription deleted.",

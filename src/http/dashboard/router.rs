@@ -5,7 +5,7 @@ use http::Method;
 
 use super::endpoints::{self, DeployStep};
 use super::page::{Failure, Outcome};
-use super::{assets, auth, collaborators, hooks, inbox, keys, logs, records, testpage};
+use super::{assets, auth, collaborators, erasures, hooks, inbox, keys, logs, records, testpage};
 use crate::http::app::App;
 use crate::http::request::Request;
 use crate::store::Environment;
@@ -119,6 +119,10 @@ async fn endpoint(
         (["records", "export"], true, _) => records::export(app, req, slug).await,
         (["records", id], true, _) => records::record(app, req, slug, id),
         (["records", id, "delete"], _, true) => records::delete(app, req, slug, id).await,
+        (["erasures"], true, _) => erasures::page(app, req, slug),
+        (["erasures"], _, true) => erasures::erase(app, req, slug).await,
+        (["erasures", "count"], _, true) => erasures::count(app, req, slug).await,
+        (["erasures", id], true, _) => erasures::erasure(app, req, slug, id),
         (["requests"], true, _) => logs::requests(app, req, slug),
         (["requests", request_id], true, _) => logs::request(app, req, slug, request_id),
         (["deliveries"], true, _) => logs::deliveries(app, req, slug),
@@ -156,6 +160,7 @@ pub fn form_page(path: &str) -> Option<String> {
                 ["deliveries", id, ..] => format!("{base}/deliveries/{id}"),
                 ["requests", ..] => format!("{base}/requests"),
                 ["records", id, ..] => format!("{base}/records/{id}"),
+                ["erasures", ..] => format!("{base}/erasures"),
                 ["keys" | "webhook-secrets", "production", ..] => format!("{base}/production"),
                 _ => base,
             }
@@ -195,6 +200,10 @@ mod tests {
         assert_eq!(
             page("/dashboard/endpoints/s/deliveries/9/redeliver").as_deref(),
             Some("/dashboard/endpoints/s/deliveries/9")
+        );
+        assert_eq!(
+            page("/dashboard/endpoints/s/erasures/count").as_deref(),
+            Some("/dashboard/endpoints/s/erasures")
         );
         assert_eq!(page("/dashboard/login"), None);
         assert_eq!(page("/dashboard/endpoints/s/test/authorize"), None);

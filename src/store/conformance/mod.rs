@@ -140,6 +140,11 @@ macro_rules! conformance_tests {
             $crate::store::conformance::records::visit_records_follows_the_given_order_until_the_visitor_stops(&*store);
         }
         #[test]
+        fn records_an_erasure_step_removes_its_records_and_their_delivery_bodies() {
+            let store = $make;
+            $crate::store::conformance::records::an_erasure_step_removes_its_records_and_their_delivery_bodies(&*store);
+        }
+        #[test]
         fn records_purge_partition_before_takes_the_oldest_first_within_its_bounds() {
             let store = $make;
             $crate::store::conformance::records::purge_partition_before_takes_the_oldest_first_within_its_bounds(&*store);

@@ -13,22 +13,20 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Bound;
 
+use super::erasures::{ErasureStepDone, count_erasure_steps, erase_deliveries};
 use super::{
     Patience, PgStore, PgTx, big, big_partition, from_json, id_bytes, id_from_bytes, micros,
     to_json, unbig, unbig_partition,
 };
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
+use crate::store::erasures::widen;
 use crate::store::events::kind_code;
 use crate::store::records::{
     AppliedBatch, BatchWrite, Change, NewDelivery, RecordRef, RecordRow, RecordWrite, RecordsRead,
     RecordsStore, ScanOrder, SearchVisitor, WriteOutcome, searchable_text,
 };
-use crate::store::erasures::{ErasuresRead, ErasuresWrite};
-use crate::store::{
-    AttemptRow, DeliveryRow, Effects, IdempotencyRow, Partition, StoreError, WebhookSettingsRow,
-    time_key,
-};
+use crate::store::{IdempotencyRow, Partition, StoreError, WebhookSettingsRow, time_key};
 
 /// Records a visitor's scan reads per statement: a visitor usually stops early, so a scan
 /// never reads far ahead of it.
@@ -308,7 +306,7 @@ struct Batch<'w> {
     /// The records erasures' steps removed (their deliveries are erased before the batch's
     /// new ones are made), and each step's erasure with its count and resume point.
     erased: HashMap<(Partition, u128), Timestamp>,
-    erasure_steps: Vec<(u64, u64, u128)>,
+    erasure_steps: Vec<ErasureStepDone>,
 }
 
 impl<'w> Batch<'w> {
@@ -422,19 +420,25 @@ impl<'w> Batch<'w> {
             resume_below,
         } = batch_write.write
         {
-            let mut count = 0;
+            let (mut count, mut range) = (0, None);
             for id in ids {
                 if !self.exists((*partition, id.0)) {
                     continue;
                 }
                 count += 1;
+                range = widen(range, id.0);
                 self.changed.insert((*partition, id.0), None);
                 self.erased.insert((*partition, id.0), *at);
                 if *notify {
                     self.plan(batch_write, &Change::erased(*partition, *id, *at))?;
                 }
             }
-            self.erasure_steps.push((*erasure, count, *resume_below));
+            self.erasure_steps.push(ErasureStepDone {
+                erasure: *erasure,
+                count,
+                range,
+                resume_below: *resume_below,
+            });
             return Ok(WriteOutcome::Erased { count });
         }
         let outcome = self.apply_to_records(batch_write.write)?;
@@ -445,7 +449,11 @@ impl<'w> Batch<'w> {
     }
 
     /// Logs an applied change's event and plans its deliveries.
-    fn plan(&mut self, batch_write: &BatchWrite<'w>, change: &Change<'_>) -> Result<(), StoreError> {
+    fn plan(
+        &mut self,
+        batch_write: &BatchWrite<'w>,
+        change: &Change<'_>,
+    ) -> Result<(), StoreError> {
         self.events.push(change);
         let settings = self.webhook_settings.get(&change.partition);
         for delivery in batch_write.webhooks.deliveries(change, settings)? {
@@ -607,70 +615,6 @@ impl<'w> Batch<'w> {
 }
 
 /// Adds each erasure step's count to its erasure's row and moves its resume point.
-fn count_erasure_steps(tx: &mut PgTx<'_>, steps: &[(u64, u64, u128)]) -> Result<(), StoreError> {
-    for &(erasure, count, resume_below) in steps {
-        let mut row = tx
-            .erasure(erasure)?
-            .ok_or_else(|| StoreError::Corrupt(format!("erasure {erasure} is missing")))?;
-        row.erased += count;
-        row.resume_below = resume_below;
-        tx.put_erasure(&row)?;
-        tx.effects
-            .merge(Effects::records_changed([row.partition]).and_erased());
-    }
-    Ok(())
-}
-
-/// Erases the deliveries of the records `erased` and their attempts (`DeliveryRow::erase`,
-/// `AttemptRow::erase`), each at the time its record was erased.
-fn erase_deliveries(
-    tx: &mut PgTx<'_>,
-    erased: &HashMap<(Partition, u128), Timestamp>,
-) -> Result<(), StoreError> {
-    if erased.is_empty() {
-        return Ok(());
-    }
-    let partitions: Vec<i64> = erased.keys().map(|(p, _)| big_partition(*p)).collect();
-    let keys: Vec<[u8; 16]> = erased.keys().map(|(_, id)| id_bytes(*id)).collect();
-    let keys: Vec<&[u8]> = keys.iter().map(|id| &id[..]).collect();
-    let rows = tx.query(
-        "SELECT d.data FROM deliveries d          WHERE (d.partition, d.record_id) IN (SELECT * FROM unnest($1::bigint[], $2::bytea[]))          ORDER BY d.id FOR UPDATE",
-        &[&partitions, &keys],
-    )?;
-    let (mut ids, mut data) = (Vec::with_capacity(rows.len()), Vec::with_capacity(rows.len()));
-    for row in &rows {
-        let mut delivery: DeliveryRow = from_json(row.try_get(0)?)?;
-        let at = erased
-            .get(&(delivery.partition, delivery.record_id))
-            .copied()
-            .ok_or_else(|| StoreError::Corrupt("a delivery of no erased record".into()))?;
-        delivery.erase(at);
-        ids.push(big(delivery.id));
-        data.push(to_json(&delivery)?);
-    }
-    tx.execute(
-        "UPDATE deliveries d SET due_at = NULL, data = u.data          FROM unnest($1::bigint[], $2::bytea[]) AS u (id, data) WHERE d.id = u.id",
-        &[&ids, &data],
-    )?;
-    let attempts = tx.query(
-        "SELECT delivery_id, attempt, data FROM delivery_attempts          WHERE delivery_id = ANY($1::bigint[]) ORDER BY delivery_id, attempt FOR UPDATE",
-        &[&ids],
-    )?;
-    let (mut delivery_ids, mut numbers, mut data) = (Vec::new(), Vec::new(), Vec::new());
-    for row in &attempts {
-        let mut attempt: AttemptRow = from_json(row.try_get(2)?)?;
-        attempt.erase();
-        delivery_ids.push(row.try_get::<_, i64>(0)?);
-        numbers.push(row.try_get::<_, i32>(1)?);
-        data.push(to_json(&attempt)?);
-    }
-    tx.execute(
-        "UPDATE delivery_attempts a SET data = u.data          FROM unnest($1::bigint[], $2::int[], $3::bytea[]) AS u (delivery_id, attempt, data)          WHERE a.delivery_id = u.delivery_id AND a.attempt = u.attempt",
-        &[&delivery_ids, &numbers, &data],
-    )?;
-    Ok(())
-}
-
 /// The columns of the events a batch writes.
 #[derive(Default)]
 struct EventColumns {
@@ -745,172 +689,4 @@ fn insert_deliveries(
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::{Arc, Barrier};
-    use std::time::Duration;
-
-    use super::super::webhooks::tests::two_nodes;
-    use super::super::{PgStore, PgTx, test_node};
-    use crate::core::clock::Timestamp;
-    use crate::store::Partition;
-    use crate::store::conformance::records::{
-        OwnerHooks, apply, create, create_keyed, ids, replace, rid,
-    };
-    use crate::store::records::{
-        BatchWrite, IdempotencyClaim, NewRecord, RecordWrite, RecordsStore, WriteOutcome,
-        searchable_text,
-    };
-
-    #[test]
-    fn the_searchable_text_is_kept_beside_each_record() {
-        let store = test_node();
-        let a = rid(1000, 1);
-        let text = "{\"City\":\"BERLIN \\u0000 Ärger\"}\u{0}";
-        apply(&store, &[create(Partition::from_raw(2), a, text)]);
-        let folded = |store: &PgStore| -> String {
-            let tx = PgTx::read(store).unwrap();
-            tx.query_opt("SELECT folded FROM records", &[])
-                .unwrap()
-                .unwrap()
-                .get(0)
-        };
-        assert_eq!(folded(&store), "{\"city\":\"berlin \\u0000 ärger\"} ");
-        assert_eq!(folded(&store), searchable_text(text.as_bytes()));
-        apply(
-            &store,
-            &[replace(Partition::from_raw(2), a, 2000, "{\"Q\":\"ΣΑΣ\"}")],
-        );
-        assert_eq!(folded(&store), "{\"q\":\"σασ\"}");
-    }
-
-    #[test]
-    fn purge_idempotency_before_forgets_the_oldest_claims() {
-        let store = test_node();
-        let hour = Duration::from_secs(3600);
-        let keyed = |micros, key: &str| RecordWrite::Create {
-            partition: Partition::from_raw(2),
-            records: vec![NewRecord {
-                id: rid(micros, 0),
-                payload: b"{}".to_vec(),
-            }],
-            idempotency: Some(IdempotencyClaim {
-                key: key.into(),
-                payload_hash: "h".into(),
-                ttl: hour,
-            }),
-        };
-        apply(&store, &[keyed(300, "c"), keyed(100, "a"), keyed(200, "b")]);
-        assert_eq!(
-            store.purge_idempotency_before(Timestamp(300), 0).unwrap(),
-            0
-        );
-        assert_eq!(
-            store.purge_idempotency_before(Timestamp(300), 1).unwrap(),
-            1
-        );
-        let claims = |store: &PgStore| -> Vec<String> {
-            let tx = PgTx::read(store).unwrap();
-            let rows = tx
-                .query("SELECT key FROM idempotency ORDER BY key", &[])
-                .unwrap();
-            rows.iter().map(|r| r.get(0)).collect()
-        };
-        assert_eq!(claims(&store), vec!["b", "c"]);
-        assert_eq!(
-            store.purge_idempotency_before(Timestamp(300), 10).unwrap(),
-            1
-        );
-        assert_eq!(
-            store.purge_idempotency_before(Timestamp(300), 10).unwrap(),
-            0
-        );
-        assert_eq!(claims(&store), vec!["c"]);
-        // A forgotten key makes a new record; a held one still answers.
-        let applied = apply(&store, &[keyed(400, "a"), keyed(401, "c")]);
-        assert_eq!(
-            applied.outcomes,
-            vec![
-                WriteOutcome::Created {
-                    ids: vec![rid(400, 0)]
-                },
-                WriteOutcome::Replayed {
-                    ids: vec![rid(300, 0)]
-                },
-            ]
-        );
-    }
-
-    #[test]
-    fn a_node_gone_silent_inside_a_transaction_holds_its_rows_only_briefly() {
-        // Node one is cut off after its batch claimed a key and before its COMMIT arrived:
-        // its session holds the claim's row and says nothing more. A client retries the same
-        // key on node two, whose write needs that row.
-        let (one, two) = two_nodes();
-        let silent = PgTx::write(&one).unwrap();
-        silent
-            .execute(
-                "INSERT INTO idempotency (partition, key, created_at, data) \
-                 VALUES (2, 'retried', 1, '\\x7b7d')",
-                &[],
-            )
-            .unwrap();
-        let write = create_keyed(Partition::from_raw(2), rid(1000, 1), "retried", "h");
-        let batch = [BatchWrite {
-            write: &write,
-            webhooks: &OwnerHooks,
-        }];
-        // The server ends the silent session within half of request_timeout, so the write
-        // goes through before its own deadline (request_timeout) instead of failing on it.
-        let mut applied = two.apply_batch(&batch).unwrap();
-        assert!(
-            matches!(applied.outcomes.remove(0), WriteOutcome::Created { .. }),
-            "the key was held by a transaction that never committed"
-        );
-        assert!(
-            silent.execute("SELECT 1", &[]).is_err(),
-            "the silent session was not ended"
-        );
-        drop(silent);
-        assert_eq!(ids(&two, Partition::from_raw(2)), vec![rid(1000, 1).0]);
-    }
-
-    #[test]
-    fn two_nodes_racing_one_key_make_one_record() {
-        let (one, two) = two_nodes();
-        let rounds = 8;
-        let barrier = Arc::new(Barrier::new(2));
-        let race = |store: &PgStore, node: u64| {
-            let mut outcomes = Vec::new();
-            for round in 0..rounds {
-                let write = create_keyed(
-                    Partition::from_raw(2),
-                    rid(1000, round * 2 + node),
-                    &format!("race-{round}"),
-                    "h",
-                );
-                let batch = [BatchWrite {
-                    write: &write,
-                    webhooks: &OwnerHooks,
-                }];
-                barrier.wait();
-                // Kept to the end: a thread that panicked here would leave the other waiting.
-                outcomes.push(store.apply_batch(&batch).map(|mut a| a.outcomes.remove(0)));
-            }
-            outcomes.into_iter().collect::<Result<Vec<_>, _>>().unwrap()
-        };
-        let (first, second) = std::thread::scope(|scope| {
-            let first = scope.spawn(|| race(&one, 0));
-            let second = scope.spawn(|| race(&two, 1));
-            (first.join().unwrap(), second.join().unwrap())
-        });
-        for (a, b) in first.iter().zip(&second) {
-            let (created, replayed) = match (a, b) {
-                (WriteOutcome::Created { ids }, WriteOutcome::Replayed { ids: r })
-                | (WriteOutcome::Replayed { ids: r }, WriteOutcome::Created { ids }) => (ids, r),
-                other => panic!("not one create and one replay: {other:?}"),
-            };
-            assert_eq!(created, replayed);
-        }
-        assert_eq!(ids(&one, Partition::from_raw(2)).len(), rounds as usize);
-    }
-}
+mod tests;

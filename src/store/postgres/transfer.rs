@@ -5,6 +5,7 @@
 use super::{Patience, PgStore, PgTx, big, big_partition, id_bytes, micros, to_json, unbig};
 use crate::store::accounts::AccountsWrite;
 use crate::store::endpoints::EndpointsWrite;
+use crate::store::erasures::ErasuresWrite;
 use crate::store::mail::MailWrite;
 use crate::store::records::searchable_text;
 use crate::store::transfer::{Counts, Import, Item, Kind};
@@ -12,7 +13,7 @@ use crate::store::webhooks::WebhooksWrite;
 use crate::store::{IdKind, Partition, StoreError};
 
 /// Each kind's table, to count what the database holds.
-const TABLES: [(Kind, &str); 16] = [
+const TABLES: [(Kind, &str); 17] = [
     (Kind::Accounts, "accounts"),
     (Kind::Tokens, "tokens"),
     (Kind::Notifications, "notifications"),
@@ -29,6 +30,7 @@ const TABLES: [(Kind, &str); 16] = [
     (Kind::Attempts, "delivery_attempts"),
     (Kind::FailureMails, "failure_mails"),
     (Kind::Mails, "outbox"),
+    (Kind::Erasures, "erasures"),
 ];
 
 fn sequence(kind: IdKind) -> &'static str {
@@ -119,6 +121,7 @@ impl Import for PgStore {
                         tx.insert_failure_mail(*endpoint_id, *day)?
                     }
                     Item::Mail(row) => tx.insert_mail(row)?,
+                    Item::Erasure(row) => tx.put_erasure(row)?,
                     Item::Calls(calls) => {
                         let (table, column, period) = if calls.day == 0 {
                             ("usage_months", "month", calls.month)

@@ -365,4 +365,9 @@ impl Store for PgStore {
     fn payload_dictionaries(&self) -> Option<&dyn crate::store::compression::PayloadDictionaries> {
         None
     }
+
+    /// The database's free space is the server's (VACUUM).
+    fn scrub_free_space(&self) -> Result<Option<crate::store::ScrubReport>, StoreError> {
+        Ok(None)
+    }
 }

@@ -9,9 +9,12 @@ use redb::{
 };
 
 use super::layout::{self, Inspected};
-use super::{LAST_CHANGE_SEQ, META, RedbStore, TableVisitor, read_counter, visit_main_tables};
-use crate::store::StoreError;
+use super::{
+    ERASURES, LAST_CHANGE_SEQ, META, RedbStore, TableVisitor, from_json, read_counter,
+    visit_main_tables,
+};
 use crate::store::backup::{BackupSource, StoreFile};
+use crate::store::{ErasureRow, StoreError};
 
 /// The cache of the backup's copy of `intake.redb`: the most memory its writing takes.
 const BACKUP_COPY_CACHE: usize = 16 << 20;
@@ -20,6 +23,7 @@ impl BackupSource for RedbStore {
     /// Copies every table of `intake.redb` (the one list creating it follows too, so a new
     /// table is never left out), all read in one transaction.
     fn snapshot_into(&self, path: &Path) -> Result<u64, StoreError> {
+        let _long = self.long_read_begins();
         let from = self.db.begin_read()?;
         let last_change = read_counter(&from.open_table(META)?, LAST_CHANGE_SEQ)?;
         // redb's default cache is 1 GiB, half of it for the dirty pages of a write: the copy's
@@ -58,6 +62,21 @@ impl StoreFile for RedbStore {
                 format!("{} cannot be read: {not_read:?}", path.display()).into(),
             )),
         }
+    }
+
+    fn erasures(path: &Path) -> Result<Vec<ErasureRow>, StoreError> {
+        let db = Database::open(path)?;
+        let txn = db.begin_read()?;
+        let table = match txn.open_table(ERASURES) {
+            Ok(table) => table,
+            Err(redb::TableError::TableDoesNotExist(_)) => return Ok(Vec::new()),
+            Err(err) => return Err(err.into()),
+        };
+        let mut rows = Vec::new();
+        for entry in table.iter()? {
+            rows.push(from_json(entry?.1.value())?);
+        }
+        Ok(rows)
     }
 }
 

@@ -19,7 +19,8 @@ impl ChangesStore for RedbStore {
     }
 
     fn changes_after(&self, position: u64, limit: usize) -> Result<Vec<ChangeEntry>, StoreError> {
-        entries_after(&self.read()?, position, limit)
+        let txn = self.read()?;
+        entries_after(&txn, position, limit)
     }
 
     fn changed_records_after(

@@ -14,13 +14,14 @@ use redb::{Database, DatabaseError, Key, ReadTransaction, TableDefinition, Table
 use redb::{ReadableDatabase, TableHandle, WriteTransaction};
 
 use super::backup::copy_table;
-use super::payload::Recompressed;
 use super::{RedbStore, TableVisitor, visit_main_tables, visit_request_log_tables};
+use crate::core::clock::Timestamp;
 use crate::store::StoreError;
+use crate::store::compression::Recompressed;
 
-/// Stores the records of the store file at `path` anew with a dictionary trained on them (see
-/// [`RedbStore::recompress_records`]). Refused while a server holds it.
-pub fn recompress_file(path: &Path) -> Result<Recompressed, StoreError> {
+/// Stores the records of the store file at `path` anew with a dictionary trained on them at
+/// `now` (see [`RedbStore::recompress_records`]). Refused while a server holds it.
+pub fn recompress_file(path: &Path, now: Timestamp) -> Result<Recompressed, StoreError> {
     let store = match RedbStore::open(path, 16 << 20) {
         Err(StoreError::Backend(err))
             if err
@@ -31,7 +32,7 @@ pub fn recompress_file(path: &Path) -> Result<Recompressed, StoreError> {
         }
         opened => opened?,
     };
-    store.recompress_records()
+    store.recompress_records(now)
 }
 
 fn in_use(path: &Path) -> StoreError {
@@ -122,7 +123,10 @@ fn rewrite(source: &Database, fresh: &Path) -> Result<(), StoreError> {
     visit_request_log_tables(&mut rewriter)?;
     let copied = rewriter.copied;
     for table in from.list_tables()? {
-        if !copied.iter().any(|name| name == table.name()) {
+        // An interrupted scrub's filler is left out: it holds nothing.
+        if table.name() != super::scrub::FILLER.name()
+            && !copied.iter().any(|name| name == table.name())
+        {
             return Err(StoreError::Corrupt(format!(
                 "table {} is not one intake knows: not compacting",
                 table.name()

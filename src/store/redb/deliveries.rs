@@ -8,8 +8,8 @@ use redb::{ReadableTable, Table, WriteTransaction};
 
 use super::webhooks::{due_key, list_due};
 use super::{
-    DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, META, PARTITION_DELIVERIES, RECORD_DELIVERIES, WEBHOOK_SETTINGS,
-    from_json, read_counter, to_json, write_counter,
+    DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, META, PARTITION_DELIVERIES, RECORD_DELIVERIES,
+    WEBHOOK_SETTINGS, from_json, read_counter, to_json, write_counter,
 };
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
@@ -117,7 +117,8 @@ impl<'txn> DeliveryTables<'txn> {
                 .collect::<Result<_, StoreError>>()?;
             for (number, mut attempt) in attempts {
                 attempt.erase();
-                self.attempts.insert((id, number), to_json(&attempt)?.as_slice())?;
+                self.attempts
+                    .insert((id, number), to_json(&attempt)?.as_slice())?;
             }
         }
         Ok(())

@@ -42,6 +42,12 @@ impl<T: Tables> ErasuresRead for T {
         erasures_where(self, |row| row.state == ErasureState::Running)
     }
 
+    fn erasures_to_follow(&self, after: u64) -> Result<Vec<ErasureRow>, StoreError> {
+        erasures_where(self, |row| {
+            row.state == ErasureState::Running || row.id > after
+        })
+    }
+
     fn erasures_since(&self, at: Timestamp) -> Result<Vec<ErasureRow>, StoreError> {
         erasures_where(self, |row| row.created_at >= at)
     }

@@ -27,11 +27,11 @@ mod payload;
 mod purge;
 mod records;
 mod request_log;
+mod scrub;
 pub mod tables;
 mod transfer;
 
 pub use compact::{compact_file, recompress_file};
-pub use payload::Recompressed;
 pub use transfer::RedbExport;
 mod tx;
 mod usage;
@@ -42,7 +42,8 @@ pub use tx::RedbWrite;
 // redb transactions until they are on the seam.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use redb::{
     Database, Key, ReadTransaction, ReadableDatabase, ReadableTable, TableDefinition, Value,
@@ -53,7 +54,7 @@ use serde::de::DeserializeOwned;
 
 use crate::core::quiet_panic;
 use crate::store::StoreError;
-use payload::PayloadCodec;
+use payload::{DictionaryPin, PayloadCodec};
 pub use tables::*;
 
 /// The layout version of `intake.redb` this binary writes. It moves with every change of its
@@ -102,10 +103,25 @@ pub struct RedbStore {
     db: Database,
     /// How record values are laid out, with the store's payload dictionaries.
     codec: Arc<PayloadCodec>,
-    /// The folder holding the file, whose file system [`RedbStore::write`] checks for space.
-    dir: PathBuf,
+    /// The file; its folder's file system is what [`RedbStore::write`] checks for space.
+    file: PathBuf,
     /// Least free space for a write transaction to begin; 0 turns the check off.
     min_free: u64,
+    /// Held while a write transaction begins, and by the scrub across the transactions of its
+    /// end (`scrub.rs`) so that no other write comes between them.
+    writers: Mutex<()>,
+    /// Read snapshots open for as long as their reader needs (exports, backups): each keeps
+    /// every page freed after it began, which the scrub waits for (`scrub.rs`).
+    long_reads: Arc<AtomicUsize>,
+}
+
+/// One open long read snapshot, counted in `RedbStore::long_reads` until dropped.
+struct LongRead(Arc<AtomicUsize>);
+
+impl Drop for LongRead {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 impl RedbStore {
@@ -177,13 +193,21 @@ impl RedbStore {
         Ok(RedbStore {
             codec: Arc::new(PayloadCodec::load(&db)?),
             db,
-            dir: path.parent().unwrap_or(Path::new(".")).to_path_buf(),
+            file: path.to_path_buf(),
             min_free: 0,
+            writers: Mutex::new(()),
+            long_reads: Arc::new(AtomicUsize::new(0)),
         })
     }
 
-    pub fn read(&self) -> Result<ReadTransaction, StoreError> {
-        Ok(self.db.begin_read()?)
+    /// A read snapshot, with the payload dictionaries its records may need.
+    pub fn read(&self) -> Result<Snapshot, StoreError> {
+        // Pinned first: a dictionary removed after the pin stays in memory for the snapshot.
+        let dictionaries = self.codec.pin();
+        Ok(Snapshot {
+            txn: self.db.begin_read()?,
+            _dictionaries: dictionaries,
+        })
     }
 
     /// A write transaction; its commit is durable (fsync) when it returns.
@@ -195,7 +219,19 @@ impl RedbStore {
     /// writes fail cleanly while the disk is full and work again as soon as space returns.
     pub fn write(&self) -> Result<WriteTransaction, StoreError> {
         self.check_free_space()?;
+        let _writers = self.writers();
         Ok(self.db.begin_write()?)
+    }
+
+    /// The turn to begin a write transaction (see the field `writers`).
+    fn writers(&self) -> MutexGuard<'_, ()> {
+        self.writers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Counts a read snapshot that may stay open long, until the guard is dropped.
+    fn long_read_begins(&self) -> LongRead {
+        self.long_reads.fetch_add(1, Ordering::SeqCst);
+        LongRead(self.long_reads.clone())
     }
 
     /// Sets the least free space (bytes) on the data dir's file system for writes to begin.
@@ -210,7 +246,8 @@ impl RedbStore {
             return Ok(());
         }
         // A file system that cannot tell its free space is not refused: the write decides.
-        let Ok(stat) = rustix::fs::statvfs(&self.dir) else {
+        let dir = self.file.parent().unwrap_or(Path::new("."));
+        let Ok(stat) = rustix::fs::statvfs(dir) else {
             return Ok(());
         };
         let available = stat.f_bavail.saturating_mul(stat.f_frsize);
@@ -218,6 +255,22 @@ impl RedbStore {
             return Err(StoreError::Full { available });
         }
         Ok(())
+    }
+}
+
+/// A read transaction of a [`RedbStore`]. It keeps in memory the payload dictionaries removed
+/// after it began, which records it reads may still be compressed with
+/// ([`PayloadCodec::pin`]).
+pub struct Snapshot {
+    txn: ReadTransaction,
+    _dictionaries: DictionaryPin,
+}
+
+impl std::ops::Deref for Snapshot {
+    type Target = ReadTransaction;
+
+    fn deref(&self) -> &ReadTransaction {
+        &self.txn
     }
 }
 
@@ -266,6 +319,7 @@ fn visit_main_tables(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(API_KEYS)?;
     v.visit(RECORDS)?;
     v.visit(PAYLOAD_DICTIONARIES)?;
+    v.visit(DICTIONARY_SAMPLES)?;
     v.visit(CHANGES)?;
     v.visit(EVENTS)?;
     v.visit(EVENTS_TRIMMED)?;

@@ -10,15 +10,16 @@ use super::deliveries::DeliveryTables;
 use super::payload::PayloadCodec;
 use super::tx::Tables;
 use super::{
-    CHANGES, ERASURES, EVENTS, IDEMPOTENCY, IDEMPOTENCY_EXPIRY, LAST_CHANGE_SEQ, META, RECORDS, RedbStore,
-    from_json, partitions_of, read_counter, to_json, write_counter,
+    CHANGES, ERASURES, EVENTS, IDEMPOTENCY, IDEMPOTENCY_EXPIRY, LAST_CHANGE_SEQ, META, RECORDS,
+    RedbStore, from_json, partitions_of, read_counter, to_json, write_counter,
 };
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
+use crate::store::erasures::widen;
 use crate::store::events::kind_code;
 use crate::store::records::{
-    AppliedBatch, BatchWrite, Change, DeliveryPlanner, IdempotencyClaim, RecordRef, RecordRow, RecordWrite,
-    RecordsRead, RecordsStore, ScanOrder, SearchVisitor, WriteOutcome,
+    AppliedBatch, BatchWrite, Change, DeliveryPlanner, IdempotencyClaim, RecordRef, RecordRow,
+    RecordWrite, RecordsRead, RecordsStore, ScanOrder, SearchVisitor, WriteOutcome,
 };
 use crate::store::{Effects, ErasureRow, IdempotencyRow, Partition, StoreError, time_key};
 
@@ -333,12 +334,13 @@ impl<'txn> BatchTables<'txn> {
         erasure: u64,
         resume_below: u128,
     ) -> Result<WriteOutcome, StoreError> {
-        let mut count = 0;
+        let (mut count, mut range) = (0, None);
         for id in ids {
             if self.records.remove((partition.raw(), id.0))?.is_none() {
                 continue;
             }
             count += 1;
+            range = widen(range, id.0);
             self.deliveries.erase_for(partition, *id, at)?;
             self.log.append(partition, id.0)?;
             if let Some(planner) = planner {
@@ -354,8 +356,7 @@ impl<'txn> BatchTables<'txn> {
             Some(value) => from_json(value.value())?,
             None => return Err(StoreError::Corrupt(format!("erasure {erasure} is missing"))),
         };
-        row.erased += count;
-        row.resume_below = resume_below;
+        row.count_step(count, range, resume_below);
         self.erasures.insert(erasure, to_json(&row)?.as_slice())?;
         if !self.erased.contains(&partition) {
             self.erased.push(partition);

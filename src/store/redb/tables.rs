@@ -16,10 +16,16 @@ pub const API_KEYS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("ap
 /// compressed with a dictionary of `PAYLOAD_DICTIONARIES` when there is one (`payload`'s
 /// [`PayloadCodec`](super::payload::PayloadCodec) has the layouts).
 pub const RECORDS: TableDefinition<(u64, u128), &[u8]> = TableDefinition::new("records");
-/// zstd dictionaries of stored payloads: zstd's dictionary id → the dictionary. Only ever
-/// added to: a record compressed with one needs it for as long as the record lives.
+/// zstd dictionaries of stored payloads: zstd's dictionary id → the dictionary. A record
+/// compressed with one needs it for as long as the record lives: one is only removed once
+/// every record is stored anew with another (`payload::recompress`).
 pub const PAYLOAD_DICTIONARIES: TableDefinition<u32, &[u8]> =
     TableDefinition::new("payload_dictionaries");
+/// What each dictionary's sample could have held: zstd's dictionary id →
+/// `DictionarySample` JSON (`payload`), written and removed with the dictionary's row. A
+/// dictionary trained before samples were recorded has none.
+pub const DICTIONARY_SAMPLES: TableDefinition<u32, &[u8]> =
+    TableDefinition::new("payload_dictionary_samples");
 /// The change log: `sequence` → `(partition, record_id)` of every applied create, replace or
 /// delete, written in the same commit as the change. Work that follows a write (search
 /// indexing) reads it from its own position, so it resumes after a restart; it re-reads the

@@ -12,9 +12,9 @@ use super::layout::{self, Found};
 use super::payload::PayloadCodec;
 use super::{
     ACCOUNTS, API_KEYS, AUDIT, COLLABORATORS, DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS,
-    ENDPOINTS, FAILURE_MAILS, IDEMPOTENCY, INVITATION_TOKENS, INVITATIONS, META, NOTIFICATIONS,
-    OUTBOX, RECORDS, TOKENS, USAGE, USAGE_DAYS, WEBHOOK_SECRETS, WEBHOOK_SETTINGS, from_json,
-    read_counter,
+    ENDPOINTS, ERASURES, FAILURE_MAILS, IDEMPOTENCY, INVITATION_TOKENS, INVITATIONS, META,
+    NOTIFICATIONS, OUTBOX, RECORDS, TOKENS, USAGE, USAGE_DAYS, WEBHOOK_SECRETS, WEBHOOK_SETTINGS,
+    from_json, read_counter,
 };
 use crate::core::ids::RecordId;
 use crate::store::records::RecordRow;
@@ -24,13 +24,14 @@ use crate::store::webhooks::DueDelivery;
 use crate::store::{IdKind, Partition, StoreError, time_from_key};
 
 /// The `META` counter of each kind of id (`tx.rs` hands them out).
-const COUNTERS: [(IdKind, &str); 6] = [
+const COUNTERS: [(IdKind, &str); 7] = [
     (IdKind::Account, "next_account_id"),
     (IdKind::Endpoint, "next_endpoint_id"),
     (IdKind::Invitation, "next_invitation_id"),
     (IdKind::Notification, "next_notification_id"),
     (IdKind::Audit, "next_audit_id"),
     (IdKind::Mail, "next_mail_id"),
+    (IdKind::Erasure, "next_erasure_id"),
 ];
 
 /// `intake.redb` opened read-only to be copied.
@@ -229,6 +230,10 @@ fn export_from(
     for entry in txn.open_table(OUTBOX)?.iter()? {
         let (_, v) = entry?;
         each(Item::Mail(from_json(v.value())?))?;
+    }
+    for entry in txn.open_table(ERASURES)?.iter()? {
+        let (_, v) = entry?;
+        each(Item::Erasure(from_json(v.value())?))?;
     }
     for entry in txn.open_table(USAGE)?.iter()? {
         let (k, v) = entry?;

@@ -3,15 +3,12 @@
 //! Every read is written once, against [`Tables`], which both a read snapshot and a write
 //! transaction provide: a write transaction reads its own changes.
 
-use redb::{
-    Key, ReadOnlyTable, ReadTransaction, ReadableDatabase, ReadableTable, Table, TableDefinition,
-    Value, WriteTransaction,
-};
+use redb::{Key, ReadOnlyTable, ReadableTable, Table, TableDefinition, Value, WriteTransaction};
 
 use std::sync::Arc;
 
 use super::payload::PayloadCodec;
-use super::{ACCESS_VERSION, META, RedbStore, next_id, read_counter, write_counter};
+use super::{ACCESS_VERSION, META, RedbStore, Snapshot, next_id, read_counter, write_counter};
 use crate::core::clock::Timestamp;
 use crate::store::{Effects, IdKind, ReadTx, Store, StoreError, StoreGauges, WriteTx};
 
@@ -32,8 +29,10 @@ pub trait Tables {
 
 /// A read snapshot.
 pub struct RedbRead {
-    pub(super) txn: ReadTransaction,
+    pub(super) txn: Snapshot,
     pub(super) codec: Arc<PayloadCodec>,
+    /// Counts a long snapshot as open while it is (see [`Store::long_read`]).
+    pub(super) _long: Option<super::LongRead>,
 }
 
 impl Tables for RedbRead {
@@ -130,8 +129,19 @@ impl WriteTx for RedbWrite<'_> {
 impl Store for RedbStore {
     fn read(&self) -> Result<Box<dyn ReadTx + '_>, StoreError> {
         Ok(Box::new(RedbRead {
-            txn: self.db.begin_read()?,
+            txn: RedbStore::read(self)?,
             codec: self.codec.clone(),
+            _long: None,
+        }))
+    }
+
+    /// Counted while open: the pages it keeps are what the scrub of free space waits for.
+    fn long_read(&self) -> Result<Box<dyn ReadTx + '_>, StoreError> {
+        let long = self.long_read_begins();
+        Ok(Box::new(RedbRead {
+            txn: RedbStore::read(self)?,
+            codec: self.codec.clone(),
+            _long: Some(long),
         }))
     }
 
@@ -139,8 +149,7 @@ impl Store for RedbStore {
         &self,
         work: &mut dyn FnMut(&mut dyn WriteTx) -> Result<(), StoreError>,
     ) -> Result<Effects, StoreError> {
-        self.check_free_space()?;
-        let txn = self.db.begin_write()?;
+        let txn = self.write()?;
         let mut tx = RedbWrite::over(&txn, self);
         // Dropping an uncommitted redb transaction aborts it: a failed `work` writes nothing.
         work(&mut tx)?;
@@ -151,7 +160,10 @@ impl Store for RedbStore {
 
     fn shared_value(&self, name: &str, proposed: &[u8]) -> Result<Vec<u8>, StoreError> {
         let key = format!("shared.{name}");
-        let txn = self.db.begin_write()?;
+        let txn = {
+            let _writers = self.writers();
+            self.db.begin_write()?
+        };
         let stored = {
             let mut meta = txn.open_table(super::META)?;
             let stored = meta.get(key.as_str())?.map(|v| v.value().to_vec());
@@ -193,5 +205,9 @@ impl Store for RedbStore {
 
     fn payload_dictionaries(&self) -> Option<&dyn crate::store::compression::PayloadDictionaries> {
         Some(self)
+    }
+
+    fn scrub_free_space(&self) -> Result<Option<crate::store::ScrubReport>, StoreError> {
+        Ok(Some(self.scrub_free_pages()?))
     }
 }

@@ -22,9 +22,11 @@ pub enum ErasureStep {
     Counting,
     /// Removing them, newest first, below `resume_below`.
     Erasing,
-    /// Making the removal final where copies outlive a delete: the search index's segments
-    /// and the store file's free pages.
+    /// Making the removal final where copies outlive a delete: a payload dictionary, the
+    /// search index's segments...
     Sealing,
+    /// ... and the store file's free pages (again, while an open read keeps some).
+    Scrubbing,
     /// Nothing left to do.
     Done,
 }
@@ -51,6 +53,10 @@ pub struct ErasureRow {
     pub matched: u64,
     /// Records removed so far.
     pub erased: u64,
+    /// The lowest and highest id of the records removed so far: where copies beside the
+    /// records (a payload dictionary's sample) may have taken them from.
+    #[serde(default)]
+    pub erased_ids: Option<(u128, u128)>,
     /// While erasing: every matching record at or above this id is removed.
     pub resume_below: u128,
     pub created_at: Timestamp,
@@ -59,4 +65,19 @@ pub struct ErasureRow {
     pub created_by: u64,
     /// Why it failed.
     pub error: Option<String>,
+}
+
+impl ErasureRow {
+    /// Counts a step that removed `count` records, `ids` the lowest and highest of them, and
+    /// left every match at or above `resume_below` removed: the rule both backends apply.
+    pub fn count_step(&mut self, count: u64, ids: Option<(u128, u128)>, resume_below: u128) {
+        self.erased += count;
+        self.resume_below = resume_below;
+        if let Some((low, high)) = ids {
+            self.erased_ids = Some(match self.erased_ids {
+                Some((was_low, was_high)) => (was_low.min(low), was_high.max(high)),
+                None => (low, high),
+            });
+        }
+    }
 }

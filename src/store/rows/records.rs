@@ -6,7 +6,8 @@ use super::*;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct IdempotencyRow {
-    /// SHA-256 (hex) of the normalised payload of the original request.
+    /// A keyed hash of what the original request sent, or, in a row written by an earlier
+    /// version, its plain SHA-256 (see `IdempotencyClaim::payload_hash`).
     pub payload_hash: String,
     pub record_id: String,
     pub created_at: Timestamp,

@@ -24,11 +24,12 @@ use tantivy::{
 };
 
 use super::directory::ReadDirectory;
+use super::expunge::Expunger;
 use crate::domain::error::{Error, Result as ServiceResult};
 use crate::domain::search::tokenizer::{
     SharedStopSet, StopSet, TrigramStream, TrigramTokenizer, indexed_trigrams, query_trigrams,
 };
-use crate::domain::search::{Hits, IndexView, SearchIndex, Snapshot};
+use crate::domain::search::{ExpungeReport, Hits, IndexView, SearchIndex, Snapshot};
 use crate::store::{Partition, StoreError};
 
 /// The index folder inside the data dir.
@@ -46,6 +47,8 @@ pub enum IndexError {
         path: String,
         source: std::io::Error,
     },
+    #[error("search index folder {path}: files of rewritten segments are left: {files}")]
+    FilesLeft { path: String, files: String },
 }
 
 /// A query the index cannot answer is the server's own failure.
@@ -244,33 +247,52 @@ impl TantivyView {
     }
 }
 
-/// The read side, shared with every search: the snapshot the indexer published last.
+/// The read side, shared with every search: the snapshot the indexer published last, and the
+/// way to ask the indexer for an expunge.
 pub struct TantivyIndex {
-    snapshot: RwLock<Arc<Snapshot>>,
+    published: Arc<Published>,
+    expunger: Expunger,
 }
 
 impl SearchIndex for TantivyIndex {
     fn snapshot(&self) -> Arc<Snapshot> {
-        self.snapshot
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.published.current()
+    }
+
+    fn expunge_deleted(&self, timeout: Duration) -> ServiceResult<ExpungeReport> {
+        self.expunger.expunge(timeout)
     }
 }
 
 impl TantivyIndex {
-    /// No view until the indexer publishes its first snapshot.
-    pub(super) fn starting() -> TantivyIndex {
+    pub(super) fn new(published: Arc<Published>, expunger: Expunger) -> TantivyIndex {
         TantivyIndex {
-            snapshot: RwLock::new(Arc::new(Snapshot {
-                view: None,
-                position: 0,
-            })),
+            published,
+            expunger,
         }
+    }
+}
+
+/// The snapshot the indexer published last. The indexer thread holds this and not the
+/// [`TantivyIndex`], which holds a sender of the thread's signals (to wake it for an
+/// expunge): the thread stops once every sender is gone.
+pub(super) struct Published(RwLock<Arc<Snapshot>>);
+
+impl Published {
+    /// No view until the indexer publishes its first snapshot.
+    pub(super) fn starting() -> Published {
+        Published(RwLock::new(Arc::new(Snapshot {
+            view: None,
+            position: 0,
+        })))
+    }
+
+    fn current(&self) -> Arc<Snapshot> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub(super) fn publish(&self, snapshot: Snapshot) {
-        *self.snapshot.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(snapshot);
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(snapshot);
     }
 }
 

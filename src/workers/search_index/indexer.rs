@@ -9,14 +9,19 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant};
 
+use tantivy::index::SegmentId;
 use tantivy::{IndexReader, IndexWriter, ReloadPolicy, Term};
 
+use super::expunge::{
+    Answer, ExpungeRequest, Expunges, MergeOutcome, answer_all, check_removed, expunge_channel,
+    with_deleted_docs,
+};
 use super::index::{
-    CommitState, DIR, DOC_OVERHEAD, Fields, IndexError, Opened, StopPolicy, Taken, TantivyIndex,
-    TantivyView, grown_stop_set, open_or_create, schema,
+    CommitState, DIR, DOC_OVERHEAD, Fields, IndexError, Opened, Published, StopPolicy, Taken,
+    TantivyIndex, TantivyView, grown_stop_set, open_or_create, schema,
 };
 use crate::domain::search::tokenizer::{SharedStopSet, StopSet, fold_case, payload_text};
-use crate::domain::search::{SearchIndex, Snapshot};
+use crate::domain::search::{ExpungeReport, SearchIndex, Snapshot};
 use crate::store::changes::Replay;
 use crate::store::{self, Partition, Store};
 
@@ -45,6 +50,8 @@ const QUEUED_WAIT: Duration = Duration::from_secs(1);
 /// segments' term dictionaries and new postings in memory together (the peaks of RSS under
 /// ingest); one at a time keeps up with the indexing thread, which makes the segments.
 const MERGE_THREADS: usize = 1;
+/// How often the outcome of an expunge's merge is looked at while it runs.
+const EXPUNGE_POLL: Duration = Duration::from_millis(20);
 /// Records between two progress lines of a rebuild.
 const REBUILD_PROGRESS: u64 = 200_000;
 /// The stop set is looked at again once the index has grown by this share since the last
@@ -119,14 +126,16 @@ pub fn start(
         .reload_policy(ReloadPolicy::Manual)
         .try_into()?;
     let (_, fields) = schema();
-    let shared = Arc::new(TantivyIndex::starting());
+    let published = Arc::new(Published::starting());
     let needs_rebuild = match position {
         None => true,
         Some(p) => is_behind_the_log(store.as_ref(), p)?,
     };
     let (tx, rx) = sync_channel(1);
+    let (expunger, expunge_requests) = expunge_channel(Notifier(tx.clone()));
+    let expunges = Expunges::new(expunge_requests, &dir);
+    let shared = Arc::new(TantivyIndex::new(published.clone(), expunger));
     let (started_tx, started_rx) = sync_channel(1);
-    let thread_shared = shared.clone();
     let handle = std::thread::Builder::new()
         .name("search-indexer".into())
         .spawn(move || {
@@ -149,7 +158,8 @@ pub fn start(
                 writer,
                 reader,
                 fields,
-                shared: thread_shared,
+                published,
+                expunges,
                 position: position.unwrap_or(0),
                 committed: VecDeque::new(),
                 committed_stop: stop.current(),
@@ -284,7 +294,9 @@ struct Indexer {
     writer: IndexWriter,
     reader: IndexReader,
     fields: Fields,
-    shared: Arc<TantivyIndex>,
+    published: Arc<Published>,
+    /// Expunges asked for, and the merge under way for them.
+    expunges: Expunges,
     /// The change-log sequence applied to the writer so far.
     position: u64,
     /// Recent commits, oldest first: when and up to which sequence.
@@ -338,6 +350,8 @@ impl Indexer {
                     std::sync::mpsc::TryRecvError::Empty => RecvTimeoutError::Timeout,
                     std::sync::mpsc::TryRecvError::Disconnected => RecvTimeoutError::Disconnected,
                 })
+            } else if self.expunges.is_merging() {
+                signals.recv_timeout(EXPUNGE_POLL)
             } else {
                 signals.recv_timeout(COMMIT_INTERVAL)
             };
@@ -370,10 +384,74 @@ impl Indexer {
                 log::error!("{err}; retrying");
                 std::thread::sleep(COMMIT_INTERVAL);
             }
+            if !stopping && self.serve_expunges() {
+                last_commit = Instant::now();
+                since_commit = 0;
+            }
         }
         if let Err(err) = self.writer.wait_merging_threads() {
             log::error!("search index merge at shutdown failed: {err}");
         }
+    }
+
+    /// Moves the expunges asked for on (see `expunge`): answers a finished merge, starts one
+    /// for the requests whose changes the index has applied. Returns whether it committed.
+    fn serve_expunges(&mut self) -> bool {
+        self.expunges.receive(self.store.as_ref());
+        let mut committed = false;
+        let (requests, old) = match self.expunges.merge_outcome() {
+            None => (self.expunges.ready(self.position), Vec::new()),
+            Some(MergeOutcome::Merged(merging)) => {
+                committed = true;
+                let answer = self
+                    .commit()
+                    .and_then(|()| self.remove_old_files(&merging.old))
+                    .map(|()| merging.report())
+                    .map_err(|err| err.to_string());
+                merging.answer(&answer);
+                (self.expunges.ready(self.position), Vec::new())
+            }
+            Some(MergeOutcome::Overtaken(merging)) => merging.into_retry(),
+            Some(MergeOutcome::Failed(merging, err)) => {
+                merging.answer(&Err(IndexError::from(err).to_string()));
+                (self.expunges.ready(self.position), Vec::new())
+            }
+        };
+        if requests.is_empty() {
+            return committed;
+        }
+        self.start_expunge(requests, old) || committed
+    }
+
+    /// Commits what the index has applied (every change the requests wait for), then starts a
+    /// merge of every segment holding deleted documents; with none, answers at once. `old`:
+    /// the segments earlier attempts set out to rewrite. Returns whether it committed.
+    fn start_expunge(&mut self, requests: Vec<ExpungeRequest>, old: Vec<SegmentId>) -> bool {
+        let committed = self.uncommitted();
+        let segments = if committed { self.commit() } else { Ok(()) }
+            .and_then(|()| with_deleted_docs(self.writer.index()));
+        let answer: Answer = match segments {
+            Ok(segments) if !segments.is_empty() => {
+                let ids: Vec<SegmentId> = segments.iter().map(|(id, _)| *id).collect();
+                let merge = self.writer.merge(&ids);
+                self.expunges.merge_started(requests, merge, &segments, old);
+                return committed;
+            }
+            Ok(_) => self
+                .remove_old_files(&old)
+                .map(|()| ExpungeReport::default())
+                .map_err(|err| err.to_string()),
+            Err(err) => Err(err.to_string()),
+        };
+        answer_all(requests, &answer);
+        committed
+    }
+
+    /// Removes the files no segment of the index uses any more, and checks that none of the
+    /// segments `old` is left.
+    fn remove_old_files(&mut self, old: &[SegmentId]) -> Result<(), IndexError> {
+        self.writer.garbage_collect_files().wait()?;
+        check_removed(self.expunges.dir(), old)
     }
 
     /// Whether the writer holds changes not yet committed.
@@ -493,7 +571,7 @@ impl Indexer {
 
     fn publish(&mut self) -> Result<(), IndexError> {
         self.reader.reload()?;
-        self.shared.publish(Snapshot {
+        self.published.publish(Snapshot {
             view: Some(Box::new(TantivyView::new(
                 self.reader.searcher(),
                 self.fields,

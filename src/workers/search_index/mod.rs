@@ -1,5 +1,6 @@
 //! The search index behind `domain::search`: a tantivy index of every record's payload text
-//! (`index`), and the indexer thread that keeps it up to date (`indexer`).
+//! (`index`), the indexer thread that keeps it up to date (`indexer`), and the expunges that
+//! make its deletes final for erasures (`expunge`).
 //!
 //! **Invariant.** Every index commit carries, as its payload, the change-log sequence it covers:
 //! all changes up to that sequence are in the index, none after it. The indexer publishes each
@@ -13,6 +14,7 @@
 //! snapshot has no view and searches scan the store instead.
 
 mod directory;
+mod expunge;
 mod index;
 mod indexer;
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! Search over the real index and store: the planner of `domain::search` with a tail the
 //! indexer has not reached.
 
+mod expunge;
+
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::path::PathBuf;

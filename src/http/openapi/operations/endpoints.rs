@@ -98,6 +98,38 @@ pub(super) fn endpoint_operations() -> Vec<Operation> {
                             "message": "value is not a \"email\"" }] }] }),
             )
             .error(400, &["invalid_schema", "invalid_parameter"]),
+        op(Route::CreateErasure, Who::Owner)
+            .summary(
+                "Erase one person's data",
+                "Erasure of every record of `environment` whose payload text contains `q` \
+                 (case-insensitive, as search matches) and was created in the window, from \
+                 every copy intake keeps: the record, its webhook deliveries' bodies and \
+                 attempts' response bodies (the deliveries stay, marked `erased`), its \
+                 change-stream events' payloads, its search index entries and, on the embedded \
+                 store, a payload dictionary that may hold pieces of it and the file's free \
+                 pages. `dry_run` only counts (200). Otherwise it runs \
+                 in the background (202), resumed after a restart: follow it at `getErasure`. \
+                 The audit log records who asked, when, the window, the counts and a keyed \
+                 hash of `q`, never `q` itself. Backups taken before still hold the records.",
+            )
+            .body(
+                BodyKind::Json,
+                schema_ref("ErasureRequest"),
+                json!({ "environment": "production", "q": "ada@example.com", "dry_run": true }),
+            )
+            .ok(200, "A dry run's count.", schema_ref("ErasureCount"),
+                json!({ "matched": 3, "newest": [RECORD_ID] }))
+            .ok(202, "The erasure, running.", schema_ref("Erasure"), erasure_example("running"))
+            .error(400, &["invalid_parameter"])
+            .error(409, &["conflict"]),
+        op(Route::ListErasures, Who::Owner)
+            .summary("The endpoint's erasures", "Newest first, both environments.")
+            .ok(200, "The erasures.", schema_ref("ErasureList"),
+                json!({ "data": [erasure_example("finished")] })),
+        op(Route::GetErasure, Who::Owner)
+            .summary("One erasure", "Its progress: `matched`, `erased`, `state`.")
+            .ok(200, "The erasure.", schema_ref("Erasure"), erasure_example("finished"))
+            .error(404, &["erasure_not_found"]),
         op(Route::DeleteEndpoint, Who::Owner)
             .summary(
                 "Delete an endpoint",
@@ -392,4 +424,12 @@ pub(super) fn key_operations() -> Vec<Operation> {
         revoke(Route::RevokePreviousCollaboratorKey, Who::Owner, theirs)
             .error(404, &["collaborator_not_found"]),
     ]
+}
+
+fn erasure_example(state: &str) -> Value {
+    let finished = state == "finished";
+    json!({ "id": "era_1", "environment": "production", "state": state,
+            "matched": 3, "erased": if finished { 3 } else { 0 }, "notify": true,
+            "start": null, "end": CREATED_AT, "created_at": CREATED_AT,
+            "finished_at": if finished { Some(CREATED_AT) } else { None }, "error": null })
 }

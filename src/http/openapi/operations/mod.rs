@@ -184,7 +184,8 @@ fn delivery_example() -> Value {
             "subscription": "sub_1", "url": "https://example.com/hook",
             "state": "delivered", "failing": false, "attempts": 1, "max_attempts": 6,
             "next_attempt_at": null,
-            "created_at": CREATED_AT, "finished_at": CREATED_AT, "withheld": [] })
+            "created_at": CREATED_AT, "finished_at": CREATED_AT, "withheld": [],
+            "erased": false })
 }
 
 fn subscription_example() -> Value {

@@ -6,9 +6,11 @@ use serde_json::{Value, json};
 mod webhooks;
 
 use super::{schema_ref, thousands};
+use crate::domain::erasures::DRY_RUN_NEWEST;
 use crate::domain::schema::{
     CHECK_EXAMPLES, CHECK_LIMIT_DEFAULT, CHECK_LIMIT_MAX, MAX_SCHEMA_BYTES, MAX_VIOLATIONS,
 };
+use crate::domain::search::{Q_MAX_CHARS, Q_MIN_CHARS};
 use crate::http::request::MAX_DATA_BODY;
 use webhooks::webhook_schemas;
 pub use webhooks::webhooks;
@@ -608,6 +610,40 @@ fn request_schemas() -> Value {
                 "items": schema_ref("SchemaViolation"),
             },
         }), &["id", "errors"]),
+        "ErasureRequest": closed(json!({
+            "environment": schema_ref("Environment"),
+            "q": { "type": "string", "minLength": Q_MIN_CHARS, "maxLength": Q_MAX_CHARS,
+                   "description": "The text to erase: every record whose payload text contains it, case-insensitively, as search matches it." },
+            "start": described(string(), "The window's start: a date (`YYYY-MM-DD`, 00:00 UTC) or an RFC 3339 time. Default: the first record."),
+            "end": described(string(), "The window's end (inclusive), at most now. Default: now."),
+            "dry_run": { "type": "boolean", "default": false,
+                         "description": "Only count the matches (200 `ErasureCount`); nothing is erased." },
+            "notify": { "type": "boolean", "default": true,
+                        "description": "Send each erased record's `record.deleted` webhooks and change-stream event, so that copies downstream can follow." },
+            "expected": { "type": "integer", "minimum": 0,
+                          "description": "The count a dry run answered: the erasure starts only while exactly that many records match (else 409 `conflict`, nothing erased)." },
+        }), &["environment", "q"]),
+        "ErasureCount": object(json!({
+            "matched": integer(),
+            "newest": { "type": "array", "maxItems": DRY_RUN_NEWEST, "items": schema_ref("RecordId"),
+                        "description": "The newest matches, newest first." },
+        }), &["matched", "newest"]),
+        "Erasure": object(json!({
+            "id": { "type": "string", "pattern": "^era_[1-9][0-9]*$" },
+            "environment": schema_ref("Environment"),
+            "state": described(string_enum(&["running", "finished", "failed"]),
+                "`finished` once every match is erased from every copy intake keeps (records, delivery and attempt bodies, change-stream frames, the search index, the store's free pages)."),
+            "matched": described(integer(), "The matches counted when it started (0 until counted)."),
+            "erased": described(integer(), "Records erased so far."),
+            "notify": { "type": "boolean" },
+            "start": nullable(time()),
+            "end": time(),
+            "created_at": time(),
+            "finished_at": nullable(time()),
+            "error": nullable(string()),
+        }), &["id", "environment", "state", "matched", "erased", "notify", "start", "end",
+              "created_at", "finished_at", "error"]),
+        "ErasureList": list_of("Erasure"),
         "DeployNoteRequest": closed(json!({ "note": nullable_string() }), &[]),
         "InvitationRequest": closed(json!({ "email": string(), "permissions": permissions_list() }),
                                     &["email", "permissions"]),

@@ -122,9 +122,13 @@ pub(super) fn webhook_schemas() -> Value {
                               every attempt); `body`, the body and every attempt's \
                               `response_body` are `null` (the caller lacks the `read` \
                               permission, or the endpoint is inactive)." },
+            "erased": { "type": "boolean",
+                        "description": "Its record was erased (`createErasure`): its `body` and \
+                            every attempt's `response_body` are `null` for everyone, a pending \
+                            delivery was given up, and it can never be sent again." },
         }), &["id", "record_id", "environment", "kind", "subscription", "url", "state",
               "failing", "attempts", "max_attempts", "next_attempt_at", "created_at",
-              "finished_at", "withheld"]),
+              "finished_at", "withheld", "erased"]),
         "DeliveryDetail": extends("Delivery", json!({
             "body": { "anyOf": [string(), { "type": "null" }],
                       "description": "The exact bytes every attempt sends; `null` when \

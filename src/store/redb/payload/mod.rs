@@ -19,27 +19,33 @@
 //! The dictionary is trained once the store holds enough records ([`PayloadCodec::due`]), on a
 //! sample of the newest of each endpoint, off the write path (`workers::compression` asks), and
 //! again if what is written later compresses much worse than the sample did; its sample leaves
-//! out deleted endpoints' records. Each record names the dictionary it needs, so a running
-//! store never removes one. A dictionary holds pieces of the records it was trained on:
-//! `intake compact` (a stopped server) trains one afresh on the records the store holds then,
-//! stores every record anew with it and removes the others
-//! ([`RedbStore::recompress_records`]).
+//! out deleted endpoints' records. Each record names the dictionary it needs, so a dictionary
+//! is only removed once every record is stored anew with another.
+//!
+//! A dictionary holds pieces of the records it was trained on, so it outlives their deletion.
+//! Beside it, `DICTIONARY_SAMPLES` keeps what its sample could have held ([`DictionarySample`]),
+//! which tells whether an erased record may be in it ([`PayloadDictionaries::may_hold`]).
+//! [`RedbStore::recompress_records`] takes such pieces out: it trains a dictionary afresh on
+//! the records the store holds then, stores every record anew with it and removes the others,
+//! on a running server or in `intake compact`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
 use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableError};
+use serde::{Deserialize, Serialize};
 use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
 
 mod recompress;
 
-use super::{ENDPOINTS, PAYLOAD_DICTIONARIES, RECORDS, RedbStore, from_json, partitions_of};
+use super::{
+    DICTIONARY_SAMPLES, ENDPOINTS, PAYLOAD_DICTIONARIES, RECORDS, RedbStore, from_json,
+    partitions_of, to_json,
+};
 use crate::core::clock::Timestamp;
-use crate::store::compression::{PayloadDictionaries, TrainedDictionary};
-use crate::store::{EndpointRow, StoreError};
-
-pub use self::recompress::Recompressed;
+use crate::store::compression::{PayloadDictionaries, Recompressed, TrainedDictionary};
+use crate::store::{EndpointRow, Partition, StoreError};
 
 /// First byte of a compressed value (see the module's documentation).
 const COMPRESSED: u8 = 0x81;
@@ -77,7 +83,16 @@ struct Encoder {
 /// Encodes and decodes record values; holds the store's dictionaries.
 pub struct PayloadCodec {
     encoder: RwLock<Option<Arc<Encoder>>>,
+    /// The dictionaries the store holds.
     decoders: RwLock<HashMap<u32, Arc<DDict<'static>>>>,
+    /// The epoch read snapshots beginning now pin (see [`PayloadCodec::pin`]).
+    epoch: RwLock<Arc<Epoch>>,
+    /// The epochs ended by removals, while a snapshot pins them: where a dictionary the store
+    /// no longer holds is found.
+    ended: Mutex<Vec<Weak<Epoch>>>,
+    /// Held by whoever trains or replaces dictionaries: one at a time, so the dictionary a
+    /// replacement trains stays the one writes use until it has removed the others.
+    training: Mutex<()>,
     /// One compression context: values are encoded by the one write transaction at a time.
     cctx: Mutex<Option<CCtx<'static>>>,
     /// Decompression contexts, taken by a reader for one value and put back.
@@ -121,6 +136,9 @@ impl PayloadCodec {
             }),
             encoder: RwLock::new(encoder),
             decoders: RwLock::new(decoders),
+            epoch: RwLock::new(Arc::new(Epoch::default())),
+            ended: Mutex::new(Vec::new()),
+            training: Mutex::new(()),
             cctx: Mutex::new(None),
             dctxs: Mutex::new(Vec::new()),
             written_in: AtomicU64::new(0),
@@ -230,11 +248,7 @@ impl PayloadCodec {
         let id = zstd_safe::get_dict_id_from_frame(payload)
             .ok_or_else(|| corrupt("its frame names no dictionary"))?;
         let ddict = self
-            .decoders
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&id.get())
-            .cloned()
+            .decoder(id.get())
             .ok_or_else(|| corrupt(&format!("its dictionary {id} is not in the store")))?;
         let len = match zstd_safe::get_frame_content_size(payload) {
             Ok(Some(len)) if len <= MAX_PAYLOAD => len as usize,
@@ -259,6 +273,77 @@ impl PayloadCodec {
         match result {
             Ok(n) if n == len => Ok((updated_at, scratch.as_slice())),
             _ => Err(corrupt("its compressed payload does not decompress")),
+        }
+    }
+
+    /// The dictionary `id`: one the store holds, or one removed since a snapshot that may
+    /// still read records compressed with it began.
+    fn decoder(&self, id: u32) -> Option<Arc<DDict<'static>>> {
+        let held = self
+            .decoders
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&id)
+            .cloned();
+        held.or_else(|| {
+            self.ended
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .iter()
+                .filter_map(Weak::upgrade)
+                .find_map(|epoch| epoch.end.get()?.removed.get(&id).cloned())
+        })
+    }
+
+    /// Keeps in memory, for as long as the pin lives, every dictionary removed from now on.
+    /// Taken before a read snapshot begins: a dictionary removed after the snapshot began may
+    /// still compress records it reads, and one removed before it did compresses none (the
+    /// removal's commit comes after every record is stored anew, and [`PayloadCodec::forget`]
+    /// after that commit).
+    pub(super) fn pin(&self) -> DictionaryPin {
+        DictionaryPin {
+            _epoch: self
+                .epoch
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        }
+    }
+
+    /// Forgets the dictionaries `ids`, after the commit that removed them from the store: they
+    /// go from memory with the last snapshot that began before it.
+    fn forget(&self, ids: &[u32]) {
+        if ids.is_empty() {
+            return;
+        }
+        let removed: HashMap<u32, Arc<DDict<'static>>> = {
+            let held = self.decoders.read().unwrap_or_else(PoisonError::into_inner);
+            ids.iter()
+                .filter_map(|id| Some((*id, held.get(id)?.clone())))
+                .collect()
+        };
+        {
+            let mut epoch = self.epoch.write().unwrap_or_else(PoisonError::into_inner);
+            let next = Arc::new(Epoch::default());
+            // Only here, under the epoch's write lock, is an epoch ended, and only the current
+            // one: it has no end yet.
+            let _ = epoch.end.set(EpochEnd {
+                removed,
+                _next: next.clone(),
+            });
+            let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+            ended.retain(|epoch| epoch.strong_count() > 0);
+            ended.push(Arc::downgrade(&epoch));
+            *epoch = next;
+        }
+        // Only now: a reader that no longer finds one among the held finds it in the epoch
+        // just ended.
+        let mut held = self
+            .decoders
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        for id in ids {
+            held.remove(id);
         }
     }
 
@@ -313,6 +398,28 @@ impl PayloadCodec {
     }
 }
 
+/// The time between two removals of dictionaries. A read snapshot pins the one it began in
+/// ([`PayloadCodec::pin`]), which keeps the dictionaries removed at its end, and at every
+/// later one, in memory.
+#[derive(Default)]
+struct Epoch {
+    end: OnceLock<EpochEnd>,
+}
+
+struct EpochEnd {
+    /// The dictionaries removed.
+    removed: HashMap<u32, Arc<DDict<'static>>>,
+    /// The epoch after, kept with this one: a snapshot that pins this one may need what later
+    /// removals take too.
+    _next: Arc<Epoch>,
+}
+
+/// A read snapshot's hold on the dictionaries removed after it began (see
+/// [`PayloadCodec::pin`]).
+pub struct DictionaryPin {
+    _epoch: Arc<Epoch>,
+}
+
 /// The dictionary a record value is compressed with; `None` for a plain value (or one whose
 /// frame names none, which decoding reports).
 fn dictionary_of(value: &[u8]) -> Option<u32> {
@@ -343,15 +450,99 @@ fn decode_current(value: &[u8]) -> Result<(u32, f64), StoreError> {
     Ok((u32::from_be_bytes(*id), f64::from_be_bytes(share)))
 }
 
+/// What a dictionary's sample could have held (a `DICTIONARY_SAMPLES` row).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct DictionarySample {
+    /// When it was trained (last, when the same sample trained it again).
+    trained_at: Timestamp,
+    /// Each partition sampled, in order.
+    partitions: Vec<SampledIds>,
+}
+
+/// The lowest and highest record id sampled from one partition. A partition's newest records
+/// are sampled, so every record it held then between the two may be in the dictionary.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+struct SampledIds {
+    partition: Partition,
+    lowest: u128,
+    highest: u128,
+}
+
+impl DictionarySample {
+    fn meets(&self, partition: Partition, ids: (u128, u128)) -> bool {
+        self.partitions.iter().any(|sampled| {
+            sampled.partition == partition && sampled.lowest <= ids.1 && ids.0 <= sampled.highest
+        })
+    }
+
+    /// Widens each partition's range by `other`'s, and adds its other partitions.
+    fn merge(&mut self, other: &DictionarySample) {
+        for theirs in &other.partitions {
+            match self
+                .partitions
+                .iter_mut()
+                .find(|ours| ours.partition == theirs.partition)
+            {
+                Some(ours) => {
+                    ours.lowest = ours.lowest.min(theirs.lowest);
+                    ours.highest = ours.highest.max(theirs.highest);
+                }
+                None => self.partitions.push(*theirs),
+            }
+        }
+        self.partitions.sort_by_key(|sampled| sampled.partition);
+    }
+}
+
 impl PayloadDictionaries for RedbStore {
     fn dictionary_due(&self) -> bool {
         self.codec.due()
     }
 
-    /// Reads its sample from a snapshot and writes one small transaction.
-    fn train_dictionary(&self) -> Result<Option<TrainedDictionary>, StoreError> {
+    fn train_dictionary(&self, now: Timestamp) -> Result<Option<TrainedDictionary>, StoreError> {
+        let _training = self
+            .codec
+            .training
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.train(now)
+    }
+
+    /// Waits for a training under way: its sample may have been read before the record was
+    /// erased, and its dictionary not committed yet.
+    fn may_hold(&self, partition: Partition, ids: (u128, u128)) -> Result<bool, StoreError> {
+        let _training = self
+            .codec
+            .training
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let txn = self.read()?;
+        let samples = txn.open_table(DICTIONARY_SAMPLES)?;
+        for entry in txn.open_table(PAYLOAD_DICTIONARIES)?.iter()? {
+            let (id, _) = entry?;
+            let Some(sample) = samples.get(id.value())? else {
+                // Trained before samples were recorded: it may hold anything.
+                return Ok(true);
+            };
+            if from_json::<DictionarySample>(sample.value())?.meets(partition, ids) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    fn replace_dictionaries(&self, now: Timestamp) -> Result<Recompressed, StoreError> {
+        self.recompress_records(now)
+    }
+}
+
+impl RedbStore {
+    /// Trains a dictionary and makes it current (see
+    /// [`PayloadDictionaries::train_dictionary`]); the caller holds the training lock. Reads
+    /// its sample from a snapshot and writes one small transaction.
+    fn train(&self, now: Timestamp) -> Result<Option<TrainedDictionary>, StoreError> {
         self.codec.plain_since_attempt.store(0, Ordering::Relaxed);
-        let samples = self.payload_sample()?;
+        let (samples, partitions) = self.payload_sample()?;
         let sample_bytes: usize = samples.iter().map(Vec::len).sum();
         if sample_bytes < MIN_SAMPLE_BYTES {
             return Ok(None);
@@ -377,9 +568,14 @@ impl PayloadDictionaries for RedbStore {
             }
             stored as f64 / sample_bytes as f64
         };
+        let mut sample = DictionarySample {
+            trained_at: now,
+            partitions,
+        };
         let txn = self.write()?;
         {
             let mut table = txn.open_table(PAYLOAD_DICTIONARIES)?;
+            let mut samples = txn.open_table(DICTIONARY_SAMPLES)?;
             let same = match table.get(id)? {
                 // The same sample trains the same dictionary (a compaction of a store whose
                 // records have not changed): it becomes current again.
@@ -392,8 +588,20 @@ impl PayloadDictionaries for RedbStore {
                 }
                 None => false,
             };
-            if !same {
+            if same {
+                // What it was trained on before stays possible; one trained before samples
+                // were recorded stays without one (it may hold anything).
+                let before: Option<DictionarySample> = match samples.get(id)? {
+                    Some(before) => Some(from_json(before.value())?),
+                    None => None,
+                };
+                if let Some(before) = before {
+                    sample.merge(&before);
+                    samples.insert(id, to_json(&sample)?.as_slice())?;
+                }
+            } else {
                 table.insert(id, bytes.as_slice())?;
+                samples.insert(id, to_json(&sample)?.as_slice())?;
             }
             txn.open_table(super::META)?.insert(
                 CURRENT_DICTIONARY,
@@ -410,13 +618,12 @@ impl PayloadDictionaries for RedbStore {
             sample_share,
         }))
     }
-}
 
-impl RedbStore {
     /// The newest payloads of each endpoint, in turn, up to [`SAMPLE_RECORDS`] and
-    /// [`SAMPLE_BYTES`]; none of a deleted endpoint (its purge may not have reached them yet).
-    fn payload_sample(&self) -> Result<Vec<Vec<u8>>, StoreError> {
-        let txn = self.db.begin_read()?;
+    /// [`SAMPLE_BYTES`], none of a deleted endpoint (its purge may not have reached them yet);
+    /// with the ids sampled from each partition.
+    fn payload_sample(&self) -> Result<(Vec<Vec<u8>>, Vec<SampledIds>), StoreError> {
+        let txn = self.read()?;
         let records = txn.open_table(RECORDS)?;
         let endpoints = txn.open_table(ENDPOINTS)?;
         let mut partitions = Vec::new();
@@ -428,27 +635,32 @@ impl RedbStore {
             if deleted {
                 continue;
             }
-            partitions.push(
+            partitions.push((
+                partition,
                 records
                     .range((partition.raw(), 0u128)..=(partition.raw(), u128::MAX))?
                     .rev(),
-            );
+            ));
         }
         let mut samples = Vec::new();
+        let mut sampled: BTreeMap<Partition, (u128, u128)> = BTreeMap::new();
         let mut bytes = 0;
         let mut scratch = Vec::new();
-        while !partitions.is_empty() {
+        'sampling: while !partitions.is_empty() {
             let mut exhausted = Vec::new();
-            for (at, newest_first) in partitions.iter_mut().enumerate() {
+            for (at, (partition, newest_first)) in partitions.iter_mut().enumerate() {
                 if samples.len() >= SAMPLE_RECORDS || bytes >= SAMPLE_BYTES {
-                    return Ok(samples);
+                    break 'sampling;
                 }
                 match newest_first.next() {
                     Some(entry) => {
-                        let (_, value) = entry?;
+                        let (key, value) = entry?;
                         let (_, payload) = self.codec.decode(value.value(), &mut scratch)?;
                         bytes += payload.len();
                         samples.push(payload.to_vec());
+                        let id = key.value().1;
+                        let ids = sampled.entry(*partition).or_insert((id, id));
+                        *ids = (ids.0.min(id), ids.1.max(id));
                     }
                     None => exhausted.push(at),
                 }
@@ -457,7 +669,15 @@ impl RedbStore {
                 drop(partitions.remove(at));
             }
         }
-        Ok(samples)
+        let sampled = sampled
+            .into_iter()
+            .map(|(partition, (lowest, highest))| SampledIds {
+                partition,
+                lowest,
+                highest,
+            })
+            .collect();
+        Ok((samples, sampled))
     }
 }
 
