@@ -8,6 +8,7 @@
 
 pub mod accounts;
 pub mod endpoints;
+pub mod erasures;
 pub mod mail;
 pub mod purge;
 pub mod records;
@@ -140,9 +141,9 @@ macro_rules! conformance_tests {
             $crate::store::conformance::records::visit_records_follows_the_given_order_until_the_visitor_stops(&*store);
         }
         #[test]
-        fn records_an_erasure_step_removes_its_records_and_their_delivery_bodies() {
+        fn erasures_an_erasure_step_removes_its_records_and_their_delivery_bodies() {
             let store = $make;
-            $crate::store::conformance::records::an_erasure_step_removes_its_records_and_their_delivery_bodies(&*store);
+            $crate::store::conformance::erasures::an_erasure_step_removes_its_records_and_their_delivery_bodies(&*store);
         }
         #[test]
         fn records_purge_partition_before_takes_the_oldest_first_within_its_bounds() {
