@@ -119,7 +119,7 @@ wait "$LOAD" || die "the paced load failed"
 [ "$STATE" = finished ] || die "the erasure ended $STATE: $(cat "$WORK/erasure.json")"
 stop_server intake "$PID" "$SUPER" 30
 
-read -r ERASED SECONDS < <(python3 - "$WORK/erasure.json" <<'EOF'
+read -r ERASED TOOK < <(python3 - "$WORK/erasure.json" <<'EOF'
 import datetime, json, sys
 e = json.load(open(sys.argv[1]))
 t = lambda s: datetime.datetime.fromisoformat(s.replace("Z", "+00:00"))
@@ -142,7 +142,7 @@ REPORT="$WORK/report.md"
   echo "| | value |"
   echo "| --- | ---: |"
   echo "| records erased | $ERASED |"
-  echo "| erasure, created to finished | $SECONDS s |"
+  echo "| erasure, created to finished | $TOOK s |"
   echo "| ingest p50 / p99 alone | $(fig baseline p50_ms) / $(fig baseline p99_ms) ms |"
   echo "| ingest p50 / p99 while erasing | $(fig erasing p50_ms) / $(fig erasing p99_ms) ms |"
   echo "| p99 while erasing / alone | $RATIO |"

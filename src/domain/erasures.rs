@@ -60,7 +60,7 @@ use crate::store::{
 pub const SCHEDULE_TICK: Duration = Duration::from_secs(1);
 /// Records removed per commit: small enough that the ingest writer, which shares the store's
 /// write lock, never waits long behind one.
-pub const STEP_RECORDS: usize = 200;
+pub const STEP_RECORDS: usize = 100;
 /// Matches read per search while counting.
 const COUNT_PAGE: usize = 1_000;
 /// Ids a dry run shows.

@@ -67,8 +67,9 @@ pub(super) const FILLER: TableDefinition<u64, &[u8]> = TableDefinition::new("scr
 
 /// redb's page size, which intake never changes.
 const PAGE: u64 = 4096;
-/// Filler values of a bulk transaction: 4 MiB written.
-const BATCH: u64 = 1024;
+/// Filler values of a bulk transaction: 1 MiB written, so that one holds the write lock for a
+/// few milliseconds (an ingest batch waits behind it).
+const BATCH: u64 = 256;
 /// Free pages the bulk leaves to the other writers: an ingest batch's worth (8 MiB).
 const HEADROOM: u64 = 2048;
 /// Free pages shown before each commit: more than a commit takes for itself.
