@@ -59,7 +59,7 @@
 //! wrote to; a stream waits for that, its heartbeat, or, on a store shared by several nodes,
 //! `cluster_poll` (other nodes' commits, and events a running transaction held back).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -72,14 +72,14 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 
 use crate::core::clock::SharedClock;
 use crate::core::config::StreamConfig;
-use crate::core::cursor::{self, CursorKind, Position};
+use crate::core::cursor::{self, CursorKind};
 use crate::core::metrics::Metrics;
 use crate::domain::endpoints::{self, DataAccess, KeyGrant, Rechecked};
 use crate::domain::error::{Error, Result};
-use crate::domain::webhooks::deliveries::{EventContent, event_json, event_type};
-use crate::store::events::StoredEvent;
-use crate::store::records::ChangeKind;
-use crate::store::{Environment, KeyHolder, Partition, Store, StoreError, time_key};
+use crate::store::{KeyHolder, Partition, Store};
+
+mod feed;
+use feed::{Feed, ReadError, Shared};
 
 /// Most events one store read takes.
 const PAGE_EVENTS: usize = 128;
@@ -369,213 +369,6 @@ impl Drop for Slot {
                 slots.per_holder.remove(&self.holder);
             }
         }
-    }
-}
-
-/// One event as it goes on the wire.
-struct Frame {
-    position: u128,
-    /// The access version of the snapshot the event was read in.
-    access_version: u64,
-    text: Bytes,
-}
-
-/// What a stream reads at its place in the feed.
-struct Batch {
-    /// The frames after the place, oldest first (none when there are none yet).
-    frames: Vec<Arc<Frame>>,
-    /// The access version of the snapshot read to answer, when the store was read.
-    read_at: Option<u64>,
-}
-
-/// What the streams of one partition share: a wake-up on each commit to it, and the frames
-/// they read.
-struct Feed {
-    partition: Partition,
-    endpoint_slug: String,
-    environment: Environment,
-    changed: watch::Sender<()>,
-    shared: tokio::sync::Mutex<Shared>,
-    /// Set by an erasure in the partition: the shared frames must go ([`Streams::erased`]).
-    erased: AtomicBool,
-}
-
-/// The frames of a partition's events that its streams have read, in segments of
-/// consecutive events, so that streams at the same place share one store read: those at the
-/// newest event (the usual case), and those that fell behind together (a burst of writes
-/// outran them all). At most [`SHARED_BYTES`] in all; the segment used longest ago goes
-/// first.
-#[derive(Default)]
-struct Shared {
-    /// By the position each segment starts after.
-    segments: BTreeMap<u128, Segment>,
-    bytes: usize,
-    /// Counts uses, to tell which segment was used longest ago.
-    uses: u64,
-}
-
-impl Shared {
-    /// Drops every frame if an erasure asked for it (`erased`), and clears the request.
-    fn drop_if_erased(&mut self, erased: &AtomicBool) {
-        if erased.swap(false, Ordering::SeqCst) {
-            self.segments.clear();
-            self.bytes = 0;
-        }
-    }
-}
-
-/// Every settled event with a position in `(start, end]`, oldest first.
-struct Segment {
-    end: u128,
-    frames: Vec<Arc<Frame>>,
-    bytes: usize,
-    last_used: u64,
-}
-
-/// What a stream could not read.
-enum ReadError {
-    /// Events after the position were purged.
-    Expired,
-    Store(StoreError),
-}
-
-impl From<StoreError> for ReadError {
-    fn from(err: StoreError) -> Self {
-        ReadError::Store(err)
-    }
-}
-
-impl Feed {
-    /// The frames of the events after `after`.
-    async fn frames_after(
-        &self,
-        store: &dyn Store,
-        after: u128,
-    ) -> std::result::Result<Batch, ReadError> {
-        let mut shared = self.shared.lock().await;
-        shared.drop_if_erased(&self.erased);
-        shared.uses += 1;
-        let now = shared.uses;
-        if let Some((_, segment)) = shared.segments.range_mut(..=after).next_back()
-            && after < segment.end
-        {
-            segment.last_used = now;
-            let from = segment.frames.partition_point(|f| f.position <= after);
-            let frames = segment.frames[from..]
-                .iter()
-                .take(PAGE_EVENTS)
-                .cloned()
-                .collect();
-            return Ok(Batch {
-                frames,
-                read_at: None,
-            });
-        }
-        // Nobody has read past `after` yet: one read serves every stream that comes here
-        // (they wait on the lock meanwhile).
-        let (frames, access_version) = self.read(store, after)?;
-        let read_at = Some(access_version);
-        // An erasure committed during the read: what was read may predate it, so it is not
-        // kept for others.
-        let erased_meanwhile = self.erased.load(Ordering::SeqCst);
-        shared.drop_if_erased(&self.erased);
-        let Some(last) = frames
-            .last()
-            .map(|f| f.position)
-            .filter(|_| !erased_meanwhile)
-        else {
-            return Ok(Batch { frames, read_at });
-        };
-        let bytes: usize = frames.iter().map(|f| f.text.len()).sum();
-        shared.bytes += bytes;
-        let extends = shared
-            .segments
-            .range_mut(..=after)
-            .next_back()
-            .filter(|(_, s)| s.end == after && s.bytes < SEGMENT_BYTES);
-        match extends {
-            Some((_, segment)) => {
-                segment.frames.extend(frames.iter().cloned());
-                segment.end = last;
-                segment.bytes += bytes;
-                segment.last_used = now;
-            }
-            None => {
-                let segment = Segment {
-                    end: last,
-                    frames: frames.clone(),
-                    bytes,
-                    last_used: now,
-                };
-                shared.segments.insert(after, segment);
-            }
-        }
-        while shared.bytes > SHARED_BYTES && shared.segments.len() > 1 {
-            let Some(oldest) = shared
-                .segments
-                .iter()
-                .min_by_key(|(_, s)| s.last_used)
-                .map(|(start, _)| *start)
-            else {
-                break;
-            };
-            if let Some(gone) = shared.segments.remove(&oldest) {
-                shared.bytes -= gone.bytes;
-            }
-        }
-        Ok(Batch { frames, read_at })
-    }
-
-    /// The frames of one page of events after `after`, and the access version of the snapshot
-    /// they were read in.
-    fn read(
-        &self,
-        store: &dyn Store,
-        after: u128,
-    ) -> std::result::Result<(Vec<Arc<Frame>>, u64), ReadError> {
-        let page = store.events_after(self.partition, after, PAGE_EVENTS, PAGE_BYTES)?;
-        if after < page.trimmed {
-            return Err(ReadError::Expired);
-        }
-        let frames = page
-            .events
-            .iter()
-            .map(|event| Ok(Arc::new(self.frame(event, page.access_version)?)))
-            .collect::<std::result::Result<_, StoreError>>()?;
-        Ok((frames, page.access_version))
-    }
-
-    fn frame(
-        &self,
-        event: &StoredEvent,
-        access_version: u64,
-    ) -> std::result::Result<Frame, StoreError> {
-        let payload = match (event.kind, &event.record) {
-            (ChangeKind::Deleted, _) | (_, None) => None,
-            (_, Some((_, payload))) => Some(payload.as_slice()),
-        };
-        let json = event_json(&EventContent {
-            kind: event.kind,
-            at: event.at,
-            id: event.record_id,
-            endpoint_slug: &self.endpoint_slug,
-            environment: self.environment,
-            payload,
-        })?;
-        let id = cursor::encode(
-            CursorKind::Stream,
-            self.partition.raw(),
-            Position {
-                time: time_key(event.at),
-                tiebreak: event.position,
-            },
-        );
-        let kind = event_type(event.kind).as_str();
-        Ok(Frame {
-            position: event.position,
-            access_version,
-            text: Bytes::from(format!("id: {id}\nevent: {kind}\ndata: {json}\n\n")),
-        })
     }
 }
 
