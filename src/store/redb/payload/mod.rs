@@ -694,4 +694,4 @@ fn no_memory(what: &str) -> StoreError {
 }
 
 #[cfg(test)]
-mod tests;
+pub(super) mod tests;

@@ -52,8 +52,8 @@ fn create_records(store: &RedbStore, partition: Partition, from: u64, count: u64
     store.apply_batch(&plain_batch(&writes)).unwrap();
 }
 
-/// Every record of `partition`, oldest first, as `(seq, payload)`, read through the store.
-fn read_all(store: &RedbStore, partition: Partition) -> Vec<Vec<u8>> {
+/// Every record of `partition`, oldest first, read through the store (the scrub tests use it too).
+pub(in crate::store::redb) fn read_all(store: &RedbStore, partition: Partition) -> Vec<Vec<u8>> {
     let mut all = Vec::new();
     Store::read(store)
         .unwrap()

@@ -1,13 +1,12 @@
 //! The scrub's tests: real store files, deleted records looked for as bytes.
 
-use std::ops::Bound;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::*;
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
-use crate::store::records::{NewRecord, RecordWrite, RecordsStore, ScanOrder, plain_batch};
+use crate::store::records::{NewRecord, RecordWrite, RecordsStore, plain_batch};
 use crate::store::{Partition, Store};
 
 /// What every deleted record holds, and no kept one.
@@ -100,21 +99,7 @@ fn file_len(path: &Path) -> u64 {
 
 /// Every record of the partition, read through the store.
 fn records(store: &RedbStore) -> Vec<Vec<u8>> {
-    let mut all = Vec::new();
-    Store::read(store)
-        .unwrap()
-        .record_page(
-            PARTITION,
-            (Bound::Included(0), Bound::Included(u128::MAX)),
-            ScanOrder::OldestFirst,
-            usize::MAX,
-            &mut |record| {
-                all.push(record.payload.to_vec());
-                Ok(())
-            },
-        )
-        .unwrap();
-    all
+    crate::store::redb::payload::tests::read_all(store, PARTITION)
 }
 
 fn kept(count: u64) -> Vec<Vec<u8>> {
