@@ -22,6 +22,9 @@ import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.environ.get("INTAKE_BIN", os.path.join(ROOT, "target", "debug", "intake"))
+# The server reads every INTAKE_* variable as configuration and refuses one that names no key,
+# so the helper's own variable is not passed on.
+SERVER_ENV = {name: value for name, value in os.environ.items() if name != "INTAKE_BIN"}
 
 
 class Intake:
@@ -80,6 +83,7 @@ def running_intake(config="", env=None, prefix="intake-check-"):
             check=True,
             capture_output=True,
             text=True,
+            env=SERVER_ENV,
         )
         token = json.loads(init.stdout)["token"]
         config_path = os.path.join(tmp, "intake.toml")
@@ -92,7 +96,7 @@ def running_intake(config="", env=None, prefix="intake-check-"):
                  "--config", config_path],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                env=dict(os.environ, RUST_LOG="info", **(env or {})),
+                env=dict(SERVER_ENV, RUST_LOG="info", **(env or {})),
             )
         ok = False
         try:

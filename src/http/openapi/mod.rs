@@ -271,6 +271,12 @@ impl Operation {
         schema: Value,
         example: Value,
     ) -> Self {
+        // A second `ok` would silently replace the first: other outcomes go in `also`.
+        debug_assert!(
+            self.success.description.is_empty(),
+            "{}: one success",
+            self.id
+        );
         self.success = Success {
             status,
             description,

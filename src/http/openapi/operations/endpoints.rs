@@ -117,9 +117,9 @@ pub(super) fn endpoint_operations() -> Vec<Operation> {
                 schema_ref("ErasureRequest"),
                 json!({ "environment": "production", "q": "ada@example.com", "dry_run": true }),
             )
-            .ok(200, "A dry run's count.", schema_ref("ErasureCount"),
-                json!({ "matched": 3, "newest": [RECORD_ID] }))
             .ok(202, "The erasure, running.", schema_ref("Erasure"), erasure_example("running"))
+            .also(200, "A dry run's count.", schema_ref("ErasureCount"),
+                json!({ "matched": 3, "newest": [RECORD_ID] }))
             .error(400, &["invalid_parameter"])
             .error(409, &["conflict"]),
         op(Route::ListErasures, Who::Owner)
