@@ -6,9 +6,8 @@
 //! it), its stream event and the search index; after the erasure has finished the marker is
 //! found nowhere: not through any API (record, search, delivery log, stream from the start,
 //! audit log), and on the embedded store not in a backup taken afterwards nor in any file of
-//! the data dir as plain bytes but `intake.redb`, whose live pages can still hold some (see
-//! the test's end). Other records stay; a retry of the erased record's
-//! Idempotency-Key answers its id without storing it again.
+//! the data dir as plain bytes, `intake.redb` included. Other records stay; a retry of the
+//! erased record's Idempotency-Key answers its id without storing it again.
 
 use crate::common;
 
@@ -314,13 +313,7 @@ fn an_erased_marker_is_found_nowhere_afterwards() {
     drop(stream);
     drop(replay);
     s.stop();
-    // Not yet intake.redb: redb can leave an erased value's bytes in a page still in use (a
-    // leaf changed twice in one transaction keeps what it shifted over), which no scrub of
-    // free pages reaches; docs/src/erasure.md says so, and #41 tracks it.
-    let holding: Vec<String> = files_holding(s.data_dir(), "q7z3")
-        .into_iter()
-        .filter(|path| !path.ends_with("intake.redb"))
-        .collect();
+    let holding = files_holding(s.data_dir(), "q7z3");
     assert_eq!(holding, Vec::<String>::new());
 }
 

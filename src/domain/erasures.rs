@@ -440,25 +440,23 @@ pub fn advance(work: &ErasureWork, mut row: ErasureRow) -> Result<()> {
     }
     if row.step == ErasureStep::Scrubbing {
         // Last: the steps above free pages too.
-        if let Some(scrub) = store.scrub_free_space()? {
-            if scrub.held_by_snapshot {
-                // Pages an open read (a long export) still keeps: the next turn tries again.
-                log::info!(
-                    "erasure {}: free pages kept by an open read, overwritten once it ends",
-                    erasure_id(row.id)
-                );
-                return Ok(());
-            }
-            if scrub.unreached_pages > 0 {
-                // A file with too few free pages for the scrub's last commit (one with little
-                // churn): those keep their bytes until later writes take them, or `intake
-                // compact` (docs/src/erasure.md).
-                log::warn!(
-                    "erasure {}: {} free pages of the store file could not be overwritten                      without growing it; run `intake compact` on the stopped server to clear them",
-                    erasure_id(row.id),
-                    scrub.unreached_pages
-                );
-            }
+        if let Some(scrub) = store.scrub_free_space()?
+            && !scrub.complete()
+        {
+            // Pages an open read (a long export) still keeps, or that came free while the
+            // scrub ended: the next turn tries again.
+            log::info!(
+                "erasure {}: {} free pages of the store file not overwritten yet{}; the next \
+                 turn tries again",
+                erasure_id(row.id),
+                scrub.unreached_pages,
+                if scrub.held_by_snapshot {
+                    " (an open read keeps some)"
+                } else {
+                    ""
+                }
+            );
+            return Ok(());
         }
         return finish(work, row, None);
     }

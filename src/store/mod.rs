@@ -292,8 +292,9 @@ pub struct ScrubReport {
     pub bytes_overwritten: u64,
     /// Write transactions it committed.
     pub transactions: u64,
-    /// Free pages it could not overwrite without growing the file: they may still hold
-    /// deleted bytes.
+    /// Free pages it could not show overwritten (pages kept by read snapshots that closed
+    /// while it ended, again and again): they may still hold deleted bytes until the next
+    /// scrub.
     pub unreached_pages: u64,
     /// A read snapshot (an export, a backup) was open: the pages freed since it began are kept
     /// for it and were not reached. The scrub is to run again once it has closed.

@@ -10,7 +10,7 @@ use crate::store::{
 };
 
 /// An erasure's row, running, to count steps on.
-fn erasure(id: u64, partition: Partition) -> crate::store::ErasureRow {
+pub fn erasure(id: u64, partition: Partition) -> crate::store::ErasureRow {
     crate::store::ErasureRow {
         id,
         partition,

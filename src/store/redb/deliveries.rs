@@ -6,6 +6,7 @@ use std::collections::hash_map::Entry;
 
 use redb::{ReadableTable, Table, WriteTransaction};
 
+use super::erased_leaves::ErasedKeys;
 use super::webhooks::{due_key, list_due};
 use super::{
     DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, META, PARTITION_DELIVERIES, RECORD_DELIVERIES,
@@ -86,12 +87,14 @@ impl<'txn> DeliveryTables<'txn> {
     }
 
     /// Erases the deliveries of the record `record_id` of `partition` and their attempts
-    /// (`DeliveryRow::erase`, `AttemptRow::erase`), at `at`.
+    /// (`DeliveryRow::erase`, `AttemptRow::erase`), at `at`, listing their keys in
+    /// `erased_keys`.
     pub(super) fn erase_for(
         &mut self,
         partition: Partition,
         record_id: RecordId,
         at: Timestamp,
+        erased_keys: &mut ErasedKeys<'_>,
     ) -> Result<(), StoreError> {
         let ids: Vec<u64> = self
             .by_record
@@ -107,6 +110,7 @@ impl<'txn> DeliveryTables<'txn> {
                 self.due.remove(due_key((listed_at, id)))?;
             }
             self.deliveries.insert(id, to_json(&row)?.as_slice())?;
+            erased_keys.delivery(id)?;
             let attempts: Vec<(u32, AttemptRow)> = self
                 .attempts
                 .range((id, 0)..=(id, u32::MAX))?
@@ -119,6 +123,7 @@ impl<'txn> DeliveryTables<'txn> {
                 attempt.erase();
                 self.attempts
                     .insert((id, number), to_json(&attempt)?.as_slice())?;
+                erased_keys.attempt(id, number)?;
             }
         }
         Ok(())

@@ -18,6 +18,7 @@ mod changes;
 mod compact;
 mod deliveries;
 mod endpoints;
+mod erased_leaves;
 mod erasures;
 mod events;
 mod gauges;
@@ -343,6 +344,7 @@ fn visit_main_tables(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(FAILURE_MAILS)?;
     v.visit(WEBHOOK_SECRETS)?;
     v.visit(ERASURES)?;
+    v.visit(ERASED_KEYS)?;
     Ok(())
 }
 

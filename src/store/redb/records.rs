@@ -7,6 +7,7 @@ use std::ops::Bound;
 use redb::{ReadableTable, Table, WriteTransaction};
 
 use super::deliveries::DeliveryTables;
+use super::erased_leaves::ErasedKeys;
 use super::payload::PayloadCodec;
 use super::tx::Tables;
 use super::{
@@ -253,6 +254,7 @@ impl<'txn> ChangeLog<'txn> {
 
 /// The tables one ingest batch works on, each opened once.
 struct BatchTables<'txn> {
+    txn: &'txn WriteTransaction,
     codec: &'txn PayloadCodec,
     records: Table<'txn, (u64, u128), &'static [u8]>,
     idempotency: Table<'txn, (u64, &'static str), &'static [u8]>,
@@ -271,6 +273,7 @@ impl<'txn> BatchTables<'txn> {
         codec: &'txn PayloadCodec,
     ) -> Result<BatchTables<'txn>, StoreError> {
         Ok(BatchTables {
+            txn,
             codec,
             records: txn.open_table(RECORDS)?,
             idempotency: txn.open_table(IDEMPOTENCY)?,
@@ -335,13 +338,16 @@ impl<'txn> BatchTables<'txn> {
         resume_below: u128,
     ) -> Result<WriteOutcome, StoreError> {
         let (mut count, mut range) = (0, None);
+        let mut erased_keys = ErasedKeys::open(self.txn)?;
         for id in ids {
             if self.records.remove((partition.raw(), id.0))?.is_none() {
                 continue;
             }
             count += 1;
             range = widen(range, id.0);
-            self.deliveries.erase_for(partition, *id, at)?;
+            erased_keys.record(partition, *id)?;
+            self.deliveries
+                .erase_for(partition, *id, at, &mut erased_keys)?;
             self.log.append(partition, id.0)?;
             if let Some(planner) = planner {
                 let change = Change::erased(partition, *id, at);

@@ -17,9 +17,10 @@
 //! - Growing doubles the file (up to regions of 4 GiB), and an aborted transaction gives back
 //!   its pages and that growth.
 //!
-//! So no transaction of the scrub grows the file: it looks at the file's length after each
-//! value and aborts when it grew, and before committing it shows [`ROOM`] pages free for the
-//! commit's own pages by writing as many values and removing them.
+//! So no transaction of the scrub grows the file but the last of a file with few free pages
+//! (below): it looks at the file's length after each value and aborts when it grew, and
+//! before committing it shows [`ROOM`] pages free for the commit's own pages by writing as
+//! many values and removing them.
 //!
 //! The hard part is the end: every commit takes a few free pages, and a page still free after
 //! the last commit has not been overwritten. Those last pages must be ones the scrub wrote:
@@ -34,6 +35,10 @@
 //!    takes a page and frees the old one only once committed, so every page it takes is
 //!    written) until all but [`END_ROOM`] of the reserve's pages are taken, and its commit
 //!    takes its pages from there. Every page that was free before has been written.
+//!    When the free pages hold no reserve (a small file, one just compacted), the last
+//!    commits may grow the file instead ([`Scrub::finish_small`]): enough filler values are
+//!    written, then copies of them take every free page and the commit's own pages come from
+//!    the growth, which later commits give back (redb trims a free end).
 //! 3. Delete the filler, [`CLEAR_BATCH`] values a transaction (the first under the same turn,
 //!    so the other writers find room again at once).
 //!
@@ -41,8 +46,10 @@
 //! deleted: the scrub does not begin while a long one (an export, a backup) is open, and one
 //! older than the end keeps the freed reserve, which the end sees and reports.
 //!
-//! It reaches free pages only: bytes a transaction removed from a live page in place (a second
-//! delete in a leaf it already copied) stay in that page's unused end until it is copied again.
+//! It reaches free pages only. Bytes a transaction removed from a page still in use (a second
+//! delete in a leaf it already copied moves the rest over them in place) stay in that page's
+//! unused end until it is built anew: for an erasure's keys, that is done first
+//! (`erased_leaves`).
 
 use std::ops::Range;
 use std::sync::atomic::Ordering;
@@ -87,6 +94,11 @@ const END_ROOM: u64 = ROOM + 8;
 /// Free pages new values before the copies leave: enough of the reserve's blocks for a piece
 /// larger than [`END_ROOM`] to be taken last.
 const RESERVE_LEFT: u64 = END_ROOM + 16;
+/// Free pages up to which the end of a file with no reserve ([`Scrub::finish_small`]) takes
+/// them all; with more, the bulk goes on.
+const SMALL_END: u64 = 2 * TAIL;
+/// Filler values the copies of that end take beyond the free pages: the commit's own pages.
+const SMALL_MARGIN: u64 = ROOM;
 /// Filler values deleted a transaction.
 const CLEAR_BATCH: u64 = 2048;
 /// How far the pages freed with the reserve may miss its size (the commit's own come and go).
@@ -102,6 +114,8 @@ const HOLD_PAUSE: Duration = Duration::from_millis(10);
 impl RedbStore {
     /// Overwrites the free pages of the file (see the module's documentation).
     pub(super) fn scrub_free_pages(&self) -> Result<ScrubReport, StoreError> {
+        // First the pages in use that may keep erased bytes are freed (`erased_leaves`).
+        self.rebuild_erased_leaves()?;
         let mut scrub = Scrub {
             store: self,
             next: 0,
@@ -163,6 +177,8 @@ struct Step {
     room: u64,
     /// Commits; otherwise only measures (a probe).
     commit: bool,
+    /// The file may grow (the end of a file with few free pages, [`Scrub::finish_small`]).
+    may_grow: bool,
 }
 
 /// How a transaction of the scrub ended.
@@ -194,8 +210,8 @@ enum End {
     Done,
     /// More pages are free than an end takes: back to the bulk.
     MoreFree,
-    /// The free pages hold no blocks for a reserve: this many may keep old bytes.
-    NoReserve { free: u64 },
+    /// The free pages hold no blocks for a reserve ([`Scrub::finish_small`] takes over).
+    NoReserve,
     /// A read snapshot keeps the freed reserve.
     Held,
     /// Something changed on the way (pages a closed snapshot kept came free): again.
@@ -234,7 +250,11 @@ impl Scrub<'_> {
             let store = self.store;
             let turn = store.writers();
             self.holds_turn = true;
-            let end = self.finish().and_then(|end| {
+            let end = self.finish().and_then(|end| match end {
+                End::NoReserve => self.finish_small(),
+                end => Ok(end),
+            });
+            let end = end.and_then(|end| {
                 // The end took the free space: some goes back before the other writers' turn.
                 if !matches!(end, End::MoreFree) {
                     self.clear_batch()?;
@@ -247,10 +267,7 @@ impl Scrub<'_> {
             match end {
                 End::Done => return Ok(()),
                 End::MoreFree => continue,
-                End::NoReserve { free } => {
-                    self.report.unreached_pages = free;
-                    return Ok(());
-                }
+                End::NoReserve => unreachable!("finish_small takes the end over"),
                 End::Held => {
                     self.report.held_by_snapshot = true;
                     return Ok(());
@@ -289,16 +306,12 @@ impl Scrub<'_> {
             ..Step::default()
         })?;
         if let Outcome::Full { .. } = given {
-            return Ok(End::NoReserve {
-                free: free.min(TAIL),
-            });
+            return Ok(End::NoReserve);
         }
         let reserve = match self.place_reserve()? {
             Placed::Reserve(reserve) => reserve,
             Placed::NoRoom => {
-                return Ok(End::NoReserve {
-                    free: free.min(TAIL),
-                });
+                return Ok(End::NoReserve);
             }
             Placed::Again => return Ok(End::Again),
         };
@@ -347,9 +360,7 @@ impl Scrub<'_> {
             // Each new one is a page fewer to copy as well as a value more to copy.
             let more = (copies(free) - have).div_ceil(2) + 8;
             if more + ROOM + RESERVE_LEFT > free {
-                return Ok(End::NoReserve {
-                    free: reserve.beside,
-                });
+                return Ok(End::NoReserve);
             }
             if !self.commit(more)? {
                 return Ok(End::Again);
@@ -366,6 +377,48 @@ impl Scrub<'_> {
         })?;
         if let Outcome::Full { .. } = copied {
             return Ok(End::Again);
+        }
+        Ok(End::Done)
+    }
+
+    /// The end of a file whose free pages hold no reserve (a small one, or one just
+    /// compacted): every free page is taken by the last commits, which may grow the file for
+    /// their own pages (later commits give the free end back). First enough filler values
+    /// exist (writing new ones may free again pages it took, never written, as any
+    /// transaction writing new values does); then copies of them take every page free, and
+    /// copies free nothing before their commit.
+    fn finish_small(&mut self) -> Result<End, StoreError> {
+        let before = self.file_len()?;
+        self.nudge()?;
+        let Some(free) = self.probe(0, SMALL_END)? else {
+            return Ok(End::MoreFree);
+        };
+        let copies = free + SMALL_MARGIN + free / 64;
+        let have = self.filler_values()?;
+        if have < copies {
+            self.step(Step {
+                values: copies - have,
+                commit: true,
+                may_grow: true,
+                ..Step::default()
+            })?;
+        }
+        let Some(free) = self.probe(0, SMALL_END)? else {
+            return Ok(End::MoreFree);
+        };
+        let copies = (free + SMALL_MARGIN + free / 64).min(self.filler_values()?);
+        self.step(Step {
+            copies,
+            commit: true,
+            may_grow: true,
+            ..Step::default()
+        })?;
+        let grown = self.file_len()?.saturating_sub(before);
+        if grown > 0 {
+            log::info!(
+                "{}: the scrub's last commits grew it by {grown} bytes, given back by later ones",
+                self.store.file.display()
+            );
         }
         Ok(End::Done)
     }
@@ -486,22 +539,24 @@ impl Scrub<'_> {
             if (oldest.len() as u64) < step.copies {
                 break 'fill Some(0);
             }
+            let grew =
+                || -> Result<bool, StoreError> { Ok(!step.may_grow && self.file_len()? > before) };
             for (fitted, copied) in oldest.into_iter().enumerate() {
                 table.insert(copied, self.filler.as_slice())?;
-                if self.file_len()? > before {
+                if grew()? {
                     break 'fill Some(fitted as u64);
                 }
             }
             for fitted in 0..step.values {
                 table.insert(key, value)?;
-                if self.file_len()? > before {
+                if grew()? {
                     break 'fill Some(fitted);
                 }
                 key += 1;
             }
             for shown in 0..step.room {
                 table.insert(key + shown, self.filler.as_slice())?;
-                if self.file_len()? > before {
+                if grew()? {
                     break 'fill Some(step.values + shown);
                 }
             }
@@ -519,7 +574,9 @@ impl Scrub<'_> {
             });
         }
         txn.commit()?;
-        self.unchanged(before, "committing")?;
+        if !step.may_grow {
+            self.unchanged(before, "committing")?;
+        }
         self.report.transactions += 1;
         self.report.bytes_overwritten += (((key - self.next) << step.order) + step.copies) * PAGE;
         self.next = key;

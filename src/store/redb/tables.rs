@@ -100,6 +100,10 @@ pub const OUTBOX: TableDefinition<u64, &[u8]> = TableDefinition::new("outbox");
 pub const WEBHOOK_SECRETS: TableDefinition<u64, &[u8]> = TableDefinition::new("webhook_secrets");
 /// Erasure id → `ErasureRow` JSON.
 pub const ERASURES: TableDefinition<u64, &[u8]> = TableDefinition::new("erasures");
+/// `(table, key, key)` → `()`: keys of `RECORDS`, `DELIVERIES` and `DELIVERY_ATTEMPTS` whose
+/// values an erasure removed or emptied, until the leaf covering each is built anew
+/// (`erased_leaves`).
+pub const ERASED_KEYS: TableDefinition<(u8, u64, u128), ()> = TableDefinition::new("erased_keys");
 /// `(partition, time_us, sequence)` → [`RequestLogRow`] JSON. Lives in `requests.redb`.
 pub const REQUEST_LOG: TableDefinition<(u64, u64, u64), &[u8]> =
     TableDefinition::new("request_log");
