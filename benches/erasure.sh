@@ -148,5 +148,9 @@ REPORT="$WORK/report.md"
   echo "| p99 while erasing / alone | $RATIO |"
   echo "| POST/s alone / while erasing | $(fig baseline rps) / $(fig erasing rps) |"
   [ "$LOAD_RUNNING" = 1 ] || echo "| note | the erasure outlasted the load: raise DURATION |"
+  echo
+  echo "Its steps, as the server logged them:"
+  echo
+  grep -o "erasure $ERASURE: .*" "$SRV_LOG" | sed 's/^/- /' || echo "- (none logged)"
 } >"$REPORT"
 publish_report "$REPORT"

@@ -171,9 +171,15 @@ fn an_erased_marker_is_found_nowhere_afterwards() {
             "invalid_parameter",
         ),
         (json!({ "environment": "sandbox" }), "invalid_request"),
+        // The message names what was wrong, not the value (the request log keeps it).
+        (
+            json!({ "environment": "sandbox", "q": MARKER, "expected": MARKER }),
+            "invalid_request",
+        ),
     ] {
         let r = s.manage("POST", &erasures_path(&ep.slug), Some(&body));
         assert_error(&r, 400, code);
+        assert!(!r.text().to_lowercase().contains("q7z3"), "{}", r.text());
     }
     assert_error(
         &s.manage("GET", &format!("{}/era_99", erasures_path(&ep.slug)), None),

@@ -36,7 +36,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -375,14 +375,30 @@ pub fn advance(work: &ErasureWork, mut row: ErasureRow) -> Result<()> {
         _ => return finish(work, row, Some("its query cannot be opened".into())),
     };
     let index = work.index.as_deref();
+    // Each step's time goes to the log: what an erasure of many records spends, where.
+    let started = Instant::now();
+    let took = |started: Instant| format!("{:.1} s", started.elapsed().as_secs_f64());
     if row.step == ErasureStep::Counting {
         let window = (row.lower, row.upper);
         row.matched = count_matches(store, index, row.partition, &q, window, |_| {})?;
         row.step = ErasureStep::Erasing;
         row = save(work, row)?;
+        log::info!(
+            "erasure {}: {} matching records counted in {}",
+            erasure_id(row.id),
+            row.matched,
+            took(started)
+        );
     }
+    let started = Instant::now();
     while row.step == ErasureStep::Erasing {
         if row.resume_below <= row.lower {
+            log::info!(
+                "erasure {}: {} records erased in {}",
+                erasure_id(row.id),
+                row.erased,
+                took(started)
+            );
             // The other nodes of a shared store drop their copies held in memory at their
             // heartbeat, which runs in real time: the erasure goes on once each has had one.
             std::thread::sleep(work.nodes_follow_within);
@@ -424,23 +440,44 @@ pub fn advance(work: &ErasureWork, mut row: ErasureRow) -> Result<()> {
         if let (Some(dictionaries), Some(ids)) = (store.payload_dictionaries(), row.erased_ids)
             && dictionaries.may_hold(row.partition, ids)?
         {
+            let started = Instant::now();
             let replaced = dictionaries.replace_dictionaries(work.handles.now())?;
             log::info!(
-                "erasure {}: payload dictionaries replaced ({} records stored anew, {} removed)",
+                "erasure {}: payload dictionaries replaced ({} records stored anew, {} removed) \
+                 in {}",
                 erasure_id(row.id),
                 replaced.records,
-                replaced.dictionaries_removed
+                replaced.dictionaries_removed,
+                took(started)
             );
         }
         if let Some(index) = index {
+            let started = Instant::now();
             index.expunge_deleted(EXPUNGE_TIMEOUT)?;
+            log::info!(
+                "erasure {}: search index segments merged without deleted documents in {}",
+                erasure_id(row.id),
+                took(started)
+            );
         }
         row.step = ErasureStep::Scrubbing;
         row = save(work, row)?;
     }
     if row.step == ErasureStep::Scrubbing {
         // Last: the steps above free pages too.
-        if let Some(scrub) = store.scrub_free_space()?
+        let started = Instant::now();
+        let scrub = store.scrub_free_space()?;
+        if let Some(scrub) = &scrub {
+            log::info!(
+                "erasure {}: {} MiB of the store file's free pages overwritten in {} \
+                 transactions, {}",
+                erasure_id(row.id),
+                scrub.bytes_overwritten >> 20,
+                scrub.transactions,
+                took(started)
+            );
+        }
+        if let Some(scrub) = scrub
             && !scrub.complete()
         {
             // Pages an open read (a long export) still keeps, or that came free while the

@@ -214,11 +214,35 @@ pub fn query_params(query: &str) -> HashMap<String, String> {
 /// wrong shape (unknown or missing field, wrong type) is `invalid_request`.
 pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> ServiceResult<T> {
     serde_json::from_slice(body).map_err(|e| match e.classify() {
-        serde_json::error::Category::Data => {
-            Error::InvalidRequest(format!("Invalid request body: {e}."))
-        }
+        serde_json::error::Category::Data => Error::InvalidRequest(format!(
+            "Invalid request body: {}.",
+            without_values(&e.to_string())
+        )),
         _ => Error::InvalidJson(e.to_string()),
     })
+}
+
+/// serde's message for JSON of the wrong shape without the value it quotes (`invalid type:
+/// string "ada@example.com", expected u64`): the message goes to the request log, and the
+/// value may be what an erasure is asked to remove. What was expected, and where, stays.
+fn without_values(message: &str) -> String {
+    const QUOTING: [&str; 4] = [
+        "invalid type",
+        "invalid value",
+        "unknown variant",
+        "unknown field",
+    ];
+    match (
+        QUOTING.iter().find(|lead| message.starts_with(*lead)),
+        message.rfind(", expected "),
+    ) {
+        (Some(lead), Some(at)) => format!("{lead}{}", &message[at..]),
+        (Some(lead), None) => match message.rfind(" at line ") {
+            Some(at) => format!("{lead}{}", &message[at..]),
+            None => (*lead).to_string(),
+        },
+        _ => message.to_string(),
+    }
 }
 
 /// Consumes what is left of a request body if it is already buffered (at most `limit`
@@ -244,4 +268,54 @@ pub fn drain_buffered(body: &mut BodyStream, limit: usize) -> bool {
 /// A numeric id in a path; anything else names nothing (404).
 pub fn id_param(text: &str, what: crate::domain::error::Missing) -> ServiceResult<u64> {
     text.parse().map_err(|_| Error::NotFound(what))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Body {
+        count: u64,
+        kind: Kind,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    enum Kind {
+        Sandbox,
+    }
+
+    #[test]
+    fn a_body_of_the_wrong_shape_is_named_without_its_values() {
+        for (body, says) in [
+            (
+                r#"{"count":"ada@example.com","kind":"sandbox"}"#,
+                "invalid type, expected u64 at line 1 column 26",
+            ),
+            (
+                r#"{"count":-7,"kind":"sandbox"}"#,
+                "invalid value, expected u64 at line 1 column 11",
+            ),
+            (
+                r#"{"count":1,"kind":"ada@example.com"}"#,
+                "unknown variant, expected `sandbox` at line 1 column 35",
+            ),
+            (
+                r#"{"count":1,"kind":"sandbox","ada@example.com":1}"#,
+                "unknown field, expected `count` or `kind` at line 1 column 45",
+            ),
+            (
+                r#"{"kind":"sandbox"}"#,
+                "missing field `count` at line 1 column 18",
+            ),
+        ] {
+            let Err(Error::InvalidRequest(message)) = parse_json::<Body>(body.as_bytes()) else {
+                panic!("{body} was taken");
+            };
+            assert_eq!(message, format!("Invalid request body: {says}."));
+        }
+    }
 }

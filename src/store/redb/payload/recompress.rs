@@ -4,13 +4,14 @@
 
 use std::time::Duration;
 
+use redb::Durability;
+
 use super::*;
 
-/// Records looked at per transaction of [`RedbStore::recompress_records`]. Each transaction
-/// holds redb's one write lock, which the ingest writer waits for: 3,000 records of 500 bytes
-/// stored anew hold it for 10 ms, 17 ms at most, of which the durable commit is 3 ms (a release
-/// build on a shared 2-core machine; `tests::replacing_the_dictionaries_of_200k_records`).
-pub(super) const RECOMPRESS_CHUNK: usize = 3_000;
+/// Records looked at per round of [`RedbStore::recompress_records`]: read and compressed anew
+/// from a snapshot, outside redb's one write lock, then stored in a short transaction that
+/// the ingest writer waits behind (see `tests::replacing_the_dictionaries_of_200k_records`).
+pub(super) const RECOMPRESS_CHUNK: usize = 1_000;
 
 /// Pause after each of those transactions. redb's write lock is not fair: without it the next
 /// transaction takes the lock again before a writer woken by the release gets it, and a writer
@@ -31,8 +32,11 @@ impl RedbStore {
     /// - it holds the training lock throughout, so the dictionary it trains stays the one
     ///   writes use until the end, and is the one kept;
     /// - a write that began before that dictionary was installed holds the write lock until it
-    ///   commits, so it commits before the first chunk begins, and the chunks see its records;
-    ///   every later write compresses with the new dictionary (or stores plain);
+    ///   commits, so taking the lock once after installing it waits for every such write, and
+    ///   the snapshots read after see their records; every later write compresses with the
+    ///   new dictionary (or stores plain);
+    /// - a record is stored anew only while it still holds what the snapshot read, so a write
+    ///   since (with the new dictionary) is never undone;
     /// - so once the last chunk has committed no record names another dictionary, and the
     ///   removal commits after it;
     /// - a snapshot from before the removal may still read a record compressed with a removed
@@ -48,36 +52,38 @@ impl RedbStore {
         if current.is_none() {
             self.codec.uninstall();
         }
+        // Every write begun before the dictionary was installed has committed once the lock
+        // is free.
+        self.write()?.abort()?;
         let mut rewritten = 0;
-        let mut from = (0u64, 0u128);
-        loop {
-            let txn = self.write()?;
-            let mut records = txn.open_table(RECORDS)?;
-            let mut stale = Vec::new();
-            let mut next = None;
-            let mut scratch = Vec::new();
-            for (scanned, entry) in records.range(from..)?.enumerate() {
-                let (key, value) = entry?;
-                if scanned == RECOMPRESS_CHUNK {
-                    next = Some(key.value());
-                    break;
-                }
-                if dictionary_of(value.value()) != current {
-                    let (time, payload) = self.codec.decode(value.value(), &mut scratch)?;
-                    stale.push((key.value(), time, payload.to_vec()));
+        let mut from = Some((0u64, 0u128));
+        while let Some(start) = from {
+            let (stale, next) = self.compress_anew(start, current)?;
+            from = next;
+            if stale.is_empty() {
+                continue;
+            }
+            // Not durable on its own: the removal's commit below is, and makes every one
+            // before it so. Until then the older dictionaries stay, so a record a crash takes
+            // back to one is still read, and the next replacement stores it anew.
+            let mut txn = self.write()?;
+            txn.set_durability(Durability::None)
+                .map_err(|err| StoreError::Backend(err.into()))?;
+            {
+                let mut records = txn.open_table(RECORDS)?;
+                for (key, was, value) in stale {
+                    // A write since the snapshot stored it anew (with the current dictionary,
+                    // or with an older one when it began before that was installed): it stays.
+                    if records
+                        .get(key)?
+                        .is_some_and(|now| now.value() == was.as_slice())
+                    {
+                        records.insert(key, value.as_slice())?;
+                        rewritten += 1;
+                    }
                 }
             }
-            for (key, time, payload) in stale {
-                let value = self.codec.encode(time, &payload)?;
-                records.insert(key, value.as_slice())?;
-                rewritten += 1;
-            }
-            drop(records);
             txn.commit()?;
-            match next {
-                Some(key) => from = key,
-                None => break,
-            }
             std::thread::sleep(BETWEEN_CHUNKS);
         }
         let txn = self.write()?;
@@ -113,5 +119,32 @@ impl RedbStore {
             records: rewritten,
             dictionaries_removed: removed.len(),
         })
+    }
+
+    /// The records from `from` on, [`RECOMPRESS_CHUNK`] at most, that are not compressed with
+    /// `current`, read from a snapshot: each key with its value then and compressed anew; and
+    /// where the next round starts.
+    #[allow(clippy::type_complexity)]
+    fn compress_anew(
+        &self,
+        from: (u64, u128),
+        current: Option<u32>,
+    ) -> Result<(Vec<((u64, u128), Vec<u8>, Vec<u8>)>, Option<(u64, u128)>), StoreError> {
+        let snapshot = self.read()?;
+        let records = snapshot.open_table(RECORDS)?;
+        let mut stale = Vec::new();
+        let mut scratch = Vec::new();
+        for (scanned, entry) in records.range(from..)?.enumerate() {
+            let (key, value) = entry?;
+            if scanned == RECOMPRESS_CHUNK {
+                return Ok((stale, Some(key.value())));
+            }
+            if dictionary_of(value.value()) != current {
+                let (time, payload) = self.codec.decode(value.value(), &mut scratch)?;
+                let anew = self.codec.encode(time, payload)?;
+                stale.push((key.value(), value.value().to_vec(), anew));
+            }
+        }
+        Ok((stale, None))
     }
 }
