@@ -11,7 +11,8 @@
 #    (`POST …/erasures`); the erasure's time is its `finished_at` minus its `created_at`,
 #    which includes counting, erasing, merging the search index and scrubbing the store file's
 #    free pages. The erasure must end within the load, or the run says so.
-# Prints a Markdown table and writes it to benches/results/erasure-latest.md.
+# Prints a Markdown table, and the erasure's steps with the server's p99 for the POSTs while each
+# ran (benches/erasure_steps.py), and writes them to benches/results/erasure-latest.md.
 #
 # Usage (from the repo root):
 #   bash benches/erasure.sh
@@ -98,7 +99,9 @@ paced_load() {
 }
 
 log "baseline: the paced load alone for $DURATION"
+BASE_FROM="$(date +%s)"
 paced_load baseline
+BASE_TO="$(date +%s)"
 
 log "the paced load for $DURATION, with the erasure 2 s into it"
 paced_load erasing &
@@ -149,8 +152,9 @@ REPORT="$WORK/report.md"
   echo "| POST/s alone / while erasing | $(fig baseline rps) / $(fig erasing rps) |"
   [ "$LOAD_RUNNING" = 1 ] || echo "| note | the erasure outlasted the load: raise DURATION |"
   echo
-  echo "Its steps, as the server logged them:"
+  echo "Its steps, as the server logged them, with the server's own time for the POSTs while"
+  echo "each ran (its request log, whole seconds):"
   echo
-  grep -o "erasure $ERASURE: .*" "$SRV_LOG" | sed 's/^/- /' || echo "- (none logged)"
+  python3 "$ROOT/benches/erasure_steps.py" "$SRV_LOG" "$ERASURE" "$BASE_FROM" "$BASE_TO"
 } >"$REPORT"
 publish_report "$REPORT"

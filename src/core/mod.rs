@@ -1,6 +1,7 @@
 //! Core helpers: the bottom layer, which knows nothing of endpoints, records or requests and
 //! imports nothing else of the crate.
 //!
+//! - [`background`]: threads of background work at a lower CPU priority than requests.
 //! - [`clock`]: the injectable clock every time comes from, and the RFC 3339 format.
 //! - [`ids`]: record ids, slugs, keys, tokens, request ids.
 //! - [`crypto`]: hashes for key lookup, sealing of viewable secrets, password hashing.
@@ -20,6 +21,7 @@
 //! - [`quiet_panic`]: runs code whose panic becomes an error (redb panics on some damaged
 //!   pages; the store turns that into "restore a backup" at start).
 
+pub mod background;
 pub mod clock;
 pub mod config;
 pub mod crypto;

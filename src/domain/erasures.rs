@@ -21,11 +21,13 @@
 //!    payload when read, so an erased record's events carry none.
 //! 3. **Sealing**, where a delete alone leaves bytes behind: a payload dictionary whose sample
 //!    may have held an erased record is replaced, its records stored anew
-//!    (`PayloadDictionaries::may_hold`, `replace_dictionaries`), and the search index merges
-//!    away the segments holding the erased records' postings (`SearchIndex::expunge_deleted`).
+//!    (`PayloadDictionaries::may_hold`, `replace_dictionaries`).
 //! 4. **Scrubbing**: the store overwrites the pages its deletes freed
 //!    (`Store::scrub_free_space`; on PostgreSQL that is the database's own `VACUUM`, see the
 //!    docs), again at each turn while an open read (a long export) keeps some of them.
+//!
+//! Beside the last two, the search index merges away the segments holding the erased
+//! records' postings (`SearchIndex::expunge_deleted`).
 //!
 //! Then the erasure is `finished`: the sealed query is dropped (only its keyed hash stays,
 //! here and in the audit log, never the query itself) and a second audit entry records the
@@ -40,6 +42,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::background::run_nicer;
 use crate::core::clock::Timestamp;
 use crate::core::crypto::{Sealer, hex};
 use crate::core::ids::RecordId;
@@ -69,6 +72,8 @@ pub const DRY_RUN_NEWEST: usize = 10;
 const QUERY_HASH_LABEL: &str = "erasure query";
 /// How long the sealing step waits for the search index to apply the erasure's deletes.
 const EXPUNGE_TIMEOUT: Duration = Duration::from_secs(120);
+/// The nice value the erasure's thread runs at (the search indexer's default too).
+const ERASURE_NICE: i32 = 10;
 
 /// The body of `POST …/endpoints/{slug}/erasures`.
 #[derive(Debug, Deserialize)]
@@ -333,20 +338,26 @@ pub async fn run_schedule(work: ErasureWork, mut ticker: Ticker) {
             continue;
         }
         let (job, now) = (work.clone(), work.handles.now());
+        // On a thread of its own at a lower priority: an erasure's work (compressing every
+        // record anew, matching payloads) yields the CPU to requests.
         let turn = tokio::task::spawn_blocking(move || {
-            let store = job.handles.store.clone();
-            crate::domain::jobs::run(store.as_ref(), "erasure", now, SCHEDULE_TICK, || {
-                for row in running {
-                    let id = row.id;
-                    if let Err(err) = advance(&job, row) {
-                        log::error!("erasure {}: {err}", erasure_id(id));
+            run_nicer("erasure", ERASURE_NICE, || {
+                let store = job.handles.store.clone();
+                crate::domain::jobs::run(store.as_ref(), "erasure", now, SCHEDULE_TICK, || {
+                    for row in running {
+                        let id = row.id;
+                        if let Err(err) = advance(&job, row) {
+                            log::error!("erasure {}: {err}", erasure_id(id));
+                        }
                     }
-                }
+                })
             })
         })
         .await;
-        if let Err(err) = turn {
-            log::error!("erasure task failed: {err}");
+        match turn {
+            Ok(Ok(_)) => {}
+            Ok(Err(err)) => log::error!("erasure task failed: {err}"),
+            Err(err) => log::error!("erasure task failed: {err}"),
         }
     }
 }
@@ -434,69 +445,107 @@ pub fn advance(work: &ErasureWork, mut row: ErasureRow) -> Result<()> {
             .erasure(row.id)?
             .ok_or_else(|| Error::Internal("an erasure vanished while it ran".into()))?;
     }
-    if row.step == ErasureStep::Sealing {
-        // A payload dictionary whose sample may have held an erased record is replaced: its
-        // records are stored anew with a fresh one (which frees pages, so before the scrub).
-        if let (Some(dictionaries), Some(ids)) = (store.payload_dictionaries(), row.erased_ids)
-            && dictionaries.may_hold(row.partition, ids)?
-        {
-            let started = Instant::now();
-            let replaced = dictionaries.replace_dictionaries(work.handles.now())?;
-            log::info!(
-                "erasure {}: payload dictionaries replaced ({} records stored anew, {} removed) \
-                 in {}",
-                erasure_id(row.id),
-                replaced.records,
-                replaced.dictionaries_removed,
-                took(started)
-            );
-        }
-        if let Some(index) = index {
-            let started = Instant::now();
-            index.expunge_deleted(EXPUNGE_TIMEOUT)?;
-            log::info!(
-                "erasure {}: search index segments merged without deleted documents in {}",
-                erasure_id(row.id),
-                took(started)
-            );
-        }
-        row.step = ErasureStep::Scrubbing;
-        row = save(work, row)?;
+    if matches!(row.step, ErasureStep::Sealing | ErasureStep::Scrubbing) {
+        return seal_and_scrub(work, row, index);
     }
-    if row.step == ErasureStep::Scrubbing {
-        // Last: the steps above free pages too.
-        let started = Instant::now();
-        let scrub = store.scrub_free_space()?;
-        if let Some(scrub) = &scrub {
-            log::info!(
-                "erasure {}: {} MiB of the store file's free pages overwritten in {} \
-                 transactions, {}",
-                erasure_id(row.id),
-                scrub.bytes_overwritten >> 20,
-                scrub.transactions,
-                took(started)
-            );
-        }
-        if let Some(scrub) = scrub
-            && !scrub.complete()
-        {
-            // Pages an open read (a long export) still keeps, or that came free while the
-            // scrub ended: the next turn tries again.
-            log::info!(
-                "erasure {}: {} free pages of the store file not overwritten yet{}; the next \
-                 turn tries again",
-                erasure_id(row.id),
-                scrub.unreached_pages,
-                if scrub.held_by_snapshot {
-                    " (an open read keeps some)"
-                } else {
-                    ""
+    Ok(())
+}
+
+/// The last steps, where a delete alone leaves bytes behind. The search index's merge (CPU,
+/// on the indexer's threads) runs beside the store's work (its write lock and disk): replacing
+/// a payload dictionary that may hold pieces of an erased record, then overwriting the free
+/// pages (which the replacement frees more of). Neither frees what the other overwrites, and
+/// the erasure takes the longer of the two rather than their sum. A merge with nothing left
+/// to merge (at a later turn) is quick.
+fn seal_and_scrub(
+    work: &ErasureWork,
+    mut row: ErasureRow,
+    index: Option<&dyn SearchIndex>,
+) -> Result<()> {
+    let store = work.handles.store.as_ref();
+    let took = |started: Instant| format!("{:.1} s", started.elapsed().as_secs_f64());
+    let id = erasure_id(row.id);
+    let (merged, scrub) = std::thread::scope(|scope| {
+        let merge = index.map(|index| {
+            scope.spawn(|| {
+                let started = Instant::now();
+                let merged = index.expunge_deleted(EXPUNGE_TIMEOUT);
+                if merged.is_ok() {
+                    log::info!(
+                        "erasure {id}: search index segments merged without deleted documents \
+                         in {}",
+                        took(started)
+                    );
                 }
-            );
-            return Ok(());
-        }
-        return finish(work, row, None);
+                merged.map(|_| ())
+            })
+        });
+        let scrub = replace_dictionaries(work, &mut row).and_then(|()| {
+            let started = Instant::now();
+            let scrub = store.scrub_free_space()?;
+            if let Some(scrub) = &scrub {
+                log::info!(
+                    "erasure {id}: {} MiB of the store file's free pages overwritten in {} \
+                     transactions, {}",
+                    scrub.bytes_overwritten >> 20,
+                    scrub.transactions,
+                    took(started)
+                );
+            }
+            Ok(scrub)
+        });
+        let merged = match merge.map(|merge| merge.join()) {
+            Some(Ok(merged)) => merged,
+            Some(Err(_)) => Err(Error::Internal("the search index's merge panicked".into())),
+            None => Ok(()),
+        };
+        (merged, scrub)
+    });
+    let scrub = scrub?;
+    merged?;
+    if let Some(scrub) = scrub
+        && !scrub.complete()
+    {
+        // Pages an open read (a long export) still keeps, or that came free while the scrub
+        // ended: the next turn tries again.
+        log::info!(
+            "erasure {id}: {} free pages of the store file not overwritten yet{}; the next turn \
+             tries again",
+            scrub.unreached_pages,
+            if scrub.held_by_snapshot {
+                " (an open read keeps some)"
+            } else {
+                ""
+            }
+        );
+        return Ok(());
     }
+    finish(work, row, None)
+}
+
+/// The Sealing step: a payload dictionary whose sample may have held an erased record is
+/// replaced, its records stored anew with a fresh one. Then the erasure is at Scrubbing.
+fn replace_dictionaries(work: &ErasureWork, row: &mut ErasureRow) -> Result<()> {
+    if row.step != ErasureStep::Sealing {
+        return Ok(());
+    }
+    let store = work.handles.store.as_ref();
+    if let (Some(dictionaries), Some(ids)) = (store.payload_dictionaries(), row.erased_ids)
+        && dictionaries.may_hold(row.partition, ids)?
+    {
+        let started = Instant::now();
+        let replaced = dictionaries.replace_dictionaries(work.handles.now())?;
+        log::info!(
+            "erasure {}: payload dictionaries replaced ({} records stored anew, {} removed) in \
+             {:.1} s",
+            erasure_id(row.id),
+            replaced.records,
+            replaced.dictionaries_removed,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    row.step = ErasureStep::Scrubbing;
+    *row = save(work, row.clone())?;
     Ok(())
 }
 

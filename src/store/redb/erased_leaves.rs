@@ -18,6 +18,8 @@
 //! from the entries that stay; put back, it changes nothing. The listed keys go in the same
 //! transaction, so an interrupted rebuild is taken up again by the next scrub.
 
+use std::time::Instant;
+
 use redb::{Key, ReadableTable, Table, WriteTransaction};
 
 use super::{DELIVERIES, DELIVERY_ATTEMPTS, ERASED_KEYS, RECORDS, RedbStore};
@@ -29,9 +31,11 @@ const RECORD: u8 = 0;
 const DELIVERY: u8 = 1;
 const ATTEMPT: u8 = 2;
 
-/// Listed keys rebuilt a transaction: each takes two entries out and back, a few
-/// milliseconds for a batch, so the ingest writer waits little behind one.
-const REBUILD_BATCH: usize = 256;
+/// Listed keys rebuilt a transaction: each takes up to two entries out and back, a few
+/// milliseconds for a batch, so the ingest writer waits little behind one; after each the
+/// rebuild pauses as long as it took, so the other writers have the lock at least half the
+/// time.
+const REBUILD_BATCH: usize = 128;
 
 /// `ERASED_KEYS` in an erasure step's transaction.
 pub(super) struct ErasedKeys<'txn> {
@@ -74,6 +78,7 @@ impl RedbStore {
             return Ok(());
         }
         loop {
+            let started = Instant::now();
             let txn = self.write()?;
             let rebuilt = {
                 let mut listed = txn.open_table(ERASED_KEYS)?;
@@ -110,6 +115,7 @@ impl RedbStore {
                 return Ok(());
             }
             txn.commit()?;
+            std::thread::sleep(started.elapsed());
         }
     }
 

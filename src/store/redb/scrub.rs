@@ -54,7 +54,7 @@
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redb::{
     ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition, TableError,
@@ -74,11 +74,13 @@ pub(super) const FILLER: TableDefinition<u64, &[u8]> = TableDefinition::new("scr
 
 /// redb's page size, which intake never changes.
 const PAGE: u64 = 4096;
-/// Filler values of a bulk transaction: 1 MiB written, so that one holds the write lock for a
-/// few milliseconds (an ingest batch waits behind it).
-const BATCH: u64 = 256;
-/// Free pages the bulk leaves to the other writers: an ingest batch's worth (8 MiB).
-const HEADROOM: u64 = 2048;
+/// Filler values of a bulk transaction: 256 KiB written, so that one holds the write lock for
+/// a few milliseconds (an ingest batch waits behind it); after each the scrub pauses as long
+/// as it took, so the other writers have the lock at least half the time.
+const BATCH: u64 = 64;
+/// Free pages the bulk leaves to the other writers (2 MiB): more than an ingest batch takes
+/// between two bulk transactions, and what the end takes under the writers' turn.
+const HEADROOM: u64 = 512;
 /// Free pages shown before each commit: more than a commit takes for itself.
 const ROOM: u64 = 16;
 /// Free pages a commit that changes nothing is given: what it frees needs a few.
@@ -106,6 +108,9 @@ const SLACK: u64 = 16;
 /// Ends tried when something changed on the way, this long apart.
 const END_ATTEMPTS: u32 = 5;
 const PAUSE: Duration = Duration::from_millis(50);
+/// The least pause after a bulk transaction (redb's write lock is not fair: a writer woken by
+/// its release needs a moment to take it).
+const PAUSE_MIN: Duration = Duration::from_millis(1);
 /// How often, and how long apart, the end looks again whether a read snapshot still keeps the
 /// freed reserve: a request's snapshot closes soon.
 const HOLD_CHECKS: u32 = 5;
@@ -246,7 +251,13 @@ impl Scrub<'_> {
                 commit: true,
                 ..Step::default()
             };
-            while !self.long_read_open() && matches!(self.step(bulk())?, Outcome::Done) {}
+            while !self.long_read_open() {
+                let started = Instant::now();
+                if !matches!(self.step(bulk())?, Outcome::Done) {
+                    break;
+                }
+                thread::sleep(started.elapsed().max(PAUSE_MIN));
+            }
             let store = self.store;
             let turn = store.writers();
             self.holds_turn = true;
@@ -486,8 +497,9 @@ impl Scrub<'_> {
         if self.probe(0, NUDGE_ROOM)?.is_some() {
             return Ok(());
         }
+        let txn = self.begin()?;
         let before = self.file_len()?;
-        self.begin()?.commit()?;
+        txn.commit()?;
         self.unchanged(before, "committing")?;
         self.report.transactions += 1;
         Ok(())
@@ -509,8 +521,9 @@ impl Scrub<'_> {
 
     /// Runs one transaction of the scrub.
     fn step(&mut self, step: Step) -> Result<Outcome, StoreError> {
-        let before = self.file_len()?;
         let txn = self.begin()?;
+        // Read in the transaction: another writer may grow the file before it begins.
+        let before = self.file_len()?;
         let large;
         let value = match step.order {
             0 => self.filler.as_slice(),
@@ -601,8 +614,8 @@ impl Scrub<'_> {
             Err(TableError::TableDoesNotExist(_)) => return Ok(Cleared::Done),
             opened => opened?,
         };
-        let before = self.file_len()?;
         let txn = self.begin()?;
+        let before = self.file_len()?;
         let cleared = 'clear: {
             let mut table = txn.open_table(FILLER)?;
             let above = table.last()?.map_or(0, |(key, _)| key.value() + 1);

@@ -22,10 +22,10 @@ pub enum ErasureStep {
     Counting,
     /// Removing them, newest first, below `resume_below`.
     Erasing,
-    /// Making the removal final where copies outlive a delete: a payload dictionary, the
-    /// search index's segments...
+    /// Making the removal final where copies outlive a delete: a payload dictionary...
     Sealing,
-    /// ... and the store file's free pages (again, while an open read keeps some).
+    /// ... the search index's segments and the store file's free pages (again, while an open
+    /// read keeps some).
     Scrubbing,
     /// Nothing left to do.
     Done,

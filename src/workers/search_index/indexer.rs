@@ -139,7 +139,7 @@ pub fn start(
     let handle = std::thread::Builder::new()
         .name("search-indexer".into())
         .spawn(move || {
-            lower_priority(settings.nice);
+            crate::core::background::lower_priority(settings.nice, "the search indexer");
             let options = tantivy::indexer::IndexWriterOptions::builder()
                 .num_worker_threads(1)
                 .memory_budget_per_thread(settings.memory_bytes)
@@ -257,17 +257,6 @@ fn next_chunk(current: usize, changed: &[store::changes::ChangedRecord]) -> usiz
         .sum();
     let average = bytes.div_ceil(changed.len()).max(1);
     (CHANGE_CHUNK_BYTES / average).clamp(1, CHANGE_CHUNK)
-}
-
-/// Sets the calling thread's nice value (Linux keeps one per thread; threads it starts
-/// inherit it). Failing to is logged, not fatal: indexing then runs at normal priority.
-fn lower_priority(nice: i32) {
-    if nice == 0 {
-        return;
-    }
-    if let Err(err) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), nice) {
-        log::warn!("could not lower the search indexer's priority to nice {nice}: {err}");
-    }
 }
 
 /// The highest created_at in the index's id column (documents deleted but not yet merged away

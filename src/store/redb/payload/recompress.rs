@@ -11,11 +11,15 @@ use super::*;
 /// Records looked at per round of [`RedbStore::recompress_records`]: read and compressed anew
 /// from a snapshot, outside redb's one write lock, then stored in a short transaction that
 /// the ingest writer waits behind (see `tests::replacing_the_dictionaries_of_200k_records`).
-pub(super) const RECOMPRESS_CHUNK: usize = 1_000;
+pub(super) const RECOMPRESS_CHUNK: usize = 500;
 
-/// Pause after each of those transactions. redb's write lock is not fair: without it the next
-/// transaction takes the lock again before a writer woken by the release gets it, and a writer
-/// waited up to 365 ms instead of 15.
+/// The least pause after each of those transactions; it pauses twice as long as the
+/// transaction took when longer, so the ingest writer has the lock (and the disk the commits
+/// after it flush) at least two thirds of the time: an erasure's replacement of 1M records'
+/// dictionary doubled the ingest p99 with pauses as long as the transactions, and less with
+/// these (docs/src/benchmarks.md, "Erasure"). redb's write lock is not fair: without a pause
+/// the next transaction takes the lock again before a writer woken by the release gets it,
+/// and a writer waited up to 365 ms instead of 15.
 const BETWEEN_CHUNKS: Duration = Duration::from_millis(1);
 
 impl RedbStore {
@@ -66,6 +70,7 @@ impl RedbStore {
             // Not durable on its own: the removal's commit below is, and makes every one
             // before it so. Until then the older dictionaries stay, so a record a crash takes
             // back to one is still read, and the next replacement stores it anew.
+            let started = std::time::Instant::now();
             let mut txn = self.write()?;
             txn.set_durability(Durability::None)
                 .map_err(|err| StoreError::Backend(err.into()))?;
@@ -84,7 +89,7 @@ impl RedbStore {
                 }
             }
             txn.commit()?;
-            std::thread::sleep(BETWEEN_CHUNKS);
+            std::thread::sleep((started.elapsed() * 2).max(BETWEEN_CHUNKS));
         }
         let txn = self.write()?;
         let removed = {
