@@ -97,8 +97,9 @@ const END_ROOM: u64 = ROOM + 8;
 /// larger than [`END_ROOM`] to be taken last.
 const RESERVE_LEFT: u64 = END_ROOM + 16;
 /// Free pages up to which the end of a file with no reserve ([`Scrub::finish_small`]) takes
-/// them all; with more, the bulk goes on.
-const SMALL_END: u64 = 2 * TAIL;
+/// them all: as many as an end begins with. More come only from read snapshots that closed
+/// meanwhile, and the end is tried again.
+const SMALL_END: u64 = BATCH + HEADROOM + TAIL + SLACK;
 /// Filler values the copies of that end take beyond the free pages: the commit's own pages.
 const SMALL_MARGIN: u64 = ROOM;
 /// Filler values deleted a transaction.
@@ -402,7 +403,7 @@ impl Scrub<'_> {
         let before = self.file_len()?;
         self.nudge()?;
         let Some(free) = self.probe(0, SMALL_END)? else {
-            return Ok(End::MoreFree);
+            return Ok(End::Again);
         };
         let copies = free + SMALL_MARGIN + free / 64;
         let have = self.filler_values()?;
@@ -415,7 +416,7 @@ impl Scrub<'_> {
             })?;
         }
         let Some(free) = self.probe(0, SMALL_END)? else {
-            return Ok(End::MoreFree);
+            return Ok(End::Again);
         };
         let copies = (free + SMALL_MARGIN + free / 64).min(self.filler_values()?);
         self.step(Step {
