@@ -135,21 +135,33 @@ impl RedbStore {
         from: (u64, u128),
         current: Option<u32>,
     ) -> Result<(Vec<((u64, u128), Vec<u8>, Vec<u8>)>, Option<(u64, u128)>), StoreError> {
-        let snapshot = self.read()?;
-        let records = snapshot.open_table(RECORDS)?;
-        let mut stale = Vec::new();
+        // Read first and compress after: a snapshot keeps every page freed while it is open
+        // from being used again, so it is held for the reading only. The dictionaries these
+        // records name stay until the replacement ends.
+        let (read, next) = {
+            let snapshot = self.read()?;
+            let records = snapshot.open_table(RECORDS)?;
+            let mut read = Vec::new();
+            let mut next = None;
+            for (scanned, entry) in records.range(from..)?.enumerate() {
+                let (key, value) = entry?;
+                if scanned == RECOMPRESS_CHUNK {
+                    next = Some(key.value());
+                    break;
+                }
+                if dictionary_of(value.value()) != current {
+                    read.push((key.value(), value.value().to_vec()));
+                }
+            }
+            (read, next)
+        };
         let mut scratch = Vec::new();
-        for (scanned, entry) in records.range(from..)?.enumerate() {
-            let (key, value) = entry?;
-            if scanned == RECOMPRESS_CHUNK {
-                return Ok((stale, Some(key.value())));
-            }
-            if dictionary_of(value.value()) != current {
-                let (time, payload) = self.codec.decode(value.value(), &mut scratch)?;
-                let anew = self.codec.encode(time, payload)?;
-                stale.push((key.value(), value.value().to_vec(), anew));
-            }
+        let mut stale = Vec::with_capacity(read.len());
+        for (key, was) in read {
+            let (time, payload) = self.codec.decode(&was, &mut scratch)?;
+            let anew = self.codec.encode(time, payload)?;
+            stale.push((key, was, anew));
         }
-        Ok((stale, None))
+        Ok((stale, next))
     }
 }
