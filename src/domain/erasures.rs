@@ -388,7 +388,6 @@ pub fn advance(work: &ErasureWork, mut row: ErasureRow) -> Result<()> {
     let index = work.index.as_deref();
     // Each step's time goes to the log: what an erasure of many records spends, where.
     let started = Instant::now();
-    let took = |started: Instant| format!("{:.1} s", started.elapsed().as_secs_f64());
     if row.step == ErasureStep::Counting {
         let window = (row.lower, row.upper);
         row.matched = count_matches(store, index, row.partition, &q, window, |_| {})?;
@@ -463,7 +462,6 @@ fn seal_and_scrub(
     index: Option<&dyn SearchIndex>,
 ) -> Result<()> {
     let store = work.handles.store.as_ref();
-    let took = |started: Instant| format!("{:.1} s", started.elapsed().as_secs_f64());
     let id = erasure_id(row.id);
     let (merged, scrub) = std::thread::scope(|scope| {
         let merge = index.map(|index| {
@@ -537,16 +535,21 @@ fn replace_dictionaries(work: &ErasureWork, row: &mut ErasureRow) -> Result<()> 
         let replaced = dictionaries.replace_dictionaries(work.handles.now())?;
         log::info!(
             "erasure {}: payload dictionaries replaced ({} records stored anew, {} removed) in \
-             {:.1} s",
+             {}",
             erasure_id(row.id),
             replaced.records,
             replaced.dictionaries_removed,
-            started.elapsed().as_secs_f64()
+            took(started)
         );
     }
     row.step = ErasureStep::Scrubbing;
     *row = save(work, row.clone())?;
     Ok(())
+}
+
+/// The time since `started`, for the log of an erasure's steps.
+fn took(started: Instant) -> String {
+    format!("{:.1} s", started.elapsed().as_secs_f64())
 }
 
 /// Stores `row` as it is now.
