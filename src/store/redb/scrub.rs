@@ -122,13 +122,7 @@ impl RedbStore {
     pub(super) fn scrub_free_pages(&self) -> Result<ScrubReport, StoreError> {
         // First the pages in use that may keep erased bytes are freed (`erased_leaves`).
         self.rebuild_erased_leaves()?;
-        let mut scrub = Scrub {
-            store: self,
-            next: 0,
-            report: ScrubReport::default(),
-            filler: vec![0; PAGE as usize - VALUE_SPARE],
-            holds_turn: false,
-        };
+        let mut scrub = Scrub::new(self);
         if scrub.long_read_open() {
             scrub.report.held_by_snapshot = true;
             return Ok(scrub.report);
@@ -242,7 +236,17 @@ enum Cleared {
     NoRoom,
 }
 
-impl Scrub<'_> {
+impl<'s> Scrub<'s> {
+    fn new(store: &'s RedbStore) -> Scrub<'s> {
+        Scrub {
+            store,
+            next: 0,
+            report: ScrubReport::default(),
+            filler: vec![0; PAGE as usize - VALUE_SPARE],
+            holds_turn: false,
+        }
+    }
+
     fn run(&mut self) -> Result<(), StoreError> {
         let mut attempts = 0;
         loop {
