@@ -4,9 +4,14 @@
 //! |---|---|---|---|
 //! | sandbox | a collaborator submits a deploy request | sandbox, request pending | the owner is notified and e-mailed |
 //! | sandbox, request pending | the owner approves, or deploys directly | deployed | every collaborator is notified and e-mailed; production keys work |
-//! | sandbox, request pending | the owner rejects | sandbox | the requester is notified and e-mailed |
+//! | sandbox, request pending | the owner rejects | sandbox, last rejection shown | the requester is notified and e-mailed |
+//! | sandbox, request pending | the requester withdraws | sandbox | nobody is e-mailed |
 //!
 //! Every transition is one commit with its audit entry, notifications and outbox messages.
+//! Settling a request (approve, deploy, reject, withdraw) resolves the owner's notifications
+//! about it, and a new request or the deploy resolves the requester's about a rejection, so
+//! no notification goes on asking for what is done. Each e-mail links to the dashboard page
+//! its notification announces (`notifications::page`), never to the management API.
 
 use serde::Deserialize;
 
@@ -16,7 +21,7 @@ use crate::domain::endpoints::{EndpointView, Endpoints};
 use crate::domain::error::{Error, Missing, Result};
 use crate::domain::mail::{self, OutgoingMail};
 use crate::domain::notifications;
-use crate::store::{AccountRow, DeployRequestRow, EndpointRow, WriteTx};
+use crate::store::{AccountRow, DeployRejectionRow, DeployRequestRow, EndpointRow, WriteTx};
 
 const MAX_NOTE_CHARS: usize = 2000;
 
@@ -56,6 +61,15 @@ pub fn request(
             requested_at: now,
             note: note.clone(),
         });
+        row.deploy_rejection = None;
+        notifications::resolve(
+            tx,
+            now,
+            actor.id,
+            REJECTED,
+            &row.slug,
+            "requested_again",
+        )?;
         audit::record(
             tx,
             now,
@@ -69,7 +83,7 @@ pub fn request(
             actor.email, row.name
         );
         let notice = Notice {
-            kind: "deploy_requested",
+            kind: REQUESTED,
             message: &message,
             subject: "Deploy request",
         };
@@ -92,6 +106,13 @@ pub fn deploy(
         let approved = row.deploy_request.take();
         row.deployed = true;
         row.deployed_at = Some(now);
+        row.deploy_rejection = None;
+        let outcome = if approved.is_some() {
+            "approved"
+        } else {
+            "deployed"
+        };
+        notifications::resolve(tx, now, row.owner_id, REQUESTED, &row.slug, outcome)?;
         audit::record(
             tx,
             now,
@@ -110,7 +131,9 @@ pub fn deploy(
             subject: "Deployed",
         };
         for collaborator in tx.collaborators(row.id)? {
-            tell(tx, now, public_url, row, collaborator.account_id, &notice)?;
+            let id = collaborator.account_id;
+            notifications::resolve(tx, now, id, REJECTED, &row.slug, "deployed")?;
+            tell(tx, now, public_url, row, id, &notice)?;
         }
         Ok(())
     })
@@ -153,6 +176,12 @@ pub fn reject(
             "deploy.rejected",
             serde_json::json!({ "requested_by": request.requested_by, "note": note }),
         )?;
+        row.deploy_rejection = Some(DeployRejectionRow {
+            requested_by: request.requested_by,
+            rejected_at: now,
+            note: note.clone(),
+        });
+        notifications::resolve(tx, now, actor.id, REQUESTED, &row.slug, "rejected")?;
         let message = match &note {
             Some(note) => format!(
                 "Your deploy request for \"{}\" was declined: {note}",
@@ -161,13 +190,44 @@ pub fn reject(
             None => format!("Your deploy request for \"{}\" was declined.", row.name),
         };
         let notice = Notice {
-            kind: "deploy_request_rejected",
+            kind: REJECTED,
             message: &message,
             subject: "Deploy request declined",
         };
         tell(tx, now, public_url, row, request.requested_by, &notice)
     })
 }
+
+/// The collaborator who asked withdraws the pending request; the endpoint stays in the
+/// sandbox and the owner's notification about it says so.
+pub fn withdraw(endpoints: &Endpoints, account: &AccountRow, slug: &str) -> Result<EndpointView> {
+    let now = endpoints.handles.now();
+    endpoints.modify_as(account, slug, false, |tx, actor, row| {
+        let asked = row
+            .deploy_request
+            .as_ref()
+            .ok_or(Error::NotFound(Missing::DeployRequest))?
+            .requested_by;
+        if asked != actor.id {
+            return Err(Error::RequesterOnly);
+        }
+        row.deploy_request = None;
+        audit::record(
+            tx,
+            now,
+            row.id,
+            actor,
+            "deploy.withdrawn",
+            serde_json::json!({}),
+        )?;
+        notifications::resolve(tx, now, row.owner_id, REQUESTED, &row.slug, "withdrawn")
+    })
+}
+
+/// The kinds of the notifications a deploy request brings: the owner's, and the requester's
+/// when the owner rejects it.
+const REQUESTED: &str = "deploy_requested";
+const REJECTED: &str = "deploy_request_rejected";
 
 /// What [`tell`] sends: the notification's kind and text, and the e-mail's subject.
 struct Notice<'m> {
@@ -176,7 +236,8 @@ struct Notice<'m> {
     subject: &'m str,
 }
 
-/// Notifies an account and e-mails it the same message, inside `tx`.
+/// Notifies an account and e-mails it the same message with a link to the dashboard page the
+/// notification announces, inside `tx`.
 fn tell(
     tx: &mut dyn WriteTx,
     now: Timestamp,
@@ -202,8 +263,11 @@ fn tell(
                 to: account.email,
                 subject: format!("{}: {}", notice.subject, endpoint.name),
                 body: format!(
-                    "{}\n\nEndpoint: {} ({})\n{public_url}/api/v1/manage/endpoints/{}\n",
-                    notice.message, endpoint.name, endpoint.slug, endpoint.slug
+                    "{}\n\nEndpoint: {} ({})\n{public_url}{}\n",
+                    notice.message,
+                    endpoint.name,
+                    endpoint.slug,
+                    notifications::page(notice.kind, &endpoint.slug)
                 ),
             },
         )?;

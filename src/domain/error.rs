@@ -94,6 +94,16 @@ pub enum Error {
     OwnerOnly,
     #[error("Only the server's owner account can do this.")]
     ServerOwnerOnly,
+    #[error(
+        "Only the collaborator who asked for the deploy can withdraw the request; the owner rejects it instead."
+    )]
+    RequesterOnly,
+    #[error(
+        "Answers holding API keys or signing secrets are sent only to an account token \
+         (`Authorization: Bearer itk_...`), never to the session cookie alone; the dashboard \
+         shows them on its pages."
+    )]
+    TokenRequired,
     #[error("A change made with the session cookie must come from this server's own pages.")]
     CrossSiteRequest,
     #[error("This invitation was sent to another e-mail address than this account's.")]

@@ -1,13 +1,14 @@
 //! Stored notifications for accounts (a deployment, a deploy request, a rejection...), shown in
 //! the management API and the dashboard until marked read. Written in the same transaction as
-//! the event that causes them.
+//! the event that causes them; settling what one announces (a deploy request approved,
+//! rejected or withdrawn) marks it read and resolved in the commit that settles it.
 
 use serde::Serialize;
 
 use crate::core::clock::Timestamp;
 use crate::domain::error::{Error, Missing, Result};
 use crate::domain::handles::Handles;
-use crate::store::{IdKind, NotificationRow, Store, WriteTx};
+use crate::store::{IdKind, NotificationRow, ResolutionRow, Store, WriteTx};
 
 #[derive(Debug, Serialize)]
 pub struct NotificationView {
@@ -18,6 +19,10 @@ pub struct NotificationView {
     pub created_at: String,
     pub read: bool,
     pub read_at: Option<String>,
+    /// How what it announced was settled (`approved`, `rejected`, `withdrawn`, `deployed`,
+    /// `requested_again`), or `None` while it is open.
+    pub resolution: Option<String>,
+    pub resolved_at: Option<String>,
 }
 
 impl From<NotificationRow> for NotificationView {
@@ -30,7 +35,22 @@ impl From<NotificationRow> for NotificationView {
             created_at: row.created_at.to_rfc3339(),
             read: row.read_at.is_some(),
             read_at: row.read_at.map(Timestamp::to_rfc3339),
+            resolved_at: row.resolution.as_ref().map(|r| r.at.to_rfc3339()),
+            resolution: row.resolution.map(|r| r.outcome),
         }
+    }
+}
+
+/// The dashboard page a notification of `kind` announces, as a path of this server: where
+/// its link in the dashboard leads, and the link of the e-mail sent with it.
+pub fn page(kind: &str, endpoint_slug: &str) -> String {
+    let endpoint = format!("/dashboard/endpoints/{endpoint_slug}");
+    match kind {
+        "deploy_requested" | "deploy_request_rejected" => format!("{endpoint}#deploy-title"),
+        "endpoint_deployed" => format!("{endpoint}/production"),
+        "invitation_accepted" => format!("{endpoint}/collaborators"),
+        "webhook_disabled" => format!("{endpoint}/webhooks"),
+        _ => endpoint,
     }
 }
 
@@ -50,8 +70,34 @@ pub fn notify(
         message,
         created_at: now,
         read_at: None,
+        resolution: None,
     };
     tx.put_notification(account_id, &row)?;
+    Ok(())
+}
+
+/// Marks the account's open notifications of `kind` about `endpoint_slug` read and resolved
+/// with `outcome`, inside `tx`: what they announced is settled (a slug is never given again,
+/// so they are about this endpoint; at most one deploy request is pending at a time, so they
+/// are about the request settled).
+pub fn resolve(
+    tx: &mut dyn WriteTx,
+    now: Timestamp,
+    account_id: u64,
+    kind: &str,
+    endpoint_slug: &str,
+    outcome: &str,
+) -> Result<()> {
+    for mut row in tx.notifications(account_id)? {
+        if row.kind == kind && row.endpoint_slug == endpoint_slug && row.resolution.is_none() {
+            row.read_at = row.read_at.or(Some(now));
+            row.resolution = Some(ResolutionRow {
+                outcome: outcome.to_string(),
+                at: now,
+            });
+            tx.put_notification(account_id, &row)?;
+        }
+    }
     Ok(())
 }
 

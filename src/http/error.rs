@@ -106,6 +106,8 @@ fn service_status_and_code(err: &Error) -> (StatusCode, &'static str) {
         ),
         OwnerOnly => (StatusCode::FORBIDDEN, "owner_only"),
         ServerOwnerOnly => (StatusCode::FORBIDDEN, "server_owner_only"),
+        RequesterOnly => (StatusCode::FORBIDDEN, "requester_only"),
+        TokenRequired => (StatusCode::FORBIDDEN, "token_required"),
         InvitationForOtherAccount => (StatusCode::FORBIDDEN, "invitation_for_other_account"),
         EndpointNotFound => (StatusCode::NOT_FOUND, "endpoint_not_found"),
         RecordNotFound => (StatusCode::NOT_FOUND, "record_not_found"),

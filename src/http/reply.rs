@@ -33,6 +33,17 @@ pub fn json_text(status: StatusCode, body: impl Into<Bytes>) -> Response {
     response
 }
 
+/// 303 See Other to a path of this server: after a dashboard form post, to the login page,
+/// or from a browser's management API link to its dashboard page.
+pub fn see_other(to: &str) -> Response {
+    let mut response = Response::new(Vec::new().into());
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    if let Ok(value) = http::HeaderValue::from_str(to) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    response
+}
+
 /// A `text/event-stream` answer whose body is `body`'s frames as they come. Neither caches
 /// nor reverse proxies may hold it back (`X-Accel-Buffering: no` tells nginx).
 pub fn event_stream(body: crate::domain::stream::StreamBody) -> Response {

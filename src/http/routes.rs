@@ -133,6 +133,7 @@ routes! {
     RequestDeploy: Post "/api/v1/manage/endpoints/{slug}/deploy-request" "requestDeploy";
     ApproveDeploy: Post "/api/v1/manage/endpoints/{slug}/deploy-request/approve" "approveDeploy";
     RejectDeploy: Post "/api/v1/manage/endpoints/{slug}/deploy-request/reject" "rejectDeploy";
+    WithdrawDeploy: Delete "/api/v1/manage/endpoints/{slug}/deploy-request" "withdrawDeployRequest";
     ListRequests: Get "/api/v1/manage/endpoints/{slug}/requests" "listRequests";
     ListAudit: Get "/api/v1/manage/endpoints/{slug}/audit" "listAudit";
     GetUsage: Get "/api/v1/manage/endpoints/{slug}/usage" "getUsage";

@@ -59,6 +59,8 @@ pub struct EndpointView {
     pub deployed: bool,
     pub deployed_at: Option<String>,
     pub deploy_request: Option<DeployRequestView>,
+    /// The owner's rejection of the last request, until a new request or the deploy.
+    pub last_rejection: Option<DeployRejectionView>,
     pub monthly_quota: Option<u64>,
     pub created_at: String,
     /// `owner` or `collaborator`: the viewer's relation to the endpoint.
@@ -98,6 +100,15 @@ pub struct RetentionPatch {
 pub struct DeployRequestView {
     pub requested_by: String,
     pub requested_at: String,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DeployRejectionView {
+    /// Who had asked, by e-mail address.
+    pub requested_by: String,
+    pub rejected_at: String,
+    /// The owner's reason.
     pub note: Option<String>,
 }
 
@@ -220,6 +231,7 @@ impl Endpoints {
             created_at: self.handles.now(),
             owner_id: owner.id,
             deploy_request: None,
+            deploy_rejection: None,
             monthly_quota: None,
             sandbox_key_sealed: keys.sandbox.sealed.clone(),
             production_key_sealed: keys.production.sealed.clone(),
@@ -551,20 +563,28 @@ impl Endpoints {
                 },
             ),
         };
+        let email = |id: u64| -> Result<String> {
+            Ok(self
+                .handles
+                .store
+                .read()?
+                .account(id)?
+                .map_or_else(|| format!("account {id}"), |a| a.email))
+        };
         let deploy_request = match &row.deploy_request {
-            Some(request) => {
-                let requested_by = self
-                    .handles
-                    .store
-                    .read()?
-                    .account(request.requested_by)?
-                    .map_or_else(|| format!("account {}", request.requested_by), |a| a.email);
-                Some(DeployRequestView {
-                    requested_by,
-                    requested_at: request.requested_at.to_rfc3339(),
-                    note: request.note.clone(),
-                })
-            }
+            Some(request) => Some(DeployRequestView {
+                requested_by: email(request.requested_by)?,
+                requested_at: request.requested_at.to_rfc3339(),
+                note: request.note.clone(),
+            }),
+            None => None,
+        };
+        let last_rejection = match &row.deploy_rejection {
+            Some(rejection) => Some(DeployRejectionView {
+                requested_by: email(rejection.requested_by)?,
+                rejected_at: rejection.rejected_at.to_rfc3339(),
+                note: rejection.note.clone(),
+            }),
             None => None,
         };
         Ok(EndpointView {
@@ -594,6 +614,7 @@ impl Endpoints {
             deployed: row.deployed,
             deployed_at: row.deployed_at.map(Timestamp::to_rfc3339),
             deploy_request,
+            last_rejection,
             monthly_quota: row.monthly_quota,
             created_at: row.created_at.to_rfc3339(),
             role,

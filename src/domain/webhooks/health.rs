@@ -155,10 +155,15 @@ fn tell_owner(
          Receiver URL: {url}\n\n\
          While it is disabled, the deliveries of new writes are kept in the delivery log as \
          skipped and nothing is sent. Once the receiver works again, switch the subscription \
-         on (dashboard, or PATCH {subscription_url} with {{\"enabled\": true}}) and send what \
-         it missed with POST {subscription_url}/recover.\n",
+         on and send what it missed, on the endpoint's webhook settings:\n{settings_url}\n\n\
+         Or with the management API: PATCH {subscription_url} with {{\"enabled\": true}}, \
+         then POST {subscription_url}/recover.\n",
         name = endpoint.name,
         slug = endpoint.slug,
+        settings_url = format_args!(
+            "{public_url}{}",
+            notifications::page("webhook_disabled", &endpoint.slug)
+        ),
         attempts = row.health.failed_attempts,
         url = row.url,
     );

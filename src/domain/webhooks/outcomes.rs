@@ -143,7 +143,11 @@ fn failure_mail(
         (None, Some(error)) => error.clone(),
         (None, None) => "no answer".into(),
     };
-    let log_url = format!(
+    let page_url = format!(
+        "{public_url}/dashboard/endpoints/{}/deliveries/{}",
+        endpoint.slug, row.id
+    );
+    let api_url = format!(
         "{public_url}/api/v1/manage/endpoints/{}/deliveries/{}",
         endpoint.slug, row.id
     );
@@ -155,10 +159,11 @@ fn failure_mail(
          Record id:    {record}\n\
          Receiver URL: {url}\n\
          Last result:  {last_result}\n\n\
-         Every attempt, with the receiver's answers, is in the delivery log:\n  {log_url}\n\
-         (GET {public_url}/api/v1/manage/endpoints/{slug}/deliveries?environment=production \
-         lists them all.) Once the receiver works again you can send it again with\n  \
-         POST {log_url}/redeliver\n\n\
+         Every attempt, with the receiver's answers, is in the delivery log, where \
+         \"Redeliver\" sends it again once the receiver works again:\n  {page_url}\n\n\
+         With the management API: GET \
+         {public_url}/api/v1/manage/endpoints/{slug}/deliveries?environment=production lists \
+         them all, and POST {api_url}/redeliver sends this one again.\n\n\
          You get at most one such e-mail per endpoint per day, and no notice when deliveries \
          succeed again.\n",
         name = endpoint.name,

@@ -137,7 +137,7 @@ pub async fn endpoint(app: &App, req: &mut Request, slug: &str) -> Result<Respon
 }
 
 /// The deploy workflow: `POST .../deploy`, `.../deploy-request`, `.../deploy-request/approve`
-/// and `.../deploy-request/reject`.
+/// and `.../deploy-request/reject`, and `DELETE .../deploy-request`.
 pub async fn deploy_step(
     app: &App,
     req: &mut Request,
@@ -169,6 +169,7 @@ pub async fn deploy_step(
                 deploy::reject(endpoints, public_url, &account, slug, note)?,
             )
         }
+        DeployStep::Withdraw => (StatusCode::OK, deploy::withdraw(endpoints, &account, slug)?),
     };
     Ok(reply::json(status, &view))
 }
@@ -178,6 +179,7 @@ pub enum DeployStep {
     Request,
     Approve,
     Reject,
+    Withdraw,
 }
 
 /// `GET /api/v1/manage/endpoints/{slug}/requests?environment=&limit=&cursor=` and the filters

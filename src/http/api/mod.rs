@@ -5,6 +5,7 @@
 
 pub(crate) mod account;
 mod backups;
+mod cookie_reads;
 mod data;
 mod deliveries;
 mod docs;
@@ -46,6 +47,9 @@ pub(super) async fn dispatch(
     call_log: &mut CallLog,
 ) -> Result<Response> {
     use manage::DeployStep;
+    if let Some(page) = cookie_reads::check(route, &path, req)? {
+        return Ok(page);
+    }
     match route {
         Route::Health => Ok(reply::json(
             StatusCode::OK,
@@ -85,6 +89,9 @@ pub(super) async fn dispatch(
         Route::RequestDeploy => manage::deploy_step(app, req, path.slug, DeployStep::Request).await,
         Route::ApproveDeploy => manage::deploy_step(app, req, path.slug, DeployStep::Approve).await,
         Route::RejectDeploy => manage::deploy_step(app, req, path.slug, DeployStep::Reject).await,
+        Route::WithdrawDeploy => {
+            manage::deploy_step(app, req, path.slug, DeployStep::Withdraw).await
+        }
         Route::ListRequests => manage::requests(app, req, path.slug),
         Route::ListAudit => manage::audit_log(app, req, path.slug),
         Route::GetUsage => manage::usage(app, req, path.slug),

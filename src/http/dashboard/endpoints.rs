@@ -11,7 +11,7 @@ use super::visitor::{User, signed_in, user_form};
 use crate::domain::api_keys::Holder;
 use crate::domain::deploy::{self, Note};
 use crate::domain::endpoint_deletion;
-use crate::domain::endpoints::{EndpointPatch, EndpointView, NewEndpoint};
+use crate::domain::endpoints::{DeployRejectionView, EndpointPatch, EndpointView, NewEndpoint};
 use crate::domain::error::Error;
 use crate::domain::webhooks::secrets::{self, SecretView};
 use crate::http::app::App;
@@ -26,6 +26,8 @@ pub struct EndpointHead {
     pub tab: &'static str,
     pub base_url: String,
     pub owner: bool,
+    /// The viewer's e-mail address, which a deploy request names who asked by.
+    pub viewer: String,
     /// The environment the page shows (its badge); `None` on tabs about both.
     pub viewing: Option<Environment>,
 }
@@ -41,6 +43,7 @@ impl EndpointHead {
         Ok(EndpointHead {
             base_url: format!("{}/api/v1/data/{}", app.config.public_url(), ep.slug),
             owner: ep.role == "owner",
+            viewer: user.account.email.clone(),
             ep,
             tab,
             viewing: None,
@@ -59,6 +62,17 @@ impl EndpointHead {
             Environment::Sandbox => ("sandbox", "Sandbox"),
             Environment::Production => ("production", "Production"),
         })
+    }
+
+    /// Whether the viewer asked for the pending deploy (and so may withdraw the request).
+    pub fn requester(&self) -> bool {
+        let request = self.ep.deploy_request.as_ref();
+        request.is_some_and(|request| request.requested_by == self.viewer)
+    }
+
+    /// Whether the viewer asked for the deploy `rejection` rejected.
+    pub fn requester_of(&self, rejection: &DeployRejectionView) -> bool {
+        rejection.requested_by == self.viewer
     }
 
     /// The path of this endpoint's pages.
@@ -238,10 +252,12 @@ pub enum DeployStep {
     Reject,
     /// Owner: "Deploy now".
     Deploy,
+    /// The collaborator who asked: "Withdraw the request".
+    Withdraw,
 }
 
 /// `POST …/deploy-request`, `…/deploy-request/approve`, `…/deploy-request/reject`,
-/// `…/deploy`.
+/// `…/deploy-request/withdraw`, `…/deploy`.
 pub async fn deploy_step(app: &App, req: &mut Request, slug: &str, step: DeployStep) -> Outcome {
     let user = signed_in(app, req)?;
     let form: Form = user_form(app, req, &user).await?;
@@ -268,6 +284,10 @@ pub async fn deploy_step(app: &App, req: &mut Request, slug: &str, step: DeployS
         DeployStep::Deploy => {
             deploy::deploy(endpoints, public_url, &user.account, slug)?;
             ("deployed", "/production")
+        }
+        DeployStep::Withdraw => {
+            deploy::withdraw(endpoints, &user.account, slug)?;
+            ("withdrawn", "")
         }
     };
     Ok(redirect(&format!(

@@ -25,19 +25,30 @@ struct NotificationsPage {
     unread: usize,
 }
 
-/// The page a notification is about, and the words of its link.
+/// A notification's link, and its words: the link goes through [`open`], which marks the
+/// notification read on the way to the page it announces. A resolved deploy request asks for
+/// nothing more.
 pub fn notification_link(n: &NotificationView) -> (String, &'static str) {
-    let endpoint = format!("/dashboard/endpoints/{}", n.endpoint_slug);
-    match n.kind.as_str() {
-        "deploy_requested" => (
-            format!("{endpoint}#deploy-title"),
-            "Review the deploy request",
-        ),
-        "endpoint_deployed" => (format!("{endpoint}/production"), "Take the production key"),
-        "deploy_request_rejected" => (format!("{endpoint}#deploy-title"), "See the deploy section"),
-        "invitation_accepted" => (format!("{endpoint}/collaborators"), "See the collaborators"),
-        "webhook_disabled" => (format!("{endpoint}/webhooks"), "See the webhook settings"),
-        _ => (endpoint, "Open the endpoint"),
+    let words = match (n.kind.as_str(), &n.resolution) {
+        ("deploy_requested", None) => "Review the deploy request",
+        ("deploy_requested" | "deploy_request_rejected", _) => "See the deploy section",
+        ("endpoint_deployed", _) => "Take the production key",
+        ("invitation_accepted", _) => "See the collaborators",
+        ("webhook_disabled", _) => "See the webhook settings",
+        _ => "Open the endpoint",
+    };
+    (format!("/dashboard/notifications/{}/open", n.id), words)
+}
+
+/// How a resolved notification's subject was settled, in words.
+pub fn resolution_words(outcome: &str) -> &'static str {
+    match outcome {
+        "approved" => "the request was approved and the endpoint deployed",
+        "rejected" => "the request was rejected",
+        "withdrawn" => "the request was withdrawn by the collaborator who asked",
+        "deployed" => "the endpoint was deployed",
+        "requested_again" => "the deploy was requested again",
+        _ => "settled",
     }
 }
 
@@ -68,6 +79,15 @@ pub async fn mark_read(app: &App, req: &mut Request, id: &str) -> Outcome {
     let id = id_param(id, Missing::Notification)?;
     notifications::mark_read(&app.handles, user.account.id, id)?;
     Ok(redirect("/dashboard/notifications?done=read"))
+}
+
+/// `GET /dashboard/notifications/{id}/open`: following a notification's link marks it read,
+/// then leads to the page it announces.
+pub fn open(app: &App, req: &Request, id: &str) -> Outcome {
+    let user = signed_in(app, req)?;
+    let id = id_param(id, Missing::Notification)?;
+    let read = notifications::mark_read(&app.handles, user.account.id, id)?;
+    Ok(redirect(&notifications::page(&read.kind, &read.endpoint_slug)))
 }
 
 #[derive(Template)]

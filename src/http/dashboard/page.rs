@@ -228,6 +228,7 @@ pub fn flash(req: &Request) -> Option<&'static str> {
         "requested" => "Deploy requested: the owner has been asked to approve.",
         "approved" | "deployed" => "Deployed: the production key works now.",
         "rejected" => "Deploy request rejected.",
+        "withdrawn" => "Deploy request withdrawn: the owner's notification says so.",
         "reissued" => "Signing secret reissued. The previous one keeps signing for 24 hours.",
         "key-rotated" => "New key issued, shown below: copy it now.",
         "key-revoked" => "Previous key revoked: calls with it are refused from now on.",
@@ -382,15 +383,7 @@ pub fn render_with(status: StatusCode, template: &impl Template) -> Outcome {
     Ok(html(status, body))
 }
 
-/// 303 See Other to a path of this server (after a form post, or to the login page).
-pub fn redirect(to: &str) -> Response {
-    let mut response = Response::new(Vec::new().into());
-    *response.status_mut() = StatusCode::SEE_OTHER;
-    if let Ok(v) = HeaderValue::from_str(to) {
-        response.headers_mut().insert(header::LOCATION, v);
-    }
-    response
-}
+pub use crate::http::reply::see_other as redirect;
 
 /// Where to go after logging in: only a dashboard path of this server.
 pub fn safe_next(next: Option<&str>) -> String {

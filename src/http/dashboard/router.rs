@@ -35,6 +35,7 @@ pub async fn route(app: &App, req: &mut Request, path: &str) -> Outcome {
             (["notifications"], true, _) => inbox::notifications(app, req),
             (["notifications", "read-all"], _, true) => inbox::mark_all_read(app, req).await,
             (["notifications", id, "read"], _, true) => inbox::mark_read(app, req, id).await,
+            (["notifications", id, "open"], true, _) => inbox::open(app, req, id),
             (["mail"], true, _) => inbox::mail(app, req),
             (["mail", "test"], _, true) => inbox::send_test(app, req).await,
             (["endpoints"], true, _) => endpoints::list(app, req),
@@ -73,6 +74,9 @@ async fn endpoint(
         }
         (["deploy-request", "reject"], _, true) => {
             endpoints::deploy_step(app, req, slug, DeployStep::Reject).await
+        }
+        (["deploy-request", "withdraw"], _, true) => {
+            endpoints::deploy_step(app, req, slug, DeployStep::Withdraw).await
         }
         (["webhook-secrets", env, "reissue"], _, true) => {
             endpoints::reissue_secret(app, req, slug, environment(env)?).await

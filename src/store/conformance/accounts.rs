@@ -42,6 +42,7 @@ pub(crate) fn notification(id: u64, message: &str) -> NotificationRow {
         message: message.into(),
         created_at: Timestamp(3_000),
         read_at: None,
+        resolution: None,
     }
 }
 

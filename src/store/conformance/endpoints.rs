@@ -23,6 +23,7 @@ pub(crate) fn endpoint(id: u64, slug: &str, owner_id: u64) -> EndpointRow {
         created_at: Timestamp(1_000),
         owner_id,
         deploy_request: None,
+        deploy_rejection: None,
         monthly_quota: None,
         sandbox_key_sealed: vec![1, 2],
         production_key_sealed: vec![3, 4],

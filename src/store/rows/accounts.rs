@@ -45,10 +45,22 @@ pub struct SessionRow {
 pub struct NotificationRow {
     pub id: u64,
     /// `endpoint_deployed`, `deploy_requested`, `deploy_request_rejected`,
-    /// `invitation_accepted`.
+    /// `invitation_accepted`, `webhook_disabled`.
     pub kind: String,
     pub endpoint_slug: String,
     pub message: String,
     pub created_at: Timestamp,
     pub read_at: Option<Timestamp>,
+    /// How what it announced was settled (a deploy request approved, rejected or withdrawn),
+    /// once it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolution: Option<ResolutionRow>,
+}
+
+/// How and when a notification's subject was settled.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ResolutionRow {
+    /// `approved`, `rejected`, `withdrawn` or `deployed`.
+    pub outcome: String,
+    pub at: Timestamp,
 }

@@ -107,6 +107,16 @@ pub struct DeployRequestRow {
     pub note: Option<String>,
 }
 
+/// The owner's answer to the last deploy request, when it was a rejection: shown with the
+/// endpoint until a new request is made or the endpoint is deployed.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DeployRejectionRow {
+    pub requested_by: u64,
+    pub rejected_at: Timestamp,
+    /// The owner's reason.
+    pub note: Option<String>,
+}
+
 /// An endpoint's own retention window of each environment, in seconds; `None` keeps the
 /// server's `[retention]` default.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,6 +171,9 @@ pub struct EndpointRow {
     /// The collaborator's request to deploy, while one is pending.
     #[serde(default)]
     pub deploy_request: Option<DeployRequestRow>,
+    /// The rejection of the last request, until the next request or the deploy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy_rejection: Option<DeployRejectionRow>,
     /// Data calls allowed per month and environment; `None` uses `[usage] monthly_quota`.
     #[serde(default)]
     pub monthly_quota: Option<u64>,

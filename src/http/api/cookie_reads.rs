@@ -1,0 +1,103 @@
+//! A management API read authenticated by the session cookie alone: what a signed-in browser
+//! sends when someone opens an API link (from an old e-mail, a bookmark, a pasted URL). A
+//! browser asking for a page (`Accept` names `text/html`) is sent to the dashboard page that
+//! shows the same thing (303); any other cookie-only read of an answer holding API keys or
+//! signing secrets is refused with `token_required`. So keys are answered to a bearer token,
+//! or shown on the dashboard's own pages, never as JSON to a cookie.
+
+use http::{Method, header};
+use warp::reply::Response;
+
+use crate::domain::error::Error;
+use crate::http::api::manage::caller_session;
+use crate::http::error::Result;
+use crate::http::reply::see_other;
+use crate::http::request::Request;
+use crate::http::routes::{PathParams, Route};
+
+/// `Some(303)` to the dashboard for a browser's cookie-only `GET` of a management route;
+/// refused when another cookie-only read would answer keys; `None` lets the handler answer.
+pub fn check(route: Route, path: &PathParams, req: &Request) -> Result<Option<Response>> {
+    let read = req.method == Method::GET || req.method == Method::HEAD;
+    let managed = route.template().starts_with("/api/v1/manage/");
+    if !read || !managed || caller_session(req).is_none() {
+        return Ok(None);
+    }
+    if wants_page(req) {
+        return Ok(Some(see_other(&dashboard_page(route, path))));
+    }
+    if answers_keys(route) {
+        return Err(Error::TokenRequired.into());
+    }
+    Ok(None)
+}
+
+/// Whether the request is a browser's navigation: it takes HTML.
+fn wants_page(req: &Request) -> bool {
+    req.headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .any(|value| value.contains("text/html"))
+}
+
+/// The reads whose answer holds the caller's API keys or webhook signing secrets.
+fn answers_keys(route: Route) -> bool {
+    matches!(
+        route,
+        Route::ListEndpoints | Route::GetEndpoint | Route::GetWebhookSecret
+    )
+}
+
+/// The dashboard page that shows what the management read `route` answers.
+fn dashboard_page(route: Route, path: &PathParams) -> String {
+    let endpoint = format!("/dashboard/endpoints/{}", path.slug);
+    match route {
+        Route::ListNotifications => "/dashboard/notifications".into(),
+        Route::ListMail | Route::GetMail => "/dashboard/mail".into(),
+        Route::ListEndpoints => "/dashboard/endpoints".into(),
+        Route::GetEndpoint | Route::ListAudit => endpoint,
+        Route::GetWebhookSecret if path.environment == "production" => {
+            format!("{endpoint}/production")
+        }
+        Route::GetWebhookSecret => endpoint,
+        Route::ListRequests => format!("{endpoint}/requests"),
+        Route::GetUsage => format!("{endpoint}/usage"),
+        Route::ListErasures => format!("{endpoint}/erasures"),
+        Route::GetErasure => format!("{endpoint}/erasures/{}", path.id),
+        Route::ListInvitations | Route::ListCollaborators => format!("{endpoint}/collaborators"),
+        Route::GetOwnerWebhook
+        | Route::ListSubscriptions
+        | Route::GetSubscription
+        | Route::GetCallerRecovery => format!("{endpoint}/webhooks"),
+        Route::ListDeliveries => format!("{endpoint}/deliveries"),
+        Route::GetDelivery => format!("{endpoint}/deliveries/{}", path.id),
+        _ => "/dashboard".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_read_goes_to_the_page_that_shows_it() {
+        let path = PathParams {
+            slug: "orders",
+            id: "7",
+            environment: "production",
+            ..PathParams::default()
+        };
+        let page = |route| dashboard_page(route, &path);
+        assert_eq!(page(Route::GetEndpoint), "/dashboard/endpoints/orders");
+        assert_eq!(
+            page(Route::GetWebhookSecret),
+            "/dashboard/endpoints/orders/production"
+        );
+        assert_eq!(
+            page(Route::GetDelivery),
+            "/dashboard/endpoints/orders/deliveries/7"
+        );
+        assert_eq!(page(Route::ListTokens), "/dashboard");
+    }
+}
