@@ -324,9 +324,15 @@ fn login_sets_an_httponly_samesite_strict_session_cookie_that_works_on_manage_ro
     let who = api.get("/api/v1/manage/account", Cred::Cookie(&cookie));
     assert_status(&who, 200);
     assert_eq!(who.json(), account);
-    // Management writes work with the cookie too.
+    // Management writes work with the cookie too; a read whose answer holds keys takes the
+    // account's token.
     let ep = api.create_endpoint(Cred::Cookie(&cookie), "via cookie");
-    let listed = api.get(ENDPOINTS, Cred::Cookie(&cookie)).json();
+    assert_error(
+        &api.get(ENDPOINTS, Cred::Cookie(&cookie)),
+        403,
+        "token_required",
+    );
+    let listed = api.get(ENDPOINTS, Cred::Bearer(&s.owner_token)).json();
     assert_eq!(listed["data"][0]["slug"], ep.slug.as_str(), "{listed}");
     // Neither the cookie nor an account token is a data key.
     let data = format!("/api/v1/data/{}", ep.slug);
@@ -1101,7 +1107,15 @@ fn accepting_without_an_account_creates_a_logged_in_member_with_its_own_sandbox_
     let who = api.get("/api/v1/auth/session", Cred::Cookie(&cookie));
     assert_status(&who, 200);
     assert_eq!(who.json(), v["account"]);
-    let mine = api.get(ENDPOINTS, Cred::Cookie(&cookie)).json();
+    let token = api.call(
+        "POST",
+        "/api/v1/manage/tokens",
+        Cred::Cookie(&cookie),
+        Some(&json!({ "name": "cli" })),
+    );
+    assert_status(&token, 201);
+    let token = token.json()["token"].as_str().expect("token").to_string();
+    let mine = api.get(ENDPOINTS, Cred::Bearer(&token)).json();
     assert_eq!(
         mine["data"],
         json!([endpoint]),

@@ -235,7 +235,10 @@ fn a_deleted_endpoint_is_gone_at_once_and_its_data_is_purged() {
     );
     let listed = s.manage("GET", "/api/v1/manage/endpoints", None).json();
     assert!(!listed.to_string().contains(&slug), "{listed}");
-    let listed = as_member(&s, "GET", "/api/v1/manage/endpoints", &member.cookie).json();
+    let authorization = member.authorization(&s);
+    let listed = s
+        .manage_with("GET", "/api/v1/manage/endpoints", Some(&authorization), None)
+        .json();
     assert!(!listed.to_string().contains(&slug), "{listed}");
     for key in [
         &ep.sandbox_key,

@@ -243,11 +243,10 @@ fn collaborators_rotate_their_own_keys_and_the_owner_rotates_anyones() {
     assert!(ada1.starts_with("tm_test_"));
     assert_eq!(list_status(&s, &slug, &ada.sandbox_key), 200);
     assert_eq!(list_status(&s, &slug, &ada1), 200);
-    let r = as_member(
-        &s,
+    let r = s.manage_with(
         "GET",
         &format!("/api/v1/manage/endpoints/{slug}"),
-        &ada.cookie,
+        Some(&ada.authorization(&s)),
         None,
     );
     assert_eq!(r.json()["sandbox_key"].as_str(), Some(ada1.as_str()));

@@ -16,6 +16,7 @@ mod cli;
 mod cluster;
 mod dashboard;
 mod dashboard_browser;
+mod dashboard_deploy;
 mod dashboard_keys;
 mod dashboard_logs;
 mod dashboard_product;

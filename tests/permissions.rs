@@ -165,7 +165,8 @@ fn as_collaborator(s: &TestServer, c: &Collaborator, method: &str, path: &str) -
 
 /// The collaborator's production key as their endpoint view shows it.
 fn shown_production_key(s: &TestServer, c: &Collaborator, slug: &str) -> Value {
-    let r = as_collaborator(s, c, "GET", &format!("/api/v1/manage/endpoints/{slug}"));
+    let path = format!("/api/v1/manage/endpoints/{slug}");
+    let r = s.manage_with("GET", &path, Some(&c.authorization(s)), None);
     assert_status(&r, 200);
     r.json()["production_key"].clone()
 }

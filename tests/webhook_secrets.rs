@@ -105,8 +105,13 @@ impl ServerClient {
         r.json()
     }
 
-    /// A management call with a session cookie.
+    /// A management call as the account of session `cookie`: a change with the cookie, a
+    /// read with a token of the account (the cookie alone reads no secret: `token_required`).
     fn as_member(&self, method: &str, path: &str, cookie: &str) -> Resp {
+        if method == "GET" {
+            let authorization = common::authorization_of_session(self, cookie);
+            return self.manage_with(method, path, Some(&authorization), None);
+        }
         let cookie = format!("intake_session={cookie}");
         self.request(method, path, &[("Cookie", cookie.as_str())], None)
     }

@@ -394,12 +394,13 @@ fn collaborator_workflow_accept_find_key_test_request_take_production_key() {
     assert_status(&r, 200);
     assert_eq!(r.json()["endpoint"]["slug"], ep.slug.as_str());
 
-    // 2. Find the sandbox key on the endpoint detail (no production key before deployment).
-    let detail = with_cookie(
-        &s,
+    // 2. Find the sandbox key on the endpoint detail (no production key before deployment),
+    //    read with a personal token: the session cookie alone reads no keys.
+    let authorization = common::authorization_of_session(&s, &cookie);
+    let detail = s.manage_with(
         "GET",
         &format!("/api/v1/manage/endpoints/{}", ep.slug),
-        &cookie,
+        Some(&authorization),
         None,
     );
     assert_status(&detail, 200);
@@ -412,7 +413,9 @@ fn collaborator_workflow_accept_find_key_test_request_take_production_key() {
         .unwrap_or_default()
         .to_string();
     assert!(sandbox_key.starts_with("tm_test_"));
-    let listed = with_cookie(&s, "GET", "/api/v1/manage/endpoints", &cookie, None).json();
+    let listed = s
+        .manage_with("GET", "/api/v1/manage/endpoints", Some(&authorization), None)
+        .json();
     assert_eq!(listed["data"].as_array().map(Vec::len), Some(2), "{listed}");
 
     // 3. Integrate and test in the sandbox.
@@ -515,14 +518,14 @@ fn collaborator_workflow_accept_find_key_test_request_take_production_key() {
         "{unread}"
     );
 
-    let detail = with_cookie(
-        &s,
-        "GET",
-        &format!("/api/v1/manage/endpoints/{}", ep.slug),
-        &cookie,
-        None,
-    )
-    .json();
+    let detail = s
+        .manage_with(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{}", ep.slug),
+            Some(&authorization),
+            None,
+        )
+        .json();
     let production_key = detail["production_key"]
         .as_str()
         .unwrap_or_default()

@@ -1641,6 +1641,28 @@ pub struct Collaborator {
     pub cookie: String,
 }
 
+impl Collaborator {
+    /// See [`authorization_of_session`].
+    pub fn authorization(&self, s: &ServerClient) -> String {
+        authorization_of_session(s, &self.cookie)
+    }
+}
+
+/// `Authorization: Bearer …` with a new personal token of the account of session `cookie`,
+/// made with the cookie: what a read whose answer holds keys takes (the cookie alone is
+/// refused with `token_required`).
+pub fn authorization_of_session(s: &ServerClient, cookie: &str) -> String {
+    let cookie = format!("intake_session={cookie}");
+    let r = s.request_json(
+        "POST",
+        "/api/v1/manage/tokens",
+        &[("Cookie", cookie.as_str())],
+        Some(&json!({ "name": "tests" })),
+    );
+    assert_status(&r, 201);
+    format!("Bearer {}", r.json()["token"].as_str().expect("token"))
+}
+
 pub fn invitations_path(slug: &str) -> String {
     format!("/api/v1/manage/endpoints/{slug}/invitations")
 }

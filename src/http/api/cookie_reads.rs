@@ -8,28 +8,37 @@
 use http::{Method, header};
 use warp::reply::Response;
 
-use crate::domain::error::Error;
-use crate::http::api::manage::caller_session;
-use crate::http::error::Result;
+use crate::domain::error::{Error, Result as ServiceResult};
+use crate::http::api::manage::{Credential, caller_session, credential};
+use crate::http::app::App;
 use crate::http::reply::see_other;
 use crate::http::request::Request;
 use crate::http::routes::{PathParams, Route};
+use crate::store::AccountRow;
 
-/// `Some(303)` to the dashboard for a browser's cookie-only `GET` of a management route;
-/// refused when another cookie-only read would answer keys; `None` lets the handler answer.
-pub fn check(route: Route, path: &PathParams, req: &Request) -> Result<Option<Response>> {
-    let read = req.method == Method::GET || req.method == Method::HEAD;
+/// A 303 to the dashboard page for a browser's cookie-only `GET` of a management route;
+/// `None` lets the route's handler answer. Before authentication: the page asks a browser
+/// whose session has ended to log in.
+pub fn browser_page(route: Route, path: &PathParams, req: &Request) -> Option<Response> {
     let managed = route.template().starts_with("/api/v1/manage/");
-    if !read || !managed || caller_session(req).is_none() {
-        return Ok(None);
+    let page = managed && is_read(req) && caller_session(req).is_some() && wants_page(req);
+    page.then(|| see_other(&dashboard_page(route, path)))
+}
+
+/// The caller of a management call whose answer holds API keys or signing secrets: as
+/// `manage::caller`, but a read authenticated by the session cookie alone is refused
+/// (`token_required`).
+pub fn key_holder_caller(app: &App, req: &Request) -> ServiceResult<AccountRow> {
+    let credential = credential(app, req)?;
+    let account = credential.account(app.handles.store.as_ref(), app.handles.now())?;
+    if matches!(credential, Credential::Session(_)) && is_read(req) {
+        return Err(Error::TokenRequired);
     }
-    if wants_page(req) {
-        return Ok(Some(see_other(&dashboard_page(route, path))));
-    }
-    if answers_keys(route) {
-        return Err(Error::TokenRequired.into());
-    }
-    Ok(None)
+    Ok(account)
+}
+
+fn is_read(req: &Request) -> bool {
+    req.method == Method::GET || req.method == Method::HEAD
 }
 
 /// Whether the request is a browser's navigation: it takes HTML.
@@ -39,14 +48,6 @@ fn wants_page(req: &Request) -> bool {
         .iter()
         .filter_map(|value| value.to_str().ok())
         .any(|value| value.contains("text/html"))
-}
-
-/// The reads whose answer holds the caller's API keys or webhook signing secrets.
-fn answers_keys(route: Route) -> bool {
-    matches!(
-        route,
-        Route::ListEndpoints | Route::GetEndpoint | Route::GetWebhookSecret
-    )
 }
 
 /// The dashboard page that shows what the management read `route` answers.

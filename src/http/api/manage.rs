@@ -14,6 +14,7 @@ use crate::domain::error::{Error, Missing};
 use crate::domain::schema;
 use crate::domain::sessions;
 use crate::domain::usage;
+use crate::http::api::cookie_reads::key_holder_caller;
 use crate::http::app::App;
 use crate::http::error::Result;
 use crate::http::reply::{
@@ -107,7 +108,7 @@ pub async fn optional_body<T: serde::de::DeserializeOwned + Default>(
 
 /// `GET` and `POST /api/v1/manage/endpoints`.
 pub async fn endpoints(app: &App, req: &mut Request) -> Result<Response> {
-    let account = caller(app, req)?;
+    let account = key_holder_caller(app, req)?;
     if req.method == Method::POST {
         let new = body(req).await?;
         let created = app.endpoints.create(&account, new)?;
@@ -122,7 +123,7 @@ pub async fn endpoints(app: &App, req: &mut Request) -> Result<Response> {
 
 /// `GET`, `PATCH` and `DELETE /api/v1/manage/endpoints/{slug}`.
 pub async fn endpoint(app: &App, req: &mut Request, slug: &str) -> Result<Response> {
-    let account = caller(app, req)?;
+    let account = key_holder_caller(app, req)?;
     if req.method == Method::DELETE {
         let deleted = endpoint_deletion::delete(&app.endpoints, &account, slug, None)?;
         return Ok(reply::json(StatusCode::OK, &deleted));

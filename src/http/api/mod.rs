@@ -47,7 +47,7 @@ pub(super) async fn dispatch(
     call_log: &mut CallLog,
 ) -> Result<Response> {
     use manage::DeployStep;
-    if let Some(page) = cookie_reads::check(route, &path, req)? {
+    if let Some(page) = cookie_reads::browser_page(route, &path, req) {
         return Ok(page);
     }
     match route {

@@ -5,6 +5,7 @@
 use http::StatusCode;
 use warp::reply::Response;
 
+use super::cookie_reads::key_holder_caller;
 use super::manage::caller;
 use crate::domain::webhooks::secrets;
 use crate::http::app::App;
@@ -15,7 +16,7 @@ use crate::store::Environment;
 
 /// `GET .../webhook-secrets/{environment}`.
 pub fn secret(app: &App, req: &Request, slug: &str, environment: Environment) -> Result<Response> {
-    let account = caller(app, req)?;
+    let account = key_holder_caller(app, req)?;
     let view = secrets::view(
         &app.endpoints,
         &app.handles,

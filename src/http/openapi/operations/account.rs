@@ -130,8 +130,10 @@ pub(super) fn account_operations() -> Vec<Operation> {
             .access(Access::Account(Who::Any))
     };
     let token = json!({ "id": "tok_9f2c4e1a7b3d5f60", "name": "ci", "created_at": CREATED_AT });
-    let notification = json!({ "id": 4, "kind": "deployed", "endpoint_slug": "orders-7k2m9x4q1w8p",
-        "message": "Orders was deployed.", "created_at": CREATED_AT, "read": false, "read_at": null });
+    let notification = json!({ "id": 4, "kind": "endpoint_deployed",
+        "endpoint_slug": "orders-7k2m9x4q1w8p", "message": "Orders was deployed.",
+        "created_at": CREATED_AT, "read": false, "read_at": null, "resolution": null,
+        "resolved_at": null });
     vec![
         any(Route::GetAccount)
             .summary("The caller's account", "")

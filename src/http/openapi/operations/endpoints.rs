@@ -28,7 +28,8 @@ pub(super) fn endpoint_operations() -> Vec<Operation> {
     vec![
         op(Route::ListEndpoints, Who::Any)
             .summary("The caller's endpoints", "Those it owns or collaborates on.")
-            .ok(200, "The endpoints.", schema_ref("EndpointList"), json!({ "data": [endpoint_example()] })),
+            .ok(200, "The endpoints.", schema_ref("EndpointList"), json!({ "data": [endpoint_example()] }))
+            .error(403, &["token_required"]),
         op(Route::CreateEndpoint, Who::ServerOwner)
             .summary(
                 "Create an endpoint",
@@ -50,7 +51,8 @@ pub(super) fn endpoint_operations() -> Vec<Operation> {
             .link("GetEndpoint", "getEndpoint", json!({ "slug": "$response.body#/slug" })),
         op(Route::GetEndpoint, Who::Member)
             .summary("One endpoint", "With the caller's own keys.")
-            .ok(200, "The endpoint.", schema_ref("Endpoint"), endpoint_example()),
+            .ok(200, "The endpoint.", schema_ref("Endpoint"), endpoint_example())
+            .error(403, &["token_required"]),
         op(Route::UpdateEndpoint, Who::Owner)
             .summary(
                 "Change an endpoint",
@@ -181,6 +183,17 @@ pub(super) fn endpoint_operations() -> Vec<Operation> {
         )
         .ok(200, "Rejected.", schema_ref("Endpoint"), endpoint_example())
         .error(404, &["deploy_request_not_found"]),
+        op(Route::WithdrawDeploy, Who::Member)
+            .summary(
+                "Withdraw the pending deploy request",
+                "Only the collaborator who asked (403 `requester_only`; the owner rejects \
+                 instead). The endpoint stays in the sandbox, the owner's notification about \
+                 the request is marked read and resolved `withdrawn`, and the audit log records \
+                 `deploy.withdrawn`.",
+            )
+            .ok(200, "Withdrawn.", schema_ref("Endpoint"), endpoint_example())
+            .error(403, &["requester_only"])
+            .error(404, &["deploy_request_not_found"]),
         op(Route::ListRequests, Who::Member)
             .summary(
                 "The request log",

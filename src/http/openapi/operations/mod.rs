@@ -155,7 +155,7 @@ fn endpoint_example() -> Value {
         "required_fields": ["email"], "schema": null,
         "retention": { "sandbox": null, "production": null },
         "effective_retention": { "sandbox": "30d", "production": "60d" }, "active": true, "environment": "sandbox",
-        "deployed": false, "deployed_at": null, "deploy_request": null, "monthly_quota": null,
+        "deployed": false, "deployed_at": null, "deploy_request": null, "last_rejection": null, "monthly_quota": null,
         "created_at": CREATED_AT, "role": "owner",
         "permissions": ["create", "read", "replace", "delete"],
         "sandbox_key": "tm_test_…", "production_key": "tm_live_…",

@@ -306,6 +306,7 @@ pub(super) fn webhook_operations() -> Vec<Operation> {
             "Another `environment` matches no route (404 `route_not_found`).",
         )
         .ok(200, "The secret.", schema_ref("WebhookSecret"), secret_example())
+        .error(403, &["token_required"])
         .error(404, &["route_not_found"]),
         op(
             Route::ReissueWebhookSecret,

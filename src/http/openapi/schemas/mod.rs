@@ -203,7 +203,13 @@ pub fn components() -> Value {
                 "type": "apiKey",
                 "in": "cookie",
                 "name": crate::domain::sessions::COOKIE,
-                "description": "The dashboard's session cookie, set by `POST /api/v1/auth/login`.",
+                "description": "The dashboard's session cookie, set by `POST /api/v1/auth/login`. \
+                    A management `GET` with the cookie alone (no `Authorization`) whose `Accept` \
+                    names `text/html`, a browser opening a link, is answered 303 to the \
+                    dashboard page that shows the same thing; without `text/html`, a read whose \
+                    answer holds API keys or signing secrets (listEndpoints, getEndpoint, \
+                    getWebhookSecret) is refused with 403 `token_required`. Changes made with \
+                    the cookie alone must come from this server's own pages.",
             },
             "metricsToken": {
                 "type": "http",
@@ -372,6 +378,11 @@ fn management_schemas() -> Value {
             "requested_at": time(),
             "note": nullable(string()),
         }), &["requested_by", "requested_at", "note"]),
+        "DeployRejection": object(json!({
+            "requested_by": string(),
+            "rejected_at": time(),
+            "note": nullable(string()),
+        }), &["requested_by", "rejected_at", "note"]),
         "Endpoint": object(json!({
             "slug": string(),
             "name": string(),
@@ -385,6 +396,7 @@ fn management_schemas() -> Value {
             "deployed": { "type": "boolean" },
             "deployed_at": nullable(time()),
             "deploy_request": nullable(schema_ref("DeployRequest")),
+            "last_rejection": nullable(schema_ref("DeployRejection")),
             "monthly_quota": nullable(integer()),
             "created_at": time(),
             "role": string_enum(&["owner", "collaborator"]),
@@ -393,7 +405,8 @@ fn management_schemas() -> Value {
             "production_key": nullable(json!({ "type": "string", "pattern": "^tm_live_" })),
         }), &["slug", "name", "description", "required_fields", "schema", "retention",
               "effective_retention", "active", "environment",
-              "deployed", "deployed_at", "deploy_request", "monthly_quota", "created_at", "role",
+              "deployed", "deployed_at", "deploy_request", "last_rejection", "monthly_quota",
+              "created_at", "role",
               "permissions", "sandbox_key", "production_key"]),
         "Account": object(json!({
             "id": integer(),
@@ -422,7 +435,12 @@ fn management_schemas() -> Value {
             "created_at": time(),
             "read": { "type": "boolean" },
             "read_at": nullable(time()),
-        }), &["id", "kind", "endpoint_slug", "message", "created_at", "read", "read_at"]),
+            "resolution": nullable(string_enum(&[
+                "approved", "rejected", "withdrawn", "deployed", "requested_again",
+            ])),
+            "resolved_at": nullable(time()),
+        }), &["id", "kind", "endpoint_slug", "message", "created_at", "read", "read_at",
+              "resolution", "resolved_at"]),
         "Invitation": object(json!({
             "id": integer(),
             "email": string(),
