@@ -181,6 +181,19 @@ impl Member {
     fn cred(&self) -> Cred<'_> {
         Cred::Cookie(&self.cookie)
     }
+
+    /// The member's new account token, made with its cookie: reads whose answer holds keys
+    /// take a token (the cookie alone is refused with `token_required`).
+    fn token(&self, api: &Api) -> String {
+        let r = api.call(
+            "POST",
+            "/api/v1/manage/tokens",
+            self.cred(),
+            Some(&json!({ "name": "reads" })),
+        );
+        assert_status(&r, 201);
+        r.json()["token"].as_str().expect("token").to_string()
+    }
 }
 
 /// `/api/v1/manage/endpoints/{slug}/{rest}` (or the endpoint itself when `rest` is empty).
@@ -1292,7 +1305,7 @@ fn accepting_as_an_existing_account_needs_its_login_and_the_invited_address() {
     assert_ne!(key, m.sandbox_key, "one collaboration key per endpoint");
     // The new key belongs to the second endpoint only.
     assert_error(&api.list(&first.slug, key), 404, "endpoint_not_found");
-    let mine = api.get(ENDPOINTS, m.cred()).json();
+    let mine = api.get(ENDPOINTS, Cred::Bearer(&m.token(&api))).json();
     assert_eq!(mine["data"].as_array().unwrap().len(), 2, "{mine}");
 }
 
@@ -1426,7 +1439,7 @@ fn collaborator_cannot_use_owner_only_routes_and_strangers_get_404() {
         ("GET", ep_path(&ep.slug, "usage"), None),
     ];
     // What a collaborator may do: see the endpoint and its request log.
-    let r = api.get(&ep_path(&ep.slug, ""), m.cred());
+    let r = api.get(&ep_path(&ep.slug, ""), Cred::Bearer(&m.token(&api)));
     assert_status(&r, 200);
     assert_eq!(r.json()["role"], "collaborator");
     assert_status(&api.get(&ep_path(&ep.slug, "requests"), m.cred()), 200);
@@ -1452,13 +1465,15 @@ fn collaborator_cannot_use_owner_only_routes_and_strangers_get_404() {
         (&json!("shared"), &json!(false))
     );
 
-    // An account with no relation to the endpoint learns nothing about it.
+    // An account with no relation to the endpoint learns nothing about it (with its token:
+    // the cookie alone reads no endpoint).
+    let stranger_token = stranger.token(&api);
     let mut stranger_routes = owner_only;
     stranger_routes.push(("GET", ep_path(&ep.slug, ""), None));
     stranger_routes.push(("GET", ep_path(&ep.slug, "requests"), None));
     stranger_routes.push(("POST", ep_path(&ep.slug, "deploy-request"), None));
     for (method, path, body) in &stranger_routes {
-        let r = api.call(method, path, stranger.cred(), *body);
+        let r = api.call(method, path, Cred::Bearer(&stranger_token), *body);
         assert_eq!(
             (r.status, r.error_code().as_deref()),
             (404, Some("endpoint_not_found")),
@@ -1466,7 +1481,7 @@ fn collaborator_cannot_use_owner_only_routes_and_strangers_get_404() {
             r.describe()
         );
     }
-    let theirs = api.get(ENDPOINTS, stranger.cred()).json();
+    let theirs = api.get(ENDPOINTS, Cred::Bearer(&stranger_token)).json();
     let slugs: Vec<&Value> = theirs["data"]
         .as_array()
         .unwrap()
@@ -1570,11 +1585,11 @@ fn owner_lists_changes_and_removes_collaborators_with_immediate_effect() {
     assert_eq!(r.json(), json!({"account_id": m.id, "removed": true}));
     assert_error(&api.list(&ep.slug, &m.sandbox_key), 401, "invalid_api_key");
     assert_error(
-        &api.get(&ep_path(&ep.slug, ""), m.cred()),
+        &api.get(&ep_path(&ep.slug, ""), Cred::Bearer(&m.token(&api))),
         404,
         "endpoint_not_found",
     );
-    assert_eq!(api.get(ENDPOINTS, m.cred()).json()["data"], json!([]));
+    assert_eq!(api.get(ENDPOINTS, Cred::Bearer(&m.token(&api))).json()["data"], json!([]));
     let listed = api.get(&ep_path(&ep.slug, "collaborators"), owner).json();
     assert_eq!(listed["data"], json!([]));
     assert_error(
@@ -1685,7 +1700,7 @@ fn deploy_request_approved_by_the_owner_deploys_and_notifies_collaborators() {
     assert_eq!(theirs.len(), 1, "{theirs:?}");
     assert_eq!(theirs[0]["kind"], "endpoint_deployed");
     assert_eq!(theirs[0]["endpoint_slug"], ep.slug.as_str());
-    let view = api.get(&ep_path(&ep.slug, ""), m.cred()).json();
+    let view = api.get(&ep_path(&ep.slug, ""), Cred::Bearer(&m.token(&api))).json();
     let live = view["production_key"]
         .as_str()
         .expect("production key after deploy");
@@ -1777,7 +1792,7 @@ fn deploy_request_can_be_rejected_then_requested_again_and_deployed_directly() {
         "deploy_request_not_found",
     );
     assert_eq!(
-        api.get(&ep_path(&ep.slug, ""), m.cred()).json()["production_key"],
+        api.get(&ep_path(&ep.slug, ""), Cred::Bearer(&m.token(&api))).json()["production_key"],
         Value::Null
     );
 

@@ -158,11 +158,6 @@ fn collaborator_path(slug: &str, id: u64) -> String {
     format!("/api/v1/manage/endpoints/{slug}/collaborators/{id}")
 }
 
-fn as_collaborator(s: &TestServer, c: &Collaborator, method: &str, path: &str) -> Resp {
-    let cookie = format!("intake_session={}", c.cookie);
-    s.request(method, path, &[("Cookie", &cookie)], None)
-}
-
 /// The collaborator's production key as their endpoint view shows it.
 fn shown_production_key(s: &TestServer, c: &Collaborator, slug: &str) -> Value {
     let path = format!("/api/v1/manage/endpoints/{slug}");
@@ -435,6 +430,7 @@ fn removed_collaborators_keys_are_refused_at_once() {
         &ep.sandbox_key,
         all(Want::Allowed),
     );
+    let authorization = c.authorization(&s);
     let r = s.manage("DELETE", &collaborator_path(&ep.slug, c.id), None);
     assert_status(&r, 200);
     // ...and refused by the very next call.
@@ -450,11 +446,11 @@ fn removed_collaborators_keys_are_refused_at_once() {
         &ep.production_key,
         all(Want::Refused(401, "invalid_api_key")),
     );
-    let r = as_collaborator(
-        &s,
-        &c,
+    let r = s.manage_with(
         "GET",
         &format!("/api/v1/manage/endpoints/{}", ep.slug),
+        Some(&authorization),
+        None,
     );
     assert_error(&r, 404, "endpoint_not_found");
 }
