@@ -1589,7 +1589,10 @@ fn owner_lists_changes_and_removes_collaborators_with_immediate_effect() {
         404,
         "endpoint_not_found",
     );
-    assert_eq!(api.get(ENDPOINTS, Cred::Bearer(&m.token(&api))).json()["data"], json!([]));
+    assert_eq!(
+        api.get(ENDPOINTS, Cred::Bearer(&m.token(&api))).json()["data"],
+        json!([])
+    );
     let listed = api.get(&ep_path(&ep.slug, "collaborators"), owner).json();
     assert_eq!(listed["data"], json!([]));
     assert_error(
@@ -1700,7 +1703,9 @@ fn deploy_request_approved_by_the_owner_deploys_and_notifies_collaborators() {
     assert_eq!(theirs.len(), 1, "{theirs:?}");
     assert_eq!(theirs[0]["kind"], "endpoint_deployed");
     assert_eq!(theirs[0]["endpoint_slug"], ep.slug.as_str());
-    let view = api.get(&ep_path(&ep.slug, ""), Cred::Bearer(&m.token(&api))).json();
+    let view = api
+        .get(&ep_path(&ep.slug, ""), Cred::Bearer(&m.token(&api)))
+        .json();
     let live = view["production_key"]
         .as_str()
         .expect("production key after deploy");
@@ -1792,7 +1797,8 @@ fn deploy_request_can_be_rejected_then_requested_again_and_deployed_directly() {
         "deploy_request_not_found",
     );
     assert_eq!(
-        api.get(&ep_path(&ep.slug, ""), Cred::Bearer(&m.token(&api))).json()["production_key"],
+        api.get(&ep_path(&ep.slug, ""), Cred::Bearer(&m.token(&api)))
+            .json()["production_key"],
         Value::Null
     );
 

@@ -68,7 +68,10 @@ fn opens_dashboard_page(page: &Session, url: &str, path: &str, keys: &[&str]) {
     assert!(page.exists(".main-nav"), "{url} is no dashboard page");
     let text = page.eval("document.body.innerText");
     let text = text.as_str().unwrap_or_default();
-    assert!(!text.trim_start().starts_with('{'), "{url} shows JSON: {text}");
+    assert!(
+        !text.trim_start().starts_with('{'),
+        "{url} shows JSON: {text}"
+    );
     for key in keys {
         assert!(!text.contains(key), "{url} shows a full key: {text}");
     }
@@ -123,7 +126,12 @@ fn every_deploy_email_links_to_the_dashboard_page_it_announces_and_never_to_keys
     owner.paste("#reject-note", "Add a schema first");
     owner.submit("form[action$='/deploy-request/reject'] button[type=submit]");
     let declined = mail(&smtp, COLLABORATOR, "Deploy request declined:");
-    opens_dashboard_page(&dev, &link(&s, &declined), &page, &[&collaborator.sandbox_key]);
+    opens_dashboard_page(
+        &dev,
+        &link(&s, &declined),
+        &page,
+        &[&collaborator.sandbox_key],
+    );
     assert!(dev.text("#deploy-rejected").contains("Add a schema first"));
 
     // "Deployed" to the collaborator: the Production tab, where the key is (masked).
@@ -133,7 +141,9 @@ fn every_deploy_email_links_to_the_dashboard_page_it_announces_and_never_to_keys
     let deployed = mail(&smtp, COLLABORATOR, "Deployed:");
     let authorization = collaborator.authorization(&s);
     let path = format!("/api/v1/manage/endpoints/{}", ep.slug);
-    let mine = s.manage_with("GET", &path, Some(&authorization), None).json();
+    let mine = s
+        .manage_with("GET", &path, Some(&authorization), None)
+        .json();
     let production_key = mine["production_key"].as_str().expect("production key");
     let collaborator_keys = [collaborator.sandbox_key.as_str(), production_key];
     opens_dashboard_page(
@@ -146,8 +156,18 @@ fn every_deploy_email_links_to_the_dashboard_page_it_announces_and_never_to_keys
 
     // The management API link the e-mails carried before, opened in the signed-in browser:
     // the dashboard page too.
-    opens_dashboard_page(&dev, &format!("{}{path}", s.base_url()), &page, &collaborator_keys);
-    opens_dashboard_page(&owner, &format!("{}{path}", s.base_url()), &page, &owner_keys);
+    opens_dashboard_page(
+        &dev,
+        &format!("{}{path}", s.base_url()),
+        &page,
+        &collaborator_keys,
+    );
+    opens_dashboard_page(
+        &owner,
+        &format!("{}{path}", s.base_url()),
+        &page,
+        &owner_keys,
+    );
 
     // Read with the session cookie alone and no HTML wanted, the answer holds no key.
     let login = s.request_json(
@@ -194,15 +214,24 @@ fn settled_deploy_requests_resolve_their_notifications_and_a_collaborator_can_wi
     owner.submit("form[action$='/deploy-request/reject'] button[type=submit]");
     let seen = notifications(&owner);
     assert_eq!(seen.len(), 1, "{seen:?}");
-    assert!(seen[0].contains("Resolved: the request was rejected"), "{seen:?}");
-    assert!(!seen[0].contains("New:") && !seen[0].contains(review), "{seen:?}");
+    assert!(
+        seen[0].contains("Resolved: the request was rejected"),
+        "{seen:?}"
+    );
+    assert!(
+        !seen[0].contains("New:") && !seen[0].contains(review),
+        "{seen:?}"
+    );
     let rejected_at = endpoint(&s, &ep.slug)["last_rejection"]["rejected_at"]
         .as_str()
         .expect("rejected_at")
         .to_string();
     dev.goto(&page);
     let shown = dev.text("#deploy-rejected");
-    assert!(shown.contains("The owner rejected your last deploy request"), "{shown}");
+    assert!(
+        shown.contains("The owner rejected your last deploy request"),
+        "{shown}"
+    );
     assert!(shown.contains("Reason: “Add a schema first”"), "{shown}");
     let when = format!("{} {} UTC", &rejected_at[..10], &rejected_at[11..19]);
     assert!(shown.contains(&when), "{shown} lacks {when}");
@@ -215,10 +244,16 @@ fn settled_deploy_requests_resolve_their_notifications_and_a_collaborator_can_wi
     request_deploy(&dev, &ep.slug, "Schema added");
     assert!(!dev.exists("#deploy-rejected"));
     let theirs = notifications(&dev);
-    assert!(theirs[0].contains("Resolved: the deploy was requested again"), "{theirs:?}");
+    assert!(
+        theirs[0].contains("Resolved: the deploy was requested again"),
+        "{theirs:?}"
+    );
     let seen = notifications(&owner);
     assert_eq!(seen.len(), 2, "{seen:?}");
-    assert!(seen[0].starts_with("New:") && seen[0].contains(review), "{seen:?}");
+    assert!(
+        seen[0].starts_with("New:") && seen[0].contains(review),
+        "{seen:?}"
+    );
 
     // The collaborator withdraws it: the owner's notification says so and is read.
     dev.goto(&page);
@@ -231,7 +266,11 @@ fn settled_deploy_requests_resolve_their_notifications_and_a_collaborator_can_wi
         seen[0].contains("Resolved: the request was withdrawn by the collaborator who asked"),
         "{seen:?}"
     );
-    assert!(seen.iter().all(|n| !n.contains("New:") && !n.contains(review)), "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|n| !n.contains("New:") && !n.contains(review)),
+        "{seen:?}"
+    );
     assert!(!owner.exists(".main-nav .count"));
 
     // Over the API, only the collaborator who asked withdraws; with nothing pending, 404.
@@ -248,7 +287,10 @@ fn settled_deploy_requests_resolve_their_notifications_and_a_collaborator_can_wi
     assert_eq!(owner.path().split('#').next(), Some(page.as_str()));
     assert!(owner.exists("#deploy-pending"));
     let seen = notifications(&owner);
-    assert!(!seen[0].contains("New:") && seen[0].contains(review), "{seen:?}");
+    assert!(
+        !seen[0].contains("New:") && seen[0].contains(review),
+        "{seen:?}"
+    );
     owner.goto(&page);
     owner.submit_confirmed("form[action$='/deploy-request/approve'] button[type=submit]");
     let seen = notifications(&owner);
@@ -258,7 +300,11 @@ fn settled_deploy_requests_resolve_their_notifications_and_a_collaborator_can_wi
         "{seen:?}"
     );
     assert!(seen.iter().all(|n| !n.contains(review)), "{seen:?}");
-    let audit = s.manage("GET", &format!("/api/v1/manage/endpoints/{}/audit", ep.slug), None);
+    let audit = s.manage(
+        "GET",
+        &format!("/api/v1/manage/endpoints/{}/audit", ep.slug),
+        None,
+    );
     let actions: Vec<Value> = audit.json()["data"]
         .as_array()
         .expect("audit")

@@ -693,7 +693,9 @@ fn notifications_link_to_their_page_and_invitations_say_what_happened() {
         json!(1)
     );
     assert_eq!(
-        owner.eval("document.querySelector('#notifications li.unread .notification-link').textContent"),
+        owner.eval(
+            "document.querySelector('#notifications li.unread .notification-link').textContent"
+        ),
         json!("See the collaborators")
     );
     owner.submit("#mark-all-read");

@@ -237,7 +237,12 @@ fn a_deleted_endpoint_is_gone_at_once_and_its_data_is_purged() {
     assert!(!listed.to_string().contains(&slug), "{listed}");
     let authorization = member.authorization(&s);
     let listed = s
-        .manage_with("GET", "/api/v1/manage/endpoints", Some(&authorization), None)
+        .manage_with(
+            "GET",
+            "/api/v1/manage/endpoints",
+            Some(&authorization),
+            None,
+        )
         .json();
     assert!(!listed.to_string().contains(&slug), "{listed}");
     for key in [

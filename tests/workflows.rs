@@ -414,7 +414,12 @@ fn collaborator_workflow_accept_find_key_test_request_take_production_key() {
         .to_string();
     assert!(sandbox_key.starts_with("tm_test_"));
     let listed = s
-        .manage_with("GET", "/api/v1/manage/endpoints", Some(&authorization), None)
+        .manage_with(
+            "GET",
+            "/api/v1/manage/endpoints",
+            Some(&authorization),
+            None,
+        )
         .json();
     assert_eq!(listed["data"].as_array().map(Vec::len), Some(2), "{listed}");
 

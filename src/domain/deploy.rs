@@ -62,14 +62,7 @@ pub fn request(
             note: note.clone(),
         });
         row.deploy_rejection = None;
-        notifications::resolve(
-            tx,
-            now,
-            actor.id,
-            REJECTED,
-            &row.slug,
-            "requested_again",
-        )?;
+        notifications::resolve(tx, now, actor.id, REJECTED, &row.slug, "requested_again")?;
         audit::record(
             tx,
             now,

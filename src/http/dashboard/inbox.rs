@@ -87,7 +87,10 @@ pub fn open(app: &App, req: &Request, id: &str) -> Outcome {
     let user = signed_in(app, req)?;
     let id = id_param(id, Missing::Notification)?;
     let read = notifications::mark_read(&app.handles, user.account.id, id)?;
-    Ok(redirect(&notifications::page(&read.kind, &read.endpoint_slug)))
+    Ok(redirect(&notifications::page(
+        &read.kind,
+        &read.endpoint_slug,
+    )))
 }
 
 #[derive(Template)]
