@@ -793,7 +793,12 @@ fn a_given_up_production_owner_webhook_mails_the_owner_once_a_day() {
         rx.url("/owner").as_str(),
         "HTTP 400",
         "Subscription: sub_1",
-        &format!("/deliveries/{}", first["id"]),
+        &format!(
+            "{}/dashboard/endpoints/{}/deliveries/{}\n",
+            s.base_url(),
+            ep.slug,
+            first["id"]
+        ),
     ] {
         assert!(body.contains(needle), "{needle:?} not in {body}");
     }
