@@ -20,7 +20,9 @@ use crate::domain::audit;
 use crate::domain::endpoints::{EndpointView, Endpoints};
 use crate::domain::error::{Error, Missing, Result};
 use crate::domain::mail::{self, OutgoingMail};
-use crate::domain::notifications;
+use crate::domain::notifications::{
+    self, DEPLOY_REJECTED as REJECTED, DEPLOY_REQUESTED as REQUESTED,
+};
 use crate::store::{AccountRow, DeployRejectionRow, DeployRequestRow, EndpointRow, WriteTx};
 
 const MAX_NOTE_CHARS: usize = 2000;
@@ -216,11 +218,6 @@ pub fn withdraw(endpoints: &Endpoints, account: &AccountRow, slug: &str) -> Resu
         notifications::resolve(tx, now, row.owner_id, REQUESTED, &row.slug, "withdrawn")
     })
 }
-
-/// The kinds of the notifications a deploy request brings: the owner's, and the requester's
-/// when the owner rejects it.
-const REQUESTED: &str = "deploy_requested";
-const REJECTED: &str = "deploy_request_rejected";
 
 /// What [`tell`] sends: the notification's kind and text, and the e-mail's subject.
 struct Notice<'m> {

@@ -41,12 +41,17 @@ impl From<NotificationRow> for NotificationView {
     }
 }
 
+/// The kinds of the notifications a deploy request brings: the owner's, and the requester's
+/// when the owner rejects it.
+pub const DEPLOY_REQUESTED: &str = "deploy_requested";
+pub const DEPLOY_REJECTED: &str = "deploy_request_rejected";
+
 /// The dashboard page a notification of `kind` announces, as a path of this server: where
 /// its link in the dashboard leads, and the link of the e-mail sent with it.
 pub fn page(kind: &str, endpoint_slug: &str) -> String {
     let endpoint = format!("/dashboard/endpoints/{endpoint_slug}");
     match kind {
-        "deploy_requested" | "deploy_request_rejected" => format!("{endpoint}#deploy-title"),
+        DEPLOY_REQUESTED | DEPLOY_REJECTED => format!("{endpoint}#deploy-title"),
         "endpoint_deployed" => format!("{endpoint}/production"),
         "invitation_accepted" => format!("{endpoint}/collaborators"),
         "webhook_disabled" => format!("{endpoint}/webhooks"),
