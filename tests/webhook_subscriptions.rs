@@ -503,7 +503,11 @@ fn a_subscription_failing_for_five_days_is_disabled_once_with_one_email() {
         ep.slug.as_str(),
         receiver.url("/in").as_str(),
         "recover",
-        &format!("{}/dashboard/endpoints/{}/webhooks\n", s.base_url(), ep.slug),
+        &format!(
+            "{}/dashboard/endpoints/{}/webhooks\n",
+            s.base_url(),
+            ep.slug
+        ),
     ] {
         assert!(text.contains(needle), "{needle:?} not in {text}");
     }
