@@ -168,6 +168,12 @@ fn every_deploy_email_links_to_the_dashboard_page_it_announces_and_never_to_keys
         &page,
         &owner_keys,
     );
+    // In a browser without a session, through the login page, which leads back to it.
+    let visitor = browser.session(&s.base_url());
+    visitor.goto(&path);
+    let next: String = form_urlencoded::byte_serialize(page.as_bytes()).collect();
+    assert_eq!(visitor.path(), format!("/dashboard/login?next={next}"));
+    assert!(visitor.exists("#password"));
 
     // Read with the session cookie alone and no HTML wanted, the answer holds no key.
     let login = s.request_json(

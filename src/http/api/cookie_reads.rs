@@ -1,27 +1,29 @@
-//! A management API read authenticated by the session cookie alone: what a signed-in browser
-//! sends when someone opens an API link (from an old e-mail, a bookmark, a pasted URL). A
-//! browser asking for a page (`Accept` names `text/html`) is sent to the dashboard page that
-//! shows the same thing (303); any other cookie-only read of an answer holding API keys or
-//! signing secrets is refused with `token_required`. So keys are answered to a bearer token,
-//! or shown on the dashboard's own pages, never as JSON to a cookie.
+//! A management API read without `Authorization`: what a browser sends, with its session
+//! cookie or none, when someone opens an API link (from an old e-mail, a bookmark, a pasted
+//! URL). A browser asking for a page (`Accept` names `text/html`) is sent to the dashboard
+//! page that shows the same thing (303; the dashboard asks it to log in first if it must);
+//! any other cookie-only read of an answer holding API keys or signing secrets is refused with
+//! `token_required`. So keys are answered to a bearer token, or shown on the dashboard's own
+//! pages, never as JSON to a cookie.
 
 use http::{Method, header};
 use warp::reply::Response;
 
 use crate::domain::error::{Error, Result as ServiceResult};
-use crate::http::api::manage::{Credential, caller_session, credential};
+use crate::http::api::manage::{Credential, credential};
 use crate::http::app::App;
 use crate::http::reply::see_other;
 use crate::http::request::Request;
 use crate::http::routes::{PathParams, Route};
 use crate::store::AccountRow;
 
-/// A 303 to the dashboard page for a browser's cookie-only `GET` of a management route;
-/// `None` lets the route's handler answer. Before authentication: the page asks a browser
-/// whose session has ended to log in.
+/// A 303 to the dashboard page for a browser's `GET` of a management route without
+/// `Authorization`; `None` lets the route's handler answer. Before authentication: the page
+/// asks a browser without a live session to log in, and comes back to the page after.
 pub fn browser_page(route: Route, path: &PathParams, req: &Request) -> Option<Response> {
     let managed = route.template().starts_with("/api/v1/manage/");
-    let page = managed && is_read(req) && caller_session(req).is_some() && wants_page(req);
+    let bearer = req.headers.contains_key(header::AUTHORIZATION);
+    let page = managed && is_read(req) && !bearer && wants_page(req);
     page.then(|| see_other(&dashboard_page(route, path)))
 }
 

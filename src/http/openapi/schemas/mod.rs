@@ -204,9 +204,10 @@ pub fn components() -> Value {
                 "in": "cookie",
                 "name": crate::domain::sessions::COOKIE,
                 "description": "The dashboard's session cookie, set by `POST /api/v1/auth/login`. \
-                    A management `GET` with the cookie alone (no `Authorization`) whose `Accept` \
-                    names `text/html`, a browser opening a link, is answered 303 to the \
-                    dashboard page that shows the same thing; without `text/html`, a read whose \
+                    A management `GET` without `Authorization` whose `Accept` names \
+                    `text/html`, a browser opening a link, is answered 303 to the dashboard \
+                    page that shows the same thing (which asks a browser without a session to \
+                    log in first); without `text/html`, a cookie-only read whose \
                     answer holds API keys or signing secrets (listEndpoints, getEndpoint, \
                     getWebhookSecret) is refused with 403 `token_required`. Changes made with \
                     the cookie alone must come from this server's own pages.",
