@@ -1067,7 +1067,9 @@ fn the_delivery_log_shows_bodies_only_with_read_and_urls_only_to_whom_they_belon
     let writer = add_collaborator(&s, slug, "writer@example.com", &["create"]);
     let reader = add_collaborator(&s, slug, "reader@example.com", &["create", "read"]);
     let endpoint_path = format!("/api/v1/manage/endpoints/{slug}");
-    let writer_production = as_member(&s, &writer.cookie, &endpoint_path).json()["production_key"]
+    let writer_production = s
+        .manage_with("GET", &endpoint_path, Some(&writer.authorization(&s)), None)
+        .json()["production_key"]
         .as_str()
         .expect("writer's production key")
         .to_string();
