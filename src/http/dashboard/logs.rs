@@ -249,6 +249,7 @@ impl Chip {
                 format!("Given up · {} of {} attempts", d.attempts, d.max_attempts),
             ),
             ShownState::Skipped => ("muted", "Skipped".to_string()),
+            ShownState::Cancelled => ("muted", "Cancelled".to_string()),
         };
         Chip { class, words }
     }

@@ -15,6 +15,7 @@ pub(crate) fn delivery(id: u64, partition: Partition, record_id: u128) -> Delive
         partition,
         record_id,
         kind: WebhookKind::Caller,
+        event: None,
         subscription: None,
         url: format!("http://hooks.test/{id}"),
         auth_header: None,

@@ -120,6 +120,16 @@ impl WebhooksRead for PgTx<'_> {
         Ok(out)
     }
 
+    fn pending_deliveries(&self, partition: Partition) -> Result<Vec<DeliveryRow>, StoreError> {
+        let rows = self.query(
+            "SELECT data FROM deliveries WHERE partition = $1 AND due_at IS NOT NULL ORDER BY id",
+            &[&big_partition(partition)],
+        )?;
+        let mut rows: Vec<DeliveryRow> = decode_all(&rows)?;
+        rows.retain(|row| row.state == DeliveryState::Pending);
+        Ok(rows)
+    }
+
     fn delivery_attempts(&self, id: u64) -> Result<Vec<AttemptRow>, StoreError> {
         let rows = self.query(
             "SELECT data FROM delivery_attempts WHERE delivery_id = $1 ORDER BY attempt",
@@ -259,6 +269,16 @@ impl WebhooksWrite for PgTx<'_> {
             ],
         )?;
         self.effects.deliveries_due = true;
+        Ok(())
+    }
+
+    /// The claim (`lease_node`, `lease_until`) stays: the node holding it ends it when it
+    /// records the attempt's outcome.
+    fn unlist_due(&mut self, _at: Timestamp, id: u64) -> Result<(), StoreError> {
+        self.execute(
+            "UPDATE deliveries SET due_at = NULL, retry = false, receiver = '' WHERE id = $1",
+            &[&big(id)],
+        )?;
         Ok(())
     }
 

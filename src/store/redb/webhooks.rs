@@ -160,6 +160,19 @@ impl<T: Tables> WebhooksRead for T {
         Ok(out)
     }
 
+    fn pending_deliveries(&self, partition: Partition) -> Result<Vec<DeliveryRow>, StoreError> {
+        // The due list holds every pending delivery, and none other: usually far fewer than
+        // the partition's delivery log.
+        let mut ids = Vec::new();
+        for entry in self.open(DELIVERIES_DUE)?.iter()? {
+            ids.push(entry?.0.value().1);
+        }
+        ids.sort_unstable();
+        let mut rows = self.deliveries(&ids)?;
+        rows.retain(|row| row.partition == partition && row.state == DeliveryState::Pending);
+        Ok(rows)
+    }
+
     fn delivery_attempts(&self, id: u64) -> Result<Vec<AttemptRow>, StoreError> {
         let table = self.open(DELIVERY_ATTEMPTS)?;
         let mut attempts = Vec::new();
@@ -271,6 +284,11 @@ impl WebhooksWrite for RedbWrite<'_> {
     fn put_due(&mut self, due: &DueDelivery) -> Result<(), StoreError> {
         list_due(&mut self.table(DELIVERIES_DUE)?, due)?;
         self.effects.deliveries_due = true;
+        Ok(())
+    }
+
+    fn unlist_due(&mut self, at: Timestamp, id: u64) -> Result<(), StoreError> {
+        self.table(DELIVERIES_DUE)?.remove(due_key((at, id)))?;
         Ok(())
     }
 

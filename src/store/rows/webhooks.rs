@@ -272,6 +272,10 @@ pub enum DeliveryState {
     /// Not attempted: its subscription was disabled when its write was committed. A recovery
     /// can still schedule it.
     Skipped,
+    /// Stopped before it finished: its subscription was deleted with its pending deliveries
+    /// cancelled (`DeliveryRow::cancel`). Never attempted again unless redelivered or
+    /// recovered.
+    Cancelled,
 }
 
 /// What counting a partition's delivery outcomes reads of each delivery: a store can decode it
@@ -300,6 +304,10 @@ pub struct DeliveryRow {
     pub partition: Partition,
     pub record_id: u128,
     pub kind: WebhookKind,
+    /// The event its body announces (`None` in rows written before it was kept: the body
+    /// says it, see [`DeliveryRow::event_type`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<EventType>,
     /// The owner subscription it was made for (`None` for a caller webhook's, and for those an
     /// owner webhook made before subscriptions existed: they belong to subscription 1).
     #[serde(default)]
@@ -355,6 +363,33 @@ impl DeliveryRow {
             self.finished_at = Some(at);
         }
         listed_at
+    }
+
+    /// What cancelling it makes of it, the rule both backends apply: a pending delivery is
+    /// finished as `cancelled` at `at` and never attempted again (an attempt in flight still
+    /// ends: `AttemptOutcome::apply`). Returns the time it was listed as due at, to unlist it;
+    /// `None`, and the row left alone, when it was not pending.
+    pub fn cancel(&mut self, at: Timestamp) -> Option<Timestamp> {
+        if self.state != DeliveryState::Pending {
+            return None;
+        }
+        self.state = DeliveryState::Cancelled;
+        self.finished_at = Some(at);
+        self.next_attempt_at.take()
+    }
+
+    /// The event it announces: as kept, or, for a row written before it was kept, as its body
+    /// says (`None` once an erasure emptied the body).
+    pub fn event_type(&self) -> Option<EventType> {
+        #[derive(Deserialize)]
+        struct Typed<'a> {
+            #[serde(borrow, rename = "type")]
+            kind: &'a str,
+        }
+        self.event.or_else(|| {
+            let typed: Typed<'_> = serde_json::from_str(&self.body).ok()?;
+            EventType::parse(typed.kind)
+        })
     }
 
     /// The owner subscription it belongs to; `None` for a caller webhook's.
