@@ -48,6 +48,7 @@ mod stream_access;
 mod telemetry;
 mod tls;
 mod upgrade;
+mod webhook_cancel;
 mod webhook_egress;
 mod webhook_secrets;
 mod webhook_settings;

@@ -25,8 +25,7 @@ use crate::domain::webhooks::subscriptions::subscription_id;
 use crate::store::webhooks::DueDelivery;
 use crate::store::{
     AccountRow, DeliveryRow, DeliveryState, EndpointRow, Environment, EventType, KeyHolder,
-    Partition,
-    Permission, ReadTx, Store, WebhookKind, WriteTx,
+    Partition, Permission, ReadTx, Store, WebhookKind, WriteTx,
 };
 
 pub const LIST_LIMIT_DEFAULT: usize = 20;
@@ -55,6 +54,9 @@ pub struct DeliveryView {
     /// Where it is as the log shows it.
     #[serde(skip)]
     pub shown: ShownState,
+    /// It can be sent again ([`can_redeliver`]).
+    #[serde(skip)]
+    pub redeliverable: bool,
     pub attempts: u32,
     pub max_attempts: u32,
     pub next_attempt_at: Option<String>,
@@ -355,6 +357,7 @@ fn view(row: &DeliveryRow, sight: &Sight) -> DeliveryView {
         state: row.state,
         failing: shown == ShownState::Failing,
         shown,
+        redeliverable: can_redeliver(row),
         attempts: row.attempts,
         max_attempts: row.max_attempts,
         next_attempt_at: row.next_attempt_at.map(Timestamp::to_rfc3339),

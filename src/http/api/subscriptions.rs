@@ -107,8 +107,7 @@ async fn one_subscription(
         }
         Method::DELETE => {
             let params = reply::query_params(&req.query);
-            let pending =
-                PendingDeliveries::param(params.get("pending").map(String::as_str))?;
+            let pending = PendingDeliveries::param(params.get("pending").map(String::as_str))?;
             let cancelled = service.delete(&account, slug, environment, which, pending)?;
             let mut removed = serde_json::json!({
                 "environment": environment,

@@ -7,13 +7,12 @@ use std::time::Duration;
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::store::records::{
-    ChangeKind,
-    AppliedBatch, BatchWrite, Change, DeliveryPlanner, IdempotencyClaim, KEYED_HASH_PREFIX,
-    NewDelivery, NewRecord, RecordWrite, ScanOrder, WriteOutcome,
+    AppliedBatch, BatchWrite, Change, ChangeKind, DeliveryPlanner, IdempotencyClaim,
+    KEYED_HASH_PREFIX, NewDelivery, NewRecord, RecordWrite, ScanOrder, WriteOutcome,
 };
 use crate::store::{
-    DeliveryState, EventType, Partition, Store, StoreError, SubscriptionRow, WebhookKind, WebhookSettingsRow,
-    write,
+    DeliveryState, EventType, Partition, Store, StoreError, SubscriptionRow, WebhookKind,
+    WebhookSettingsRow, write,
 };
 
 /// A delivery to the owner's webhook for every change of a partition that has one.
