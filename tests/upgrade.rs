@@ -452,6 +452,10 @@ const ADDED_FIELDS: &[&str] = &[
     r#""retention":{"sandbox":null,"production":null},"effective_retention":{"sandbox":"30d","production":"60d"},"#,
     // Deliveries: whether their record was erased (#41).
     r#","erased":false"#,
+    // Deliveries: the event each announces, read from the body of those stored before (#42).
+    r#""event":"record.created","#,
+    r#""event":"record.replaced","#,
+    r#""event":"record.deleted","#,
 ];
 
 /// `now` without the [`ADDED_FIELDS`] that `release` lacks.
