@@ -19,6 +19,7 @@ mod dashboard_browser;
 mod dashboard_keys;
 mod dashboard_logs;
 mod dashboard_product;
+mod dashboard_webhooks;
 mod data_api;
 mod deployment;
 mod durability;
