@@ -2,7 +2,7 @@
 //! receivers on loopback: deleting a subscription asks whether to cancel its pending
 //! deliveries (yes by default), which the delivery log then shows as cancelled and which can be
 //! redelivered; the delivery log names each delivery's event, so a record's create, replace
-//! and delete are told apart; and the Guide tab says to deduplicate on `webhook-id` with
+//! and delete are told apart, and lists test events marked as tests; and the Guide tab says to deduplicate on `webhook-id` with
 //! `type` and `timestamp`. Any console error or CSP violation fails a test (see
 //! tests/common/browser.rs).
 
@@ -240,6 +240,41 @@ fn the_delivery_log_names_each_event_and_the_guide_says_how_to_deduplicate() {
     let created = list[2]["id"].as_u64().expect("id");
     owner.goto(&format!("{deliveries}/{created}"));
     assert_eq!(owner.text("#delivery-event"), "record.created");
+
+    // A test event sent from the Webhooks tab is listed too, marked as a test.
+    owner.goto(&format!("/dashboard/endpoints/{slug}/webhooks"));
+    owner.submit("#test-sandbox-sub_1 button[type=submit]");
+    assert!(owner.text("#test-result").contains("Delivered"));
+    let received = receiver.wait_for(4, WAIT);
+    let test_id = received[3]
+        .header("webhook-id")
+        .expect("webhook-id")
+        .to_string();
+    assert!(test_id.starts_with("test_"), "{test_id}");
+    owner.click("#test-delivery");
+    assert!(owner.text("h2").starts_with("Test event #"));
+    assert_eq!(owner.text("#delivery-test-id"), test_id);
+    assert_eq!(owner.text("#delivery-state"), "Delivered");
+    assert!(!owner.exists("form[action$='/redeliver']"));
+    owner.goto(&deliveries);
+    let newest = "#deliveries tbody tr:first-child";
+    assert_eq!(
+        owner.text(&format!("{newest} td.event")),
+        "webhook.test Test"
+    );
+    assert!(owner.exists(&format!("{newest} td.event .chip.test")));
+    assert!(
+        owner
+            .text(&format!("{newest} td.record"))
+            .starts_with(&test_id)
+    );
+    assert!(!owner.exists(&format!("{newest} td.record a")));
+    // The writes' rows are as they were, none marked.
+    assert_eq!(
+        owner.eval("document.querySelectorAll('#deliveries .chip.test').length"),
+        json!(1)
+    );
+    owner.screenshot("deliveries-events");
 
     // The Guide tab: deduplicate on webhook-id with type and timestamp, not on the id alone.
     owner.goto(&format!("/dashboard/endpoints/{slug}/test"));

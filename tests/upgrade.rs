@@ -452,7 +452,9 @@ const ADDED_FIELDS: &[&str] = &[
     r#""retention":{"sandbox":null,"production":null},"effective_retention":{"sandbox":"30d","production":"60d"},"#,
     // Deliveries: whether their record was erased (#41).
     r#","erased":false"#,
-    // Deliveries: the event each announces, read from the body of those stored before (#42).
+    // Deliveries: whether each is a test event, and the event each announces, read from the
+    // body of those stored before (#42).
+    r#","test":false"#,
     r#""event":"record.created","#,
     r#""event":"record.replaced","#,
     r#""event":"record.deleted","#,

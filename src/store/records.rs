@@ -367,6 +367,7 @@ impl NewDelivery {
             finished_at: None,
             retry_requests: 0,
             erased: false,
+            test: false,
         }
     }
 }

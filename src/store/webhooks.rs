@@ -243,6 +243,13 @@ pub trait WebhooksWrite {
     /// [`WebhooksWrite::put_due`]'s).
     fn put_delivery(&mut self, row: &DeliveryRow) -> Result<(), StoreError>;
 
+    /// A new delivery id, from the sequence the ingest batch takes its deliveries' ids from.
+    fn next_delivery_id(&mut self) -> Result<u64, StoreError>;
+
+    /// Stores one attempt of delivery `delivery_id` (a test event's: the dispatcher's are
+    /// [`WebhooksWrite::record_outcomes`]').
+    fn put_attempt(&mut self, delivery_id: u64, attempt: &AttemptRow) -> Result<(), StoreError>;
+
     /// Lists a delivery as due; reports `deliveries_due`.
     fn put_due(&mut self, due: &DueDelivery) -> Result<(), StoreError>;
 

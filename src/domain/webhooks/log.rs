@@ -67,6 +67,9 @@ pub struct DeliveryView {
     /// Its record was erased (`domain::erasures`): its body and its attempts' response
     /// bodies are gone (`null`), and it is never sent again.
     pub erased: bool,
+    /// A test event ("Send test event", `domain::webhooks::test_events`): `record_id` is its
+    /// `test_…` id, and it is never sent again.
+    pub test: bool,
 }
 
 /// A part of a delivery a viewer is not shown.
@@ -348,7 +351,10 @@ fn view(row: &DeliveryRow, sight: &Sight) -> DeliveryView {
     let shown = ShownState::of(row);
     DeliveryView {
         id: row.id,
-        record_id: RecordId(row.record_id).to_string(),
+        record_id: match row.test {
+            true => RecordId(row.record_id).as_test_event(),
+            false => RecordId(row.record_id).to_string(),
+        },
         event: row.event_type(),
         environment: row.partition.environment().as_str(),
         kind: row.kind,
@@ -365,6 +371,7 @@ fn view(row: &DeliveryRow, sight: &Sight) -> DeliveryView {
         finished_at: row.finished_at.map(Timestamp::to_rfc3339),
         withheld: sight.withheld(),
         erased: row.erased,
+        test: row.test,
     }
 }
 
@@ -485,8 +492,8 @@ pub fn redeliver(handles: &Handles, owner: &DeliveryViewer, id: u64) -> Result<D
         let mut row = delivery_in(tx, partitions, id)?;
         if !can_redeliver(&row) {
             return Err(Error::Conflict(
-                "Only a given-up, skipped or cancelled delivery can be redelivered, and never \
-                 one whose record was erased."
+                "Only a given-up, skipped or cancelled delivery can be redelivered, never one \
+                 whose record was erased, and never a test event."
                     .into(),
             ));
         }
@@ -553,12 +560,14 @@ pub fn retry_now(
 }
 
 /// Whether `row` has ended without reaching its receiver (given up, skipped, or cancelled),
-/// so that it can be sent again: not once its record was erased, since its body is gone.
+/// so that it can be sent again: not once its record was erased, since its body is gone, and
+/// never a test event.
 pub fn can_redeliver(row: &DeliveryRow) -> bool {
     matches!(
         row.state,
         DeliveryState::GivenUp | DeliveryState::Skipped | DeliveryState::Cancelled
     ) && !row.erased
+        && !row.test
 }
 
 /// Makes `row` pending again in `tx`, due at `due` with a fresh budget of attempts.
@@ -635,6 +644,11 @@ pub fn outcomes_since(
         for row in page {
             if row.created_at < since {
                 return Ok(outcomes);
+            }
+            if row.test {
+                // A test event says nothing of how the deliveries of writes go.
+                before = row.id;
+                continue;
             }
             if seen == cap {
                 outcomes.capped = true;

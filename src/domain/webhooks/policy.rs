@@ -159,6 +159,7 @@ mod tests {
             finished_at: None,
             retry_requests: 0,
             erased: false,
+            test: false,
         }
     }
 

@@ -31,6 +31,7 @@ pub(crate) fn delivery(id: u64, partition: Partition, record_id: u128) -> Delive
         finished_at: None,
         retry_requests: 0,
         erased: false,
+        test: false,
     }
 }
 

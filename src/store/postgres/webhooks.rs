@@ -256,6 +256,28 @@ impl WebhooksWrite for PgTx<'_> {
         Ok(())
     }
 
+    fn next_delivery_id(&mut self) -> Result<u64, StoreError> {
+        let row = self
+            .query_opt("SELECT nextval('delivery_ids')", &[])?
+            .ok_or_else(|| StoreError::Corrupt("nextval returned no row".into()))?;
+        Ok(unbig(row.try_get(0)?))
+    }
+
+    fn put_attempt(&mut self, delivery_id: u64, attempt: &AttemptRow) -> Result<(), StoreError> {
+        let number = i32::try_from(attempt.attempt).map_err(|_| {
+            StoreError::Corrupt(format!(
+                "attempt {} of delivery {delivery_id}",
+                attempt.attempt
+            ))
+        })?;
+        self.execute(
+            "INSERT INTO delivery_attempts (delivery_id, attempt, data) VALUES ($1, $2, $3) \
+             ON CONFLICT (delivery_id, attempt) DO UPDATE SET data = EXCLUDED.data",
+            &[&big(delivery_id), &number, &to_json(attempt)?],
+        )?;
+        Ok(())
+    }
+
     fn put_due(&mut self, due: &DueDelivery) -> Result<(), StoreError> {
         // A delivery is listed on its row: one that does not exist cannot be listed (on redb
         // its entry would be passed over by the dispatcher, which finds no row).

@@ -4,10 +4,11 @@ use std::ops::Bound;
 
 use redb::{ReadableTable, Table};
 
+use super::deliveries::NEXT_DELIVERY_ID;
 use super::tx::{RedbWrite, Tables};
 use super::{
     DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, FAILURE_MAILS, PARTITION_DELIVERIES,
-    RECORD_DELIVERIES, WEBHOOK_SECRETS, WEBHOOK_SETTINGS, from_json, to_json,
+    RECORD_DELIVERIES, WEBHOOK_SECRETS, WEBHOOK_SETTINGS, from_json, next_id, to_json,
 };
 use crate::core::clock::Timestamp;
 use crate::store::webhooks::{AttemptOutcome, DueDelivery, Settled, WebhooksRead, WebhooksWrite};
@@ -278,6 +279,16 @@ impl WebhooksWrite for RedbWrite<'_> {
             .insert((row.partition.raw(), row.id), row.record_id)?;
         self.table(RECORD_DELIVERIES)?
             .insert((row.partition.raw(), row.record_id, row.id), ())?;
+        Ok(())
+    }
+
+    fn next_delivery_id(&mut self) -> Result<u64, StoreError> {
+        next_id(self.txn, NEXT_DELIVERY_ID)
+    }
+
+    fn put_attempt(&mut self, delivery_id: u64, attempt: &AttemptRow) -> Result<(), StoreError> {
+        self.table(DELIVERY_ATTEMPTS)?
+            .insert((delivery_id, attempt.attempt), to_json(attempt)?.as_slice())?;
         Ok(())
     }
 

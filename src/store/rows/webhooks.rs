@@ -13,9 +13,13 @@ pub enum EventType {
     RecordReplaced,
     #[serde(rename = "record.deleted")]
     RecordDeleted,
+    /// A test event ("Send test event"): no write's, and no subscription asks for it.
+    #[serde(rename = "webhook.test")]
+    WebhookTest,
 }
 
 impl EventType {
+    /// The events of writes, which subscriptions filter on.
     pub const ALL: [EventType; 3] = [
         EventType::RecordCreated,
         EventType::RecordReplaced,
@@ -27,6 +31,7 @@ impl EventType {
             EventType::RecordCreated => "record.created",
             EventType::RecordReplaced => "record.replaced",
             EventType::RecordDeleted => "record.deleted",
+            EventType::WebhookTest => "webhook.test",
         }
     }
 
@@ -285,6 +290,8 @@ pub struct DeliveryBrief {
     pub id: u64,
     pub state: DeliveryState,
     pub created_at: Timestamp,
+    #[serde(default)]
+    pub test: bool,
 }
 
 impl From<&DeliveryRow> for DeliveryBrief {
@@ -293,6 +300,7 @@ impl From<&DeliveryRow> for DeliveryBrief {
             id: row.id,
             state: row.state,
             created_at: row.created_at,
+            test: row.test,
         }
     }
 }
@@ -344,6 +352,10 @@ pub struct DeliveryRow {
     /// bodies with it, so it is never sent again; the row stays, so the log's counts stay true.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub erased: bool,
+    /// A test event sent to its subscription ("Send test event"): logged with its one attempt,
+    /// finished, and never sent again. `record_id` is the number of its `test_…` id.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub test: bool,
 }
 
 fn is_zero(n: &u32) -> bool {

@@ -186,7 +186,7 @@ fn delivery_example() -> Value {
             "state": "delivered", "failing": false, "attempts": 1, "max_attempts": 6,
             "next_attempt_at": null,
             "created_at": CREATED_AT, "finished_at": CREATED_AT, "withheld": [],
-            "erased": false })
+            "erased": false, "test": false })
 }
 
 fn subscription_example() -> Value {

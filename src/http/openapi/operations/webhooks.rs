@@ -169,11 +169,13 @@ pub(super) fn webhook_operations() -> Vec<Operation> {
                  exactly as a delivery would be sent (same headers, secret, timeout and egress \
                  rule), and answers with what the receiver said: 200 also when the receiver \
                  refused or could not be reached (`delivered` false, `status` or `error` says \
-                 why). Its `webhook-id` starts with `test_`. Nothing is stored or retried, and \
-                 the subscription's health is left alone.",
+                 why). Its `webhook-id` starts with `test_`. It is logged in the delivery log, \
+                 marked as a test (`test`, event `webhook.test`), with its one attempt; it is \
+                 never retried or redelivered, and the subscription's health is left alone.",
             )
             .ok(200, "The receiver's answer.", schema_ref("TestEventResult"), json!({
                 "webhook_id": "test_4k2m9x4q1w8pz3n5b7c6d1f0gh",
+                "delivery_id": 8,
                 "delivered": true,
                 "status": 204,
                 "response_body": "",
