@@ -537,6 +537,31 @@ pub fn cancelled_deliveries_leave_the_due_list_and_an_attempt_in_flight_ends(sto
     }
 }
 
+/// A delivery made outside the ingest batch (a test event's) takes a new id and stores its
+/// attempt.
+pub fn a_delivery_made_outside_the_batch_takes_a_new_id_and_keeps_its_attempt(store: &dyn Store) {
+    let (first, second) = write(store, |tx| -> Result<_, StoreError> {
+        let first = tx.next_delivery_id()?;
+        let mut row = delivery(first, Partition::from_raw(2), 1);
+        row.state = DeliveryState::Delivered;
+        row.next_attempt_at = None;
+        row.test = true;
+        tx.put_delivery(&row)?;
+        tx.put_attempt(first, &attempt(1))?;
+        Ok((first, tx.next_delivery_id()?))
+    })
+    .unwrap()
+    .0;
+    assert!(second > first, "{first} then {second}");
+    let tx = store.read().unwrap();
+    let row = tx.delivery(first).unwrap().unwrap();
+    assert!(row.test);
+    let attempts = tx.delivery_attempts(first).unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].outcome, "outcome 1");
+    assert!(due_ids(&*tx, 1000, None, 10).is_empty());
+}
+
 pub fn failure_mails_are_noted_once_per_endpoint_and_day(store: &dyn Store) {
     write(store, |tx| -> Result<(), StoreError> {
         tx.insert_failure_mail(4, 100)?;
