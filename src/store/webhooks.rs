@@ -246,8 +246,8 @@ pub trait WebhooksWrite {
     /// A new delivery id, from the sequence the ingest batch takes its deliveries' ids from.
     fn next_delivery_id(&mut self) -> Result<u64, StoreError>;
 
-    /// Stores one attempt of delivery `delivery_id` (a test event's: the dispatcher's are
-    /// [`WebhooksWrite::record_outcomes`]').
+    /// Stores one attempt of delivery `delivery_id`: a test event's (the dispatcher's attempts
+    /// go with their outcomes, [`WebhooksWrite::record_outcomes`]).
     fn put_attempt(&mut self, delivery_id: u64, attempt: &AttemptRow) -> Result<(), StoreError>;
 
     /// Lists a delivery as due; reports `deliveries_due`.

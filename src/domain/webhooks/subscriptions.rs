@@ -756,10 +756,10 @@ impl Subscriptions<'_> {
 
 /// What deleting a subscription does with its deliveries still pending (`?pending=` on the
 /// API, a box ticked by default on the dashboard).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PendingDeliveries {
-    /// Cancelled in the delete's commit: never attempted again, recoverable one by one.
-    #[default]
+    /// Cancelled in the delete's commit: never attempted again, recoverable one by one. The
+    /// default: deleting a receiver means "stop sending to it".
     Cancel,
     /// Left to run on their schedule, to the URL they were made with.
     Keep,
