@@ -205,6 +205,22 @@ fn the_delivery_log_names_each_event_and_the_guide_says_how_to_deduplicate() {
     );
     assert_status(&r, 202);
     receiver.wait_for(2, WAIT);
+    deliveries_once(&s, slug, |list| {
+        list.len() == 2 && list.iter().all(|d| d["state"] == "delivered")
+    });
+
+    // The record's page tells its two deliveries apart.
+    let browser = Browser::start();
+    let owner = log_in(&browser, &s);
+    owner.goto(&format!(
+        "/dashboard/endpoints/{slug}/records/{id}?environment=sandbox"
+    ));
+    let cells = owner.eval(
+        "Array.from(document.querySelectorAll('#record-deliveries td.event'))\
+         .map(function (c) { return c.textContent; }).join(' ')",
+    );
+    assert_eq!(cells, json!("record.replaced record.created"));
+
     assert_status(
         &s.data_with("DELETE", &record, &ep.sandbox_key, &[], None),
         202,
@@ -219,8 +235,6 @@ fn the_delivery_log_names_each_event_and_the_guide_says_how_to_deduplicate() {
         list.len() == 3 && list.iter().all(|d| d["state"] == "delivered")
     });
 
-    let browser = Browser::start();
-    let owner = log_in(&browser, &s);
     let deliveries = format!("/dashboard/endpoints/{slug}/deliveries");
     owner.goto(&deliveries);
     assert!(owner.text("#deliveries thead").contains("Event"));
