@@ -405,3 +405,54 @@ fn a_refused_key_form_is_answered_inside_its_panel() {
     assert_eq!(status(&s, &ep.slug, &ep.sandbox_key), 401);
     second.assert_clean();
 }
+
+#[test]
+fn the_signing_secret_is_masked_with_reveal_for_the_owner_and_collaborators() {
+    let s = TestServer::start();
+    let browser = Browser::start();
+    let owner = browser.session(&s.base_url());
+    login(&owner, OWNER_EMAIL, &s.password);
+    owner.fill("#name", "Orders");
+    owner.submit("form[action='/dashboard/endpoints'] button[type=submit]");
+    let slug = owner.endpoint_slug();
+    s.deploy(&slug);
+    let secret_of = |environment: &str| -> String {
+        let r = s.manage(
+            "GET",
+            &format!("/api/v1/manage/endpoints/{slug}/webhook-secrets/{environment}"),
+            None,
+        );
+        r.json()["secret"].as_str().expect("secret").to_string()
+    };
+
+    // On both tabs: masked like the key, Reveal shows it, Hide masks it again, Copy copies
+    // the whole secret.
+    for (environment, tab) in [("sandbox", ""), ("production", "/production")] {
+        let secret = secret_of(environment);
+        let dom_id = format!("{environment}-secret");
+        owner.goto(&format!("/dashboard/endpoints/{slug}{tab}"));
+        assert_masked(&owner, &dom_id, &secret, "whsec_");
+        owner.click(&format!("[data-reveal='{dom_id}']"));
+        assert_eq!(owner.text(&format!("#{dom_id}-shown")), secret);
+        owner.click(&format!("[data-reveal='{dom_id}']"));
+        assert_masked(&owner, &dom_id, &secret, "whsec_");
+        owner.eval(
+            "navigator.clipboard.writeText = function (t) { window.copied = t; return Promise.resolve(); }",
+        );
+        owner.click(&format!("[data-copy='{dom_id}']"));
+        owner.wait_until(&format!("window.copied === '{secret}'"));
+    }
+    owner.screenshot("signing-secret-masked");
+
+    // A collaborator may view it (the spec): masked the same way, with Reveal.
+    add_collaborator(&s, &slug, COLLABORATOR, &["read"]);
+    let collaborator = browser.session(&s.base_url());
+    login(&collaborator, COLLABORATOR, COLLABORATOR_PASSWORD);
+    let secret = secret_of("sandbox");
+    collaborator.goto(&format!("/dashboard/endpoints/{slug}"));
+    assert_masked(&collaborator, "sandbox-secret", &secret, "whsec_");
+    collaborator.click("[data-reveal='sandbox-secret']");
+    assert_eq!(collaborator.text("#sandbox-secret-shown"), secret);
+    owner.assert_clean();
+    collaborator.assert_clean();
+}

@@ -456,6 +456,12 @@ const ADDED_FIELDS: &[&str] = &[
     // they announced was settled (#42).
     r#""last_rejection":null,"#,
     r#","resolution":null,"resolved_at":null"#,
+    // Deliveries: whether each is a test event, and the event each announces, read from the
+    // body of those stored before (#42).
+    r#","test":false"#,
+    r#""event":"record.created","#,
+    r#""event":"record.replaced","#,
+    r#""event":"record.deleted","#,
 ];
 
 /// The refusal a later build gives on purpose where a release answered, with the change that

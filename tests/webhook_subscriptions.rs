@@ -7,7 +7,8 @@
 //!   only;
 //! - each subscription gets exactly the event types of its filter, delivered to a real
 //!   receiver on loopback, and a disabled one's deliveries are logged as skipped, never sent,
-//!   until a redelivery sends one.
+//!   until a redelivery sends one;
+//! - a test event is logged as a test with its one attempt, and never sent again.
 
 use crate::common;
 
@@ -939,4 +940,71 @@ fn only_the_owner_learns_what_a_subscription_url_resolves_to() {
         .json();
     assert_eq!(ids(&list), vec!["sub_1"]);
     assert_eq!(list["data"][0]["url"], RECEIVER);
+}
+
+#[test]
+fn a_test_event_is_logged_as_a_test_and_never_sent_again() {
+    let s = InProcessServer::start(
+        "[webhooks]\nallow_private_targets = true\n",
+        SystemClock.now(),
+    );
+    let probe = Probe::new(&s);
+    let ep = s.create_endpoint("Tested", &[]);
+    let receiver = Receiver::start();
+    receiver.always(common::receiver::Reply::status(503).body("down"));
+    subscribe(&s, &ep.slug, &json!({ "url": receiver.url("/in") }));
+    let sub = format!("{}/sub_1", subscriptions_path(&ep.slug, "sandbox"));
+    let r = s.manage("POST", &format!("{sub}/test"), None);
+    assert_status(&r, 200);
+    let result = r.json();
+    assert_eq!(result["delivered"], false);
+    let id = result["delivery_id"].as_u64().expect("delivery_id");
+
+    // In the log: a test, with its one attempt, given up (not a 2xx), its id the test's.
+    let manage = format!("/api/v1/manage/endpoints/{}", ep.slug);
+    let list = s
+        .manage("GET", &format!("{manage}/deliveries"), None)
+        .json();
+    assert_eq!(list["data"].as_array().expect("data").len(), 1, "{list}");
+    let listed = &list["data"][0];
+    assert_eq!(listed["id"], id);
+    assert_eq!(listed["test"], true);
+    assert_eq!(listed["event"], "webhook.test");
+    assert_eq!(listed["record_id"], result["webhook_id"]);
+    assert_eq!(listed["subscription"], "sub_1");
+    assert_eq!(
+        (&listed["state"], &listed["attempts"]),
+        (&json!("given_up"), &json!(1))
+    );
+    let detail = s
+        .manage("GET", &format!("{manage}/deliveries/{id}"), None)
+        .json();
+    assert_eq!(detail["body"], result["request_body"]);
+    let attempts = detail["attempt_log"].as_array().expect("attempt_log");
+    assert_eq!(attempts.len(), 1, "{detail}");
+    assert_eq!(
+        (&attempts[0]["status"], &attempts[0]["response_body"]),
+        (&json!(503), &json!("down"))
+    );
+    assert!(
+        attempts[0]["request_headers"]
+            .as_array()
+            .expect("headers")
+            .iter()
+            .any(|h| h[0] == "webhook-signature" && h[1] == "[redacted]"),
+        "{detail}"
+    );
+
+    // Never sent again: no retry, no redelivery; the subscription's health is untouched.
+    assert_error(
+        &s.manage("POST", &format!("{manage}/deliveries/{id}/redeliver"), None),
+        409,
+        "conflict",
+    );
+    s.clock.advance(Duration::from_secs(3600));
+    probe.look(&s);
+    assert_eq!(receiver.requests().len(), 1);
+    let health = &s.manage("GET", &sub, None).json()["health"];
+    assert_eq!(health["failing_since"], Value::Null, "{health}");
+    assert_eq!(health["failed_attempts"], 0, "{health}");
 }

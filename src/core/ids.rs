@@ -8,6 +8,8 @@
 //!   `[a-z0-9-]`), a dash and 12 random base32 characters (60 bits), e.g. `orders-7k2m9x4q1w8p`.
 //! - API keys: `tm_test_` / `tm_live_` + 32 random base32 characters (160 bits).
 //! - account tokens: `itk_` + 32 random base32 characters (160 bits).
+//! - test event ids (a test event's `webhook-id`): `test_` + 26 base32 characters of 128
+//!   random bits, kept as that number.
 
 use std::fmt;
 
@@ -114,6 +116,19 @@ impl RecordId {
             *slot = ALPHABET[((self.0 >> shift) & 31) as usize];
         }
         buf
+    }
+
+    /// The id of the test event numbered as this id (`test_` and the same 26 characters):
+    /// a test event is logged like a delivery, under the number of its id.
+    pub fn as_test_event(self) -> String {
+        let mut id = String::from("test_");
+        id.extend(self.base32().map(char::from));
+        id
+    }
+
+    /// A new random test event number (see [`RecordId::as_test_event`]).
+    pub fn random_test_event() -> RecordId {
+        RecordId(u128::from_be_bytes(random_bytes()))
     }
 
     /// Appends the id's text to `out` (response bodies, without the formatting machinery).

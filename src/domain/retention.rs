@@ -13,8 +13,8 @@
 //! after a DELETE. The change stream's events of writes received before the same cutoff go
 //! too (`EventsStore::purge_events_before`); a stream resuming from before them is refused.
 //! So does the delivery log: a delivery made before the cutoff goes with its attempts once it
-//! is delivered, given up or skipped (`PurgeStore::purge_deliveries_before`), by its own age
-//! whether its record is still there or not; a pending one stays until it finishes and goes
+//! is delivered, given up, skipped or cancelled (`PurgeStore::purge_deliveries_before`), by
+//! its own age whether its record is still there or not; a pending one stays until it finishes and goes
 //! with the next purge after that. A recovery can then no longer resend it.
 
 use std::collections::HashMap;

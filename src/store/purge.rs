@@ -21,8 +21,8 @@ pub trait PurgeStore {
     fn delivery_partitions(&self) -> Result<Vec<Partition>, StoreError>;
 
     /// Removes, in one transaction, at most `limit` of the oldest finished deliveries
-    /// (delivered, given up or skipped) of `partition` made before `cutoff`, each with its
-    /// attempts and index entries; a pending one (waiting for an attempt, or in flight) is
+    /// (delivered, given up, skipped or cancelled) of `partition` made before `cutoff`, each
+    /// with its attempts and index entries; a pending one (waiting for an attempt, or in flight) is
     /// kept. Returns how many deliveries it removed (`limit`: there may be more).
     ///
     /// It walks the partition's deliveries in id order, which is the order they were made,

@@ -311,6 +311,8 @@ impl Change<'static> {
 #[derive(Clone, Debug)]
 pub struct NewDelivery {
     pub kind: WebhookKind,
+    /// The event its body announces.
+    pub event: crate::store::EventType,
     /// The owner subscription it is for (`None` for a caller webhook's).
     pub subscription: Option<u32>,
     /// Written as skipped (its subscription is disabled): never due, never attempted unless a
@@ -346,6 +348,7 @@ impl NewDelivery {
             partition,
             record_id: record_id.0,
             kind: self.kind,
+            event: Some(self.event),
             subscription: self.subscription,
             url: self.url,
             auth_header: self.auth_header,
@@ -364,6 +367,7 @@ impl NewDelivery {
             finished_at: None,
             retry_requests: 0,
             erased: false,
+            test: false,
         }
     }
 }

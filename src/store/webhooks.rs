@@ -76,10 +76,29 @@ impl AttemptOutcome {
     /// pending, or this attempt is not its next one: another node recorded it first). The
     /// backend then moves the row's place in its due list from the `next_attempt_at` it had to
     /// the one it has now, and stores the attempt.
+    ///
+    /// A delivery cancelled while this attempt was in flight keeps the attempt (it was sent)
+    /// but not its sequel: it stays `cancelled`, never due again, unless the receiver took it
+    /// (2xx), which makes it `delivered`, since a cancel cannot call a request back.
     pub fn apply(&self, row: &mut DeliveryRow) -> Option<Settled<'_>> {
         let number = self.attempt.attempt;
-        if row.state != DeliveryState::Pending || row.attempts.saturating_add(1) != number {
+        if row.attempts.saturating_add(1) != number {
             return None;
+        }
+        match row.state {
+            DeliveryState::Pending => {}
+            DeliveryState::Cancelled => {
+                row.attempts = number;
+                if let AfterAttempt::Delivered { at } = self.next {
+                    row.state = DeliveryState::Delivered;
+                    row.finished_at = Some(at);
+                }
+                let finished_at = row.finished_at.unwrap_or(self.attempt.started_at);
+                return Some(Settled::Finished(row.state, finished_at));
+            }
+            DeliveryState::Delivered | DeliveryState::GivenUp | DeliveryState::Skipped => {
+                return None;
+            }
         }
         row.attempts = number;
         let settled = self.settle(row);
@@ -166,6 +185,10 @@ pub trait WebhooksRead {
     /// with their partitions.
     fn recovering_settings(&self) -> Result<Vec<(Partition, WebhookSettingsRow)>, StoreError>;
 
+    /// The partition's pending deliveries (those in the due list, in flight or not), in id
+    /// order.
+    fn pending_deliveries(&self, partition: Partition) -> Result<Vec<DeliveryRow>, StoreError>;
+
     /// Every attempt of a delivery, oldest first.
     fn delivery_attempts(&self, id: u64) -> Result<Vec<AttemptRow>, StoreError>;
 
@@ -220,8 +243,19 @@ pub trait WebhooksWrite {
     /// [`WebhooksWrite::put_due`]'s).
     fn put_delivery(&mut self, row: &DeliveryRow) -> Result<(), StoreError>;
 
+    /// A new delivery id, from the sequence the ingest batch takes its deliveries' ids from.
+    fn next_delivery_id(&mut self) -> Result<u64, StoreError>;
+
+    /// Stores one attempt of delivery `delivery_id`: a test event's (the dispatcher's attempts
+    /// go with their outcomes, [`WebhooksWrite::record_outcomes`]).
+    fn put_attempt(&mut self, delivery_id: u64, attempt: &AttemptRow) -> Result<(), StoreError>;
+
     /// Lists a delivery as due; reports `deliveries_due`.
     fn put_due(&mut self, due: &DueDelivery) -> Result<(), StoreError>;
+
+    /// Takes delivery `id`, listed at `at`, off the due list (it is no longer pending). On a
+    /// shared store a node's claim on it stays until that node records its attempt's outcome.
+    fn unlist_due(&mut self, at: Timestamp, id: u64) -> Result<(), StoreError>;
 
     /// Moves a pending delivery listed at `from` (its `next_attempt_at`) to `due`, so it is
     /// listed once; reports `deliveries_due`.

@@ -233,7 +233,8 @@ impl Session<'_> {
     }
 
     /// Clicks the button at `selector`, which asks first (`data-confirm`), answers the
-    /// question with OK, and waits for the next page; returns the question asked.
+    /// question with OK, and waits for the next page; returns the question asked (as the
+    /// page's script put it together, which may add to `data-confirm`).
     pub fn submit_confirmed(&self, selector: &str) -> String {
         let question = self.eval(&format!(
             "document.querySelector({}).getAttribute('data-confirm')",
@@ -243,10 +244,16 @@ impl Session<'_> {
             .as_str()
             .unwrap_or_else(|| panic!("{selector} asks no question (data-confirm)"))
             .to_string();
-        // The page's own confirm() would block the headless tab: answer it as OK.
-        self.eval("window.confirm = function () { return true; }; true");
+        // The page's own confirm() would block the headless tab: answer it as OK, keeping the
+        // question where the next page (same tab, same origin) can read it.
+        self.eval(
+            "sessionStorage.removeItem('asked'); \
+             window.confirm = function (q) { sessionStorage.setItem('asked', q); return true; }; \
+             true",
+        );
         self.submit(selector);
-        question
+        let asked = self.eval("sessionStorage.getItem('asked')");
+        asked.as_str().map_or(question, str::to_string)
     }
 
     /// The slug of the endpoint page the session is on (`/dashboard/endpoints/{slug}…`).

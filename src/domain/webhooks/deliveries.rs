@@ -265,6 +265,7 @@ impl DeliveryPlanner for Hooks {
         let body = event_body(change, self)?;
         let delivery = |kind, url: &str, auth_header, auth_value_sealed| NewDelivery {
             kind,
+            event,
             subscription: None,
             skipped: false,
             receiver: receiver_of(url),

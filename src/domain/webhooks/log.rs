@@ -24,8 +24,8 @@ use crate::domain::webhooks::policy::max_attempts;
 use crate::domain::webhooks::subscriptions::subscription_id;
 use crate::store::webhooks::DueDelivery;
 use crate::store::{
-    AccountRow, DeliveryRow, DeliveryState, EndpointRow, Environment, KeyHolder, Partition,
-    Permission, ReadTx, Store, WebhookKind, WriteTx,
+    AccountRow, DeliveryRow, DeliveryState, EndpointRow, Environment, EventType, KeyHolder,
+    Partition, Permission, ReadTx, Store, WebhookKind, WriteTx,
 };
 
 pub const LIST_LIMIT_DEFAULT: usize = 20;
@@ -36,6 +36,10 @@ pub const LIST_LIMIT_MAX: usize = 100;
 pub struct DeliveryView {
     pub id: u64,
     pub record_id: String,
+    /// The event it announces (`record.created`, `record.replaced`, `record.deleted`): a
+    /// record's deliveries share their `webhook-id`, and this tells them apart. `null` only
+    /// for a delivery made before it was kept whose record was erased since.
+    pub event: Option<EventType>,
     /// `sandbox` or `production`.
     pub environment: &'static str,
     pub kind: WebhookKind,
@@ -50,6 +54,9 @@ pub struct DeliveryView {
     /// Where it is as the log shows it.
     #[serde(skip)]
     pub shown: ShownState,
+    /// It can be sent again ([`can_redeliver`]).
+    #[serde(skip)]
+    pub redeliverable: bool,
     pub attempts: u32,
     pub max_attempts: u32,
     pub next_attempt_at: Option<String>,
@@ -60,6 +67,9 @@ pub struct DeliveryView {
     /// Its record was erased (`domain::erasures`): its body and its attempts' response
     /// bodies are gone (`null`), and it is never sent again.
     pub erased: bool,
+    /// A test event ("Send test event", `domain::webhooks::test_events`): `record_id` is its
+    /// `test_…` id, and it is never sent again.
+    pub test: bool,
 }
 
 /// A part of a delivery a viewer is not shown.
@@ -192,19 +202,21 @@ pub enum ShownState {
     Delivered,
     GivenUp,
     Skipped,
+    Cancelled,
 }
 
 impl ShownState {
-    pub const ALL: [ShownState; 5] = [
+    pub const ALL: [ShownState; 6] = [
         ShownState::Pending,
         ShownState::Failing,
         ShownState::Delivered,
         ShownState::GivenUp,
         ShownState::Skipped,
+        ShownState::Cancelled,
     ];
 
     /// Its name in a filter parameter: `pending`, `failing`, `delivered`, `given_up`,
-    /// `skipped`.
+    /// `skipped`, `cancelled`.
     pub fn as_str(self) -> &'static str {
         match self {
             ShownState::Pending => "pending",
@@ -212,6 +224,7 @@ impl ShownState {
             ShownState::Delivered => "delivered",
             ShownState::GivenUp => "given_up",
             ShownState::Skipped => "skipped",
+            ShownState::Cancelled => "cancelled",
         }
     }
 
@@ -222,6 +235,7 @@ impl ShownState {
             DeliveryState::Delivered => ShownState::Delivered,
             DeliveryState::GivenUp => ShownState::GivenUp,
             DeliveryState::Skipped => ShownState::Skipped,
+            DeliveryState::Cancelled => ShownState::Cancelled,
         }
     }
 }
@@ -253,7 +267,8 @@ impl DeliveryFilter {
                     .find(|s| s.as_str() == text)
                     .ok_or_else(|| Error::InvalidParameter {
                         name: "state",
-                        reason: "it must be pending, failing, delivered, given_up or skipped"
+                        reason: "it must be pending, failing, delivered, given_up, skipped or \
+                                 cancelled"
                             .into(),
                     })
             })
@@ -336,7 +351,11 @@ fn view(row: &DeliveryRow, sight: &Sight) -> DeliveryView {
     let shown = ShownState::of(row);
     DeliveryView {
         id: row.id,
-        record_id: RecordId(row.record_id).to_string(),
+        record_id: match row.test {
+            true => RecordId(row.record_id).as_test_event(),
+            false => RecordId(row.record_id).to_string(),
+        },
+        event: row.event_type(),
         environment: row.partition.environment().as_str(),
         kind: row.kind,
         subscription: row.owner_subscription().map(subscription_id),
@@ -344,6 +363,7 @@ fn view(row: &DeliveryRow, sight: &Sight) -> DeliveryView {
         state: row.state,
         failing: shown == ShownState::Failing,
         shown,
+        redeliverable: can_redeliver(row),
         attempts: row.attempts,
         max_attempts: row.max_attempts,
         next_attempt_at: row.next_attempt_at.map(Timestamp::to_rfc3339),
@@ -351,6 +371,7 @@ fn view(row: &DeliveryRow, sight: &Sight) -> DeliveryView {
         finished_at: row.finished_at.map(Timestamp::to_rfc3339),
         withheld: sight.withheld(),
         erased: row.erased,
+        test: row.test,
     }
 }
 
@@ -462,7 +483,7 @@ fn acting_owner(viewer: &DeliveryViewer) -> Result<&DeliveryViewer> {
     }
 }
 
-/// Re-arms a given-up or skipped delivery: due at once, with a fresh budget of attempts.
+/// Re-arms a given-up, skipped or cancelled delivery: due at once, with a fresh budget of attempts.
 /// Owner only. Returns it.
 pub fn redeliver(handles: &Handles, owner: &DeliveryViewer, id: u64) -> Result<DeliveryView> {
     let partitions = acting_owner(owner)?.partitions();
@@ -471,8 +492,8 @@ pub fn redeliver(handles: &Handles, owner: &DeliveryViewer, id: u64) -> Result<D
         let mut row = delivery_in(tx, partitions, id)?;
         if !can_redeliver(&row) {
             return Err(Error::Conflict(
-                "Only a given-up or skipped delivery can be redelivered, and never one whose \
-                 record was erased."
+                "Only a given-up, skipped or cancelled delivery can be redelivered, never one \
+                 whose record was erased, and never a test event."
                     .into(),
             ));
         }
@@ -501,8 +522,8 @@ pub fn retry_now(
         let mut row = delivery_in(tx, partitions, id)?;
         if row.state != DeliveryState::Pending {
             return Err(Error::Conflict(
-                "Only a pending delivery can be retried now; redeliver a given-up or skipped \
-                 one."
+                "Only a pending delivery can be retried now; redeliver a given-up, skipped or \
+                 cancelled one."
                     .into(),
             ));
         }
@@ -538,10 +559,15 @@ pub fn retry_now(
     Ok(view(&row, &owner.sight(&row)))
 }
 
-/// Whether `row` has ended without reaching its receiver (given up, or skipped), so that it
-/// can be sent again: not once its record was erased, since its body is gone.
+/// Whether `row` has ended without reaching its receiver (given up, skipped, or cancelled),
+/// so that it can be sent again: not once its record was erased, since its body is gone, and
+/// never a test event.
 pub fn can_redeliver(row: &DeliveryRow) -> bool {
-    matches!(row.state, DeliveryState::GivenUp | DeliveryState::Skipped) && !row.erased
+    matches!(
+        row.state,
+        DeliveryState::GivenUp | DeliveryState::Skipped | DeliveryState::Cancelled
+    ) && !row.erased
+        && !row.test
 }
 
 /// Makes `row` pending again in `tx`, due at `due` with a fresh budget of attempts.
@@ -561,6 +587,29 @@ pub fn rearm(tx: &mut dyn WriteTx, row: &mut DeliveryRow, due: Timestamp) -> Res
     Ok(())
 }
 
+/// Cancels the pending deliveries of owner subscription `subscription` of `partition` in
+/// `tx`, at `at`: each finished as `cancelled` and off the due list, so no dispatcher claims
+/// it again (one in flight ends as `AttemptOutcome::apply` says). Returns how many.
+pub fn cancel_pending(
+    tx: &mut dyn WriteTx,
+    partition: Partition,
+    subscription: u32,
+    at: Timestamp,
+) -> Result<u64> {
+    let mut cancelled = 0;
+    for mut row in tx.pending_deliveries(partition)? {
+        if row.owner_subscription() != Some(subscription) {
+            continue;
+        }
+        if let Some(listed_at) = row.cancel(at) {
+            tx.unlist_due(listed_at, row.id)?;
+        }
+        tx.put_delivery(&row)?;
+        cancelled += 1;
+    }
+    Ok(cancelled)
+}
+
 /// How the deliveries of one partition made since a time have ended (the dashboard's
 /// webhook success rate).
 #[derive(Debug, Default, Serialize)]
@@ -569,6 +618,7 @@ pub struct Outcomes {
     pub given_up: u64,
     pub pending: u64,
     pub skipped: u64,
+    pub cancelled: u64,
     /// More deliveries were made in the period than were counted (the newest `cap`).
     pub capped: bool,
 }
@@ -595,6 +645,11 @@ pub fn outcomes_since(
             if row.created_at < since {
                 return Ok(outcomes);
             }
+            if row.test {
+                // A test event says nothing of how the deliveries of writes go.
+                before = row.id;
+                continue;
+            }
             if seen == cap {
                 outcomes.capped = true;
                 return Ok(outcomes);
@@ -606,6 +661,7 @@ pub fn outcomes_since(
                 DeliveryState::GivenUp => outcomes.given_up += 1,
                 DeliveryState::Pending => outcomes.pending += 1,
                 DeliveryState::Skipped => outcomes.skipped += 1,
+                DeliveryState::Cancelled => outcomes.cancelled += 1,
             }
         }
         if last_page {

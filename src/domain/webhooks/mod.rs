@@ -21,6 +21,8 @@
 //!   attempt budgets, and whose given-up deliveries the owner is e-mailed about.
 //! - [`outcomes`]: what an attempt leaves behind, committed in groups with the owner's
 //!   failure e-mail.
+//! - [`test_events`]: a test event sent to a subscription, logged as a finished delivery
+//!   marked as a test.
 //!
 //! Sending lives in `workers::dispatcher`: a scheduler thread claims due deliveries for a pool
 //! of workers, capped per receiver, retrying at most half of them; a result writer commits
@@ -39,6 +41,7 @@ pub mod secrets;
 pub mod signing;
 pub mod subscriptions;
 pub mod targets;
+pub mod test_events;
 
 /// How much of a receiver's response body an attempt keeps in the delivery log (bytes; cut at
 /// a character boundary, invalid UTF-8 replaced).

@@ -143,6 +143,7 @@ mod tests {
             partition: Partition::new(7, environment),
             record_id: 1,
             kind: WebhookKind::Owner,
+            event: None,
             subscription: None,
             url: "https://example.com/hook".into(),
             auth_header: None,
@@ -158,6 +159,7 @@ mod tests {
             finished_at: None,
             retry_requests: 0,
             erased: false,
+            test: false,
         }
     }
 

@@ -24,6 +24,7 @@ use crate::domain::endpoints::Endpoints;
 use crate::domain::error::{Error, Missing, Result};
 use crate::domain::handles::Handles;
 use crate::domain::webhooks::deliveries::{displayed_url, valid_auth_header};
+use crate::domain::webhooks::log::cancel_pending;
 use crate::domain::webhooks::targets;
 use crate::store::{
     AccountRow, DeliveryState, EndpointRow, Environment, EventType, Partition, ReadTx, RecoveryRow,
@@ -715,27 +716,72 @@ impl Subscriptions<'_> {
         })
     }
 
-    /// Removes one subscription; deliveries already made still run.
+    /// Removes one subscription and, as `pending` says, cancels its pending deliveries
+    /// (`log::cancel_pending`) in the same commit or leaves them to run. Returns how many it
+    /// cancelled.
     pub fn delete(
         &self,
         owner: &AccountRow,
         slug: &str,
         environment: Environment,
         which: Which,
-    ) -> Result<()> {
+        pending: PendingDeliveries,
+    ) -> Result<u64> {
         let target = self.target(owner, slug, environment)?;
-        update_settings(self.handles, owner, &target, |settings, _| {
+        let now = self.handles.now();
+        self.handles.write(|tx| {
+            let mut settings = tx.webhook_settings(target.partition)?.unwrap_or_default();
             let row = which
-                .find(settings)
+                .find(&settings)
                 .cloned()
                 .ok_or_else(|| which.missing())?;
             settings.subscriptions.retain(|s| s.id != row.id);
+            tx.put_webhook_settings(target.partition, &settings)?;
+            let cancelled = match pending {
+                PendingDeliveries::Cancel => cancel_pending(tx, target.partition, row.id, now)?,
+                PendingDeliveries::Keep => 0,
+            };
             let action = match which {
                 Which::First => "webhook.removed",
                 Which::Id(_) => "webhook.subscription_deleted",
             };
-            Ok((row, action))
-        })?;
-        Ok(())
+            let mut details = audit_details(target.environment, &row);
+            details["pending"] = pending.as_str().into();
+            details["cancelled"] = cancelled.into();
+            audit::record(tx, now, target.endpoint.id, owner, action, details)?;
+            Ok(cancelled)
+        })
+    }
+}
+
+/// What deleting a subscription does with its deliveries still pending (`?pending=` on the
+/// API, a box ticked by default on the dashboard).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PendingDeliveries {
+    /// Cancelled in the delete's commit: never attempted again, recoverable one by one. The
+    /// default: deleting a receiver means "stop sending to it".
+    Cancel,
+    /// Left to run on their schedule, to the URL they were made with.
+    Keep,
+}
+
+impl PendingDeliveries {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PendingDeliveries::Cancel => "cancel",
+            PendingDeliveries::Keep => "keep",
+        }
+    }
+
+    /// The `pending` parameter: `cancel` (also when absent) or `keep`.
+    pub fn param(text: Option<&str>) -> Result<PendingDeliveries> {
+        match text {
+            None | Some("cancel") => Ok(PendingDeliveries::Cancel),
+            Some("keep") => Ok(PendingDeliveries::Keep),
+            Some(_) => Err(Error::InvalidParameter {
+                name: "pending",
+                reason: "it must be cancel or keep".into(),
+            }),
+        }
     }
 }

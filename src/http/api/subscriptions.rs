@@ -8,7 +8,7 @@ use warp::reply::Response;
 use super::manage::{body, caller};
 use crate::domain::error::{Error, Missing, Result as ServiceResult};
 use crate::domain::webhooks::recovery;
-use crate::domain::webhooks::subscriptions::{self, Which};
+use crate::domain::webhooks::subscriptions::{self, PendingDeliveries, Which};
 use crate::http::app::App;
 use crate::http::error::Result;
 use crate::http::reply::{self};
@@ -106,8 +106,15 @@ async fn one_subscription(
                 .await?
         }
         Method::DELETE => {
-            service.delete(&account, slug, environment, which)?;
-            let mut removed = serde_json::json!({ "environment": environment, "removed": true });
+            let params = reply::query_params(&req.query);
+            let pending = PendingDeliveries::param(params.get("pending").map(String::as_str))?;
+            let cancelled = service.delete(&account, slug, environment, which, pending)?;
+            let mut removed = serde_json::json!({
+                "environment": environment,
+                "removed": true,
+                "pending": pending.as_str(),
+                "cancelled": cancelled,
+            });
             if let Which::Id(number) = which {
                 removed["id"] = subscriptions::subscription_id(number).into();
             }

@@ -5,7 +5,7 @@
 use askama::Template;
 
 use super::form::Form;
-use super::keys::KeyPanel;
+use super::keys::{KeyPanel, MaskedSecret};
 use super::page::{Failure, Layout, Outcome, redirect, render};
 use super::visitor::{User, signed_in, user_form};
 use crate::domain::api_keys::Holder;
@@ -14,6 +14,7 @@ use crate::domain::endpoint_deletion;
 use crate::domain::endpoints::{DeployRejectionView, EndpointPatch, EndpointView, NewEndpoint};
 use crate::domain::error::Error;
 use crate::domain::webhooks::secrets::{self, SecretView};
+use crate::domain::webhooks::signing;
 use crate::http::app::App;
 use crate::http::request::Request;
 use crate::store::Environment;
@@ -126,6 +127,8 @@ struct DetailPage {
     /// The viewer's key of this environment; `None` on the Production tab before deploying.
     key: Option<KeyPanel>,
     secret: Option<SecretView>,
+    /// The signing secret as shown: masked, with Reveal and Copy (like the key).
+    secret_shown: Option<MaskedSecret>,
     /// The required fields as the settings form shows them, one per line.
     required_fields_text: String,
     /// The JSON Schema as the settings form shows it, indented; empty without one.
@@ -159,6 +162,14 @@ pub fn detail(app: &App, req: &Request, slug: &str, environment: Environment) ->
         ),
         false => (None, None),
     };
+    let secret_shown = secret.as_ref().map(|secret| {
+        MaskedSecret::new(
+            format!("{}-secret", environment.as_str()),
+            format!("{} webhook signing secret", environment.as_str()),
+            secret.secret.clone(),
+            signing::SECRET_PREFIX,
+        )
+    });
     let page = DetailPage {
         layout: user.layout(app, head.ep.name.clone(), "endpoints", req),
         required_fields_text: head.ep.required_fields.join("\n"),
@@ -171,6 +182,7 @@ pub fn detail(app: &App, req: &Request, slug: &str, environment: Environment) ->
         environment: environment.as_str(),
         key,
         secret,
+        secret_shown,
         head,
     };
     render(&page)

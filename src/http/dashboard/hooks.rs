@@ -14,7 +14,8 @@ use super::visitor::{signed_in, user_form};
 use crate::domain::error::Error;
 use crate::domain::webhooks::recovery::{self, RecoveryRequest};
 use crate::domain::webhooks::subscriptions::{
-    self, RecoveryView, SubscriptionChange, SubscriptionConfig, SubscriptionView, Which,
+    self, PendingDeliveries, RecoveryView, SubscriptionChange, SubscriptionConfig,
+    SubscriptionView, Which,
 };
 use crate::http::app::App;
 use crate::http::request::Request;
@@ -230,8 +231,15 @@ pub async fn subscription(
             "subscription-saved"
         }
         Action::Delete => {
-            service.delete(&user.account, slug, environment, which)?;
-            "subscription-removed"
+            let pending = match form.checked("cancel_pending") {
+                true => PendingDeliveries::Cancel,
+                false => PendingDeliveries::Keep,
+            };
+            service.delete(&user.account, slug, environment, which, pending)?;
+            match pending {
+                PendingDeliveries::Cancel => "subscription-removed-cancelled",
+                PendingDeliveries::Keep => "subscription-removed",
+            }
         }
         Action::Recover => {
             let request = recovery_request(&form);

@@ -1,4 +1,5 @@
-//! API keys on the dashboard: the key panel (the key masked, Reveal and Copy, its id, the
+//! API keys on the dashboard, and the masked secret every secret is shown as (API keys and
+//! webhook signing secrets, [`MaskedSecret`]): the key panel (the key masked, Reveal and Copy, its id, the
 //! Rotate form with the grace period, and Revoke now while a replaced key's grace period runs)
 //! on an endpoint's Sandbox and Production tabs (the viewer's own key) and on the
 //! Collaborators page (each collaborator's keys, for the owner); and the two forms' posts.
@@ -26,22 +27,43 @@ pub const GRACE_CHOICES: [(u64, &str); 4] = [
     (604_800, "7 days"),
 ];
 
+/// A secret as a page shows it (`dashboard/masked_secret.html`): masked, with Reveal and
+/// Copy when the viewer may see it whole. API keys and webhook signing secrets alike.
+pub struct MaskedSecret {
+    /// The id of the hidden input holding the secret (what Copy and Reveal name).
+    pub dom_id: String,
+    /// What the secret is, for screen readers: "Sandbox key of ada@example.com".
+    pub label: String,
+    /// The secret, when the viewer may see it whole.
+    pub value: Option<String>,
+    /// `tm_test_••••••••1a2b`: the prefix and the last four characters.
+    pub masked: String,
+    /// Shown unmasked at first: the secret was just made.
+    pub revealed: bool,
+}
+
+impl MaskedSecret {
+    /// `value`, whose prefix is `prefix`, shown masked: the prefix, eight dots and its last
+    /// four characters.
+    pub fn new(dom_id: String, label: String, value: String, prefix: &str) -> MaskedSecret {
+        MaskedSecret {
+            masked: masked(&value, prefix),
+            dom_id,
+            label,
+            value: Some(value),
+            revealed: false,
+        }
+    }
+}
+
 /// One key as a panel shows it.
 pub struct KeyPanel {
-    /// The id of the hidden input holding the key (what Copy and Reveal name).
-    pub dom_id: String,
-    /// What the key is, for screen readers: "Sandbox key of ada@example.com".
-    pub label: String,
+    /// The key, masked; whole on a panel of the viewer's own key only.
+    pub secret: MaskedSecret,
     /// The key's path: its forms post to [`KeyPanel::rotate_action`] and
     /// [`KeyPanel::revoke_action`].
     pub action: String,
-    /// The key, on a panel of the viewer's own key only.
-    pub key: Option<String>,
-    /// `tm_test_••••••••1a2b`: the prefix and the last four characters.
-    pub masked: String,
     pub state: KeyState,
-    /// Shown unmasked: the key was just rotated.
-    pub revealed: bool,
 }
 
 impl KeyPanel {
@@ -70,15 +92,26 @@ impl KeyPanel {
             && query_params(&req.query)
                 .get("revealed")
                 .is_some_and(|shown| *shown == dom_id);
-        Ok(KeyPanel {
-            masked: masked(&key, environment),
+        let secret = MaskedSecret {
+            value: own.then(|| key.clone()),
             revealed,
-            dom_id,
-            label,
+            ..MaskedSecret::new(dom_id, label, key, environment.key_prefix())
+        };
+        Ok(KeyPanel {
+            secret,
             action,
-            key: own.then_some(key),
             state,
         })
+    }
+
+    /// The key as `dashboard/masked_secret.html` shows it.
+    pub fn shown(&self) -> &MaskedSecret {
+        &self.secret
+    }
+
+    /// The id the panel's elements are named after.
+    pub fn dom_id(&self) -> &str {
+        &self.secret.dom_id
     }
 
     pub fn grace_choices(&self) -> &'static [(u64, &'static str)] {
@@ -106,14 +139,14 @@ fn dom_id(holder: Holder, environment: Environment) -> String {
     }
 }
 
-/// The key's prefix, eight dots and its last four characters.
-fn masked(key: &str, environment: Environment) -> String {
-    let tail = key
+/// A secret's prefix, eight dots and its last four characters.
+fn masked(secret: &str, prefix: &str) -> String {
+    let tail = secret
         .char_indices()
         .rev()
         .nth(3)
-        .map_or("", |(at, _)| &key[at..]);
-    format!("{}••••••••{tail}", environment.key_prefix())
+        .map_or("", |(at, _)| &secret[at..]);
+    format!("{prefix}••••••••{tail}")
 }
 
 /// Whose keys a dashboard path names: the viewer's own, or a collaborator's by account id.
@@ -191,11 +224,11 @@ mod tests {
     #[test]
     fn a_masked_key_shows_its_prefix_and_last_four_characters() {
         assert_eq!(
-            masked("tm_test_abcdefgh1a2b", Environment::Sandbox),
+            masked("tm_test_abcdefgh1a2b", Environment::Sandbox.key_prefix()),
             "tm_test_••••••••1a2b"
         );
         assert_eq!(
-            masked("tm_live_xyz9", Environment::Production),
+            masked("tm_live_xyz9", Environment::Production.key_prefix()),
             "tm_live_••••••••xyz9"
         );
     }

@@ -249,6 +249,7 @@ impl Chip {
                 format!("Given up · {} of {} attempts", d.attempts, d.max_attempts),
             ),
             ShownState::Skipped => ("muted", "Skipped".to_string()),
+            ShownState::Cancelled => ("muted", "Cancelled".to_string()),
         };
         Chip { class, words }
     }
@@ -375,7 +376,7 @@ struct DeliveryPage {
     attempts: Vec<AttemptRow>,
     /// The owner may retry a pending delivery now.
     can_retry: bool,
-    /// The owner may redeliver a given-up or skipped delivery.
+    /// The owner may redeliver a given-up, skipped or cancelled delivery.
     can_redeliver: bool,
 }
 
@@ -392,8 +393,7 @@ pub fn delivery(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
     let page = DeliveryPage {
         layout: user.layout(app, format!("Delivery {id}"), "endpoints", req),
         can_retry: head.owner && state == DeliveryState::Pending,
-        can_redeliver: head.owner
-            && matches!(state, DeliveryState::GivenUp | DeliveryState::Skipped),
+        can_redeliver: head.owner && detail.delivery.redeliverable,
         head,
         body: detail.body.as_deref().map(Pretty::of),
         attempts: detail
@@ -412,7 +412,7 @@ pub fn delivery(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
 /// What an owner's post does to one delivery.
 #[derive(Clone, Copy)]
 pub enum DeliveryAction {
-    /// A given-up or skipped delivery, with a fresh budget of attempts.
+    /// A given-up, skipped or cancelled delivery, with a fresh budget of attempts.
     Redeliver,
     /// A pending delivery's next attempt, now.
     Retry,

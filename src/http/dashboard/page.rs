@@ -245,7 +245,13 @@ pub fn flash(req: &Request) -> Option<&'static str> {
         }
         "subscription-added" => "Subscription added.",
         "subscription-saved" => "Subscription saved.",
-        "subscription-removed" => "Subscription deleted.",
+        "subscription-removed" => {
+            "Subscription deleted. Its pending deliveries were kept: they are still sent."
+        }
+        "subscription-removed-cancelled" => {
+            "Subscription deleted. Its pending deliveries were cancelled: the delivery log shows \
+             them as cancelled, and each can be redelivered from there."
+        }
         "recovery-started" => {
             "Recovery started: the deliveries of the window are being scheduled again."
         }

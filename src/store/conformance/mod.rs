@@ -176,6 +176,16 @@ macro_rules! conformance_tests {
             $crate::store::conformance::webhooks::a_retry_asked_for_during_the_attempt_is_due_when_it_ends(&*store);
         }
         #[test]
+        fn webhooks_cancelled_deliveries_leave_the_due_list_and_an_attempt_in_flight_ends() {
+            let store = $make;
+            $crate::store::conformance::webhooks::cancelled_deliveries_leave_the_due_list_and_an_attempt_in_flight_ends(&*store);
+        }
+        #[test]
+        fn webhooks_a_delivery_made_outside_the_batch_takes_a_new_id_and_keeps_its_attempt() {
+            let store = $make;
+            $crate::store::conformance::webhooks::a_delivery_made_outside_the_batch_takes_a_new_id_and_keeps_its_attempt(&*store);
+        }
+        #[test]
         fn webhooks_failure_mails_are_noted_once_per_endpoint_and_day() {
             let store = $make;
             $crate::store::conformance::webhooks::failure_mails_are_noted_once_per_endpoint_and_day(&*store);

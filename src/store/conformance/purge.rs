@@ -3,7 +3,9 @@
 use crate::core::clock::Timestamp;
 use crate::store::records::{Change, DeliveryPlanner, NewDelivery};
 use crate::store::webhooks::AfterAttempt;
-use crate::store::{Partition, Store, StoreError, WebhookKind, WebhookSettingsRow, write};
+use crate::store::{
+    EventType, Partition, Store, StoreError, WebhookKind, WebhookSettingsRow, write,
+};
 
 use super::records::{apply_planned, create, rid};
 use super::webhooks::outcome;
@@ -23,6 +25,7 @@ impl DeliveryPlanner for MadeWithTheRecord {
     ) -> Result<Vec<NewDelivery>, StoreError> {
         Ok(vec![NewDelivery {
             kind: WebhookKind::Owner,
+            event: EventType::RecordCreated,
             subscription: Some(1),
             skipped: change.id.0 as u64 == SKIPPED,
             url: "http://hooks.test/in".into(),

@@ -7,12 +7,12 @@ use std::time::Duration;
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::store::records::{
-    AppliedBatch, BatchWrite, Change, DeliveryPlanner, IdempotencyClaim, KEYED_HASH_PREFIX,
-    NewDelivery, NewRecord, RecordWrite, ScanOrder, WriteOutcome,
+    AppliedBatch, BatchWrite, Change, ChangeKind, DeliveryPlanner, IdempotencyClaim,
+    KEYED_HASH_PREFIX, NewDelivery, NewRecord, RecordWrite, ScanOrder, WriteOutcome,
 };
 use crate::store::{
-    DeliveryState, Partition, Store, StoreError, SubscriptionRow, WebhookKind, WebhookSettingsRow,
-    write,
+    DeliveryState, EventType, Partition, Store, StoreError, SubscriptionRow, WebhookKind,
+    WebhookSettingsRow, write,
 };
 
 /// A delivery to the owner's webhook for every change of a partition that has one.
@@ -28,6 +28,11 @@ impl DeliveryPlanner for OwnerHooks {
             .and_then(WebhookSettingsRow::first)
             .map(|owner| NewDelivery {
                 kind: WebhookKind::Owner,
+                event: match change.kind {
+                    ChangeKind::Created => EventType::RecordCreated,
+                    ChangeKind::Replaced => EventType::RecordReplaced,
+                    ChangeKind::Deleted => EventType::RecordDeleted,
+                },
                 subscription: Some(owner.id),
                 skipped: !owner.enabled,
                 url: owner.url.clone(),

@@ -15,6 +15,7 @@ pub(crate) fn delivery(id: u64, partition: Partition, record_id: u128) -> Delive
         partition,
         record_id,
         kind: WebhookKind::Caller,
+        event: None,
         subscription: None,
         url: format!("http://hooks.test/{id}"),
         auth_header: None,
@@ -30,6 +31,7 @@ pub(crate) fn delivery(id: u64, partition: Partition, record_id: u128) -> Delive
         finished_at: None,
         retry_requests: 0,
         erased: false,
+        test: false,
     }
 }
 
@@ -453,6 +455,111 @@ pub fn a_retry_asked_for_during_the_attempt_is_due_when_it_ends(store: &dyn Stor
         tx.delivery(1).unwrap().unwrap().next_attempt_at,
         Some(Timestamp(60))
     );
+}
+
+/// Cancelled deliveries (`DeliveryRow::cancel`) leave the due list and the pending ones; an
+/// attempt in flight then ends logged, its delivery cancelled still (or delivered, on a 2xx),
+/// never due again.
+pub fn cancelled_deliveries_leave_the_due_list_and_an_attempt_in_flight_ends(store: &dyn Store) {
+    let (mine, other) = (Partition::from_raw(2), Partition::from_raw(3));
+    let mut finished = delivery(5, mine, 1);
+    finished.state = DeliveryState::Delivered;
+    finished.next_attempt_at = None;
+    listed(
+        store,
+        &[
+            (delivery(1, mine, 1), 10),
+            (delivery(2, mine, 1), 10),
+            (delivery(3, mine, 1), 10),
+            (delivery(4, other, 1), 10),
+        ],
+    );
+    write(store, |tx| tx.put_delivery(&finished)).unwrap();
+    let pending = |partition| -> Vec<u64> {
+        let tx = store.read().unwrap();
+        let rows = tx.pending_deliveries(partition).unwrap();
+        rows.iter().map(|row| row.id).collect()
+    };
+    assert_eq!(pending(mine), [1, 2, 3]);
+    assert_eq!(pending(other), [4]);
+
+    write(store, |tx| -> Result<(), StoreError> {
+        for id in [1, 2] {
+            let mut row = tx.delivery(id)?.unwrap();
+            let listed_at = row.cancel(Timestamp(50));
+            assert_eq!(listed_at, Some(Timestamp(10)));
+            tx.unlist_due(Timestamp(10), id)?;
+            tx.put_delivery(&row)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(pending(mine), [3]);
+    let tx = store.read().unwrap();
+    assert_eq!(due_ids(&*tx, 1000, None, 10), vec![3, 4]);
+    let one = tx.delivery(1).unwrap().unwrap();
+    assert_eq!(one.state, DeliveryState::Cancelled);
+    assert_eq!(
+        (one.next_attempt_at, one.finished_at),
+        (None, Some(Timestamp(50)))
+    );
+    drop(tx);
+
+    // Their attempts, in flight when they were cancelled, end: each logged and counted, the
+    // failed one still cancelled and not due, the answered one delivered; neither applies twice.
+    let retry = AfterAttempt::Retry {
+        at: Timestamp(500),
+        answered_at: Timestamp(60),
+        receiver: "http://r.test:80".into(),
+    };
+    let (given_up, effects) = write(store, |tx| {
+        tx.record_outcomes(&[
+            outcome(1, 1, retry.clone()),
+            outcome(2, 1, AfterAttempt::Delivered { at: Timestamp(70) }),
+            outcome(1, 1, AfterAttempt::Delivered { at: Timestamp(80) }),
+        ])
+    })
+    .unwrap();
+    assert!(given_up.is_empty() && !effects.deliveries_due);
+    let tx = store.read().unwrap();
+    assert_eq!(due_ids(&*tx, 1000, None, 10), vec![3, 4]);
+    let one = tx.delivery(1).unwrap().unwrap();
+    assert_eq!((one.state, one.attempts), (DeliveryState::Cancelled, 1));
+    assert_eq!(
+        (one.next_attempt_at, one.finished_at),
+        (None, Some(Timestamp(50)))
+    );
+    let two = tx.delivery(2).unwrap().unwrap();
+    assert_eq!((two.state, two.attempts), (DeliveryState::Delivered, 1));
+    assert_eq!(two.finished_at, Some(Timestamp(70)));
+    for id in [1, 2] {
+        assert_eq!(tx.delivery_attempts(id).unwrap().len(), 1, "delivery {id}");
+    }
+}
+
+/// A delivery made outside the ingest batch (a test event's) takes a new id and stores its
+/// attempt.
+pub fn a_delivery_made_outside_the_batch_takes_a_new_id_and_keeps_its_attempt(store: &dyn Store) {
+    let (first, second) = write(store, |tx| -> Result<_, StoreError> {
+        let first = tx.next_delivery_id()?;
+        let mut row = delivery(first, Partition::from_raw(2), 1);
+        row.state = DeliveryState::Delivered;
+        row.next_attempt_at = None;
+        row.test = true;
+        tx.put_delivery(&row)?;
+        tx.put_attempt(first, &attempt(1))?;
+        Ok((first, tx.next_delivery_id()?))
+    })
+    .unwrap()
+    .0;
+    assert!(second > first, "{first} then {second}");
+    let tx = store.read().unwrap();
+    let row = tx.delivery(first).unwrap().unwrap();
+    assert!(row.test);
+    let attempts = tx.delivery_attempts(first).unwrap();
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0].outcome, "outcome 1");
+    assert!(due_ids(&*tx, 1000, None, 10).is_empty());
 }
 
 pub fn failure_mails_are_noted_once_per_endpoint_and_day(store: &dyn Store) {

@@ -120,6 +120,16 @@ impl WebhooksRead for PgTx<'_> {
         Ok(out)
     }
 
+    fn pending_deliveries(&self, partition: Partition) -> Result<Vec<DeliveryRow>, StoreError> {
+        let rows = self.query(
+            "SELECT data FROM deliveries WHERE partition = $1 AND due_at IS NOT NULL ORDER BY id",
+            &[&big_partition(partition)],
+        )?;
+        let mut rows: Vec<DeliveryRow> = decode_all(&rows)?;
+        rows.retain(|row| row.state == DeliveryState::Pending);
+        Ok(rows)
+    }
+
     fn delivery_attempts(&self, id: u64) -> Result<Vec<AttemptRow>, StoreError> {
         let rows = self.query(
             "SELECT data FROM delivery_attempts WHERE delivery_id = $1 ORDER BY attempt",
@@ -246,6 +256,28 @@ impl WebhooksWrite for PgTx<'_> {
         Ok(())
     }
 
+    fn next_delivery_id(&mut self) -> Result<u64, StoreError> {
+        let row = self
+            .query_opt("SELECT nextval('delivery_ids')", &[])?
+            .ok_or_else(|| StoreError::Corrupt("nextval returned no row".into()))?;
+        Ok(unbig(row.try_get(0)?))
+    }
+
+    fn put_attempt(&mut self, delivery_id: u64, attempt: &AttemptRow) -> Result<(), StoreError> {
+        let number = i32::try_from(attempt.attempt).map_err(|_| {
+            StoreError::Corrupt(format!(
+                "attempt {} of delivery {delivery_id}",
+                attempt.attempt
+            ))
+        })?;
+        self.execute(
+            "INSERT INTO delivery_attempts (delivery_id, attempt, data) VALUES ($1, $2, $3) \
+             ON CONFLICT (delivery_id, attempt) DO UPDATE SET data = EXCLUDED.data",
+            &[&big(delivery_id), &number, &to_json(attempt)?],
+        )?;
+        Ok(())
+    }
+
     fn put_due(&mut self, due: &DueDelivery) -> Result<(), StoreError> {
         // A delivery is listed on its row: one that does not exist cannot be listed (on redb
         // its entry would be passed over by the dispatcher, which finds no row).
@@ -259,6 +291,16 @@ impl WebhooksWrite for PgTx<'_> {
             ],
         )?;
         self.effects.deliveries_due = true;
+        Ok(())
+    }
+
+    /// The claim (`lease_node`, `lease_until`) stays: the node holding it ends it when it
+    /// records the attempt's outcome.
+    fn unlist_due(&mut self, _at: Timestamp, id: u64) -> Result<(), StoreError> {
+        self.execute(
+            "UPDATE deliveries SET due_at = NULL, retry = false, receiver = '' WHERE id = $1",
+            &[&big(id)],
+        )?;
         Ok(())
     }
 

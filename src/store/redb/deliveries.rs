@@ -19,7 +19,7 @@ use crate::store::webhooks::DueDelivery;
 use crate::store::{AttemptRow, DeliveryRow, Partition, StoreError, WebhookSettingsRow};
 
 /// `META` counter of the last delivery id handed out.
-const NEXT_DELIVERY_ID: &str = "next_delivery_id";
+pub(super) const NEXT_DELIVERY_ID: &str = "next_delivery_id";
 
 /// The delivery tables of one write transaction (the ingest batch), each opened once.
 pub(super) struct DeliveryTables<'txn> {

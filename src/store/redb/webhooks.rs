@@ -4,10 +4,11 @@ use std::ops::Bound;
 
 use redb::{ReadableTable, Table};
 
+use super::deliveries::NEXT_DELIVERY_ID;
 use super::tx::{RedbWrite, Tables};
 use super::{
     DELIVERIES, DELIVERIES_DUE, DELIVERY_ATTEMPTS, FAILURE_MAILS, PARTITION_DELIVERIES,
-    RECORD_DELIVERIES, WEBHOOK_SECRETS, WEBHOOK_SETTINGS, from_json, to_json,
+    RECORD_DELIVERIES, WEBHOOK_SECRETS, WEBHOOK_SETTINGS, from_json, next_id, to_json,
 };
 use crate::core::clock::Timestamp;
 use crate::store::webhooks::{AttemptOutcome, DueDelivery, Settled, WebhooksRead, WebhooksWrite};
@@ -160,6 +161,19 @@ impl<T: Tables> WebhooksRead for T {
         Ok(out)
     }
 
+    fn pending_deliveries(&self, partition: Partition) -> Result<Vec<DeliveryRow>, StoreError> {
+        // The due list holds every pending delivery, and none other: usually far fewer than
+        // the partition's delivery log.
+        let mut ids = Vec::new();
+        for entry in self.open(DELIVERIES_DUE)?.iter()? {
+            ids.push(entry?.0.value().1);
+        }
+        ids.sort_unstable();
+        let mut rows = self.deliveries(&ids)?;
+        rows.retain(|row| row.partition == partition && row.state == DeliveryState::Pending);
+        Ok(rows)
+    }
+
     fn delivery_attempts(&self, id: u64) -> Result<Vec<AttemptRow>, StoreError> {
         let table = self.open(DELIVERY_ATTEMPTS)?;
         let mut attempts = Vec::new();
@@ -268,9 +282,24 @@ impl WebhooksWrite for RedbWrite<'_> {
         Ok(())
     }
 
+    fn next_delivery_id(&mut self) -> Result<u64, StoreError> {
+        next_id(self.txn, NEXT_DELIVERY_ID)
+    }
+
+    fn put_attempt(&mut self, delivery_id: u64, attempt: &AttemptRow) -> Result<(), StoreError> {
+        self.table(DELIVERY_ATTEMPTS)?
+            .insert((delivery_id, attempt.attempt), to_json(attempt)?.as_slice())?;
+        Ok(())
+    }
+
     fn put_due(&mut self, due: &DueDelivery) -> Result<(), StoreError> {
         list_due(&mut self.table(DELIVERIES_DUE)?, due)?;
         self.effects.deliveries_due = true;
+        Ok(())
+    }
+
+    fn unlist_due(&mut self, at: Timestamp, id: u64) -> Result<(), StoreError> {
+        self.table(DELIVERIES_DUE)?.remove(due_key((at, id)))?;
         Ok(())
     }
 

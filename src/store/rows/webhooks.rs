@@ -13,9 +13,13 @@ pub enum EventType {
     RecordReplaced,
     #[serde(rename = "record.deleted")]
     RecordDeleted,
+    /// A test event ("Send test event"): no write's, and no subscription asks for it.
+    #[serde(rename = "webhook.test")]
+    WebhookTest,
 }
 
 impl EventType {
+    /// The events of writes, which subscriptions filter on.
     pub const ALL: [EventType; 3] = [
         EventType::RecordCreated,
         EventType::RecordReplaced,
@@ -27,6 +31,7 @@ impl EventType {
             EventType::RecordCreated => "record.created",
             EventType::RecordReplaced => "record.replaced",
             EventType::RecordDeleted => "record.deleted",
+            EventType::WebhookTest => "webhook.test",
         }
     }
 
@@ -272,6 +277,10 @@ pub enum DeliveryState {
     /// Not attempted: its subscription was disabled when its write was committed. A recovery
     /// can still schedule it.
     Skipped,
+    /// Stopped before it finished: its subscription was deleted with its pending deliveries
+    /// cancelled (`DeliveryRow::cancel`). Never attempted again unless redelivered or
+    /// recovered.
+    Cancelled,
 }
 
 /// What counting a partition's delivery outcomes reads of each delivery: a store can decode it
@@ -281,6 +290,8 @@ pub struct DeliveryBrief {
     pub id: u64,
     pub state: DeliveryState,
     pub created_at: Timestamp,
+    #[serde(default)]
+    pub test: bool,
 }
 
 impl From<&DeliveryRow> for DeliveryBrief {
@@ -289,6 +300,7 @@ impl From<&DeliveryRow> for DeliveryBrief {
             id: row.id,
             state: row.state,
             created_at: row.created_at,
+            test: row.test,
         }
     }
 }
@@ -300,6 +312,10 @@ pub struct DeliveryRow {
     pub partition: Partition,
     pub record_id: u128,
     pub kind: WebhookKind,
+    /// The event its body announces (`None` in rows written before it was kept: the body
+    /// says it, see [`DeliveryRow::event_type`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<EventType>,
     /// The owner subscription it was made for (`None` for a caller webhook's, and for those an
     /// owner webhook made before subscriptions existed: they belong to subscription 1).
     #[serde(default)]
@@ -336,6 +352,10 @@ pub struct DeliveryRow {
     /// bodies with it, so it is never sent again; the row stays, so the log's counts stay true.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub erased: bool,
+    /// A test event sent to its subscription ("Send test event"): logged with its one attempt,
+    /// finished, and never sent again. `record_id` is the number of its `test_…` id.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub test: bool,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -355,6 +375,33 @@ impl DeliveryRow {
             self.finished_at = Some(at);
         }
         listed_at
+    }
+
+    /// What cancelling it makes of it, the rule both backends apply: a pending delivery is
+    /// finished as `cancelled` at `at` and never attempted again (an attempt in flight still
+    /// ends: `AttemptOutcome::apply`). Returns the time it was listed as due at, to unlist it;
+    /// `None`, and the row left alone, when it was not pending.
+    pub fn cancel(&mut self, at: Timestamp) -> Option<Timestamp> {
+        if self.state != DeliveryState::Pending {
+            return None;
+        }
+        self.state = DeliveryState::Cancelled;
+        self.finished_at = Some(at);
+        self.next_attempt_at.take()
+    }
+
+    /// The event it announces: as kept, or, for a row written before it was kept, as its body
+    /// says (`None` once an erasure emptied the body).
+    pub fn event_type(&self) -> Option<EventType> {
+        #[derive(Deserialize)]
+        struct Typed<'a> {
+            #[serde(borrow, rename = "type")]
+            kind: &'a str,
+        }
+        self.event.or_else(|| {
+            let typed: Typed<'_> = serde_json::from_str(&self.body).ok()?;
+            EventType::parse(typed.kind)
+        })
     }
 
     /// The owner subscription it belongs to; `None` for a caller webhook's.

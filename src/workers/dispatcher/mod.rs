@@ -26,7 +26,8 @@
 //! is persisted, so nothing can go stale: after a crash or restart every unfinished delivery
 //! is simply due again at its persisted due time. A delivery can thus reach a receiver twice
 //! (an answer whose outcome was not yet committed), never zero times, and a pending retry is
-//! neither lost nor sent before its time. Receivers deduplicate by `webhook-id`. The
+//! neither lost nor sent before its time. Receivers deduplicate by `webhook-id` with the body's
+//! `type` and `timestamp`. The
 //! scheduler snapshots the claims together with its read transaction, so a claim released by
 //! a commit its snapshot does not show yet still counts.
 //!

@@ -4,8 +4,9 @@
 //!
 //! It is signed and sent exactly like a delivery (the same headers, the same secret, the same
 //! egress guard and timeout), so a receiver that verifies a test event verifies real ones.
-//! Nothing is stored: it is no record's delivery, is never retried, and leaves the
-//! subscription's health and circuit breaker alone. Its `webhook-id` starts with `test_`.
+//! Once answered it is logged in the delivery log, marked as a test (`domain::webhooks::
+//! test_events`); it is no record's delivery, is never retried, and leaves the subscription's
+//! health and circuit breaker alone. Its `webhook-id` starts with `test_`.
 
 use std::time::Instant;
 
@@ -14,16 +15,14 @@ use serde::Serialize;
 use super::send::Sender;
 use crate::core::config::WebhooksConfig;
 use crate::core::crypto::Sealer;
-use crate::core::ids::random_base32;
+use crate::core::ids::RecordId;
 use crate::domain::error::{Error, Result};
 use crate::domain::handles::Handles;
 use crate::domain::webhooks::policy::Exchange;
 use crate::domain::webhooks::secrets::signed_headers;
-use crate::domain::webhooks::signing::Message;
-use crate::store::{Environment, Partition, SubscriptionRow};
-
-/// The event type of a test event.
-pub const TEST_EVENT_TYPE: &str = "webhook.test";
+use crate::domain::webhooks::signing::{Message, redacted};
+use crate::domain::webhooks::test_events::{self, SentTest};
+use crate::store::{Environment, EventType, Partition, SubscriptionRow};
 
 /// Where a test event goes.
 pub struct TestTarget<'a> {
@@ -38,6 +37,8 @@ pub struct TestTarget<'a> {
 pub struct TestResult {
     /// The `webhook-id` it carried.
     pub webhook_id: String,
+    /// Its entry in the delivery log.
+    pub delivery_id: u64,
     /// Whether the receiver answered 2xx.
     pub delivered: bool,
     /// The receiver's status; `null` when it did not answer.
@@ -60,9 +61,10 @@ pub fn send(
     target: &TestTarget<'_>,
 ) -> Result<TestResult> {
     let now = handles.now();
-    let webhook_id = format!("test_{}", random_base32(26));
+    let number = RecordId::random_test_event();
+    let webhook_id = number.as_test_event();
     let body = serde_json::json!({
-        "type": TEST_EVENT_TYPE,
+        "type": EventType::WebhookTest.as_str(),
         "timestamp": now.to_rfc3339(),
         "data": {
             "id": webhook_id,
@@ -86,18 +88,36 @@ pub fn send(
     let sender = Sender::new(config).map_err(Error::Internal)?;
     let started = Instant::now();
     let exchange = sender.send(&sub.url, &headers, body.as_bytes(), now);
-    let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let elapsed = started.elapsed();
     let (status, response_body, error) = match exchange {
         Exchange::Answered { status, body, .. } => (Some(status), Some(body), None),
         Exchange::Failed(error) | Exchange::Refused(error) => (None, None, Some(error)),
     };
+    let delivery_id = test_events::record(
+        handles,
+        SentTest {
+            partition: target.partition,
+            subscription: sub.id,
+            number,
+            url: sub.url.clone(),
+            body: body.clone(),
+            sent_at: now,
+            answered_at: handles.now(),
+            duration_us: u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+            request_headers: redacted(headers, sub.auth_header.as_deref()),
+            status,
+            error: error.clone(),
+            response_body: response_body.clone(),
+        },
+    )?;
     Ok(TestResult {
         webhook_id,
+        delivery_id,
         delivered: status.is_some_and(|s| (200..300).contains(&s)),
         status,
         response_body,
         error,
-        duration_ms,
+        duration_ms: elapsed.as_secs_f64() * 1000.0,
         request_body: body,
     })
 }

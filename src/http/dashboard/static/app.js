@@ -43,10 +43,21 @@ document.addEventListener("click", function (event) {
     }
     return;
   }
-  // Destructive buttons ask first: data-confirm holds the question.
+  // Destructive buttons ask first: data-confirm holds the question, and each box of the form
+  // that has data-confirm-checked / -unchecked adds what its state will do to it.
   var confirmable = target.closest("button[data-confirm]");
-  if (confirmable && !window.confirm(confirmable.getAttribute("data-confirm"))) {
-    event.preventDefault();
+  if (confirmable) {
+    var question = confirmable.getAttribute("data-confirm");
+    var boxes = confirmable.form ? confirmable.form.querySelectorAll("input[data-confirm-checked]") : [];
+    for (var i = 0; i < boxes.length; i++) {
+      var note = boxes[i].getAttribute(boxes[i].checked ? "data-confirm-checked" : "data-confirm-unchecked");
+      if (note) {
+        question += " " + note;
+      }
+    }
+    if (!window.confirm(question)) {
+      event.preventDefault();
+    }
   }
 });
 

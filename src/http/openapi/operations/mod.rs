@@ -180,12 +180,13 @@ fn collaborator_example() -> Value {
 }
 
 fn delivery_example() -> Value {
-    json!({ "id": 7, "record_id": RECORD_ID, "environment": "production", "kind": "owner",
+    json!({ "id": 7, "record_id": RECORD_ID, "event": "record.created",
+            "environment": "production", "kind": "owner",
             "subscription": "sub_1", "url": "https://example.com/hook",
             "state": "delivered", "failing": false, "attempts": 1, "max_attempts": 6,
             "next_attempt_at": null,
             "created_at": CREATED_AT, "finished_at": CREATED_AT, "withheld": [],
-            "erased": false })
+            "erased": false, "test": false })
 }
 
 fn subscription_example() -> Value {

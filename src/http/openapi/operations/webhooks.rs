@@ -17,6 +17,18 @@ pub(super) fn webhook_operations() -> Vec<Operation> {
             .access(Access::Account(who))
     };
     let bad_environment: &[&str] = &["invalid_parameter"];
+    let pending = || {
+        query(
+            "pending",
+            "What becomes of its deliveries still pending: `cancel` (the default) marks them \
+             `cancelled` in the delivery log in the same commit, never attempted again (an \
+             attempt in flight still ends and is logged; a 2xx makes that delivery \
+             `delivered`), and each can be redelivered (`redeliver`); `keep` leaves them to run \
+             on their schedule, to the URL they were made with. Anything else is 400 \
+             `invalid_parameter`.",
+            json!({ "type": "string", "enum": ["cancel", "keep"], "default": "cancel" }),
+        )
+    };
     let settings_rules = "`auth_value` is sent in `auth_header` (default `Authorization`), \
         stored sealed and never shown again. A `url` with credentials (`user:password@`), \
         hop-by-hop or framing header names (`Connection`, `Keep-Alive`, `Upgrade`, `TE`, \
@@ -62,14 +74,17 @@ pub(super) fn webhook_operations() -> Vec<Operation> {
         op(Route::DeleteOwnerWebhook, Who::Owner)
             .summary(
                 "Remove the owner webhook",
-                "Removes the first subscription (the next one becomes first). Deliveries \
-                 already made keep their target.",
+                "Removes the first subscription (the next one becomes first), and cancels its \
+                 pending deliveries unless `pending=keep`; deliveries kept go on to the target \
+                 they were made with.",
             )
+            .param(pending())
             .ok(
                 200,
                 "Removed.",
                 schema_ref("RemovedWebhook"),
-                json!({ "environment": "production", "removed": true }),
+                json!({ "environment": "production", "removed": true, "pending": "cancel",
+                        "cancelled": 3 }),
             )
             .error(400, bad_environment)
             .error(404, &["webhook_not_found"]),
@@ -154,11 +169,13 @@ pub(super) fn webhook_operations() -> Vec<Operation> {
                  exactly as a delivery would be sent (same headers, secret, timeout and egress \
                  rule), and answers with what the receiver said: 200 also when the receiver \
                  refused or could not be reached (`delivered` false, `status` or `error` says \
-                 why). Its `webhook-id` starts with `test_`. Nothing is stored or retried, and \
-                 the subscription's health is left alone.",
+                 why). Its `webhook-id` starts with `test_`. It is logged in the delivery log, \
+                 marked as a test (`test`, event `webhook.test`), with its one attempt; it is \
+                 never retried or redelivered, and the subscription's health is left alone.",
             )
             .ok(200, "The receiver's answer.", schema_ref("TestEventResult"), json!({
                 "webhook_id": "test_4k2m9x4q1w8pz3n5b7c6d1f0gh",
+                "delivery_id": 8,
                 "delivered": true,
                 "status": 204,
                 "response_body": "",
@@ -191,13 +208,16 @@ pub(super) fn webhook_operations() -> Vec<Operation> {
         op(Route::DeleteSubscription, Who::Owner)
             .summary(
                 "Delete a subscription",
-                "Deliveries already made keep their target; its id is not given again.",
+                "Cancels its pending deliveries unless `pending=keep` (deliveries kept go on to \
+                 the target they were made with); its id is not given again.",
             )
+            .param(pending())
             .ok(
                 200,
                 "Removed.",
                 schema_ref("RemovedSubscription"),
-                json!({ "id": "sub_2", "environment": "production", "removed": true }),
+                json!({ "id": "sub_2", "environment": "production", "removed": true,
+                        "pending": "cancel", "cancelled": 3 }),
             )
             .error(400, bad_environment)
             .error(404, &["subscription_not_found"]),
@@ -226,9 +246,10 @@ pub(super) fn webhook_operations() -> Vec<Operation> {
             .param(query(
                 "state",
                 "Only deliveries in this state: `pending` (no attempt yet), `failing` (pending \
-                 after a failed attempt), `delivered`, `given_up`, `skipped`.",
+                 after a failed attempt), `delivered`, `given_up`, `skipped`, `cancelled`.",
                 json!({ "type": "string",
-                        "enum": ["pending", "failing", "delivered", "given_up", "skipped"] }),
+                        "enum": ["pending", "failing", "delivered", "given_up", "skipped",
+                                 "cancelled"] }),
             ))
             .param(query(
                 "kind",
@@ -268,7 +289,8 @@ pub(super) fn webhook_operations() -> Vec<Operation> {
         )
         .summary(
             "Send a given-up delivery again",
-            "A fresh attempt budget, the first attempt at once; 409 `conflict` unless given up.",
+            "A fresh attempt budget, the first attempt at once; 409 `conflict` unless given up, \
+             skipped or cancelled.",
         )
         .ok(200, "The delivery.", schema_ref("Delivery"), delivery_example())
         .error(404, &["delivery_not_found"])

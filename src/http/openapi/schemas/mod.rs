@@ -721,12 +721,18 @@ fn answer_schemas() -> Value {
         "RemovedWebhook": object(json!({
             "environment": schema_ref("Environment"),
             "removed": { "const": true },
-        }), &["environment", "removed"]),
+            "pending": string_enum(&["cancel", "keep"]),
+            "cancelled": { "type": "integer", "minimum": 0,
+                           "description": "Its pending deliveries cancelled (0 with `keep`)." },
+        }), &["environment", "removed", "pending", "cancelled"]),
         "RemovedSubscription": object(json!({
             "id": string(),
             "environment": schema_ref("Environment"),
             "removed": { "const": true },
-        }), &["id", "environment", "removed"]),
+            "pending": string_enum(&["cancel", "keep"]),
+            "cancelled": { "type": "integer", "minimum": 0,
+                           "description": "Its pending deliveries cancelled (0 with `keep`)." },
+        }), &["id", "environment", "removed", "pending", "cancelled"]),
         "QueuedMail": object(json!({
             "id": { "type": "integer" },
             "status": { "const": "queued" },

@@ -84,21 +84,33 @@ pub(super) fn webhook_schemas() -> Value {
         "Marked": object(json!({ "marked": integer() }), &["marked"]),
         "TestEventResult": object(json!({
             "webhook_id": { "type": "string", "pattern": "^test_" },
+            "delivery_id": { "type": "integer",
+                             "description": "Its entry in the delivery log (`getDelivery`)." },
             "delivered": { "type": "boolean", "description": "Whether the receiver answered 2xx." },
             "status": nullable(json!({ "type": "integer", "minimum": 100, "maximum": 599 })),
             "response_body": nullable(json!({ "type": "string", "description": "The first 4 KiB of the receiver's answer." })),
             "error": nullable(json!({ "type": "string", "description": "Why there was no answer: timeout, connection, TLS, or the egress rule." })),
             "duration_ms": { "type": "number", "minimum": 0 },
             "request_body": { "type": "string", "description": "The JSON body sent." },
-        }), &["webhook_id", "delivered", "status", "response_body", "error", "duration_ms",
-              "request_body"]),
+        }), &["webhook_id", "delivery_id", "delivered", "status", "response_body", "error",
+              "duration_ms", "request_body"]),
         "SubscriptionList": object(json!({
             "environment": schema_ref("Environment"),
             "data": { "type": "array", "items": schema_ref("Subscription") },
         }), &["environment", "data"]),
         "Delivery": object(json!({
             "id": integer(),
-            "record_id": schema_ref("RecordId"),
+            "record_id": { "anyOf": [schema_ref("RecordId"),
+                                     { "type": "string", "pattern": "^test_[0-9a-z]{26}$" }],
+                           "description": "The record whose write it reports; for a test \
+                               event (`test`), its `test_…` id, which names no record." },
+            "event": { "anyOf": [string_enum(&["record.created", "record.replaced",
+                                              "record.deleted", "webhook.test"]),
+                                 { "type": "null" }],
+                       "description": "The event its body announces: a record's deliveries \
+                           share their `webhook-id` (the record id), and this tells them apart. \
+                           `null` only for a delivery made before deliveries kept it \
+                           (its body said it), whose record was erased since." },
             "environment": schema_ref("Environment"),
             "kind": string_enum(&["owner", "caller"]),
             "subscription": nullable(json!({ "type": "string", "pattern": "^sub_[1-9][0-9]*$" })),
@@ -108,7 +120,11 @@ pub(super) fn webhook_schemas() -> Value {
                          collaborator whose key made the write; a caller webhook's origin \
                          (`scheme://host:port`) for other collaborators; `null` for an owner \
                          subscription's seen by a collaborator." },
-            "state": string_enum(&["pending", "delivered", "given_up", "skipped"]),
+            "state": described(
+                string_enum(&["pending", "delivered", "given_up", "skipped", "cancelled"]),
+                "`cancelled`: its subscription was deleted with its pending deliveries \
+                 cancelled; never attempted again unless redelivered.",
+            ),
             "failing": { "type": "boolean",
                          "description": "Pending after at least one failed attempt (the log's `failing` state)." },
             "attempts": integer(),
@@ -126,9 +142,12 @@ pub(super) fn webhook_schemas() -> Value {
                         "description": "Its record was erased (`createErasure`): its `body` and \
                             every attempt's `response_body` are `null` for everyone, a pending \
                             delivery was given up, and it can never be sent again." },
-        }), &["id", "record_id", "environment", "kind", "subscription", "url", "state",
+            "test": { "type": "boolean",
+                      "description": "A test event (`testSubscription`), logged with its one \
+                          attempt: `delivered` on a 2xx, else `given_up`; never sent again." },
+        }), &["id", "record_id", "event", "environment", "kind", "subscription", "url", "state",
               "failing", "attempts", "max_attempts", "next_attempt_at", "created_at",
-              "finished_at", "withheld", "erased"]),
+              "finished_at", "withheld", "erased", "test"]),
         "DeliveryDetail": extends("Delivery", json!({
             "body": { "anyOf": [string(), { "type": "null" }],
                       "description": "The exact bytes every attempt sends; `null` when \
@@ -232,7 +251,8 @@ pub fn webhooks() -> Value {
                 timeouts (15 s) and connection errors are retried (production 6 attempts, \
                 sandbox 4); other answers give up.",
             "parameters": [
-                header("webhook-id", "The record id: the same on every attempt, to deduplicate."),
+                header("webhook-id", "The record id: the same on every attempt and on every write \
+                    to the record; deduplicate on it with the body's `type` and `timestamp`."),
                 header("webhook-timestamp", "Unix seconds of this attempt."),
                 header("webhook-signature", "Space-separated `v1,<base64 HMAC-SHA256>` entries over \
                     `{webhook-id}.{webhook-timestamp}.{body}`; two during a secret changeover."),
