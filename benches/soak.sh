@@ -49,7 +49,9 @@ cleanup_on_exit 50 pg_stop
 build_intake
 # libfaketime is preloaded, which a static binary ignores: its clock would stand still and
 # retention would never purge (the run would fail its checks after an hour, not at once).
-if ! ldd "$INTAKE_BIN" 2>/dev/null | grep -q '=>'; then
+# grep reads all of ldd's output (no -q): stopping at the first match could end ldd with
+# SIGPIPE, which pipefail would take for a static binary.
+if ! ldd "$INTAKE_BIN" 2>/dev/null | grep '=>' >/dev/null; then
   die "$INTAKE_BIN is statically linked; the soak moves the server's clock with libfaketime (LD_PRELOAD), which needs a dynamic build such as cargo build --release's"
 fi
 receiver="$(build_bench webhook_receiver)"
