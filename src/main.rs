@@ -1,34 +1,27 @@
-// mimalloc: the request path allocates many small, short-lived buffers; glibc's allocator
-// spent about a tenth of the CPU time there under load (see docs/src/benchmarks.md).
+// jemalloc: the request path allocates many small, short-lived buffers (glibc's allocator
+// spent about a tenth of the CPU time there under load), and the store's page cache keeps
+// 4 KiB pages that it evicts in no particular order. jemalloc's small slabs (four such pages
+// each) are given back as their pages are evicted; mimalloc's 64 KiB pages stayed in use
+// while one block in them did, and a long mixed load's RSS climbed to 1.6 times jemalloc's
+// with the same live heap (docs/src/benchmarks.md, "Memory allocator").
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// `mi_option_purge_delay` of mimalloc.h (the same in its versions 2 and 3); libmimalloc-sys
-/// names no constant for it.
-const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
-
-/// `mi_option_page_reclaim_on_free` of mimalloc.h version 3 (the version libmimalloc-sys
-/// builds by default; version 2 numbers its options otherwise).
-const MI_OPTION_PAGE_RECLAIM_ON_FREE: libmimalloc_sys::mi_option_t = 35;
+/// jemalloc's options, read when it starts (`_RJEM_MALLOC_CONF` in the environment still
+/// overrides each): one background thread hands freed memory back to the system after about a
+/// second whether or not the thread that freed it allocates again (an idle indexing thread
+/// never does), and `muzzy_decay_ms:0` hands it back at once (`MADV_DONTNEED`) rather than
+/// lazily (`MADV_FREE`), which would keep counting it in RSS until the kernel needs it.
+// jemalloc reads a `const char *` by that name: a thin pointer to the options' first byte.
+#[unsafe(export_name = "_rjem_malloc_conf")]
+#[used]
+static MALLOC_CONF: Option<&std::ffi::c_char> = Some(
+    // SAFETY: the pointer is to the first byte of a static C string, valid for ever.
+    unsafe { &*JEMALLOC_OPTIONS.as_ptr() },
+);
+const JEMALLOC_OPTIONS: &std::ffi::CStr =
+    c"background_thread:true,max_background_threads:1,dirty_decay_ms:1000,muzzy_decay_ms:0";
 
 fn main() {
-    // Defaults only: MIMALLOC_PURGE_DELAY and MIMALLOC_PAGE_RECLAIM_ON_FREE in the
-    // environment still set them.
-    // SAFETY: mi_option_set_default only stores the option's value; no allocation is live
-    // that depends on it.
-    unsafe {
-        // Memory freed is returned to the system at once rather than after mimalloc's default
-        // 10 ms: under a write load the delayed pages (and those of tantivy's indexing thread,
-        // which ends at every commit) were a third of the peak RSS (docs/src/operations.md).
-        libmimalloc_sys::mi_option_set_default(MI_OPTION_PURGE_DELAY, 0);
-        // A page left by a thread that has ended is taken over by the thread that frees a
-        // block in it, so its free space is used again. tantivy starts new indexing threads at
-        // every commit (several a second under load). With mimalloc's default the soak's RSS
-        // crept up once retention began deleting, to 2-4 times the live heap; with this, its
-        // last window stayed within 10 % of its first (docs/src/benchmarks.md, "Soak").
-        if libmimalloc_sys::mi_version() >= 30000 {
-            libmimalloc_sys::mi_option_set_default(MI_OPTION_PAGE_RECLAIM_ON_FREE, 1);
-        }
-    }
     std::process::exit(intake::cli::run());
 }

@@ -131,8 +131,8 @@ fn metrics_token_is_required_when_configured() {
     assert!(!s.log.text().contains("scrape-secret"));
 }
 
-/// `serve` opts out of transparent huge pages: where the kernel grants them on request,
-/// mimalloc's arenas made the idle server's memory more than double (docs/src/benchmarks.md).
+/// `serve` opts out of transparent huge pages: where the kernel grants them, an allocator's
+/// arenas made the idle server's memory more than double (docs/src/benchmarks.md).
 #[test]
 fn the_server_runs_without_transparent_huge_pages() {
     let s = TestServer::start();

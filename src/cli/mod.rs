@@ -293,10 +293,11 @@ fn load(files: &FileArgs) -> Result<Config, String> {
 }
 
 fn serve(config: Config) -> Result<(), String> {
-    // Where the kernel offers transparent huge pages on request (`madvise`, a common
-    // default), mimalloc asks for them and every touched arena becomes 2 MiB of resident
-    // memory: the idle server measured 56 MB instead of 19 MB, with no throughput to show
-    // for it (docs/src/benchmarks.md). Before the runtime's threads, so that all of them see it.
+    // Where the kernel offers transparent huge pages (on request, `madvise`, a common default,
+    // or always), an allocator's arena can become 2 MiB of resident memory however little of
+    // it is used: the idle server measured 56 MB instead of 19 MB (with mimalloc, which asked
+    // for them), with no throughput to show for it (docs/src/benchmarks.md). Before the
+    // runtime's threads, so that all of them see it.
     if let Err(err) = rustix::thread::disable_transparent_huge_pages(true) {
         log::debug!("cannot opt out of transparent huge pages: {err}");
     }

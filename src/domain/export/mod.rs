@@ -238,8 +238,8 @@ const CHUNKS_KEPT: usize = 32;
 /// Where an export's chunks go: to its reader (the HTTP body), in buffers that come back
 /// once the HTTP layer has written them out, for the export to fill again; so an export
 /// allocates a dozen buffers in all. Freed where they were written out instead, the chunks'
-/// pages moved into the HTTP worker threads' heaps (mimalloc's page reclaim on free,
-/// `main.rs`), and a first export of 1M records left RSS 28 MB higher; now 2 MB.
+/// memory moved into the HTTP worker threads' heaps (measured with mimalloc, the allocator
+/// then), and a first export of 1M records left RSS 28 MB higher; now 2 MB.
 struct ChunkSink {
     chunks: tokio::sync::mpsc::Sender<std::io::Result<Bytes>>,
     pool: ChunkPool,

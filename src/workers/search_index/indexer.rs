@@ -190,19 +190,6 @@ pub fn start(
     Ok((shared, Notifier(tx), IndexerThread(handle)))
 }
 
-/// Hands memory the indexing just freed back to the system (the server's allocator is
-/// mimalloc). tantivy's indexing thread allocates a term table of about 8 MB for the first
-/// document after a commit and frees it at the commit; mimalloc returns freed pages only when
-/// the thread that freed them allocates again after a delay, which an idle indexing thread
-/// never does, so an idle server kept ~8 MB more after its first write (docs/src/benchmarks.md).
-/// The cost is a few milliseconds of page faults the next time the table is allocated, once
-/// per commit at most, and only when the indexer has caught up.
-fn return_freed_memory() {
-    // SAFETY: mi_collect has no preconditions and may be called from any thread; where
-    // mimalloc is not the global allocator (tests of the library) it has nothing to do.
-    unsafe { libmimalloc_sys::mi_collect(true) }
-}
-
 /// Most recently added ids [`MaybeHeld`] remembers one by one.
 const RECENT_ADDS: usize = 4096;
 
@@ -363,9 +350,6 @@ impl Indexer {
                     since_commit = 0;
                     self.commit()?;
                     self.trim()?;
-                    if !backlog {
-                        return_freed_memory();
-                    }
                 }
                 Ok(())
             });
