@@ -43,23 +43,6 @@ fn subscribe(s: &InProcessServer, slug: &str, receiver: &Receiver) {
     assert_status(&s.manage("POST", &path, Some(&body)), 201);
 }
 
-/// The sandbox deliveries of `slug` as the API lists them, newest first, once `done` holds.
-fn deliveries_once(s: &InProcessServer, slug: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let path = format!("/api/v1/manage/endpoints/{slug}/deliveries?limit=100");
-        let list = s.manage("GET", &path, None).json()["data"]
-            .as_array()
-            .expect("data")
-            .clone();
-        if done(&list) {
-            return list;
-        }
-        assert!(std::time::Instant::now() < deadline, "timed out: {list:#?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// The ids of `list`'s deliveries of `subscription`.
 fn ids_of(list: &[Value], subscription: &str) -> Vec<u64> {
     list.iter()
@@ -104,7 +87,7 @@ fn deleting_a_subscription_asks_whether_to_cancel_its_pending_deliveries() {
     subscribe(&s, slug, &cancelled_rx);
     subscribe(&s, slug, &kept_rx);
     s.create_record(slug, &ep.sandbox_key, &json!({ "order": 1 }));
-    let list = deliveries_once(&s, slug, |list| {
+    let list = s.sandbox_deliveries_once(slug, |list| {
         list.len() == 2 && list.iter().all(|d| d["failing"] == true)
     });
     let (cancelled, kept) = (ids_of(&list, "sub_1")[0], ids_of(&list, "sub_2")[0]);
@@ -173,7 +156,7 @@ fn deleting_a_subscription_asks_whether_to_cancel_its_pending_deliveries() {
     ));
     assert!(owner.text(".flash").contains("Redelivery scheduled"));
     cancelled_rx.wait_for(2, WAIT);
-    deliveries_once(&s, slug, |list| {
+    s.sandbox_deliveries_once(slug, |list| {
         list.iter()
             .any(|d| d["id"] == cancelled && d["state"] == "delivered")
     });
@@ -205,7 +188,7 @@ fn the_delivery_log_names_each_event_and_the_guide_says_how_to_deduplicate() {
     );
     assert_status(&r, 202);
     receiver.wait_for(2, WAIT);
-    deliveries_once(&s, slug, |list| {
+    s.sandbox_deliveries_once(slug, |list| {
         list.len() == 2 && list.iter().all(|d| d["state"] == "delivered")
     });
 
@@ -231,7 +214,7 @@ fn the_delivery_log_names_each_event_and_the_guide_says_how_to_deduplicate() {
             .iter()
             .all(|r| r.header("webhook-id") == Some(id.as_str()))
     );
-    let list = deliveries_once(&s, slug, |list| {
+    let list = s.sandbox_deliveries_once(slug, |list| {
         list.len() == 3 && list.iter().all(|d| d["state"] == "delivered")
     });
 

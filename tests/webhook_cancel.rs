@@ -39,23 +39,6 @@ fn subscribe(s: &InProcessServer, slug: &str, receiver: &Receiver) {
     );
 }
 
-/// The sandbox deliveries of `slug`, newest first, once `done` holds for them.
-fn deliveries_once(s: &InProcessServer, slug: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let path = format!("/api/v1/manage/endpoints/{slug}/deliveries?limit=100");
-        let list = s.manage("GET", &path, None).json()["data"]
-            .as_array()
-            .expect("data")
-            .clone();
-        if done(&list) {
-            return list;
-        }
-        assert!(std::time::Instant::now() < deadline, "timed out: {list:#?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn of(list: &[Value], subscription: &str) -> Vec<Value> {
     list.iter()
         .filter(|d| d["subscription"] == subscription)
@@ -77,7 +60,7 @@ fn deleting_a_subscription_cancels_its_pending_deliveries_unless_asked_to_keep_t
         s.create_record(&ep.slug, &ep.sandbox_key, &json!({ "n": n }));
     }
     // Each failed once: pending, due again in 30 s.
-    deliveries_once(&s, &ep.slug, |list| {
+    s.sandbox_deliveries_once(&ep.slug, |list| {
         list.len() == 4 && list.iter().all(|d| d["failing"] == true)
     });
     let path = subscriptions_path(&ep.slug);
@@ -105,7 +88,7 @@ fn deleting_a_subscription_cancels_its_pending_deliveries_unless_asked_to_keep_t
         (&json!("keep"), &json!(0))
     );
 
-    let list = deliveries_once(&s, &ep.slug, |_| true);
+    let list = s.sandbox_deliveries_once(&ep.slug, |_| true);
     let cancelled = of(&list, "sub_1");
     assert_eq!(cancelled.len(), 2);
     for d in &cancelled {
@@ -153,7 +136,7 @@ fn deleting_a_subscription_cancels_its_pending_deliveries_unless_asked_to_keep_t
     assert_status(&r, 200);
     assert_eq!(r.json()["state"], "pending");
     cancelled_rx.wait_for(3, WAIT);
-    deliveries_once(&s, &ep.slug, |list| {
+    s.sandbox_deliveries_once(&ep.slug, |list| {
         list.iter()
             .any(|d| d["id"] == id && d["state"] == "delivered")
     });
@@ -172,9 +155,7 @@ fn the_owner_webhook_route_takes_the_same_choice() {
     receiver.always(Reply::status(503));
     subscribe(&s, &ep.slug, &receiver);
     s.create_record(&ep.slug, &ep.sandbox_key, &json!({ "n": 1 }));
-    deliveries_once(&s, &ep.slug, |list| {
-        list.iter().any(|d| d["failing"] == true)
-    });
+    s.sandbox_deliveries_once(&ep.slug, |list| list.iter().any(|d| d["failing"] == true));
     let first = format!("/api/v1/manage/endpoints/{}/webhooks/sandbox", ep.slug);
     assert_error(
         &s.manage("DELETE", &format!("{first}?pending=maybe"), None),
@@ -187,7 +168,7 @@ fn the_owner_webhook_route_takes_the_same_choice() {
         r.json(),
         json!({ "environment": "sandbox", "removed": true, "pending": "cancel", "cancelled": 1 })
     );
-    let list = deliveries_once(&s, &ep.slug, |_| true);
+    let list = s.sandbox_deliveries_once(&ep.slug, |_| true);
     assert_eq!(list[0]["state"], "cancelled");
 }
 
@@ -210,7 +191,7 @@ fn an_attempt_in_flight_when_its_delivery_is_cancelled_ends_logged_and_is_not_re
         let r = s.manage("DELETE", &format!("{path}/{sub}"), None);
         assert_eq!(r.json()["cancelled"], 1, "{sub}: {}", r.text());
     }
-    let list = deliveries_once(&s, &ep.slug, |_| true);
+    let list = s.sandbox_deliveries_once(&ep.slug, |_| true);
     assert!(
         list.iter()
             .all(|d| d["state"] == "cancelled" && d["attempts"] == 0),
@@ -219,7 +200,7 @@ fn an_attempt_in_flight_when_its_delivery_is_cancelled_ends_logged_and_is_not_re
 
     // The attempts end: each is logged; the failed one stays cancelled and is not due again,
     // the answered one was delivered (the receiver has it).
-    let list = deliveries_once(&s, &ep.slug, |list| {
+    let list = s.sandbox_deliveries_once(&ep.slug, |list| {
         list.iter().all(|d| d["attempts"] == 1) && list.iter().any(|d| d["state"] == "delivered")
     });
     let failed = &of(&list, "sub_1")[0];

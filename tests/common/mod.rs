@@ -958,6 +958,28 @@ impl ServerClient {
         self.manage_with(method, path, Some(&auth), body)
     }
 
+    /// The sandbox deliveries of endpoint `slug` as the API lists them (the newest 100, newest
+    /// first), once `done` holds for them; panics after 30 s.
+    pub fn sandbox_deliveries_once(
+        &self,
+        slug: &str,
+        done: impl Fn(&[Value]) -> bool,
+    ) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let path = format!("/api/v1/manage/endpoints/{slug}/deliveries?limit=100");
+        loop {
+            let list = self.manage("GET", &path, None).json()["data"]
+                .as_array()
+                .expect("data")
+                .clone();
+            if done(&list) {
+                return list;
+            }
+            assert!(Instant::now() < deadline, "timed out: {list:#?}");
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn manage_with(
         &self,
         method: &str,
