@@ -101,7 +101,7 @@ pub fn issue(handles: &Handles, email: &str, public_url: &str) -> Result<String>
     handles.write(|tx| {
         let account = tx
             .account_by_email(&email)?
-            .ok_or(Error::NotFound(crate::domain::error::Missing::Account))?;
+            .ok_or_else(|| Error::InvalidRequest(format!("No account has the address {email}.")))?;
         store_link(tx, &account, &token, now)
     })?;
     Ok(link(public_url, &token))
