@@ -8,6 +8,7 @@
 
 mod common;
 
+mod account_self_service;
 mod accounts;
 mod architecture;
 mod backup;
