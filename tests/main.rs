@@ -16,6 +16,7 @@ mod batch;
 mod cli;
 mod cluster;
 mod dashboard;
+mod dashboard_account;
 mod dashboard_browser;
 mod dashboard_deploy;
 mod dashboard_keys;
