@@ -157,7 +157,13 @@ fn a_token_stops_working_at_its_expiry_and_is_listed_as_expired_until_revoked() 
     assert_eq!(whoami(&s, Auth::Token(&token)), 200);
     s.set("2026-11-29T13:00:00Z");
     assert_error(
-        &call(&s, "GET", "/api/v1/manage/account", Auth::Token(&token), None),
+        &call(
+            &s,
+            "GET",
+            "/api/v1/manage/account",
+            Auth::Token(&token),
+            None,
+        ),
         401,
         "invalid_token",
     );
@@ -304,7 +310,11 @@ fn a_mailed_reset_link_works_once_for_30_minutes_and_ends_every_session() {
     );
     s.advance(Duration::from_secs(29 * 60));
     // Too short a password is refused and leaves the link usable.
-    assert_error(&complete_reset(&s, &second, "short"), 400, "invalid_request");
+    assert_error(
+        &complete_reset(&s, &second, "short"),
+        400,
+        "invalid_request",
+    );
     let done = complete_reset(&s, &second, NEW_PASSWORD);
     assert_status(&done, 200);
     assert_eq!(done.json()["email"], OWNER_EMAIL);

@@ -49,8 +49,7 @@ fn session_rows(page: &Session) -> Vec<String> {
 }
 
 #[test]
-fn the_header_address_opens_the_account_page_where_the_password_changes_and_other_sessions_end()
-{
+fn the_header_address_opens_the_account_page_where_the_password_changes_and_other_sessions_end() {
     let s = InProcessServer::start("", at(START));
     let browser = Browser::start();
     let phone = browser.session(&s.base_url());

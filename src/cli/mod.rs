@@ -684,8 +684,8 @@ fn init(config: &Config, owner_email: &str, json: bool) -> Result<(), String> {
 fn reset_password(config: &Config, email: &str) -> Result<(), String> {
     let (store, _sealer) = server::open_data_dir(config).map_err(|e| e.to_string())?;
     let handles = Handles::new(store, Arc::new(SystemClock), Arc::new(Unattended));
-    let link = password_reset::issue(&handles, email, &config.public_url())
-        .map_err(|e| e.to_string())?;
+    let link =
+        password_reset::issue(&handles, email, &config.public_url()).map_err(|e| e.to_string())?;
     println!("{link}");
     eprintln!(
         "Open this link to choose a new password for {email}: it works once, for 30 minutes."

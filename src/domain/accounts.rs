@@ -323,7 +323,11 @@ pub fn create_token(
 }
 
 /// The account's tokens, oldest first, expired ones marked.
-pub fn list_tokens(store: &dyn Store, now: Timestamp, account: &AccountRow) -> Result<Vec<TokenView>> {
+pub fn list_tokens(
+    store: &dyn Store,
+    now: Timestamp,
+    account: &AccountRow,
+) -> Result<Vec<TokenView>> {
     let mut tokens = store.read()?.tokens(account.id)?;
     tokens.sort_by_key(|(_, row)| row.created_at);
     Ok(tokens

@@ -82,12 +82,7 @@ fn login_form(
     let csrf = visitor_csrf(app, req);
     let params = query_params(&req.query);
     let page = LoginPage {
-        layout: Layout::new(
-            "Log in",
-            None,
-            csrf.token.clone(),
-            super::page::flash(req),
-        ),
+        layout: Layout::new("Log in", None, csrf.token.clone(), super::page::flash(req)),
         next: safe_next(params.get("next").map(String::as_str)),
         email,
         error,

@@ -33,7 +33,13 @@ struct ForgotPage {
     email: String,
 }
 
-fn forgot(app: &App, req: &Request, status: StatusCode, state: ForgotState, email: String) -> Outcome {
+fn forgot(
+    app: &App,
+    req: &Request,
+    status: StatusCode,
+    state: ForgotState,
+    email: String,
+) -> Outcome {
     let csrf = visitor_csrf(app, req);
     let page = ForgotPage {
         layout: Layout::new("Reset your password", None, csrf.token.clone(), None),
