@@ -456,6 +456,8 @@ const ADDED_FIELDS: &[&str] = &[
     // they announced was settled (#42).
     r#""last_rejection":null,"#,
     r#","resolution":null,"resolved_at":null"#,
+    // Personal tokens: their expiry, none for a token made before tokens could expire (#42).
+    r#","expires_at":null,"expired":false"#,
 ];
 
 /// The refusal a later build gives on purpose where a release answered, with the change that
