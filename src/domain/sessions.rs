@@ -186,18 +186,20 @@ pub fn list(
 }
 
 /// Ends every session of the account but `keep` (the caller's, when it used one; a call made
-/// with a token ends them all); returns how many ended.
+/// with a token ends them all); returns how many live ones ended.
 pub fn sign_out_others(
     handles: &Handles,
     account: &AccountRow,
     keep: Option<&str>,
 ) -> Result<usize> {
     let keep = keep.map(secret_hash);
+    let now = handles.now();
     handles.write(|tx| {
+        // Expired ones go too, but only live ones count: they are what the list showed.
         let ended = tx
             .sessions(account.id)?
             .iter()
-            .filter(|(hash, _)| Some(hash) != keep.as_ref())
+            .filter(|(hash, row)| Some(hash) != keep.as_ref() && row.expires_at > now)
             .count();
         tx.delete_sessions_of(account.id, keep.as_ref())?;
         Ok(ended)
