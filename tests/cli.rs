@@ -1,5 +1,5 @@
 //! Command line: `init`, `serve` (config file, hints, logging, SIGTERM) and
-//! the `endpoint create/list` client commands.
+//! the `endpoint create/list` client commands, and `account reset-password`.
 
 use crate::common;
 
@@ -792,4 +792,82 @@ fn every_shell_gets_a_completion_script_naming_the_commands() {
     }
     let out = run_cli(intake_cmd().args(["completions", "tcsh"]), CLI_TIMEOUT);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+#[test]
+fn account_reset_password_prints_a_one_time_link_that_sets_a_new_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let init = init_data_dir(dir.path(), OWNER_EMAIL);
+    let cfg = write_config(
+        dir.path(),
+        &format!(
+            "listen = \"127.0.0.1:0\"\ndata_dir = '{}'\npublic_url = \"https://intake.example.com\"\n",
+            dir.path().display()
+        ),
+    );
+    let reset = |email: &str| {
+        run_cli(
+            intake_cmd()
+                .args(["account", "reset-password", email, "--config"])
+                .arg(&cfg),
+            CLI_TIMEOUT,
+        )
+    };
+    let unknown = reset("nobody@example.com");
+    assert!(!unknown.status.success());
+    let stderr = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        stderr.contains("No account has the address nobody@example.com."),
+        "{stderr}"
+    );
+
+    let out = reset(OWNER_EMAIL);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let link = stdout.trim();
+    let token = link
+        .strip_prefix("https://intake.example.com/dashboard/password-reset/")
+        .unwrap_or_else(|| panic!("not a link under public_url: {stdout}"));
+    assert!(token.starts_with("ipr_") && !token.contains(char::is_whitespace));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("works once, for 30 minutes"));
+
+    let log = LogBuffer::default();
+    let mut p = spawn_serve(&["--config".as_ref(), cfg.as_os_str()], &[], &log);
+    let base = format!("http://{}", p.addr);
+    let agent = new_agent(Duration::from_secs(10));
+    let complete = |password: &str| {
+        try_send_json(
+            &agent,
+            &format!("{base}/api/v1/auth/password-reset/complete"),
+            "POST",
+            &[],
+            Some(&json!({ "token": token, "new_password": password })),
+        )
+        .expect("request")
+    };
+    assert_eq!(complete("the-operators-new-password").status, 200);
+    assert_error(
+        &complete("yet-another-password"),
+        410,
+        "password_reset_link_invalid",
+    );
+    let login = |password: &str| {
+        try_send_json(
+            &agent,
+            &format!("{base}/api/v1/auth/login"),
+            "POST",
+            &[],
+            Some(&json!({ "email": OWNER_EMAIL, "password": password })),
+        )
+        .expect("request")
+        .status
+    };
+    assert_eq!(login("the-operators-new-password"), 200);
+    assert_eq!(login(&init.password), 401);
+    let _ = p.child.kill();
+    let _ = p.child.wait();
 }

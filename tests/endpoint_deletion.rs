@@ -351,7 +351,9 @@ fn a_deletion_whose_purge_was_cut_short_is_purged_after_a_restart() {
     let owner_token = s.owner_token.clone();
     s.stopped(|handles, sealer| {
         let store = handles.store.as_ref();
-        let owner = intake::domain::accounts::authenticate_token(store, &owner_token).unwrap();
+        let owner =
+            intake::domain::accounts::authenticate_token(store, handles.now(), &owner_token)
+                .unwrap();
         let endpoints = Endpoints::new(
             handles.clone(),
             sealer.clone(),

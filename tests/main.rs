@@ -8,6 +8,7 @@
 
 mod common;
 
+mod account_self_service;
 mod accounts;
 mod architecture;
 mod backup;
@@ -15,6 +16,7 @@ mod batch;
 mod cli;
 mod cluster;
 mod dashboard;
+mod dashboard_account;
 mod dashboard_browser;
 mod dashboard_deploy;
 mod dashboard_keys;

@@ -1,5 +1,5 @@
 //! The command line: `serve`, `init`, `check`, `health`, `backup`, `restore`, `migrate`,
-//! `compact`, the operator's `endpoint` commands, `export` (`export.rs`), and `completions` and
+//! `compact`, the operator's `endpoint` and `account` commands, `export` (`export.rs`), and `completions` and
 //! `man` (`manual`).
 
 mod export;
@@ -15,6 +15,8 @@ use crate::core::config::{Config, TlsConfig};
 use crate::core::log_output;
 use crate::domain::accounts;
 use crate::domain::backup;
+use crate::domain::handles::{Handles, Unattended};
+use crate::domain::password_reset;
 use crate::server;
 use crate::server::notify::{self, notify};
 
@@ -75,6 +77,11 @@ enum Command {
     Endpoint {
         #[command(subcommand)]
         command: EndpointCommand,
+    },
+    /// Help the accounts of a data dir (its server stopped, or any server on PostgreSQL).
+    Account {
+        #[command(subcommand)]
+        command: AccountCommand,
     },
     /// Validate the configuration (file, INTAKE_* variables, flags) and print the effective
     /// one, secrets masked.
@@ -207,6 +214,20 @@ enum EndpointCommand {
     },
 }
 
+#[derive(Subcommand, Debug)]
+enum AccountCommand {
+    /// Print a one-time link to choose a new password for the account of EMAIL: for a
+    /// forgotten password when the server cannot send e-mail. It works once, for 30 minutes,
+    /// under the configured `public_url`, and replaces the account's earlier link; using it
+    /// signs out every session of the account.
+    ResetPassword {
+        /// The account's e-mail address.
+        email: String,
+        #[command(flatten)]
+        files: FileArgs,
+    },
+}
+
 /// Runs the command line; returns the process exit code.
 pub fn run() -> i32 {
     let cli = Cli::parse();
@@ -234,6 +255,9 @@ pub fn run() -> i32 {
             json,
         } => load(&files).and_then(|config| init(&config, &owner_email, json)),
         Command::Endpoint { command } => endpoint(command),
+        Command::Account {
+            command: AccountCommand::ResetPassword { email, files },
+        } => load(&files).and_then(|config| reset_password(&config, &email)),
         Command::Check { files } => load(&files).and_then(|config| check(&config, &files)),
         Command::Backup { to, remote } => take_backup(&remote, &to),
         Command::Migrate {
@@ -654,6 +678,19 @@ fn init(config: &Config, owner_email: &str, json: bool) -> Result<(), String> {
         println!("API token: {}", provisioned.token);
         println!("Both are shown only now; keep them somewhere safe.");
     }
+    Ok(())
+}
+
+/// `intake account reset-password EMAIL`: prints a reset link made in the data dir's store.
+fn reset_password(config: &Config, email: &str) -> Result<(), String> {
+    let (store, _sealer) = server::open_data_dir(config).map_err(|e| e.to_string())?;
+    let handles = Handles::new(store, Arc::new(SystemClock), Arc::new(Unattended));
+    let link =
+        password_reset::issue(&handles, email, &config.public_url()).map_err(|e| e.to_string())?;
+    println!("{link}");
+    eprintln!(
+        "Open this link to choose a new password for {email}: it works once, for 30 minutes."
+    );
     Ok(())
 }
 

@@ -4,13 +4,14 @@
 //!
 //! There is one server owner (role `owner`); every other account is a `member` that works on
 //! the endpoints it was invited to. Tokens are stored by SHA-256 only; the plain token is shown
-//! once, when it is created. Dashboard logins, and password changes (which end sessions), are
+//! once, when it is created. A token may have an expiry, after which it is refused (and listed
+//! as expired until revoked). Dashboard logins, and password changes (which end sessions), are
 //! in `sessions`. Passwords are hashed and
 //! checked off the async workers (`crypto::password_work`), before any write transaction.
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::clock::{Clock, Timestamp};
+use crate::core::clock::{Clock, Timestamp, parse_date_or_rfc3339};
 use crate::core::crypto::{hash_id, hash_password, password_work, secret_hash, verify_password};
 use crate::core::ids::{TOKEN_PREFIX, new_token, random_base32};
 use crate::domain::error::{Error, Missing, Result};
@@ -58,6 +59,10 @@ pub struct TokenView {
     pub id: String,
     pub name: String,
     pub created_at: String,
+    /// When it stops working; `null`: never.
+    pub expires_at: Option<String>,
+    /// Whether it has stopped working (expired) when it is listed.
+    pub expired: bool,
 }
 
 /// A token just created: the only time `token` is shown.
@@ -73,6 +78,10 @@ pub struct NewTokenView {
 #[serde(deny_unknown_fields)]
 pub struct NewToken {
     pub name: String,
+    /// When the token stops working: RFC 3339, or a date (`YYYY-MM-DD`, midnight UTC);
+    /// absent or `null`: never.
+    #[serde(default)]
+    pub expires_at: Option<String>,
 }
 
 /// Body of `POST /api/v1/manage/account/password`.
@@ -115,7 +124,13 @@ pub fn provision_owner(store: &dyn Store, clock: &dyn Clock, email: &str) -> Res
     let now = clock.now();
     store::write(store, |tx| {
         let account = insert_owner(tx, &email, &hashed, now)?;
-        insert_token(tx, &token, account.id, "owner (intake init)", now)
+        let owner_token = TokenRow {
+            account_id: account.id,
+            name: "owner (intake init)".into(),
+            created_at: now,
+            expires_at: None,
+        };
+        insert_token(tx, &token, &owner_token, now)
     })?;
     Ok(Provisioned {
         owner_email: email,
@@ -184,30 +199,30 @@ fn insert_account(
     Ok(row)
 }
 
-/// Stores a personal token of `account_id` in `tx`; only its hash is kept.
+/// Stores a personal token `row` in `tx`; only its hash is kept.
 fn insert_token(
     tx: &mut dyn WriteTx,
     token: &str,
-    account_id: u64,
-    name: &str,
+    row: &TokenRow,
     now: Timestamp,
 ) -> Result<TokenView> {
-    let row = TokenRow {
-        account_id,
-        name: name.to_string(),
-        created_at: now,
-    };
     let hash = secret_hash(token);
-    tx.insert_token(&hash, &row)?;
-    Ok(token_view(&hash, &row))
+    tx.insert_token(&hash, row)?;
+    Ok(token_view(&hash, row, now))
 }
 
-fn token_view(hash: &[u8; 32], row: &TokenRow) -> TokenView {
+fn token_view(hash: &[u8; 32], row: &TokenRow, now: Timestamp) -> TokenView {
     TokenView {
         id: hash_id("tok_", hash),
         name: row.name.clone(),
         created_at: row.created_at.to_rfc3339(),
+        expires_at: row.expires_at.map(Timestamp::to_rfc3339),
+        expired: token_expired(row, now),
     }
+}
+
+fn token_expired(row: &TokenRow, now: Timestamp) -> bool {
+    row.expires_at.is_some_and(|at| at <= now)
 }
 
 /// Whether an owner has been provisioned.
@@ -215,14 +230,16 @@ pub fn has_owner(store: &dyn Store) -> Result<bool> {
     Ok(store.read()?.any_account()?)
 }
 
-/// Resolves a personal API token to its (not suspended) account.
-pub fn authenticate_token(store: &dyn Store, token: &str) -> Result<AccountRow> {
+/// Resolves a personal API token to its (not suspended) account; an expired token is
+/// refused as an unknown one is.
+pub fn authenticate_token(store: &dyn Store, now: Timestamp, token: &str) -> Result<AccountRow> {
     if !token.starts_with(TOKEN_PREFIX) {
         return Err(Error::InvalidToken);
     }
     let snapshot = store.read()?;
     let token_row = snapshot
         .token(&secret_hash(token))?
+        .filter(|row| !token_expired(row, now))
         .ok_or(Error::InvalidToken)?;
     let account = snapshot
         .account(token_row.account_id)?
@@ -279,19 +296,43 @@ pub fn create_token(
             "`name` must be 1 to {MAX_TOKEN_NAME_CHARS} characters."
         )));
     }
-    let token = new_token();
     let now = handles.now();
-    let view = handles.write(|tx| insert_token(tx, &token, account.id, name, now))?;
+    let expires_at = match new.expires_at.as_deref() {
+        None => None,
+        Some(text) => Some(
+            parse_date_or_rfc3339(text)
+                .filter(|at| *at > now)
+                .ok_or_else(|| {
+                    Error::InvalidRequest(
+                        "`expires_at` must be a time (RFC 3339) or a date (YYYY-MM-DD) in the \
+                         future, or null for a token that does not expire."
+                            .into(),
+                    )
+                })?,
+        ),
+    };
+    let row = TokenRow {
+        account_id: account.id,
+        name: name.to_string(),
+        created_at: now,
+        expires_at,
+    };
+    let token = new_token();
+    let view = handles.write(|tx| insert_token(tx, &token, &row, now))?;
     Ok(NewTokenView { view, token })
 }
 
-/// The account's tokens, oldest first.
-pub fn list_tokens(store: &dyn Store, account: &AccountRow) -> Result<Vec<TokenView>> {
+/// The account's tokens, oldest first, expired ones marked.
+pub fn list_tokens(
+    store: &dyn Store,
+    now: Timestamp,
+    account: &AccountRow,
+) -> Result<Vec<TokenView>> {
     let mut tokens = store.read()?.tokens(account.id)?;
     tokens.sort_by_key(|(_, row)| row.created_at);
     Ok(tokens
         .iter()
-        .map(|(hash, row)| token_view(hash, row))
+        .map(|(hash, row)| token_view(hash, row, now))
         .collect())
 }
 

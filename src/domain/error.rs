@@ -125,6 +125,11 @@ pub enum Error {
          store); read what you missed with poll, then open a new stream."
     )]
     StreamCursorExpired,
+    #[error(
+        "This password reset link has expired or was already used; ask for a new one with \
+         \"Forgot password?\" on the login page."
+    )]
+    PasswordResetLinkInvalid,
     #[error("No e-mail with that id exists.")]
     MailNotFound,
 
@@ -137,6 +142,11 @@ pub enum Error {
     Conflict(String),
     #[error("You already have an endpoint named \"{0}\"; choose another name.")]
     EndpointNameTaken(String),
+    #[error(
+        "E-mail is not set up on this server, so no reset link can be sent. The server's \
+         operator can make one with `intake account reset-password EMAIL`."
+    )]
+    MailNotConfigured,
 
     // 429
     #[error(

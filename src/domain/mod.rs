@@ -65,6 +65,7 @@ pub mod jobs;
 pub mod mail;
 pub mod migrate;
 pub mod notifications;
+pub mod password_reset;
 pub mod poll;
 pub mod records;
 pub mod retention;

@@ -13,11 +13,11 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::core::clock::Timestamp;
 use crate::core::config::AccountsConfig;
-use crate::core::crypto::secret_hash;
+use crate::core::crypto::{hash_id, secret_hash};
 use crate::core::ids::random_base32;
 use crate::domain::accounts;
 use crate::domain::error::{Error, Result};
@@ -145,6 +145,64 @@ pub async fn change_password(
         accounts::set_password_in(tx, account.id, &password)?;
         tx.delete_sessions_of(account.id, keep.as_ref())?;
         Ok(())
+    })
+}
+
+/// A session as its account sees it listed: never its cookie.
+#[derive(Debug, Serialize)]
+pub struct SessionView {
+    pub id: String,
+    pub created_at: String,
+    pub expires_at: String,
+    /// Whether it is the session of the call that lists them.
+    pub current: bool,
+}
+
+/// The account's live sessions, newest first; `current` is the caller's own session, if the
+/// caller used one.
+pub fn list(
+    store: &dyn Store,
+    now: Timestamp,
+    account: &AccountRow,
+    current: Option<&str>,
+) -> Result<Vec<SessionView>> {
+    let current = current.map(secret_hash);
+    let mut sessions: Vec<_> = store
+        .read()?
+        .sessions(account.id)?
+        .into_iter()
+        .filter(|(_, row)| row.expires_at > now)
+        .collect();
+    sessions.sort_by_key(|(_, row)| std::cmp::Reverse(row.created_at));
+    Ok(sessions
+        .iter()
+        .map(|(hash, row)| SessionView {
+            id: hash_id("ses_", hash),
+            created_at: row.created_at.to_rfc3339(),
+            expires_at: row.expires_at.to_rfc3339(),
+            current: current.as_ref() == Some(hash),
+        })
+        .collect())
+}
+
+/// Ends every session of the account but `keep` (the caller's, when it used one; a call made
+/// with a token ends them all); returns how many live ones ended.
+pub fn sign_out_others(
+    handles: &Handles,
+    account: &AccountRow,
+    keep: Option<&str>,
+) -> Result<usize> {
+    let keep = keep.map(secret_hash);
+    let now = handles.now();
+    handles.write(|tx| {
+        // Expired ones go too, but only live ones count: they are what the list showed.
+        let ended = tx
+            .sessions(account.id)?
+            .iter()
+            .filter(|(hash, row)| Some(hash) != keep.as_ref() && row.expires_at > now)
+            .count();
+        tx.delete_sessions_of(account.id, keep.as_ref())?;
+        Ok(ended)
     })
 }
 

@@ -112,11 +112,15 @@ routes! {
     Login: Post "/api/v1/auth/login" "login";
     Logout: Post "/api/v1/auth/logout" "logout";
     GetSession: Get "/api/v1/auth/session" "getSession";
+    RequestPasswordReset: Post "/api/v1/auth/password-reset" "requestPasswordReset";
+    CompletePasswordReset: Post "/api/v1/auth/password-reset/complete" "completePasswordReset";
     GetInvitation: Get "/api/v1/invitations/{token}" "getInvitation";
     AcceptInvitation: Post "/api/v1/invitations/{token}/accept" "acceptInvitation";
     // The caller's own account.
     GetAccount: Get "/api/v1/manage/account" "getAccount";
     ChangePassword: Post "/api/v1/manage/account/password" "changePassword";
+    ListSessions: Get "/api/v1/manage/account/sessions" "listSessions";
+    SignOutOtherSessions: Post "/api/v1/manage/account/sessions/sign-out-others" "signOutOtherSessions";
     ListTokens: Get "/api/v1/manage/tokens" "listTokens";
     CreateToken: Post "/api/v1/manage/tokens" "createToken";
     RevokeToken: Delete "/api/v1/manage/tokens/{id}" "revokeToken";

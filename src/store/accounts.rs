@@ -4,7 +4,9 @@
 //! store never sees the secret itself.
 
 use crate::core::clock::Timestamp;
-use crate::store::{AccountRow, NotificationRow, SessionRow, StoreError, TokenRow};
+use crate::store::{
+    AccountRow, NotificationRow, PasswordResetRow, SessionRow, StoreError, TokenRow,
+};
 
 pub trait AccountsRead {
     fn account(&self, id: u64) -> Result<Option<AccountRow>, StoreError>;
@@ -26,6 +28,13 @@ pub trait AccountsRead {
 
     /// The dashboard session whose cookie hashes to `hash` (expired ones too, until purged).
     fn session(&self, hash: &[u8; 32]) -> Result<Option<SessionRow>, StoreError>;
+
+    /// The account's sessions with the hashes they are kept under (expired ones too, until
+    /// purged), in no particular order.
+    fn sessions(&self, account_id: u64) -> Result<Vec<([u8; 32], SessionRow)>, StoreError>;
+
+    /// The password reset link whose token hashes to `hash` (expired ones too).
+    fn password_reset(&self, hash: &[u8; 32]) -> Result<Option<PasswordResetRow>, StoreError>;
 
     /// The account's notifications, newest first.
     fn notifications(&self, account_id: u64) -> Result<Vec<NotificationRow>, StoreError>;
@@ -59,6 +68,16 @@ pub trait AccountsWrite {
         account_id: u64,
         keep: Option<&[u8; 32]>,
     ) -> Result<(), StoreError>;
+
+    /// Stores a password reset link under the hash of its token.
+    fn insert_password_reset(
+        &mut self,
+        hash: &[u8; 32],
+        row: &PasswordResetRow,
+    ) -> Result<(), StoreError>;
+
+    /// Deletes every password reset link of `account_id`.
+    fn delete_password_resets_of(&mut self, account_id: u64) -> Result<(), StoreError>;
 
     /// Stores a notification of `account_id` (new, or changed, under `row.id`).
     fn put_notification(

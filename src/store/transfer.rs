@@ -1,8 +1,8 @@
 //! Copying a whole store into another (`intake migrate --from-redb DATA_DIR --to URL`): the
 //! source hands over every row from one snapshot ([`Export`]), with its ids, times and sealed
 //! secrets as they are; the destination, which must be empty, writes them as they come
-//! ([`Import`]). Derived data (the search index, the change log, the request log, sessions)
-//! is not copied: the destination derives or starts it afresh.
+//! ([`Import`]). Derived data (the search index, the change log, the request log, sessions,
+//! password reset links) is not copied: the destination derives or starts it afresh.
 //!
 //! Both sides count what they handled per [`Kind`], so the copy is verified by comparing the
 //! source's counts with what the destination holds afterwards.

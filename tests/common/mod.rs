@@ -1575,7 +1575,7 @@ pub fn storage_vars(data_dir: &Path) -> Vec<(String, String)> {
     }
 }
 
-/// Sets the storage of `intake serve`, `init` or `restore` ([`storage_vars`] of the data dir
+/// Sets the storage of `intake serve`, `init`, `restore` or `account` ([`storage_vars`] of the data dir
 /// it will use, as it works that out: `--data-dir`, else the config file and the
 /// environment); the other commands open no store. A config that names its database itself
 /// (tests/cluster.rs: several nodes on one) keeps it.
@@ -1584,10 +1584,11 @@ fn add_storage(cmd: &mut Command) {
         return;
     }
     let args: Vec<OsString> = cmd.get_args().map(OsString::from).collect();
-    if !args
-        .first()
-        .is_some_and(|command| ["serve", "init", "restore"].iter().any(|c| command == c))
-    {
+    if !args.first().is_some_and(|command| {
+        ["serve", "init", "restore", "account"]
+            .iter()
+            .any(|c| command == c)
+    }) {
         return;
     }
     let flag = |name: &str| {

@@ -9,6 +9,7 @@ use crate::domain::accounts::{self, AccountView};
 use crate::domain::collaborators::Acceptor;
 use crate::domain::error::Error;
 use crate::domain::notifications;
+use crate::domain::password_reset;
 use crate::domain::sessions::{self, COOKIE};
 use crate::http::app::App;
 use crate::http::error::Result;
@@ -90,6 +91,55 @@ pub async fn change_password(app: &App, req: &mut Request) -> Result<Response> {
     Ok(reply::json(StatusCode::OK, &AccountView::from(&account)))
 }
 
+/// `GET /api/v1/manage/account/sessions`: the account's live sessions, the caller's marked.
+pub fn sessions(app: &App, req: &Request) -> Result<Response> {
+    let account = caller(app, req)?;
+    let data = sessions::list(
+        app.handles.store.as_ref(),
+        app.handles.now(),
+        &account,
+        caller_session(req),
+    )?;
+    Ok(reply::json(
+        StatusCode::OK,
+        &serde_json::json!({ "data": data }),
+    ))
+}
+
+/// `POST /api/v1/manage/account/sessions/sign-out-others`: `{"ended": n}`.
+pub fn sign_out_others(app: &App, req: &Request) -> Result<Response> {
+    let account = caller(app, req)?;
+    let ended = sessions::sign_out_others(&app.handles, &account, caller_session(req))?;
+    Ok(reply::json(
+        StatusCode::OK,
+        &serde_json::json!({ "ended": ended }),
+    ))
+}
+
+/// `POST /api/v1/auth/password-reset`: 202 whether the address has an account or not.
+pub async fn request_password_reset(app: &App, req: &mut Request) -> Result<Response> {
+    let request = body(req).await?;
+    password_reset::request(
+        &app.handles,
+        app.logins.as_ref(),
+        req.client,
+        request,
+        &app.config.public_url(),
+        app.mailer.smtp_configured(),
+    )?;
+    Ok(reply::json(
+        StatusCode::ACCEPTED,
+        &serde_json::json!({ "requested": true }),
+    ))
+}
+
+/// `POST /api/v1/auth/password-reset/complete`: sets the password; every session ends.
+pub async fn complete_password_reset(app: &App, req: &mut Request) -> Result<Response> {
+    let completion = body(req).await?;
+    let account = password_reset::complete(&app.handles, completion).await?;
+    Ok(reply::json(StatusCode::OK, &AccountView::from(&account)))
+}
+
 /// `GET` and `POST /api/v1/manage/tokens`.
 pub async fn tokens(app: &App, req: &mut Request) -> Result<Response> {
     let account = caller(app, req)?;
@@ -98,7 +148,7 @@ pub async fn tokens(app: &App, req: &mut Request) -> Result<Response> {
         let created = accounts::create_token(&app.handles, &account, new)?;
         return Ok(reply::json(StatusCode::CREATED, &created));
     }
-    let data = accounts::list_tokens(app.handles.store.as_ref(), &account)?;
+    let data = accounts::list_tokens(app.handles.store.as_ref(), app.handles.now(), &account)?;
     Ok(reply::json(
         StatusCode::OK,
         &serde_json::json!({ "data": data }),

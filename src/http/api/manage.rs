@@ -59,7 +59,7 @@ impl Credential {
     /// account suspended).
     pub fn account(&self, store: &dyn Store, now: Timestamp) -> ServiceResult<AccountRow> {
         match self {
-            Credential::Token(token) => accounts::authenticate_token(store, token),
+            Credential::Token(token) => accounts::authenticate_token(store, now, token),
             Credential::Session(session) => sessions::authenticate(store, now, session),
         }
     }

@@ -20,12 +20,12 @@ use crate::http::request::Request;
 use crate::http::session::{open_session, set_cookie};
 
 /// The CSRF token for a logged-out visitor's form, and the cookie to set when it is new.
-struct VisitorCsrf {
-    token: String,
+pub(super) struct VisitorCsrf {
+    pub(super) token: String,
     set_cookie: Option<String>,
 }
 
-fn visitor_csrf(app: &App, req: &Request) -> VisitorCsrf {
+pub(super) fn visitor_csrf(app: &App, req: &Request) -> VisitorCsrf {
     let (secret, fresh) = security::visitor_secret(&req.headers);
     let secure = app.config.secure_cookies();
     VisitorCsrf {
@@ -35,7 +35,7 @@ fn visitor_csrf(app: &App, req: &Request) -> VisitorCsrf {
 }
 
 impl VisitorCsrf {
-    fn attach(self, mut response: Response) -> Response {
+    pub(super) fn attach(self, mut response: Response) -> Response {
         if let Some(v) = self.set_cookie.and_then(|c| HeaderValue::from_str(&c).ok()) {
             response.headers_mut().append(header::SET_COOKIE, v);
         }
@@ -82,7 +82,7 @@ fn login_form(
     let csrf = visitor_csrf(app, req);
     let params = query_params(&req.query);
     let page = LoginPage {
-        layout: Layout::new("Log in", None, csrf.token.clone(), None),
+        layout: Layout::new("Log in", None, csrf.token.clone(), super::page::flash(req)),
         next: safe_next(params.get("next").map(String::as_str)),
         email,
         error,

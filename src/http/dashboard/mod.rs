@@ -12,7 +12,9 @@
 //! - `records`: the record browser (list, search, one record with its deliveries, delete).
 //! - `erasures`: the Records tab's Erase form (count, confirm by the count, start) and the
 //!   erasures' progress (owner).
-//! - Pages, one module per concept: `auth` (login, logout, setup, invitations), `endpoints`
+//! - Pages, one module per concept: `auth` (login, logout, setup, invitations),
+//!   `password_reset` ("Forgot password?" and the page a reset link opens), `account` (the
+//!   account page: password, personal tokens, sessions), `endpoints`
 //!   (list, create, detail, secrets, deploy, settings), `keys` (the key panel: masked key,
 //!   rotation, early revocation), `collaborators`, `hooks` (owner
 //!   webhook settings), `logs` (request log, delivery log, usage), `inbox` (notifications,
@@ -21,6 +23,7 @@
 //!
 //! Templates are in `templates/dashboard/`, compiled into the binary by askama.
 
+mod account;
 mod assets;
 mod auth;
 mod chart;
@@ -33,6 +36,7 @@ mod inbox;
 mod keys;
 mod logs;
 mod page;
+mod password_reset;
 mod records;
 mod router;
 pub mod security;

@@ -51,7 +51,7 @@ pub struct Nav {
     pub email: String,
     pub server_owner: bool,
     pub unread: usize,
-    /// Which main section the page is in: `endpoints`, `notifications` or `mail`.
+    /// Which main section the page is in: `endpoints`, `notifications`, `mail` or `account`.
     pub section: &'static str,
 }
 
@@ -262,6 +262,13 @@ pub fn flash(req: &Request) -> Option<&'static str> {
         "all-read" => "Every notification is marked as read.",
         "accepted" => "Invitation accepted: you are now a collaborator on this endpoint.",
         "welcome" => "Your owner account is ready.",
+        "password-changed" => "Password changed. Your other sessions were signed out.",
+        "password-reset" => {
+            "Your new password is set and every session of the account was signed out: log in \
+             with it."
+        }
+        "token-revoked" => "Token revoked: calls with it are refused from now on.",
+        "signed-out-others" => "Your other sessions were signed out.",
         _ => return None,
     })
 }

@@ -5,7 +5,10 @@ use http::Method;
 
 use super::endpoints::{self, DeployStep};
 use super::page::{Failure, Outcome};
-use super::{assets, auth, collaborators, erasures, hooks, inbox, keys, logs, records, testpage};
+use super::{
+    account, assets, auth, collaborators, erasures, hooks, inbox, keys, logs, password_reset,
+    records, testpage,
+};
 use crate::http::app::App;
 use crate::http::request::Request;
 use crate::store::Environment;
@@ -27,6 +30,23 @@ pub async fn route(app: &App, req: &mut Request, path: &str) -> Outcome {
             (["login"], true, _) => auth::login_page(app, req),
             (["login"], _, true) => auth::login(app, req).await,
             (["logout"], _, true) => auth::logout(app, req).await,
+            (["password-reset"], true, _) => password_reset::forgot_page(app, req),
+            (["password-reset"], _, true) => password_reset::send_link(app, req).await,
+            (["password-reset", token], true, _) => {
+                password_reset::new_password_page(app, req, token)
+            }
+            (["password-reset", token], _, true) => {
+                password_reset::set_password(app, req, token).await
+            }
+            (["account"], true, _) => account::page(app, req),
+            (["account", "password"], _, true) => account::change_password(app, req).await,
+            (["account", "tokens"], _, true) => account::create_token(app, req).await,
+            (["account", "tokens", id, "revoke"], _, true) => {
+                account::revoke_token(app, req, id).await
+            }
+            (["account", "sessions", "sign-out-others"], _, true) => {
+                account::sign_out_others(app, req).await
+            }
             (["setup"], true, _) => auth::setup_page(app, req),
             (["setup"], _, true) => auth::setup(app, req).await,
             (["static", hash, name], true, _) => {
@@ -154,6 +174,7 @@ pub fn form_page(path: &str) -> Option<String> {
     let page = match segments.as_slice() {
         ["dashboard", "endpoints"] => "/dashboard/endpoints".to_string(),
         ["dashboard", "mail", "test"] => "/dashboard/mail".to_string(),
+        ["dashboard", "account", ..] => "/dashboard/account".to_string(),
         ["dashboard", "notifications", ..] => "/dashboard/notifications".to_string(),
         ["dashboard", "endpoints", slug, tail @ ..] => {
             let base = format!("/dashboard/endpoints/{slug}");
@@ -209,7 +230,12 @@ mod tests {
             page("/dashboard/endpoints/s/erasures/count").as_deref(),
             Some("/dashboard/endpoints/s/erasures")
         );
+        assert_eq!(
+            page("/dashboard/account/tokens/tok_1/revoke").as_deref(),
+            Some("/dashboard/account")
+        );
         assert_eq!(page("/dashboard/login"), None);
+        assert_eq!(page("/dashboard/password-reset"), None);
         assert_eq!(page("/dashboard/endpoints/s/test/authorize"), None);
     }
 }

@@ -4,7 +4,8 @@ use std::sync::Barrier;
 
 use crate::core::clock::Timestamp;
 use crate::store::{
-    AccountRow, IdKind, NotificationRow, Role, SessionRow, Store, StoreError, TokenRow, write,
+    AccountRow, IdKind, NotificationRow, PasswordResetRow, Role, SessionRow, Store, StoreError,
+    TokenRow, write,
 };
 
 pub(crate) fn account(id: u64, email: &str) -> AccountRow {
@@ -23,6 +24,7 @@ pub(crate) fn token(account_id: u64, name: &str) -> TokenRow {
         account_id,
         name: name.into(),
         created_at: Timestamp(2_000),
+        expires_at: None,
     }
 }
 
@@ -159,6 +161,52 @@ pub fn tokens_are_found_by_hash_and_by_account(store: &dyn Store) {
     let read = store.read().unwrap();
     assert!(read.token(&[1; 32]).unwrap().is_none());
     assert_eq!(read.tokens(1).unwrap().len(), 1);
+}
+
+pub fn sessions_are_listed_by_account(store: &dyn Store) {
+    write(store, |tx| {
+        tx.insert_session(&[1; 32], &session(1, 100))?;
+        tx.insert_session(&[2; 32], &session(2, 200))?;
+        tx.insert_session(&[3; 32], &session(1, 300))?;
+        Ok::<_, StoreError>(())
+    })
+    .unwrap();
+    let read = store.read().unwrap();
+    let mut mine: Vec<(u8, i64)> = read
+        .sessions(1)
+        .unwrap()
+        .into_iter()
+        .map(|(hash, row)| (hash[0], row.expires_at.0))
+        .collect();
+    mine.sort_unstable();
+    assert_eq!(mine, [(1, 100), (3, 300)]);
+    assert!(read.sessions(9).unwrap().is_empty());
+}
+
+pub fn password_resets_are_found_by_hash_and_deleted_by_account(store: &dyn Store) {
+    let reset = |account_id| PasswordResetRow {
+        account_id,
+        created_at: Timestamp(0),
+        expires_at: Timestamp(1_800),
+    };
+    write(store, |tx| {
+        tx.insert_password_reset(&[1; 32], &reset(1))?;
+        tx.insert_password_reset(&[2; 32], &reset(1))?;
+        tx.insert_password_reset(&[3; 32], &reset(2))?;
+        Ok::<_, StoreError>(())
+    })
+    .unwrap();
+    let read = store.read().unwrap();
+    let found = read.password_reset(&[2; 32]).unwrap().unwrap();
+    assert_eq!((found.account_id, found.expires_at), (1, Timestamp(1_800)));
+    assert!(read.password_reset(&[4; 32]).unwrap().is_none());
+    drop(read);
+
+    write(store, |tx| tx.delete_password_resets_of(1)).unwrap();
+    let read = store.read().unwrap();
+    assert!(read.password_reset(&[1; 32]).unwrap().is_none());
+    assert!(read.password_reset(&[2; 32]).unwrap().is_none());
+    assert!(read.password_reset(&[3; 32]).unwrap().is_some());
 }
 
 pub fn sessions_end_one_by_one_by_account_and_by_expiry(store: &dyn Store) {

@@ -36,6 +36,16 @@ macro_rules! conformance_tests {
             $crate::store::conformance::accounts::tokens_are_found_by_hash_and_by_account(&*store);
         }
         #[test]
+        fn accounts_sessions_are_listed_by_account() {
+            let store = $make;
+            $crate::store::conformance::accounts::sessions_are_listed_by_account(&*store);
+        }
+        #[test]
+        fn accounts_password_resets_are_found_by_hash_and_deleted_by_account() {
+            let store = $make;
+            $crate::store::conformance::accounts::password_resets_are_found_by_hash_and_deleted_by_account(&*store);
+        }
+        #[test]
         fn accounts_sessions_end_one_by_one_by_account_and_by_expiry() {
             let store = $make;
             $crate::store::conformance::accounts::sessions_end_one_by_one_by_account_and_by_expiry(&*store);

@@ -1,11 +1,13 @@
 //! [`AccountsRead`], [`AccountsWrite`] and [`AccountsStore`] on PostgreSQL: `accounts`,
-//! `tokens`, `sessions` and `notifications`.
+//! `tokens`, `sessions`, `password_resets` (migration 0007) and `notifications`.
 
 use super::endpoints::access_changed;
 use super::{Patience, PgStore, PgTx, big, count, micros, row_json, to_json};
 use crate::core::clock::Timestamp;
 use crate::store::accounts::{AccountsRead, AccountsStore, AccountsWrite};
-use crate::store::{AccountRow, NotificationRow, SessionRow, StoreError, TokenRow};
+use crate::store::{
+    AccountRow, NotificationRow, PasswordResetRow, SessionRow, StoreError, TokenRow,
+};
 
 impl AccountsRead for PgTx<'_> {
     fn account(&self, id: u64) -> Result<Option<AccountRow>, StoreError> {
@@ -48,13 +50,7 @@ impl AccountsRead for PgTx<'_> {
             &[&big(account_id)],
         )?
         .iter()
-        .map(|row| {
-            let hash: &[u8] = row.try_get(0)?;
-            let hash = <[u8; 32]>::try_from(hash).map_err(|_| {
-                StoreError::Corrupt(format!("a token hash of {} bytes", hash.len()))
-            })?;
-            Ok((hash, row_json(row, 1)?))
-        })
+        .map(|row| Ok((hash_of(row)?, row_json(row, 1)?)))
         .collect()
     }
 
@@ -62,6 +58,25 @@ impl AccountsRead for PgTx<'_> {
         self.query_opt("SELECT data FROM sessions WHERE hash = $1", &[&&hash[..]])?
             .map(|row| row_json(&row, 0))
             .transpose()
+    }
+
+    fn sessions(&self, account_id: u64) -> Result<Vec<([u8; 32], SessionRow)>, StoreError> {
+        self.query(
+            "SELECT hash, data FROM sessions WHERE account_id = $1",
+            &[&big(account_id)],
+        )?
+        .iter()
+        .map(|row| Ok((hash_of(row)?, row_json(row, 1)?)))
+        .collect()
+    }
+
+    fn password_reset(&self, hash: &[u8; 32]) -> Result<Option<PasswordResetRow>, StoreError> {
+        self.query_opt(
+            "SELECT data FROM password_resets WHERE hash = $1",
+            &[&&hash[..]],
+        )?
+        .map(|row| row_json(&row, 0))
+        .transpose()
     }
 
     fn notifications(&self, account_id: u64) -> Result<Vec<NotificationRow>, StoreError> {
@@ -86,6 +101,13 @@ impl AccountsRead for PgTx<'_> {
         .map(|row| row_json(&row, 0))
         .transpose()
     }
+}
+
+/// The SHA-256 a token or session is kept under: the row's first column.
+fn hash_of(row: &tokio_postgres::Row) -> Result<[u8; 32], StoreError> {
+    let hash: &[u8] = row.try_get(0)?;
+    <[u8; 32]>::try_from(hash)
+        .map_err(|_| StoreError::Corrupt(format!("a secret's hash of {} bytes", hash.len())))
 }
 
 impl AccountsWrite for PgTx<'_> {
@@ -148,6 +170,26 @@ impl AccountsWrite for PgTx<'_> {
         self.execute(
             "DELETE FROM sessions WHERE account_id = $1 AND hash IS DISTINCT FROM $2",
             &[&big(account_id), &keep.map(|hash| &hash[..])],
+        )?;
+        Ok(())
+    }
+
+    fn insert_password_reset(
+        &mut self,
+        hash: &[u8; 32],
+        row: &PasswordResetRow,
+    ) -> Result<(), StoreError> {
+        self.execute(
+            "INSERT INTO password_resets (hash, account_id, data) VALUES ($1, $2, $3)",
+            &[&&hash[..], &big(row.account_id), &to_json(row)?],
+        )?;
+        Ok(())
+    }
+
+    fn delete_password_resets_of(&mut self, account_id: u64) -> Result<(), StoreError> {
+        self.execute(
+            "DELETE FROM password_resets WHERE account_id = $1",
+            &[&big(account_id)],
         )?;
         Ok(())
     }

@@ -18,6 +18,7 @@ const MIGRATIONS: &[(i32, &str)] = &[
     (4, include_str!("migrations/0004_job_holder.sql")),
     (5, include_str!("migrations/0005_subscription_health.sql")),
     (6, include_str!("migrations/0006_erasures.sql")),
+    (7, include_str!("migrations/0007_password_resets.sql")),
 ];
 
 /// The advisory lock key the migrating node holds (`intake` in ASCII).

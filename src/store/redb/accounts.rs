@@ -4,11 +4,14 @@ use redb::{ReadableTable, ReadableTableMetadata, Table};
 
 use super::tx::{RedbWrite, Tables};
 use super::{
-    ACCOUNT_EMAILS, ACCOUNTS, NOTIFICATIONS, RedbStore, SESSIONS, TOKENS, from_json, to_json,
+    ACCOUNT_EMAILS, ACCOUNTS, NOTIFICATIONS, PASSWORD_RESETS, RedbStore, SESSIONS, TOKENS,
+    from_json, to_json,
 };
 use crate::core::clock::Timestamp;
 use crate::store::accounts::{AccountsRead, AccountsStore, AccountsWrite};
-use crate::store::{AccountRow, NotificationRow, SessionRow, StoreError, TokenRow};
+use crate::store::{
+    AccountRow, NotificationRow, PasswordResetRow, SessionRow, StoreError, TokenRow,
+};
 
 impl<T: Tables> AccountsRead for T {
     fn account(&self, id: u64) -> Result<Option<AccountRow>, StoreError> {
@@ -61,6 +64,26 @@ impl<T: Tables> AccountsRead for T {
 
     fn session(&self, hash: &[u8; 32]) -> Result<Option<SessionRow>, StoreError> {
         match self.open(SESSIONS)?.get(hash)? {
+            Some(value) => Ok(Some(from_json(value.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    fn sessions(&self, account_id: u64) -> Result<Vec<([u8; 32], SessionRow)>, StoreError> {
+        let mut out = Vec::new();
+        // Keyed by hash, as tokens are: an account's are found by reading them all.
+        for entry in self.open(SESSIONS)?.iter()? {
+            let (hash, value) = entry?;
+            let row: SessionRow = from_json(value.value())?;
+            if row.account_id == account_id {
+                out.push((*hash.value(), row));
+            }
+        }
+        Ok(out)
+    }
+
+    fn password_reset(&self, hash: &[u8; 32]) -> Result<Option<PasswordResetRow>, StoreError> {
+        match self.open(PASSWORD_RESETS)?.get(hash)? {
             Some(value) => Ok(Some(from_json(value.value())?)),
             None => Ok(None),
         }
@@ -130,6 +153,34 @@ impl AccountsWrite for RedbWrite<'_> {
         remove_sessions(&mut self.table(SESSIONS)?, |hash, row| {
             row.account_id == account_id && Some(hash) != keep
         })?;
+        Ok(())
+    }
+
+    fn insert_password_reset(
+        &mut self,
+        hash: &[u8; 32],
+        row: &PasswordResetRow,
+    ) -> Result<(), StoreError> {
+        self.table(PASSWORD_RESETS)?
+            .insert(hash, to_json(row)?.as_slice())?;
+        Ok(())
+    }
+
+    fn delete_password_resets_of(&mut self, account_id: u64) -> Result<(), StoreError> {
+        // At most one link per account is kept (a new one replaces it), so this table stays
+        // as small as the number of accounts that asked.
+        let mut table = self.table(PASSWORD_RESETS)?;
+        let mut picked = Vec::new();
+        for entry in table.iter()? {
+            let (hash, value) = entry?;
+            let row: PasswordResetRow = from_json(value.value())?;
+            if row.account_id == account_id {
+                picked.push(*hash.value());
+            }
+        }
+        for hash in &picked {
+            table.remove(hash)?;
+        }
         Ok(())
     }
 

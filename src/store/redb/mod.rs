@@ -328,6 +328,7 @@ fn visit_main_tables(v: &mut impl TableVisitor) -> Result<(), StoreError> {
     v.visit(IDEMPOTENCY_EXPIRY)?;
     v.visit(OUTBOX)?;
     v.visit(SESSIONS)?;
+    v.visit(PASSWORD_RESETS)?;
     v.visit(INVITATIONS)?;
     v.visit(INVITATION_TOKENS)?;
     v.visit(COLLABORATORS)?;

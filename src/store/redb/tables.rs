@@ -54,6 +54,9 @@ pub const IDEMPOTENCY_EXPIRY: TableDefinition<(u64, u64, &str), ()> =
     TableDefinition::new("idempotency_expiry");
 /// Dashboard sessions: SHA-256 of the session cookie → [`SessionRow`] JSON.
 pub const SESSIONS: TableDefinition<&[u8; 32], &[u8]> = TableDefinition::new("sessions");
+/// Password reset links: SHA-256 of the link's token → [`PasswordResetRow`] JSON.
+pub const PASSWORD_RESETS: TableDefinition<&[u8; 32], &[u8]> =
+    TableDefinition::new("password_resets");
 /// Invitations: `invitation id` → [`InvitationRow`] JSON.
 pub const INVITATIONS: TableDefinition<u64, &[u8]> = TableDefinition::new("invitations");
 /// SHA-256 of an invitation's link token → invitation id.

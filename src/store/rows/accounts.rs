@@ -32,10 +32,22 @@ pub struct TokenRow {
     pub account_id: u64,
     pub name: String,
     pub created_at: Timestamp,
+    /// When the token stops working; `None`: never (the tokens of `intake init`, and those
+    /// created before tokens could expire).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Timestamp>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SessionRow {
+    pub account_id: u64,
+    pub created_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+/// A password reset link, kept under the SHA-256 of its token: used once, until `expires_at`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PasswordResetRow {
     pub account_id: u64,
     pub created_at: Timestamp,
     pub expires_at: Timestamp,

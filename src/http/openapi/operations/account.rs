@@ -59,6 +59,49 @@ pub(super) fn session_operations() -> Vec<Operation> {
                 schema_ref("Account"),
                 account_example(),
             ),
+        Operation::new(Route::RequestPasswordReset)
+            .tag("Session")
+            .summary(
+                "Ask for a password reset link",
+                "When the address is an account's (and the account is not suspended), e-mails \
+                 it a link to the dashboard's new-password page, which works once, for 30 \
+                 minutes, and replaces the account's earlier link. The answer is the same \
+                 whether the address has an account or not. Each request counts against the \
+                 login limits as a failed login does (429 with `Retry-After`). Without \
+                 `[smtp]` 409 `mail_not_configured`: the operator makes a link with `intake \
+                 account reset-password EMAIL`.",
+            )
+            .body(
+                BodyKind::Json,
+                schema_ref("PasswordResetRequest"),
+                json!({ "email": "ada@example.com" }),
+            )
+            .ok(
+                202,
+                "Asked: a link is on its way if the address has an account.",
+                schema_ref("PasswordResetRequested"),
+                json!({ "requested": true }),
+            )
+            .error(409, &["mail_not_configured"])
+            .error(429, &["too_many_login_attempts"]),
+        Operation::new(Route::CompletePasswordReset)
+            .tag("Session")
+            .summary(
+                "Set a new password with a reset link",
+                format!(
+                    "`token` is the last part of the link's path. The new password has {}. \
+                     The link is used up and every session of the account ends; personal API \
+                     tokens stay valid. Log in afterwards.",
+                    password_length()
+                ),
+            )
+            .body(
+                BodyKind::Json,
+                schema_ref("PasswordResetCompletion"),
+                json!({ "token": "ipr_…", "new_password": "a new long password" }),
+            )
+            .ok(200, "The password is set.", schema_ref("Account"), account_example())
+            .error(410, &["password_reset_link_invalid"]),
         Operation::new(Route::GetInvitation)
             .tag("Invitations")
             .summary(
@@ -129,7 +172,10 @@ pub(super) fn account_operations() -> Vec<Operation> {
             .tag("Account")
             .access(Access::Account(Who::Any))
     };
-    let token = json!({ "id": "tok_9f2c4e1a7b3d5f60", "name": "ci", "created_at": CREATED_AT });
+    let token = json!({ "id": "tok_9f2c4e1a7b3d5f60", "name": "ci", "created_at": CREATED_AT,
+                        "expires_at": "2027-02-20T03:15:27.353008Z", "expired": false });
+    let session = json!({ "id": "ses_4b8e1c0f2a6d9e37", "created_at": CREATED_AT,
+                          "expires_at": "2026-12-22T03:15:27.353008Z", "current": true });
     let notification = json!({ "id": 4, "kind": "endpoint_deployed",
         "endpoint_slug": "orders-7k2m9x4q1w8p", "message": "Orders was deployed.",
         "created_at": CREATED_AT, "read": false, "read_at": null, "resolution": null,
@@ -154,16 +200,36 @@ pub(super) fn account_operations() -> Vec<Operation> {
                 json!({ "current_password": "old password", "new_password": "a new long password" }),
             )
             .ok(200, "Changed.", schema_ref("Account"), account_example())
-            .error(401, &["invalid_credentials"]),
+            .error(401, &["invalid_credentials"])
+            .error(429, &["too_many_login_attempts"]),
+        any(Route::ListSessions)
+            .summary(
+                "The caller's sessions",
+                "The account's live dashboard sessions, newest first, never their cookies; \
+                 `current` marks the session of this call.",
+            )
+            .ok(200, "The sessions.", schema_ref("SessionInfoList"), json!({ "data": [session] })),
+        any(Route::SignOutOtherSessions)
+            .summary(
+                "Sign out the other sessions",
+                "Ends every session of the account but the one making the call (with a token, \
+                 all of them); answers how many ended.",
+            )
+            .ok(200, "Ended.", schema_ref("SessionsEnded"), json!({ "ended": 2 })),
         any(Route::ListTokens)
             .summary("The caller's tokens", "Never the tokens themselves.")
             .ok(200, "The tokens.", schema_ref("TokenList"), json!({ "data": [token] })),
         any(Route::CreateToken)
-            .summary("Create a token", "The response holds `token`, shown only this once.")
+            .summary(
+                "Create a token",
+                "The response holds `token`, shown only this once. With `expires_at` the token \
+                 is refused from then on (401 `invalid_token`) and listed as `expired` until \
+                 revoked.",
+            )
             .body(
                 BodyKind::Json,
                 schema_ref("TokenRequest"),
-                json!({ "name": "ci" }),
+                json!({ "name": "ci", "expires_at": "2027-02-20T03:15:27.353008Z" }),
             )
             .ok(201, "Created.", schema_ref("NewToken"), {
                 let mut t = token.clone();

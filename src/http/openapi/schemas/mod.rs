@@ -53,13 +53,14 @@ fn extends(base: &str, properties: Value, required: &[&str]) -> Value {
 }
 
 /// The items answered whole as `{"data": [item]}`, each named `<item>List`.
-const LISTED: [&str; 7] = [
+const LISTED: [&str; 8] = [
     "Account",
     "AuditEntry",
     "Collaborator",
     "Endpoint",
     "Invitation",
     "Notification",
+    "SessionInfo",
     "Token",
 ];
 
@@ -424,7 +425,15 @@ fn management_schemas() -> Value {
             "id": { "type": "string", "pattern": "^tok_" },
             "name": string(),
             "created_at": time(),
-        }), &["id", "name", "created_at"]),
+            "expires_at": nullable(time()),
+            "expired": { "type": "boolean" },
+        }), &["id", "name", "created_at", "expires_at", "expired"]),
+        "SessionInfo": object(json!({
+            "id": { "type": "string", "pattern": "^ses_" },
+            "created_at": time(),
+            "expires_at": time(),
+            "current": { "type": "boolean", "description": "The session of this call." },
+        }), &["id", "created_at", "expires_at", "current"]),
         "NewToken": extends("Token", json!({
             "token": { "type": "string", "pattern": "^itk_", "description": "Shown only this once." },
         }), &["token"]),
@@ -577,7 +586,19 @@ fn request_schemas() -> Value {
             "current_password": string(),
             "new_password": { "type": "string", "minLength": 10, "maxLength": 1024 },
         }), &["current_password", "new_password"]),
-        "TokenRequest": closed(json!({ "name": { "type": "string", "minLength": 1 } }), &["name"]),
+        "TokenRequest": closed(json!({
+            "name": { "type": "string", "minLength": 1, "maxLength": 100 },
+            "expires_at": {
+                "type": ["string", "null"],
+                "description": "RFC 3339 or YYYY-MM-DD (midnight UTC), in the future; \
+                                absent or null: the token does not expire.",
+            },
+        }), &["name"]),
+        "PasswordResetRequest": closed(json!({ "email": string() }), &["email"]),
+        "PasswordResetCompletion": closed(json!({
+            "token": { "type": "string", "pattern": "^ipr_" },
+            "new_password": { "type": "string", "minLength": 10, "maxLength": 1024 },
+        }), &["token", "new_password"]),
         "EndpointRequest": closed(json!({
             "name": string(),
             "description": nullable_string(),
@@ -712,6 +733,9 @@ fn subscription_settings(required: &[&str]) -> Value {
 fn answer_schemas() -> Value {
     json!({
         "LoggedOut": object(json!({ "logged_out": { "const": true } }), &["logged_out"]),
+        "PasswordResetRequested": object(json!({ "requested": { "const": true } }),
+                                         &["requested"]),
+        "SessionsEnded": object(json!({ "ended": integer() }), &["ended"]),
         "RevokedToken": object(json!({ "id": string(), "revoked": { "const": true } }),
                                &["id", "revoked"]),
         "RemovedCollaborator": object(json!({
