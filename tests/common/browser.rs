@@ -400,8 +400,17 @@ impl Session<'_> {
             .unwrap_or(serde_json::Value::Null)
     }
 
+    /// The page's own `location.href`: the tab's record of its URL follows navigation events
+    /// and could still name the page before a submit that had already loaded the next one
+    /// (a login then failed with the endpoints page on screen). The tab's record only where
+    /// the page cannot answer.
     pub fn url(&self) -> String {
-        self.tab.get_url()
+        self.tab
+            .evaluate("location.href", false)
+            .ok()
+            .and_then(|r| r.value)
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| self.tab.get_url())
     }
 
     /// The path and query of the current page.
