@@ -69,9 +69,7 @@ fn owner_and_collaborator_reveal_copy_rotate_and_revoke_keys() {
     let browser = Browser::start();
     let owner = browser.session(&s.base_url());
     login(&owner, OWNER_EMAIL, &s.password);
-    owner.fill("#name", "Orders");
-    owner.submit("form[action='/dashboard/endpoints'] button[type=submit]");
-    let slug = owner.endpoint_slug();
+    let slug = owner.create_endpoint("Orders");
 
     // Masked; Reveal shows the key, Hide masks it again; Copy copies the whole key.
     let k0 = owner.value("#sandbox-key");
@@ -412,9 +410,7 @@ fn the_signing_secret_is_masked_with_reveal_for_the_owner_and_collaborators() {
     let browser = Browser::start();
     let owner = browser.session(&s.base_url());
     login(&owner, OWNER_EMAIL, &s.password);
-    owner.fill("#name", "Orders");
-    owner.submit("form[action='/dashboard/endpoints'] button[type=submit]");
-    let slug = owner.endpoint_slug();
+    let slug = owner.create_endpoint("Orders");
     s.deploy(&slug);
     let secret_of = |environment: &str| -> String {
         let r = s.manage(

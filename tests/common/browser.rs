@@ -256,6 +256,13 @@ impl Session<'_> {
         asked.as_str().map_or(question, str::to_string)
     }
 
+    /// Creates an endpoint named `name` with the Endpoints page's form and returns its slug.
+    pub fn create_endpoint(&self, name: &str) -> String {
+        self.fill("#name", name);
+        self.submit("form[action='/dashboard/endpoints'] button[type=submit]");
+        self.endpoint_slug()
+    }
+
     /// The slug of the endpoint page the session is on (`/dashboard/endpoints/{slug}…`).
     pub fn endpoint_slug(&self) -> String {
         let path = self.path();
