@@ -303,6 +303,8 @@ fn a_mailed_reset_link_works_once_for_30_minutes_and_ends_every_session() {
     // A newer link replaces it; it works for 30 minutes.
     assert_status(&ask_reset(&s, OWNER_EMAIL), 202);
     let second = nth_reset_token(&s, &smtp, 2);
+    // A malformed body is a 400 before the link is looked at.
+    assert_error(&complete_reset(&s, &first, "short"), 400, "invalid_request");
     assert_error(
         &complete_reset(&s, &first, NEW_PASSWORD),
         410,

@@ -438,7 +438,9 @@ pub fn require_server_owner(account: &AccountRow) -> Result<()> {
     }
 }
 
-fn valid_password(password: &str) -> Result<()> {
+/// Refuses a new password of the wrong length; [`NewPassword::hash`] checks it too, this lets
+/// a caller refuse a bad body before it looks anything up.
+pub fn valid_password(password: &str) -> Result<()> {
     let chars = password.chars().count();
     if (MIN_PASSWORD_CHARS..=MAX_PASSWORD_CHARS).contains(&chars) {
         Ok(())

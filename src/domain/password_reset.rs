@@ -146,6 +146,8 @@ pub async fn complete(handles: &Handles, completion: ResetCompletion) -> Result<
         token,
         new_password,
     } = completion;
+    // The body is checked before the link: a malformed request is a 400 whatever its token.
+    accounts::valid_password(&new_password)?;
     check(handles.store.as_ref(), handles.now(), &token)?;
     let password = NewPassword::hash(new_password).await?;
     let hash = secret_hash(&token);
