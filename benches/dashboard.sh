@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Dashboard page benchmark (issue #24): each main page, the record browser and the request log
+# Dashboard page benchmark (issue #24): each main page, the record browser (its table newest and
+# oldest first, within a date range, and the record editor) and the request log
 # of an endpoint holding RECORDS records (1,000,000 by default), with wrk; prints p50, p90 and
 # p99 per page. Target: p99 <= 20 ms per page on the 2-core development machine.
 #
@@ -101,13 +102,21 @@ SESSION="$(curl -sf -D - -o /dev/null -H 'Content-Type: application/json' \
   grep -oi 'intake_session=[^;]*')"
 
 E="/dashboard/endpoints/$SLUG"
+# The records table within a date range: the day the records were written (UTC), so the
+# range holds them all and the page reads as far as a range can make it.
+TODAY="$(date -u +%F)"
 PAGES=(
   "/dashboard/endpoints"
   "$E"
   "$E/production"
   "$E/records"
   "$E/records?q=Kowalska"
+  "$E/records?order=oldest"
+  "$E/records?from=$TODAY&to=$TODAY&order=oldest"
+  "$E/records?from=$TODAY&to=$TODAY&q=Kowalska"
   "$E/records/$RECORD?environment=sandbox"
+  "$E/records/new?environment=sandbox"
+  "$E/records/$RECORD/edit?environment=sandbox"
   "$E/requests"
   "$E/requests?status=2xx&method=POST"
   "$E/requests/$REQUEST"
@@ -123,12 +132,14 @@ PAGES=(
 # The page as the report names it: the ids of this run replaced by what they stand for.
 label() {
   local page="$1" slug='{slug}' record='{record_id}' delivery='{id}' request='{request_id}'
+  local today='{today}'
   page="${page//$SLUG/$slug}"
+  page="${page//$TODAY/$today}"
   page="${page//$RECORD/$record}"
   page="${page//deliveries\/$DELIVERY/deliveries/$delivery}"
   echo "${page//$REQUEST/$request}"
 }
-printf '%-58s %9s %9s %9s %9s\n' "page ($RECORDS records, $DURATION, $CONNECTIONS conn.)" p50 p90 p99 pages/s
+printf '%-74s %9s %9s %9s %9s\n' "page ($RECORDS records, $DURATION, $CONNECTIONS conn.)" p50 p90 p99 pages/s
 for page in "${PAGES[@]}"; do
   status="$(curl -s -o /dev/null -w '%{http_code}' -H "Cookie: $SESSION" "$BASE$page")"
   [ "$status" = 200 ] || die "$page answered $status"
@@ -136,5 +147,5 @@ for page in "${PAGES[@]}"; do
     awk -v page="$(label "$page")" '
       $1 == "50%" { p50 = $2 } $1 == "90%" { p90 = $2 } $1 == "99%" { p99 = $2 }
       $1 == "Requests/sec:" { rps = $2 }
-      END { printf "%-58s %9s %9s %9s %9s\n", page, p50, p90, p99, rps }'
+      END { printf "%-74s %9s %9s %9s %9s\n", page, p50, p90, p99, rps }'
 done

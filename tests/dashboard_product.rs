@@ -376,9 +376,9 @@ fn the_record_browser_pages_searches_shows_and_deletes_records() {
     // the reason beside the box, not an error page.
     owner.goto(&format!("/dashboard/endpoints/{}/records?q=ab", ep.slug));
     assert!(
-        owner.text("#search-error").contains("3 to 200"),
+        owner.text("#filter-error").contains("3 to 200"),
         "{}",
-        owner.text("#search-error")
+        owner.text("#filter-error")
     );
     assert!(owner.exists(".tabs"));
 

@@ -22,6 +22,7 @@ mod dashboard_deploy;
 mod dashboard_keys;
 mod dashboard_logs;
 mod dashboard_product;
+mod dashboard_records;
 mod dashboard_webhooks;
 mod data_api;
 mod deployment;

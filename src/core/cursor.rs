@@ -27,6 +27,9 @@ pub struct InvalidParameter {
 #[repr(u8)]
 pub enum CursorKind {
     RecordList = b'l',
+    /// A record page oldest first (the dashboard's record browser): its own kind, so a cursor
+    /// of one order is refused by the other rather than read the wrong way.
+    RecordListOldest = b'o',
     RequestLog = b'r',
     Search = b's',
     Poll = b'p',
@@ -111,6 +114,7 @@ mod tests {
         assert_eq!(decode(CursorKind::RecordList, 6, &c), Some(pos));
         assert_eq!(decode(CursorKind::RecordList, 7, &c), None);
         assert_eq!(decode(CursorKind::RequestLog, 6, &c), None);
+        assert_eq!(decode(CursorKind::RecordListOldest, 6, &c), None);
         assert_eq!(decode(CursorKind::RecordList, 6, "garbage!"), None);
         assert_eq!(decode(CursorKind::RecordList, 6, ""), None);
         assert_eq!(decode(CursorKind::RecordList, 6, &c[1..]), None);

@@ -26,7 +26,7 @@ use crate::domain::webhooks::deliveries::Hooks;
 use crate::store::records::{
     IdempotencyClaim, KEYED_HASH_PREFIX, NewRecord, RecordWrite, ScanOrder, WriteOutcome,
 };
-use crate::store::{AccountRow, Store, StoreError, time_key};
+use crate::store::{AccountRow, EndpointRow, Environment, Store, StoreError, time_key};
 pub use payload::{MAX_DEPTH, PayloadRules, normalize_payload};
 
 /// The largest payload a record may have, in bytes as sent (the body of a POST or PUT, a
@@ -302,8 +302,45 @@ pub async fn delete(
     })
 }
 
-/// A delete a member of the endpoint made in the dashboard: queued like the API's, and noted
-/// in the endpoint's audit log with who made it (the request log only holds API calls).
+/// A create a member of the endpoint made in the dashboard: the API's [`create`] (the same
+/// payload rules, queue and webhooks), noted in the endpoint's audit log as `record.created`
+/// with who made it (the request log only holds API calls).
+pub async fn create_as_member(
+    ingest: &Ingest,
+    handles: &Handles,
+    sealer: &Sealer,
+    access: &DataAccess,
+    member: &AccountRow,
+    hooks: Hooks,
+    body: &[u8],
+) -> Result<Accepted> {
+    member_may_write(&access.endpoint, access.environment)?;
+    within_size(body)?;
+    let accepted = create(ingest, sealer, access, hooks, body, None).await?;
+    audit_member_write(handles, access, member, "record.created", &accepted.id)?;
+    Ok(accepted)
+}
+
+/// A replace a member made in the dashboard: the API's [`replace`], audited as
+/// `record.replaced`.
+pub async fn replace_as_member(
+    ingest: &Ingest,
+    handles: &Handles,
+    access: &DataAccess,
+    member: &AccountRow,
+    id: RecordId,
+    hooks: Hooks,
+    body: &[u8],
+) -> Result<Accepted> {
+    member_may_write(&access.endpoint, access.environment)?;
+    within_size(body)?;
+    let accepted = replace(ingest, access, id, hooks, body).await?;
+    audit_member_write(handles, access, member, "record.replaced", &accepted.id)?;
+    Ok(accepted)
+}
+
+/// A delete a member made in the dashboard: the API's [`delete`], audited as
+/// `record.deleted`.
 pub async fn delete_as_member(
     ingest: &Ingest,
     handles: &Handles,
@@ -312,23 +349,45 @@ pub async fn delete_as_member(
     id: RecordId,
     hooks: Hooks,
 ) -> Result<Accepted> {
+    member_may_write(&access.endpoint, access.environment)?;
     let accepted = delete(ingest, access, id, hooks).await?;
+    audit_member_write(handles, access, member, "record.deleted", &accepted.id)?;
+    Ok(accepted)
+}
+
+/// Whether a member's session may write to `environment` of `endpoint`: production only once
+/// the endpoint is deployed, as a production key would (403 `endpoint_not_deployed`).
+pub fn member_may_write(endpoint: &EndpointRow, environment: Environment) -> Result<()> {
+    if environment == Environment::Production && !endpoint.deployed {
+        return Err(Error::EndpointNotDeployed);
+    }
+    Ok(())
+}
+
+/// A payload typed in the dashboard, held to the API's body limit (413 past it).
+fn within_size(body: &[u8]) -> Result<()> {
+    if body.len() > MAX_PAYLOAD_BYTES {
+        return Err(Error::RecordTooLarge(MAX_PAYLOAD_BYTES));
+    }
+    Ok(())
+}
+
+/// Notes a member's write of record `id` in the endpoint's audit log.
+fn audit_member_write(
+    handles: &Handles,
+    access: &DataAccess,
+    member: &AccountRow,
+    action: &'static str,
+    id: &str,
+) -> Result<()> {
     let now = handles.now();
     let details = serde_json::json!({
-        "record_id": id.to_string(),
+        "record_id": id,
         "environment": access.environment,
     });
-    handles.write(|tx| {
-        audit::record(
-            tx,
-            now,
-            access.endpoint.id,
-            member,
-            "record.deleted",
-            details.clone(),
-        )
-    })?;
-    Ok(accepted)
+    handles
+        .write(|tx| audit::record(tx, now, access.endpoint.id, member, action, details.clone()))?;
+    Ok(())
 }
 
 /// The JSON of one record.
@@ -340,34 +399,71 @@ pub fn get(store: &dyn Store, access: &DataAccess, id: RecordId) -> Result<Strin
     record_json(record.id, record.updated_at, &record.payload)
 }
 
-/// Newest first, `limit` records after `cursor`: the JSON of the page.
+/// Newest first, `limit` records after `cursor`: the JSON of the page (the API's list).
 pub fn list(
     store: &dyn Store,
     access: &DataAccess,
     limit: usize,
     cursor: Option<&str>,
 ) -> Result<String> {
+    browse(
+        store,
+        access,
+        ScanOrder::NewestFirst,
+        (0, u128::MAX),
+        limit,
+        cursor,
+    )
+}
+
+/// The records with ids in `[lower, upper]` (a time window: an id carries its creation time)
+/// in `order`, `limit` records after `cursor`: the JSON of the page, as the API's list
+/// writes it. Each order has its own cursor kind, so a cursor is only read the way it was
+/// handed out.
+pub fn browse(
+    store: &dyn Store,
+    access: &DataAccess,
+    order: ScanOrder,
+    (lower, upper): (u128, u128),
+    limit: usize,
+    cursor: Option<&str>,
+) -> Result<String> {
     let p = access.partition;
-    let upper = match cursor {
-        Some(text) => Excluded(cursor::parse(CursorKind::RecordList, p.raw(), text)?.tiebreak),
-        None => Included(u128::MAX),
+    let kind = match order {
+        ScanOrder::NewestFirst => CursorKind::RecordList,
+        ScanOrder::OldestFirst => CursorKind::RecordListOldest,
     };
+    let after = cursor
+        .map(|text| cursor::parse(kind, p.raw(), text).map(|pos| pos.tiebreak))
+        .transpose()?;
+    // The cursor narrows the window on the side the order walks from.
+    let range = match (order, after) {
+        (ScanOrder::NewestFirst, Some(id)) if id <= upper => (Included(lower), Excluded(id)),
+        (ScanOrder::OldestFirst, Some(id)) if id >= lower => (Excluded(id), Included(upper)),
+        _ => (Included(lower), Included(upper)),
+    };
+    let empty = match range {
+        (Included(low), Included(high)) => low > high,
+        (Included(low), Excluded(high)) | (Excluded(low), Included(high)) => low >= high,
+        _ => false,
+    };
+    if empty {
+        return RecordsBody::new(0).finish(&PageTail {
+            pagination: Pagination { next_cursor: None },
+        });
+    }
     let mut body = RecordsBody::new(limit);
     let mut last = None;
-    let more = store.read()?.record_page(
-        p,
-        (Included(0), upper),
-        ScanOrder::NewestFirst,
-        limit,
-        &mut |record| {
+    let more = store
+        .read()?
+        .record_page(p, range, order, limit, &mut |record| {
             body.push(record.id, record.updated_at, record.payload)?;
             last = Some(record.id);
             Ok(())
-        },
-    )?;
+        })?;
     let next_cursor = match (more, last) {
         (true, Some(id)) => Some(cursor::encode(
-            CursorKind::RecordList,
+            kind,
             p.raw(),
             Position {
                 time: time_key(id.created_at()),

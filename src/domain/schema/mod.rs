@@ -39,6 +39,46 @@ pub const DRAFT_URI: &str = "https://json-schema.org/draft/2020-12/schema";
 /// picked: bounds the work a payload that breaks every rule can cause.
 const VIOLATIONS_GATHERED: usize = 10_000;
 
+/// What a schema says about a payload's top level, as far as a table and a form can use it:
+/// its `properties` in the schema's order (each with the JSON types its `type` allows, empty
+/// when it names none) and its `required` names. Nested rules, `$ref`s and combinators are
+/// left to the validator.
+#[derive(Debug, Default, PartialEq)]
+pub struct TopLevel {
+    pub properties: Vec<(String, Vec<String>)>,
+    pub required: Vec<String>,
+}
+
+impl TopLevel {
+    /// The top level of a stored schema (its text); empty for one that is not an object.
+    pub fn of(schema: &str) -> TopLevel {
+        let Ok(Value::Object(schema)) = serde_json::from_str::<Value>(schema) else {
+            return TopLevel::default();
+        };
+        let names = |value: Option<&Value>| -> Vec<String> {
+            match value {
+                Some(Value::String(one)) => vec![one.clone()],
+                Some(Value::Array(many)) => many
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect(),
+                _ => Vec::new(),
+            }
+        };
+        let properties = match schema.get("properties") {
+            Some(Value::Object(properties)) => properties
+                .iter()
+                .map(|(name, rule)| (name.clone(), names(rule.get("type"))))
+                .collect(),
+            _ => Vec::new(),
+        };
+        TopLevel {
+            properties,
+            required: names(schema.get("required")),
+        }
+    }
+}
+
 /// A compiled schema. A stored schema that no longer compiles (a validator upgrade that
 /// reads a keyword differently) refuses every write with a 500 naming the problem, never
 /// lets one through unchecked.
@@ -348,6 +388,24 @@ mod tests {
             Err(Error::InvalidSchema(problem)) => problem,
             other => panic!("expected invalid_schema for {text}, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn the_top_level_keeps_the_schemas_order() {
+        let top = TopLevel::of(
+            r#"{"type":"object","required":["sku","qty"],"properties":{"sku":{"type":"string"},"qty":{"type":["integer","null"]},"meta":{}}}"#,
+        );
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            top.properties,
+            vec![
+                ("sku".to_string(), names(&["string"])),
+                ("qty".to_string(), names(&["integer", "null"])),
+                ("meta".to_string(), Vec::new()),
+            ]
+        );
+        assert_eq!(top.required, names(&["sku", "qty"]));
+        assert_eq!(TopLevel::of("true"), TopLevel::default());
     }
 
     #[test]

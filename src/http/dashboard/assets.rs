@@ -27,7 +27,7 @@ fn asset(name: &'static str, content_type: &'static str, body: &'static str) -> 
     }
 }
 
-static ASSETS: LazyLock<[Asset; 5]> = LazyLock::new(|| {
+static ASSETS: LazyLock<[Asset; 6]> = LazyLock::new(|| {
     [
         asset(
             "app.css",
@@ -54,12 +54,18 @@ static ASSETS: LazyLock<[Asset; 5]> = LazyLock::new(|| {
             "text/javascript; charset=utf-8",
             include_str!("static/testpage.js"),
         ),
+        asset(
+            "records.js",
+            "text/javascript; charset=utf-8",
+            include_str!("static/records.js"),
+        ),
     ]
 });
 
 static CSS_URL: LazyLock<String> = LazyLock::new(|| url("app.css"));
 static JS_URL: LazyLock<String> = LazyLock::new(|| url("app.js"));
 static TESTPAGE_JS_URL: LazyLock<String> = LazyLock::new(|| url("testpage.js"));
+static RECORDS_JS_URL: LazyLock<String> = LazyLock::new(|| url("records.js"));
 static THEME_JS_URL: LazyLock<String> = LazyLock::new(|| url("theme.js"));
 static HIGHLIGHT_JS_URL: LazyLock<String> = LazyLock::new(|| url("highlight.js"));
 
@@ -94,6 +100,12 @@ pub fn highlight_js_url() -> &'static str {
 /// The versioned URL of the API test page's script (only that page loads it).
 pub fn testpage_js_url() -> &'static str {
     &TESTPAGE_JS_URL
+}
+
+/// The versioned URL of the record browser's script: the column chooser and the record
+/// editor's checks (only those pages load it).
+pub fn records_js_url() -> &'static str {
+    &RECORDS_JS_URL
 }
 
 /// Serves asset `name` requested under `hash`; `None` when no asset has that name. A stale

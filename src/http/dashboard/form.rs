@@ -4,7 +4,7 @@ use http::header;
 
 use crate::http::error::Result;
 use crate::http::reply::read_body;
-use crate::http::request::{MAX_MANAGE_BODY, Request};
+use crate::http::request::Request;
 
 /// The fields of a posted form, in order; a name may repeat (checkboxes).
 #[derive(Clone, Debug, Default)]
@@ -13,8 +13,9 @@ pub struct Form {
 }
 
 impl Form {
-    /// Reads and parses the request body (415 for any other content type, 413 past 64 KB).
-    pub async fn read(req: &mut Request) -> Result<Form> {
+    /// Reads and parses the request body (415 for any other content type, 413 past `limit`
+    /// bytes: [`crate::http::request::MAX_MANAGE_BODY`] for every form but the record editor's).
+    pub async fn read(req: &mut Request, limit: usize) -> Result<Form> {
         let urlencoded = req
             .headers
             .get(header::CONTENT_TYPE)
@@ -29,7 +30,7 @@ impl Form {
                 "application/x-www-form-urlencoded",
             ));
         }
-        let bytes = read_body(req, MAX_MANAGE_BODY).await?;
+        let bytes = read_body(req, limit).await?;
         Ok(Form::parse(&bytes))
     }
 

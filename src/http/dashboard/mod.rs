@@ -9,7 +9,8 @@
 //!   as an error page with the API's error code.
 //! - `form`, `assets` (embedded CSS and JavaScript), `setup` (the first-run link), `chart`
 //!   (the inline SVG of the usage page).
-//! - `records`: the record browser (list, search, one record with its deliveries, delete).
+//! - `records`: the record browser (the table of records with its columns, order, dates and
+//!   search; one record with its deliveries; the record editor; delete).
 //! - `erasures`: the Records tab's Erase form (count, confirm by the count, start) and the
 //!   erasures' progress (owner).
 //! - Pages, one module per concept: `auth` (login, logout, setup, invitations),

@@ -180,6 +180,10 @@ pub fn readable(message: &str) -> String {
 pub struct Pager {
     pub newest: Option<String>,
     pub older: Option<String>,
+    /// The links' words: "Newest" and "Older", or for a listing oldest first "Oldest" and
+    /// "Newer".
+    pub first_label: &'static str,
+    pub next_label: &'static str,
 }
 
 impl Pager {
@@ -207,6 +211,17 @@ impl Pager {
         Pager {
             newest: cursor.map(|_| link(None)),
             older: next_cursor.map(|c| link(Some(&c))),
+            first_label: "Newest",
+            next_label: "Older",
+        }
+    }
+
+    /// The pager of a listing shown oldest first.
+    pub fn oldest_first(self) -> Pager {
+        Pager {
+            first_label: "Oldest",
+            next_label: "Newer",
+            ..self
         }
     }
 }
@@ -239,6 +254,8 @@ pub fn flash(req: &Request) -> Option<&'static str> {
         "webhook" => "Webhook settings saved.",
         "webhook-removed" => "Webhook removed.",
         "record-deleted" => "Record deletion queued: it disappears from the list in a moment.",
+        "record-created" => "Record created: webhooks announce it as record.created.",
+        "record-replaced" => "Record replaced: webhooks announce it as record.replaced.",
         "erasure-started" => {
             "Erasure started: the matching records are being erased in the background, newest \
              first. This page shows how far it got."

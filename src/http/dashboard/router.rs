@@ -141,7 +141,11 @@ async fn endpoint(
         }
         (["records"], true, _) => records::list(app, req, slug),
         (["records", "export"], true, _) => records::export(app, req, slug).await,
+        (["records", "new"], true, _) => records::new_page(app, req, slug),
+        (["records", "new"], _, true) => records::save_new(app, req, slug).await,
         (["records", id], true, _) => records::record(app, req, slug, id),
+        (["records", id, "edit"], true, _) => records::edit_page(app, req, slug, id),
+        (["records", id, "edit"], _, true) => records::save_edit(app, req, slug, id).await,
         (["records", id, "delete"], _, true) => records::delete(app, req, slug, id).await,
         (["erasures"], true, _) => erasures::page(app, req, slug),
         (["erasures"], _, true) => erasures::erase(app, req, slug).await,
@@ -184,6 +188,7 @@ pub fn form_page(path: &str) -> Option<String> {
                 ["webhooks", ..] => format!("{base}/webhooks"),
                 ["deliveries", id, ..] => format!("{base}/deliveries/{id}"),
                 ["requests", ..] => format!("{base}/requests"),
+                ["records", id, "edit"] => format!("{base}/records/{id}/edit"),
                 ["records", id, ..] => format!("{base}/records/{id}"),
                 ["erasures", ..] => format!("{base}/erasures"),
                 ["keys" | "webhook-secrets", "production", ..] => format!("{base}/production"),
@@ -229,6 +234,14 @@ mod tests {
         assert_eq!(
             page("/dashboard/endpoints/s/erasures/count").as_deref(),
             Some("/dashboard/endpoints/s/erasures")
+        );
+        assert_eq!(
+            page("/dashboard/endpoints/s/records/new").as_deref(),
+            Some("/dashboard/endpoints/s/records/new")
+        );
+        assert_eq!(
+            page("/dashboard/endpoints/s/records/rec_1/edit").as_deref(),
+            Some("/dashboard/endpoints/s/records/rec_1/edit")
         );
         assert_eq!(
             page("/dashboard/account/tokens/tok_1/revoke").as_deref(),

@@ -10,7 +10,7 @@ use crate::domain::notifications;
 use crate::domain::sessions;
 use crate::http::app::App;
 use crate::http::reply::cookie;
-use crate::http::request::Request;
+use crate::http::request::{MAX_MANAGE_BODY, Request};
 use crate::store::AccountRow;
 
 /// A logged-in account and the CSRF token of its forms.
@@ -76,7 +76,18 @@ pub fn maybe_signed_in(app: &App, req: &Request) -> Result<Option<User>, Failure
 
 /// A form posted by `user`, read only if it carries their CSRF token and came from here.
 pub async fn user_form(app: &App, req: &mut Request, user: &User) -> Result<Form, Failure> {
-    checked_form(app, req, &user.session).await
+    checked_form(app, req, &user.session, MAX_MANAGE_BODY).await
+}
+
+/// [`user_form`] for a form whose body may be up to `limit` bytes (the record editor's, which
+/// carries a whole payload).
+pub async fn large_user_form(
+    app: &App,
+    req: &mut Request,
+    user: &User,
+    limit: usize,
+) -> Result<Form, Failure> {
+    checked_form(app, req, &user.session, limit).await
 }
 
 /// A form posted by a logged-out visitor (login, setup, accepting an invitation).
@@ -85,14 +96,19 @@ pub async fn visitor_form(app: &App, req: &mut Request) -> Result<Form, Failure>
     if fresh {
         return Err(Failure::Csrf);
     }
-    checked_form(app, req, &secret).await
+    checked_form(app, req, &secret, MAX_MANAGE_BODY).await
 }
 
-async fn checked_form(app: &App, req: &mut Request, secret: &str) -> Result<Form, Failure> {
+async fn checked_form(
+    app: &App,
+    req: &mut Request,
+    secret: &str,
+    limit: usize,
+) -> Result<Form, Failure> {
     if !crate::http::session::same_origin(&req.headers, app.config.public_url.as_deref()) {
         return Err(Failure::Csrf);
     }
-    let form = Form::read(req).await?;
+    let form = Form::read(req, limit).await?;
     if !security::verify(secret, form.text(security::FIELD)) {
         return Err(Failure::Csrf);
     }
