@@ -124,6 +124,7 @@ PAGES=(
   "$E/deliveries?state=failing"
   "$E/deliveries/$DELIVERY"
   "$E/webhooks"
+  "$E/webhooks/sandbox/subscriptions/sub_1"
   "$E/collaborators"
   "$E/usage"
   "$E/test"

@@ -936,12 +936,20 @@ fn webhook_subscriptions_are_added_changed_recovered_and_deleted_from_the_dashbo
         "sub_1",
         "Order sync",
         "record.created, record.deleted",
-        "5/s",
         "Enabled",
         "no attempt yet",
         "https://hooks.example.com/orders",
     ] {
         assert!(page.contains(needle), "{needle:?} not on the page");
+    }
+    // Its page shows the rest, the rate limit among it; a subscription that is not there,
+    // or a path that names none, has no page.
+    let sub_page = owner.get(&format!("{base}/sandbox/subscriptions/sub_1"));
+    assert_eq!(sub_page.status, 200, "{}", sub_page.describe());
+    assert!(sub_page.text().contains("5/s"));
+    for missing in ["sub_9", "sub_x", "9"] {
+        let r = owner.get(&format!("{base}/sandbox/subscriptions/{missing}"));
+        assert_eq!(r.status, 404, "{missing}: {}", r.describe());
     }
 
     // Every box ticked is every event; an empty rate limit is none; unticked is disabled.

@@ -125,7 +125,6 @@ fn an_error_responses_request_id_finds_its_entry_which_names_code_person_and_cli
     assert!(owner.text("#entry-who").contains(DEV));
     assert_eq!(owner.text("#entry-client"), "198.51.100.23");
     assert!(owner.text("#request-entry").contains("POST"));
-    owner.screenshot("request-entry");
 
     // Filters: whose key, method, error code.
     owner.goto(&requests);
@@ -167,6 +166,120 @@ fn an_error_responses_request_id_finds_its_entry_which_names_code_person_and_cli
     collaborator.assert_fits_width();
     owner.assert_clean();
     collaborator.assert_clean();
+}
+
+#[test]
+fn request_log_entries_name_their_record_and_say_that_no_bodies_are_kept() {
+    use serde_json::json;
+    let s = TestServer::start();
+    let ep = s.create_endpoint("Orders", &[]);
+    let (slug, key) = (&ep.slug, &ep.sandbox_key);
+    let collection = format!("/api/v1/data/{slug}");
+    let created = s.data("POST", &collection, key, Some(&json!({"n": 1})));
+    assert_status(&created, 202);
+    let id = created.json()["id"].as_str().unwrap().to_string();
+    let read = s.get_record(slug, key, &id);
+    assert_status(&read, 200);
+    let batch = s.data(
+        "POST",
+        &format!("{collection}/batch"),
+        key,
+        Some(&json!([{"n": 2}, {"n": 3}, {"n": 4}])),
+    );
+    assert_status(&batch, 202);
+    let first_of_batch = batch.json()["data"][0]["id"].as_str().unwrap().to_string();
+    let listed_call = s.data("GET", &collection, key, None);
+    assert_status(&listed_call, 200);
+    let refused = s.request(
+        "POST",
+        &collection,
+        &[
+            ("Authorization", format!("Bearer {key}").as_str()),
+            ("Content-Type", "application/json"),
+        ],
+        Some(br#"{"n": "#.as_slice()),
+    );
+    assert_error(&refused, 400, "invalid_json");
+    let calls = [&created, &read, &batch, &listed_call, &refused].map(|r| r.request_id());
+    let log = s.wait_request_log(slug, "sandbox", Duration::from_secs(10), |d| {
+        calls
+            .iter()
+            .all(|id| d.iter().any(|e| e["request_id"] == id.as_str()))
+    });
+
+    // The API's entries: the record of a create and a get, a batch's first and its count,
+    // none for a list or a refused create.
+    let entry = |request_id: &str| {
+        log.iter()
+            .find(|e| e["request_id"] == request_id)
+            .unwrap()
+            .clone()
+    };
+    for (call, record_id, record_count) in [
+        (&created, json!(id), json!(null)),
+        (&read, json!(id), json!(null)),
+        (&batch, json!(first_of_batch), json!(3)),
+        (&listed_call, json!(null), json!(null)),
+        (&refused, json!(null), json!(null)),
+    ] {
+        let e = entry(&call.request_id());
+        assert_eq!(
+            (&e["record_id"], &e["record_count"]),
+            (&record_id, &record_count),
+            "{e}"
+        );
+    }
+
+    let browser = Browser::start();
+    let owner = log_in(&browser, &s, &s.password);
+    let requests = format!("/dashboard/endpoints/{slug}/requests");
+    owner.goto(&requests);
+    let row = |request_id: &str| format!("tr[data-request-id='{request_id}'] td.record");
+    assert_eq!(owner.text(&row(&created.request_id())), id);
+    assert_eq!(
+        owner.text(&row(&batch.request_id())),
+        format!("{first_of_batch} and 2 more")
+    );
+    assert_eq!(owner.text(&row(&listed_call.request_id())), "none");
+    // The record's id links to its page.
+    owner.submit(&format!("{} a", row(&read.request_id())));
+    assert_eq!(
+        owner.url(),
+        format!(
+            "{}/dashboard/endpoints/{slug}/records/{id}?environment=sandbox",
+            s.base_url()
+        )
+    );
+    assert!(owner.text("main").contains(&id));
+
+    // A success's entry: its record, and that no body is kept.
+    owner.goto(&format!("{requests}/{}", created.request_id()));
+    assert_eq!(owner.text("#entry-record"), id);
+    assert_eq!(
+        owner.text("#entry-bodies"),
+        "intake keeps no request or response bodies."
+    );
+    assert!(!owner.exists("#entry-error"));
+
+    // An error's entry: no record, and the error body as the API answered it.
+    owner.goto(&format!("{requests}/{}", refused.request_id()));
+    assert_eq!(owner.text("#entry-record"), "none");
+    assert_eq!(
+        owner.text("#entry-bodies"),
+        "intake keeps no request or response bodies; for an error it keeps the code and message:"
+    );
+    assert!(owner.visible("#entry-error"));
+    let shown: serde_json::Value =
+        serde_json::from_str(&owner.text("#entry-error")).expect("the error body is JSON");
+    let answered = refused.json();
+    assert_eq!(shown["error"]["code"], answered["error"]["code"]);
+    assert_eq!(shown["error"]["message"], answered["error"]["message"]);
+    assert_eq!(
+        shown["error"]["request_id"],
+        answered["error"]["request_id"]
+    );
+    owner.assert_accessible();
+    owner.screenshots("request-entry");
 }
 
 /// The delivery's API view once `done` holds for it (the dispatcher works on its own threads).

@@ -252,9 +252,15 @@ fn webhook_settings_send_a_signed_test_event_and_keep_the_stored_auth_value() {
     owner.paste("#header-sandbox", "X-Hook-Token");
     owner.paste("#value-sandbox", "s3cret-token");
     owner.submit("form[action$='/webhooks/sandbox/subscriptions'] button[type=submit]");
+    // Added: its own page, where its forms are.
     assert!(owner.text(".flash").contains("Subscription added"));
+    let page = format!(
+        "/dashboard/endpoints/{}/webhooks/sandbox/subscriptions/sub_1",
+        ep.slug
+    );
+    assert_eq!(owner.path(), format!("{page}?done=subscription-added"));
 
-    // Send test event: the receiver's answer shows beside the subscription.
+    // Send test event: the receiver's answer shows on the subscription's page.
     owner.submit("#test-sandbox-sub_1 button[type=submit]");
     let result = owner.text("#test-result");
     assert!(result.contains("Delivered"), "{result}");
@@ -291,8 +297,7 @@ fn webhook_settings_send_a_signed_test_event_and_keep_the_stored_auth_value() {
     owner.screenshots("webhook-test-event");
 
     // Saving the form again with the auth value left empty keeps the stored value.
-    owner.goto(&format!("/dashboard/endpoints/{}/webhooks", ep.slug));
-    owner.click("details:has(#url-sandbox-sub_1) > summary");
+    owner.goto(&page);
     owner.paste("#description-sandbox-sub_1", "Still the same token");
     owner.submit("form[action$='/subscriptions/sub_1'] button[type=submit]");
     assert!(owner.text(".flash").contains("Subscription saved"));
@@ -301,7 +306,6 @@ fn webhook_settings_send_a_signed_test_event_and_keep_the_stored_auth_value() {
     assert_eq!(got[1].header("X-Hook-Token"), Some("s3cret-token"));
 
     // "Remove the stored auth value" is explicit, and then no auth header is sent.
-    owner.click("details:has(#url-sandbox-sub_1) > summary");
     owner.set_checked(
         "form[action$='/subscriptions/sub_1'] input[name=clear_auth]",
         true,
@@ -773,6 +777,10 @@ fn every_main_page_is_accessible_and_fits_a_phone_in_both_themes() {
         ),
         ("collaborators", format!("{e}/collaborators")),
         ("webhooks", format!("{e}/webhooks")),
+        (
+            "webhook-subscription",
+            format!("{e}/webhooks/sandbox/subscriptions/sub_1"),
+        ),
         ("requests", format!("{e}/requests")),
         ("deliveries", format!("{e}/deliveries")),
         ("delivery", format!("{e}/deliveries/{delivery_id}")),

@@ -51,13 +51,15 @@ fn ids_of(list: &[Value], subscription: &str) -> Vec<u64> {
         .collect()
 }
 
-/// Deletes `subscription` from the Webhooks tab, the box "Cancel its pending deliveries" as
-/// `cancel` says; returns the question asked.
+/// The page of the sandbox subscription `subscription` of `slug`.
+fn subscription_page(slug: &str, subscription: &str) -> String {
+    format!("/dashboard/endpoints/{slug}/webhooks/sandbox/subscriptions/{subscription}")
+}
+
+/// Deletes `subscription` from its page, the box "Cancel its pending deliveries" as `cancel`
+/// says; returns the question asked.
 fn delete_subscription(owner: &Session, slug: &str, subscription: &str, cancel: bool) -> String {
-    owner.goto(&format!("/dashboard/endpoints/{slug}/webhooks"));
-    owner.click(&format!(
-        "details:has(#url-sandbox-{subscription}) > summary"
-    ));
+    owner.goto(&subscription_page(slug, subscription));
     let form = format!("form[action$='/subscriptions/{subscription}/delete']");
     let box_ = format!("{form} input[name=cancel_pending]");
     assert!(owner.visible(&box_), "the choice is shown beside Delete");
@@ -110,7 +112,13 @@ fn deleting_a_subscription_asks_whether_to_cancel_its_pending_deliveries() {
             .text(".flash")
             .contains("pending deliveries were cancelled")
     );
+    // Back on the tab, without it.
+    assert_eq!(
+        owner.path(),
+        format!("/dashboard/endpoints/{slug}/webhooks?done=subscription-removed-cancelled")
+    );
     assert!(!owner.exists("#sandbox-sub_1"));
+    assert!(owner.exists("#sandbox-sub_2"));
 
     // Deleted with the box unticked: its deliveries go on.
     let asked = delete_subscription(&owner, slug, "sub_2", false);
@@ -238,8 +246,8 @@ fn the_delivery_log_names_each_event_and_the_guide_says_how_to_deduplicate() {
     owner.goto(&format!("{deliveries}/{created}"));
     assert_eq!(owner.text("#delivery-event"), "record.created");
 
-    // A test event sent from the Webhooks tab is listed too, marked as a test.
-    owner.goto(&format!("/dashboard/endpoints/{slug}/webhooks"));
+    // A test event sent from the subscription's page is listed too, marked as a test.
+    owner.goto(&subscription_page(slug, "sub_1"));
     owner.submit("#test-sandbox-sub_1 button[type=submit]");
     assert!(owner.text("#test-result").contains("Delivered"));
     let received = receiver.wait_for(4, WAIT);
@@ -284,5 +292,165 @@ fn the_delivery_log_names_each_event_and_the_guide_says_how_to_deduplicate() {
     );
     assert!(guide.contains("record.replaced"), "{guide}");
     assert!(!owner.text("#panel-guide").contains("deduplicate by it"));
+    owner.assert_clean();
+}
+
+#[test]
+fn the_tab_lists_subscriptions_in_a_table_that_fits_and_each_has_a_page_where_its_forms_answer() {
+    let s = server();
+    let ep = s.create_endpoint("Orders", &[]);
+    let slug = &ep.slug;
+    let (ok_rx, failing_rx) = (Receiver::start(), Receiver::start());
+    ok_rx.always(Reply::status(200).body("thanks"));
+    failing_rx.always(Reply::status(503));
+    let api = format!("/api/v1/manage/endpoints/{slug}/webhooks/sandbox/subscriptions");
+    // A long URL, as receivers with capability paths and tokens have them.
+    let long_url = ok_rx.url(&format!(
+        "/hooks/{}in?token={}",
+        "orders-".repeat(12),
+        "t".repeat(60)
+    ));
+    let body = json!({ "url": long_url, "description": "Order sync" });
+    assert_status(&s.manage("POST", &api, Some(&body)), 201);
+    subscribe(&s, slug, &failing_rx);
+    s.create_record(slug, &ep.sandbox_key, &json!({ "order": 1 }));
+    let list = s.sandbox_deliveries_once(slug, |list| {
+        list.iter()
+            .any(|d| d["subscription"] == "sub_1" && d["state"] == "delivered")
+            && list
+                .iter()
+                .any(|d| d["subscription"] == "sub_2" && d["failing"] == true)
+    });
+    let (delivered, failing) = (ids_of(&list, "sub_1")[0], ids_of(&list, "sub_2")[0]);
+
+    let browser = Browser::start();
+    let owner = log_in(&browser, &s);
+    let tab = format!("/dashboard/endpoints/{slug}/webhooks");
+    owner.goto(&tab);
+    // One table, every column in sight on a laptop, the long URL wrapped inside its cell.
+    owner.assert_table_headers_visible("#subscriptions-sandbox");
+    assert_eq!(
+        owner.eval(
+            "Array.from(document.querySelectorAll('#subscriptions-sandbox th'))\
+             .map(function (c) { return c.textContent; }).join('|')"
+        ),
+        json!("Subscription|URL|Events|State|Health|Latest recovery")
+    );
+    assert!(owner.text("#sandbox-sub_1 td.url").contains(&long_url));
+    assert_eq!(
+        owner.eval(
+            "(function () { var c = document.querySelector('#sandbox-sub_1 td.url'); \
+             return c.scrollWidth <= c.clientWidth; })()"
+        ),
+        json!(true),
+        "the URL wraps inside its cell"
+    );
+    assert!(owner.text("#sandbox-sub_1 td.health").starts_with("OK"));
+    assert!(
+        owner
+            .text("#sandbox-sub_2 td.health")
+            .starts_with("Failing")
+    );
+    assert_eq!(owner.text("#sandbox-sub_1 td.recovery"), "none");
+    // No subscription's forms under the table: they are on its page.
+    assert!(!owner.exists("form[action$='/subscriptions/sub_1']"));
+    assert!(!owner.exists("#test-sandbox-sub_1"));
+    // An environment without subscriptions says how to add one, its form open.
+    assert!(
+        owner
+            .text("#no-subscriptions-production")
+            .contains("Add a production subscription")
+    );
+    assert!(owner.visible("#url-production"));
+    owner.assert_accessible();
+    owner.screenshots("webhooks");
+
+    // The subscription's page: its settings, health and its own deliveries.
+    owner.submit("#sandbox-sub_1 td:first-child a");
+    let page = subscription_page(slug, "sub_1");
+    assert_eq!(owner.path(), page);
+    let title = owner.text("#subscription-title");
+    assert!(
+        title.contains("sub_1") && title.contains("owner webhook"),
+        "{title}"
+    );
+    assert!(owner.text("#subscription-facts").contains("Order sync"));
+    assert!(owner.text("#subscription-health").starts_with("OK"));
+    assert_eq!(owner.value("#url-sandbox-sub_1"), long_url);
+    let row = |id: u64| format!("#subscription-deliveries tr[data-delivery-id='{id}']");
+    assert!(owner.text(&row(delivered)).contains("Delivered"));
+    assert!(
+        !owner.exists(&row(failing)),
+        "another subscription's delivery"
+    );
+
+    // Send test event: the answer shows on this page.
+    owner.submit("#test-sandbox-sub_1 button[type=submit]");
+    let result = owner.text("#test-result");
+    assert!(
+        result.contains("Delivered") && result.contains("thanks"),
+        "{result}"
+    );
+    assert!(owner.text("#subscription-title").contains("sub_1"));
+    owner.assert_accessible();
+    owner.screenshots("webhook-subscription");
+
+    // A refused save answers on the page, with the typed URL kept.
+    owner.goto(&page);
+    owner.paste("#url-sandbox-sub_1", "ftp://example.com/hook");
+    owner.submit("#subscription-settings button[type=submit]");
+    let error = owner.text("#subscription-settings .error");
+    assert!(error.contains("http(s) URL"), "{error}");
+    assert_eq!(owner.value("#url-sandbox-sub_1"), "ftp://example.com/hook");
+    assert!(owner.text("#subscription-title").contains("sub_1"));
+    // A save lands back on the page.
+    owner.goto(&page);
+    owner.paste("#description-sandbox-sub_1", "Order sync v2");
+    owner.submit("#subscription-settings button[type=submit]");
+    assert_eq!(owner.path(), format!("{page}?done=subscription-saved"));
+    assert!(owner.text(".flash").contains("Subscription saved"));
+    assert!(owner.text("#subscription-facts").contains("Order sync v2"));
+
+    // The recovery pickers are UTC, as their labels say, whatever the computer's zone.
+    owner.time_zone("Pacific/Kiritimati");
+    owner.goto(&page);
+    assert_eq!(owner.text("label[for='since-sandbox-sub_1']"), "From (UTC)");
+    let now = s.clock.now().to_rfc3339();
+    let zone = owner.text("#zone-sandbox-sub_1");
+    assert!(
+        zone.contains(&format!(
+            "it is {} UTC now",
+            now[..16].replacen('T', " ", 1)
+        )),
+        "{zone}"
+    );
+    // A window that ends before it starts is refused on the page, the values kept.
+    owner.paste("#since-sandbox-sub_1", "2026-02-01T00:00");
+    owner.paste("#until-sandbox-sub_1", "2026-01-01T00:00");
+    owner.submit("#subscription-recovery-form button[type=submit]");
+    let error = owner.text("#subscription-recovery-form .error");
+    assert!(error.contains("until"), "{error}");
+    assert_eq!(owner.value("#since-sandbox-sub_1"), "2026-02-01T00:00");
+    assert!(owner.text("#subscription-title").contains("sub_1"));
+    owner.paste("#since-sandbox-sub_1", "2026-01-01T00:00");
+    owner.paste("#until-sandbox-sub_1", "");
+    owner.submit("#subscription-recovery-form button[type=submit]");
+    assert_eq!(owner.path(), format!("{page}?done=recovery-started"));
+    let sub = s.manage("GET", &format!("{api}/sub_1"), None).json();
+    assert_eq!(
+        sub["recovery"]["since"], "2026-01-01T00:00:00.000000Z",
+        "{sub}"
+    );
+    assert!(
+        owner
+            .text("#subscription-recovery")
+            .contains("window 2026-01-01 00:00:00 UTC to"),
+        "{}",
+        owner.text("#subscription-recovery")
+    );
+
+    // A subscription that does not exist has no page.
+    owner.goto(&subscription_page(slug, "sub_9"));
+    assert!(!owner.exists("#subscription-title"));
     owner.assert_clean();
 }

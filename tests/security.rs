@@ -339,6 +339,7 @@ fn dashboard_pages(slug: &str) -> Vec<String> {
         "/production",
         "/collaborators",
         "/webhooks",
+        "/webhooks/sandbox/subscriptions/sub_1",
         "/requests",
         "/deliveries",
         "/deliveries/1",

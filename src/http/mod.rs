@@ -157,6 +157,8 @@ pub async fn handle(app: &App, mut req: Request) -> Response {
                 message,
                 client: req.client.map(|ip| ip.to_string()),
                 holder: call_log.holder,
+                record_id: call_log.record_id,
+                record_count: call_log.record_count,
             },
         );
     }

@@ -87,6 +87,10 @@ pub struct EntryView {
     /// Who held the key at the time of the call; `null` when the key was not recognised (or
     /// for entries older than this field).
     pub holder: Option<HolderView>,
+    /// The record the call was about (see `RequestLogRow::record_id`).
+    pub record_id: Option<String>,
+    /// For a batch, how many records it created, the first being `record_id`.
+    pub record_count: Option<u32>,
 }
 
 /// Whose e-mail addresses the views of a page may show. The owner sees every collaborator's
@@ -152,6 +156,8 @@ impl EntryView {
                     email: emails.get(&id).cloned(),
                 },
             }),
+            record_id: row.record_id,
+            record_count: row.record_count,
         }
     }
 }
@@ -472,6 +478,8 @@ mod tests {
             message: None,
             client: None,
             holder: None,
+            record_id: None,
+            record_count: None,
         }
     }
 

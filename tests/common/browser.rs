@@ -523,6 +523,47 @@ impl Session<'_> {
         );
     }
 
+    /// Fails unless every header cell of the table at `table_selector` lies inside the
+    /// viewport, and inside the scrolling region it may sit in: no column is cut off or
+    /// scrolled out of sight.
+    pub fn assert_table_headers_visible(&self, table_selector: &str) {
+        let cells = serde_json::to_string(&format!("{table_selector} th")).expect("selector");
+        let outside = self.eval(&format!(
+            "(function () {{ \
+               var cells = Array.from(document.querySelectorAll({cells})); \
+               if (cells.length === 0) {{ return 'no header cells'; }} \
+               var width = document.documentElement.clientWidth; \
+               return cells.filter(function (c) {{ \
+                 var r = c.getBoundingClientRect(); \
+                 var region = c.closest('.table-wrap'); \
+                 var box = region ? region.getBoundingClientRect() : {{ left: 0, right: width }}; \
+                 var left = Math.max(0, box.left), right = Math.min(width, box.right); \
+                 return r.width === 0 || r.left < left - 0.5 || r.right > right + 0.5; \
+               }}).map(function (c) {{ \
+                 var r = c.getBoundingClientRect(); \
+                 return c.textContent.trim() + ' at ' + Math.round(r.left) + '..' + Math.round(r.right); \
+               }}).join('; '); }})()"
+        ));
+        let width = self.eval("document.documentElement.clientWidth");
+        assert_eq!(
+            outside,
+            serde_json::json!(""),
+            "header cells of {table_selector} outside the {width} px viewport at {}",
+            self.url()
+        );
+    }
+
+    /// Emulates the computer's time zone (an IANA name such as `Pacific/Kiritimati`) from now
+    /// on, for what the page's script and the date pickers make of local time.
+    pub fn time_zone(&self, zone: &str) {
+        use headless_chrome::protocol::cdp::Emulation::SetTimezoneOverride;
+        self.tab
+            .call_method(SetTimezoneOverride {
+                timezone_id: zone.to_string(),
+            })
+            .expect("set time zone");
+    }
+
     /// Saves a PNG of the viewport as `target/screenshots/{name}.png`; returns its path.
     pub fn screenshot(&self, name: &str) -> PathBuf {
         let png = self

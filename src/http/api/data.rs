@@ -73,15 +73,18 @@ pub async fn handle(
                 idempotency_key(req)?,
             )
             .await?;
+            call_log.about(&accepted.id);
             Ok(reply::json(StatusCode::ACCEPTED, &accepted))
         }
         (&Method::GET, Some(id)) => {
             let id = records::parse_record_id(id)?;
+            call_log.about(id);
             let record = records::get(app.handles.store.as_ref(), &access, id)?;
             Ok(reply::json_text(StatusCode::OK, record))
         }
         (&Method::PUT, Some(id)) => {
             let id = records::parse_record_id(id)?;
+            call_log.about(id);
             let body = json_body(req).await?;
             let hooks = hooks(app, req, &access, req.received_at)?;
             let accepted = records::replace(&app.ingest, &access, id, hooks, &body).await?;
@@ -89,6 +92,7 @@ pub async fn handle(
         }
         (&Method::DELETE, Some(id)) => {
             let id = records::parse_record_id(id)?;
+            call_log.about(id);
             let hooks = hooks(app, req, &access, req.received_at)?;
             let accepted = records::delete(&app.ingest, &access, id, hooks).await?;
             Ok(reply::json(StatusCode::ACCEPTED, &accepted))
@@ -136,6 +140,7 @@ pub async fn batch(
         claim,
     )
     .await?;
+    call_log.about_batch(&accepted);
     Ok(reply::json(StatusCode::ACCEPTED, &accepted))
 }
 

@@ -27,13 +27,34 @@ use crate::http::request::Request;
 use crate::http::routes::{PathParams, Route};
 use crate::store::{Environment, KeyHolder, Partition};
 
-/// Where a data call is logged: filled in by the data handler once it knows the endpoint.
+/// Where a data call is logged, and what about: filled in by the data handler once it knows
+/// the endpoint, and the record once it knows that.
 #[derive(Default)]
 pub struct CallLog {
     pub partition: Option<Partition>,
     pub environment: Option<Environment>,
     pub key_id: Option<String>,
     pub holder: Option<KeyHolder>,
+    /// The record the call was about (`RequestLogRow::record_id`).
+    pub record_id: Option<String>,
+    /// For a batch, how many records it created, the first being `record_id`.
+    pub record_count: Option<u32>,
+}
+
+impl CallLog {
+    /// The call was about the record `id`.
+    fn about(&mut self, id: impl std::fmt::Display) {
+        self.record_id = Some(id.to_string());
+    }
+
+    /// The call created the records of `batch` (a run of ids): the first is logged, with
+    /// their number.
+    fn about_batch(&mut self, batch: &crate::domain::batch::Accepted) {
+        if let Some(first) = batch.data.first() {
+            self.about(&first.id);
+            self.record_count = Some(u32::try_from(batch.data.len()).unwrap_or(u32::MAX));
+        }
+    }
 }
 
 /// Runs the handler of `route`, with the values of its `path`'s parameters. Each route of the

@@ -1,6 +1,7 @@
-//! The Webhooks tab (endpoint owner): each environment's subscriptions with their filters,
-//! rate limits and health (last success, failure streak, disabled by the circuit breaker),
-//! forms to add, change, switch, delete and recover them, and the caller webhooks' recovery.
+//! The Webhooks tab (endpoint owner): each environment's subscriptions in a table (filter,
+//! state, health, latest recovery), the form to add one and the caller webhooks' recovery;
+//! and one page per subscription with its settings form, health, recovery, test event, recent
+//! deliveries and delete. Every form of a subscription answers on its page.
 //!
 //! The first subscription is the spec's owner webhook. Saving a form changes what it shows and
 //! keeps the rest (an empty auth value keeps the stored one).
@@ -9,9 +10,11 @@ use askama::Template;
 
 use super::endpoints::EndpointHead;
 use super::form::Form;
-use super::page::{Layout, Outcome, Pretty, redirect, render};
+use super::logs::DeliveryRow;
+use super::page::{Failure, Layout, Outcome, Pretty, redirect, render};
 use super::visitor::{signed_in, user_form};
 use crate::domain::error::Error;
+use crate::domain::webhooks::log::{self, DeliveryFilter, DeliveryViewer};
 use crate::domain::webhooks::recovery::{self, RecoveryRequest};
 use crate::domain::webhooks::subscriptions::{
     self, PendingDeliveries, RecoveryView, SubscriptionChange, SubscriptionConfig,
@@ -22,26 +25,14 @@ use crate::http::request::Request;
 use crate::store::{Environment, EventType};
 use crate::workers::dispatcher::probe::TestResult;
 
+/// The newest deliveries a subscription's page lists.
+const SUBSCRIPTION_DELIVERIES: usize = 10;
+
 /// One environment's subscriptions and its caller webhooks' latest recovery.
 struct Settings {
     environment: &'static str,
     subscriptions: Vec<SubscriptionView>,
     caller_recovery: Option<RecoveryView>,
-}
-
-/// A test event just sent, shown beside its subscription.
-struct Tested {
-    environment: &'static str,
-    subscription: String,
-    result: TestResult,
-    /// The event's body, indented.
-    pretty_body: Pretty,
-}
-
-impl Tested {
-    pub fn is_for(&self, environment: &str, subscription: &str) -> bool {
-        self.environment == environment && self.subscription == subscription
-    }
 }
 
 #[derive(Template)]
@@ -51,15 +42,12 @@ struct WebhooksPage {
     head: EndpointHead,
     settings: Vec<Settings>,
     event_types: [&'static str; 3],
-    tested: Option<Tested>,
+    /// The time now in UTC as the date pickers take it (`2026-11-20T08:00`).
+    now_utc: String,
 }
 
 /// `GET /dashboard/endpoints/{slug}/webhooks`.
 pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
-    page_with(app, req, slug, None)
-}
-
-fn page_with(app: &App, req: &Request, slug: &str, tested: Option<Tested>) -> Outcome {
     let user = signed_in(app, req)?;
     let head = EndpointHead::load(app, &user, slug, "webhooks")?;
     let service = app.subscriptions();
@@ -81,13 +69,131 @@ fn page_with(app: &App, req: &Request, slug: &str, tested: Option<Tested>) -> Ou
         head,
         settings,
         event_types: EventType::ALL.map(EventType::as_str),
+        now_utc: picker_now(app),
+    };
+    render(&page)
+}
+
+/// A test event just sent, shown on its subscription's page.
+struct Tested {
+    result: TestResult,
+    /// The event's body, indented.
+    pretty_body: Pretty,
+}
+
+#[derive(Template)]
+#[template(path = "dashboard/webhook.html")]
+struct SubscriptionPage {
+    layout: Layout,
+    head: EndpointHead,
+    environment: &'static str,
+    sub: SubscriptionView,
+    /// It is the environment's first subscription, the spec's owner webhook.
+    owner_webhook: bool,
+    event_types: [&'static str; 3],
+    tested: Option<Tested>,
+    /// Its newest deliveries.
+    deliveries: Vec<DeliveryRow>,
+    now_utc: String,
+}
+
+impl SubscriptionPage {
+    /// Where its forms post: `…/webhooks/{environment}/subscriptions/{id}` (which also saves).
+    fn base(&self) -> String {
+        format!(
+            "/dashboard/endpoints/{}/webhooks/{}/subscriptions/{}",
+            self.head.ep.slug, self.environment, self.sub.id
+        )
+    }
+
+    /// Its rate limit as the form field shows it: empty for none.
+    fn rate_text(&self) -> String {
+        self.sub
+            .rate_limit
+            .map(|r| r.to_string())
+            .unwrap_or_default()
+    }
+
+    /// Whether its filter names the event type `name` (the box is ticked).
+    fn ticked(&self, name: &str) -> bool {
+        self.sub.event_types.iter().any(|t| t.as_str() == name)
+    }
+}
+
+/// `GET /dashboard/endpoints/{slug}/webhooks/{environment}/subscriptions/{id}`.
+pub fn subscription_page(
+    app: &App,
+    req: &Request,
+    slug: &str,
+    environment: Environment,
+    id: &str,
+) -> Outcome {
+    subscription_page_with(app, req, slug, environment, id, None)
+}
+
+fn subscription_page_with(
+    app: &App,
+    req: &Request,
+    slug: &str,
+    environment: Environment,
+    id: &str,
+    tested: Option<Tested>,
+) -> Outcome {
+    let user = signed_in(app, req)?;
+    let head = EndpointHead::load(app, &user, slug, "webhooks")?.viewing(environment);
+    // A path that names no subscription is a page that does not exist.
+    let number = subscriptions::subscription_param(id).map_err(|_| Failure::NotFound)?;
+    let listed = app
+        .subscriptions()
+        .list(&user.account, slug, environment)?
+        .data;
+    let id = subscriptions::subscription_id(number);
+    let owner_webhook = listed.first().is_some_and(|first| first.id == id);
+    let sub = listed
+        .into_iter()
+        .find(|sub| sub.id == id)
+        .ok_or_else(|| Which::Id(number).missing())?;
+    let of_subscription = DeliveryFilter {
+        subscription: Some(number),
+        ..DeliveryFilter::default()
+    };
+    let deliveries = log::list(
+        app.handles.store.as_ref(),
+        &DeliveryViewer::member(&app.endpoints, &user.account, slug)?,
+        environment,
+        &of_subscription,
+        SUBSCRIPTION_DELIVERIES,
+        None,
+    )?
+    .data
+    .into_iter()
+    .map(DeliveryRow::new)
+    .collect();
+    let page = SubscriptionPage {
+        layout: user.layout(
+            app,
+            format!(
+                "{} · Webhooks · {id} ({})",
+                head.ep.name,
+                environment.as_str()
+            ),
+            "endpoints",
+            req,
+        ),
+        head,
+        environment: environment.as_str(),
+        sub,
+        owner_webhook,
+        event_types: EventType::ALL.map(EventType::as_str),
         tested,
+        deliveries,
+        now_utc: picker_now(app),
     };
     render(&page)
 }
 
 /// `POST …/webhooks/{environment}/subscriptions/{id}/test`: sends a test event now and shows
-/// the page with the receiver's answer beside the subscription.
+/// the subscription's page with the receiver's answer.
 pub async fn test_event(
     app: &App,
     req: &mut Request,
@@ -103,27 +209,24 @@ pub async fn test_event(
         .send_test_event(&user.account, slug, environment, Which::Id(number))
         .await?;
     let tested = Tested {
-        environment: environment.as_str(),
-        subscription: subscriptions::subscription_id(number),
         pretty_body: Pretty::of(&result.request_body),
         result,
     };
-    page_with(app, req, slug, Some(tested))
+    subscription_page_with(app, req, slug, environment, id, Some(tested))
 }
 
-/// A rate limit as its form field shows it: empty for none.
-pub fn rate_text(rate_limit: Option<u32>) -> String {
-    rate_limit.map(|r| r.to_string()).unwrap_or_default()
-}
-
-/// Whether `sub`'s filter names the event type `name` (its box is ticked).
-pub fn ticked(sub: &SubscriptionView, name: &str) -> bool {
-    sub.event_types.iter().any(|t| t.as_str() == name)
-}
-
+/// The Webhooks tab, saying `done`.
 fn back(slug: &str, done: &str) -> Outcome {
     Ok(redirect(&format!(
         "/dashboard/endpoints/{slug}/webhooks?done={done}"
+    )))
+}
+
+/// The page of the subscription `id` (`sub_N`), saying `done`.
+fn back_to(slug: &str, environment: Environment, id: &str, done: &str) -> Outcome {
+    Ok(redirect(&format!(
+        "/dashboard/endpoints/{slug}/webhooks/{}/subscriptions/{id}?done={done}",
+        environment.as_str()
     )))
 }
 
@@ -196,10 +299,11 @@ pub async fn create(app: &App, req: &mut Request, slug: &str, environment: &str)
     let user = signed_in(app, req)?;
     let form = user_form(app, req, &user).await?;
     let environment = subscriptions::environment_param(environment)?;
-    app.subscriptions()
+    let added = app
+        .subscriptions()
         .create(&user.account, slug, environment, config(&form)?)
         .await?;
-    back(slug, "subscription-added")
+    back_to(slug, environment, &added.id, "subscription-added")
 }
 
 /// What a subscription's own form asks: `change` (save), `delete` or `recover`.
@@ -221,14 +325,16 @@ pub async fn subscription(
     let user = signed_in(app, req)?;
     let form = user_form(app, req, &user).await?;
     let environment = subscriptions::environment_param(environment)?;
-    let which = Which::Id(subscriptions::subscription_param(id)?);
+    let number = subscriptions::subscription_param(id)?;
+    let which = Which::Id(number);
+    let id = &subscriptions::subscription_id(number);
     let service = app.subscriptions();
-    let done = match action {
+    match action {
         Action::Change => {
             service
                 .update(&user.account, slug, environment, which, change(&form)?)
                 .await?;
-            "subscription-saved"
+            back_to(slug, environment, id, "subscription-saved")
         }
         Action::Delete => {
             let pending = match form.checked("cancel_pending") {
@@ -236,10 +342,14 @@ pub async fn subscription(
                 false => PendingDeliveries::Keep,
             };
             service.delete(&user.account, slug, environment, which, pending)?;
-            match pending {
-                PendingDeliveries::Cancel => "subscription-removed-cancelled",
-                PendingDeliveries::Keep => "subscription-removed",
-            }
+            // Its page is gone: the tab says what became of its deliveries.
+            back(
+                slug,
+                match pending {
+                    PendingDeliveries::Cancel => "subscription-removed-cancelled",
+                    PendingDeliveries::Keep => "subscription-removed",
+                },
+            )
         }
         Action::Recover => {
             let request = recovery_request(&form);
@@ -251,10 +361,9 @@ pub async fn subscription(
                 Some(which),
                 request,
             )?;
-            "recovery-started"
+            back_to(slug, environment, id, "recovery-started")
         }
-    };
-    back(slug, done)
+    }
 }
 
 /// `POST …/webhooks/{environment}/caller-recovery`.
@@ -279,7 +388,13 @@ pub async fn recover_callers(
     back(slug, "recovery-started")
 }
 
-/// A recovery window from the date pickers (`datetime-local`, read as UTC).
+/// The time now as a date picker's value in UTC (to the minute), shown beside the pickers.
+fn picker_now(app: &App) -> String {
+    app.handles.now().to_rfc3339().chars().take(16).collect()
+}
+
+/// A recovery window from the date pickers (`datetime-local`, read as UTC: their labels say
+/// so, and a browser's picker has no zone of its own).
 fn recovery_request(form: &Form) -> RecoveryRequest {
     RecoveryRequest {
         since: utc(form.text("since")),

@@ -33,6 +33,9 @@ struct EntryRow {
     entry: EntryView,
     /// Whose key made the call: an e-mail address, or the owner's default key.
     who: String,
+    /// For an error, its body as the API answered it, as far as the log keeps it (code and
+    /// message; no body of a call is kept).
+    error_body: Option<Pretty>,
 }
 
 impl EntryRow {
@@ -49,7 +52,19 @@ impl EntryRow {
             }) => format!("collaborator account {id}"),
             Some(_) => format!("owner default key ({})", entry.environment),
         };
-        EntryRow { entry, who }
+        let error_body = entry.code.as_ref().map(|code| {
+            let body = serde_json::json!({"error": {
+                "code": code,
+                "message": entry.message.as_deref().unwrap_or_default(),
+                "request_id": entry.request_id,
+            }});
+            Pretty::of(&body.to_string())
+        });
+        EntryRow {
+            entry,
+            who,
+            error_body,
+        }
     }
 }
 

@@ -124,6 +124,9 @@ async fn endpoint(
         }
         (["webhooks"], true, _) => hooks::page(app, req, slug),
         (["webhooks", env, "subscriptions"], _, true) => hooks::create(app, req, slug, env).await,
+        (["webhooks", env, "subscriptions", id], true, _) => {
+            hooks::subscription_page(app, req, slug, environment(env)?, id)
+        }
         (["webhooks", env, "subscriptions", id], _, true) => {
             hooks::subscription(app, req, slug, env, id, hooks::Action::Change).await
         }
@@ -185,6 +188,10 @@ pub fn form_page(path: &str) -> Option<String> {
             match tail {
                 ["test", ..] | [] => return None,
                 ["collaborators" | "invitations", ..] => format!("{base}/collaborators"),
+                // A subscription's forms answer on its page; the others on the tab.
+                ["webhooks", env, "subscriptions", id, ..] => {
+                    format!("{base}/webhooks/{env}/subscriptions/{id}")
+                }
                 ["webhooks", ..] => format!("{base}/webhooks"),
                 ["deliveries", id, ..] => format!("{base}/deliveries/{id}"),
                 ["requests", ..] => format!("{base}/requests"),
@@ -220,7 +227,11 @@ mod tests {
             Some("/dashboard/endpoints/s/production")
         );
         assert_eq!(
-            page("/dashboard/endpoints/s/webhooks/sandbox/subscriptions/1").as_deref(),
+            page("/dashboard/endpoints/s/webhooks/sandbox/subscriptions/sub_1/recover").as_deref(),
+            Some("/dashboard/endpoints/s/webhooks/sandbox/subscriptions/sub_1")
+        );
+        assert_eq!(
+            page("/dashboard/endpoints/s/webhooks/sandbox/subscriptions").as_deref(),
             Some("/dashboard/endpoints/s/webhooks")
         );
         assert_eq!(

@@ -215,6 +215,9 @@ mod tests {
                 0 => KeyHolder::Owner,
                 n => KeyHolder::Collaborator(n as u64),
             }),
+            // Writes that succeeded name their record; every eighth, a batch's.
+            record_id: (!failed && time % 4 == 0).then(|| format!("rec_{time}")),
+            record_count: (!failed && time % 8 == 0).then_some(3),
         }
     }
 
@@ -273,6 +276,32 @@ mod tests {
         all.iter()
             .map(|(at, id)| ((at.time, at.sequence), id.clone()))
             .collect()
+    }
+
+    #[test]
+    fn every_field_of_an_entry_reads_back_from_both_stores() {
+        let dir = tempfile::tempdir().unwrap();
+        let redb =
+            crate::store::redb::RedbStore::open_request_log(&dir.path().join("r.redb"), 1 << 20)
+                .unwrap();
+        let pg = test_store();
+        let partition = Partition::from_raw(11);
+        // A refused call, a single write and a batch (the last two name their records).
+        let rows: Vec<RequestLogRow> = [(1_000_003, 403), (1_000_004, 202), (1_000_008, 202)]
+            .into_iter()
+            .map(|(time, status)| entry(time, status, format!("rb-{time}")))
+            .collect();
+        assert!(rows[1].record_id.is_some() && rows[2].record_count.is_some());
+        let entries: Vec<_> = rows.iter().map(|row| (partition, row.clone())).collect();
+        let log: [&dyn RequestLogStore; 2] = [&redb, &pg];
+        for log in log {
+            log.append_requests(&entries).unwrap();
+            let page = log
+                .requests_page(partition, None, 10, &EntryFilter::default())
+                .unwrap();
+            let read: Vec<RequestLogRow> = page.entries.into_iter().map(|(_, r)| r).rev().collect();
+            assert_eq!(read, rows);
+        }
     }
 
     #[test]

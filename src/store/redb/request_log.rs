@@ -161,12 +161,14 @@ const HAS_CODE: u8 = 2;
 const HAS_MESSAGE: u8 = 4;
 const HAS_CLIENT: u8 = 8;
 const HAS_HOLDER: u8 = 16;
+const HAS_RECORD_ID: u8 = 32;
+const HAS_RECORD_COUNT: u8 = 64;
 
 /// Encodes an entry: [`BINARY_2`], the status (u16 LE), the environment (0 sandbox, 1
 /// production), the latency in µs (LEB128), the method, route and request id as
 /// length-prefixed (LEB128) UTF-8, then a byte of `HAS_*` flags and the fields it names: key
-/// id, code, message and client address as text, the holder as a LEB128 number (0 the owner,
-/// n + 1 collaborator n). The time is the key's. About 60 bytes for a successful call, where
+/// id, code, message, client address and record id as text, the holder and the record count
+/// as LEB128 numbers (holder 0 the owner, n + 1 collaborator n). The time is the key's. About 60 bytes for a successful call, where
 /// the JSON of the first versions took 210: the log of every data call is most of
 /// `requests.redb`.
 fn encode_entry(row: &RequestLogRow) -> Vec<u8> {
@@ -175,6 +177,7 @@ fn encode_entry(row: &RequestLogRow) -> Vec<u8> {
         row.code.as_deref(),
         row.message.as_deref(),
         row.client.as_deref(),
+        row.record_id.as_deref(),
     ];
     let mut v = Vec::with_capacity(
         24 + row.method.len()
@@ -192,12 +195,17 @@ fn encode_entry(row: &RequestLogRow) -> Vec<u8> {
     for text in [&row.method, &row.route, &row.request_id] {
         put_text(&mut v, text);
     }
-    let flags = [HAS_KEY_ID, HAS_CODE, HAS_MESSAGE, HAS_CLIENT]
+    let flags = [HAS_KEY_ID, HAS_CODE, HAS_MESSAGE, HAS_CLIENT, HAS_RECORD_ID]
         .iter()
         .zip(&texts)
         .filter(|(_, text)| text.is_some())
         .fold(0, |flags, (flag, _)| flags | flag)
-        | if row.holder.is_some() { HAS_HOLDER } else { 0 };
+        | if row.holder.is_some() { HAS_HOLDER } else { 0 }
+        | if row.record_count.is_some() {
+            HAS_RECORD_COUNT
+        } else {
+            0
+        };
     v.push(flags);
     for text in texts.into_iter().flatten() {
         put_text(&mut v, text);
@@ -210,6 +218,9 @@ fn encode_entry(row: &RequestLogRow) -> Vec<u8> {
                 KeyHolder::Collaborator(id) => id.saturating_add(1),
             },
         );
+    }
+    if let Some(count) = row.record_count {
+        put_varint(&mut v, u64::from(count));
     }
     v
 }
@@ -249,6 +260,7 @@ fn decode_entry(time: u64, bytes: &[u8]) -> Result<RequestLogRow, StoreError> {
     let code = optional(HAS_CODE)?;
     let message = optional(HAS_MESSAGE)?;
     let client = optional(HAS_CLIENT)?;
+    let record_id = optional(HAS_RECORD_ID)?;
     let holder = match flags & HAS_HOLDER {
         0 => None,
         _ => Some(match reader.varint().ok_or_else(corrupt)? {
@@ -256,9 +268,23 @@ fn decode_entry(time: u64, bytes: &[u8]) -> Result<RequestLogRow, StoreError> {
             n => KeyHolder::Collaborator(n - 1),
         }),
     };
-    if !reader.0.is_empty()
-        || flags & !(HAS_KEY_ID | HAS_CODE | HAS_MESSAGE | HAS_CLIENT | HAS_HOLDER) != 0
-    {
+    let record_count = match flags & HAS_RECORD_COUNT {
+        0 => None,
+        _ => Some(
+            reader
+                .varint()
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(corrupt)?,
+        ),
+    };
+    let known = HAS_KEY_ID
+        | HAS_CODE
+        | HAS_MESSAGE
+        | HAS_CLIENT
+        | HAS_HOLDER
+        | HAS_RECORD_ID
+        | HAS_RECORD_COUNT;
+    if !reader.0.is_empty() || flags & !known != 0 {
         return Err(corrupt());
     }
     Ok(RequestLogRow {
@@ -274,6 +300,8 @@ fn decode_entry(time: u64, bytes: &[u8]) -> Result<RequestLogRow, StoreError> {
         message,
         client,
         holder,
+        record_id,
+        record_count,
     })
 }
 
@@ -346,6 +374,8 @@ mod tests {
             message: None,
             client: None,
             holder: None,
+            record_id: None,
+            record_count: None,
         }
     }
 
@@ -406,6 +436,23 @@ mod tests {
             assert_eq!(decode_entry(time_key(row.time), &bytes).unwrap(), row);
             // Less than the JSON, whose field names repeat in every entry.
             assert!(bytes.len() < to_json(&row).len());
+        }
+    }
+
+    #[test]
+    fn the_record_of_a_call_round_trips() {
+        for (record_id, record_count) in [
+            (Some("rec_000sgmfknygfjemjppggr9avqh"), None),
+            (Some("rec_000sgmfknygfjemjppggr9avqh"), Some(1_000)),
+            (None, None),
+        ] {
+            let row = RequestLogRow {
+                record_id: record_id.map(Into::into),
+                record_count,
+                ..failed(Some(KeyHolder::Collaborator(3)))
+            };
+            let bytes = encode_entry(&row);
+            assert_eq!(decode_entry(time_key(row.time), &bytes).unwrap(), row);
         }
     }
 

@@ -37,4 +37,12 @@ pub struct RequestLogRow {
     /// Who held the key, once the key was recognised.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holder: Option<KeyHolder>,
+    /// The record the call was about: the created record of a create, the path's record of a
+    /// get, replace or delete (once its id parsed), the first record of a batch. `None` for a
+    /// call about no one record (list, search, poll, export, stream) or one refused before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_id: Option<String>,
+    /// For a batch, how many records it created (`record_id` is the first of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record_count: Option<u32>,
 }

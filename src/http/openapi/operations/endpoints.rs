@@ -200,7 +200,10 @@ pub(super) fn endpoint_operations() -> Vec<Operation> {
                 "Data calls on the endpoint, newest first, only those that pass every filter \
                  given. A page reads at most 5,000 entries; a filtered page may hold fewer than \
                  `limit` and still have a `next_cursor`. A `request_id` made by this version \
-                 (it carries its time) is found wherever it is in the log.",
+                 (it carries its time) is found wherever it is in the log. Each entry names \
+                 the record the call was about (`record_id`, and for a batch its first record \
+                 and `record_count`). No request or response body is kept: of an error, its \
+                 `code` and `message`.",
             )
             .param(environment_query("Which environment's calls."))
             .param(limit(request_log::LIST_LIMIT_DEFAULT, request_log::LIST_LIMIT_MAX))
@@ -247,7 +250,8 @@ pub(super) fn endpoint_operations() -> Vec<Operation> {
                     "code": "missing_permission_create",
                     "message": "This key lacks the `create` permission; the endpoint owner manages permissions.",
                     "client": "203.0.113.9",
-                    "holder": { "kind": "collaborator", "account_id": 7, "email": "dev@example.com" } }],
+                    "holder": { "kind": "collaborator", "account_id": 7, "email": "dev@example.com" },
+                    "record_id": null, "record_count": null }],
                     "pagination": {} }),
             )
             .error(400, &["invalid_parameter"]),

@@ -506,8 +506,12 @@ fn management_schemas() -> Value {
             "client": { "anyOf": [string(), { "type": "null" }],
                         "description": "The client's IP address (behind trusted proxies, the forwarded one)." },
             "holder": nullable(schema_ref("KeyHolder")),
+            "record_id": { "anyOf": [string(), { "type": "null" }],
+                           "description": "The record the call was about: the record a create made (or an idempotent replay answered), the path's record of a get, replace or delete, the first record of a batch. Null for a list, search, poll, export or stream, for a call refused before the record was known, and for entries logged before this field." },
+            "record_count": { "anyOf": [integer(), { "type": "null" }],
+                              "description": "For a batch, how many records it created (`record_id` is the first); null otherwise." },
         }), &["time", "method", "route", "status", "key_id", "latency_ms", "environment",
-              "request_id", "code", "message", "client", "holder"]),
+              "request_id", "code", "message", "client", "holder", "record_id", "record_count"]),
         "KeyHolder": {
             "description": "Who held the key of a call, kept when the call was logged (a replaced key's calls still name its holder).",
             "type": "object",
