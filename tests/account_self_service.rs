@@ -306,6 +306,11 @@ fn a_mailed_reset_link_works_once_for_30_minutes_and_ends_every_session() {
     // A malformed body is a 400 before the link is looked at.
     assert_error(&complete_reset(&s, &first, "short"), 400, "invalid_request");
     assert_error(
+        &complete_reset(&s, "not-a-reset-token", NEW_PASSWORD),
+        400,
+        "invalid_request",
+    );
+    assert_error(
         &complete_reset(&s, &first, NEW_PASSWORD),
         410,
         "password_reset_link_invalid",

@@ -24,7 +24,8 @@ use crate::store::{AccountRow, PasswordResetRow, Store, WriteTx};
 
 /// How long a reset link works.
 pub const LINK_TTL: Duration = Duration::from_secs(30 * 60);
-const TOKEN_PREFIX: &str = "ipr_";
+/// What every link's token starts with; the OpenAPI document gives it as the token's pattern.
+pub const TOKEN_PREFIX: &str = "ipr_";
 
 /// Body of `POST /api/v1/auth/password-reset`.
 #[derive(Debug, serde::Deserialize)]
@@ -146,7 +147,12 @@ pub async fn complete(handles: &Handles, completion: ResetCompletion) -> Result<
         token,
         new_password,
     } = completion;
-    // The body is checked before the link: a malformed request is a 400 whatever its token.
+    // The body is checked before the link: a malformed request is a 400, not a 410.
+    if !token.starts_with(TOKEN_PREFIX) {
+        return Err(Error::InvalidRequest(format!(
+            "`token` is the last part of a password reset link, which starts with {TOKEN_PREFIX}."
+        )));
+    }
     accounts::valid_password(&new_password)?;
     check(handles.store.as_ref(), handles.now(), &token)?;
     let password = NewPassword::hash(new_password).await?;

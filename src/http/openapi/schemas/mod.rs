@@ -6,7 +6,9 @@ use serde_json::{Value, json};
 mod webhooks;
 
 use super::{schema_ref, thousands};
+use crate::domain::accounts::{MAX_PASSWORD_CHARS, MIN_PASSWORD_CHARS};
 use crate::domain::erasures::DRY_RUN_NEWEST;
+use crate::domain::password_reset::TOKEN_PREFIX as RESET_TOKEN_PREFIX;
 use crate::domain::schema::{
     CHECK_EXAMPLES, CHECK_LIMIT_DEFAULT, CHECK_LIMIT_MAX, MAX_SCHEMA_BYTES, MAX_VIOLATIONS,
 };
@@ -582,13 +584,18 @@ fn key_schemas() -> Value {
 /// schemas; a record payload is `Payload`).
 fn request_schemas() -> Value {
     let nullable_string = || json!({ "type": ["string", "null"] });
+    let new_password = json!({
+        "type": "string",
+        "minLength": MIN_PASSWORD_CHARS,
+        "maxLength": MAX_PASSWORD_CHARS,
+    });
     json!({
         "LoginRequest": closed(json!({ "email": string(), "password": string() }),
                                &["email", "password"]),
         "AcceptInvitationRequest": closed(json!({ "password": string() }), &[]),
         "PasswordChangeRequest": closed(json!({
             "current_password": string(),
-            "new_password": { "type": "string", "minLength": 10, "maxLength": 1024 },
+            "new_password": new_password,
         }), &["current_password", "new_password"]),
         "TokenRequest": closed(json!({
             "name": { "type": "string", "minLength": 1, "maxLength": 100 },
@@ -600,8 +607,8 @@ fn request_schemas() -> Value {
         }), &["name"]),
         "PasswordResetRequest": closed(json!({ "email": string() }), &["email"]),
         "PasswordResetCompletion": closed(json!({
-            "token": { "type": "string", "pattern": "^ipr_" },
-            "new_password": { "type": "string", "minLength": 10, "maxLength": 1024 },
+            "token": { "type": "string", "pattern": format!("^{RESET_TOKEN_PREFIX}") },
+            "new_password": new_password,
         }), &["token", "new_password"]),
         "EndpointRequest": closed(json!({
             "name": string(),
