@@ -523,6 +523,53 @@ impl Session<'_> {
         );
     }
 
+    /// Fails the test if a column of the table at `table_selector` is hidden: after the table
+    /// is scrolled to the top of the window, every header cell's box must lie inside the
+    /// viewport, and the nearest ancestor that scrolls sideways (the `.table-wrap` region)
+    /// must not have to. Self-contained: it reads the page alone.
+    pub fn assert_table_headers_visible(&self, table_selector: &str) {
+        let selector = serde_json::to_string(table_selector).expect("selector");
+        let outcome = self.eval(&format!(
+            "(function () {{ \
+               var table = document.querySelector({selector}); \
+               if (!table) {{ return 'no table matches'; }} \
+               table.scrollIntoView({{ block: 'start', inline: 'nearest' }}); \
+               var width = document.documentElement.clientWidth; \
+               var height = document.documentElement.clientHeight; \
+               var problems = []; \
+               var cells = table.querySelectorAll('th'); \
+               if (cells.length === 0) {{ problems.push('no header cells'); }} \
+               Array.prototype.forEach.call(cells, function (th) {{ \
+                 var r = th.getBoundingClientRect(); \
+                 if (r.width === 0 || r.left < -0.5 || r.right > width + 0.5 || \
+                     r.top < -0.5 || r.bottom > height + 0.5) {{ \
+                   problems.push(JSON.stringify(th.textContent.trim()) + ' at x ' + \
+                     Math.round(r.left) + '..' + Math.round(r.right) + ', y ' + \
+                     Math.round(r.top) + '..' + Math.round(r.bottom)); \
+                 }} \
+               }}); \
+               for (var box = table.parentElement; box; box = box.parentElement) {{ \
+                 var overflow = getComputedStyle(box).overflowX; \
+                 if (overflow === 'auto' || overflow === 'scroll') {{ \
+                   if (box.scrollWidth > box.clientWidth + 1) {{ \
+                     problems.push('its region scrolls sideways: ' + box.scrollWidth + \
+                       ' px of content in ' + box.clientWidth + ' px'); \
+                   }} \
+                   break; \
+                 }} \
+               }} \
+               return problems.join('; '); \
+             }})()"
+        ));
+        let problems = outcome.as_str().unwrap_or("the check did not run");
+        assert!(
+            problems.is_empty(),
+            "{table_selector} at {} hides columns in a {}-px window: {problems}",
+            self.url(),
+            self.eval("window.innerWidth")
+        );
+    }
+
     /// Saves a PNG of the viewport as `target/screenshots/{name}.png`; returns its path.
     pub fn screenshot(&self, name: &str) -> PathBuf {
         let png = self
