@@ -110,7 +110,7 @@ fn invited_flash(
         format!("Invitation created and e-mailed to {}.", invitation.email)
     } else {
         format!(
-            "Invitation for {} created (no e-mail sent: the server has no [smtp] section; copy \
+            "Invitation created for {} (no e-mail sent: the server has no [smtp] section; copy \
              the link below and pass it on).",
             invitation.email
         )
