@@ -211,6 +211,8 @@ fn wide_tables_show_every_column_on_a_laptop_with_long_content() {
     owner.goto(&format!("/dashboard/endpoints/{slug}/requests"));
     assert!(owner.text("#request-log").contains(LONG_EMAIL));
     owner.assert_table_headers_visible("#request-log");
+    // The long address is an option of the Key filter, which stays beside its label.
+    assert_labels_beside_their_controls(&owner, "#request-filters");
     owner.screenshots("layout-request-log");
     owner.assert_accessible();
 
