@@ -321,7 +321,7 @@ fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
         "{}",
         owner.text("#auth-message")
     );
-    assert!(owner.visible("#test-key") && !owner.visible("#logout"));
+    assert!(owner.visible("#test-key") && !owner.visible("#forget-key"));
     owner.paste("#test-key", &other.sandbox_key);
     owner.click("#authorize");
     owner.wait_until(
@@ -342,11 +342,11 @@ fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
             .unwrap()
     );
 
-    // The sandbox key: the input goes, Logout comes.
+    // The sandbox key: the input goes, Forget key comes.
     owner.paste("#test-key", &sandbox_key);
     owner.click("#authorize");
     owner.wait_until("!document.getElementById('authorized').hidden");
-    assert!(!owner.visible("#test-key") && owner.visible("#logout"));
+    assert!(!owner.visible("#test-key") && owner.visible("#forget-key"));
     assert!(!owner.visible("#auth-message"));
     assert!(owner.text("#authorized-key").starts_with("tm_test_"));
     owner.screenshot("testpage-quick-start");
@@ -434,9 +434,9 @@ fn the_api_test_page_authorizes_a_sandbox_key_only_and_runs_the_calls() {
     }
     common::assert_status(&s.get_record(&slug, &sandbox_key, &id), 404);
 
-    // Logout brings the input back and the placeholder into the samples.
-    owner.click("#logout");
-    assert!(owner.visible("#test-key") && !owner.visible("#logout"));
+    // Forget key brings the input back and the placeholder into the samples.
+    owner.click("#forget-key");
+    assert!(owner.visible("#test-key") && !owner.visible("#forget-key"));
     assert_eq!(owner.value("#test-key"), "");
     assert!(page_samples(&owner)[0].1[0].contains(examples::KEY_PLACEHOLDER));
 

@@ -589,9 +589,9 @@ fn the_test_page_uses_my_key_shows_what_it_lacks_and_reads_like_a_reference() {
         "the response is highlighted"
     );
     assert!(reader.exists("button[data-copy='listRecords-response']"));
-    // Two logouts, two meanings: the page's key, and the dashboard session.
-    assert_eq!(reader.text("#logout"), "Logout");
-    assert!(reader.text("#logout-help").contains("stay signed in"));
+    // Forgetting the page's key is not signing out of the dashboard, and says so.
+    assert_eq!(reader.text("#forget-key"), "Forget key");
+    assert!(reader.text("#forget-key-help").contains("stay signed in"));
     assert_eq!(reader.text("#sign-out"), "Sign out");
     reader.screenshots("testpage-collaborator");
 

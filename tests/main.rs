@@ -20,6 +20,7 @@ mod dashboard_account;
 mod dashboard_browser;
 mod dashboard_deploy;
 mod dashboard_keys;
+mod dashboard_layout;
 mod dashboard_logs;
 mod dashboard_product;
 mod dashboard_records;

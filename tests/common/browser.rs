@@ -523,33 +523,50 @@ impl Session<'_> {
         );
     }
 
-    /// Fails unless every header cell of the table at `table_selector` lies inside the
-    /// viewport, and inside the scrolling region it may sit in: no column is cut off or
-    /// scrolled out of sight.
+    /// Fails the test if a column of the table at `table_selector` is hidden: after the table
+    /// is scrolled to the top of the window, every header cell's box must lie inside the
+    /// viewport, and the nearest ancestor that scrolls sideways (the `.table-wrap` region)
+    /// must not have to. Self-contained: it reads the page alone.
     pub fn assert_table_headers_visible(&self, table_selector: &str) {
-        let cells = serde_json::to_string(&format!("{table_selector} th")).expect("selector");
-        let outside = self.eval(&format!(
+        let selector = serde_json::to_string(table_selector).expect("selector");
+        let outcome = self.eval(&format!(
             "(function () {{ \
-               var cells = Array.from(document.querySelectorAll({cells})); \
-               if (cells.length === 0) {{ return 'no header cells'; }} \
+               var table = document.querySelector({selector}); \
+               if (!table) {{ return 'no table matches'; }} \
+               table.scrollIntoView({{ block: 'start', inline: 'nearest' }}); \
                var width = document.documentElement.clientWidth; \
-               return cells.filter(function (c) {{ \
-                 var r = c.getBoundingClientRect(); \
-                 var region = c.closest('.table-wrap'); \
-                 var box = region ? region.getBoundingClientRect() : {{ left: 0, right: width }}; \
-                 var left = Math.max(0, box.left), right = Math.min(width, box.right); \
-                 return r.width === 0 || r.left < left - 0.5 || r.right > right + 0.5; \
-               }}).map(function (c) {{ \
-                 var r = c.getBoundingClientRect(); \
-                 return c.textContent.trim() + ' at ' + Math.round(r.left) + '..' + Math.round(r.right); \
-               }}).join('; '); }})()"
+               var height = document.documentElement.clientHeight; \
+               var problems = []; \
+               var cells = table.querySelectorAll('th'); \
+               if (cells.length === 0) {{ problems.push('no header cells'); }} \
+               Array.prototype.forEach.call(cells, function (th) {{ \
+                 var r = th.getBoundingClientRect(); \
+                 if (r.width === 0 || r.left < -0.5 || r.right > width + 0.5 || \
+                     r.top < -0.5 || r.bottom > height + 0.5) {{ \
+                   problems.push(JSON.stringify(th.textContent.trim()) + ' at x ' + \
+                     Math.round(r.left) + '..' + Math.round(r.right) + ', y ' + \
+                     Math.round(r.top) + '..' + Math.round(r.bottom)); \
+                 }} \
+               }}); \
+               for (var box = table.parentElement; box; box = box.parentElement) {{ \
+                 var overflow = getComputedStyle(box).overflowX; \
+                 if (overflow === 'auto' || overflow === 'scroll') {{ \
+                   if (box.scrollWidth > box.clientWidth + 1) {{ \
+                     problems.push('its region scrolls sideways: ' + box.scrollWidth + \
+                       ' px of content in ' + box.clientWidth + ' px'); \
+                   }} \
+                   break; \
+                 }} \
+               }} \
+               return problems.join('; '); \
+             }})()"
         ));
-        let width = self.eval("document.documentElement.clientWidth");
-        assert_eq!(
-            outside,
-            serde_json::json!(""),
-            "header cells of {table_selector} outside the {width} px viewport at {}",
-            self.url()
+        let problems = outcome.as_str().unwrap_or("the check did not run");
+        assert!(
+            problems.is_empty(),
+            "{table_selector} at {} hides columns in a {}-px window: {problems}",
+            self.url(),
+            self.eval("window.innerWidth")
         );
     }
 

@@ -1,4 +1,4 @@
-//! The dashboard's stylesheet and scripts, compiled into the binary and served under
+//! The dashboard's stylesheet, scripts and icon, compiled into the binary and served under
 //! `/dashboard/static/{hash}/{name}`: the hash of the content is in the URL, so a response
 //! may be cached for a year and a new build is fetched at once. The `ETag` (the same hash)
 //! answers revalidations with 304.
@@ -27,7 +27,7 @@ fn asset(name: &'static str, content_type: &'static str, body: &'static str) -> 
     }
 }
 
-static ASSETS: LazyLock<[Asset; 6]> = LazyLock::new(|| {
+static ASSETS: LazyLock<[Asset; 7]> = LazyLock::new(|| {
     [
         asset(
             "app.css",
@@ -59,6 +59,11 @@ static ASSETS: LazyLock<[Asset; 6]> = LazyLock::new(|| {
             "text/javascript; charset=utf-8",
             include_str!("static/records.js"),
         ),
+        asset(
+            "favicon.svg",
+            "image/svg+xml",
+            include_str!("static/favicon.svg"),
+        ),
     ]
 });
 
@@ -68,6 +73,7 @@ static TESTPAGE_JS_URL: LazyLock<String> = LazyLock::new(|| url("testpage.js"));
 static RECORDS_JS_URL: LazyLock<String> = LazyLock::new(|| url("records.js"));
 static THEME_JS_URL: LazyLock<String> = LazyLock::new(|| url("theme.js"));
 static HIGHLIGHT_JS_URL: LazyLock<String> = LazyLock::new(|| url("highlight.js"));
+static FAVICON_URL: LazyLock<String> = LazyLock::new(|| url("favicon.svg"));
 
 fn url(name: &str) -> String {
     ASSETS
@@ -95,6 +101,11 @@ pub fn theme_js_url() -> &'static str {
 /// The versioned URL of the syntax highlighter (pages with code load it).
 pub fn highlight_js_url() -> &'static str {
     &HIGHLIGHT_JS_URL
+}
+
+/// The versioned URL of the icon every page links (`<link rel="icon">`).
+pub fn favicon_url() -> &'static str {
+    &FAVICON_URL
 }
 
 /// The versioned URL of the API test page's script (only that page loads it).

@@ -15,7 +15,7 @@ use crate::domain::collaborators::{
 };
 use crate::domain::error::Missing;
 use crate::http::app::App;
-use crate::http::reply::id_param;
+use crate::http::reply::{id_param, query_params};
 use crate::http::request::Request;
 use crate::store::{Environment, Permission};
 
@@ -55,13 +55,18 @@ pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
     let head = EndpointHead::load(app, &user, slug, "collaborators")?;
     let mut invitations = app.collaborators().list_invitations(&user.account, slug)?;
     invitations.retain(|i| i.status == "pending");
+    let smtp_configured = app.mailer.smtp_configured();
+    let mut layout = user.layout(
+        app,
+        format!("{} · Collaborators", head.ep.name),
+        "endpoints",
+        req,
+    );
+    if let Some(flash) = invited_flash(req, &invitations, smtp_configured) {
+        layout.flash = Some(flash.into());
+    }
     let page = CollaboratorsPage {
-        layout: user.layout(
-            app,
-            format!("{} · Collaborators", head.ep.name),
-            "endpoints",
-            req,
-        ),
+        layout,
         invitations,
         collaborators: app
             .collaborators()
@@ -80,11 +85,36 @@ pub fn page(app: &App, req: &Request, slug: &str) -> Outcome {
                 Ok((c, boxes, keys))
             })
             .collect::<Result<Vec<_>, Failure>>()?,
-        smtp_configured: app.mailer.smtp_configured(),
+        smtp_configured,
         invite_boxes: boxes(&[Permission::Create, Permission::Read]),
         head,
     };
     render(&page)
+}
+
+/// The flash after an invitation was created: whom it was e-mailed to, or that no e-mail was
+/// sent and why. The address is the pending invitation's that the redirect names by id, never
+/// text from the link; `None` (the plain flash) once that invitation is no longer pending.
+fn invited_flash(
+    req: &Request,
+    invitations: &[InvitationView],
+    smtp_configured: bool,
+) -> Option<String> {
+    let params = query_params(&req.query);
+    if params.get("done").map(String::as_str) != Some("invited") {
+        return None;
+    }
+    let id: u64 = params.get("invitation")?.parse().ok()?;
+    let invitation = invitations.iter().find(|i| i.id == id)?;
+    Some(if smtp_configured {
+        format!("Invitation created and e-mailed to {}.", invitation.email)
+    } else {
+        format!(
+            "Invitation created for {} (no e-mail sent: the server has no [smtp] section; copy \
+             the link below and pass it on).",
+            invitation.email
+        )
+    })
 }
 
 /// The permissions ticked in a form.
@@ -109,8 +139,11 @@ pub async fn invite(app: &App, req: &mut Request, slug: &str) -> Outcome {
         email: form.text("email").to_string(),
         permissions: ticked(&form),
     };
-    app.collaborators().invite(&user.account, slug, new)?;
-    back(slug, "invited")
+    let invitation = app.collaborators().invite(&user.account, slug, new)?;
+    Ok(redirect(&format!(
+        "/dashboard/endpoints/{slug}/collaborators?done=invited&invitation={}",
+        invitation.id
+    )))
 }
 
 /// `POST …/invitations/{id}/revoke`.

@@ -57,12 +57,14 @@ impl EndpointHead {
         self
     }
 
-    /// The name of the environment shown, as its badge says it.
-    pub fn viewing_label(&self) -> Option<(&'static str, &'static str)> {
-        self.viewing.map(|environment| match environment {
-            Environment::Sandbox => ("sandbox", "Sandbox"),
-            Environment::Production => ("production", "Production"),
-        })
+    /// The badge of the environment shown (its CSS class and words), on every endpoint page:
+    /// a page about both says so.
+    pub fn viewing_label(&self) -> (&'static str, &'static str) {
+        match self.viewing {
+            Some(Environment::Sandbox) => ("sandbox", "Sandbox"),
+            Some(Environment::Production) => ("production", "Production"),
+            None => ("both", "Sandbox and production"),
+        }
     }
 
     /// Whether the viewer asked for the pending deploy (and so may withdraw the request).

@@ -19,12 +19,13 @@ use crate::http::reply::{id_param, query_params};
 use crate::http::request::Request;
 use crate::store::Environment;
 
-/// The grace periods the Rotate form offers, in seconds, with their labels.
+/// The grace periods the Rotate form offers, in seconds, with what each does to the old key
+/// (the select's label reads "After rotating, the old key …").
 pub const GRACE_CHOICES: [(u64, &str); 4] = [
-    (0, "Revoke now"),
-    (3600, "1 hour"),
-    (86_400, "24 hours"),
-    (604_800, "7 days"),
+    (0, "stops working at once"),
+    (3600, "keeps working for 1 hour, then stops"),
+    (86_400, "keeps working for 24 hours, then stops"),
+    (604_800, "keeps working for 7 days, then stops"),
 ];
 
 /// A secret as a page shows it (`dashboard/masked_secret.html`): masked, with Reveal and

@@ -228,7 +228,7 @@ struct RequestPage {
 /// `GET /dashboard/endpoints/{slug}/requests/{request_id}`: one entry, in either environment.
 pub fn request(app: &App, req: &Request, slug: &str, request_id: &str) -> Outcome {
     let user = signed_in(app, req)?;
-    let head = EndpointHead::load(app, &user, slug, "requests")?;
+    let mut head = EndpointHead::load(app, &user, slug, "requests")?;
     let (endpoint, membership) = app.endpoints.member_row(&user.account, slug)?;
     let entry = app.request_log.entry(
         app.handles.store.as_ref(),
@@ -236,6 +236,7 @@ pub fn request(app: &App, req: &Request, slug: &str, request_id: &str) -> Outcom
         [Environment::Sandbox, Environment::Production].map(|e| Partition::new(endpoint.id, e)),
         request_id,
     )?;
+    head.viewing = Environment::parse(entry.environment);
     let page = RequestPage {
         layout: user.layout(app, format!("Request {request_id}"), "endpoints", req),
         head,

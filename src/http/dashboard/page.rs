@@ -6,6 +6,7 @@ use askama::Template;
 use http::{HeaderValue, StatusCode, header};
 use warp::reply::Response;
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::assets;
@@ -86,7 +87,10 @@ pub struct Layout {
     pub js: &'static str,
     pub theme_js: &'static str,
     pub highlight_js: &'static str,
-    pub flash: Option<&'static str>,
+    pub favicon: &'static str,
+    /// The flash message: one of [`flash`]'s fixed texts, or a page's own about what it shows
+    /// (never words taken from the link).
+    pub flash: Option<Cow<'static, str>>,
     pub failed: Option<FailedForm>,
     /// Whether a form of the page showed `failed`'s message (else the layout does).
     failed_shown: AtomicBool,
@@ -107,7 +111,8 @@ impl Layout {
             js: assets::js_url(),
             theme_js: assets::theme_js_url(),
             highlight_js: assets::highlight_js_url(),
-            flash,
+            favicon: assets::favicon_url(),
+            flash: flash.map(Cow::Borrowed),
             failed: None,
             failed_shown: AtomicBool::new(false),
         }
@@ -481,6 +486,19 @@ mod tests {
     }
 }
 
+/// What an error page says of `err`: the API's message, except where that speaks of the API
+/// key a data call sends, which a dashboard visitor never did.
+fn page_message(err: &HttpError) -> String {
+    match err {
+        HttpError::Service(Error::EndpointNotFound) => {
+            "No endpoint with that slug exists among yours: it may have been deleted, or you are \
+             no longer a collaborator on it."
+                .to_string()
+        }
+        err => readable(&err.to_string()),
+    }
+}
+
 #[derive(Template)]
 #[template(path = "dashboard/error.html")]
 struct ErrorPage {
@@ -522,7 +540,7 @@ pub fn failure(req: &Request, path: &str, failure: Failure, mut layout: Layout) 
                 log::error!("{} dashboard {path}: {err}", req.request_id);
             }
             retry_after = error::retry_after(&err);
-            (status, code, readable(&err.to_string()))
+            (status, code, page_message(&err))
         }
     };
     layout.title = "Error".to_string();

@@ -96,3 +96,20 @@ document.addEventListener("change", function (event) {
     error.focus({ preventScroll: true });
   }
 })();
+
+// On a phone the endpoint tabs scroll sideways: bring the current one into the strip, by
+// scrolling the strip alone (scrollIntoView would move the page too).
+(function () {
+  var tab = document.querySelector(".tabs a[aria-current='page']");
+  if (!tab) {
+    return;
+  }
+  var strip = tab.parentElement;
+  var shown = strip.getBoundingClientRect();
+  var box = tab.getBoundingClientRect();
+  if (box.right > shown.right) {
+    strip.scrollLeft += box.right - shown.right;
+  } else if (box.left < shown.left) {
+    strip.scrollLeft -= shown.left - box.left;
+  }
+})();

@@ -66,7 +66,7 @@
   select(tabs[0], false);
 
   // Code examples and header lines carry placeholders: show the authorized key and the last
-  // created record id instead. The original text is kept to return to on logout.
+  // created record id instead. The original text is kept to return to when the key is forgotten.
   function fill() {
     Array.prototype.forEach.call(root.querySelectorAll(".fill"), function (el) {
       if (el.dataset.template === undefined) {
@@ -122,7 +122,7 @@
         : "";
     });
     fill();
-    (key ? document.getElementById("logout") : keyInput).focus();
+    (key ? document.getElementById("forget-key") : keyInput).focus();
   }
 
   function check(body, key) {
@@ -174,7 +174,7 @@
     check(body, null);
   });
 
-  document.getElementById("logout").addEventListener("click", function () {
+  document.getElementById("forget-key").addEventListener("click", function () {
     setAuthorized(null);
   });
 
