@@ -257,7 +257,13 @@ def check(intake, name):
         got = sorted((e["type"], e["id"]) for e in receiver.next_events(len(wanted)))
         expect(got == sorted(wanted), f"logged {got}, expected {sorted(wanted)}")
 
-        log = deliveries_settled(intake, slug, len(wanted) - 2)  # test events are not logged
+        # Test events are logged too, marked as tests (docs/src/webhooks.md).
+        log = deliveries_settled(intake, slug, len(wanted))
+        tests_logged = sorted(d["record_id"] for d in log if d["test"])
+        expect(
+            tests_logged == sorted([test["webhook_id"], test_after["webhook_id"]]),
+            f"the test events logged: {tests_logged}",
+        )
         for d in log:
             attempts = ok(intake, "GET", f"{manage}/deliveries/{d['id']}")["attempt_log"]
             expect(
