@@ -10,11 +10,11 @@ use askama::Template;
 
 use super::endpoints::EndpointHead;
 use super::form::Form;
-use super::logs::DeliveryRow;
+use super::logs::{DeliveryRow, newest_rows};
 use super::page::{Failure, Layout, Outcome, Pretty, redirect, render};
 use super::visitor::{signed_in, user_form};
 use crate::domain::error::Error;
-use crate::domain::webhooks::log::{self, DeliveryFilter, DeliveryViewer};
+use crate::domain::webhooks::log::DeliveryFilter;
 use crate::domain::webhooks::recovery::{self, RecoveryRequest};
 use crate::domain::webhooks::subscriptions::{
     self, PendingDeliveries, RecoveryView, SubscriptionChange, SubscriptionConfig,
@@ -157,18 +157,14 @@ fn subscription_page_with(
         subscription: Some(number),
         ..DeliveryFilter::default()
     };
-    let deliveries = log::list(
-        app.handles.store.as_ref(),
-        &DeliveryViewer::member(&app.endpoints, &user.account, slug)?,
+    let deliveries = newest_rows(
+        app,
+        &user,
+        slug,
         environment,
         &of_subscription,
         SUBSCRIPTION_DELIVERIES,
-        None,
-    )?
-    .data
-    .into_iter()
-    .map(DeliveryRow::new)
-    .collect();
+    )?;
     let page = SubscriptionPage {
         layout: user.layout(
             app,

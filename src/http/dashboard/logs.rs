@@ -8,11 +8,11 @@ use askama::Template;
 use super::chart;
 use super::endpoints::EndpointHead;
 use super::page::{Layout, Outcome, Pager, Pretty, environment, redirect, render};
-use super::visitor::{signed_in, user_form};
+use super::visitor::{User, signed_in, user_form};
 use crate::domain::error::{Error, Missing};
 use crate::domain::usage::{self, MonthUsage};
 use crate::domain::webhooks::log::{
-    self, AttemptView, DeliveryView, DeliveryViewer, Outcomes, ShownState, Withheld,
+    self, AttemptView, DeliveryFilter, DeliveryView, DeliveryViewer, Outcomes, ShownState, Withheld,
 };
 use crate::http::app::App;
 use crate::http::reply::id_param;
@@ -297,6 +297,28 @@ impl DeliveryRow {
     fn withheld(&self, part: Withheld) -> bool {
         self.delivery.withheld.contains(&part)
     }
+}
+
+/// The newest `limit` deliveries of `filter` in `environment`, as `user` may see them: the
+/// short lists of a record's page and a subscription's page.
+pub fn newest_rows(
+    app: &App,
+    user: &User,
+    slug: &str,
+    environment: Environment,
+    filter: &DeliveryFilter,
+    limit: usize,
+) -> Result<Vec<DeliveryRow>, Error> {
+    let viewer = DeliveryViewer::member(&app.endpoints, &user.account, slug)?;
+    let page = log::list(
+        app.handles.store.as_ref(),
+        &viewer,
+        environment,
+        filter,
+        limit,
+        None,
+    )?;
+    Ok(page.data.into_iter().map(DeliveryRow::new).collect())
 }
 
 /// The delivery log's filter form, as sent.

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::endpoints::EndpointHead;
-use super::logs::DeliveryRow;
+use super::logs::{DeliveryRow, newest_rows};
 use super::page::{
     Failure, Layout, Outcome, Pager, Pretty, environment, redirect, render, render_with,
 };
@@ -33,7 +33,7 @@ use crate::domain::records::{self, parse_record_id};
 use crate::domain::schema::TopLevel;
 use crate::domain::search;
 use crate::domain::webhooks::deliveries::Hooks;
-use crate::domain::webhooks::log::{self, DeliveryFilter, DeliveryViewer};
+use crate::domain::webhooks::log::DeliveryFilter;
 use crate::http::app::App;
 use crate::http::reply::{export_file, query_params};
 use crate::http::request::Request;
@@ -379,18 +379,7 @@ pub fn record(app: &App, req: &Request, slug: &str, id: &str) -> Outcome {
         record: Some(id),
         ..DeliveryFilter::default()
     };
-    let deliveries = log::list(
-        app.handles.store.as_ref(),
-        &DeliveryViewer::member(&app.endpoints, &user.account, slug)?,
-        environment,
-        &of_record,
-        RECORD_DELIVERIES,
-        None,
-    )?
-    .data
-    .into_iter()
-    .map(DeliveryRow::new)
-    .collect();
+    let deliveries = newest_rows(app, &user, slug, environment, &of_record, RECORD_DELIVERIES)?;
     let page = RecordPage {
         layout: user.layout(app, format!("Record {}", record.id), "endpoints", req),
         can_delete: may_write(app, &user, slug, environment, Permission::Delete),
