@@ -35,6 +35,29 @@ fn record_id(resp: &Resp) -> String {
     resp.json()["id"].as_str().expect("id").to_string()
 }
 
+/// On PostgreSQL an event is settled, and follows the log's head, only once every older
+/// transaction of the database server has ended: a stream opened while one runs must still
+/// leave out what committed before it opened, and send what commits after.
+#[test]
+fn a_stream_opened_while_an_older_transaction_runs_starts_from_now() {
+    if postgres_only("redb commits one writer at a time: every committed event is settled") {
+        return;
+    }
+    let (s, e) = setup("");
+    let key = &e.sandbox_key;
+    let older = postgres::shared().hold_transaction(&database_of(&s.data_dir()));
+    let before = record_id(&s.post_record(&e.slug, key, &json!({"n": 0})));
+    let mut reader = open(s.addr(), &e.slug, key, None, "").expect("stream");
+    let after = record_id(&s.post_record(&e.slug, key, &json!({"n": 1})));
+    older.commit();
+    let first = reader.next().expect("an event");
+    assert_eq!(
+        first.data["data"]["id"].as_str(),
+        Some(after.as_str()),
+        "the record made before the stream opened ({before}) is not in it"
+    );
+}
+
 #[test]
 fn each_applied_write_is_one_event_with_the_webhook_body() {
     let (s, e) = setup("");

@@ -76,6 +76,7 @@ use crate::core::cursor::{self, CursorKind};
 use crate::core::metrics::Metrics;
 use crate::domain::endpoints::{self, DataAccess, KeyGrant, Rechecked};
 use crate::domain::error::{Error, Result};
+use crate::store::events::PositionRanges;
 use crate::store::{KeyHolder, Partition, Store};
 
 mod feed;
@@ -260,16 +261,19 @@ impl Streams {
         access_changes.mark_unchanged();
         let checked = endpoints::recheck(parts.store.as_ref(), &grant, parts.clock.now())?;
         let bounds = parts.store.event_bounds(partition)?;
-        let start = match last_event_id {
+        let (start, before_open) = match last_event_id {
             Some(text) => {
-                cursor::decode(CursorKind::Stream, partition.raw(), text.trim())
+                let after = cursor::decode(CursorKind::Stream, partition.raw(), text.trim())
                     .ok_or_else(|| Error::InvalidParameter {
                         name: "Last-Event-ID",
                         reason: "it is not the id of an event of this endpoint's stream".into(),
                     })?
-                    .tiebreak
+                    .tiebreak;
+                (after, PositionRanges::default())
             }
-            None => bounds.head,
+            // From now on: what committed before this open but is not settled yet (it
+            // follows the head only once older transactions end) is not sent either.
+            None => (bounds.head, bounds.committed_above_head),
         };
         if start < bounds.trimmed {
             return Err(Error::StreamCursorExpired);
@@ -298,6 +302,7 @@ impl Streams {
             inner: self.inner.clone(),
             feed,
             position: start,
+            before_open,
             outbox,
             grant,
             checked,
@@ -452,8 +457,10 @@ fn error_frame(code: &str, message: &str) -> String {
 struct Pump {
     inner: Arc<Inner>,
     feed: Arc<Feed>,
-    /// The last event sent (or where the stream started).
+    /// The last event sent or skipped (or where the stream started).
     position: u128,
+    /// The positions after the start of events that came before the stream opened.
+    before_open: PositionRanges,
     outbox: Outbox,
     /// What its key must still allow.
     grant: KeyGrant,
@@ -498,7 +505,12 @@ impl Pump {
                 .await;
             match read {
                 Ok(batch) if !batch.frames.is_empty() => {
+                    self.before_open.forget_through(self.position);
                     for frame in batch.frames {
+                        if self.before_open.contains(frame.position) {
+                            self.position = frame.position;
+                            continue;
+                        }
                         if let Err(refusal) = self.may_send(frame.access_version) {
                             return self.refuse(refusal);
                         }

@@ -21,6 +21,8 @@
 //! purged: a position below that mark may have missed events, and a reader holding one must
 //! start again (with poll).
 
+use std::ops::Range;
+
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::store::records::ChangeKind;
@@ -52,7 +54,7 @@ pub struct EventPage {
 }
 
 /// Where a partition's event log stands.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EventBounds {
     /// The position of the last settled event (or the trim mark, if higher; 0 when there has
     /// been none): a stream that starts now continues after it.
@@ -60,6 +62,26 @@ pub struct EventBounds {
     /// Events at or below this position may have been purged, so a reader at a position
     /// below it may have missed some.
     pub trimmed: u128,
+    /// Where above `head` the events that had committed when these bounds were read lie,
+    /// not yet settled: a stream that starts at `head` now skips them, as they came before
+    /// it. Empty where every committed event is settled (redb).
+    pub committed_above_head: PositionRanges,
+}
+
+/// Half-open ranges of event positions, ascending and apart.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PositionRanges(pub Vec<Range<u128>>);
+
+impl PositionRanges {
+    pub fn contains(&self, position: u128) -> bool {
+        self.0.iter().any(|range| range.contains(&position))
+    }
+
+    /// Forgets the ranges at or below `position`, which a reader there has passed.
+    pub fn forget_through(&mut self, position: u128) {
+        self.0
+            .retain(|range| range.end > position.saturating_add(1));
+    }
 }
 
 /// Units of work of their own transaction.

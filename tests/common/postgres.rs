@@ -19,6 +19,7 @@
 //! use only the shared cluster's databases: hence the `allow`.
 #![allow(dead_code)]
 
+use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
@@ -27,6 +28,32 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
+
+/// A transaction open on a psql session of its own ([`Cluster::hold_transaction`]); rolled
+/// back when dropped uncommitted.
+pub struct HeldTransaction {
+    psql: Child,
+    stdin: Option<std::process::ChildStdin>,
+}
+
+impl HeldTransaction {
+    pub fn commit(mut self) {
+        let mut stdin = self.stdin.take().expect("psql's stdin");
+        stdin.write_all(b"COMMIT;\n").expect("write to psql");
+        drop(stdin);
+        let status = self.psql.wait().expect("wait for psql");
+        assert!(status.success(), "psql's COMMIT failed: {status}");
+    }
+}
+
+impl Drop for HeldTransaction {
+    fn drop(&mut self) {
+        if self.stdin.take().is_some() {
+            let _ = self.psql.kill();
+            let _ = self.psql.wait();
+        }
+    }
+}
 
 /// Where every cluster's folder lives: `intake-pg-<pid>-<n>` below it.
 fn base_dir() -> PathBuf {
@@ -462,6 +489,34 @@ impl Cluster {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// A transaction begun on database `db` (a name or URL) in a psql session of its own,
+    /// which has its transaction id already: open until [`HeldTransaction::commit`].
+    pub fn hold_transaction(&self, db: &str) -> HeldTransaction {
+        let mut psql = self
+            .psql_command(db)
+            .args(["-A", "-t"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("run psql (Debian's postgresql-client)");
+        let mut stdin = psql.stdin.take().expect("psql's stdin");
+        stdin
+            .write_all(b"BEGIN;\nSELECT pg_current_xact_id();\n")
+            .expect("write to psql");
+        let mut xid = String::new();
+        BufReader::new(psql.stdout.take().expect("psql's stdout"))
+            .read_line(&mut xid)
+            .expect("read psql's output");
+        assert!(
+            xid.trim().parse::<u64>().is_ok(),
+            "psql said {xid:?} for its transaction id"
+        );
+        HeldTransaction {
+            psql,
+            stdin: Some(stdin),
+        }
     }
 
     /// The database at `url` (one of [`Cluster::url`]'s), schema and data, as a plain SQL

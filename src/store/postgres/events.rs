@@ -19,7 +19,9 @@ use super::{Patience, PgStore, PgTx, big, big_partition, id_from_bytes, micros, 
 use crate::core::clock::Timestamp;
 use crate::core::ids::RecordId;
 use crate::store::endpoints::EndpointsRead;
-use crate::store::events::{EventBounds, EventPage, EventsStore, StoredEvent, kind_of_code};
+use crate::store::events::{
+    EventBounds, EventPage, EventsStore, PositionRanges, StoredEvent, kind_of_code,
+};
 use crate::store::{Partition, StoreError};
 
 /// Below the first position this store can hand out (transaction id 3, the first normal one).
@@ -49,6 +51,38 @@ impl PgTx<'_> {
         };
         Ok(trimmed.max(FIRST_POSITION - 1))
     }
+}
+
+impl PgTx<'_> {
+    /// The positions of the transactions this read's snapshot sees committed although they are
+    /// not settled yet: those from its oldest running transaction up to the first it does not
+    /// see, but for those still running in it.
+    fn committed_unsettled(&self) -> Result<PositionRanges, StoreError> {
+        let row = self
+            .query_opt(
+                "SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint, \
+                 ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) AS x ORDER BY 1) \
+             FROM (SELECT pg_current_snapshot() AS s) AS snapshot",
+                &[],
+            )?
+            .ok_or_else(|| StoreError::Corrupt("no snapshot".into()))?;
+        let (xmin, xmax): (i64, i64) = (row.try_get(0)?, row.try_get(1)?);
+        let running: Vec<i64> = row.try_get(2)?;
+        Ok(seen_between(xmin, xmax, &running))
+    }
+}
+
+/// The positions of the transactions from `xmin` up to `xmax` but those `running` (ascending).
+fn seen_between(xmin: i64, xmax: i64, running: &[i64]) -> PositionRanges {
+    let mut ranges = Vec::new();
+    let mut from = xmin;
+    for &xid in running.iter().chain([&xmax]) {
+        if xid > from {
+            ranges.push(position(from, 0)..position(xid, 0));
+        }
+        from = from.max(xid.saturating_add(1));
+    }
+    PositionRanges(ranges)
 }
 
 impl EventsStore for PgStore {
@@ -121,6 +155,7 @@ impl EventsStore for PgStore {
         Ok(EventBounds {
             head: last.max(trimmed),
             trimmed,
+            committed_above_head: tx.committed_unsettled()?,
         })
     }
 
@@ -172,11 +207,11 @@ mod tests {
     use std::sync::Barrier;
 
     use super::super::{PgStore, test_node};
-    use super::FIRST_POSITION;
+    use super::{FIRST_POSITION, position, seen_between};
     use crate::core::clock::Timestamp;
     use crate::core::ids::RecordId;
     use crate::store::Partition;
-    use crate::store::events::{EventsStore, StoredEvent};
+    use crate::store::events::{EventsStore, PositionRanges, StoredEvent};
     use crate::store::records::{ChangeKind, NewRecord, RecordWrite, RecordsStore, plain_batch};
 
     fn create(store: &PgStore, partition: Partition, n: u128) {
@@ -212,6 +247,7 @@ mod tests {
     fn no_event_is_handed_out_while_an_older_transaction_runs() {
         let store = test_node();
         let (began, release) = (Barrier::new(2), Barrier::new(2));
+        let mut committed_above_head = PositionRanges::default();
         std::thread::scope(|scope| {
             let older = scope.spawn(|| {
                 store.write_unit(|tx| {
@@ -230,9 +266,14 @@ mod tests {
             release.wait();
             older.join().unwrap().unwrap();
             assert_eq!(page.unwrap().events, []);
-            assert_eq!(bounds.unwrap().head, FIRST_POSITION - 1);
+            let bounds = bounds.unwrap();
+            assert_eq!(bounds.head, FIRST_POSITION - 1);
+            committed_above_head = bounds.committed_above_head;
         });
         let events = settled(&store, Partition::from_raw(41), 1);
+        // The bounds read while it waited knew it had committed.
+        assert!(committed_above_head.contains(events[0].position));
+        assert!(!committed_above_head.contains(FIRST_POSITION - 1));
         assert_eq!(events[0].kind, ChangeKind::Created);
         assert_eq!(events[0].record.as_ref().unwrap().1, b"{\"n\":1}");
         assert!(events[0].position >= FIRST_POSITION);
@@ -240,6 +281,29 @@ mod tests {
             store.event_bounds(Partition::from_raw(41)).unwrap().head,
             events[0].position
         );
+    }
+
+    #[test]
+    fn the_committed_unsettled_are_those_seen_but_not_running() {
+        let at = |xid: i64| position(xid, 0);
+        assert_eq!(seen_between(10, 10, &[]), PositionRanges(vec![]));
+        assert_eq!(
+            seen_between(10, 20, &[10, 13, 14]),
+            PositionRanges(vec![at(11)..at(13), at(15)..at(20)])
+        );
+        assert_eq!(
+            seen_between(10, 15, &[10, 14]),
+            PositionRanges(std::iter::once(at(11)..at(14)).collect())
+        );
+        let mut ranges = seen_between(10, 20, &[10, 13]);
+        assert!(ranges.contains(at(12) + 5) && !ranges.contains(at(13) + 5));
+        ranges.forget_through(at(14));
+        assert_eq!(
+            ranges,
+            PositionRanges(std::iter::once(at(14)..at(20)).collect())
+        );
+        ranges.forget_through(at(20) - 1);
+        assert_eq!(ranges, PositionRanges(vec![]));
     }
 
     #[test]

@@ -10,7 +10,9 @@ use super::{
     ACCESS_VERSION, EVENTS, EVENTS_TRIMMED, META, RECORDS, RedbStore, partitions_of, read_counter,
 };
 use crate::core::ids::RecordId;
-use crate::store::events::{EventBounds, EventPage, EventsStore, StoredEvent, kind_of_code};
+use crate::store::events::{
+    EventBounds, EventPage, EventsStore, PositionRanges, StoredEvent, kind_of_code,
+};
 use crate::store::{Partition, StoreError, time_from_key, time_key};
 
 /// A position as the sequence it is on redb: a position above every sequence (one made by
@@ -80,9 +82,11 @@ impl EventsStore for RedbStore {
             .transpose()?
             .map_or(0, |(key, _)| u128::from(key.value().1));
         let trimmed = trimmed(&txn.open_table(EVENTS_TRIMMED)?, partition)?;
+        // One writer commits at a time, in position order: every committed event is settled.
         Ok(EventBounds {
             head: last.max(trimmed),
             trimmed,
+            committed_above_head: PositionRanges::default(),
         })
     }
 
@@ -242,7 +246,8 @@ mod tests {
             store.event_bounds(Partition::from_raw(1)).unwrap(),
             EventBounds {
                 head: positions[3],
-                trimmed: 0
+                trimmed: 0,
+                committed_above_head: PositionRanges::default(),
             }
         );
 
