@@ -66,6 +66,10 @@ fn each_applied_write_is_one_event_with_the_webhook_body() {
     let mut reader = open(s.addr(), &e.slug, key, None, "").expect("stream");
     let a = record_id(&s.post_record(&e.slug, key, &json!({"n": 1})));
     let b = record_id(&s.post_record(&e.slug, key, &json!({"n": 2})));
+    // An event carries its record as it is when the stream reads the event: the two creates
+    // are taken before the records change. (On PostgreSQL an event is read only once every
+    // older transaction of the server has ended, which another test can delay.)
+    let mut seen: Vec<Event> = (0..2).map(|_| reader.next().expect("an event")).collect();
     assert_status(&s.put_record(&e.slug, key, &a, &json!({"n": 10})), 202);
     assert_status(&s.delete_record(&e.slug, key, &b), 202);
     // Refused writes make no event.
@@ -75,7 +79,7 @@ fn each_applied_write_is_one_event_with_the_webhook_body() {
         404,
     );
     let c = record_id(&s.post_record(&e.slug, key, &json!({"n": 3})));
-    let seen: Vec<Event> = (0..5).map(|_| reader.next().expect("an event")).collect();
+    seen.extend((0..3).map(|_| reader.next().expect("an event")));
     let kinds: Vec<(&str, &str)> = seen
         .iter()
         .map(|e| (e.kind.as_str(), e.data["data"]["id"].as_str().unwrap()))
