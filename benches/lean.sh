@@ -42,7 +42,7 @@
 # from the quick check's run times and the 1M runs of the scripts' own reports) plus 2 to
 # generate the data dir's records: 35 to 45 minutes for the two profiles. The quick check
 # takes 5 to 8 minutes (plus the builds). It needs python3, curl and wrk (installed with apt-get when missing),
-# and for the ceiling and the webhook receiver `cargo bench --no-run` builds them once; the
+# and for the ceiling and the webhook receiver `cargo build --release --bench` builds them once; the
 # 1M loads need a few GB of free disk under TMPDIR (each step removes its own data at exit).
 # All traffic goes to 127.0.0.1 only; every process started is stopped on any exit.
 set -euo pipefail

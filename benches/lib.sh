@@ -521,12 +521,13 @@ build_intake() {
 }
 
 # build_bench NAME: builds the harness-less bench target benches/NAME.rs (release) and
-# prints its path.
+# prints its path. `cargo build --release` rather than `cargo bench --no-run`: the bench
+# profile would compile the library once more, while this shares the README build's.
 build_bench() {
   local name="$1" exe
-  log "building $name (cargo bench --bench $name --no-run)"
-  cargo bench --bench "$name" --no-run --message-format=json-render-diagnostics \
-    >"$WORK/build-$name.json" || die "cargo bench --bench $name --no-run failed"
+  log "building $name (cargo build --release --bench $name)"
+  cargo build --release --bench "$name" --message-format=json-render-diagnostics \
+    >"$WORK/build-$name.json" || die "cargo build --release --bench $name failed"
   exe="$(cargo_exe bench "$name" "$WORK/build-$name.json")"
   { [ -n "$exe" ] && [ -x "$exe" ]; } || die "could not find the $name executable in cargo's JSON output"
   echo "$exe"
