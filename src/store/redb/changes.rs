@@ -1,6 +1,6 @@
 //! [`ChangesStore`] on redb: `CHANGES`, and its two counters in `META`.
 
-use redb::{ReadTransaction, ReadableTable, ReadableTableMetadata};
+use redb::{Durability, ReadTransaction, ReadableTable, ReadableTableMetadata};
 
 use super::{
     CHANGES, CHANGES_TRIMMED_UPTO, LAST_CHANGE_SEQ, META, RECORDS, RedbStore, read_counter,
@@ -64,7 +64,12 @@ impl ChangesStore for RedbStore {
     }
 
     fn trim_changes(&self, upto: u64, limit: usize) -> Result<usize, StoreError> {
-        let txn = self.write()?;
+        let mut txn = self.write()?;
+        // Not durable on its own (no fsync while it holds the write lock): the next durable
+        // commit makes it so, and a crash before one takes the removals back together with
+        // the mark, which the next trim removes again.
+        txn.set_durability(Durability::None)
+            .map_err(|err| StoreError::Backend(err.into()))?;
         let removed = {
             let mut changes = txn.open_table(CHANGES)?;
             let doomed: Vec<u64> = changes
