@@ -122,22 +122,46 @@ impl Retention {
     }
 }
 
-/// What one purge removed, and what its commits require.
+/// What one purge removed, and what its commits require: also when it failed part way, as
+/// the chunks it committed before stay deleted and their effects are still owed.
 pub struct Purged {
     pub records: usize,
     pub deliveries: usize,
     /// The partitions whose records changed.
     pub effects: Effects,
+    /// The error that stopped it, after the counts above were committed.
+    pub failed: Option<StoreError>,
 }
 
 /// Deletes every record past its environment's retention at `now`, the change stream's
 /// events of writes received before then, and the finished webhook deliveries made before
 /// then with their attempts.
-pub fn purge_expired(
+pub fn purge_expired(store: &dyn Store, now: Timestamp, retention: &Retention) -> Purged {
+    let mut done = Committed::default();
+    let failed = purge_into(store, now, retention, &mut done).err();
+    Purged {
+        records: done.records,
+        deliveries: done.deliveries,
+        effects: Effects::records_changed(done.changed),
+        failed,
+    }
+}
+
+/// What a purge's chunks committed so far.
+#[derive(Default)]
+struct Committed {
+    records: usize,
+    deliveries: usize,
+    changed: Vec<Partition>,
+}
+
+/// [`purge_expired`]'s work, counted into `done` as each chunk commits.
+fn purge_into(
     store: &dyn Store,
     now: Timestamp,
     retention: &Retention,
-) -> std::result::Result<Purged, StoreError> {
+    done: &mut Committed,
+) -> std::result::Result<(), StoreError> {
     // Each endpoint's own windows, read once per purge; a deleted endpoint's data goes with
     // its deletion's purge, and meanwhile by the server's defaults.
     let mut windows: HashMap<u64, RetentionRow> = HashMap::new();
@@ -156,43 +180,43 @@ pub fn purge_expired(
         };
         Ok(now.minus(retention.kept(&own, partition.environment())))
     };
-    let mut records = 0;
-    let mut changed = Vec::new();
     for partition in store.read()?.record_partitions()? {
         let below = first_id_at(cutoff(partition)?);
-        let removed = in_chunks(|limit| store.purge_partition_before(partition, below, limit))?;
-        if removed > 0 {
-            records += removed;
-            changed.push(partition);
+        let before = done.records;
+        let purged = in_chunks(&mut done.records, |limit| {
+            store.purge_partition_before(partition, below, limit)
+        });
+        if done.records > before {
+            done.changed.push(partition);
         }
+        purged?;
     }
     for partition in store.event_partitions()? {
         let before = cutoff(partition)?;
-        in_chunks(|limit| store.purge_events_before(partition, before, limit))?;
+        in_chunks(&mut 0, |limit| {
+            store.purge_events_before(partition, before, limit)
+        })?;
     }
-    let mut deliveries = 0;
     for partition in store.delivery_partitions()? {
         let before = cutoff(partition)?;
-        deliveries += in_chunks(|limit| store.purge_deliveries_before(partition, before, limit))?;
+        in_chunks(&mut done.deliveries, |limit| {
+            store.purge_deliveries_before(partition, before, limit)
+        })?;
     }
-    Ok(Purged {
-        records,
-        deliveries,
-        effects: Effects::records_changed(changed),
-    })
+    Ok(())
 }
 
-/// Calls `chunk` with [`PURGE_CHUNK`] until it removes fewer (none is left); returns how many
-/// it removed in all.
+/// Calls `chunk` with [`PURGE_CHUNK`] until it removes fewer (none is left), adding what each
+/// call removed to `removed` as it goes.
 fn in_chunks(
+    removed: &mut usize,
     mut chunk: impl FnMut(usize) -> std::result::Result<usize, StoreError>,
-) -> std::result::Result<usize, StoreError> {
-    let mut total = 0;
+) -> std::result::Result<(), StoreError> {
     loop {
-        let removed = chunk(PURGE_CHUNK)?;
-        total += removed;
-        if removed < PURGE_CHUNK {
-            return Ok(total);
+        let now = chunk(PURGE_CHUNK)?;
+        *removed += now;
+        if now < PURGE_CHUNK {
+            return Ok(());
         }
     }
 }
@@ -231,20 +255,50 @@ pub async fn run_schedule(handles: Handles, retention: Retention, mut ticker: Ti
                 None
             }
         };
-        match purged {
-            None => {}
-            Some(Ok(purged)) => {
-                if purged.records > 0 || purged.deliveries > 0 {
-                    log::info!(
-                        "retention: deleted {} records and {} webhook deliveries past their \
-                         retention window",
-                        purged.records,
-                        purged.deliveries
-                    );
-                }
-                handles.committed(purged.effects);
-            }
-            Some(Err(err)) => log::error!("retention purge failed: {err}"),
+        let Some(purged) = purged else { continue };
+        if purged.records > 0 || purged.deliveries > 0 {
+            log::info!(
+                "retention: deleted {} records and {} webhook deliveries past their retention \
+                 window",
+                purged.records,
+                purged.deliveries
+            );
         }
+        if let Some(err) = &purged.failed {
+            log::error!("retention purge failed, the rest waits for the next: {err}");
+        }
+        handles.committed(purged.effects);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A purge that fails part way still counts what its earlier chunks committed, so the
+    /// log and the after-commit effects cover them.
+    #[test]
+    fn chunks_committed_before_a_failure_are_counted() {
+        let mut answers = vec![
+            Err(StoreError::Backend("the database went away".into())),
+            Ok(PURGE_CHUNK),
+            Ok(PURGE_CHUNK),
+        ];
+        let mut removed = 0;
+        let result = in_chunks(&mut removed, |limit| {
+            assert_eq!(limit, PURGE_CHUNK);
+            answers.pop().expect("no call after the failure")
+        });
+        assert!(matches!(result, Err(StoreError::Backend(_))));
+        assert_eq!(removed, 2 * PURGE_CHUNK);
+        assert!(answers.is_empty());
+
+        let mut removed = 5;
+        let mut answers = vec![Ok(7), Ok(PURGE_CHUNK)];
+        in_chunks(&mut removed, |_| {
+            answers.pop().expect("no call after the last chunk")
+        })
+        .unwrap();
+        assert_eq!(removed, 5 + PURGE_CHUNK + 7);
     }
 }
