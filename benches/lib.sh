@@ -631,12 +631,19 @@ probe() {
 
 # ---------------------------------------------------------------- reports
 
-# machine_facts: sets NPROC, CPU_MODEL and REV (the commit, git describe) for a report.
+# machine_facts: sets NPROC, CPU_MODEL and REV (the commit, git describe) for a report. REV is
+# the commit the intake binary names (`intake --version`) when there is one: INTAKE_BIN may be
+# a build of another commit than the tree's.
 machine_facts() {
   NPROC="$(nproc)"
   CPU_MODEL="$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
   [ -n "$CPU_MODEL" ] || CPU_MODEL="unknown"
   REV="$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+  local built=""
+  if [ -n "${INTAKE_BIN:-}" ] && [ -x "$INTAKE_BIN" ]; then
+    built="$("$INTAKE_BIN" --version 2>/dev/null | sed -n 's/.*(commit \([^;]*\);.*/\1/p')"
+  fi
+  [ -z "$built" ] || REV="$built"
 }
 
 # publish_report FILE: prints the Markdown report FILE and copies it to RESULTS_FILE.

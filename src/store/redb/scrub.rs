@@ -78,15 +78,11 @@ const PAGE: u64 = 4096;
 /// a few milliseconds (an ingest batch waits behind it); after each the scrub pauses as long
 /// as it took, so the other writers have the lock at least half the time.
 const BATCH: u64 = 64;
-/// Free pages the bulk leaves to the other writers (512 KiB): what the store grows by in
-/// about 17 ms of a full ingest load (30,000 ~1 KB records a second), four times the gap
-/// between two bulk transactions then, and 90 ms at 1,400 a second; and what the end takes
-/// under the writers' turn. (A writer that finds no free page grows the file, whose new
-/// pages the scrub then fills too: time lost, nothing missed.) Each transaction shows it
-/// page by page (a value written and removed), so it sets most of the time a transaction
-/// holds the write lock: 512 pages took two thirds of it (4.3 of 6 ms), and blocks of 64
-/// pages instead cost as much (a large value is no cheaper to write than its pages).
-const HEADROOM: u64 = 128;
+/// Free pages the bulk leaves to the other writers (2 MiB): more than an ingest batch takes
+/// between two bulk transactions, and what the end takes under the writers' turn. (A quarter
+/// of it did not make the scrub's transactions in a running server any shorter:
+/// docs/src/benchmarks.md, "Erasure".)
+const HEADROOM: u64 = 512;
 /// Free pages shown before each commit: more than a commit takes for itself.
 const ROOM: u64 = 16;
 /// Free pages a commit that changes nothing is given: what it frees needs a few.
