@@ -122,13 +122,14 @@ impl Retention {
     }
 }
 
-/// What one purge removed, and what its commits require: also when it failed part way, as
-/// the chunks it committed before stay deleted and their effects are still owed.
+/// What one purge removed: also when it failed part way, as the chunks it committed before
+/// stay deleted and their after-commit effects are still owed.
+#[derive(Default)]
 pub struct Purged {
     pub records: usize,
     pub deliveries: usize,
     /// The partitions whose records changed.
-    pub effects: Effects,
+    pub changed: Vec<Partition>,
     /// The error that stopped it, after the counts above were committed.
     pub failed: Option<StoreError>,
 }
@@ -137,22 +138,9 @@ pub struct Purged {
 /// events of writes received before then, and the finished webhook deliveries made before
 /// then with their attempts.
 pub fn purge_expired(store: &dyn Store, now: Timestamp, retention: &Retention) -> Purged {
-    let mut done = Committed::default();
-    let failed = purge_into(store, now, retention, &mut done).err();
-    Purged {
-        records: done.records,
-        deliveries: done.deliveries,
-        effects: Effects::records_changed(done.changed),
-        failed,
-    }
-}
-
-/// What a purge's chunks committed so far.
-#[derive(Default)]
-struct Committed {
-    records: usize,
-    deliveries: usize,
-    changed: Vec<Partition>,
+    let mut purged = Purged::default();
+    purged.failed = purge_into(store, now, retention, &mut purged).err();
+    purged
 }
 
 /// [`purge_expired`]'s work, counted into `done` as each chunk commits.
@@ -160,7 +148,7 @@ fn purge_into(
     store: &dyn Store,
     now: Timestamp,
     retention: &Retention,
-    done: &mut Committed,
+    done: &mut Purged,
 ) -> std::result::Result<(), StoreError> {
     // Each endpoint's own windows, read once per purge; a deleted endpoint's data goes with
     // its deletion's purge, and meanwhile by the server's defaults.
@@ -267,7 +255,7 @@ pub async fn run_schedule(handles: Handles, retention: Retention, mut ticker: Ti
         if let Some(err) = &purged.failed {
             log::error!("retention purge failed, the rest waits for the next: {err}");
         }
-        handles.committed(purged.effects);
+        handles.committed(Effects::records_changed(purged.changed));
     }
 }
 
