@@ -49,6 +49,7 @@
 #   LOAD_CONNECTIONS, PIPELINE  connections and pipeline depth of the search data load
 #                                                                 (default 64 and 4)
 #   POOL_SIZE    [storage.postgres] pool_size of the nodes        (default: intake's)
+#   INGEST_WRITERS  [storage.postgres] ingest_writers of the nodes (default: intake's)
 #   IDLE_TIMEOUT most seconds to wait for a server to go idle after a load (default 900)
 #   INTAKE_BIN   use this intake binary instead of building one (optional)
 #   RESULTS_FILE where to write the report (default benches/results/postgres-latest.md)
@@ -73,6 +74,7 @@ SEED="${SEED:-20240101}"
 LOAD_CONNECTIONS="${LOAD_CONNECTIONS:-64}"
 PIPELINE="${PIPELINE:-4}"
 POOL_SIZE="${POOL_SIZE:-}"
+INGEST_WRITERS="${INGEST_WRITERS:-}"
 IDLE_TIMEOUT="${IDLE_TIMEOUT:-900}"
 
 # shellcheck source=benches/lib.sh
@@ -287,6 +289,7 @@ backend = "postgres"
 url = "host=$HOST port=$PG_PORT user=postgres dbname=$db"
 tls = "disable"
 ${POOL_SIZE:+pool_size = $POOL_SIZE}
+${INGEST_WRITERS:+ingest_writers = $INGEST_WRITERS}
 EOF
 }
 
@@ -295,7 +298,7 @@ start_pg_node() {
   start_server "$1" "${NODE_ADDR##*:}" 60 "$INTAKE_BIN" serve --config "$NODE_CONFIG"
 }
 
-# writer_line LOG -> the ingest writer's account of its run (logged when it stops)
+# writer_line LOG -> the ingest writers' account of their run (logged when they stop)
 writer_line() { grep -o 'ingest writer stopped: .*' "$1" | sed 's/^ingest writer stopped: //' | tail -n 1 || true; }
 
 # load NAME URL KEY PID...: the wrk POST load against URL, CPU snapshots around it (PID...:

@@ -153,27 +153,29 @@ def aggregate(rounds):
     writers = []
     for r in rounds:
         for w in writer_figures(r):
-            # The share of the run the writer spent committing (its figures cover the node's
-            # life, the run almost all of it).
+            # The writers' commit time over the run's: how many were committing on average
+            # (their figures cover the node's life, the run almost all of it).
             w["busy"] = (w["writes"] * w["us_per_write"] / 1e6 / r["cpu"]["wall_s"]
                          if r.get("cpu") else None)
             writers.append(w)
     agg["writer"] = ({k: median_of([w[k] for w in writers])
-                      for k in ("writes", "commits", "average", "us_per_write", "busy")}
+                      for k in ("writes", "commits", "average", "us_per_write", "busy",
+                                "writers")}
                      if writers else None)
     return agg
 
 
 def writer_figures(run):
     """The ingest writer lines of a run (one per node) as numbers: writes, commits, average
-    batch, µs of commit time per write."""
+    batch, µs of commit time per write (the writers' together), writers (1 when the line
+    predates several)."""
     out = []
     for line in run.get("writer") or []:
         m = re.match(r"(\d+) writes in (\d+) commits \(average ([\d.]+), largest \d+\), "
-                     r"([\d.]+) µs", line)
+                     r"([\d.]+) µs of commit time per write(?:, (\d+) writer)?", line)
         if m:
             out.append({"writes": int(m[1]), "commits": int(m[2]), "average": float(m[3]),
-                        "us_per_write": float(m[4])})
+                        "us_per_write": float(m[4]), "writers": int(m[5] or 1)})
     return out
 
 
@@ -326,9 +328,9 @@ def main():
                         ("redb", "redb")):
         w = (runs[name] or {}).get("writer")
         if w:
-            L.append(f"- ingest writer on {short} (each node, median of the rounds): "
-                     f"{w['average']:.1f} writes per commit, {w['us_per_write']:,.0f} µs of "
-                     "commit time per write")
+            L.append(f"- ingest writers on {short} (each node, median of the rounds): "
+                     f"{w['writers']:.0f} writer(s), {w['average']:.1f} writes per commit, "
+                     f"{w['us_per_write']:,.0f} µs of commit time per write")
     row_pg = kv(os.path.join(fig, "pg.rows")).get("avg_row_bytes")
     row_bench = ((plain or trgm or {"rounds": [{}]})["rounds"][0].get("rows") or {}).get("avg_row_bytes")
     if row_pg or row_bench:
@@ -390,16 +392,17 @@ def main():
         # CPU per write taken as that backend's (most of it is: the batch's inserts).
         node_bound = 1e6 / cp
         if w1 and w1["busy"] is not None:
-            busy_w = w1["busy"]
-            L.append(f"- A node's writes are committed by its one ingest writer, one batch "
-                     f"transaction at a time on one database connection. It was busy "
-                     f"{min(busy_w, 1) * 100:.0f} % of the run, {w1['us_per_write']:,.0f} µs "
-                     f"per write at {w1['average']:.0f} writes per batch: about "
-                     f"{1e6 / w1['us_per_write']:,.0f} writes/s here. The database's work of a "
-                     "batch (the trigram index's above all) runs on one PostgreSQL backend, so "
-                     "even with a core to itself a node takes about "
-                     f"{node_bound:,.0f} writes/s (1 s / {cp:,.0f} µs); larger batches share "
-                     "the fsync, not that work. More writes/s need more nodes.")
+            n = w1["writers"]
+            L.append(f"- A node's writes are committed by its {n:.0f} ingest writer(s), each one "
+                     "batch transaction at a time on a database connection of its own. On "
+                     f"average {w1['busy']:.2f} of them were committing, {w1['us_per_write']:,.0f}"
+                     f" µs of commit time per write at {w1['average']:.0f} writes per batch: "
+                     f"one writer alone takes about {1e6 / w1['us_per_write']:,.0f} writes/s "
+                     "here. Each batch's database work (the trigram index's above all) runs on "
+                     "its writer's PostgreSQL backend: with a core for each of its writers' "
+                     f"backends a node would take about {n:.0f} × {node_bound:,.0f} writes/s "
+                     f"(1 s / {cp:,.0f} µs a backend), while the writers' batches do not "
+                     "conflict.")
         L.append("- Estimate for a larger machine, assuming CPU is what limits (the disk's "
                  "fsync is shared by group commit) and these per-write costs stay as measured: "
                  f"the database takes about M × {1e6 / cp:,.0f} writes/s on M cores, each node "

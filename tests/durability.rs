@@ -376,6 +376,19 @@ fn sigterm_during_writes_exits_0_and_every_acknowledged_write_is_reflected_after
         "SIGTERM must exit 0, got {status:?}\n{}",
         s.log.text()
     );
+    // Every ingest writer drained its batch before the exit: a node on PostgreSQL commits
+    // with several at once (`ingest_writers`, default 4), one on redb with one.
+    let writers = if on_postgres() { 4 } else { 1 };
+    let stopped = s
+        .log
+        .lines()
+        .into_iter()
+        .find(|line| line.contains("ingest writer stopped: "))
+        .unwrap_or_else(|| panic!("no ingest writer's account in\n{}", s.log.text()));
+    assert!(
+        stopped.ends_with(&format!(", {writers} writer(s)")),
+        "{stopped}"
+    );
 
     s.restart();
     let mut checked = (0, 0, 0);

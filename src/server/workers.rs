@@ -33,7 +33,7 @@ use crate::store::{Effects, Store};
 use crate::workers::cluster::{self, Heartbeat};
 use crate::workers::compression;
 use crate::workers::dispatcher::{DispatchParts, DispatchThreads, Dispatcher};
-use crate::workers::ingest_writer::{self, WriterThread};
+use crate::workers::ingest_writer::{self, WriterThreads};
 use crate::workers::mailer::{MailThread, Mailer};
 use crate::workers::request_log::{LogThread, RequestLog};
 use crate::workers::search_index::{self, IndexerThread, Notifier};
@@ -58,7 +58,7 @@ pub struct Running {
 
 /// The workers' threads, stopped by [`Workers::stop`].
 pub struct Workers {
-    writer: WriterThread,
+    writer: WriterThreads,
     heartbeat: Option<Heartbeat>,
     indexer: Option<(Arc<Notifier>, IndexerThread)>,
     log_thread: LogThread,
@@ -148,9 +148,13 @@ pub fn start(
             &config.webhooks,
         )
         .map_err(spawn_err)?;
-    let (ingest, writer) =
-        ingest_writer::start(handles.clone(), metrics.clone(), telemetry.clone())
-            .map_err(spawn_err)?;
+    let (ingest, writer) = ingest_writer::start(
+        handles.clone(),
+        metrics.clone(),
+        telemetry.clone(),
+        config.storage.ingest_writers(),
+    )
+    .map_err(spawn_err)?;
     let log_store = open_request_log(config)?;
     let (request_log, log_thread) =
         RequestLog::start(log_store.clone(), clock, config.request_log.retention)

@@ -1,6 +1,6 @@
-//! The ingest writer: every data write goes through one writer thread that commits in groups.
+//! The ingest writers: every data write goes through a writer thread that commits in groups.
 //!
-//! A request hands its write to `Ingest::submit` (the queue, `domain::ingest`) and waits. The
+//! A request hands its write to `Ingest::submit` (the queue, `domain::ingest`) and waits. A
 //! writer thread takes everything queued at that moment (up to [`MAX_BATCH`]), applies it in
 //! one durable transaction of the store (`RecordsStore::apply_batch`, which commits with
 //! fsync), and only then answers every waiting request. So:
@@ -19,6 +19,16 @@
 //! - **All or nothing.** A storage failure aborts the whole transaction and every request of
 //!   the batch gets a 503: nothing is acknowledged, nothing is half-written. A refused operation
 //!   (unknown record, idempotency conflict) changes nothing and does not affect its neighbours.
+//!
+//! **How many writers.** redb has one write transaction at a time, so a node on redb runs one
+//! writer. On PostgreSQL one writer spends most of its time waiting for the database (round
+//! trips, the commit's fsync), so a node runs `[storage.postgres] ingest_writers` of them: while
+//! one commits, the next takes what queued meanwhile. Their batches are `SERIALIZABLE`
+//! transactions like those of several nodes, and what concurrent batches may not do to the
+//! poll feed (commit a create below a bound a poll has passed) is ruled out as it is across
+//! nodes: a create counts as in flight from its stamp to its answer (`domain::poll::InFlight`).
+//! Writes in flight at once have no order between them; a write submitted after another's
+//! answer always commits after it.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -26,7 +36,7 @@ use std::time::{Duration, SystemTime};
 use crate::core::metrics::Metrics;
 use crate::core::telemetry::{Span, SpanKind, Telemetry};
 use crate::domain::handles::Handles;
-use crate::domain::ingest::{self, Ingest, Message, Queue, Reply, Write};
+use crate::domain::ingest::{self, Ingest, Queue, Reply, Write};
 use crate::store::records::Change;
 use crate::store::{Effects, StoreError};
 
@@ -34,38 +44,69 @@ use crate::store::{Effects, StoreError};
 /// one batch request is never split, so a transaction may hold up to a batch's records more).
 pub const MAX_BATCH: usize = 2048;
 
-/// Joins the writer thread after `Ingest::shutdown`.
-pub struct WriterThread(std::thread::JoinHandle<()>);
+/// Joins the writer threads after `Ingest::shutdown`.
+pub struct WriterThreads(Vec<std::thread::JoinHandle<WriterStats>>);
 
-impl WriterThread {
+impl WriterThreads {
+    /// Waits for every writer to stop, then logs what they did together.
     pub fn join(self) {
-        if self.0.join().is_err() {
-            log::error!("the ingest writer thread panicked");
+        let writers = self.0.len();
+        let mut all = WriterStats::default();
+        for thread in self.0 {
+            match thread.join() {
+                Ok(stats) => {
+                    all.writes += stats.writes;
+                    all.batches += stats.batches;
+                    all.largest_batch = all.largest_batch.max(stats.largest_batch);
+                    all.busy += stats.busy;
+                }
+                Err(_) => log::error!("an ingest writer thread panicked"),
+            }
+        }
+        if all.batches > 0 {
+            // benches/ parse this line.
+            log::info!(
+                "ingest writer stopped: {} writes in {} commits (average {:.1}, largest {}), \
+                 {:.1} µs of commit time per write, {writers} writer(s)",
+                all.writes,
+                all.batches,
+                all.writes as f64 / all.batches as f64,
+                all.largest_batch,
+                all.busy.as_secs_f64() * 1e6 / all.writes as f64
+            );
         }
     }
 }
 
-/// Starts the writer thread on `handles`' store; returns the queue to submit writes to. After
-/// every successful commit the writer tells `handles`' after-commit path what the commit
-/// requires, with the partitions it wrote a change to.
+/// Starts `writers` writer threads (at least one) on `handles`' store; returns the queue to
+/// submit writes to. After every successful commit a writer tells `handles`' after-commit path
+/// what the commit requires, with the partitions it wrote a change to.
 pub fn start(
     handles: Handles,
     metrics: Arc<Metrics>,
     telemetry: Telemetry,
-) -> std::io::Result<(Ingest, WriterThread)> {
+    writers: usize,
+) -> std::io::Result<(Ingest, WriterThreads)> {
     let (ingest, queue) = ingest::queue();
-    let writer = Writer {
+    let queue = Arc::new(queue);
+    let writer = Arc::new(Writer {
         handles,
         metrics,
         telemetry,
-    };
-    let handle = std::thread::Builder::new()
-        .name("ingest-writer".into())
-        .spawn(move || writer_loop(&writer, queue))?;
-    Ok((ingest, WriterThread(handle)))
+    });
+    let mut threads = Vec::new();
+    for _ in 0..writers.max(1) {
+        let (writer, queue) = (writer.clone(), queue.clone());
+        threads.push(
+            std::thread::Builder::new()
+                .name("ingest-writer".into())
+                .spawn(move || writer_loop(&writer, &queue))?,
+        );
+    }
+    Ok((ingest, WriterThreads(threads)))
 }
 
-/// What the writer has done since start; logged at shutdown.
+/// What a writer has done since start; logged at shutdown.
 #[derive(Default)]
 struct WriterStats {
     writes: u64,
@@ -74,54 +115,21 @@ struct WriterStats {
     busy: Duration,
 }
 
-/// What the writer thread owns besides its queue.
+/// What the writer threads share besides their queue.
 struct Writer {
     handles: Handles,
     metrics: Arc<Metrics>,
     telemetry: Telemetry,
 }
 
-fn writer_loop(writer: &Writer, mut queue: Queue) {
+fn writer_loop(writer: &Writer, queue: &Queue) -> WriterStats {
     let mut stats = WriterStats::default();
-    let mut stopping = false;
-    while !stopping {
-        let Some(first) = queue.next_blocking() else {
-            break;
-        };
-        let mut batch = Vec::new();
-        let mut records = 0;
-        let mut next = Some(first);
-        while let Some(message) = next.take() {
-            match message {
-                Message::Write(write, reply) => {
-                    records += write.record.record_count();
-                    batch.push((write, reply));
-                }
-                Message::Shutdown => {
-                    stopping = true;
-                    break;
-                }
-            }
-            if records < MAX_BATCH {
-                next = queue.try_next();
-            }
+    while let Some(batch) = queue.next_batch(MAX_BATCH) {
+        if !batch.is_empty() {
+            commit(writer, queue, batch, &mut stats);
         }
-        if batch.is_empty() {
-            continue;
-        }
-        commit(writer, &queue, batch, &mut stats);
     }
-    if stats.batches > 0 {
-        log::info!(
-            "ingest writer stopped: {} writes in {} commits (average {:.1}, largest {}), \
-             {:.1} µs of commit time per write",
-            stats.writes,
-            stats.batches,
-            stats.writes as f64 / stats.batches as f64,
-            stats.largest_batch,
-            stats.busy.as_secs_f64() * 1e6 / stats.writes as f64
-        );
-    }
+    stats
 }
 
 /// The spans of a batch's traced writes: each waited in the queue from when it was queued

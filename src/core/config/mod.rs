@@ -291,6 +291,31 @@ mod tests {
     }
 
     #[test]
+    fn ingest_writers_are_one_on_redb_and_within_the_pool_on_postgres() {
+        let postgres = |extra: &str| {
+            Config::parse(&format!(
+                "[storage]\nbackend = \"postgres\"\n[storage.postgres]\nurl = \"host=db\"\n{extra}"
+            ))
+        };
+        assert_eq!(Config::parse("").unwrap().storage.ingest_writers(), 1);
+        assert_eq!(postgres("").unwrap().storage.ingest_writers(), 4);
+        let c = postgres("pool_size = 4\ningest_writers = 3").unwrap();
+        assert_eq!(c.storage.ingest_writers(), 3);
+        // Unset, they leave a connection of a small pool to the rest of the node.
+        assert_eq!(
+            postgres("pool_size = 3").unwrap().storage.ingest_writers(),
+            2
+        );
+        for bad in ["ingest_writers = 0", "pool_size = 4\ningest_writers = 4"] {
+            let err = postgres(bad).unwrap_err();
+            assert!(err.contains("ingest_writers"), "{bad}: {err}");
+        }
+        // The redb backend ignores the PostgreSQL section's writers: one write at a time.
+        let c = Config::parse("[storage.postgres]\nurl = \"host=db\"\ningest_writers = 8").unwrap();
+        assert_eq!(c.storage.ingest_writers(), 1);
+    }
+
+    #[test]
     fn the_example_file_parses_with_every_option_uncommented() {
         let text: String = include_str!("../../../intake.toml.example")
             .lines()

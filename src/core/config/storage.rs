@@ -41,6 +41,18 @@ impl StorageConfig {
         self.min_free_mb.saturating_mul(1024 * 1024)
     }
 
+    /// How many ingest batches a node commits at once: one on redb (it has one write
+    /// transaction at a time), `[storage.postgres] ingest_writers` on PostgreSQL.
+    pub fn ingest_writers(&self) -> usize {
+        match (self.backend, &self.postgres) {
+            (StorageBackend::Postgres, Some(pg)) => pg
+                .ingest_writers
+                .unwrap_or(DEFAULT_INGEST_WRITERS.min(pg.pool_size.saturating_sub(1)))
+                .max(1),
+            _ => 1,
+        }
+    }
+
     pub(super) fn validate(&self) -> Result<(), String> {
         match (self.backend, &self.postgres) {
             (StorageBackend::Postgres, None) => Err(
@@ -60,6 +72,10 @@ pub enum StorageBackend {
     Postgres,
 }
 
+/// A node's ingest writers on PostgreSQL unless `ingest_writers` says otherwise
+/// (docs/src/benchmarks.md, "PostgreSQL").
+pub const DEFAULT_INGEST_WRITERS: usize = 4;
+
 /// `[storage.postgres]`: the database several nodes share (docs/src/scale-out.md).
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -72,6 +88,11 @@ pub struct PostgresConfig {
     pub url: Secret,
     /// Most connections this node opens.
     pub pool_size: usize,
+    /// How many ingest batches this node commits at once, each a transaction on a connection
+    /// of its own: one writer spends most of its time waiting on the database's round trips
+    /// and fsync (docs/src/benchmarks.md, "PostgreSQL"). At most `pool_size - 1`; unset,
+    /// [`DEFAULT_INGEST_WRITERS`] or `pool_size - 1` if that is fewer.
+    pub ingest_writers: Option<usize>,
     /// The most one host of the URL may take to give a connection: TCP connect, TLS, login
     /// and the `target_session_attrs` check together, as libpq's `connect_timeout`. Then the
     /// next host is tried.
@@ -99,6 +120,7 @@ impl Default for PostgresConfig {
         PostgresConfig {
             url: Secret::new(""),
             pool_size: 16,
+            ingest_writers: None,
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(2),
             tls: PostgresTls::VerifyFull,
@@ -115,6 +137,14 @@ impl PostgresConfig {
         }
         if self.pool_size < 2 {
             return Err("storage.postgres.pool_size must be at least 2".into());
+        }
+        if let Some(writers) = self.ingest_writers
+            && (writers == 0 || writers >= self.pool_size)
+        {
+            return Err(format!(
+                "storage.postgres.ingest_writers must be from 1 to pool_size - 1 ({})",
+                self.pool_size - 1
+            ));
         }
         if self.lease < Duration::from_secs(1) {
             return Err("storage.postgres.lease must be at least \"1s\"".into());

@@ -36,7 +36,7 @@ struct Bench {
     store: Arc<dyn Store>,
     runtime: tokio::runtime::Runtime,
     ingest: Ingest,
-    writer: ingest_writer::WriterThread,
+    writer: ingest_writer::WriterThreads,
 }
 
 impl Bench {
@@ -49,7 +49,7 @@ impl Bench {
             .expect("runtime");
         let handles = Handles::new(store.clone(), Arc::new(SystemClock), Arc::new(Unattended));
         let (ingest, writer) =
-            ingest_writer::start(handles, Arc::new(Metrics::default()), Default::default())
+            ingest_writer::start(handles, Arc::new(Metrics::default()), Default::default(), 1)
                 .expect("ingest writer");
         Bench {
             dir,
