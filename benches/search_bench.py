@@ -4,6 +4,7 @@
   load-intake  POST every line of records.jsonl to intake over many keep-alive
                connections (asyncio, optional HTTP/1.1 pipelining); JSON summary
   time-intake  warm-up + timed runs of the query set against intake's search API
+  classes      p50 and p99 by class of a time-intake file, as key-value lines (scale.sh)
   pg-setup     create the table, COPY the records, build the indexes (timed), VACUUM
                ANALYZE, sizes, and the hit count of every query
   time-pg      warm-up + timed runs of the query set against PostgreSQL
@@ -655,6 +656,25 @@ def row(label, hits, iv, pv):
             f"{fmt_ms(i99)} | {fmt_ms(p99)} | {ratio(i99, p99)} |")
 
 
+def cmd_classes(a):
+    """Key-value lines of a time-intake FILE: p50 and p99 (ms) over every request of all the
+    queries and of each class, the slowest query by p99, and whether every result held its
+    query and came newest first (benches/scale.sh prints them at each checkpoint)."""
+    res = json.load(open(a.file))["queries"]
+    by_class = {}
+    for r in res.values():
+        by_class.setdefault(r["class"], []).extend(r["ms"])
+    lines = [("all", [v for r in res.values() for v in r["ms"]])]
+    lines += [(cls, by_class[cls]) for cls in search_queries.CLASSES if cls in by_class]
+    for label, values in lines:
+        p50, p99 = p50_p99(values)
+        print(f"{label}_p50_ms {p50:.3f}\n{label}_p99_ms {p99:.3f}")
+    worst = max(res, key=lambda q: percentile(res[q]["ms"], 99))
+    print(f"worst_query {worst}\nworst_p99_ms {percentile(res[worst]['ms'], 99):.3f}")
+    exact = all(not r["not_containing_q"] and r["newest_first"] for r in res.values())
+    print(f"exact {int(exact)}")
+
+
 def cmd_report(a):
     meta = json.load(open(a.meta))
     ld = json.load(open(a.load)) if a.load and os.path.exists(a.load) else None
@@ -844,6 +864,10 @@ def main():
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--out", required=True)
     p.set_defaults(fn=cmd_time_intake)
+
+    p = sub.add_parser("classes")
+    p.add_argument("file", help="a time-intake --out file")
+    p.set_defaults(fn=cmd_classes)
 
     p = sub.add_parser("pg-setup")
     p.add_argument("--dsn", required=True)
