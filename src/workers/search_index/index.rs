@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tantivy::collector::{Collector, SegmentCollector};
 use tantivy::columnar::Column;
-use tantivy::query::{BooleanQuery, Occur, PhraseQuery, Query, TermQuery};
+use tantivy::query::{BooleanQuery, EnableScoring, Occur, PhraseQuery, Query, TermQuery};
 use tantivy::schema::{
     BytesOptions, Field, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing, TextOptions,
 };
@@ -211,15 +211,7 @@ impl TantivyView {
         // as covered and the caller asks again from it.
         let mut limit = want.max(1) + 1;
         loop {
-            let top = self.searcher.search(
-                &query,
-                &NewestInRange {
-                    view: self,
-                    from_hi: lo_hi,
-                    to_hi: up_hi,
-                    limit,
-                },
-            )?;
+            let top = self.newest_in_range(&query, lo_hi, up_hi, limit)?;
             let mut ids: Vec<u128> = top.iter().filter_map(|addr| self.id_of(*addr)).collect();
             ids.retain(|id| (lower..=upper).contains(id));
             ids.sort_unstable_by(|a, b| b.cmp(a));
@@ -244,6 +236,50 @@ impl TantivyView {
             // A whole page in one microsecond: ask for more.
             limit *= 2;
         }
+    }
+}
+
+impl TantivyView {
+    /// The `limit` documents matching `query` with the highest created_at in `[from_hi,
+    /// to_hi]`, highest first. Segments are searched newest first (by the highest created_at
+    /// they hold), and once `limit` are found, a segment holding nothing newer than the
+    /// lowest of them is not searched: a query whose page fills from recent records costs
+    /// what those records' segments cost, whatever the size of the index behind them.
+    fn newest_in_range(
+        &self,
+        query: &dyn Query,
+        from_hi: u64,
+        to_hi: u64,
+        limit: usize,
+    ) -> Result<Vec<DocAddress>, IndexError> {
+        let collector = NewestInRange {
+            view: self,
+            from_hi,
+            to_hi,
+            limit,
+        };
+        let weight = query.weight(EnableScoring::disabled_from_searcher(&self.searcher))?;
+        let mut segments: Vec<(u64, u64, SegmentOrdinal)> = self
+            .ids
+            .iter()
+            .zip(0..)
+            .map(|(columns, ord)| (columns.hi.max_value(), columns.hi.min_value(), ord))
+            .collect();
+        segments.sort_unstable_by_key(|(newest, _, _)| Reverse(*newest));
+        let mut best: Vec<(u64, DocAddress)> = Vec::new();
+        for (newest, oldest, ord) in segments {
+            if newest < from_hi || oldest > to_hi {
+                continue;
+            }
+            if best.len() >= limit && best.last().is_some_and(|(lowest, _)| newest < *lowest) {
+                break;
+            }
+            let reader = self.searcher.segment_reader(ord);
+            best.extend(collector.collect_segment(weight.as_ref(), ord, reader)?);
+            best.sort_unstable_by_key(|(hi, _)| Reverse(*hi));
+            best.truncate(limit);
+        }
+        Ok(best.into_iter().map(|(_, addr)| addr).collect())
     }
 }
 

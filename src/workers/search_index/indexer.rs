@@ -10,6 +10,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync
 use std::time::{Duration, Instant};
 
 use tantivy::index::SegmentId;
+use tantivy::indexer::LogMergePolicy;
 use tantivy::{IndexReader, IndexWriter, ReloadPolicy, Term};
 
 use super::expunge::{
@@ -55,6 +56,13 @@ const QUEUED_WAIT: Duration = Duration::from_secs(1);
 /// segments' term dictionaries and new postings in memory together (the peaks of RSS under
 /// ingest); one at a time keeps up with the indexing thread, which makes the segments.
 const MERGE_THREADS: usize = 1;
+/// The most live documents a segment may hold and still be merged. tantivy's `LogMergePolicy`
+/// merges at most eight segments of a size at once, so no segment grows past about 2M
+/// documents: a merge holds its segments' term dictionaries and new postings in memory, so
+/// this bounds what a merge takes whatever the index's size; and a search walks the segments
+/// newest first and stops once its page is full (`TantivyView::newest_in_range`), which only
+/// saves work when the old records are in segments of their own.
+const MERGE_MAX_DOCS: usize = 250_000;
 /// How often the outcome of an expunge's merge is looked at while it runs.
 const EXPUNGE_POLL: Duration = Duration::from_millis(20);
 /// Records between two progress lines of a rebuild.
@@ -157,6 +165,9 @@ pub fn start(
                     return;
                 }
             };
+            let mut merges = LogMergePolicy::default();
+            merges.set_max_docs_before_merge(MERGE_MAX_DOCS);
+            writer.set_merge_policy(Box::new(merges));
             let _ = started_tx.send(Ok(()));
             let indexer = Indexer {
                 store,

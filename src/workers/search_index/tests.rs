@@ -313,6 +313,73 @@ fn a_tail_longer_than_the_budget_pages_exactly() {
     bench.finish();
 }
 
+/// Segments are searched newest first and left out once a page is full. Three commits make
+/// three segments whose times overlap: the first holds old records and the newest one, the
+/// second records newer than the first's old ones, the third only older ones. Every page size
+/// still gets the newest matches of them all, and what the query covered holds every match
+/// in it.
+#[test]
+fn a_page_takes_the_newest_matches_of_segments_whose_times_overlap() {
+    let (seed, mut rng) = seeded();
+    let bench = Bench::new();
+    let store: &dyn Store = bench.store.as_ref();
+    let no_stop = StopPolicy {
+        share: 1.0,
+        min_records: u64::MAX,
+    };
+    let (index, notifier, indexer) = bench.start_index(no_stop);
+    let base = 1_700_000_000_000_000u128;
+    let commits: [Vec<u128>; 3] = [
+        (10..20).chain([100]).collect(),
+        (50..60).collect(),
+        (1..6).collect(),
+    ];
+    let mut created = Vec::new();
+    for times in &commits {
+        let ids: Vec<u128> = times
+            .iter()
+            .map(|&t| id_at(&mut rng, base + t * 1000))
+            .collect();
+        bench.write(
+            ids.iter()
+                .enumerate()
+                .map(|(n, &id)| create(P, id, format!(r#"{{"n":{n},"text":"zebra"}}"#)))
+                .collect(),
+        );
+        wait_indexed(store, index.as_ref(), &notifier);
+        created.extend(ids);
+    }
+    let segments = tantivy::Index::open_in_dir(bench.index_dir())
+        .and_then(|index| index.reader())
+        .map(|reader| reader.searcher().segment_readers().len())
+        .expect("segments");
+    assert!(segments >= 3, "seed {seed}: {segments} segments");
+    created.sort_unstable_by(|a, b| b.cmp(a));
+    let snapshot = index.snapshot();
+    let view = snapshot.view.as_ref().expect("an index view");
+    for want in [1, 3, 11, 12, 30] {
+        let hits = view.query(P, "zebra", 0, u128::MAX, want).expect("query");
+        let covered: Vec<u128> = created
+            .iter()
+            .copied()
+            .filter(|&id| id >= hits.covered_down_to)
+            .collect();
+        assert_eq!(hits.ids, covered, "seed {seed}: want {want}");
+        assert_eq!(
+            hits.ids[..],
+            created[..hits.ids.len()],
+            "seed {seed}: want {want}"
+        );
+        assert!(
+            hits.ids.len() >= want.min(created.len()),
+            "seed {seed}: want {want}"
+        );
+    }
+    notifier.shutdown();
+    indexer.join();
+    bench.finish();
+}
+
 /// Waits until the index covers every change logged so far.
 fn wait_indexed(store: &dyn Store, index: &dyn SearchIndex, notifier: &super::Notifier) {
     let last = crate::store::change_log(store)
