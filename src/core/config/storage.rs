@@ -47,8 +47,7 @@ impl StorageConfig {
         match (self.backend, &self.postgres) {
             (StorageBackend::Postgres, Some(pg)) => pg
                 .ingest_writers
-                .unwrap_or(DEFAULT_INGEST_WRITERS.min(pg.pool_size.saturating_sub(1)))
-                .max(1),
+                .unwrap_or(DEFAULT_INGEST_WRITERS.min(pg.pool_size.saturating_sub(1))),
             _ => 1,
         }
     }

@@ -275,9 +275,8 @@ impl TantivyView {
                 break;
             }
             let reader = self.searcher.segment_reader(ord);
-            best.extend(collector.collect_segment(weight.as_ref(), ord, reader)?);
-            best.sort_unstable_by_key(|(hi, _)| Reverse(*hi));
-            best.truncate(limit);
+            let found = collector.collect_segment(weight.as_ref(), ord, reader)?;
+            best = collector.merge_fruits(vec![best, found])?;
         }
         Ok(best.into_iter().map(|(_, addr)| addr).collect())
     }
@@ -352,7 +351,7 @@ struct NewestInSegment {
 }
 
 impl Collector for NewestInRange<'_> {
-    type Fruit = Vec<DocAddress>;
+    type Fruit = Vec<(u64, DocAddress)>;
     type Child = NewestInSegment;
 
     fn for_segment(
@@ -377,14 +376,15 @@ impl Collector for NewestInRange<'_> {
         false
     }
 
+    /// The newest `limit` of the segments' matches, newest first, each with its created_at.
     fn merge_fruits(
         &self,
         segments: Vec<Vec<(u64, DocAddress)>>,
-    ) -> tantivy::Result<Vec<DocAddress>> {
+    ) -> tantivy::Result<Vec<(u64, DocAddress)>> {
         let mut all: Vec<(u64, DocAddress)> = segments.into_iter().flatten().collect();
         all.sort_unstable_by_key(|(hi, _)| Reverse(*hi));
         all.truncate(self.limit);
-        Ok(all.into_iter().map(|(_, addr)| addr).collect())
+        Ok(all)
     }
 }
 
