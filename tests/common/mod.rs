@@ -876,6 +876,23 @@ impl std::ops::Deref for TestServer {
 
 impl Drop for TestServer {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // A failing test shows what the server said about it (CI keeps only the output).
+            let lines = self.log.lines();
+            let problems: Vec<_> = lines
+                .iter()
+                .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+                .collect();
+            let shown = &problems[problems.len().saturating_sub(40)..];
+            eprintln!(
+                "--- the server's last {} warnings and errors (of {} log lines) ---",
+                shown.len(),
+                lines.len()
+            );
+            for line in shown {
+                eprintln!("{line}");
+            }
+        }
         if let Some(mut p) = self.proc.take() {
             let _ = p.child.kill();
             let _ = p.child.wait();

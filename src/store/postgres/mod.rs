@@ -84,6 +84,8 @@ pub struct PgStore {
     lease: Duration,
     /// This node's membership of the cluster, once it has joined (see `cluster`).
     node: Mutex<Option<cluster::Membership>>,
+    /// Lets the node's own ingest writers retry a lost conflict alone (see `tx::Turns`).
+    ingest_turns: tx::Turns,
 }
 
 /// How long a unit of work may wait for the database (see the module's doc).
@@ -142,6 +144,7 @@ impl PgStore {
             request_timeout: config.request_timeout,
             lease: config.lease,
             node: Mutex::new(None),
+            ingest_turns: tx::Turns::default(),
         };
         // Migrations may take long on a large database and wait for another node's: no
         // deadline (each host's connect has its own).

@@ -232,7 +232,7 @@ impl RecordsStore for PgStore {
                 _ => None,
             })
             .min();
-        let (outcomes, effects) = self.write_unit(|tx| {
+        let (outcomes, effects) = self.write_ingest_batch(|tx| {
             self.check_fence(tx, oldest_create)?;
             Batch::read(tx, writes)?.apply(tx)
         })?;
