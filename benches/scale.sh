@@ -16,7 +16,7 @@
 # Prints a Markdown report and writes it to benches/results/scale-latest.md.
 #
 # Usage (from the repo root):
-#   bash benches/scale.sh                         # 10M records: about 2 hours on 2 cores
+#   bash benches/scale.sh                         # 10M records: about 30 minutes on 2 cores
 #   MILLIONS=3 CHECKPOINTS="1 3" bash benches/scale.sh
 #   PROFILE_ENV=benches/profiles/small.env MILLIONS=3 bash benches/scale.sh
 #
@@ -25,7 +25,9 @@
 #      /tmp/intake-scale-gen), PROFILE_ENV (a profile whose INTAKE_* variables go to intake
 #      serve), INTAKE_BIN (skip the build), RESULTS_FILE (default
 #      benches/results/scale-latest.md), IDLE_TIMEOUT (most seconds to wait for the server to
-#      go idle after a chunk, default 900).
+#      go idle after a chunk, default 900), KEEP_DIR (keep the loaded data dir there, with the
+#      searches' raw timings and the endpoint's slug and sandbox key in bench-endpoint, for
+#      probing afterwards; intake serve --data-dir KEEP_DIR/data).
 # All traffic goes to 127.0.0.1 only.
 set -euo pipefail
 
@@ -120,6 +122,14 @@ BACKUP_S="$(awk -v ns="$(( $(date +%s%N) - began ))" 'BEGIN { printf "%.1f", ns 
 BACKUP_MB="$(( $(stat -c %s "$WORK/backup.tar") / 1000000 ))"
 rm -f "$WORK/backup.tar"
 stop_server restart "$PID" "$SUPER" 60
+if [ -n "${KEEP_DIR:-}" ]; then
+  mkdir -p "$KEEP_DIR"
+  rm -rf "$KEEP_DIR/data"
+  mv "$WORK/data" "$KEEP_DIR/data"
+  cp "$WORK"/search.*.json "$KEEP_DIR/"
+  echo "$SLUG $SANDBOX_KEY" >"$KEEP_DIR/bench-endpoint"
+  log "kept the data dir and the searches' timings in $KEEP_DIR"
+fi
 
 machine_facts
 REPORT="$WORK/report.md"
