@@ -57,12 +57,14 @@ const QUEUED_WAIT: Duration = Duration::from_secs(1);
 /// ingest); one at a time keeps up with the indexing thread, which makes the segments.
 const MERGE_THREADS: usize = 1;
 /// The most live documents a segment may hold and still be merged. tantivy's `LogMergePolicy`
-/// merges at most eight segments of a size at once, so no segment grows past about 2M
+/// merges at most eight segments of a size at once, so no segment grows past about 1M
 /// documents: a merge holds its segments' term dictionaries and new postings in memory, so
-/// this bounds what a merge takes whatever the index's size; and a search walks the segments
-/// newest first and stops once its page is full (`TantivyView::newest_in_range`), which only
-/// saves work when the old records are in segments of their own.
-const MERGE_MAX_DOCS: usize = 250_000;
+/// this bounds what a merge takes whatever the index's size (with 250,000, merges of 2M
+/// documents took the server's anonymous memory 20-25 MB past the default profile's bound at
+/// 3M, 7M and 10M records; docs/src/benchmarks.md, "As the data grows"); and a search walks
+/// the segments newest first and stops once its page is full (`TantivyView::newest_in_range`),
+/// which only saves work when the old records are in segments of their own.
+const MERGE_MAX_DOCS: usize = 125_000;
 /// How often the outcome of an expunge's merge is looked at while it runs.
 const EXPUNGE_POLL: Duration = Duration::from_millis(20);
 /// Records between two progress lines of a rebuild.
