@@ -107,6 +107,15 @@ impl RecordWrite {
         }
     }
 
+    /// How many bytes of payload the write stores.
+    pub fn payload_bytes(&self) -> usize {
+        match self {
+            RecordWrite::Create { records, .. } => records.iter().map(|r| r.payload.len()).sum(),
+            RecordWrite::Replace { payload, .. } => payload.len(),
+            RecordWrite::Delete { .. } | RecordWrite::Erase { .. } => 0,
+        }
+    }
+
     /// The partition the write is to.
     pub fn partition(&self) -> Partition {
         match self {

@@ -34,9 +34,22 @@ use std::time::{Duration, Instant};
 pub struct HeldTransaction {
     psql: Child,
     stdin: Option<std::process::ChildStdin>,
+    stdout: BufReader<std::process::ChildStdout>,
 }
 
 impl HeldTransaction {
+    /// Runs `sql` in the transaction, whose last statement returns one row of one value;
+    /// returns that value once the database has answered.
+    pub fn run(&mut self, sql: &str) -> String {
+        let stdin = self.stdin.as_mut().expect("psql's stdin");
+        writeln!(stdin, "{sql}").expect("write to psql");
+        let mut line = String::new();
+        self.stdout
+            .read_line(&mut line)
+            .expect("read psql's output");
+        line.trim().to_string()
+    }
+
     pub fn commit(mut self) {
         let mut stdin = self.stdin.take().expect("psql's stdin");
         stdin.write_all(b"COMMIT;\n").expect("write to psql");
@@ -506,9 +519,8 @@ impl Cluster {
             .write_all(b"BEGIN;\nSELECT pg_current_xact_id();\n")
             .expect("write to psql");
         let mut xid = String::new();
-        BufReader::new(psql.stdout.take().expect("psql's stdout"))
-            .read_line(&mut xid)
-            .expect("read psql's output");
+        let mut stdout = BufReader::new(psql.stdout.take().expect("psql's stdout"));
+        stdout.read_line(&mut xid).expect("read psql's output");
         assert!(
             xid.trim().parse::<u64>().is_ok(),
             "psql said {xid:?} for its transaction id"
@@ -516,6 +528,7 @@ impl Cluster {
         HeldTransaction {
             psql,
             stdin: Some(stdin),
+            stdout,
         }
     }
 

@@ -24,7 +24,8 @@
 //! Waiting (docs/src/scale-out.md, "Failover"): every unit of work (a transaction from taking
 //! its connection to its commit, or one statement) runs under a deadline
 //! ([`PgStore::block_until`]) of its [`Patience`]: `[storage.postgres] request_timeout` on
-//! the data path, [`MAINTENANCE_TIMEOUT`] for maintenance no request waits on. A frozen or cut
+//! the data path (an ingest batch [`TIME_PER_MIB`] more for each MiB of payload it carries),
+//! [`MAINTENANCE_TIMEOUT`] for maintenance no request waits on. A frozen or cut
 //! off server answers nothing and closes nothing, so only such a deadline ends the wait. A
 //! unit that finds the database out of reach closes its connection and tells the store's
 //! [`health`], which refuses new work at once until its watcher reaches a server again.
@@ -72,6 +73,14 @@ type Connection = deadpool::managed::Object<connect::Connector>;
 /// take long, but a database that never answers must not hold it for ever.
 const MAINTENANCE_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// How much longer than `request_timeout` an ingest batch may wait for each MiB of payload it
+/// carries. Sending, indexing and logging a large batch takes the database time in proportion
+/// to it: a 4 MB batch request took 250 ms of a debug build on an idle machine and over 2 s
+/// when CI ran four test suites' servers beside a build, and a slow answer is not a lost
+/// database. A database that stops answering meanwhile is still found within a probe's
+/// `request_timeout` and a second (`health::watch`), which ends the batch's wait too.
+const TIME_PER_MIB: Duration = Duration::from_secs(1);
+
 /// The open database: a pool of connections on the store's own runtime.
 pub struct PgStore {
     runtime: PgRuntime,
@@ -93,6 +102,9 @@ pub struct PgStore {
 enum Patience {
     /// A request's, and the workers' on the data path: `[storage.postgres] request_timeout`.
     Request,
+    /// An ingest writer's batch carrying `bytes` of payload: a request's, plus
+    /// [`TIME_PER_MIB`] for each MiB of them.
+    Carrying { bytes: usize },
     /// Maintenance no request waits on: [`MAINTENANCE_TIMEOUT`].
     Maintenance,
 }
@@ -168,6 +180,12 @@ impl PgStore {
         let began = Instant::now();
         let limit = match patience {
             Patience::Request => self.request_timeout,
+            Patience::Carrying { bytes } => {
+                let more = TIME_PER_MIB.mul_f64(bytes as f64 / f64::from(1 << 20));
+                // In whole milliseconds: the limit is named in the error of a unit that ran out.
+                let more = u64::try_from(more.as_millis()).unwrap_or(u64::MAX);
+                self.request_timeout + Duration::from_millis(more)
+            }
             Patience::Maintenance => MAINTENANCE_TIMEOUT.max(self.request_timeout),
         };
         Ok(Deadline {

@@ -232,7 +232,8 @@ impl RecordsStore for PgStore {
                 _ => None,
             })
             .min();
-        let (outcomes, effects) = self.write_ingest_batch(|tx| {
+        let bytes = writes.iter().map(|w| w.write.payload_bytes()).sum();
+        let (outcomes, effects) = self.write_ingest_batch(bytes, |tx| {
             self.check_fence(tx, oldest_create)?;
             Batch::read(tx, writes)?.apply(tx)
         })?;

@@ -294,13 +294,15 @@ impl PgStore {
         self.write_unit_within(Patience::Request, work)
     }
 
-    /// [`PgStore::write_unit`] for an ingest writer's batch: an attempt after a lost conflict
-    /// waits until it can run alone among the node's writers ([`Turns`]).
+    /// [`PgStore::write_unit`] for an ingest writer's batch carrying `bytes` of payload, which
+    /// may take longer (`Patience::Carrying`): an attempt after a lost conflict waits until it
+    /// can run alone among the node's writers ([`Turns`]).
     pub(super) fn write_ingest_batch<T>(
         &self,
+        bytes: usize,
         work: impl FnMut(&mut PgTx<'_>) -> Result<T, StoreError>,
     ) -> Result<(T, Effects), StoreError> {
-        self.run_attempts(Patience::Request, Some(&self.ingest_turns), work)
+        self.run_attempts(Patience::Carrying { bytes }, Some(&self.ingest_turns), work)
     }
 
     /// [`PgStore::write_unit`] under the deadline of `patience`, which every attempt shares.

@@ -4,8 +4,9 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use super::super::webhooks::tests::two_nodes;
-use super::super::{PgStore, PgTx, test_node};
+use super::super::{PgStore, PgTx, test_cluster, test_node};
 use crate::core::clock::Timestamp;
+use crate::core::config::{PostgresConfig, PostgresTls, Secret};
 use crate::store::Partition;
 use crate::store::conformance::records::{
     OwnerHooks, apply, create, create_keyed, ids, replace, rid,
@@ -127,6 +128,66 @@ fn a_node_gone_silent_inside_a_transaction_holds_its_rows_only_briefly() {
     );
     drop(silent);
     assert_eq!(ids(&two, Partition::from_raw(2)), vec![rid(1000, 1).0]);
+}
+
+#[test]
+fn a_batch_waits_longer_for_the_database_the_more_payload_it_carries() {
+    // A second session locks the records table against writes for 1.5 s, once for a batch of
+    // 4 MB and once for one of a few bytes. With request_timeout at 1 s, the large batch has
+    // about 5 s (a second more per MiB) and goes through once the lock is gone; the small one
+    // gives up at 1 s: the database did not answer it in a request's time.
+    let cluster = test_cluster::shared();
+    let url = cluster.database();
+    let config = PostgresConfig {
+        url: Secret::new(url.clone()),
+        tls: PostgresTls::Disable,
+        request_timeout: Duration::from_secs(1),
+        ..PostgresConfig::default()
+    };
+    let store = PgStore::open(&config).unwrap();
+    crate::store::cluster::ClusterStore::publish_low_water(&store, Timestamp(0), Timestamp(0))
+        .unwrap();
+    let partition = Partition::from_raw(2);
+    let pad = "p".repeat(100_000);
+    let large = RecordWrite::Create {
+        partition,
+        records: (0..40)
+            .map(|n| NewRecord {
+                id: rid(1000, n),
+                payload: format!("{{\"pad\":\"{pad}\"}}").into_bytes(),
+            })
+            .collect(),
+        idempotency: None,
+    };
+    let small = create(partition, rid(2000, 0), "{}");
+    let while_locked = |write: &RecordWrite| {
+        let mut held = cluster.hold_transaction(test_cluster::database_name(&url));
+        held.run("LOCK TABLE records IN SHARE MODE; SELECT 1;");
+        std::thread::scope(|scope| {
+            let batch = scope.spawn(|| {
+                store.apply_batch(&[BatchWrite {
+                    write,
+                    webhooks: &OwnerHooks,
+                }])
+            });
+            std::thread::sleep(Duration::from_millis(1500));
+            held.commit();
+            batch.join().unwrap()
+        })
+    };
+    let applied = while_locked(&large).unwrap();
+    assert_eq!(
+        applied.outcomes,
+        vec![WriteOutcome::Created {
+            ids: (0..40).map(|n| rid(1000, n)).collect()
+        }]
+    );
+    let refused = while_locked(&small).unwrap_err();
+    assert!(
+        refused.to_string().contains("no answer within 1s"),
+        "{refused}"
+    );
+    assert_eq!(ids(&store, partition).len(), 40);
 }
 
 #[test]
