@@ -8,9 +8,10 @@
 //!   a query that one record in a hundred matches fetched 9,000 rows of 1M for a page (80-160
 //!   ms) where a walk reads 3,500 (3-6 ms).
 //!
-//! The planner cannot tell the two apart (its estimate for `LIKE '%ump%'` is a guess), so a
-//! search walks first and keeps walking while at least one row in [`DENSE_ENOUGH`] matches;
-//! once a step finds fewer, the rest of the range is asked of the index.
+//! For a query of three characters, one trigram, the planner cannot tell the two apart (its
+//! estimate for `LIKE '%ump%'` is a guess): such a search walks first and keeps walking while
+//! at least one row in [`DENSE_ENOUGH`] matches; once a step finds fewer, the rest of the range
+//! is asked of the index. A longer query is planned by the planner ([`WALKED_UP_TO_CHARS`]).
 //!
 //! Each statement runs under a time limit inside a savepoint: a query the index cannot narrow
 //! (say, made only of punctuation, which trigrams ignore) is cut off and reported
@@ -28,8 +29,8 @@ use crate::store::{Partition, StoreError};
 const CHUNK: i64 = 64;
 
 /// Rows of a search's first walking step; each next step walks twice as many, up to
-/// [`LONGEST_WALK`]. Small, since a rare word pays for it before the index: 2,000 rows took
-/// 3 ms on 1M records.
+/// [`LONGEST_WALK`]. Small, since a rare fragment pays for it before the index: about 1 ms on
+/// 1M records (`zeb`, 7 matches, 1.0 ms before walking first, 2.1 ms after).
 const FIRST_WALK: i64 = 500;
 const LONGEST_WALK: i64 = 64_000;
 /// A search keeps walking while at least one walked row in this many matches. Walking costs
@@ -38,16 +39,22 @@ const LONGEST_WALK: i64 = 64_000;
 /// queries that match more than about one record in 500.
 const DENSE_ENOUGH: i64 = 500;
 
-/// One walking step: the newest `$5` records of the range, the matching ones with their
-/// payloads (their `payload` is never NULL), then one row with the lowest id walked (NULL if
-/// none) and how many were walked, in place of `updated_at`, and a NULL payload.
-const WALK_STEP: &str = "WITH walked AS MATERIALIZED ( \
-         SELECT id, folded LIKE $4 AS hit FROM records \
-         WHERE partition = $1 AND id >= $2 AND id <= $3 ORDER BY id DESC LIMIT $5) \
-     SELECT r.id, r.updated_at, r.payload FROM walked w \
-         JOIN records r ON r.partition = $1 AND r.id = w.id WHERE w.hit \
-     UNION ALL \
-     SELECT (SELECT id FROM walked ORDER BY id LIMIT 1), (SELECT count(*) FROM walked), NULL";
+/// The longest query that walks first: one of three characters is one trigram, which the index
+/// cannot narrow beyond the trigram's own records, and whose share the planner cannot know. A
+/// longer query's trigrams narrow each other, and the planner's choice served them better:
+/// walking first cost rare words 1.5-2 ms more each (500 rows) and saved them nothing.
+const WALKED_UP_TO_CHARS: usize = 3;
+
+/// One walking step: of the newest `$5` records of the range, the matching ones, at most `$6`,
+/// newest first, each with `hit` true, and the `$5`th record walked (the step's last, `walked`
+/// = `$5`) whether it matches or not. A page of matches ends the step early, so a frequent
+/// fragment reads about as many rows as it shows.
+const WALK_STEP: &str = "SELECT id, updated_at, payload, hit, walked FROM ( \
+         SELECT id, updated_at, payload, folded LIKE $4 AS hit, \
+                row_number() OVER (ORDER BY id DESC) AS walked \
+         FROM records WHERE partition = $1 AND id >= $2 AND id <= $3 \
+         ORDER BY id DESC LIMIT $5) newest \
+     WHERE hit OR walked = $5 ORDER BY id DESC LIMIT $6";
 
 /// The most one statement may take before the search falls back to a bounded walk.
 const STATEMENT_LIMIT_MS: u32 = 2_000;
@@ -117,17 +124,21 @@ impl TextSearch for PgTx<'_> {
     }
 }
 
-/// What one walking step found.
-struct Walked {
-    /// The matching records, newest first.
-    matches: Vec<(u128, Timestamp, Vec<u8>)>,
-    /// The lowest id walked, if any was.
-    lowest: Option<u128>,
-    /// How many records were walked.
-    walked: i64,
+/// How a walking step ended.
+enum WalkEnd {
+    /// It walked all its rows: the lowest id walked, and how many of them matched.
+    Walked { lowest: u128, matched: i64 },
+    /// A page of matches ended it early: the lowest id it showed.
+    Filled { lowest: u128 },
+    /// The range ended first.
+    RangeDone,
+    /// The visitor had what it wanted.
+    Stopped,
 }
 
 impl PgTx<'_> {
+    /// Shows the candidates of the range newest first: a query of one trigram walks first
+    /// (see the module's doc), a longer one is left to the planner.
     fn search_chunks(
         &self,
         partition: Partition,
@@ -137,23 +148,25 @@ impl PgTx<'_> {
         visit: &mut SearchVisitor<'_>,
     ) -> Result<TextSearchEnd, StoreError> {
         let pattern = contains_pattern(folded_q);
+        if folded_q.chars().count() > WALKED_UP_TO_CHARS {
+            return self.index_chunks(partition, &pattern, lower, upper, visit);
+        }
         let mut walk = FIRST_WALK;
         loop {
-            let step = self.walk_step(partition, &pattern, lower, upper, walk)?;
-            for (id, updated_at, payload) in &step.matches {
-                if visit(*id, *updated_at, payload).is_break() {
+            match self.walk_step(partition, &pattern, lower, upper, walk, visit)? {
+                WalkEnd::RangeDone | WalkEnd::Stopped => return Ok(TextSearchEnd::Done),
+                WalkEnd::Walked { lowest, .. } | WalkEnd::Filled { lowest } if lowest <= lower => {
                     return Ok(TextSearchEnd::Done);
                 }
+                WalkEnd::Filled { lowest } => upper = lowest - 1,
+                WalkEnd::Walked { lowest, matched } => {
+                    upper = lowest - 1;
+                    if matched * DENSE_ENOUGH < walk {
+                        break;
+                    }
+                    walk = (walk * 2).min(LONGEST_WALK);
+                }
             }
-            match step.lowest {
-                Some(lowest) if step.walked == walk && lowest > lower => upper = lowest - 1,
-                // The whole range is walked.
-                _ => return Ok(TextSearchEnd::Done),
-            }
-            if (step.matches.len() as i64) * DENSE_ENOUGH < step.walked {
-                break;
-            }
-            walk = (walk * 2).min(LONGEST_WALK);
         }
         // Sparse: the index for the rest, and no walk for it whatever the planner estimates
         // (a walk of the whole range is what the index is there to avoid).
@@ -165,7 +178,8 @@ impl PgTx<'_> {
         self.index_chunks(partition, &pattern, lower, upper, visit)
     }
 
-    /// Walks the newest `walk` records of the range ([`WALK_STEP`]).
+    /// Walks the newest `walk` records of the range ([`WALK_STEP`]), showing the matches to
+    /// `visit` until it breaks.
     fn walk_step(
         &self,
         partition: Partition,
@@ -173,7 +187,8 @@ impl PgTx<'_> {
         lower: u128,
         upper: u128,
         walk: i64,
-    ) -> Result<Walked, StoreError> {
+        visit: &mut SearchVisitor<'_>,
+    ) -> Result<WalkEnd, StoreError> {
         let rows = self.query(
             WALK_STEP,
             &[
@@ -182,32 +197,31 @@ impl PgTx<'_> {
                 &&id_bytes(upper)[..],
                 &pattern,
                 &walk,
+                &CHUNK,
             ],
         )?;
-        let mut step = Walked {
-            matches: Vec::new(),
-            lowest: None,
-            walked: 0,
-        };
+        let (mut matched, mut last) = (0, None);
         for row in &rows {
-            let payload: Option<&[u8]> = row.try_get(2)?;
-            match payload {
-                Some(payload) => step.matches.push((
-                    id_from_bytes(row.try_get(0)?)?,
-                    Timestamp(row.try_get(1)?),
-                    payload.to_vec(),
-                )),
-                None => {
-                    let lowest: Option<&[u8]> = row.try_get(0)?;
-                    step.lowest = lowest.map(id_from_bytes).transpose()?;
-                    step.walked = row.try_get(1)?;
+            let id = id_from_bytes(row.try_get(0)?)?;
+            last = Some(id);
+            if row.try_get::<_, bool>(3)? {
+                matched += 1;
+                let payload: &[u8] = row.try_get(2)?;
+                if visit(id, Timestamp(row.try_get(1)?), payload).is_break() {
+                    return Ok(WalkEnd::Stopped);
                 }
             }
+            if row.try_get::<_, i64>(4)? == walk {
+                return Ok(WalkEnd::Walked {
+                    lowest: id,
+                    matched,
+                });
+            }
         }
-        // A union's parts come in no promised order.
-        step.matches
-            .sort_unstable_by_key(|m| std::cmp::Reverse(m.0));
-        Ok(step)
+        Ok(match last {
+            Some(lowest) if rows.len() as i64 == CHUNK => WalkEnd::Filled { lowest },
+            _ => WalkEnd::RangeDone,
+        })
     }
 
     /// Asks the trigram index for the range, [`CHUNK`] rows a statement, newest first.
@@ -257,7 +271,7 @@ impl PgTx<'_> {
 mod tests {
     use std::ops::ControlFlow;
 
-    use super::{FIRST_WALK, contains_pattern};
+    use super::{CHUNK, FIRST_WALK, contains_pattern};
     use crate::store::Partition;
     use crate::store::conformance::records::{apply, rid};
     use crate::store::postgres::{PgTx, test_node};
@@ -265,29 +279,33 @@ mod tests {
 
     #[test]
     fn walking_then_the_index_shows_every_match_once_newest_first() {
-        // The newest FIRST_WALK records match often (a walk goes on), the next step's rarely
-        // (the index takes over below it), older ones often and rarely: every match is shown
-        // once, newest first, across both ways. The first and last records of each walking
-        // step match too.
+        // Newest first: CHUNK records that all match (a page ends the first step early), a
+        // step of FIRST_WALK records whose last one alone matches (one in FIRST_WALK: dense
+        // enough, the walk goes on), a step of twice as many whose last one alone matches (too
+        // sparse: the index takes the rest), then one in seven matching, the first of them
+        // right below the walk. Every match is shown once, newest first.
         let store = test_node();
         let partition = Partition::from_raw(2);
-        let first = usize::try_from(FIRST_WALK).unwrap();
-        let total = first * 6;
-        let step_ends = [total - first, total - first - 1, total - 3 * first];
+        let (chunk, walk) = (
+            usize::try_from(CHUNK).unwrap(),
+            usize::try_from(FIRST_WALK).unwrap(),
+        );
+        let total = 6 * walk;
+        let first_step_end = total - chunk - walk;
+        let second_step_end = first_step_end - 2 * walk;
         let matches = |n: usize| {
-            let dense = n >= total - first || (first..2 * first).contains(&n);
-            step_ends.contains(&n) || if dense { n % 3 == 0 } else { n % 701 == 0 }
+            n >= total - chunk
+                || n == first_step_end
+                || n == second_step_end
+                || n == second_step_end - 1
+                || (n < second_step_end && n % 7 == 0)
         };
         let records = (0..total)
             .map(|n| NewRecord {
                 id: rid(1_000 + n as i64, 0),
                 payload: format!(
                     "{{\"n\":{n},\"t\":\"{}\"}}",
-                    if matches(n) {
-                        "x Needle y"
-                    } else {
-                        "x nedle y"
-                    }
+                    if matches(n) { "x Qzk y" } else { "x qzl y" }
                 )
                 .into_bytes(),
             })
@@ -307,7 +325,7 @@ mod tests {
             .collect();
         let tx = PgTx::read(&store).unwrap();
         let mut shown = Vec::new();
-        tx.search_text(partition, "needle", 0, u128::MAX, &mut |id, _, _| {
+        tx.search_text(partition, "qzk", 0, u128::MAX, &mut |id, _, _| {
             shown.push(id);
             ControlFlow::Continue(())
         })
@@ -316,7 +334,7 @@ mod tests {
         // A range that ends inside the dense part and a visitor that stops early.
         let upper = rid(1_000 + (total - 10) as i64, 0).0;
         let mut shown = Vec::new();
-        tx.search_text(partition, "needle", 0, upper, &mut |id, _, _| {
+        tx.search_text(partition, "qzk", 0, upper, &mut |id, _, _| {
             shown.push(id);
             if shown.len() == 5 {
                 ControlFlow::Break(())
