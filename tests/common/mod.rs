@@ -171,6 +171,25 @@ fn init_with(args: &[&std::ffi::OsStr], email: &str) -> InitOutput {
     }
 }
 
+/// Prints the last 40 warnings and errors of `log`, the log of `server`: a failing test calls
+/// it as it unwinds, to show what the server said about it (CI keeps only the output).
+pub fn print_problems(server: &str, log: &LogBuffer) {
+    let lines = log.lines();
+    let problems: Vec<_> = lines
+        .iter()
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        .collect();
+    let shown = &problems[problems.len().saturating_sub(40)..];
+    eprintln!(
+        "--- {server}'s last {} warnings and errors (of {} log lines) ---",
+        shown.len(),
+        lines.len()
+    );
+    for line in shown {
+        eprintln!("{line}");
+    }
+}
+
 /// Everything a server child wrote on stderr (and stdout, prefixed with
 /// `[stdout] `), across all runs of one `TestServer`.
 #[derive(Clone, Default)]
@@ -877,21 +896,7 @@ impl std::ops::Deref for TestServer {
 impl Drop for TestServer {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            // A failing test shows what the server said about it (CI keeps only the output).
-            let lines = self.log.lines();
-            let problems: Vec<_> = lines
-                .iter()
-                .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
-                .collect();
-            let shown = &problems[problems.len().saturating_sub(40)..];
-            eprintln!(
-                "--- the server's last {} warnings and errors (of {} log lines) ---",
-                shown.len(),
-                lines.len()
-            );
-            for line in shown {
-                eprintln!("{line}");
-            }
+            print_problems("the server", &self.log);
         }
         if let Some(mut p) = self.proc.take() {
             let _ = p.child.kill();

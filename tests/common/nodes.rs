@@ -173,6 +173,13 @@ impl BinaryNodes {
 
 impl Drop for BinaryNodes {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            for (i, node) in self.nodes.iter().enumerate() {
+                if let Some(node) = node {
+                    super::print_problems(&format!("node {i}"), &node.log);
+                }
+            }
+        }
         for i in 0..self.nodes.len() {
             self.kill9(i);
         }
