@@ -483,9 +483,19 @@ pub(crate) mod test_cluster;
 /// A store on a new empty database of the test process's shared cluster.
 #[cfg(test)]
 pub(crate) fn test_store() -> PgStore {
-    let mut config = PostgresConfig::default();
-    config.url = crate::core::config::Secret::new(test_cluster::shared().database());
-    config.tls = PostgresTls::Disable;
+    test_store_on(test_cluster::shared().database(), |_| {})
+}
+
+/// A store on the database at `url` (one of the test cluster's), its configuration the
+/// default but for what `configure` changes.
+#[cfg(test)]
+pub(crate) fn test_store_on(url: String, configure: impl FnOnce(&mut PostgresConfig)) -> PgStore {
+    let mut config = PostgresConfig {
+        url: crate::core::config::Secret::new(url),
+        tls: PostgresTls::Disable,
+        ..PostgresConfig::default()
+    };
+    configure(&mut config);
     match PgStore::open(&config) {
         Ok(store) => store,
         Err(err) => panic!("open the test database: {err}"),
@@ -496,7 +506,13 @@ pub(crate) fn test_store() -> PgStore {
 /// lease from now), so that it may apply batches.
 #[cfg(test)]
 pub(crate) fn test_node() -> PgStore {
-    let store = test_store();
+    test_node_on(test_cluster::shared().database(), |_| {})
+}
+
+/// [`test_store_on`] joined to the cluster as [`test_node`] is.
+#[cfg(test)]
+pub(crate) fn test_node_on(url: String, configure: impl FnOnce(&mut PostgresConfig)) -> PgStore {
+    let store = test_store_on(url, configure);
     if let Err(err) = crate::store::cluster::ClusterStore::publish_low_water(
         &store,
         crate::core::clock::Timestamp(0),

@@ -451,9 +451,8 @@ impl PgStore {
 pub(super) mod tests {
     use std::sync::Barrier;
 
-    use super::super::{PgStore, PgTx, test_cluster, test_store};
+    use super::super::{PgStore, PgTx, test_cluster, test_node_on, test_store};
     use crate::core::clock::Timestamp;
-    use crate::core::config::{PostgresConfig, PostgresTls, Secret};
     use crate::store::conformance::webhooks::{delivery, due_ids, listed, outcome};
     use crate::store::webhooks::{AfterAttempt, AttemptOutcome, WebhooksRead, WebhooksWrite};
     use crate::store::{DeliveryRow, Partition, Store, StoreGauges};
@@ -461,23 +460,7 @@ pub(super) mod tests {
     /// Two stores on one new database: two nodes of a cluster.
     pub(in crate::store::postgres) fn two_nodes() -> (PgStore, PgStore) {
         let url = test_cluster::shared().database();
-        let open = || {
-            let config = PostgresConfig {
-                url: Secret::new(url.clone()),
-                tls: PostgresTls::Disable,
-                ..PostgresConfig::default()
-            };
-            let store = PgStore::open(&config).unwrap();
-            // Nodes that may apply batches (see `test_node`).
-            crate::store::cluster::ClusterStore::publish_low_water(
-                &store,
-                crate::core::clock::Timestamp(0),
-                crate::core::clock::Timestamp(0),
-            )
-            .unwrap();
-            store
-        };
-        (open(), open())
+        (test_node_on(url.clone(), |_| {}), test_node_on(url, |_| {}))
     }
 
     #[test]

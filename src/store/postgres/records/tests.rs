@@ -4,9 +4,8 @@ use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
 use super::super::webhooks::tests::two_nodes;
-use super::super::{PgStore, PgTx, test_cluster, test_node};
+use super::super::{PgStore, PgTx, test_cluster, test_node, test_node_on};
 use crate::core::clock::Timestamp;
-use crate::core::config::{PostgresConfig, PostgresTls, Secret};
 use crate::store::Partition;
 use crate::store::conformance::records::{
     OwnerHooks, apply, create, create_keyed, ids, replace, rid,
@@ -138,15 +137,9 @@ fn a_batch_waits_longer_for_the_database_the_more_payload_it_carries() {
     // gives up at 1 s: the database did not answer it in a request's time.
     let cluster = test_cluster::shared();
     let url = cluster.database();
-    let config = PostgresConfig {
-        url: Secret::new(url.clone()),
-        tls: PostgresTls::Disable,
-        request_timeout: Duration::from_secs(1),
-        ..PostgresConfig::default()
-    };
-    let store = PgStore::open(&config).unwrap();
-    crate::store::cluster::ClusterStore::publish_low_water(&store, Timestamp(0), Timestamp(0))
-        .unwrap();
+    let store = test_node_on(url.clone(), |config| {
+        config.request_timeout = Duration::from_secs(1);
+    });
     let partition = Partition::from_raw(2);
     let pad = "p".repeat(100_000);
     let large = RecordWrite::Create {
