@@ -20,8 +20,9 @@
 //!    partition (`Streams::erased`). Change-stream events name their record and read its
 //!    payload when read, so an erased record's events carry none.
 //! 3. **Sealing**, where a delete alone leaves bytes behind: a payload dictionary whose sample
-//!    may have held an erased record is replaced, its records stored anew
-//!    (`PayloadDictionaries::may_hold`, `replace_dictionaries`).
+//!    may have held an erased record is patched, the bytes only erased records had zeroed and
+//!    the few records that read differently without them stored anew
+//!    (`PayloadDictionaries::take_out_erased`).
 //! 4. **Scrubbing**: the store overwrites the pages its deletes freed
 //!    (`Store::scrub_free_space`; on PostgreSQL that is the database's own `VACUUM`, see the
 //!    docs), again at each turn while an open read (a long export) keeps some of them.
@@ -53,6 +54,7 @@ use crate::domain::error::{Error, Missing, Result};
 use crate::domain::handles::Handles;
 use crate::domain::search::{self, SearchIndex};
 use crate::domain::webhooks::deliveries::Hooks;
+use crate::store::compression::TakenOut;
 use crate::store::records::{BatchWrite, RecordWrite};
 use crate::store::{
     AccountRow, Environment, ErasureRow, ErasureState, ErasureStep, IdKind, Partition, Store,
@@ -445,21 +447,22 @@ pub fn advance(work: &ErasureWork, mut row: ErasureRow) -> Result<()> {
             .ok_or_else(|| Error::Internal("an erasure vanished while it ran".into()))?;
     }
     if matches!(row.step, ErasureStep::Sealing | ErasureStep::Scrubbing) {
-        return seal_and_scrub(work, row, index);
+        return seal_and_scrub(work, row, index, &q);
     }
     Ok(())
 }
 
 /// The last steps, where a delete alone leaves bytes behind. The search index's merge (CPU,
-/// on the indexer's threads) runs beside the store's work (its write lock and disk): replacing
+/// on the indexer's threads) runs beside the store's work (its write lock and disk): patching
 /// a payload dictionary that may hold pieces of an erased record, then overwriting the free
-/// pages (which the replacement frees more of). Neither frees what the other overwrites, and
+/// pages (which the patch frees more of). Neither frees what the other overwrites, and
 /// the erasure takes the longer of the two rather than their sum. A merge with nothing left
 /// to merge (at a later turn) is quick.
 fn seal_and_scrub(
     work: &ErasureWork,
     mut row: ErasureRow,
     index: Option<&dyn SearchIndex>,
+    q: &str,
 ) -> Result<()> {
     let store = work.handles.store.as_ref();
     let id = erasure_id(row.id);
@@ -478,7 +481,7 @@ fn seal_and_scrub(
                 merged.map(|_| ())
             })
         });
-        let scrub = replace_dictionaries(work, &mut row).and_then(|()| {
+        let scrub = seal_dictionaries(work, &mut row, q).and_then(|()| {
             let started = Instant::now();
             let scrub = store.scrub_free_space()?;
             if let Some(scrub) = &scrub {
@@ -521,26 +524,35 @@ fn seal_and_scrub(
     finish(work, row, None)
 }
 
-/// The Sealing step: a payload dictionary whose sample may have held an erased record is
-/// replaced, its records stored anew with a fresh one. Then the erasure is at Scrubbing.
-fn replace_dictionaries(work: &ErasureWork, row: &mut ErasureRow) -> Result<()> {
+/// The Sealing step: what only erased records held is taken out of the payload dictionaries
+/// whose sample may have held one of them. Then the erasure is at Scrubbing.
+fn seal_dictionaries(work: &ErasureWork, row: &mut ErasureRow, q: &str) -> Result<()> {
     if row.step != ErasureStep::Sealing {
         return Ok(());
     }
     let store = work.handles.store.as_ref();
-    if let (Some(dictionaries), Some(ids)) = (store.payload_dictionaries(), row.erased_ids)
-        && dictionaries.may_hold(row.partition, ids)?
-    {
+    if let (Some(dictionaries), Some(ids)) = (store.payload_dictionaries(), row.erased_ids) {
         let started = Instant::now();
-        let replaced = dictionaries.replace_dictionaries(work.handles.now())?;
-        log::info!(
-            "erasure {}: payload dictionaries replaced ({} records stored anew, {} removed) in \
-             {}",
-            erasure_id(row.id),
-            replaced.records,
-            replaced.dictionaries_removed,
-            took(started)
-        );
+        let id = erasure_id(row.id);
+        match dictionaries.take_out_erased(row.partition, ids, q, work.handles.now())? {
+            TakenOut::Nothing => {}
+            TakenOut::Patched {
+                dictionaries,
+                bytes_zeroed,
+                records,
+            } => log::info!(
+                "erasure {id}: {dictionaries} payload dictionaries patched ({bytes_zeroed} bytes \
+                 zeroed, {records} records stored anew) in {}",
+                took(started)
+            ),
+            TakenOut::Replaced(replaced) => log::info!(
+                "erasure {id}: payload dictionaries replaced ({} records stored anew, {} \
+                 removed) in {}",
+                replaced.records,
+                replaced.dictionaries_removed,
+                took(started)
+            ),
+        }
     }
     row.step = ErasureStep::Scrubbing;
     *row = save(work, row.clone())?;

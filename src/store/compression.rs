@@ -4,8 +4,8 @@
 //! dictionary is due.
 //!
 //! A dictionary holds raw pieces of the records it was trained on, so it outlives their
-//! deletion: [`PayloadDictionaries::may_hold`] tells whether an erased record may still be in
-//! one, and [`PayloadDictionaries::replace_dictionaries`] takes it out, on a running server.
+//! deletion: [`PayloadDictionaries::take_out_erased`] takes what only erased records held out
+//! of them, on a running server.
 
 use crate::core::clock::Timestamp;
 use crate::store::{Partition, StoreError};
@@ -24,18 +24,22 @@ pub trait PayloadDictionaries: Send + Sync {
     /// (another training or a replacement under way is waited for).
     fn train_dictionary(&self, now: Timestamp) -> Result<Option<TrainedDictionary>, StoreError>;
 
-    /// Whether a dictionary the store keeps may have been trained on a record of `partition`
-    /// whose id is in `ids` (inclusive): its sample took records of that partition in a range
-    /// of ids that meets `ids`, or it was trained before samples were recorded. Asked after an
-    /// erasure has committed, it also accounts for a training under way (it waits for it).
-    fn may_hold(&self, partition: Partition, ids: (u128, u128)) -> Result<bool, StoreError>;
-
-    /// Trains a dictionary afresh on the records the store holds now, stores every record
-    /// anew with it and removes every other dictionary, so that no dictionary keeps pieces of
-    /// records deleted or erased since it was trained. Safe on a running server: writes go on
-    /// meanwhile, between its transactions of a few thousand records each (on redb, 200,000
-    /// records of 500 bytes took 0.8 s, each transaction holding the write lock 17 ms at most).
-    fn replace_dictionaries(&self, now: Timestamp) -> Result<Recompressed, StoreError>;
+    /// Takes out of every dictionary whose sample may have held an erased record (one of
+    /// `partition` with an id in `ids`, inclusive) what only erased records held, on a running
+    /// server: writes go on meanwhile. `erased` is the erasure's query; no dictionary keeps an
+    /// occurrence of it. On redb, the dictionary is patched: the bytes of its content that no
+    /// record it keeps of its sample shares are zeroed, and the few records that read
+    /// differently without them are stored anew (a dictionary trained before samples were
+    /// recorded may hold anything: then every dictionary is replaced and every record stored
+    /// anew). Waits for a training under way: its sample may have been read before the
+    /// records were erased.
+    fn take_out_erased(
+        &self,
+        partition: Partition,
+        ids: (u128, u128),
+        erased: &str,
+        now: Timestamp,
+    ) -> Result<TakenOut, StoreError>;
 }
 
 /// What training a dictionary did.
@@ -51,7 +55,46 @@ pub struct TrainedDictionary {
     pub sample_share: f64,
 }
 
-/// What [`PayloadDictionaries::replace_dictionaries`] did.
+/// What [`PayloadDictionaries::take_out_erased`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TakenOut {
+    /// No dictionary held anything only erased records had.
+    Nothing,
+    /// Dictionaries patched.
+    Patched {
+        dictionaries: usize,
+        /// Bytes of their content zeroed.
+        bytes_zeroed: usize,
+        /// Records stored anew: those that read differently with the patched content.
+        records: u64,
+    },
+    /// Every dictionary replaced (one may hold anything).
+    Replaced(Recompressed),
+}
+
+impl TakenOut {
+    /// This, and one more dictionary patched.
+    pub fn and_patched(self, bytes_zeroed: usize, records: u64) -> TakenOut {
+        match self {
+            TakenOut::Patched {
+                dictionaries,
+                bytes_zeroed: zeroed,
+                records: stored,
+            } => TakenOut::Patched {
+                dictionaries: dictionaries + 1,
+                bytes_zeroed: zeroed + bytes_zeroed,
+                records: stored + records,
+            },
+            _ => TakenOut::Patched {
+                dictionaries: 1,
+                bytes_zeroed,
+                records,
+            },
+        }
+    }
+}
+
+/// What replacing the dictionaries did (`intake compact`, or an erasure that had to).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Recompressed {
     /// Records stored anew (compressed with the new dictionary, or plain).

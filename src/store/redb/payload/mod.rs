@@ -24,10 +24,12 @@
 //!
 //! A dictionary holds pieces of the records it was trained on, so it outlives their deletion.
 //! Beside it, `DICTIONARY_SAMPLES` keeps what its sample could have held ([`DictionarySample`]),
-//! which tells whether an erased record may be in it ([`PayloadDictionaries::may_hold`]).
-//! [`RedbStore::recompress_records`] takes such pieces out: it trains a dictionary afresh on
-//! the records the store holds then, stores every record anew with it and removes the others,
-//! on a running server or in `intake compact`.
+//! which tells whether an erased record may be in it. An erasure takes such pieces out by
+//! patching the dictionary (`patch`: the bytes no record the store keeps shares are zeroed, and
+//! only the records that read differently with the patched one are stored anew);
+//! [`RedbStore::recompress_records`] replaces them all: it trains a dictionary afresh on the
+//! records the store holds then, stores every record anew with it and removes the others, in
+//! `intake compact`, or in an erasure where a dictionary has no sample recorded.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +39,7 @@ use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, TableError};
 use serde::{Deserialize, Serialize};
 use zstd::zstd_safe::{self, CCtx, CDict, DCtx, DDict};
 
+mod patch;
 mod recompress;
 
 use super::{
@@ -44,7 +47,7 @@ use super::{
     partitions_of, to_json,
 };
 use crate::core::clock::Timestamp;
-use crate::store::compression::{PayloadDictionaries, Recompressed, TrainedDictionary};
+use crate::store::compression::{PayloadDictionaries, Recompressed, TakenOut, TrainedDictionary};
 use crate::store::{EndpointRow, Partition, StoreError};
 
 /// First byte of a compressed value (see the module's documentation).
@@ -75,16 +78,49 @@ const STALE_FACTOR: f64 = 1.5;
 /// The dictionary writes use now.
 struct Encoder {
     id: u32,
-    dict: CDict<'static>,
+    dict: Arc<CDict<'static>>,
     /// Stored bytes per payload byte of the sample it was trained on.
     sample_share: f64,
+    /// While a patch of this dictionary is under way, or readers may still decode its values
+    /// with what it held before: each value is decoded with that too, and stored plain where it
+    /// reads differently, so that every value naming the dictionary reads the same with both.
+    unpatched: Option<Unpatched>,
+}
+
+/// A dictionary the store holds, as readers decode with it.
+struct Decoder {
+    ddict: Arc<DDict<'static>>,
+    /// What it held before a patch, while a snapshot that began before the patch may read a
+    /// value only that reads right.
+    unpatched: Option<Unpatched>,
+}
+
+/// A dictionary's content from before a patch (see `patch`). Every value that names the
+/// dictionary reads right with it: those compressed before the patch were compressed with it,
+/// and those compressed with the patched one since were checked against it
+/// ([`Encoder::unpatched`]); the patched one reads right only the values the store holds
+/// after the patch. So readers decode with it for as long as a snapshot from before may read.
+#[derive(Clone)]
+struct Unpatched {
+    ddict: Arc<DDict<'static>>,
+    /// The epoch the patch's commit ended: once no snapshot pins it, nothing reads a value
+    /// from before. `None` while the patch is under way.
+    ended: Option<Weak<Epoch>>,
+}
+
+impl Unpatched {
+    fn live(&self) -> bool {
+        self.ended
+            .as_ref()
+            .is_none_or(|epoch| epoch.strong_count() > 0)
+    }
 }
 
 /// Encodes and decodes record values; holds the store's dictionaries.
 pub struct PayloadCodec {
     encoder: RwLock<Option<Arc<Encoder>>>,
     /// The dictionaries the store holds.
-    decoders: RwLock<HashMap<u32, Arc<DDict<'static>>>>,
+    decoders: RwLock<HashMap<u32, Decoder>>,
     /// The epoch read snapshots beginning now pin (see [`PayloadCodec::pin`]).
     epoch: RwLock<Arc<Epoch>>,
     /// The epochs ended by removals, while a snapshot pins them: where a dictionary the store
@@ -119,13 +155,20 @@ impl PayloadCodec {
         let mut decoders = HashMap::new();
         let mut encoder = None;
         for (id, bytes) in &dictionaries {
-            decoders.insert(*id, Arc::new(ddict(bytes)?));
+            decoders.insert(
+                *id,
+                Decoder {
+                    ddict: Arc::new(ddict(bytes)?),
+                    unpatched: None,
+                },
+            );
         }
         if let Some((id, bytes)) = dictionaries.last() {
             encoder = Some(Arc::new(Encoder {
                 id: *id,
-                dict: cdict(bytes)?,
+                dict: Arc::new(cdict(bytes)?),
                 sample_share,
+                unpatched: None,
             }));
         }
         Ok(PayloadCodec {
@@ -205,7 +248,9 @@ impl PayloadCodec {
                     self.written_in
                         .fetch_add(payload.len() as u64, Ordering::Relaxed);
                     self.written_out.fetch_add(n as u64, Ordering::Relaxed);
-                    if head + n <= payload.len() - payload.len() / 8 {
+                    if head + n <= payload.len() - payload.len() / 8
+                        && self.reads_alike_unpatched(encoder, &v[head..head + n], payload)?
+                    {
                         v[0] = COMPRESSED;
                         v[1..head].copy_from_slice(&time);
                         v.truncate(head + n);
@@ -250,12 +295,24 @@ impl PayloadCodec {
         let ddict = self
             .decoder(id.get())
             .ok_or_else(|| corrupt(&format!("its dictionary {id} is not in the store")))?;
-        let len = match zstd_safe::get_frame_content_size(payload) {
+        self.decompress(payload, &ddict, scratch)?;
+        Ok((updated_at, scratch.as_slice()))
+    }
+
+    /// Decompresses `frame` with `ddict` into `out`.
+    fn decompress(
+        &self,
+        frame: &[u8],
+        ddict: &DDict<'_>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let corrupt = |what: &str| StoreError::Corrupt(format!("record value: {what}"));
+        let len = match zstd_safe::get_frame_content_size(frame) {
             Ok(Some(len)) if len <= MAX_PAYLOAD => len as usize,
             _ => return Err(corrupt("its frame has no valid length")),
         };
-        scratch.clear();
-        scratch.resize(len, 0);
+        out.clear();
+        out.resize(len, 0);
         let mut dctx = match self
             .dctxs
             .lock()
@@ -265,26 +322,59 @@ impl PayloadCodec {
             Some(dctx) => dctx,
             None => DCtx::try_create().ok_or_else(|| no_memory("a decompression context"))?,
         };
-        let result = dctx.decompress_using_ddict(scratch.as_mut_slice(), payload, &ddict);
+        let result = dctx.decompress_using_ddict(out.as_mut_slice(), frame, ddict);
         self.dctxs
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(dctx);
         match result {
-            Ok(n) if n == len => Ok((updated_at, scratch.as_slice())),
+            Ok(n) if n == len => Ok(()),
             _ => Err(corrupt("its compressed payload does not decompress")),
+        }
+    }
+
+    /// Whether `frame`, just compressed by `encoder` from `payload`, reads as `payload` with
+    /// what the encoder's dictionary held before a patch, as long as readers may use that
+    /// ([`Encoder::unpatched`]). Lets go of that content once nothing reads with it.
+    fn reads_alike_unpatched(
+        &self,
+        encoder: &Encoder,
+        frame: &[u8],
+        payload: &[u8],
+    ) -> Result<bool, StoreError> {
+        match &encoder.unpatched {
+            None => Ok(true),
+            Some(unpatched) if unpatched.live() => {
+                let mut out = Vec::new();
+                Ok(self.decompress(frame, &unpatched.ddict, &mut out).is_ok() && out == payload)
+            }
+            Some(_) => {
+                self.settle();
+                Ok(true)
+            }
         }
     }
 
     /// The dictionary `id`: one the store holds, or one removed since a snapshot that may
     /// still read records compressed with it began.
     fn decoder(&self, id: u32) -> Option<Arc<DDict<'static>>> {
+        let mut settle = false;
         let held = self
             .decoders
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&id)
-            .cloned();
+            .map(|decoder| match &decoder.unpatched {
+                Some(unpatched) if unpatched.live() => unpatched.ddict.clone(),
+                Some(_) => {
+                    settle = true;
+                    decoder.ddict.clone()
+                }
+                None => decoder.ddict.clone(),
+            });
+        if settle {
+            self.settle();
+        }
         held.or_else(|| {
             self.ended
                 .lock()
@@ -316,26 +406,13 @@ impl PayloadCodec {
         if ids.is_empty() {
             return;
         }
-        let removed: HashMap<u32, Arc<DDict<'static>>> = {
-            let held = self.decoders.read().unwrap_or_else(PoisonError::into_inner);
-            ids.iter()
-                .filter_map(|id| Some((*id, held.get(id)?.clone())))
-                .collect()
-        };
-        {
-            let mut epoch = self.epoch.write().unwrap_or_else(PoisonError::into_inner);
-            let next = Arc::new(Epoch::default());
-            // Only here, under the epoch's write lock, is an epoch ended, and only the current
-            // one: it has no end yet.
-            let _ = epoch.end.set(EpochEnd {
-                removed,
-                _next: next.clone(),
-            });
-            let mut ended = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
-            ended.retain(|epoch| epoch.strong_count() > 0);
-            ended.push(Arc::downgrade(&epoch));
-            *epoch = next;
-        }
+        // What readers decode each with now: what it held before a patch, while that may be
+        // read, reads every value naming it right.
+        let removed: HashMap<u32, Arc<DDict<'static>>> = ids
+            .iter()
+            .filter_map(|id| Some((*id, self.decoder(*id)?)))
+            .collect();
+        self.end_epoch(removed);
         // Only now: a reader that no longer finds one among the held finds it in the epoch
         // just ended.
         let mut held = self
@@ -344,6 +421,52 @@ impl PayloadCodec {
             .unwrap_or_else(PoisonError::into_inner);
         for id in ids {
             held.remove(id);
+        }
+    }
+
+    /// Ends the current epoch, with the dictionaries `removed` by the commit just made; returns
+    /// it, which lives as long as a snapshot that began in it (or before).
+    fn end_epoch(&self, removed: HashMap<u32, Arc<DDict<'static>>>) -> Weak<Epoch> {
+        let mut epoch = self.epoch.write().unwrap_or_else(PoisonError::into_inner);
+        let next = Arc::new(Epoch::default());
+        // Only here, under the epoch's write lock, is an epoch ended, and only the current
+        // one: it has no end yet.
+        let _ = epoch.end.set(EpochEnd {
+            removed,
+            _next: next.clone(),
+        });
+        let ended = Arc::downgrade(&epoch);
+        let mut ended_list = self.ended.lock().unwrap_or_else(PoisonError::into_inner);
+        ended_list.retain(|epoch| epoch.strong_count() > 0);
+        ended_list.push(ended.clone());
+        *epoch = next;
+        ended
+    }
+
+    /// Lets go of what dictionaries held before a patch once no snapshot from before it is
+    /// left: readers decode with the patched ones, and writes no longer check against it.
+    fn settle(&self) {
+        let dead = |unpatched: &Option<Unpatched>| unpatched.as_ref().is_some_and(|u| !u.live());
+        for decoder in self
+            .decoders
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .values_mut()
+        {
+            if dead(&decoder.unpatched) {
+                decoder.unpatched = None;
+            }
+        }
+        let mut encoder = self.encoder.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(current) = encoder.as_ref()
+            && dead(&current.unpatched)
+        {
+            *encoder = Some(Arc::new(Encoder {
+                id: current.id,
+                dict: current.dict.clone(),
+                sample_share: current.sample_share,
+                unpatched: None,
+            }));
         }
     }
 
@@ -373,13 +496,20 @@ impl PayloadCodec {
     fn install(&self, id: u32, bytes: &[u8], sample_share: f64) -> Result<(), StoreError> {
         let encoder = Arc::new(Encoder {
             id,
-            dict: cdict(bytes)?,
+            dict: Arc::new(cdict(bytes)?),
             sample_share,
+            unpatched: None,
         });
         self.decoders
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(id, Arc::new(ddict(bytes)?));
+            .insert(
+                id,
+                Decoder {
+                    ddict: Arc::new(ddict(bytes)?),
+                    unpatched: None,
+                },
+            );
         *self.encoder.write().unwrap_or_else(PoisonError::into_inner) = Some(encoder);
         self.written_in.store(0, Ordering::Relaxed);
         self.written_out.store(0, Ordering::Relaxed);
@@ -508,31 +638,14 @@ impl PayloadDictionaries for RedbStore {
         self.train(now)
     }
 
-    /// Waits for a training under way: its sample may have been read before the record was
-    /// erased, and its dictionary not committed yet.
-    fn may_hold(&self, partition: Partition, ids: (u128, u128)) -> Result<bool, StoreError> {
-        let _training = self
-            .codec
-            .training
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let txn = self.read()?;
-        let samples = txn.open_table(DICTIONARY_SAMPLES)?;
-        for entry in txn.open_table(PAYLOAD_DICTIONARIES)?.iter()? {
-            let (id, _) = entry?;
-            let Some(sample) = samples.get(id.value())? else {
-                // Trained before samples were recorded: it may hold anything.
-                return Ok(true);
-            };
-            if from_json::<DictionarySample>(sample.value())?.meets(partition, ids) {
-                return Ok(true);
-            }
-        }
-        Ok(false)
-    }
-
-    fn replace_dictionaries(&self, now: Timestamp) -> Result<Recompressed, StoreError> {
-        self.recompress_records(now)
+    fn take_out_erased(
+        &self,
+        partition: Partition,
+        ids: (u128, u128),
+        erased: &str,
+        now: Timestamp,
+    ) -> Result<TakenOut, StoreError> {
+        RedbStore::take_out_erased(self, partition, ids, erased, now)
     }
 }
 

@@ -1,6 +1,7 @@
 //! Replacing the dictionaries: training one afresh and storing every record anew with it, so
-//! that no dictionary keeps pieces of records deleted or erased since. One function does it on
-//! a running server ([`PayloadDictionaries::replace_dictionaries`]) and in `intake compact`.
+//! that no dictionary keeps pieces of records deleted or erased since. One function does it in
+//! `intake compact` and, on a running server, in an erasure that has to (`patch`); the loop
+//! that stores records anew serves a patch too.
 
 use std::time::Duration;
 
@@ -52,6 +53,11 @@ impl RedbStore {
             .training
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        self.replace_all(now)
+    }
+
+    /// [`RedbStore::recompress_records`], for a caller that holds the training lock.
+    pub(super) fn replace_all(&self, now: Timestamp) -> Result<Recompressed, StoreError> {
         let current = self.train(now)?.map(|trained| trained.id);
         if current.is_none() {
             self.codec.uninstall();
@@ -59,38 +65,10 @@ impl RedbStore {
         // Every write begun before the dictionary was installed has committed once the lock
         // is free.
         self.write()?.abort()?;
-        let mut rewritten = 0;
-        let mut from = Some((0u64, 0u128));
-        while let Some(start) = from {
-            let (stale, next) = self.compress_anew(start, current)?;
-            from = next;
-            if stale.is_empty() {
-                continue;
-            }
-            // Not durable on its own: the removal's commit below is, and makes every one
-            // before it so. Until then the older dictionaries stay, so a record a crash takes
-            // back to one is still read, and the next replacement stores it anew.
-            let started = std::time::Instant::now();
-            let mut txn = self.write()?;
-            txn.set_durability(Durability::None)
-                .map_err(|err| StoreError::Backend(err.into()))?;
-            {
-                let mut records = txn.open_table(RECORDS)?;
-                for (key, was, value) in stale {
-                    // A write since the snapshot stored it anew (with the current dictionary,
-                    // or with an older one when it began before that was installed): it stays.
-                    if records
-                        .get(key)?
-                        .is_some_and(|now| now.value() == was.as_slice())
-                    {
-                        records.insert(key, value.as_slice())?;
-                        rewritten += 1;
-                    }
-                }
-            }
-            txn.commit()?;
-            std::thread::sleep((started.elapsed() * 2).max(BETWEEN_CHUNKS));
-        }
+        // Not durable on their own: the removal's commit below is, and makes every one before
+        // it so. Until then the older dictionaries stay, so a record a crash takes back to one
+        // is still read, and the next replacement stores it anew.
+        let rewritten = self.store_anew(&mut |value| dictionary_of(value) != current)?;
         let txn = self.write()?;
         let removed = {
             let mut table = txn.open_table(PAYLOAD_DICTIONARIES)?;
@@ -126,14 +104,56 @@ impl RedbStore {
         })
     }
 
-    /// The records from `from` on, [`RECOMPRESS_CHUNK`] at most, that are not compressed with
-    /// `current`, read from a snapshot: each key with its value then and compressed anew; and
-    /// where the next round starts.
+    /// Stores anew, compressed with the dictionary writes use (or plain), every record whose
+    /// value `stale` picks, [`RECOMPRESS_CHUNK`] records a transaction, none durable on its
+    /// own; returns how many. A record written since it was read stays as written.
+    pub(super) fn store_anew(
+        &self,
+        stale: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<u64, StoreError> {
+        let mut rewritten = 0;
+        let mut from = Some((0u64, 0u128));
+        let mut pending = Vec::new();
+        while let Some(start) = from {
+            let (anew, next) = self.compress_anew(start, stale)?;
+            pending.extend(anew);
+            from = next;
+            // Few picked (a patch's): gathered over rounds into one transaction.
+            if pending.len() < RECOMPRESS_CHUNK && from.is_some() || pending.is_empty() {
+                continue;
+            }
+            let started = std::time::Instant::now();
+            let mut txn = self.write()?;
+            txn.set_durability(Durability::None)
+                .map_err(|err| StoreError::Backend(err.into()))?;
+            {
+                let mut records = txn.open_table(RECORDS)?;
+                for (key, was, value) in pending.drain(..) {
+                    // A write since the snapshot stored it anew (with the current dictionary,
+                    // or with an older one when it began before that was installed): it stays.
+                    if records
+                        .get(key)?
+                        .is_some_and(|now| now.value() == was.as_slice())
+                    {
+                        records.insert(key, value.as_slice())?;
+                        rewritten += 1;
+                    }
+                }
+            }
+            txn.commit()?;
+            std::thread::sleep((started.elapsed() * 2).max(BETWEEN_CHUNKS));
+        }
+        Ok(rewritten)
+    }
+
+    /// The records from `from` on, [`RECOMPRESS_CHUNK`] at most, whose value `stale` picks,
+    /// read from a snapshot: each key with its value then and compressed anew; and where the
+    /// next round starts.
     #[allow(clippy::type_complexity)]
     fn compress_anew(
         &self,
         from: (u64, u128),
-        current: Option<u32>,
+        stale: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<(Vec<((u64, u128), Vec<u8>, Vec<u8>)>, Option<(u64, u128)>), StoreError> {
         // Read first and compress after: a snapshot keeps every page freed while it is open
         // from being used again, so it is held for the reading only. The dictionaries these
@@ -149,7 +169,7 @@ impl RedbStore {
                     next = Some(key.value());
                     break;
                 }
-                if dictionary_of(value.value()) != current {
+                if stale(value.value()) {
                     read.push((key.value(), value.value().to_vec()));
                 }
             }

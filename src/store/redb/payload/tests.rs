@@ -6,10 +6,10 @@ use crate::core::ids::RecordId;
 use crate::store::records::{NewRecord, RecordWrite, RecordsStore, ScanOrder, plain_batch};
 use crate::store::{Partition, Store};
 
-const AT: Timestamp = Timestamp(1_795_000_000_123_456);
+pub(super) const AT: Timestamp = Timestamp(1_795_000_000_123_456);
 
 /// A varied ~700-byte JSON record: shared keys and shape, different values.
-fn payload(n: u64) -> Vec<u8> {
+pub(super) fn payload(n: u64) -> Vec<u8> {
     let word = |k: u64| ["alpha", "bravo", "charlie", "delta", "echo", "fox"][(k % 6) as usize];
     format!(
         r#"{{"kind":"order","seq":{n},"customer":{{"name":"{} {}","email":"c{n}@example.com","city":"{}"}},"items":[{{"sku":"SKU-{}","qty":{},"unit_price":{}.{}}},{{"sku":"SKU-{}","qty":{},"unit_price":{}.99}}],"paid":{},"note":"{} {} {} {} {} parcel {} confirmed by driver {}","tags":["{}","{}"]}}"#,
@@ -38,7 +38,7 @@ fn payload(n: u64) -> Vec<u8> {
     .into_bytes()
 }
 
-fn create_records(store: &RedbStore, partition: Partition, from: u64, count: u64) {
+pub(super) fn create_records(store: &RedbStore, partition: Partition, from: u64, count: u64) {
     let writes: Vec<RecordWrite> = (from..from + count)
         .map(|n| RecordWrite::Create {
             partition,
@@ -71,7 +71,7 @@ pub(in crate::store::redb) fn read_all(store: &RedbStore, partition: Partition) 
     all
 }
 
-fn stored_bytes(store: &RedbStore, partition: Partition) -> (usize, usize) {
+pub(super) fn stored_bytes(store: &RedbStore, partition: Partition) -> (usize, usize) {
     let txn = store.db.begin_read().unwrap();
     let records = txn.open_table(RECORDS).unwrap();
     let (mut compressed, mut plain) = (0, 0);
@@ -141,7 +141,7 @@ fn a_trained_dictionary_compresses_later_writes_and_every_record_reads_back() {
 }
 
 /// The ids and bytes of the store's dictionaries.
-fn dictionaries(store: &RedbStore) -> Vec<(u32, Vec<u8>)> {
+pub(super) fn dictionaries(store: &RedbStore) -> Vec<(u32, Vec<u8>)> {
     let txn = store.db.begin_read().unwrap();
     let table = txn.open_table(PAYLOAD_DICTIONARIES).unwrap();
     table
@@ -171,7 +171,7 @@ fn deleted_endpoint(store: &RedbStore, partition: Partition) {
     txn.commit().unwrap();
 }
 
-fn deleted_partition(store: &RedbStore, partition: Partition) {
+pub(super) fn deleted_partition(store: &RedbStore, partition: Partition) {
     let txn = store.db.begin_write().unwrap();
     {
         let mut records = txn.open_table(RECORDS).unwrap();
@@ -350,20 +350,20 @@ fn damaged_values_are_corrupt_errors_never_panics() {
 }
 
 /// What a record of the person an erasure is for says, often enough for a dictionary to learn.
-const MARKER: &[u8] = b"Philippa-Quarrington-Ashby";
+pub(super) const MARKER: &[u8] = b"Philippa-Quarrington-Ashby";
 
-fn holds_marker(bytes: &[u8]) -> bool {
+pub(super) fn holds_marker(bytes: &[u8]) -> bool {
     bytes.windows(MARKER.len()).any(|w| w == MARKER)
 }
 
-fn record_id(n: u64, tag: u128) -> u128 {
+pub(super) fn record_id(n: u64, tag: u128) -> u128 {
     ((AT.as_micros() as u128 + u128::from(n)) << 64) | tag
 }
 
 /// The tables of the store file that hold [`MARKER`], in a key or a value.
-struct MarkerSearch<'a> {
-    txn: &'a redb::ReadTransaction,
-    found: Vec<String>,
+pub(super) struct MarkerSearch<'a> {
+    pub(super) txn: &'a redb::ReadTransaction,
+    pub(super) found: Vec<String>,
 }
 
 impl crate::store::redb::TableVisitor for MarkerSearch<'_> {
@@ -384,8 +384,17 @@ impl crate::store::redb::TableVisitor for MarkerSearch<'_> {
     }
 }
 
+/// Whether a dictionary of the store may have been trained on a record of `partition` with an
+/// id in `ids`.
+pub(super) fn may_hold(store: &RedbStore, partition: Partition, ids: (u128, u128)) -> bool {
+    !store
+        .dictionaries_meeting(partition, ids)
+        .unwrap()
+        .is_empty()
+}
+
 #[test]
-fn dictionaries_that_may_hold_an_erased_record_are_replaced_while_writes_go_on() {
+fn replacing_the_dictionaries_while_writes_go_on_takes_every_erased_piece_out() {
     let dir = tempfile::tempdir().unwrap();
     let store = RedbStore::open(&dir.path().join("intake.redb"), 1 << 22).unwrap();
     let (kept, marked, unsampled) = (
@@ -418,28 +427,20 @@ fn dictionaries_that_may_hold_an_erased_record_are_replaced_while_writes_go_on()
             .any(|(id, bytes)| *id == old && holds_marker(bytes)),
         "the dictionary learnt the marked records"
     );
-    assert!(
-        store
-            .may_hold(marked, (record_id(0, 2), record_id(299, 2)))
-            .unwrap()
-    );
-    assert!(
-        store
-            .may_hold(marked, (record_id(150, 2), record_id(150, 2)))
-            .unwrap()
-    );
-    assert!(
-        store
-            .may_hold(kept, (record_id(2_999, 1), u128::MAX))
-            .unwrap()
-    );
-    assert!(!store.may_hold(kept, (0, record_id(100, 1))).unwrap());
-    assert!(
-        !store
-            .may_hold(marked, (record_id(300, 2), u128::MAX))
-            .unwrap()
-    );
-    assert!(!store.may_hold(unsampled, (0, u128::MAX)).unwrap());
+    assert!(may_hold(
+        &store,
+        marked,
+        (record_id(0, 2), record_id(299, 2))
+    ));
+    assert!(may_hold(
+        &store,
+        marked,
+        (record_id(150, 2), record_id(150, 2))
+    ));
+    assert!(may_hold(&store, kept, (record_id(2_999, 1), u128::MAX)));
+    assert!(!may_hold(&store, kept, (0, record_id(100, 1))));
+    assert!(!may_hold(&store, marked, (record_id(300, 2), u128::MAX)));
+    assert!(!may_hold(&store, unsampled, (0, u128::MAX)));
 
     // Records compressed with the old dictionary, and a snapshot that reads them after it is
     // gone from the store.
@@ -467,7 +468,7 @@ fn dictionaries_that_may_hold_an_erased_record_are_replaced_while_writes_go_on()
             std::thread::yield_now();
         }
         let at_start = batches.load(Ordering::Relaxed);
-        let replaced = store.replace_dictionaries(AT).unwrap();
+        let replaced = store.recompress_records(AT).unwrap();
         let during = batches.load(Ordering::Relaxed) - at_start;
         stop.store(true, Ordering::Relaxed);
         let written = writer.join().unwrap();
@@ -510,7 +511,7 @@ fn dictionaries_that_may_hold_an_erased_record_are_replaced_while_writes_go_on()
         assert!(named.is_none() || named == current, "{named:?}");
     }
     drop(txn);
-    assert!(!store.may_hold(marked, (0, u128::MAX)).unwrap());
+    assert!(!may_hold(&store, marked, (0, u128::MAX)));
 
     assert!(read_all(&store, kept) == expected);
     assert!(read_all(&store, marked).is_empty());
@@ -553,7 +554,17 @@ fn dictionaries_that_may_hold_an_erased_record_are_replaced_while_writes_go_on()
         .remove(left[0].0)
         .unwrap();
     txn.commit().unwrap();
-    assert!(store.may_hold(unsampled, (0, 1)).unwrap());
+    assert!(may_hold(&store, unsampled, (0, 1)));
+    // So an erasure replaces every dictionary rather than patch one.
+    match store
+        .take_out_erased(unsampled, (0, 1), "anything", AT)
+        .unwrap()
+    {
+        crate::store::compression::TakenOut::Replaced(done) => {
+            assert_eq!(done.dictionaries_removed, 1)
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 /// A varied ~500-byte JSON record.
@@ -592,7 +603,7 @@ fn small_payload(n: u64) -> Vec<u8> {
     .into_bytes()
 }
 
-/// How long `replace_dictionaries` takes on 200,000 records of ~500 bytes, and how long a
+/// How long `recompress_records` takes on 200,000 records of ~500 bytes, and how long a
 /// writer meanwhile waits for the write lock (at most about one chunk's transaction). A
 /// measure, not a check: `cargo test --release --lib -- --ignored --nocapture
 /// replacing_the_dictionaries_of_200k_records`.
@@ -643,7 +654,7 @@ fn replacing_the_dictionaries_of_200k_records() {
             waits
         });
         let started = Instant::now();
-        let done = store.replace_dictionaries(AT).unwrap();
+        let done = store.recompress_records(AT).unwrap();
         let took = started.elapsed();
         stop.store(true, Ordering::Relaxed);
         (done, took, writer.join().unwrap())
