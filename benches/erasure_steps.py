@@ -1,6 +1,7 @@
 """The steps of an erasure as the server logged them, each with the server's own p99 time for
 the POSTs of the ingest load while it ran (from the request log; whole seconds), as a Markdown
-table. Used by benches/erasure.sh.
+table; then the same second by second, with the steps under way in each. Used by
+benches/erasure.sh.
 
 Usage: erasure_steps.py SERVER_LOG ERASURE_ID BASELINE_FROM BASELINE_TO (Unix seconds)
 """
@@ -46,6 +47,37 @@ def main():
     for what, lo, hi in steps:
         count, took = p99(lo - 1, hi)
         print(f"| {what} | {hi - lo:.1f} s | {count} | {took} |")
+    if not steps:
+        return
+
+    print()
+    print("Second by second from the erasure's first step:")
+    print()
+    print("| second | POSTs | server p99 | steps under way |")
+    print("| ---: | ---: | ---: | --- |")
+    first = int(min(lo for _, lo, _ in steps))
+    last = int(max(hi for _, _, hi in steps))
+    for second in range(first, last + 1):
+        count, took = p99(second, second + 0.999999)
+        under_way = ", ".join(
+            short(what) for what, lo, hi in steps if lo < second + 1 and hi >= second
+        )
+        print(f"| {second - first} | {count} | {took} | {under_way} |")
+
+
+def short(step):
+    """A step's name in a word."""
+    for words, name in [
+        ("counted", "count"),
+        ("erased", "erase"),
+        ("dictionar", "dictionary"),
+        ("leaves", "leaves"),
+        ("search index", "merge"),
+        ("free pages", "scrub"),
+    ]:
+        if words in step:
+            return name
+    return step.split()[0]
 
 
 if __name__ == "__main__":
