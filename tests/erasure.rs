@@ -7,7 +7,8 @@
 //! found nowhere: not through any API (record, search, delivery log, stream from the start,
 //! audit log), and on the embedded store not in a backup taken afterwards nor in any file of
 //! the data dir as plain bytes, `intake.redb` included. Other records stay; a retry of the
-//! erased record's Idempotency-Key answers its id without storing it again.
+//! erased record's Idempotency-Key answers its id without storing it again. A payload
+//! dictionary that learnt an erased address is patched so that it holds it no more.
 
 use crate::common;
 
@@ -325,6 +326,77 @@ fn an_erased_marker_is_found_nowhere_afterwards() {
     s.stop();
     let holding = files_holding(s.data_dir(), NEEDLE);
     assert_eq!(holding, Vec::<String>::new());
+}
+
+/// On the embedded store, a payload dictionary learnt from records that held the address
+/// erased keeps it in its content: the erasure patches the dictionary, and afterwards no file
+/// of the data dir holds the address (the dictionary is kept, patched, not replaced).
+#[test]
+fn an_erasure_takes_the_address_out_of_the_payload_dictionary() {
+    if redb_only("payload dictionaries are the embedded store's") {
+        return;
+    }
+    const ADDRESS: &str = "zebedee.quartermaine.k8x@example.org";
+    let mut s = InProcessServer::start("[poll]\nhold_back = \"0s\"\n", at("2026-03-01T00:00:00Z"));
+    let ep = s.create_endpoint("Orders", &[]);
+    let record = |n: usize| {
+        let mut record = json!({
+            "kind": "order",
+            "seq": n,
+            "customer": {"id": format!("cus-{}", n * 7919 % 1000), "city": "Köln"},
+            "note": format!("order {n} packed by the quiet-{} team, all well", n % 7),
+            "padding": "the same words in every record, as JSON records of one kind have them ".repeat(6),
+        });
+        if n % 10 == 0 {
+            record["contact"] = json!(ADDRESS);
+        }
+        record
+    };
+    let dictionaries = |s: &InProcessServer| -> u64 {
+        let m = s.request("GET", "/metrics", &[], None);
+        assert_status(&m, 200);
+        m.text()
+            .lines()
+            .find_map(|l| l.strip_prefix("intake_payload_dictionaries "))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("intake_payload_dictionaries in /metrics")
+    };
+    // About 600 KB: enough for the store to learn a dictionary from, the address among it.
+    for n in 0..700 {
+        assert_status(&s.post_record(&ep.slug, &ep.sandbox_key, &record(n)), 202);
+    }
+    let deadline = Instant::now() + WAIT;
+    while dictionaries(&s) == 0 {
+        assert!(Instant::now() < deadline, "no payload dictionary");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for n in 700..800 {
+        assert_status(&s.post_record(&ep.slug, &ep.sandbox_key, &record(n)), 202);
+    }
+
+    let r = s.manage(
+        "POST",
+        &erasures_path(&ep.slug),
+        Some(&json!({ "environment": "sandbox", "q": ADDRESS.to_uppercase() })),
+    );
+    assert_status(&r, 202);
+    let erasure = wait_finished(&s, &ep.slug, r.json()["id"].as_str().unwrap());
+    assert_eq!(erasure["state"], "finished", "{erasure}");
+    assert_eq!(erasure["erased"], 80);
+    assert_eq!(dictionaries(&s), 1, "patched in place, not replaced");
+    // The other records read as they were sent (the poll feed shows what is older than now).
+    s.advance(Duration::from_secs(5));
+    // Records made at the same instant of the test's clock come in no set order.
+    let mut polled: Vec<Value> = s
+        .poll_from_start(&ep.slug, &ep.sandbox_key)
+        .into_iter()
+        .map(|r| r["payload"].clone())
+        .collect();
+    polled.sort_by_key(|payload| payload["seq"].as_u64());
+    let kept: Vec<Value> = (0..800).filter(|n| n % 10 != 0).map(record).collect();
+    assert!(polled == kept, "poll returned {} records", polled.len());
+    s.stop();
+    assert_eq!(files_holding(s.data_dir(), ADDRESS), Vec::<String>::new());
 }
 
 #[test]

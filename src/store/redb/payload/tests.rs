@@ -3,7 +3,9 @@ use std::ops::Bound;
 use super::recompress::RECOMPRESS_CHUNK;
 use super::*;
 use crate::core::ids::RecordId;
+use crate::store::compression::PayloadDictionaries;
 use crate::store::records::{NewRecord, RecordWrite, RecordsStore, ScanOrder, plain_batch};
+use crate::store::redb::ENDPOINTS;
 use crate::store::{Partition, Store};
 
 pub(super) const AT: Timestamp = Timestamp(1_795_000_000_123_456);

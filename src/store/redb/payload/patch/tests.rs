@@ -7,6 +7,7 @@ use super::super::tests::{
 };
 use super::*;
 use crate::core::ids::RecordId;
+use crate::store::compression::PayloadDictionaries;
 use crate::store::records::{NewRecord, RecordWrite, RecordsStore, ScanOrder, plain_batch};
 use crate::store::{Partition, Store};
 
