@@ -86,6 +86,18 @@ struct Encoder {
     unpatched: Option<Unpatched>,
 }
 
+impl Encoder {
+    /// This encoder with `dict` and `unpatched` instead.
+    fn with(&self, dict: Arc<CDict<'static>>, unpatched: Option<Unpatched>) -> Arc<Encoder> {
+        Arc::new(Encoder {
+            id: self.id,
+            dict,
+            sample_share: self.sample_share,
+            unpatched,
+        })
+    }
+}
+
 /// A dictionary the store holds, as readers decode with it.
 struct Decoder {
     ddict: Arc<DDict<'static>>,
@@ -460,12 +472,7 @@ impl PayloadCodec {
         if let Some(current) = encoder.as_ref()
             && dead(&current.unpatched)
         {
-            *encoder = Some(Arc::new(Encoder {
-                id: current.id,
-                dict: current.dict.clone(),
-                sample_share: current.sample_share,
-                unpatched: None,
-            }));
+            *encoder = Some(current.with(current.dict.clone(), None));
         }
     }
 

@@ -277,15 +277,13 @@ impl PayloadCodec {
         let mut encoder = self.encoder.write().unwrap_or_else(PoisonError::into_inner);
         let previous = encoder.clone();
         if let Some(current) = previous.as_ref().filter(|current| current.id == id) {
-            *encoder = Some(Arc::new(Encoder {
-                id,
-                dict: Arc::new(cdict(patched)?),
-                sample_share: current.sample_share,
-                unpatched: Some(Unpatched {
+            *encoder = Some(current.with(
+                Arc::new(cdict(patched)?),
+                Some(Unpatched {
                     ddict: before.clone(),
                     ended: None,
                 }),
-            }));
+            ));
         }
         Ok(previous)
     }
@@ -309,12 +307,7 @@ impl PayloadCodec {
             );
         let mut encoder = self.encoder.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(current) = encoder.as_ref().filter(|current| current.id == id) {
-            *encoder = Some(Arc::new(Encoder {
-                id,
-                dict: current.dict.clone(),
-                sample_share: current.sample_share,
-                unpatched: Some(unpatched),
-            }));
+            *encoder = Some(current.with(current.dict.clone(), Some(unpatched)));
         }
     }
 

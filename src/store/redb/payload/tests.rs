@@ -386,6 +386,69 @@ impl crate::store::redb::TableVisitor for MarkerSearch<'_> {
     }
 }
 
+/// What [`with_writes_going_on`] wrote, into a partition before and one after those the
+/// tests use.
+pub(super) struct Written {
+    /// Records written: `payload(n)` for each `n` below, in batches of 20, every other batch
+    /// into [`EARLY`], the others into [`LATE`].
+    count: u64,
+}
+
+const EARLY: Partition = Partition::from_raw(2);
+const LATE: Partition = Partition::from_raw(12);
+
+impl Written {
+    /// Writes one batch more, as the writer did.
+    pub(super) fn one_more(&mut self, store: &RedbStore) {
+        let partition = if self.count % 40 == 0 { EARLY } else { LATE };
+        create_records(store, partition, self.count, 20);
+        self.count += 20;
+    }
+
+    /// Asserts that every record written reads back as written.
+    pub(super) fn read_back(&self, store: &RedbStore) {
+        let (mut early, mut late) = (Vec::new(), Vec::new());
+        for n in (0..self.count).step_by(20) {
+            let to = if n % 40 == 0 { &mut early } else { &mut late };
+            to.extend((n..n + 20).map(payload));
+        }
+        assert!(read_all(store, EARLY) == early);
+        assert!(read_all(store, LATE) == late);
+        let (compressed, plain) = stored_bytes(store, LATE);
+        assert!(compressed > 0 && plain == 0, "{compressed} / {plain}");
+    }
+}
+
+/// Runs `work` while a writer creates records ([`Written`]), as ingest does on a running
+/// server; asserts that some were written while it ran.
+pub(super) fn with_writes_going_on<T: Send>(
+    store: &RedbStore,
+    work: impl FnOnce() -> T + Send,
+) -> (T, Written) {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let batches = AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(|| {
+            let mut written = Written { count: 0 };
+            while !stop.load(Ordering::Relaxed) {
+                written.one_more(store);
+                batches.fetch_add(1, Ordering::Relaxed);
+            }
+            written
+        });
+        while batches.load(Ordering::Relaxed) == 0 {
+            std::thread::yield_now();
+        }
+        let at_start = batches.load(Ordering::Relaxed);
+        let done = work();
+        let during = batches.load(Ordering::Relaxed) - at_start;
+        stop.store(true, Ordering::Relaxed);
+        let written = writer.join().unwrap();
+        assert!(during > 0, "no write went on meanwhile");
+        (done, written)
+    })
+}
+
 /// Whether a dictionary of the store may have been trained on a record of `partition` with an
 /// id in `ids`.
 pub(super) fn may_hold(store: &RedbStore, partition: Partition, ids: (u128, u128)) -> bool {
@@ -451,33 +514,7 @@ fn replacing_the_dictionaries_while_writes_go_on_takes_every_erased_piece_out() 
     let before = Store::read(&store).unwrap();
     deleted_partition(&store, marked);
 
-    // Ingest goes on meanwhile, into partitions before and after those being rewritten.
-    let (early, late) = (Partition::from_raw(2), Partition::from_raw(12));
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let batches = AtomicU64::new(0);
-    let replaced = std::thread::scope(|scope| {
-        let writer = scope.spawn(|| {
-            let mut n = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let partition = if n % 40 == 0 { early } else { late };
-                create_records(&store, partition, n, 20);
-                n += 20;
-                batches.fetch_add(1, Ordering::Relaxed);
-            }
-            n
-        });
-        while batches.load(Ordering::Relaxed) == 0 {
-            std::thread::yield_now();
-        }
-        let at_start = batches.load(Ordering::Relaxed);
-        let replaced = store.recompress_records(AT).unwrap();
-        let during = batches.load(Ordering::Relaxed) - at_start;
-        stop.store(true, Ordering::Relaxed);
-        let written = writer.join().unwrap();
-        assert!(during > 0, "no write went on during the replacement");
-        (replaced, written)
-    });
-    let (done, written) = replaced;
+    let (done, written) = with_writes_going_on(&store, || store.recompress_records(AT).unwrap());
     assert_eq!(done.dictionaries_removed, 1);
     assert!(done.records >= 3_500, "{done:?}");
 
@@ -517,17 +554,7 @@ fn replacing_the_dictionaries_while_writes_go_on_takes_every_erased_piece_out() 
 
     assert!(read_all(&store, kept) == expected);
     assert!(read_all(&store, marked).is_empty());
-    let (mut wrote_early, mut wrote_late) = (Vec::new(), Vec::new());
-    for n in (0..written).step_by(20) {
-        let to = if n % 40 == 0 {
-            &mut wrote_early
-        } else {
-            &mut wrote_late
-        };
-        to.extend((n..n + 20).map(payload));
-    }
-    assert!(read_all(&store, early) == wrote_early);
-    assert!(read_all(&store, late) == wrote_late);
+    written.read_back(&store);
 
     // The snapshot from before still reads what the old dictionary compressed; once it ends,
     // the codec lets go of it.

@@ -1,9 +1,8 @@
 use std::ops::Bound;
-use std::sync::atomic::AtomicBool;
 
 use super::super::tests::{
-    AT, MARKER, MarkerSearch, create_records, deleted_partition, dictionaries, holds_marker,
-    may_hold, payload, read_all, record_id, stored_bytes,
+    AT, MARKER, MarkerSearch, Written, create_records, deleted_partition, dictionaries,
+    holds_marker, may_hold, payload, read_all, record_id, with_writes_going_on,
 };
 use super::*;
 use crate::core::ids::RecordId;
@@ -140,33 +139,11 @@ fn an_erasure_patches_the_dictionary_in_place_while_writes_go_on() {
     let erased_ids = (record_id(0, 2), record_id(299, 2));
     assert!(may_hold(&store, marked, erased_ids));
 
-    // Ingest goes on meanwhile, into partitions before and after those being read.
-    let (early, late) = (Partition::from_raw(2), Partition::from_raw(12));
-    let stop = AtomicBool::new(false);
-    let batches = AtomicU64::new(0);
-    let (taken, written) = std::thread::scope(|scope| {
-        let writer = scope.spawn(|| {
-            let mut n = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let partition = if n % 40 == 0 { early } else { late };
-                create_records(&store, partition, n, 20);
-                n += 20;
-                batches.fetch_add(1, Ordering::Relaxed);
-            }
-            n
-        });
-        while batches.load(Ordering::Relaxed) == 0 {
-            std::thread::yield_now();
-        }
-        let at_start = batches.load(Ordering::Relaxed);
-        let taken = store
+    // Ingest goes on meanwhile.
+    let (taken, mut written) = with_writes_going_on(&store, || {
+        store
             .take_out_erased(marked, erased_ids, "nobody in particular", AT)
-            .unwrap();
-        let during = batches.load(Ordering::Relaxed) - at_start;
-        stop.store(true, Ordering::Relaxed);
-        let written = writer.join().unwrap();
-        assert!(during > 0, "no write went on during the patch");
-        (taken, written)
+            .unwrap()
     });
     let TakenOut::Patched {
         dictionaries: 1,
@@ -199,25 +176,13 @@ fn an_erasure_patches_the_dictionary_in_place_while_writes_go_on() {
 
     // Every record reads as written: those from before, those stored anew, those written
     // meanwhile (compressed with the patched content, not plain).
-    let (mut wrote_early, mut wrote_late) = (Vec::new(), Vec::new());
-    for n in (0..written).step_by(20) {
-        let to = if n % 40 == 0 {
-            &mut wrote_early
-        } else {
-            &mut wrote_late
-        };
-        to.extend((n..n + 20).map(payload));
-    }
-    let all_read = |store: &RedbStore, wrote_late: &Vec<Vec<u8>>| {
+    let all_read = |store: &RedbStore, written: &Written| {
         assert!(read_all(store, kept) == expected);
         assert!(read_all(store, echoing) == echoed);
         assert!(read_all(store, marked).is_empty());
-        assert!(read_all(store, early) == wrote_early);
-        assert!(read_all(store, late) == *wrote_late);
+        written.read_back(store);
     };
-    all_read(&store, &wrote_late);
-    let (compressed, plain) = stored_bytes(&store, late);
-    assert!(compressed > 0 && plain == 0, "{compressed} / {plain}");
+    all_read(&store, &written);
 
     // The snapshot from before reads what the dictionary compressed before the patch, some of
     // which the patched content reads differently; once it ends, the codec lets go of that.
@@ -250,9 +215,8 @@ fn an_erasure_patches_the_dictionary_in_place_while_writes_go_on() {
     drop(before);
     store.codec.decoder(id);
     assert!(!unpatched(&store));
-    create_records(&store, late, written, 20);
-    wrote_late.extend((written..written + 20).map(payload));
-    all_read(&store, &wrote_late);
+    written.one_more(&store);
+    all_read(&store, &written);
 
     // Patching again finds nothing more to take out; the store reads the same reopened.
     assert_eq!(
@@ -263,7 +227,7 @@ fn an_erasure_patches_the_dictionary_in_place_while_writes_go_on() {
     );
     drop(store);
     let store = RedbStore::open(&path, 1 << 22).unwrap();
-    all_read(&store, &wrote_late);
+    all_read(&store, &written);
     assert!(!holds_marker(&dictionaries(&store)[0].1));
 }
 
