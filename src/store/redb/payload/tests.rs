@@ -4,7 +4,9 @@ use super::recompress::RECOMPRESS_CHUNK;
 use super::*;
 use crate::core::ids::RecordId;
 use crate::store::compression::PayloadDictionaries;
-use crate::store::records::{NewRecord, RecordWrite, RecordsStore, ScanOrder, plain_batch};
+use crate::store::records::{
+    NewRecord, RecordWrite, RecordsRead, RecordsStore, ScanOrder, plain_batch,
+};
 use crate::store::redb::ENDPOINTS;
 use crate::store::{Partition, Store};
 
@@ -56,9 +58,13 @@ pub(super) fn create_records(store: &RedbStore, partition: Partition, from: u64,
 
 /// Every record of `partition`, oldest first, read through the store (the scrub tests use it too).
 pub(in crate::store::redb) fn read_all(store: &RedbStore, partition: Partition) -> Vec<Vec<u8>> {
+    read_in(Store::read(store).unwrap().as_ref(), partition)
+}
+
+/// Every record of `partition`, oldest first, as `snapshot` reads it.
+pub(super) fn read_in(snapshot: &dyn RecordsRead, partition: Partition) -> Vec<Vec<u8>> {
     let mut all = Vec::new();
-    Store::read(store)
-        .unwrap()
+    snapshot
         .record_page(
             partition,
             (Bound::Included(0), Bound::Included(u128::MAX)),
@@ -558,20 +564,7 @@ fn replacing_the_dictionaries_while_writes_go_on_takes_every_erased_piece_out() 
 
     // The snapshot from before still reads what the old dictionary compressed; once it ends,
     // the codec lets go of it.
-    let mut read_before = Vec::new();
-    before
-        .record_page(
-            kept,
-            (Bound::Included(0), Bound::Included(u128::MAX)),
-            ScanOrder::OldestFirst,
-            usize::MAX,
-            &mut |record| {
-                read_before.push(record.payload.to_vec());
-                Ok(())
-            },
-        )
-        .unwrap();
-    assert!(read_before == expected);
+    assert!(read_in(before.as_ref(), kept) == expected);
     assert!(store.codec.decoder(old).is_some());
     drop(before);
     assert!(store.codec.decoder(old).is_none());

@@ -1,13 +1,11 @@
-use std::ops::Bound;
-
 use super::super::tests::{
     AT, MARKER, MarkerSearch, Written, create_records, deleted_partition, dictionaries,
-    holds_marker, may_hold, payload, read_all, record_id, with_writes_going_on,
+    holds_marker, may_hold, payload, read_all, read_in, record_id, with_writes_going_on,
 };
 use super::*;
 use crate::core::ids::RecordId;
 use crate::store::compression::PayloadDictionaries;
-use crate::store::records::{NewRecord, RecordWrite, RecordsStore, ScanOrder, plain_batch};
+use crate::store::records::{NewRecord, RecordWrite, RecordsStore, plain_batch};
 use crate::store::{Partition, Store};
 
 /// A dictionary trained on `samples`.
@@ -186,22 +184,7 @@ fn an_erasure_patches_the_dictionary_in_place_while_writes_go_on() {
 
     // The snapshot from before reads what the dictionary compressed before the patch, some of
     // which the patched content reads differently; once it ends, the codec lets go of that.
-    let read_before = |partition| {
-        let mut read = Vec::new();
-        before
-            .record_page(
-                partition,
-                (Bound::Included(0), Bound::Included(u128::MAX)),
-                ScanOrder::OldestFirst,
-                usize::MAX,
-                &mut |record| {
-                    read.push(record.payload.to_vec());
-                    Ok(())
-                },
-            )
-            .unwrap();
-        read
-    };
+    let read_before = |partition| read_in(before.as_ref(), partition);
     assert!(read_before(kept) == expected);
     assert!(read_before(echoing) == echoed);
     assert_eq!(read_before(marked).len(), 300);
