@@ -559,11 +559,15 @@ pub struct DictionaryPin {
 /// The dictionary a record value is compressed with; `None` for a plain value (or one whose
 /// frame names none, which decoding reports).
 fn dictionary_of(value: &[u8]) -> Option<u32> {
+    frame_of(value)
+        .and_then(zstd_safe::get_dict_id_from_frame)
+        .map(|id| id.get())
+}
+
+/// The compressed frame of a record value, `None` for a plain one.
+fn frame_of(value: &[u8]) -> Option<&[u8]> {
     match value.split_first() {
-        Some((&COMPRESSED, rest)) => rest
-            .get(8..)
-            .and_then(zstd_safe::get_dict_id_from_frame)
-            .map(|id| id.get()),
+        Some((&COMPRESSED, rest)) => rest.get(8..),
         _ => None,
     }
 }

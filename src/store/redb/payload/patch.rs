@@ -107,14 +107,6 @@ fn content_start(dictionary: &[u8]) -> Result<usize, StoreError> {
     Ok(size)
 }
 
-/// The compressed frame of a record value, `None` for a plain one.
-fn frame_of(value: &[u8]) -> Option<&[u8]> {
-    match value.split_first() {
-        Some((&COMPRESSED, rest)) => rest.get(8..),
-        _ => None,
-    }
-}
-
 /// A dictionary of the store that may hold an erased record, with what its sample was.
 pub(super) struct Meeting {
     id: u32,
@@ -235,13 +227,12 @@ impl RedbStore {
             self.write()?.abort()?;
             let (mut was, mut now) = (Vec::new(), Vec::new());
             let stored = self.store_anew(&mut |value| {
-                let Some(frame) = frame_of(value) else {
+                let Some(frame) = frame_of(value).filter(|_| dictionary_of(value) == Some(id))
+                else {
                     return false;
                 };
-                if zstd_safe::get_dict_id_from_frame(frame).map(|named| named.get()) != Some(id)
-                    // A value that does not read now is left as it is: it reads no worse.
-                    || self.codec.decompress(frame, &before, &mut was).is_err()
-                {
+                // A value that does not read now is left as it is: it reads no worse.
+                if self.codec.decompress(frame, &before, &mut was).is_err() {
                     return false;
                 }
                 self.codec.decompress(frame, &after, &mut now).is_err() || was != now
