@@ -14,7 +14,7 @@ use redb::{Database, DatabaseError, Key, ReadTransaction, TableDefinition, Table
 use redb::{ReadableDatabase, TableHandle, WriteTransaction};
 
 use super::backup::copy_table;
-use super::{RedbStore, TableVisitor, visit_main_tables, visit_request_log_tables};
+use super::{RedbStore, TableVisitor, io_error, visit_main_tables, visit_request_log_tables};
 use crate::core::clock::Timestamp;
 use crate::store::StoreError;
 use crate::store::compression::Recompressed;
@@ -37,10 +37,6 @@ pub fn recompress_file(path: &Path, now: Timestamp) -> Result<Recompressed, Stor
 
 fn in_use(path: &Path) -> StoreError {
     StoreError::Backend(format!("{} is in use: stop the server first", path.display()).into())
-}
-
-fn io_error(path: &Path, err: std::io::Error) -> StoreError {
-    StoreError::Backend(format!("{}: {err}", path.display()).into())
 }
 
 /// Compacts the redb file at `path` (`intake.redb` or `requests.redb`): in place, then by

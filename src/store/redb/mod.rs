@@ -278,6 +278,11 @@ impl std::ops::Deref for Snapshot {
 /// Runs `read` on the file at `path`. Damage found there (redb reports some as `Corrupted`,
 /// and panics on others) is [`StoreError::Damaged`], naming the file and the remedy, never a
 /// panic.
+/// An I/O error on one of the store's files, naming it.
+fn io_error(path: &Path, err: std::io::Error) -> StoreError {
+    StoreError::Backend(format!("{}: {err}", path.display()).into())
+}
+
 fn guard_damage<T>(
     path: &Path,
     read: impl FnOnce() -> Result<T, StoreError>,

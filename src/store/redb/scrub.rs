@@ -51,6 +51,7 @@
 //! unused end until it is built anew: for an erasure's keys, that is done first
 //! (`erased_leaves`).
 
+use std::fs::File;
 use std::ops::Range;
 use std::sync::atomic::Ordering;
 use std::thread;
@@ -61,7 +62,7 @@ use redb::{
     WriteTransaction,
 };
 
-use super::RedbStore;
+use super::{RedbStore, io_error};
 use crate::store::{ScrubReport, StoreError};
 
 /// Bytes of a page a value leaves to its key and its leaf's header: a value of 2^order pages
@@ -78,11 +79,13 @@ const PAGE: u64 = 4096;
 /// a few milliseconds (an ingest batch waits behind it); after each the scrub pauses as long
 /// as it took, so the other writers have the lock at least half the time.
 const BATCH: u64 = 64;
-/// Free pages the bulk leaves to the other writers (2 MiB): more than an ingest batch takes
-/// between two bulk transactions, and what the end takes under the writers' turn. (A quarter
-/// of it did not make the scrub's transactions in a running server any shorter:
-/// docs/src/benchmarks.md, "Erasure".)
-const HEADROOM: u64 = 512;
+/// Free pages the bulk leaves to the other writers (512 KiB): several times what an ingest
+/// batch takes between two bulk transactions, and what the end takes under the writers' turn.
+/// Each bulk transaction shows them (a write and a removal each), which was most of its time:
+/// measured with the test `measure_a_scrub_of_100_mb_of_free_pages`, showing 512 took 5-8 ms,
+/// 128 take 1.1-2, its own 64 values 0.4-0.6 and its commit 1-1.5 (docs/src/benchmarks.md,
+/// "Erasure").
+const HEADROOM: u64 = 128;
 /// Free pages shown before each commit: more than a commit takes for itself.
 const ROOM: u64 = 16;
 /// Free pages a commit that changes nothing is given: what it frees needs a few.
@@ -104,8 +107,11 @@ const RESERVE_LEFT: u64 = END_ROOM + 16;
 const SMALL_END: u64 = BATCH + HEADROOM + TAIL + SLACK;
 /// Filler values the copies of that end take beyond the free pages: the commit's own pages.
 const SMALL_MARGIN: u64 = ROOM;
-/// Filler values deleted a transaction.
-const CLEAR_BATCH: u64 = 2048;
+/// Filler values deleted a transaction: like a bulk transaction, a few milliseconds of the
+/// write lock, followed by a pause as long. (2,048 back to back held it for 10-20 ms each
+/// while the filler of 150 MiB went, which showed in the ingest p99 of the scrub's last
+/// second: docs/src/benchmarks.md, "Erasure".)
+const CLEAR_BATCH: u64 = 256;
 /// How far the pages freed with the reserve may miss its size (the commit's own come and go).
 const SLACK: u64 = 16;
 /// Ends tried when something changed on the way, this long apart.
@@ -124,7 +130,7 @@ impl RedbStore {
     pub(super) fn scrub_free_pages(&self) -> Result<ScrubReport, StoreError> {
         // First the pages in use that may keep erased bytes are freed (`erased_leaves`).
         self.rebuild_erased_leaves()?;
-        let mut scrub = Scrub::new(self);
+        let mut scrub = Scrub::new(self)?;
         if scrub.long_read_open() {
             scrub.report.held_by_snapshot = true;
             return Ok(scrub.report);
@@ -154,6 +160,9 @@ impl RedbStore {
 /// A scrub under way.
 struct Scrub<'s> {
     store: &'s RedbStore,
+    /// The store's file, opened again to read its length: the scrub does after each value it
+    /// writes, and `fstat` of an open file costs less than `stat` of its path.
+    file: File,
     /// The key of the next filler value.
     next: u64,
     report: ScrubReport,
@@ -239,14 +248,16 @@ enum Cleared {
 }
 
 impl<'s> Scrub<'s> {
-    fn new(store: &'s RedbStore) -> Scrub<'s> {
-        Scrub {
+    fn new(store: &'s RedbStore) -> Result<Scrub<'s>, StoreError> {
+        let file = File::open(&store.file).map_err(|err| io_error(&store.file, err))?;
+        Ok(Scrub {
             store,
+            file,
             next: 0,
             report: ScrubReport::default(),
             filler: vec![0; PAGE as usize - VALUE_SPARE],
             holds_turn: false,
-        }
+        })
     }
 
     fn run(&mut self) -> Result<(), StoreError> {
@@ -607,8 +618,9 @@ impl<'s> Scrub<'s> {
     /// deleting more would grow the file (the next scrub deletes the rest).
     fn clear(&mut self) -> Result<bool, StoreError> {
         loop {
+            let started = Instant::now();
             match self.clear_batch()? {
-                Cleared::More => {}
+                Cleared::More => thread::sleep(started.elapsed().max(PAUSE_MIN)),
                 Cleared::Done => return Ok(true),
                 Cleared::NoRoom => return Ok(false),
             }
@@ -684,11 +696,10 @@ impl<'s> Scrub<'s> {
     }
 
     fn file_len(&self) -> Result<u64, StoreError> {
-        std::fs::metadata(&self.store.file)
+        self.file
+            .metadata()
             .map(|meta| meta.len())
-            .map_err(|err| {
-                StoreError::Backend(format!("{}: {err}", self.store.file.display()).into())
-            })
+            .map_err(|err| io_error(&self.store.file, err))
     }
 
     /// An error when the file grew past `before`, which the scrub must never make it.

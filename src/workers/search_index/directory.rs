@@ -9,12 +9,19 @@
 //! and field norms are different: tantivy asks for each of them whole and then looks up a few
 //! entries, so a copy would hold all of it in the heap (every published snapshot read the id
 //! columns of every segment, 10 MB per million documents) where a map makes resident only the
-//! pages looked at. Everything else (writes, the lock, watching `meta.json`) is the
-//! `MmapDirectory`'s.
+//! pages looked at.
+//!
+//! A new segment file goes to the disk as it is written ([`WrittenBack`]): a merge writes its
+//! files for seconds (two of a million records' merged segment are 115 MiB each), and left to
+//! the page cache their whole size went to the disk in the fsync at their close, 85 ms a file,
+//! which the store's own fsyncs waited behind (docs/src/benchmarks.md, "Erasure").
+//!
+//! Everything else (the lock, watching `meta.json`, atomic writes) is the `MmapDirectory`'s.
 
-use std::fs::File;
-use std::io;
+use std::fs::{File, OpenOptions};
+use std::io::{self, BufWriter, Write};
 use std::ops::Range;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,19 +31,19 @@ use tantivy::directory::error::{
     DeleteError, LockError, OpenDirectoryError, OpenReadError, OpenWriteError,
 };
 use tantivy::directory::{
-    Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, OwnedBytes, WatchCallback,
-    WatchHandle, WritePtr,
+    AntiCallToken, Directory, DirectoryLock, FileHandle, Lock, MmapDirectory, OwnedBytes,
+    TerminatingWrite, WatchCallback, WatchHandle, WritePtr,
 };
 
 #[derive(Clone, Debug)]
-pub(super) struct ReadDirectory {
+pub(super) struct IndexDirectory {
     root: PathBuf,
     inner: MmapDirectory,
 }
 
-impl ReadDirectory {
+impl IndexDirectory {
     pub(super) fn open(root: &Path) -> Result<Self, OpenDirectoryError> {
-        Ok(ReadDirectory {
+        Ok(IndexDirectory {
             root: root.to_path_buf(),
             inner: MmapDirectory::open(root)?,
         })
@@ -51,7 +58,7 @@ fn read_whole(path: &Path) -> bool {
     )
 }
 
-impl Directory for ReadDirectory {
+impl Directory for IndexDirectory {
     fn get_file_handle(&self, path: &Path) -> Result<Arc<dyn FileHandle>, OpenReadError> {
         if read_whole(path) {
             return self.inner.get_file_handle(path);
@@ -79,7 +86,19 @@ impl Directory for ReadDirectory {
     }
 
     fn open_write(&self, path: &Path) -> Result<WritePtr, OpenWriteError> {
-        self.inner.open_write(path)
+        // As the `MmapDirectory` does: a new file only; durable once terminated and the
+        // directory synced.
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(self.root.join(path))
+            .map_err(|err| match err.kind() {
+                io::ErrorKind::AlreadyExists => {
+                    OpenWriteError::FileAlreadyExists(path.to_path_buf())
+                }
+                _ => OpenWriteError::wrap_io_error(err, path.to_path_buf()),
+            })?;
+        Ok(BufWriter::new(Box::new(WrittenBack::new(file))))
     }
 
     fn atomic_read(&self, path: &Path) -> Result<Vec<u8>, OpenReadError> {
@@ -125,20 +144,111 @@ impl FileHandle for ReadFile {
     }
 }
 
+/// Bytes of a file written between two requests to write them back.
+const WRITE_BACK_STEP: u64 = 8 << 20;
+
+/// A segment file being written: every [`WRITE_BACK_STEP`] bytes, their writeback starts, and
+/// the step before is waited for, so at most two steps of it are dirty in the page cache at
+/// any time and its final sync has little left to write. The waits fall on the thread
+/// writing the file (the indexer's or a merge's), which runs beside the requests.
+struct WrittenBack {
+    file: File,
+    /// Bytes written.
+    written: u64,
+    /// Where the step whose writeback was requested last begins, once one was.
+    requested: Option<u64>,
+    /// Where the next step begins.
+    next: u64,
+}
+
+impl WrittenBack {
+    fn new(file: File) -> WrittenBack {
+        WrittenBack {
+            file,
+            written: 0,
+            requested: None,
+            next: 0,
+        }
+    }
+
+    /// Starts the writeback of the bytes written since the last step, and waits for the step
+    /// before that one.
+    fn step(&mut self) -> io::Result<()> {
+        let start = self.next;
+        sync_file_range(
+            &self.file,
+            start,
+            self.written - start,
+            libc::SYNC_FILE_RANGE_WRITE,
+        )?;
+        if let Some(before) = self.requested {
+            sync_file_range(
+                &self.file,
+                before,
+                start - before,
+                libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                    | libc::SYNC_FILE_RANGE_WRITE
+                    | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+            )?;
+        }
+        self.requested = Some(start);
+        self.next = self.written;
+        Ok(())
+    }
+}
+
+impl Write for WrittenBack {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        if self.written - self.next >= WRITE_BACK_STEP {
+            self.step()?;
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl TerminatingWrite for WrittenBack {
+    fn terminate_ref(&mut self, _: AntiCallToken) -> io::Result<()> {
+        self.file.sync_data()
+    }
+}
+
+/// `sync_file_range(2)` on `len` bytes of `file` from `offset` (rustix has no wrapper).
+fn sync_file_range(file: &File, offset: u64, len: u64, flags: u32) -> io::Result<()> {
+    let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+        return Err(io::Error::other("a file range past i64"));
+    };
+    // SAFETY: the call takes a file descriptor, two integers and flags, and touches no memory
+    // of the process; the descriptor is `file`'s, open for as long as the borrow lasts.
+    let result = unsafe { libc::sync_file_range(file.as_raw_fd(), offset, len, flags) };
+    if result == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
 
-    use tantivy::directory::Directory;
-    use tantivy::directory::error::OpenReadError;
+    use std::io::Write;
 
-    use super::ReadDirectory;
+    use tantivy::directory::error::{OpenReadError, OpenWriteError};
+    use tantivy::directory::{Directory, TerminatingWrite};
+
+    use super::IndexDirectory;
 
     #[test]
     fn reads_ranges_of_a_file_and_knows_a_missing_one() {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::write(dir.path().join("f"), b"abcdef").expect("write");
-        let directory = ReadDirectory::open(dir.path()).expect("open");
+        let directory = IndexDirectory::open(dir.path()).expect("open");
         let file = directory.get_file_handle(Path::new("f")).expect("handle");
         assert_eq!(file.len(), 6);
         assert_eq!(file.read_bytes(1..4).expect("read").as_slice(), b"bcd");
@@ -150,9 +260,29 @@ mod tests {
     }
 
     #[test]
+    fn a_file_written_back_in_steps_reads_back_whole() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let directory = IndexDirectory::open(dir.path()).expect("open");
+        let path = Path::new("seg.idx");
+        // Three steps and a part: every request and wait path runs.
+        let len = 3 * super::WRITE_BACK_STEP as usize + 12_345;
+        let content: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        let mut writer = directory.open_write(path).expect("open_write");
+        for chunk in content.chunks(100_000) {
+            writer.write_all(chunk).expect("write");
+        }
+        writer.terminate().expect("terminate");
+        assert_eq!(std::fs::read(dir.path().join(path)).expect("read"), content);
+        assert!(matches!(
+            directory.open_write(path),
+            Err(OpenWriteError::FileAlreadyExists(_))
+        ));
+    }
+
+    #[test]
     fn whole_read_structures_are_mapped_and_their_ranges_read_the_same() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let directory = ReadDirectory::open(dir.path()).expect("open");
+        let directory = IndexDirectory::open(dir.path()).expect("open");
         for name in ["s.term", "s.fast", "s.fieldnorm", "s.idx"] {
             std::fs::write(dir.path().join(name), b"abcdef").expect("write");
             let file = directory.get_file_handle(Path::new(name)).expect("handle");

@@ -23,7 +23,7 @@ use tantivy::{
     DocAddress, DocId, Index, IndexReader, Score, Searcher, SegmentOrdinal, SegmentReader, Term,
 };
 
-use super::directory::ReadDirectory;
+use super::directory::IndexDirectory;
 use super::expunge::Expunger;
 use crate::domain::error::{Error, Result as ServiceResult};
 use crate::domain::search::tokenizer::{
@@ -554,7 +554,7 @@ pub(super) fn open_or_create(dir: &Path) -> Result<Opened, IndexError> {
     }
     std::fs::create_dir_all(dir).map_err(io)?;
     let index = Index::create(
-        ReadDirectory::open(dir).map_err(tantivy::TantivyError::from)?,
+        IndexDirectory::open(dir).map_err(tantivy::TantivyError::from)?,
         schema().0,
         tantivy::IndexSettings::default(),
     )?;
@@ -568,7 +568,7 @@ pub(super) fn open_or_create(dir: &Path) -> Result<Opened, IndexError> {
 }
 
 fn open_existing(dir: &Path) -> Result<Opened, IndexError> {
-    let index = Index::open(ReadDirectory::open(dir).map_err(tantivy::TantivyError::from)?)?;
+    let index = Index::open(IndexDirectory::open(dir).map_err(tantivy::TantivyError::from)?)?;
     if index.schema() != schema().0 {
         return Err(tantivy::TantivyError::SchemaError("schema changed".into()).into());
     }

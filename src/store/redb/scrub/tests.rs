@@ -228,7 +228,7 @@ fn too_few_free_pages_for_a_reserve_are_all_taken_by_the_last_commits() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("intake.redb");
     let store = store_with_records(&path, 3_000);
-    let mut scrub = Scrub::new(&store);
+    let mut scrub = Scrub::new(&store).unwrap();
     // Every free page but a few taken, as a file with little churn has; then a few
     // deletes free the pages that held them.
     let free = scrub.probe(0, u64::MAX).unwrap().unwrap();
@@ -265,7 +265,7 @@ fn an_interrupted_scrub_s_filler_is_deleted_by_the_next_and_left_out_of_a_compac
     let path = dir.path().join("intake.redb");
     let store = store_with_deleted(&path, 1_000);
     let interrupted = |store: &RedbStore| {
-        let mut scrub = Scrub::new(store);
+        let mut scrub = Scrub::new(store).unwrap();
         assert!(scrub.commit(100).unwrap());
         assert!(filler_table_exists(store));
     };
