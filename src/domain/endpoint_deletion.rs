@@ -114,14 +114,21 @@ fn revoke_access(tx: &mut dyn WriteTx, endpoints: &Endpoints, row: &EndpointRow)
 }
 
 /// Purges every deleted endpoint whose purge has not finished; returns how many rows it
-/// removed.
+/// removed. `request_log_written` returns once the request-log entries queued so far are
+/// written: the log's writer gathers entries for a moment before it writes them, and one of
+/// a call made just before the deletion would otherwise land after the purge.
 pub fn purge_deleted(
     store: &dyn Store,
     request_log: &dyn RequestLogStore,
+    request_log_written: &dyn Fn(),
 ) -> Result<(usize, Effects), StoreError> {
     let mut total = 0;
     let mut changed = Vec::new();
-    for row in store.read()?.unpurged_deletions()? {
+    let deleted = store.read()?.unpurged_deletions()?;
+    if !deleted.is_empty() {
+        request_log_written();
+    }
+    for row in deleted {
         for environment in [Environment::Sandbox, Environment::Production] {
             let key = Partition::new(row.id, environment);
             changed.push(key);
@@ -158,6 +165,7 @@ fn drain(mut step: impl FnMut() -> Result<usize, StoreError>) -> Result<usize, S
 pub async fn run_schedule(
     handles: Handles,
     request_log: Arc<dyn RequestLogStore>,
+    request_log_written: Arc<dyn Fn() + Send + Sync>,
     mut ticker: Ticker,
 ) {
     while ticker.tick().await {
@@ -176,9 +184,10 @@ pub async fn run_schedule(
             continue;
         }
         let (store, request_log, now) = (handles.store.clone(), request_log.clone(), handles.now());
+        let written = request_log_written.clone();
         let turn = tokio::task::spawn_blocking(move || {
             crate::domain::jobs::run(store.as_ref(), "endpoint_purge", now, SCHEDULE_TICK, || {
-                purge_deleted(store.as_ref(), request_log.as_ref())
+                purge_deleted(store.as_ref(), request_log.as_ref(), written.as_ref())
             })
         })
         .await;

@@ -286,6 +286,10 @@ impl Periodic {
             tokio::spawn(endpoint_deletion::run_schedule(
                 app.handles.clone(),
                 log_store,
+                {
+                    let log = app.request_log.clone();
+                    Arc::new(move || log.flush())
+                },
                 ticker(endpoint_deletion::SCHEDULE_TICK),
             )),
             tokio::spawn(erasures::run_schedule(

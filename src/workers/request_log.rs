@@ -15,7 +15,9 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, TryRecvError, channel};
+use std::sync::mpsc::{
+    Receiver, RecvTimeoutError, Sender, SyncSender, TryRecvError, channel, sync_channel,
+};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -44,6 +46,8 @@ enum Message {
     /// Boxed: an error's entry is over 200 bytes, and every slot of the channel would be
     /// that large.
     Entry(Partition, Box<RequestLogRow>),
+    /// Write what was queued before it, then answer.
+    Flush(SyncSender<()>),
     /// Write what is queued, then stop.
     Shutdown,
 }
@@ -212,6 +216,17 @@ impl RequestLog {
         }
     }
 
+    /// Returns once every entry queued before the call is written (or the writer has
+    /// stopped): the purge of a deleted endpoint's entries waits for this first, or an entry
+    /// still in the writer's batch window would be written after it.
+    pub fn flush(&self) {
+        let (answer, answered) = sync_channel(1);
+        if self.tx.send(Message::Flush(answer)).is_ok() {
+            // An error: the writer stopped, and wrote what it had before.
+            let _ = answered.recv();
+        }
+    }
+
     /// Writes what is queued and stops the writer thread.
     pub fn shutdown(&self) {
         let _ = self.tx.send(Message::Shutdown);
@@ -246,8 +261,10 @@ fn writer_loop(store: &dyn RequestLogStore, clock: &dyn Clock, retention: Durati
     let mut stopping = false;
     while !stopping {
         let mut batch = Vec::new();
+        let mut flushed = None;
         match rx.recv_timeout(PURGE_EVERY.min(Duration::from_secs(60))) {
             Ok(Message::Entry(p, row)) => batch.push((p, *row)),
+            Ok(Message::Flush(answer)) => flushed = Some(answer),
             Ok(Message::Shutdown) | Err(RecvTimeoutError::Disconnected) => stopping = true,
             Err(RecvTimeoutError::Timeout) => {}
         }
@@ -258,6 +275,10 @@ fn writer_loop(store: &dyn RequestLogStore, clock: &dyn Clock, retention: Durati
             while batch.len() < MAX_BATCH {
                 match rx.try_recv() {
                     Ok(Message::Entry(p, row)) => batch.push((p, *row)),
+                    Ok(Message::Flush(answer)) => {
+                        flushed = Some(answer);
+                        break;
+                    }
                     Ok(Message::Shutdown) | Err(TryRecvError::Disconnected) => {
                         stopping = true;
                         break;
@@ -268,6 +289,9 @@ fn writer_loop(store: &dyn RequestLogStore, clock: &dyn Clock, retention: Durati
             if let Err(err) = store.append_requests(&batch) {
                 log::error!("could not write {} request-log entries: {err}", batch.len());
             }
+        }
+        if let Some(answer) = flushed {
+            let _ = answer.send(());
         }
         let now = clock.now();
         if last_purge.is_none_or(|t| t.plus(PURGE_EVERY) <= now) {
@@ -536,6 +560,38 @@ mod tests {
                 other => panic!("{name}={value}: {other:?}"),
             }
         }
+    }
+
+    /// `flush` returns once what was queued before it is written, though the writer waits
+    /// BATCH_WINDOW after an entry before writing; and at once after a shutdown.
+    #[test]
+    fn flush_returns_once_what_was_queued_is_written() {
+        const P: Partition = Partition::from_raw(1);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store =
+            crate::store::open_embedded_request_log(&dir.path().join("requests.redb"), 1 << 20, 0)
+                .expect("request log store");
+        let clock = Arc::new(crate::core::clock::ManualClock::new(Timestamp(0)));
+        let (log, thread) =
+            RequestLog::start(store.clone(), clock, Duration::from_secs(3600)).expect("start");
+        let written = || {
+            store
+                .requests_page(P, None, 100, &EntryFilter::default())
+                .expect("page")
+                .entries
+                .len()
+        };
+        for round in 1..=3 {
+            log.record(P, row());
+            log.record(P, row());
+            log.flush();
+            assert_eq!(written(), 2 * round);
+        }
+        log.flush();
+        assert_eq!(written(), 6);
+        log.shutdown();
+        thread.join();
+        log.flush();
     }
 
     /// Past CHANNEL_CAPACITY waiting entries, `record` drops and counts instead of queueing;
