@@ -562,15 +562,22 @@ mod tests {
         }
     }
 
-    /// `flush` returns once what was queued before it is written, though the writer waits
-    /// BATCH_WINDOW after an entry before writing; and at once after a shutdown.
-    #[test]
-    fn flush_returns_once_what_was_queued_is_written() {
-        const P: Partition = Partition::from_raw(1);
+    const P: Partition = Partition::from_raw(1);
+
+    /// A request-log store in a temp dir (kept while the dir lives).
+    fn log_store() -> (tempfile::TempDir, Arc<dyn RequestLogStore>) {
         let dir = tempfile::tempdir().expect("temp dir");
         let store =
             crate::store::open_embedded_request_log(&dir.path().join("requests.redb"), 1 << 20, 0)
                 .expect("request log store");
+        (dir, store)
+    }
+
+    /// `flush` returns once what was queued before it is written, though the writer waits
+    /// BATCH_WINDOW after an entry before writing; and at once after a shutdown.
+    #[test]
+    fn flush_returns_once_what_was_queued_is_written() {
+        let (_dir, store) = log_store();
         let clock = Arc::new(crate::core::clock::ManualClock::new(Timestamp(0)));
         let (log, thread) =
             RequestLog::start(store.clone(), clock, Duration::from_secs(3600)).expect("start");
@@ -598,11 +605,7 @@ mod tests {
     /// each entry the writer takes frees a place.
     #[test]
     fn at_most_the_capacity_waits_and_what_the_writer_takes_frees_room() {
-        const P: Partition = Partition::from_raw(1);
-        let dir = tempfile::tempdir().expect("temp dir");
-        let store =
-            crate::store::open_embedded_request_log(&dir.path().join("requests.redb"), 1 << 20, 0)
-                .expect("request log store");
+        let (_dir, store) = log_store();
         let (tx, rx) = channel();
         let queued = Arc::new(AtomicUsize::new(0));
         let log = RequestLog {
