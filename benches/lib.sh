@@ -520,14 +520,17 @@ build_intake() {
   [ -x "$INTAKE_BIN" ] || die "no intake binary at $INTAKE_BIN"
 }
 
-# build_bench NAME: builds the harness-less bench target benches/NAME.rs (release) and
-# prints its path. `cargo build --release` rather than `cargo bench --no-run`: the bench
-# profile would compile the library once more, while this shares the README build's.
+# build_bench NAME: builds the harness-less bench target benches/NAME.rs and prints its path.
+# BENCH_PROFILE picks the profile (default release): `cargo build --release` rather than
+# `cargo bench --no-run`, whose bench profile would compile the library once more, while this
+# shares the README build's. CI's soak builds its helpers with BENCH_PROFILE=dev, which shares
+# `cargo test`'s build instead (seconds, against minutes for a release build of the
+# benchmarks' dev-dependencies): at the soak's pace a debug receiver and debug readers keep up.
 build_bench() {
-  local name="$1" exe
-  log "building $name (cargo build --release --bench $name)"
-  cargo build --release --bench "$name" --message-format=json-render-diagnostics \
-    >"$WORK/build-$name.json" || die "cargo build --release --bench $name failed"
+  local name="$1" profile="${BENCH_PROFILE:-release}" exe
+  log "building $name (cargo build --profile $profile --bench $name)"
+  cargo build --profile "$profile" --bench "$name" --message-format=json-render-diagnostics \
+    >"$WORK/build-$name.json" || die "cargo build --profile $profile --bench $name failed"
   exe="$(cargo_exe bench "$name" "$WORK/build-$name.json")"
   { [ -n "$exe" ] && [ -x "$exe" ]; } || die "could not find the $name executable in cargo's JSON output"
   echo "$exe"

@@ -17,7 +17,8 @@
 #      DURATION/120 within 1-5), WARMUP (seconds before the RSS and queue checks' first window,
 #      default DURATION/6), RSS_GROWTH (default 0.10), BACKUP_EVERY (seconds, default
 #      DURATION/6; 0: none), PROFILE_ENV (a benches/profiles/NAME.env file for the servers),
-#      INTAKE_BIN (skip the build), RESULTS_FILE (default
+#      INTAKE_BIN (skip the build), BENCH_PROFILE (the receiver's and stream readers' build
+#      profile, default release; CI's short run uses dev), RESULTS_FILE (default
 #      benches/results/soak-latest.md), DOCS_IMG (where the SVGs are copied as well, default
 #      docs/src/img; empty: nowhere).
 # Installs wrk, libfaketime and (for postgres) PostgreSQL when missing. All traffic goes to

@@ -182,41 +182,33 @@ impl Session<'_> {
         self.wait_for_new_page(path);
     }
 
-    /// Replaces the value of the input or textarea at `selector` by typing `text`.
+    /// Replaces the value of the input or textarea at `selector` with `text`, entered as
+    /// typed text is (`Input.insertText`: the page sees `beforeinput` and `input` events, not
+    /// one key event per character, which at two DevTools calls a character took seconds a
+    /// field; see [`Session::on_element`]).
     pub fn fill(&self, selector: &str, text: &str) {
-        let element = self.tab.wait_for_element(selector).expect(selector);
-        element
-            .call_js_fn("function () { this.value = ''; }", vec![], false)
-            .expect("clear field");
-        element.type_into(text).expect("type");
+        self.on_element(selector, "e.focus(); e.value = ''; return true;");
+        self.tab.send_character(text).expect("type");
     }
 
     /// Sets the value of the input or textarea at `selector` at once, as pasting would: much
     /// faster than [`Session::fill`]'s typing for long values such as API keys.
     pub fn paste(&self, selector: &str, text: &str) {
-        self.tab
-            .wait_for_element(selector)
-            .expect(selector)
-            .call_js_fn(
-                "function (text) { this.value = text; \
-                 this.dispatchEvent(new Event('input', { bubbles: true })); }",
-                vec![serde_json::Value::String(text.to_string())],
-                false,
-            )
-            .expect("set value");
+        let text = serde_json::Value::String(text.to_string());
+        self.on_element(
+            selector,
+            &format!(
+                "e.value = {text}; e.dispatchEvent(new Event('input', {{ bubbles: true }})); \
+                 return true;"
+            ),
+        );
     }
 
     /// Ticks or unticks the checkbox at `selector`.
     pub fn set_checked(&self, selector: &str, on: bool) {
-        let element = self.tab.wait_for_element(selector).expect(selector);
-        let checked = element
-            .call_js_fn("function () { return this.checked; }", vec![], false)
-            .expect("read checkbox")
-            .value
-            .and_then(|v| v.as_bool())
-            .unwrap_or(false);
-        if checked != on {
-            element.click().expect("click checkbox");
+        let checked = self.on_element(selector, "return e.checked;");
+        if checked.as_bool().unwrap_or(false) != on {
+            self.click(selector);
         }
     }
 
@@ -224,11 +216,7 @@ impl Session<'_> {
     /// next page has loaded.
     pub fn submit(&self, selector: &str) {
         self.mark_page();
-        self.tab
-            .wait_for_element(selector)
-            .expect(selector)
-            .click()
-            .expect("click");
+        self.click(selector);
         self.wait_for_new_page(selector);
     }
 
@@ -297,11 +285,20 @@ impl Session<'_> {
 
     /// Clicks the element at `selector` where the page's script answers without loading
     /// another page (a tab, a button that fetches); see [`Session::wait_until`].
+    /// A real click: the mouse pressed and released at the middle of the element, scrolled
+    /// into view first, so an element covered by another is not clicked through.
     pub fn click(&self, selector: &str) {
+        let middle = self.on_element(
+            selector,
+            "e.scrollIntoView({ block: 'center', inline: 'center' }); \
+             var r = e.getBoundingClientRect(); \
+             return [r.left + r.width / 2, r.top + r.height / 2];",
+        );
+        let (Some(x), Some(y)) = (middle[0].as_f64(), middle[1].as_f64()) else {
+            panic!("{selector}: no position ({middle})");
+        };
         self.tab
-            .wait_for_element(selector)
-            .expect(selector)
-            .click()
+            .click_point(headless_chrome::browser::tab::point::Point { x, y })
             .expect("click");
     }
 
@@ -374,28 +371,50 @@ impl Session<'_> {
 
     /// The visible text of the first element at `selector`.
     pub fn text(&self, selector: &str) -> String {
-        self.tab
-            .wait_for_element(selector)
-            .expect(selector)
-            .get_inner_text()
-            .expect("inner text")
+        let text = self.on_element(selector, "return e.innerText;");
+        text.as_str().unwrap_or_default().to_string()
     }
 
     /// Whether an element matches `selector` on the current page (no waiting).
     pub fn exists(&self, selector: &str) -> bool {
-        self.tab.find_element(selector).is_ok()
+        let selector = serde_json::Value::String(selector.to_string());
+        self.eval(&format!("document.querySelector({selector}) !== null"))
+            .as_bool()
+            .unwrap_or(false)
     }
 
     /// The `value` of the input at `selector`.
     pub fn value(&self, selector: &str) -> String {
-        self.tab
-            .wait_for_element(selector)
-            .expect(selector)
-            .call_js_fn("function () { return this.value; }", vec![], false)
-            .expect("read value")
-            .value
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default()
+        let value = self.on_element(selector, "return e.value;");
+        value.as_str().unwrap_or_default().to_string()
+    }
+
+    /// Waits until an element matches `selector` (up to [`TIMEOUT`]), then runs the
+    /// JavaScript function body `body` on the first one (as `e`) and returns its result, as
+    /// JSON. One DevTools call a try: each call takes about 100 ms whatever it does (the
+    /// `headless_chrome` crate's socket reader holds the connection's lock for its 100 ms read
+    /// timeout, rust-headless-chrome issue #446), and the crate's element methods take three
+    /// to nine calls each, which made the dashboard tests wait more than they ran.
+    fn on_element(&self, selector: &str, body: &str) -> serde_json::Value {
+        let quoted = serde_json::Value::String(selector.to_string());
+        let expression = format!(
+            "(function () {{ var e = document.querySelector({quoted}); \
+             if (e === null) {{ return null; }} \
+             return JSON.stringify({{ result: (function (e) {{ {body} }})(e) }}); }})()"
+        );
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(found) = self.eval(&expression).as_str() {
+                let found: serde_json::Value = serde_json::from_str(found).expect("element JSON");
+                return found["result"].clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no element matches {selector} after {TIMEOUT:?} (at {})",
+                self.url()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The result of a JavaScript expression, as JSON.
