@@ -18,11 +18,8 @@
 //! 1. writes compress with the patched content from then on, each value checked to read the
 //!    same with the content from before (stored plain where not, which a JSON text, free of
 //!    NUL bytes, never needs: it cannot copy a zeroed byte);
-//! 2. every record naming the dictionary is decoded with the patched content, and those that
-//!    read differently are stored anew (compressed with the patched one, checked the same
-//!    way). One decoding tells: a value that copied a zeroed byte reads a NUL byte there, which
-//!    the JSON text it holds has nowhere (the header, and with it every length and offset of
-//!    the frame's copies, is the same in both contents);
+//! 2. every record naming the dictionary is decoded with both contents, and those that differ
+//!    are stored anew (compressed with the patched one, checked the same way);
 //! 3. one commit puts the patched content in the store in place of the other. Every value
 //!    naming the dictionary then reads the same with both, so the content from before stays
 //!    what readers decode with while a snapshot from before the commit may read (one of them
@@ -228,18 +225,17 @@ impl RedbStore {
             // Every write begun before the patched content was installed has committed once
             // the lock is free: the scan below sees its record.
             self.write()?.abort()?;
-            let mut read = Vec::new();
+            let (mut was, mut now) = (Vec::new(), Vec::new());
             let stored = self.store_anew(&mut |value| {
                 let Some(frame) = frame_of(value).filter(|_| dictionary_of(value) == Some(id))
                 else {
                     return false;
                 };
-                match self.codec.decompress(frame, &after, &mut read) {
-                    Ok(()) => read.contains(&0),
-                    // Its checksum no longer matches, say. A value that did not read before
-                    // either is left as it is: it reads no worse.
-                    Err(_) => self.codec.decompress(frame, &before, &mut read).is_ok(),
+                // A value that does not read now is left as it is: it reads no worse.
+                if self.codec.decompress(frame, &before, &mut was).is_err() {
+                    return false;
                 }
+                self.codec.decompress(frame, &after, &mut now).is_err() || was != now
             })?;
             let txn = self.write()?;
             txn.open_table(PAYLOAD_DICTIONARIES)?.insert(id, patched)?;

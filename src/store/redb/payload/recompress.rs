@@ -120,7 +120,7 @@ impl RedbStore {
             pending.extend(anew);
             from = next;
             // Few picked (a patch's): gathered over rounds into one transaction. A round that
-            // only read (decoding each record, for a patch) pauses as long as it took:
+            // only read (decoding each record twice, for a patch) pauses as long as it took:
             // the CPU it takes from requests shows in their p99 on a small machine.
             if pending.len() < RECOMPRESS_CHUNK && from.is_some() || pending.is_empty() {
                 std::thread::sleep(read.elapsed());
