@@ -310,14 +310,15 @@ impl Session<'_> {
     /// Waits until the JavaScript `expression` is true (what the page's script does after a
     /// fetch), then checks the console.
     pub fn wait_until(&self, expression: &str) {
-        let deadline = Instant::now() + TIMEOUT;
-        while !self.eval(expression).as_bool().unwrap_or(false) {
-            assert!(
-                Instant::now() < deadline,
-                "still not true after {TIMEOUT:?}: {expression}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.poll(
+            || {
+                self.eval(expression)
+                    .as_bool()
+                    .unwrap_or(false)
+                    .then_some(())
+            },
+            || format!("still not true after {TIMEOUT:?}: {expression}"),
+        );
         self.assert_clean();
     }
 
@@ -344,28 +345,21 @@ impl Session<'_> {
     /// Waits until a new document (without the mark) has finished loading, then checks the
     /// console.
     fn wait_for_new_page(&self, after: &str) {
-        let deadline = Instant::now() + TIMEOUT;
-        loop {
-            let loaded = self
-                .tab
-                .evaluate(
-                    "window.__intakeOldPage === undefined && document.readyState === 'complete'",
-                    false,
-                )
-                .ok()
-                .and_then(|r| r.value)
-                .and_then(|v| v.as_bool())
-                .unwrap_or(false);
-            if loaded {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no new page after {after} (still at {})",
-                self.url()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        self.poll(
+            || {
+                self.tab
+                    .evaluate(
+                        "window.__intakeOldPage === undefined && document.readyState === 'complete'",
+                        false,
+                    )
+                    .ok()
+                    .and_then(|r| r.value)
+                    .and_then(|v| v.as_bool())
+                    .unwrap_or(false)
+                    .then_some(())
+            },
+            || format!("no new page after {after} (still at {})", self.url()),
+        );
         self.assert_clean();
     }
 
@@ -402,18 +396,29 @@ impl Session<'_> {
              if (e === null) {{ return null; }} \
              return JSON.stringify({{ result: (function (e) {{ {body} }})(e) }}); }})()"
         );
+        let found = self.poll(
+            || self.eval(&expression).as_str().map(str::to_string),
+            || {
+                format!(
+                    "no element matches {selector} after {TIMEOUT:?} (at {})",
+                    self.url()
+                )
+            },
+        );
+        let found: serde_json::Value = serde_json::from_str(&found).expect("element JSON");
+        found["result"].clone()
+    }
+
+    /// Tries `attempt` until it gives a value, for up to [`TIMEOUT`]; then fails the test with
+    /// `failure`'s message.
+    fn poll<T>(&self, mut attempt: impl FnMut() -> Option<T>, failure: impl Fn() -> String) -> T {
         let deadline = Instant::now() + TIMEOUT;
         loop {
-            if let Some(found) = self.eval(&expression).as_str() {
-                let found: serde_json::Value = serde_json::from_str(found).expect("element JSON");
-                return found["result"].clone();
+            if let Some(value) = attempt() {
+                return value;
             }
-            assert!(
-                Instant::now() < deadline,
-                "no element matches {selector} after {TIMEOUT:?} (at {})",
-                self.url()
-            );
-            std::thread::sleep(Duration::from_millis(20));
+            assert!(Instant::now() < deadline, "{}", failure());
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 
