@@ -91,20 +91,13 @@ MATCHED="$(json_field "$WORK/dry.json" matched)"
 [ "$MATCHED" = "$MATCHES" ] || die "the dry run counted $MATCHED matches, not $MATCHES"
 wait_idle "$PID" 600
 
-# paced_load NAME: the paced ingest load for DURATION; its figures in $WORK/NAME.wrk
-paced_load() {
-  env BENCH_DIR="$ROOT/benches" DELAY_MS="$DELAY_MS" "PATH_TO_POST=/${URL#http://*/}" \
-    "INTAKE_KEY=$SANDBOX_KEY" wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency \
-    -s "$ROOT/benches/post_paced.lua" "$URL" >"$WORK/$1.wrk"
-}
-
 log "baseline: the paced load alone for $DURATION"
 BASE_FROM="$(date +%s)"
-paced_load baseline
+paced_post_load baseline "$URL" "$SANDBOX_KEY"
 BASE_TO="$(date +%s)"
 
 log "the paced load for $DURATION, with the erasure 2 s into it"
-paced_load erasing &
+paced_post_load erasing "$URL" "$SANDBOX_KEY" &
 LOAD=$!
 sleep 2
 code="$(manage_post "{\"environment\":\"sandbox\",\"q\":\"$ADDRESS\"}" "$WORK/started.json")"

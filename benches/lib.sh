@@ -585,6 +585,16 @@ post_load_cmd() {
     wrk -t"$3" -c"$4" -d"$DURATION" --latency -s "$ROOT/benches/post.lua" "$1")
 }
 
+# paced_post_load NAME URL KEY: the paced ingest load (benches/post_paced.lua: CONNECTIONS
+# connections, each pausing DELAY_MS before every POST of the ~1 KB record, KEY as the bearer
+# key) against URL for DURATION; wrk's report, ending with post.lua's figures, goes to
+# $WORK/NAME.wrk.
+paced_post_load() {
+  env BENCH_DIR="$ROOT/benches" DELAY_MS="$DELAY_MS" "PATH_TO_POST=/${2#http://*/}" \
+    "INTAKE_KEY=$3" wrk -t2 -c"$CONNECTIONS" -d"$DURATION" --latency \
+    -s "$ROOT/benches/post_paced.lua" "$2" >"$WORK/$1.wrk"
+}
+
 # post_load_run NAME RECORDS_PER_REQUEST [SETUP]: a fresh server and data dir under $WORK/NAME,
 # an endpoint, one probe, then `SETUP ADDR` if given (a function that changes the endpoint, e.g.
 # sets a schema), then the ingest load for DURATION (RECORDS_PER_REQUEST above 1: batches of

@@ -64,7 +64,8 @@ use crate::store::{
 /// How often (real time) the schedule looks for running erasures.
 pub const SCHEDULE_TICK: Duration = Duration::from_secs(1);
 /// Records removed per commit: small enough that the ingest writer, which shares the store's
-/// write lock, never waits long behind one.
+/// write lock, never waits long behind one; after each the erasure pauses twice as long
+/// (`core::background::yield_write_lock`).
 pub const STEP_RECORDS: usize = 100;
 /// Matches read per search while counting.
 const COUNT_PAGE: usize = 1_000;
@@ -436,11 +437,13 @@ pub fn advance(work: &ErasureWork, mut row: ErasureRow) -> Result<()> {
             caller: None,
             trace: None,
         };
+        let committing = Instant::now();
         let applied = store.apply_batch(&[BatchWrite {
             write: &write,
             webhooks: &hooks,
         }])?;
         work.handles.committed(applied.effects);
+        crate::core::background::yield_write_lock(committing.elapsed());
         row = store
             .read()?
             .erasure(row.id)?

@@ -33,8 +33,7 @@ const ATTEMPT: u8 = 2;
 
 /// Listed keys rebuilt a transaction: each takes up to two entries out and back, a few
 /// milliseconds for a batch, so the ingest writer waits little behind one; after each the
-/// rebuild pauses as long as it took, so the other writers have the lock at least half the
-/// time.
+/// rebuild pauses twice as long (`core::background::yield_write_lock`).
 const REBUILD_BATCH: usize = 128;
 
 /// `ERASED_KEYS` in an erasure step's transaction.
@@ -115,7 +114,7 @@ impl RedbStore {
                 return Ok(());
             }
             txn.commit()?;
-            std::thread::sleep(started.elapsed());
+            crate::core::background::yield_write_lock(started.elapsed());
         }
     }
 

@@ -76,8 +76,8 @@ pub(super) const FILLER: TableDefinition<u64, &[u8]> = TableDefinition::new("scr
 /// redb's page size, which intake never changes.
 const PAGE: u64 = 4096;
 /// Filler values of a bulk transaction: 256 KiB written, so that one holds the write lock for
-/// a few milliseconds (an ingest batch waits behind it); after each the scrub pauses as long
-/// as it took, so the other writers have the lock at least half the time.
+/// a few milliseconds (an ingest batch waits behind it); after each the scrub pauses twice as
+/// long (`core::background::yield_write_lock`).
 const BATCH: u64 = 64;
 /// Free pages the bulk leaves to the other writers (512 KiB): several times what an ingest
 /// batch takes between two bulk transactions, and what the end takes under the writers' turn.
@@ -108,7 +108,7 @@ const SMALL_END: u64 = BATCH + HEADROOM + TAIL + SLACK;
 /// Filler values the copies of that end take beyond the free pages: the commit's own pages.
 const SMALL_MARGIN: u64 = ROOM;
 /// Filler values deleted a transaction: like a bulk transaction, a few milliseconds of the
-/// write lock, followed by a pause as long. (2,048 back to back held it for 10-20 ms each
+/// write lock, followed by a pause twice as long. (2,048 back to back held it for 10-20 ms each
 /// while the filler of 150 MiB went, which showed in the ingest p99 of the scrub's last
 /// second: docs/src/benchmarks.md, "Erasure".)
 const CLEAR_BATCH: u64 = 256;
@@ -117,9 +117,6 @@ const SLACK: u64 = 16;
 /// Ends tried when something changed on the way, this long apart.
 const END_ATTEMPTS: u32 = 5;
 const PAUSE: Duration = Duration::from_millis(50);
-/// The least pause after a bulk transaction (redb's write lock is not fair: a writer woken by
-/// its release needs a moment to take it).
-const PAUSE_MIN: Duration = Duration::from_millis(1);
 /// How often, and how long apart, the end looks again whether a read snapshot still keeps the
 /// freed reserve: a request's snapshot closes soon.
 const HOLD_CHECKS: u32 = 5;
@@ -274,7 +271,7 @@ impl<'s> Scrub<'s> {
                 if !matches!(self.step(bulk())?, Outcome::Done) {
                     break;
                 }
-                thread::sleep(started.elapsed().max(PAUSE_MIN));
+                crate::core::background::yield_write_lock(started.elapsed());
             }
             let store = self.store;
             let turn = store.writers();
@@ -620,7 +617,7 @@ impl<'s> Scrub<'s> {
         loop {
             let started = Instant::now();
             match self.clear_batch()? {
-                Cleared::More => thread::sleep(started.elapsed().max(PAUSE_MIN)),
+                Cleared::More => crate::core::background::yield_write_lock(started.elapsed()),
                 Cleared::Done => return Ok(true),
                 Cleared::NoRoom => return Ok(false),
             }

@@ -16,6 +16,12 @@
 //! the page cache their whole size went to the disk in the fsync at their close, 85 ms a file,
 //! which the store's own fsyncs waited behind (docs/src/benchmarks.md, "Erasure").
 //!
+//! While an expunge's merge runs ([`MergePacing`]), tantivy's merge threads pace themselves to
+//! two thirds of a core as they read and write segment files (`core::background::pace`):
+//! that merge rewrites the whole index when the erased records are spread over it, for
+//! seconds, beside the erasure's own work, and the two running free took both cores of a
+//! small machine from the requests.
+//!
 //! Everything else (the lock, watching `meta.json`, atomic writes) is the `MmapDirectory`'s.
 
 use std::fs::{File, OpenOptions};
@@ -25,6 +31,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tantivy::HasLen;
 use tantivy::directory::error::{
@@ -39,14 +46,44 @@ use tantivy::directory::{
 pub(super) struct IndexDirectory {
     root: PathBuf,
     inner: MmapDirectory,
+    pacing: MergePacing,
 }
 
 impl IndexDirectory {
-    pub(super) fn open(root: &Path) -> Result<Self, OpenDirectoryError> {
+    pub(super) fn open(root: &Path, pacing: &MergePacing) -> Result<Self, OpenDirectoryError> {
         Ok(IndexDirectory {
             root: root.to_path_buf(),
             inner: MmapDirectory::open(root)?,
+            pacing: pacing.clone(),
         })
+    }
+}
+
+/// The share of a core (%) a merge thread takes while [`MergePacing`] is on.
+const EXPUNGE_MERGE_SHARE: u32 = 67;
+
+/// Whether the files tantivy's merge threads write pace those threads (see the module's
+/// documentation): on while an expunge's merge runs. Shared by the directory and the
+/// indexer's expunges.
+#[derive(Clone, Debug, Default)]
+pub(super) struct MergePacing(Arc<AtomicBool>);
+
+impl MergePacing {
+    pub(super) fn set(&self, on: bool) {
+        self.0.store(on, Ordering::Relaxed);
+    }
+
+    /// Paces the calling thread, reading or writing a segment file, if it is one of
+    /// tantivy's merge threads (named `merge_thread_{i}` by its segment updater) and pacing
+    /// is on.
+    fn pace_here(&self) {
+        if self.0.load(Ordering::Relaxed)
+            && std::thread::current()
+                .name()
+                .is_some_and(|name| name.starts_with("merge_thread"))
+        {
+            crate::core::background::pace(EXPUNGE_MERGE_SHARE);
+        }
     }
 }
 
@@ -66,7 +103,11 @@ impl Directory for IndexDirectory {
         let open = || -> io::Result<ReadFile> {
             let file = File::open(self.root.join(path))?;
             let len = usize::try_from(file.metadata()?.len()).map_err(io::Error::other)?;
-            Ok(ReadFile { file, len })
+            Ok(ReadFile {
+                file,
+                len,
+                pacing: self.pacing.clone(),
+            })
         };
         match open() {
             Ok(file) => Ok(Arc::new(file)),
@@ -98,7 +139,10 @@ impl Directory for IndexDirectory {
                 }
                 _ => OpenWriteError::wrap_io_error(err, path.to_path_buf()),
             })?;
-        Ok(BufWriter::new(Box::new(WrittenBack::new(file))))
+        Ok(BufWriter::new(Box::new(WrittenBack::new(
+            file,
+            self.pacing.clone(),
+        ))))
     }
 
     fn atomic_read(&self, path: &Path) -> Result<Vec<u8>, OpenReadError> {
@@ -122,11 +166,13 @@ impl Directory for IndexDirectory {
     }
 }
 
-/// A segment file: each read is a `pread` into a buffer of its own.
+/// A segment file: each read is a `pread` into a buffer of its own (where a merge thread
+/// also paces itself, while [`MergePacing`] is on).
 #[derive(Debug)]
 struct ReadFile {
     file: File,
     len: usize,
+    pacing: MergePacing,
 }
 
 impl HasLen for ReadFile {
@@ -137,6 +183,7 @@ impl HasLen for ReadFile {
 
 impl FileHandle for ReadFile {
     fn read_bytes(&self, range: Range<usize>) -> io::Result<OwnedBytes> {
+        self.pacing.pace_here();
         let end = range.end.min(self.len);
         let mut buffer = vec![0; end.saturating_sub(range.start)];
         self.file.read_exact_at(&mut buffer, range.start as u64)?;
@@ -144,15 +191,19 @@ impl FileHandle for ReadFile {
     }
 }
 
-/// Bytes of a file written between two requests to write them back.
-const WRITE_BACK_STEP: u64 = 8 << 20;
+/// Bytes of a file written between two requests to write them back: what the disk takes in
+/// about a millisecond, so that a commit of the store's, whose sync queues behind a step,
+/// waits little (8 MiB steps showed in the ingest p99 while a merge ran alone).
+const WRITE_BACK_STEP: u64 = 1 << 20;
 
 /// A segment file being written: every [`WRITE_BACK_STEP`] bytes, their writeback starts, and
 /// the step before is waited for, so at most two steps of it are dirty in the page cache at
 /// any time and its final sync has little left to write. The waits fall on the thread
-/// writing the file (the indexer's or a merge's), which runs beside the requests.
+/// writing the file (the indexer's or a merge's), which runs beside the requests. A merge
+/// thread also paces itself at each write while [`MergePacing`] is on.
 struct WrittenBack {
     file: File,
+    pacing: MergePacing,
     /// Bytes written.
     written: u64,
     /// Where the step whose writeback was requested last begins, once one was.
@@ -162,9 +213,10 @@ struct WrittenBack {
 }
 
 impl WrittenBack {
-    fn new(file: File) -> WrittenBack {
+    fn new(file: File, pacing: MergePacing) -> WrittenBack {
         WrittenBack {
             file,
+            pacing,
             written: 0,
             requested: None,
             next: 0,
@@ -206,6 +258,7 @@ impl Write for WrittenBack {
             // the file is written all the same, and a failing disk fails the final sync.
             let _ = self.step();
         }
+        self.pacing.pace_here();
         Ok(n)
     }
 
@@ -244,13 +297,13 @@ mod tests {
     use tantivy::directory::error::{OpenReadError, OpenWriteError};
     use tantivy::directory::{Directory, TerminatingWrite};
 
-    use super::IndexDirectory;
+    use super::{IndexDirectory, MergePacing};
 
     #[test]
     fn reads_ranges_of_a_file_and_knows_a_missing_one() {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::write(dir.path().join("f"), b"abcdef").expect("write");
-        let directory = IndexDirectory::open(dir.path()).expect("open");
+        let directory = IndexDirectory::open(dir.path(), &MergePacing::default()).expect("open");
         let file = directory.get_file_handle(Path::new("f")).expect("handle");
         assert_eq!(file.len(), 6);
         assert_eq!(file.read_bytes(1..4).expect("read").as_slice(), b"bcd");
@@ -264,7 +317,7 @@ mod tests {
     #[test]
     fn a_file_written_back_in_steps_reads_back_whole() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let directory = IndexDirectory::open(dir.path()).expect("open");
+        let directory = IndexDirectory::open(dir.path(), &MergePacing::default()).expect("open");
         let path = Path::new("seg.idx");
         // Three steps and a part: every request and wait path runs.
         let len = 3 * super::WRITE_BACK_STEP as usize + 12_345;
@@ -284,7 +337,7 @@ mod tests {
     #[test]
     fn whole_read_structures_are_mapped_and_their_ranges_read_the_same() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let directory = IndexDirectory::open(dir.path()).expect("open");
+        let directory = IndexDirectory::open(dir.path(), &MergePacing::default()).expect("open");
         for name in ["s.term", "s.fast", "s.fieldnorm", "s.idx"] {
             std::fs::write(dir.path().join(name), b"abcdef").expect("write");
             let file = directory.get_file_handle(Path::new(name)).expect("handle");
@@ -303,5 +356,45 @@ mod tests {
             directory.get_file_handle(Path::new("missing.term")),
             Err(OpenReadError::FileDoesNotExist(_))
         ));
+    }
+
+    /// How long a thread named `name` spent in 20 reads of a segment file of `directory`,
+    /// running 5 ms of CPU before each.
+    fn time_in_reads(directory: &IndexDirectory, name: &str) -> std::time::Duration {
+        let file = directory.get_file_handle(Path::new("f")).expect("handle");
+        std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || {
+                let mut reading = std::time::Duration::ZERO;
+                for _ in 0..20 {
+                    crate::core::background::spin_for(std::time::Duration::from_millis(5));
+                    let started = std::time::Instant::now();
+                    file.read_bytes(0..3).expect("read");
+                    reading += started.elapsed();
+                }
+                reading
+            })
+            .expect("spawn")
+            .join()
+            .expect("join")
+    }
+
+    #[test]
+    fn a_merge_thread_paces_itself_while_pacing_is_on() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("f"), b"abcdef").expect("write");
+        let pacing = MergePacing::default();
+        let directory = IndexDirectory::open(dir.path(), &pacing).expect("open");
+        let free = std::time::Duration::from_millis(15);
+        assert!(time_in_reads(&directory, "merge_thread_0") < free);
+        pacing.set(true);
+        // Half as long as it ran (100 ms), less the 10 ms before its first pause and what ran
+        // after its last.
+        let paced = time_in_reads(&directory, "merge_thread_0");
+        assert!(paced >= std::time::Duration::from_millis(30), "{paced:?}");
+        // Only merge threads: the indexer's writes of new segments go on unpaced.
+        assert!(time_in_reads(&directory, "search-indexer") < free);
+        pacing.set(false);
+        assert!(time_in_reads(&directory, "merge_thread_1") < free);
     }
 }

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use tantivy::index::SegmentId;
 use tantivy::{FutureResult, Index, SegmentMeta};
 
+use super::directory::MergePacing;
 use super::index::IndexError;
 use super::indexer::Notifier;
 use crate::domain::error::{Error, Result as ServiceResult};
@@ -97,6 +98,8 @@ pub(super) struct Expunges {
     /// before its merge starts, oldest first.
     waiting: Vec<(u64, ExpungeRequest)>,
     merging: Option<Merging>,
+    /// On while `merging` is: the merge threads pace themselves.
+    pacing: MergePacing,
 }
 
 /// A merge under way and what it is for.
@@ -141,12 +144,17 @@ impl Merging {
 }
 
 impl Expunges {
-    pub(super) fn new(requests: Receiver<ExpungeRequest>, dir: &Path) -> Expunges {
+    pub(super) fn new(
+        requests: Receiver<ExpungeRequest>,
+        dir: &Path,
+        pacing: MergePacing,
+    ) -> Expunges {
         Expunges {
             requests,
             dir: dir.to_path_buf(),
             waiting: Vec::new(),
             merging: None,
+            pacing,
         }
     }
 
@@ -202,6 +210,7 @@ impl Expunges {
         mut old: Vec<SegmentId>,
     ) {
         old.extend(segments.iter().map(|(id, _)| *id));
+        self.pacing.set(true);
         self.merging = Some(Merging {
             requests,
             merge,
@@ -215,7 +224,11 @@ impl Expunges {
     pub(super) fn merge_outcome(&mut self) -> Option<MergeOutcome> {
         let mut merging = self.merging.take()?;
         let mut context = Context::from_waker(Waker::noop());
-        match Pin::new(&mut merging.merge).poll(&mut context) {
+        let outcome = Pin::new(&mut merging.merge).poll(&mut context);
+        if outcome.is_ready() {
+            self.pacing.set(false);
+        }
+        match outcome {
             Poll::Pending => {
                 self.merging = Some(merging);
                 None

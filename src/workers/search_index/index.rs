@@ -23,7 +23,7 @@ use tantivy::{
     DocAddress, DocId, Index, IndexReader, Score, Searcher, SegmentOrdinal, SegmentReader, Term,
 };
 
-use super::directory::IndexDirectory;
+use super::directory::{IndexDirectory, MergePacing};
 use super::expunge::Expunger;
 use crate::domain::error::{Error, Result as ServiceResult};
 use crate::domain::search::tokenizer::{
@@ -534,8 +534,8 @@ impl Tokenizer for CountingTokenizer {
 
 /// Opens the index and reads the state of its last commit; on any failure (missing, corrupt,
 /// another schema) it starts over with an empty index, no position and no stop set.
-pub(super) fn open_or_create(dir: &Path) -> Result<Opened, IndexError> {
-    match open_existing(dir) {
+pub(super) fn open_or_create(dir: &Path, pacing: &MergePacing) -> Result<Opened, IndexError> {
+    match open_existing(dir, pacing) {
         Ok(opened) => return Ok(opened),
         Err(err) if dir.exists() => {
             log::warn!(
@@ -554,7 +554,7 @@ pub(super) fn open_or_create(dir: &Path) -> Result<Opened, IndexError> {
     }
     std::fs::create_dir_all(dir).map_err(io)?;
     let index = Index::create(
-        IndexDirectory::open(dir).map_err(tantivy::TantivyError::from)?,
+        IndexDirectory::open(dir, pacing).map_err(tantivy::TantivyError::from)?,
         schema().0,
         tantivy::IndexSettings::default(),
     )?;
@@ -567,8 +567,9 @@ pub(super) fn open_or_create(dir: &Path) -> Result<Opened, IndexError> {
     })
 }
 
-fn open_existing(dir: &Path) -> Result<Opened, IndexError> {
-    let index = Index::open(IndexDirectory::open(dir).map_err(tantivy::TantivyError::from)?)?;
+fn open_existing(dir: &Path, pacing: &MergePacing) -> Result<Opened, IndexError> {
+    let index =
+        Index::open(IndexDirectory::open(dir, pacing).map_err(tantivy::TantivyError::from)?)?;
     if index.schema() != schema().0 {
         return Err(tantivy::TantivyError::SchemaError("schema changed".into()).into());
     }

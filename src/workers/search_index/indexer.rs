@@ -13,6 +13,7 @@ use tantivy::index::SegmentId;
 use tantivy::indexer::LogMergePolicy;
 use tantivy::{IndexReader, IndexWriter, ReloadPolicy, Term};
 
+use super::directory::MergePacing;
 use super::expunge::{
     Answer, ExpungeRequest, Expunges, MergeOutcome, answer_all, check_removed, expunge_channel,
     with_deleted_docs,
@@ -130,12 +131,13 @@ pub fn start(
     settings: IndexerSettings,
 ) -> Result<(Arc<dyn SearchIndex>, Notifier, IndexerThread), IndexError> {
     let dir = data_dir.join(DIR);
+    let pacing = MergePacing::default();
     let Opened {
         index,
         position,
         stop,
         taken,
-    } = open_or_create(&dir)?;
+    } = open_or_create(&dir, &pacing)?;
     let reader = index
         .reader_builder()
         .reload_policy(ReloadPolicy::Manual)
@@ -148,7 +150,7 @@ pub fn start(
     };
     let (tx, rx) = sync_channel(1);
     let (expunger, expunge_requests) = expunge_channel(Notifier(tx.clone()));
-    let expunges = Expunges::new(expunge_requests, &dir);
+    let expunges = Expunges::new(expunge_requests, &dir, pacing);
     let shared = Arc::new(TantivyIndex::new(published.clone(), expunger));
     let (started_tx, started_rx) = sync_channel(1);
     let handle = std::thread::Builder::new()

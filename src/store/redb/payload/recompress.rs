@@ -3,8 +3,6 @@
 //! `intake compact` and, on a running server, in an erasure that has to (`patch`); the loop
 //! that stores records anew serves a patch too.
 
-use std::time::Duration;
-
 use redb::Durability;
 
 use super::*;
@@ -14,14 +12,9 @@ use super::*;
 /// the ingest writer waits behind (see `tests::replacing_the_dictionaries_of_200k_records`).
 pub(super) const RECOMPRESS_CHUNK: usize = 500;
 
-/// The least pause after each of those transactions; it pauses twice as long as the
-/// transaction took when longer, so the ingest writer has the lock (and the disk the commits
-/// after it flush) at least two thirds of the time: an erasure's replacement of 1M records'
-/// dictionary doubled the ingest p99 with pauses as long as the transactions, and less with
-/// these (docs/src/benchmarks.md, "Erasure"). redb's write lock is not fair: without a pause
-/// the next transaction takes the lock again before a writer woken by the release gets it,
-/// and a writer waited up to 365 ms instead of 15.
-const BETWEEN_CHUNKS: Duration = Duration::from_millis(1);
+/// The share of a core (%) a dictionary's patch takes while it reads records to find those
+/// that read differently (`core::background::pace`).
+const PATCH_SCAN_SHARE: u32 = 50;
 
 impl RedbStore {
     /// Trains a dictionary afresh on the records the store holds now (none while they are too
@@ -115,15 +108,15 @@ impl RedbStore {
         let mut from = Some((0u64, 0u128));
         let mut pending = Vec::new();
         while let Some(start) = from {
-            let read = std::time::Instant::now();
             let (anew, next) = self.compress_anew(start, stale)?;
             pending.extend(anew);
             from = next;
             // Few picked (a patch's): gathered over rounds into one transaction. A round that
-            // only read (decoding each record twice, for a patch) pauses as long as it took:
-            // the CPU it takes from requests shows in their p99 on a small machine.
+            // only read (decoding each record twice, for a patch) holds the thread to half a
+            // core: the CPU it takes from requests shows in their p99 on a small machine, more
+            // so beside the search index's merge.
             if pending.len() < RECOMPRESS_CHUNK && from.is_some() || pending.is_empty() {
-                std::thread::sleep(read.elapsed());
+                crate::core::background::pace(PATCH_SCAN_SHARE);
                 continue;
             }
             let started = std::time::Instant::now();
@@ -145,7 +138,7 @@ impl RedbStore {
                 }
             }
             txn.commit()?;
-            std::thread::sleep((started.elapsed() * 2).max(BETWEEN_CHUNKS));
+            crate::core::background::yield_write_lock(started.elapsed());
         }
         Ok(rewritten)
     }

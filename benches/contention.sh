@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Contention benchmark: what background work beside a server does to the latency of its
+# ingest, one kind at a time, against the same load alone in the same run. It tells how much
+# CPU and disk an erasure's background work may take (docs/src/erasure.md, "Cost").
+#
+# A fresh server gets the paced ingest load of the erasure benchmark (benches/post_paced.lua:
+# CONNECTIONS connections, each pausing DELAY_MS before every POST of the ~1 KB record) for
+# DURATION, once warming up and then:
+#   alone       nothing else runs
+#   cpu-1       one busy thread at nice 10 (a shell loop), as a background thread of intake
+#   cpu-2       two of them: both cores of a 2-core machine
+#   disk        a nice-10 writer of 400 MB files through the page cache (dd), over and over
+#   disk-direct the same with O_DIRECT, bypassing the page cache
+#   alone-again nothing else runs, as a check that the server did not drift
+# Prints a Markdown table of each phase's p50, p99, p99 against `alone`, and POST/s, and
+# writes it to RESULTS_FILE.
+#
+# Usage (from the repo root):
+#   bash benches/contention.sh
+#
+# Env:
+#   DURATION     each phase, wrk syntax       (default 20s)
+#   CONNECTIONS  paced load's connections     (default 16)
+#   DELAY_MS     pause before each POST       (default 10: about 1,500 POST/s in all)
+#   INTAKE_BIN   use this intake binary instead of building one (optional)
+#   RESULTS_FILE where to write the report (default benches/results/contention-latest.md)
+#
+# All traffic goes to 127.0.0.1 only; the disk phases write under the run's temporary dir.
+set -euo pipefail
+
+DURATION="${DURATION:-20s}"
+CONNECTIONS="${CONNECTIONS:-16}"
+DELAY_MS="${DELAY_MS:-10}"
+
+# shellcheck source=benches/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+RESULTS_FILE="${RESULTS_FILE:-$ROOT/benches/results/contention-latest.md}"
+
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/intake-contention.XXXXXX")"
+# The background work of the phase under way: a process group of its own.
+HOG=""
+stop_hog() {
+  [ -n "$HOG" ] || return 0
+  kill -- "-$HOG" 2>/dev/null || true
+  wait "$HOG" 2>/dev/null || true
+  HOG=""
+  rm -f "$WORK/big"
+}
+cleanup_on_exit 100 stop_hog
+require python3 curl dd nice
+ensure_wrk
+build_intake
+serve_env
+
+init_intake "$WORK/data"
+PORT="$(free_port)"
+ADDR="$HOST:$PORT"
+start_server intake "$PORT" 600 "${SERVE_ENV[@]}" "$INTAKE_BIN" serve --data-dir "$WORK/data" --listen "$ADDR"
+create_endpoint "$ADDR"
+URL="http://$ADDR/api/v1/data/$SLUG"
+
+# beside PHASE [CMD...]: the paced load for DURATION while CMD runs at nice 10 in a process
+# group of its own (nothing without CMD), stopped after.
+beside() {
+  local phase="$1"
+  shift
+  if [ "$#" -gt 0 ]; then
+    setsid nice -n 10 "$@" &
+    HOG=$!
+  fi
+  log "$phase"
+  paced_post_load "$phase" "$URL" "$SANDBOX_KEY"
+  stop_hog
+}
+spin() { while :; do :; done; }
+write_files() { while :; do dd if=/dev/zero of="$WORK/big" bs=1M count=400 "$@" status=none; rm -f "$WORK/big"; done; }
+export -f spin write_files
+export WORK
+
+beside warm-up
+beside alone
+beside cpu-1 bash -c spin
+beside cpu-2 bash -c 'spin & spin; wait'
+beside disk bash -c write_files
+beside disk-direct bash -c 'write_files oflag=direct'
+beside alone-again
+stop_server intake "$SRV_PID" "$SRV_SUPER" 30
+
+machine_facts
+REPORT="$WORK/report.md"
+{
+  echo "## Contention benchmark"
+  echo
+  echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ), commit: $REV"
+  echo "- machine: $NPROC CPUs (nproc), $CPU_MODEL"
+  echo "- load: wrk -t2 -c$CONNECTIONS -d$DURATION, each connection pausing ${DELAY_MS} ms before every POST of the ~1 KB record of benches/post.lua; client and server share the machine"
+  echo
+  echo "| beside the load | p50 | p99 | p99 / alone | POST/s |"
+  echo "| --- | ---: | ---: | ---: | ---: |"
+  for phase in alone cpu-1 cpu-2 disk disk-direct alone-again; do
+    f="$WORK/$phase.wrk"
+    echo "| $phase | $(kv "$f" p50_ms) ms | $(kv "$f" p99_ms) ms | $(awk -v p="$(kv "$f" p99_ms)" -v a="$(kv "$WORK/alone.wrk" p99_ms)" 'BEGIN { printf "%.2f", p / a }')× | $(kv "$f" rps) |"
+  done
+} >"$REPORT"
+publish_report "$REPORT"
