@@ -139,8 +139,9 @@ mod tests {
         assert!(slept >= ran, "ran {ran:?}, slept {slept:?}");
         let (ran, slept) = ran_and_slept(80);
         assert!(slept >= ran / 4, "ran {ran:?}, slept {slept:?}");
-        // Sleeping as long as it ran would take 4 times that; oversleeping only adds.
-        assert!(slept < ran * 3 / 4, "ran {ran:?}, slept {slept:?}");
+        // Less than at half a core (as long as it ran); a busy machine's late wake-ups add
+        // to each of the five sleeps.
+        assert!(slept < ran, "ran {ran:?}, slept {slept:?}");
     }
 
     #[test]
