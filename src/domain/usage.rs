@@ -10,8 +10,9 @@
 //! On a store shared by several nodes each node adds its own deltas, and after each flush it
 //! forgets the totals it knew, so the next call reloads them with every node's flushed calls.
 //! A node's view of a month thus misses at most the calls the other nodes made in their last
-//! flush interval and its own: the quota can be overshot by at most about
-//! `(nodes - 1) × (calls per second per node) × 2 s` (docs/src/scale-out.md).
+//! flush interval and its own (more when a busy machine runs the flushes late): the quota can
+//! be overshot by at most about `(nodes - 1) × (calls per second per node) × 2 s`, plus that
+//! lateness (docs/src/scale-out.md).
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
