@@ -9,6 +9,8 @@
 #   alone       nothing else runs
 #   cpu-1       one busy thread at nice 10 (a shell loop), as a background thread of intake
 #   cpu-2       two of them: both cores of a 2-core machine
+#   cpu-1-idle  one busy thread in the SCHED_IDLE policy (chrt --idle) instead of nice 10
+#   cpu-2-idle  two of them
 #   disk        a nice-10 writer of 400 MB files through the page cache (dd), over and over
 #   disk-direct the same with O_DIRECT, bypassing the page cache
 #   alone-again nothing else runs, as a check that the server did not drift
@@ -47,7 +49,7 @@ stop_hog() {
   rm -f "$WORK/big"
 }
 cleanup_on_exit 100 stop_hog
-require python3 curl dd nice
+require python3 curl dd nice chrt
 ensure_wrk
 build_intake
 serve_env
@@ -59,13 +61,13 @@ start_server intake "$PORT" 600 "${SERVE_ENV[@]}" "$INTAKE_BIN" serve --data-dir
 create_endpoint "$ADDR"
 URL="http://$ADDR/api/v1/data/$SLUG"
 
-# beside PHASE [CMD...]: the paced load for DURATION while CMD runs at nice 10 in a process
-# group of its own (nothing without CMD), stopped after.
+# beside PHASE [CMD...]: the paced load for DURATION while CMD runs in a process group of its
+# own (nothing without CMD), stopped after. CMD says how it is scheduled (nice, chrt).
 beside() {
   local phase="$1"
   shift
   if [ "$#" -gt 0 ]; then
-    setsid nice -n 10 "$@" &
+    setsid "$@" &
     HOG=$!
   fi
   log "$phase"
@@ -79,10 +81,14 @@ export WORK
 
 beside warm-up
 beside alone
-beside cpu-1 bash -c spin
-beside cpu-2 bash -c 'spin & spin; wait'
-beside disk bash -c write_files
-beside disk-direct bash -c 'write_files oflag=direct'
+NICER=(nice -n 10)
+IDLE=(chrt --idle 0)
+beside cpu-1 "${NICER[@]}" bash -c spin
+beside cpu-2 "${NICER[@]}" bash -c 'spin & spin; wait'
+beside cpu-1-idle "${IDLE[@]}" bash -c spin
+beside cpu-2-idle "${IDLE[@]}" bash -c 'spin & spin; wait'
+beside disk "${NICER[@]}" bash -c write_files
+beside disk-direct "${NICER[@]}" bash -c 'write_files oflag=direct'
 beside alone-again
 stop_server intake "$SRV_PID" "$SRV_SUPER" 30
 
@@ -97,7 +103,7 @@ REPORT="$WORK/report.md"
   echo
   echo "| beside the load | p50 | p99 | p99 / alone | POST/s |"
   echo "| --- | ---: | ---: | ---: | ---: |"
-  for phase in alone cpu-1 cpu-2 disk disk-direct alone-again; do
+  for phase in alone cpu-1 cpu-2 cpu-1-idle cpu-2-idle disk disk-direct alone-again; do
     f="$WORK/$phase.wrk"
     echo "| $phase | $(kv "$f" p50_ms) ms | $(kv "$f" p99_ms) ms | $(awk -v p="$(kv "$f" p99_ms)" -v a="$(kv "$WORK/alone.wrk" p99_ms)" 'BEGIN { printf "%.2f", p / a }')× | $(kv "$f" rps) |"
   done

@@ -473,8 +473,12 @@ pg_stop() {
 
 # pg_psql SQL: runs SQL through psql against the cluster (database PG_DB, default postgres),
 # stopping at the first error; prints unaligned, tuples-only output.
-pg_psql() {
-  "$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$HOST" -p "$PG_PORT" -U postgres -d "${PG_DB:-postgres}" -c "$1"
+pg_psql() { pg_psql_with -c "$1"; }
+
+# pg_psql_with ARG...: psql as pg_psql runs it, with ARG... for what to run (-f FILE, -v
+# NAME=VALUE and a script on stdin).
+pg_psql_with() {
+  "$PG_BIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$HOST" -p "$PG_PORT" -U postgres -d "${PG_DB:-postgres}" "$@"
 }
 
 # ---------------------------------------------------------------- builds

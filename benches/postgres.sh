@@ -15,6 +15,11 @@
 #    the first's master.key): two wrk processes at once, half the connections each.
 # 5. intake on redb: the same wrk load.
 #    Steps 2 to 5 run ROUNDS times, interleaved; the report gives each round and the median.
+# 5b. The trigram index's cost per row three ways (step `index`, once, needs `ceiling`):
+#    INDEX_ROWS copies of the ceiling's record inserted in durable transactions of
+#    INDEX_BATCH rows, into a table without the index and into one with it (what a background
+#    indexer following the store would pay), then the index built in bulk over a table of
+#    them (CREATE INDEX, the cheapest way there is): PostgreSQL's CPU per row of each.
 # 6. CPU per request of every run: utime+stime from /proc of intake and of all PostgreSQL
 #    processes (the postmaster's reaped children included), of the load generator, and of
 #    the whole machine, before and after; from them an estimate for a larger machine.
@@ -29,6 +34,7 @@
 #   bash benches/postgres.sh                               # about 25 minutes on 2 cores
 #   RECORDS=20000 DURATION=5s ROUNDS=1 bash benches/postgres.sh   # a quick check of every step
 #   DURATION=5s STEPS=ceiling bash benches/postgres.sh     # the pgbench ceiling alone
+#   DURATION=20s ROUNDS=1 STEPS="ceiling index" bash benches/postgres.sh   # the index's cost
 #
 # Env:
 #   DURATION     length of each write run (pgbench and wrk)       (default 30s)
@@ -36,8 +42,10 @@
 #   THREADS      pgbench -j and wrk -t                            (default 2)
 #   ROUNDS       rounds of the write runs (ceiling, pg1, pg2, redb), interleaved; the
 #                report gives each round and the median           (default 3)
-#   STEPS        which steps to run, of: ceiling pg1 pg2 redb search
-#                                                                 (default all five)
+#   STEPS        which steps to run, of: ceiling pg1 pg2 redb index search (index needs
+#                ceiling)                                         (default all six)
+#   INDEX_ROWS   rows of the index step                           (default 100000)
+#   INDEX_BATCH  rows per transaction of its batches              (default 1000)
 #   RECORDS      records of the search data set                   (default 1000000)
 #   REPS         rounds of the Python client over the 50 queries  (default 10)
 #   NATIVE_REQUESTS  requests per query through wrk               (default 200)
@@ -65,7 +73,9 @@ DURATION="${DURATION:-30s}"
 CONNECTIONS="${CONNECTIONS:-64}"
 THREADS="${THREADS:-2}"
 ROUNDS="${ROUNDS:-3}"
-STEPS="${STEPS:-ceiling pg1 pg2 redb search}"
+STEPS="${STEPS:-ceiling pg1 pg2 redb index search}"
+INDEX_ROWS="${INDEX_ROWS:-100000}"
+INDEX_BATCH="${INDEX_BATCH:-1000}"
 RECORDS="${RECORDS:-1000000}"
 REPS="${REPS:-10}"
 NATIVE_REQUESTS="${NATIVE_REQUESTS:-200}"
@@ -95,17 +105,18 @@ case "$DURATION" in
   *) DURATION_S="$DURATION" ;;
 esac
 case "$DURATION_S" in '' | *[!0-9]*) die "DURATION must be like 30s, 2m or 1h (got '$DURATION')" ;; esac
-for n in CONNECTIONS THREADS ROUNDS RECORDS REPS NATIVE_REQUESTS NATIVE_SECONDS LOAD_CONNECTIONS PIPELINE IDLE_TIMEOUT; do
+for n in CONNECTIONS THREADS ROUNDS RECORDS INDEX_ROWS INDEX_BATCH REPS NATIVE_REQUESTS NATIVE_SECONDS LOAD_CONNECTIONS PIPELINE IDLE_TIMEOUT; do
   case "${!n}" in '' | *[!0-9]* | 0) die "$n must be a positive integer (got '${!n}')" ;; esac
 done
 [ "$CONNECTIONS" -ge 2 ] || die "CONNECTIONS must be at least 2 (the two-node run halves it)"
 for step in $STEPS; do
   case "$step" in
-    ceiling | pg1 | pg2 | redb | search) ;;
-    *) die "STEPS takes ceiling, pg1, pg2, redb and search (got '$step')" ;;
+    ceiling | pg1 | pg2 | redb | index | search) ;;
+    *) die "STEPS takes ceiling, pg1, pg2, redb, index and search (got '$step')" ;;
   esac
 done
 wants() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+if wants index && ! wants ceiling; then die "STEPS: index needs ceiling (its database and record)"; fi
 
 # ---------------------------------------------------------------- cleanup
 
@@ -222,6 +233,11 @@ BODY="$(sed -n '/^local body = \[\[$/,/^\]\]$/p' "$ROOT/benches/post.lua" | sed 
 
 # ---------------------------------------------------------------- 2. the ceiling
 
+# The columns, collation and key of intake's records (src/store/postgres/migrations), for the
+# ceiling's tables.
+RECORDS_COLUMNS='partition bigint NOT NULL, id bytea NOT NULL, updated_at bigint NOT NULL,
+  payload bytea NOT NULL, folded text COLLATE "C" NOT NULL, PRIMARY KEY (partition, id)'
+
 # ceiling NAME INDEX: pgbench's durable single-row INSERTs into a fresh copy of intake's
 # records table (INDEX 1: with its gin_trgm_ops index on folded). Writes NAME.pgbench (pgbench's
 # report), NAME.lat (latency p50/p99 from pgbench's per-transaction log), NAME.rows and the CPU
@@ -229,10 +245,7 @@ BODY="$(sed -n '/^local body = \[\[$/,/^\]\]$/p' "$ROOT/benches/post.lua" | sed 
 ceiling() {
   local name="$1" index="$2" logs="$WORK/pgbench-$1"
   PG_DB=ceiling pg_psql "DROP TABLE IF EXISTS records"
-  # The columns, collation and key of intake's records (src/store/postgres/migrations).
-  PG_DB=ceiling pg_psql 'CREATE TABLE records (partition bigint NOT NULL, id bytea NOT NULL,
-    updated_at bigint NOT NULL, payload bytea NOT NULL, folded text COLLATE "C" NOT NULL,
-    PRIMARY KEY (partition, id))'
+  PG_DB=ceiling pg_psql "CREATE TABLE records ($RECORDS_COLUMNS)"
   if [ "$index" = 1 ]; then
     PG_DB=ceiling pg_psql "CREATE INDEX records_folded ON records USING gin (folded gin_trgm_ops)"
   fi
@@ -266,6 +279,46 @@ PY
     echo "rows $(PG_DB=ceiling pg_psql "SELECT count(*) FROM records")"
     echo "avg_row_bytes $(PG_DB=ceiling pg_psql "SELECT round(avg(length(payload) + octet_length(folded))) FROM records")"
   } >"$FIG/$name.rows"
+}
+
+# index_cost: the trigram index's cost per row, three ways (5b above), on the ceiling's
+# database and record. Writes index.txt (rows, batch) and the CPU snapshots index.cpu0 to
+# index.cpu3 around the batches without the index, those with it, and the bulk build.
+index_cost() {
+  local rows="$INDEX_ROWS" batch="$INDEX_BATCH" k
+  log "index: $rows rows in batches of $batch, without and with the index, then built in bulk"
+  PG_DB=ceiling pg_psql_with -v payload="$PAYLOAD_HEX" -v folded="$FOLDED" -v rows="$rows" \
+    >/dev/null <<SQL
+SET client_min_messages = warning;
+DROP TABLE IF EXISTS source, batched_plain, batched_trgm, bulk;
+CREATE TABLE source AS SELECT g AS n, 1::bigint AS partition, int8send(g) || int8send(g) AS id,
+  g AS updated_at, :'payload'::bytea AS payload, :'folded'::text COLLATE "C" AS folded
+  FROM generate_series(1, :rows) AS g;
+CREATE INDEX ON source (n);
+CREATE TABLE batched_plain ($RECORDS_COLUMNS);
+CREATE TABLE batched_trgm ($RECORDS_COLUMNS);
+CREATE INDEX batched_trgm_folded ON batched_trgm USING gin (folded gin_trgm_ops);
+CREATE TABLE bulk ($RECORDS_COLUMNS);
+INSERT INTO bulk SELECT partition, id, updated_at, payload, folded FROM source;
+VACUUM ANALYZE source;
+VACUUM ANALYZE bulk;
+SQL
+  # One statement a batch, each its own durable transaction (psql commits each).
+  for table in batched_plain batched_trgm; do
+    for ((k = 0; k < rows; k += batch)); do
+      echo "INSERT INTO $table SELECT partition, id, updated_at, payload, folded FROM source WHERE n > $k AND n <= $((k + batch));"
+    done >"$WORK/$table.sql"
+  done
+  settle
+  cpu_snapshot "$FIG/index.cpu0"
+  PG_DB=ceiling run_bg pg_psql_with -f "$WORK/batched_plain.sql" >/dev/null
+  cpu_snapshot "$FIG/index.cpu1"
+  PG_DB=ceiling run_bg pg_psql_with -f "$WORK/batched_trgm.sql" >/dev/null
+  cpu_snapshot "$FIG/index.cpu2"
+  PG_DB=ceiling pg_psql "CREATE INDEX bulk_folded ON bulk USING gin (folded gin_trgm_ops)"
+  cpu_snapshot "$FIG/index.cpu3"
+  printf "rows %s\nbatch %s\n" "$rows" "$batch" >"$FIG/index.txt"
+  PG_DB=ceiling pg_psql "DROP TABLE source, batched_plain, batched_trgm, bulk"
 }
 
 # ---------------------------------------------------------------- intake nodes
@@ -424,6 +477,7 @@ for round in $(seq 1 "$ROUNDS"); do
   if wants redb; then redb_run "redb.$round"; fi
 done
 
+if wants index; then index_cost; fi
 if wants ceiling; then pg_psql "DROP DATABASE ceiling"; fi
 if wants pg1 || wants pg2; then
   echo "avg_row_bytes $(PG_DB=intake pg_psql "SELECT round(avg(length(payload) + octet_length(folded))) FROM records")" \

@@ -11,6 +11,9 @@ the last run's in benches/results/postgres-figures/, so that the report can be m
                             one per node, .node1.wrk and .node2.wrk), CPU snapshots, the
                             ingest writer's account of the run (.writer)
   pg.rows                   average stored row of intake's records table
+  index.txt, index.cpu0-3   the trigram index's cost per row (step `index`): rows and batch,
+                            CPU snapshots around the batches without the index, those with
+                            it and the bulk build
   search-meta.json          the data set (benches/search_gen.py)
   search-{pg,redb}-*.json   the load (-load), wrk's latencies (-native), the Python
                             client's (-py); .idle and .sizes
@@ -70,6 +73,22 @@ def cpu(fig, name, clk_tck):
     d = {k: num(b[k]) - num(a[k]) for k in a if k in b}
     out = {k: d[k] / clk_tck for k in ("intake", "pg", "client", "machine_busy", "machine_total")}
     out["wall_s"] = d["time"]
+    return out
+
+
+def index_costs(fig, clk_tck):
+    """PostgreSQL's CPU µs per row of the step `index`: batches without the index, batches
+    with it, the bulk build; with the rows, the batch and each phase's wall seconds. None when
+    the step did not run."""
+    facts = kv(os.path.join(fig, "index.txt"))
+    snaps = [kv(os.path.join(fig, f"index.cpu{i}")) for i in range(4)]
+    if not facts or not all(snaps):
+        return None
+    rows = int(facts["rows"])
+    out = {"rows": rows, "batch": int(facts["batch"])}
+    for phase, (a, b) in zip(("plain", "trgm", "bulk"), zip(snaps, snaps[1:])):
+        out[phase] = {"us": (num(b["pg"]) - num(a["pg"])) / clk_tck * 1e6 / rows,
+                      "wall_s": num(b["time"]) - num(a["time"])}
     return out
 
 
@@ -438,6 +457,45 @@ def main():
                  "from this machine's per-write costs, not a measurement.")
     L.append("")
 
+    # ------------------------------------------------------------ the index's cost
+    ix = index_costs(fig, tck)
+    L.append("### The trigram index's cost per row")
+    L.append("")
+    if not ix:
+        L.append("skipped")
+    else:
+        single = {k: per.get(k, {}).get("pg") for k in ("ceiling-plain", "ceiling-trgm")}
+        L.append(f"PostgreSQL's CPU per row of the ceiling's record ({ix['rows']:,} rows, the "
+                 "same text in each as in pgbench's), without and with the gin_trgm_ops "
+                 "index; the difference is the index's share:")
+        L.append("")
+        L.append("| written as | without the index | with it | the index's share | wall time "
+                 "with it |")
+        L.append("| --- | ---: | ---: | ---: | ---: |")
+        if single["ceiling-plain"] is not None and single["ceiling-trgm"] is not None:
+            L.append(f"| single-row transactions (pgbench above, {a.connections} connections) | "
+                     f"{fmt_us(single['ceiling-plain'])} µs | {fmt_us(single['ceiling-trgm'])} "
+                     f"µs | {fmt_us(single['ceiling-trgm'] - single['ceiling-plain'])} µs | – |")
+        plain, trgm, bulk = ix["plain"], ix["trgm"], ix["bulk"]
+        L.append(f"| transactions of {ix['batch']:,} rows, one at a time (a background "
+                 f"indexer's batches) | {fmt_us(plain['us'])} µs | {fmt_us(trgm['us'])} µs | "
+                 f"{fmt_us(trgm['us'] - plain['us'])} µs | {trgm['wall_s']:.1f} s |")
+        L.append(f"| the index built in bulk over the rows (`CREATE INDEX`) | – | – | "
+                 f"{fmt_us(bulk['us'])} µs | {bulk['wall_s']:.1f} s |")
+        L.append("")
+        # The cheapest way measured to write a row and to index it: a bound on any design
+        # that keeps the index, whenever it builds it.
+        share = min(trgm["us"] - plain["us"], bulk["us"])
+        base = min(v for v in (plain["us"], single["ceiling-plain"]) if v is not None)
+        most = a.nproc * 1e6 / (base + share)
+        ceiling = pct(most, rps.get("ceiling-plain"))
+        L.append(f"- Whenever the index is built, each row costs the database at least "
+                 f"{fmt_us(share)} µs of CPU for it, and at least {fmt_us(base)} µs to store: "
+                 f"{a.nproc} cores store and index at most about {most:,.0f} rows/s"
+                 + (f", {ceiling:.0f} % of the index-less ceiling," if ceiling else "")
+                 + " before intake's own CPU and anything the database does for reads.")
+    L.append("")
+
     # ------------------------------------------------------------ search
     meta = load_json(os.path.join(fig, "search-meta.json"))
     L.append("### Search")
@@ -560,6 +618,9 @@ def main():
         figures["redb_non2xx"] = (redb or {}).get("non2xx")
         figures["pg1_pct_of_ceiling"] = pct(rps["pg1"], rps["ceiling-plain"])
         figures["search_records"] = (meta or {}).get("records")
+        if ix:
+            for phase in ("plain", "trgm", "bulk"):
+                figures[f"index_{phase}_pg_cpu_us"] = round(ix[phase]["us"], 1)
         if meta:
             figures["search_pg_wrk"] = overall(nat_pg)
             figures["search_redb_wrk"] = overall(nat_redb)

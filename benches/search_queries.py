@@ -19,7 +19,10 @@ Classes:
 
 `python3 search_queries.py` prints the set; `python3 search_queries.py --count FILE`
 counts in a records.jsonl file the records that contain each query (case-insensitive),
-the same count PostgreSQL's `count(*)` gives.
+the same count PostgreSQL's `count(*)` gives. `python3 search_queries.py --grams FILE
+[CLASS ...]` counts, for each query of the classes (all without), the records that contain
+each of its trigrams and those that contain all of them: the postings a trigram index reads
+for it and the candidates it checks, against the records that match.
 """
 
 import sys
@@ -109,8 +112,49 @@ def count_in_file(path):
     return counts
 
 
+def trigrams(q):
+    """The distinct trigrams of a query, in order (what intake's index looks up; a stop
+    trigram of the index is left out there, which this cannot know)."""
+    grams = []
+    for i in range(len(q) - 2):
+        if q[i:i + 3] not in grams:
+            grams.append(q[i:i + 3])
+    return grams
+
+
+def grams_in_file(path, classes):
+    """{q: (records holding q, {gram: records holding it}, records holding every gram)}."""
+    qs = [(q, q.lower(), trigrams(q.lower())) for c, q in all_queries() if c in classes]
+    out = {q: [0, {g: 0 for g in grams}, 0] for q, _, grams in qs}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            text = line.lower()
+            for q, fq, grams in qs:
+                row = out[q]
+                every = True
+                for g in grams:
+                    if g in text:
+                        row[1][g] += 1
+                    else:
+                        every = False
+                if every:
+                    row[2] += 1
+                    if fq in text:
+                        row[0] += 1
+    return out
+
+
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--count":
+    if len(sys.argv) >= 3 and sys.argv[1] == "--grams":
+        classes = sys.argv[3:] or list(CLASSES)
+        print("class\tquery\tmatches\tholding every trigram\trecords per trigram")
+        rows = grams_in_file(sys.argv[2], classes)
+        for c, q in all_queries():
+            if q in rows:
+                matches, per_gram, every = rows[q]
+                grams = " ".join(f"{g}:{n}" for g, n in per_gram.items())
+                print(f"{c}\t{q}\t{matches}\t{every}\t{grams}")
+    elif len(sys.argv) == 3 and sys.argv[1] == "--count":
         counts = count_in_file(sys.argv[2])
         for c, q in all_queries():
             print(f"{c}\t{q}\t{counts[q]}")
