@@ -62,13 +62,20 @@ create_endpoint "$ADDR"
 URL="http://$ADDR/api/v1/data/$SLUG"
 
 # beside PHASE [CMD...]: the paced load for DURATION while CMD runs in a process group of its
-# own (nothing without CMD), stopped after. CMD says how it is scheduled (nice, chrt).
+# own in the server's session (nothing without CMD), stopped after. CMD says how it is
+# scheduled (nice, chrt).
 beside() {
   local phase="$1"
   shift
   if [ "$#" -gt 0 ]; then
-    setsid "$@" &
+    # A process group of its own (job control), so that one kill ends it, but not a session
+    # of its own: with the kernel's autogroup scheduling, a session is a group that shares
+    # the CPU evenly with the server's, and its nice value or policy would rank it only
+    # within that group, not against the server's threads as a background thread's does.
+    set -m
+    "$@" &
     HOG=$!
+    set +m
   fi
   log "$phase"
   paced_post_load "$phase" "$URL" "$SANDBOX_KEY"
