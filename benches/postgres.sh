@@ -237,6 +237,8 @@ BODY="$(sed -n '/^local body = \[\[$/,/^\]\]$/p' "$ROOT/benches/post.lua" | sed 
 # ceiling's tables.
 RECORDS_COLUMNS='partition bigint NOT NULL, id bytea NOT NULL, updated_at bigint NOT NULL,
   payload bytea NOT NULL, folded text COLLATE "C" NOT NULL, PRIMARY KEY (partition, id)'
+# And the method and column of its trigram index, after `CREATE INDEX name ON table`.
+TRIGRAM_INDEX='USING gin (folded gin_trgm_ops)'
 
 # ceiling NAME INDEX: pgbench's durable single-row INSERTs into a fresh copy of intake's
 # records table (INDEX 1: with its gin_trgm_ops index on folded). Writes NAME.pgbench (pgbench's
@@ -247,7 +249,7 @@ ceiling() {
   PG_DB=ceiling pg_psql "DROP TABLE IF EXISTS records"
   PG_DB=ceiling pg_psql "CREATE TABLE records ($RECORDS_COLUMNS)"
   if [ "$index" = 1 ]; then
-    PG_DB=ceiling pg_psql "CREATE INDEX records_folded ON records USING gin (folded gin_trgm_ops)"
+    PG_DB=ceiling pg_psql "CREATE INDEX records_folded ON records $TRIGRAM_INDEX"
   fi
   settle
   mkdir -p "$logs"
@@ -297,7 +299,7 @@ CREATE TABLE source AS SELECT g AS n, 1::bigint AS partition, int8send(g) || int
 CREATE INDEX ON source (n);
 CREATE TABLE batched_plain ($RECORDS_COLUMNS);
 CREATE TABLE batched_trgm ($RECORDS_COLUMNS);
-CREATE INDEX batched_trgm_folded ON batched_trgm USING gin (folded gin_trgm_ops);
+CREATE INDEX batched_trgm_folded ON batched_trgm $TRIGRAM_INDEX;
 CREATE TABLE bulk ($RECORDS_COLUMNS);
 INSERT INTO bulk SELECT partition, id, updated_at, payload, folded FROM source;
 VACUUM ANALYZE source;
@@ -315,7 +317,7 @@ SQL
   cpu_snapshot "$FIG/index.cpu1"
   PG_DB=ceiling run_bg pg_psql_with -f "$WORK/batched_trgm.sql" >/dev/null
   cpu_snapshot "$FIG/index.cpu2"
-  PG_DB=ceiling pg_psql "CREATE INDEX bulk_folded ON bulk USING gin (folded gin_trgm_ops)"
+  PG_DB=ceiling pg_psql "CREATE INDEX bulk_folded ON bulk $TRIGRAM_INDEX"
   cpu_snapshot "$FIG/index.cpu3"
   printf "rows %s\nbatch %s\n" "$rows" "$batch" >"$FIG/index.txt"
   PG_DB=ceiling pg_psql "DROP TABLE source, batched_plain, batched_trgm, bulk"
