@@ -1,6 +1,5 @@
 //! A real headless Chromium for end-to-end tests of the dashboard, driven over the DevTools
-//! protocol (the `headless_chrome` crate) from the Rust test suite, used by the
-//! `dashboard_*` tests.
+//! protocol ([`super::cdp`]) from the Rust test suite, used by the `dashboard_*` tests.
 //!
 //! [`Browser::start`] launches Debian's `chromium` (installed by `.ci/run`) with a fresh
 //! profile and the flags it needs on a closed network. Each [`Session`] is a browser
@@ -21,15 +20,13 @@
 //! owner.screenshot("endpoints");
 //! ```
 
-use std::ffi::OsStr;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use headless_chrome::browser::context::Context;
-use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
-use headless_chrome::protocol::cdp::types::Event;
-use headless_chrome::{LaunchOptions, Tab};
+use base64::Engine as _;
+use serde_json::{Value, json};
+
+use super::cdp::{Chromium, Page};
 
 /// How long a page may take to load or an element to appear.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -50,57 +47,27 @@ const FLAGS: [&str; 9] = [
 
 /// A running headless Chromium with a throwaway profile.
 pub struct Browser {
-    browser: headless_chrome::Browser,
-    _profile: tempfile::TempDir,
+    chromium: Chromium,
 }
 
 impl Browser {
     pub fn start() -> Browser {
-        let profile = tempfile::tempdir().expect("profile dir");
-        let args: Vec<&OsStr> = FLAGS.iter().map(OsStr::new).collect();
-        let options = LaunchOptions {
-            headless: true,
-            sandbox: false,
-            enable_gpu: false,
-            path: Some(crate::common::external_program(
-                "CHROMIUM",
-                "/usr/bin/chromium",
-                "chromium",
-            )),
-            user_data_dir: Some(profile.path().to_path_buf()),
-            window_size: Some((1280, 900)),
-            args,
-            // The default closes the browser after 30 s without a command.
-            idle_browser_timeout: Duration::from_secs(600),
-            ..LaunchOptions::default()
-        };
-        let browser = headless_chrome::Browser::new(options).expect("launch chromium");
+        let program = crate::common::external_program("CHROMIUM", "/usr/bin/chromium", "chromium");
         Browser {
-            browser,
-            _profile: profile,
+            chromium: Chromium::launch(&program, &FLAGS, (1280, 900)),
         }
     }
 
     /// A new browser context (its own cookies) with one tab, on the server at `base_url`.
     pub fn session(&self, base_url: &str) -> Session<'_> {
-        let context = self.browser.new_context().expect("new browser context");
-        let tab = context.new_tab().expect("new tab");
-        tab.set_default_timeout(TIMEOUT);
-        let problems: Arc<Mutex<Vec<String>>> = Arc::default();
-        let sink = problems.clone();
-        tab.add_event_listener(Arc::new(move |event: &Event| {
-            if let Some(problem) = console_problem(event) {
-                sink.lock().unwrap().push(problem);
-            }
-        }))
-        .expect("listen to console events");
-        tab.enable_log().expect("enable Log domain");
-        tab.enable_runtime().expect("enable Runtime domain");
+        let page = self.chromium.new_page(console_problem);
+        for domain in ["Runtime.enable", "Log.enable"] {
+            page.call(domain, json!({}))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
         Session {
-            _context: context,
-            tab,
+            page,
             base: base_url.trim_end_matches('/').to_string(),
-            problems,
         }
     }
 }
@@ -122,51 +89,45 @@ fn axe_core_path() -> PathBuf {
 }
 
 /// A console error, an uncaught exception, or a browser log entry of level error (CSP
-/// violations, failed loads).
-fn console_problem(event: &Event) -> Option<String> {
-    use headless_chrome::protocol::cdp::Log::LogEntryLevel;
-    use headless_chrome::protocol::cdp::Runtime::ConsoleAPICalledEventTypeOption;
-    match event {
-        Event::RuntimeConsoleAPICalled(e)
-            if matches!(e.params.Type, ConsoleAPICalledEventTypeOption::Error) =>
-        {
-            let args: Vec<String> = e
-                .params
-                .args
-                .iter()
-                .map(|a| {
-                    a.value
-                        .as_ref()
-                        .map_or_else(|| format!("{:?}", a.description), |v| v.to_string())
+/// violations, failed loads), from a DevTools event.
+fn console_problem(event: &Value) -> Option<String> {
+    let params = &event["params"];
+    match event["method"].as_str()? {
+        "Runtime.consoleAPICalled" if params["type"] == "error" => {
+            let args: Vec<String> = params["args"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|a| match a.get("value") {
+                    Some(value) => value.to_string(),
+                    None => a["description"].as_str().unwrap_or("?").to_string(),
                 })
                 .collect();
             Some(format!("console.error: {}", args.join(" ")))
         }
-        Event::RuntimeExceptionThrown(e) => Some(format!(
-            "uncaught exception: {} {:?}",
-            e.params.exception_details.text,
-            e.params
-                .exception_details
-                .exception
-                .as_ref()
-                .and_then(|x| x.description.clone())
-        )),
-        Event::LogEntryAdded(e) if matches!(e.params.entry.level, LogEntryLevel::Error) => {
+        "Runtime.exceptionThrown" => {
+            let details = &params["exceptionDetails"];
             Some(format!(
-                "browser log error: {} ({:?})",
-                e.params.entry.text, e.params.entry.url
+                "uncaught exception: {} {}",
+                details["text"].as_str().unwrap_or_default(),
+                details["exception"]["description"]
+                    .as_str()
+                    .unwrap_or_default()
             ))
         }
+        "Log.entryAdded" if params["entry"]["level"] == "error" => Some(format!(
+            "browser log error: {} ({})",
+            params["entry"]["text"].as_str().unwrap_or_default(),
+            params["entry"]["url"].as_str().unwrap_or("no URL")
+        )),
         _ => None,
     }
 }
 
 /// One browser context and its tab.
 pub struct Session<'b> {
-    _context: Context<'b>,
-    tab: Arc<Tab>,
+    page: Page<'b>,
     base: String,
-    problems: Arc<Mutex<Vec<String>>>,
 }
 
 impl Session<'_> {
@@ -178,7 +139,10 @@ impl Session<'_> {
             format!("{}{path}", self.base)
         };
         self.mark_page();
-        self.tab.navigate_to(&url).expect("navigate");
+        let navigation = self.call("Page.navigate", json!({ "url": url }));
+        if let Some(error) = navigation["errorText"].as_str() {
+            panic!("navigate to {url}: {error}");
+        }
         self.wait_for_new_page(path);
     }
 
@@ -188,7 +152,7 @@ impl Session<'_> {
     /// field; see [`Session::on_element`]).
     pub fn fill(&self, selector: &str, text: &str) {
         self.on_element(selector, "e.focus(); e.value = ''; return true;");
-        self.tab.send_character(text).expect("type");
+        self.call("Input.insertText", json!({ "text": text }));
     }
 
     /// Sets the value of the input or textarea at `selector` at once, as pasting would: much
@@ -297,14 +261,42 @@ impl Session<'_> {
         let (Some(x), Some(y)) = (middle[0].as_f64(), middle[1].as_f64()) else {
             panic!("{selector}: no position ({middle})");
         };
-        self.tab
-            .click_point(headless_chrome::browser::tab::point::Point { x, y })
-            .expect("click");
+        for kind in ["mouseMoved", "mousePressed", "mouseReleased"] {
+            self.call(
+                "Input.dispatchMouseEvent",
+                json!({ "type": kind, "x": x, "y": y, "button": "left", "clickCount": 1 }),
+            );
+        }
     }
 
-    /// Presses `key` (such as `ArrowRight`) on the focused element.
+    /// Presses `key` (` `, `Enter`, `Tab`, `Escape` or an arrow key, by its DOM `key` name)
+    /// on the focused element.
     pub fn press(&self, key: &str) {
-        self.tab.press_key(key).expect("press key");
+        // DOM `code`, Windows virtual key code (what default actions such as moving a
+        // selection go by) and the text the key types.
+        let (code, key_code, text) = match key {
+            " " => ("Space", 32, Some(" ")),
+            "Enter" => ("Enter", 13, Some("\r")),
+            "Tab" => ("Tab", 9, None),
+            "Escape" => ("Escape", 27, None),
+            "ArrowLeft" => ("ArrowLeft", 37, None),
+            "ArrowUp" => ("ArrowUp", 38, None),
+            "ArrowRight" => ("ArrowRight", 39, None),
+            "ArrowDown" => ("ArrowDown", 40, None),
+            _ => panic!("press: no key definition for {key:?}"),
+        };
+        let mut down = json!({
+            "type": if text.is_some() { "keyDown" } else { "rawKeyDown" },
+            "key": key, "code": code, "windowsVirtualKeyCode": key_code,
+        });
+        if let Some(text) = text {
+            down["text"] = json!(text);
+        }
+        self.call("Input.dispatchKeyEvent", down);
+        self.call(
+            "Input.dispatchKeyEvent",
+            json!({ "type": "keyUp", "key": key, "code": code, "windowsVirtualKeyCode": key_code }),
+        );
     }
 
     /// Waits until the JavaScript `expression` is true (what the page's script does after a
@@ -337,9 +329,7 @@ impl Session<'_> {
     /// Marks the current document, so that [`Session::wait_for_new_page`] can tell it from
     /// the next one.
     fn mark_page(&self) {
-        self.tab
-            .evaluate("window.__intakeOldPage = true", false)
-            .expect("mark page");
+        self.eval("window.__intakeOldPage = true");
     }
 
     /// Waits until a new document (without the mark) has finished loading, then checks the
@@ -347,16 +337,15 @@ impl Session<'_> {
     fn wait_for_new_page(&self, after: &str) {
         self.poll(
             || {
-                self.tab
-                    .evaluate(
-                        "window.__intakeOldPage === undefined && document.readyState === 'complete'",
-                        false,
-                    )
-                    .ok()
-                    .and_then(|r| r.value)
-                    .and_then(|v| v.as_bool())
-                    .unwrap_or(false)
-                    .then_some(())
+                // Fails while the next document replaces this one: not loaded yet.
+                self.evaluate(
+                    "window.__intakeOldPage === undefined && document.readyState === 'complete'",
+                    false,
+                )
+                .ok()
+                .and_then(|v| v.as_bool())
+                .unwrap_or(false)
+                .then_some(())
             },
             || format!("no new page after {after} (still at {})", self.url()),
         );
@@ -385,10 +374,7 @@ impl Session<'_> {
 
     /// Waits until an element matches `selector` (up to [`TIMEOUT`]), then runs the
     /// JavaScript function body `body` on the first one (as `e`) and returns its result, as
-    /// JSON. One DevTools call a try: each call takes about 100 ms whatever it does (the
-    /// `headless_chrome` crate's socket reader holds the connection's lock for its 100 ms read
-    /// timeout, rust-headless-chrome issue #446), and the crate's element methods take three
-    /// to nine calls each, which made the dashboard tests wait more than they ran.
+    /// JSON. One DevTools call a try.
     fn on_element(&self, selector: &str, body: &str) -> serde_json::Value {
         let quoted = serde_json::Value::String(selector.to_string());
         let expression = format!(
@@ -397,7 +383,11 @@ impl Session<'_> {
              return JSON.stringify({{ result: (function (e) {{ {body} }})(e) }}); }})()"
         );
         let found = self.poll(
-            || self.eval(&expression).as_str().map(str::to_string),
+            || {
+                self.evaluate(&expression, false)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+            },
             || {
                 format!(
                     "no element matches {selector} after {TIMEOUT:?} (at {})",
@@ -422,26 +412,48 @@ impl Session<'_> {
         }
     }
 
-    /// The result of a JavaScript expression, as JSON.
-    pub fn eval(&self, expression: &str) -> serde_json::Value {
-        self.tab
-            .evaluate(expression, false)
-            .expect("evaluate")
-            .value
-            .unwrap_or(serde_json::Value::Null)
+    /// The result of a JavaScript expression, as JSON (`null` for `undefined`); fails the
+    /// test if it throws.
+    pub fn eval(&self, expression: &str) -> Value {
+        self.evaluate(expression, false)
+            .unwrap_or_else(|e| panic!("{e} (at {})", self.url()))
     }
 
-    /// The page's own `location.href`: the tab's record of its URL follows navigation events
-    /// and could still name the page before a submit that had already loaded the next one
-    /// (a login then failed with the endpoints page on screen). The tab's record only where
-    /// the page cannot answer.
+    /// The value of `expression` (awaited if `await_promise` and it is a promise), or what
+    /// it threw.
+    fn evaluate(&self, expression: &str, await_promise: bool) -> Result<Value, String> {
+        let answer = self.page.call(
+            "Runtime.evaluate",
+            json!({ "expression": expression, "returnByValue": true, "awaitPromise": await_promise }),
+        )?;
+        if let Some(details) = answer.get("exceptionDetails") {
+            let what = details["exception"]["description"]
+                .as_str()
+                .or(details["text"].as_str())
+                .unwrap_or("an exception");
+            let start: String = expression.chars().take(200).collect();
+            return Err(format!("{start} threw {what}"));
+        }
+        Ok(answer["result"]
+            .get("value")
+            .cloned()
+            .unwrap_or(Value::Null))
+    }
+
+    /// Calls the DevTools `method` on the page; fails the test on an error.
+    fn call(&self, method: &str, params: Value) -> Value {
+        self.page
+            .call(method, params)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The page's own `location.href`, or why the page did not answer.
     pub fn url(&self) -> String {
-        self.tab
-            .evaluate("location.href", false)
-            .ok()
-            .and_then(|r| r.value)
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_else(|| self.tab.get_url())
+        match self.evaluate("location.href", false) {
+            Ok(Value::String(href)) => href,
+            Ok(other) => format!("(location.href is {other})"),
+            Err(e) => format!("(no answer: {e})"),
+        }
     }
 
     /// The path and query of the current page.
@@ -454,31 +466,23 @@ impl Session<'_> {
 
     /// Emulates a phone's screen (390 × 844 CSS pixels, mobile) from now on.
     pub fn phone_width(&self) {
-        use headless_chrome::protocol::cdp::Emulation::SetDeviceMetricsOverride;
-        let metrics: SetDeviceMetricsOverride = serde_json::from_value(serde_json::json!({
-            "width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": true
-        }))
-        .expect("device metrics");
-        self.tab.call_method(metrics).expect("set device metrics");
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            json!({ "width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": true }),
+        );
     }
 
     /// Emulates the desktop window again (undoes [`Session::phone_width`]).
     pub fn desktop_width(&self) {
-        use headless_chrome::protocol::cdp::Emulation::ClearDeviceMetricsOverride;
-        self.tab
-            .call_method(ClearDeviceMetricsOverride(None))
-            .expect("clear device metrics");
+        self.call("Emulation.clearDeviceMetricsOverride", json!({}));
     }
 
     /// Emulates the system's colour scheme (`light` or `dark`) for `prefers-color-scheme`.
     pub fn color_scheme(&self, scheme: &str) {
-        use headless_chrome::protocol::cdp::Emulation::SetEmulatedMedia;
-        let media: SetEmulatedMedia = serde_json::from_value(serde_json::json!({
-            "media": "",
-            "features": [{ "name": "prefers-color-scheme", "value": scheme }]
-        }))
-        .expect("emulated media");
-        self.tab.call_method(media).expect("set emulated media");
+        self.call(
+            "Emulation.setEmulatedMedia",
+            json!({ "media": "", "features": [{ "name": "prefers-color-scheme", "value": scheme }] }),
+        );
         // theme.js follows the change of the media query.
         self.wait_until(&format!(
             "document.documentElement.getAttribute('data-theme') === '{scheme}'"
@@ -510,25 +514,17 @@ impl Session<'_> {
         let source = std::fs::read_to_string(axe_core_path()).expect("read axe.min.js");
         for scheme in ["light", "dark"] {
             self.color_scheme(scheme);
-            let loaded = self
-                .tab
-                .evaluate(&format!("{source};typeof axe"), false)
-                .expect("inject axe-core");
-            assert_eq!(
-                loaded.value,
-                Some(serde_json::json!("object")),
-                "axe-core did not load"
-            );
+            let loaded = self.eval(&format!("{source};typeof axe"));
+            assert_eq!(loaded, json!("object"), "axe-core did not load");
             let run = "axe.run(document, { resultTypes: ['violations'] }).then(r =>                 JSON.stringify(r.violations.filter(v => v.impact === 'serious' ||                 v.impact === 'critical').map(v => ({ id: v.id, impact: v.impact, help: v.help,                 nodes: v.nodes.slice(0, 5).map(n => n.target.join(' ') + ': ' +                 n.failureSummary) }))))";
-            let result = self.tab.evaluate(run, true).expect("run axe-core");
-            let text = result
-                .value
-                .and_then(|v| v.as_str().map(str::to_string))
-                .expect("axe-core result");
-            let violations: serde_json::Value = serde_json::from_str(&text).expect("axe JSON");
+            let result = self
+                .evaluate(run, true)
+                .unwrap_or_else(|e| panic!("axe-core: {e}"));
+            let text = result.as_str().expect("axe-core result");
+            let violations: Value = serde_json::from_str(text).expect("axe JSON");
             assert_eq!(
                 violations,
-                serde_json::json!([]),
+                json!([]),
                 "serious or critical accessibility violations at {} ({scheme}):\n{}",
                 self.url(),
                 serde_json::to_string_pretty(&violations).unwrap_or_default()
@@ -597,20 +593,21 @@ impl Session<'_> {
     /// Emulates the computer's time zone (an IANA name such as `Pacific/Kiritimati`) from now
     /// on, for what the page's script and the date pickers make of local time.
     pub fn time_zone(&self, zone: &str) {
-        use headless_chrome::protocol::cdp::Emulation::SetTimezoneOverride;
-        self.tab
-            .call_method(SetTimezoneOverride {
-                timezone_id: zone.to_string(),
-            })
-            .expect("set time zone");
+        self.call(
+            "Emulation.setTimezoneOverride",
+            json!({ "timezoneId": zone }),
+        );
     }
 
     /// Saves a PNG of the viewport as `target/screenshots/{name}.png`; returns its path.
     pub fn screenshot(&self, name: &str) -> PathBuf {
-        let png = self
-            .tab
-            .capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true)
-            .expect("screenshot");
+        let shot = self.call(
+            "Page.captureScreenshot",
+            json!({ "format": "png", "fromSurface": true }),
+        );
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(shot["data"].as_str().expect("screenshot data"))
+            .expect("screenshot base64");
         let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .parent()
             .expect("target dir")
@@ -626,9 +623,10 @@ impl Session<'_> {
     /// page's own 4xx status (a refused form shown again, an error page) is what the test
     /// looks at, not a broken resource: Chromium's log line about it is not a problem.
     pub fn assert_clean(&self) {
-        let page = self.tab.get_url();
-        let own_status = format!("(Some({page:?}))");
-        let mut problems = self.problems.lock().unwrap();
+        // A call first: the events sent before its answer are read by then.
+        let page = self.url();
+        let own_status = format!("({page})");
+        let mut problems = self.page.take_events();
         problems.retain(|p| {
             !(p.starts_with(
                 "browser log error: Failed to load resource: the server responded with a status of 4",

@@ -8,6 +8,7 @@
 pub mod backup;
 pub mod browser;
 pub mod ca;
+pub mod cdp;
 pub mod in_process;
 pub mod netns;
 pub mod nodes;
