@@ -1,8 +1,9 @@
 //! A real headless Chromium for end-to-end tests of the dashboard, driven over the DevTools
 //! protocol ([`super::cdp`]) from the Rust test suite, used by the `dashboard_*` tests.
 //!
-//! [`Browser::start`] launches Debian's `chromium` (installed by `.ci/run`) with a fresh
-//! profile and the flags it needs on a closed network. Each [`Session`] is a browser
+//! [`Browser::start`] gives the test process's Debian `chromium` (installed by `.ci/run`),
+//! started by the first test that asks with a fresh profile and the flags it needs on a
+//! closed network, and shared by all. Each [`Session`] is a browser
 //! context of its own (own cookies), so one test can play the owner and a collaborator side
 //! by side. Every console error, uncaught exception and CSP violation of a session's page is
 //! collected, and [`Session::assert_clean`] (also run after every navigation) fails the test
@@ -45,16 +46,16 @@ const FLAGS: [&str; 9] = [
     "--disable-dev-shm-usage",
 ];
 
-/// A running headless Chromium with a throwaway profile.
+/// The test process's headless Chromium (one for every test: [`Chromium::shared`]).
 pub struct Browser {
-    chromium: Chromium,
+    chromium: &'static Chromium,
 }
 
 impl Browser {
     pub fn start() -> Browser {
         let program = crate::common::external_program("CHROMIUM", "/usr/bin/chromium", "chromium");
         Browser {
-            chromium: Chromium::launch(&program, &FLAGS, (1280, 900)),
+            chromium: Chromium::shared(&program, &FLAGS, (1280, 900)),
         }
     }
 

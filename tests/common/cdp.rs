@@ -3,16 +3,17 @@
 //! writes its request and reads until its answer, and the events read meanwhile go through
 //! the page's event filter (which keeps what the tests must see, such as console errors).
 //!
-//! The `headless_chrome` crate did this until 2026-12-01. Its reader thread held the
+//! The `headless_chrome` crate did this until 2026-12-02. Its reader thread held the
 //! connection's lock through a 100 ms read timeout, so every call waited about 100 ms for it
 //! (rust-headless-chrome issue #446), and the dashboard tests, some hundred calls each, waited
 //! more than they ran (docs/src/development.md, "Continuous integration").
 
 use std::fs::File;
 use std::net::TcpStream;
-use std::path::Path;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -25,22 +26,58 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Keeps what the tests must see of an event (`{"method", "params"}`), as a line of text.
 pub type EventFilter = fn(&Value) -> Option<String>;
 
-/// A running Chromium with a throwaway profile; killed when dropped.
+/// A running Chromium with a throwaway profile.
 pub struct Chromium {
-    child: Child,
     port: u16,
     browser: Mutex<Connection>,
-    _dir: tempfile::TempDir,
+}
+
+/// Where the test processes' Chromium profiles go, one folder per process named by its id.
+fn profiles_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("chromium")
 }
 
 impl Chromium {
+    /// The test process's Chromium, started by the first caller: one browser serves every
+    /// test, each in browser contexts of its own (cookies and storage apart), as starting one
+    /// per test cost about a second of CPU each, most of what the browser tests spent.
+    ///
+    /// It lives as long as the test process however that ends: it is started with the
+    /// parent-death signal set to SIGKILL, which the kernel sends when the *thread* that
+    /// started it ends, from a thread that never does.
+    pub fn shared(program: &Path, flags: &[&str], window: (u32, u32)) -> &'static Chromium {
+        static SHARED: OnceLock<Chromium> = OnceLock::new();
+        // Callers arriving while the first starts it wait for it (`get_or_init`).
+        SHARED.get_or_init(|| {
+            let program = program.to_path_buf();
+            let flags: Vec<String> = flags.iter().map(|f| f.to_string()).collect();
+            let (started, start) = mpsc::channel();
+            std::thread::Builder::new()
+                .name("chromium".into())
+                .spawn(move || {
+                    let _ = started.send(Chromium::launch(&program, &flags, window));
+                    loop {
+                        std::thread::park();
+                    }
+                })
+                .expect("spawn the chromium thread");
+            start
+                .recv()
+                .expect("the chromium thread answers")
+                .unwrap_or_else(|e| panic!("{e}"))
+        })
+    }
     /// Starts `program` with `flags`, a fresh profile, a window of `window` (width, height)
     /// CSS pixels and the DevTools server on a free loopback port, and connects to it.
-    pub fn launch(program: &Path, flags: &[&str], window: (u32, u32)) -> Chromium {
-        let dir = tempfile::tempdir().expect("chromium dir");
-        let profile = dir.path().join("profile");
-        let log = dir.path().join("chromium.log");
-        let mut child = Command::new(program)
+    fn launch(program: &Path, flags: &[String], window: (u32, u32)) -> Result<Chromium, String> {
+        let dir = profiles_dir().join(std::process::id().to_string());
+        remove_dead_processes_profiles();
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let profile = dir.join("profile");
+        let log = dir.join("chromium.log");
+        let stderr = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let mut command = Command::new(program);
+        command
             .args(flags)
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg("--remote-debugging-address=127.0.0.1")
@@ -49,21 +86,29 @@ impl Chromium {
             .arg("about:blank")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(File::create(&log).expect("chromium log"))
+            .stderr(stderr);
+        // SAFETY: prctl is async-signal-safe, and the closure touches nothing else.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command
             .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", program.display()));
+            .map_err(|e| format!("start {}: {e}", program.display()))?;
         match connect_when_listening(&mut child, &profile.join("DevToolsActivePort")) {
-            Ok((port, browser)) => Chromium {
-                child,
+            Ok((port, browser)) => Ok(Chromium {
                 port,
                 browser: Mutex::new(browser),
-                _dir: dir,
-            },
+            }),
             Err(why) => {
                 let _ = child.kill();
                 let _ = child.wait();
                 let output = std::fs::read_to_string(&log).unwrap_or_default();
-                panic!("chromium: {why}; its output:\n{output}");
+                Err(format!("chromium: {why}; its output:\n{output}"))
             }
         }
     }
@@ -122,10 +167,17 @@ fn connect_when_listening(
     }
 }
 
-impl Drop for Chromium {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// Removes the profiles of test processes that have ended (their Chromium went with them).
+fn remove_dead_processes_profiles() {
+    let Ok(entries) = std::fs::read_dir(profiles_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let pid = name.to_str().and_then(|n| n.parse::<u32>().ok());
+        if pid.is_some_and(|pid| !Path::new(&format!("/proc/{pid}")).exists()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
