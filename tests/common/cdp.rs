@@ -13,7 +13,7 @@ use std::net::TcpStream;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, OnceLock, mpsc};
+use std::sync::{Mutex, OnceLock, PoisonError, mpsc};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -39,8 +39,8 @@ fn profiles_dir() -> PathBuf {
 
 impl Chromium {
     /// The test process's Chromium, started by the first caller: one browser serves every
-    /// test, each in browser contexts of its own (cookies and storage apart), as starting one
-    /// per test cost about a second of CPU each, most of what the browser tests spent.
+    /// test, each in browser contexts of its own (cookies and storage apart), where one a
+    /// test cost about a second of CPU to start.
     ///
     /// It lives as long as the test process however that ends: it is started with the
     /// parent-death signal set to SIGKILL, which the kernel sends when the *thread* that
@@ -67,6 +67,7 @@ impl Chromium {
                 .unwrap_or_else(|e| panic!("{e}"))
         })
     }
+
     /// Starts `program` with `flags`, a fresh profile, a window of `window` (width, height)
     /// CSS pixels and the DevTools server on a free loopback port, and connects to it.
     fn launch(program: &Path, flags: &[String], window: (u32, u32)) -> Result<Chromium, String> {
@@ -116,7 +117,8 @@ impl Chromium {
     /// A new browser context (its own cookies and storage) with one blank page, connected;
     /// `events` keeps what the tests must see of the page's events.
     pub fn new_page(&self, events: EventFilter) -> Page<'_> {
-        let mut browser = self.browser.lock().expect("browser connection");
+        // A test that panicked while holding it leaves the connection as usable as before.
+        let mut browser = self.browser.lock().unwrap_or_else(PoisonError::into_inner);
         let context = browser
             .call("Target.createBrowserContext", json!({}))
             .expect("new browser context")["browserContextId"]
@@ -207,12 +209,15 @@ impl Page<'_> {
 
 impl Drop for Page<'_> {
     fn drop(&mut self) {
-        if let Ok(mut browser) = self.chromium.browser.lock() {
-            let _ = browser.call(
-                "Target.disposeBrowserContext",
-                json!({ "browserContextId": self.context }),
-            );
-        }
+        let mut browser = self
+            .chromium
+            .browser
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let _ = browser.call(
+            "Target.disposeBrowserContext",
+            json!({ "browserContextId": self.context }),
+        );
     }
 }
 
