@@ -159,7 +159,7 @@ impl Session<'_> {
     /// Sets the value of the input or textarea at `selector` at once, as pasting would: much
     /// faster than [`Session::fill`]'s typing for long values such as API keys.
     pub fn paste(&self, selector: &str, text: &str) {
-        let text = serde_json::Value::String(text.to_string());
+        let text = Value::String(text.to_string());
         self.on_element(
             selector,
             &format!(
@@ -191,7 +191,7 @@ impl Session<'_> {
     pub fn submit_confirmed(&self, selector: &str) -> String {
         let question = self.eval(&format!(
             "document.querySelector({}).getAttribute('data-confirm')",
-            serde_json::Value::String(selector.to_string())
+            Value::String(selector.to_string())
         ));
         let question = question
             .as_str()
@@ -361,7 +361,7 @@ impl Session<'_> {
 
     /// Whether an element matches `selector` on the current page (no waiting).
     pub fn exists(&self, selector: &str) -> bool {
-        let selector = serde_json::Value::String(selector.to_string());
+        let selector = Value::String(selector.to_string());
         self.eval(&format!("document.querySelector({selector}) !== null"))
             .as_bool()
             .unwrap_or(false)
@@ -376,8 +376,8 @@ impl Session<'_> {
     /// Waits until an element matches `selector` (up to [`TIMEOUT`]), then runs the
     /// JavaScript function body `body` on the first one (as `e`) and returns its result, as
     /// JSON. One DevTools call a try.
-    fn on_element(&self, selector: &str, body: &str) -> serde_json::Value {
-        let quoted = serde_json::Value::String(selector.to_string());
+    fn on_element(&self, selector: &str, body: &str) -> Value {
+        let quoted = Value::String(selector.to_string());
         let expression = format!(
             "(function () {{ var e = document.querySelector({quoted}); \
              if (e === null) {{ return null; }} \
@@ -396,7 +396,7 @@ impl Session<'_> {
                 )
             },
         );
-        let found: serde_json::Value = serde_json::from_str(&found).expect("element JSON");
+        let found: Value = serde_json::from_str(&found).expect("element JSON");
         found["result"].clone()
     }
 
