@@ -3,7 +3,9 @@
 -- Per request, by weight: 70 % POST a ~600-byte record; 20 % reads (8 % list, 6 % search,
 -- 6 % poll following its own cursor); 10 % writes to records this thread created less than
 -- MAX_AGE seconds ago (7 % PUT, 3 % DELETE, each record deleted at most once), so that none
--- of them has been purged by retention meanwhile. Each connection pauses DELAY_MS between
+-- of them has been purged by retention meanwhile. A record is either replaced or deleted,
+-- never both: a thread's connections run side by side, so a PUT still in flight when another
+-- connection's DELETE of its record went first would rightly answer 404. Each connection pauses DELAY_MS between
 -- requests, so the rate is about CONNECTIONS * 1000 / (DELAY_MS + latency) per second.
 --
 -- The API key is read from KEY_FILE, again every second, so that the key rotations of the
@@ -73,17 +75,19 @@ local function current_key()
    return key
 end
 
--- A random record of this thread's created less than max_age seconds ago, or nil.
-local function young_record()
+-- A random record of this thread's created less than max_age seconds ago, or nil: of those
+-- at an even place in ids when `parity` is 0 (replaced), at an odd one when it is 1 (deleted).
+local function young_record(parity)
    local now = os.time()
    while first <= last and (ids[first] == false or now - born[first] >= max_age) do
       ids[first], born[first] = nil, nil
       first = first + 1
    end
-   if first > last then return nil end
    for _ = 1, 4 do
+      if first > last then return nil end
       local i = math.random(first, last)
-      if ids[i] then return i end
+      if i % 2 ~= parity then i = i + 1 end
+      if i <= last and ids[i] then return i end
    end
    return nil
 end
@@ -92,7 +96,8 @@ function request()
    local base = "/api/v1/data/" .. slug
    local headers = { ["Authorization"] = "Bearer " .. current_key() }
    local roll = math.random(100)
-   local pick = roll > 90 and young_record() or nil
+   local pick = nil
+   if roll > 90 then pick = young_record(roll <= 97 and 0 or 1) end
    if roll <= 70 or (roll > 90 and pick == nil) then
       headers["Content-Type"] = "application/json"
       return wrk.format("POST", base, headers, record_body())
