@@ -27,8 +27,8 @@
 //!    (`Store::scrub_free_space`; on PostgreSQL that is the database's own `VACUUM`, see the
 //!    docs), again at each turn while an open read (a long export) keeps some of them.
 //!
-//! Beside the last two, the search index merges away the segments holding the erased
-//! records' postings (`SearchIndex::expunge_deleted`).
+//! 5. Then the search index merges away the segments holding the erased records' postings
+//!    (`SearchIndex::expunge_deleted`), after the store's work rather than beside it.
 //!
 //! Then the erasure is `finished`: the sealed query is dropped (only its keyed hash stays,
 //! here and in the audit log, never the query itself) and a second audit entry records the
@@ -455,12 +455,14 @@ pub fn advance(work: &ErasureWork, mut row: ErasureRow) -> Result<()> {
     Ok(())
 }
 
-/// The last steps, where a delete alone leaves bytes behind. The search index's merge (CPU,
-/// on the indexer's threads) runs beside the store's work (its write lock and disk): patching
-/// a payload dictionary that may hold pieces of an erased record, then overwriting the free
-/// pages (which the patch frees more of). Neither frees what the other overwrites, and
-/// the erasure takes the longer of the two rather than their sum. A merge with nothing left
-/// to merge (at a later turn) is quick.
+/// The last steps, where a delete alone leaves bytes behind: patching a payload dictionary
+/// that may hold pieces of an erased record, overwriting the free pages (which the patch
+/// frees more of), then the search index's merge. The merge runs after the store's work, not
+/// beside it: each alone costs the requests little, the two together a lot (beside the merge,
+/// the patch and the scrub raised the ingest p99 2.1-2.6 times; one after the other, 1.4-1.6
+/// times, for an erasure a few seconds longer: docs/src/benchmarks.md, "Erasure"). Neither
+/// frees what the other overwrites. A merge with nothing left to merge (at a later turn) is
+/// quick.
 fn seal_and_scrub(
     work: &ErasureWork,
     mut row: ErasureRow,
@@ -469,44 +471,26 @@ fn seal_and_scrub(
 ) -> Result<()> {
     let store = work.handles.store.as_ref();
     let id = erasure_id(row.id);
-    let (merged, scrub) = std::thread::scope(|scope| {
-        let merge = index.map(|index| {
-            scope.spawn(|| {
-                let started = Instant::now();
-                let merged = index.expunge_deleted(EXPUNGE_TIMEOUT);
-                if merged.is_ok() {
-                    log::info!(
-                        "erasure {id}: search index segments merged without deleted documents \
-                         in {}",
-                        took(started)
-                    );
-                }
-                merged.map(|_| ())
-            })
-        });
-        let scrub = seal_dictionaries(work, &mut row, q).and_then(|()| {
-            let started = Instant::now();
-            let scrub = store.scrub_free_space()?;
-            if let Some(scrub) = &scrub {
-                log::info!(
-                    "erasure {id}: {} MiB of the store file's free pages overwritten in {} \
-                     transactions, {}",
-                    scrub.bytes_overwritten >> 20,
-                    scrub.transactions,
-                    took(started)
-                );
-            }
-            Ok(scrub)
-        });
-        let merged = match merge.map(|merge| merge.join()) {
-            Some(Ok(merged)) => merged,
-            Some(Err(_)) => Err(Error::Internal("the search index's merge panicked".into())),
-            None => Ok(()),
-        };
-        (merged, scrub)
-    });
-    let scrub = scrub?;
-    merged?;
+    seal_dictionaries(work, &mut row, q)?;
+    let started = Instant::now();
+    let scrub = store.scrub_free_space()?;
+    if let Some(scrub) = &scrub {
+        log::info!(
+            "erasure {id}: {} MiB of the store file's free pages overwritten in {} \
+             transactions, {}",
+            scrub.bytes_overwritten >> 20,
+            scrub.transactions,
+            took(started)
+        );
+    }
+    if let Some(index) = index {
+        let started = Instant::now();
+        index.expunge_deleted(EXPUNGE_TIMEOUT)?;
+        log::info!(
+            "erasure {id}: search index segments merged without deleted documents in {}",
+            took(started)
+        );
+    }
     if let Some(scrub) = scrub
         && !scrub.complete()
     {
