@@ -5,8 +5,9 @@
 -- MAX_AGE seconds ago (7 % PUT, 3 % DELETE, each record deleted at most once), so that none
 -- of them has been purged by retention meanwhile. A record is either replaced or deleted,
 -- never both: a thread's connections run side by side, so a PUT still in flight when another
--- connection's DELETE of its record went first would rightly answer 404. Each connection pauses DELAY_MS between
--- requests, so the rate is about CONNECTIONS * 1000 / (DELAY_MS + latency) per second.
+-- connection's DELETE of its record went first would rightly answer 404. Each connection
+-- pauses DELAY_MS between requests, so the rate is about CONNECTIONS * 1000 / (DELAY_MS +
+-- latency) per second.
 --
 -- The API key is read from KEY_FILE, again every second, so that the key rotations of the
 -- soak move the load to the new key while the old one is in its grace period.

@@ -19,8 +19,8 @@
 //! While an expunge's merge runs ([`MergePacing`]), tantivy's merge threads pace themselves to
 //! two thirds of a core as they read and write segment files (`core::background::pace`):
 //! that merge rewrites the whole index when the erased records are spread over it, for
-//! seconds, beside the erasure's own work, and the two running free took both cores of a
-//! small machine from the requests.
+//! seconds, beside the ingest writer and the indexer's own work, and running free it took a
+//! whole core of a small machine from the requests.
 //!
 //! Everything else (the lock, watching `meta.json`, atomic writes) is the `MmapDirectory`'s.
 
